@@ -1,0 +1,275 @@
+/* vbmem.h -- public interface of libvbmem: episodic generative memories fitted by
+ * mean-field variational Bayes in latent space (Lingle, "Meta-Learning with
+ * Variational Bayes", App. B-G).
+ *
+ * Conventions used throughout:
+ *  - every matrix is a dense row-major array of doubles;
+ *  - every function that can fail returns a vbm_status and, on failure, writes a
+ *    NUL-terminated human-readable message into the caller's vbm_error (which may
+ *    be NULL when the caller does not want one);
+ *  - whoever allocates frees: objects returned through an out-pointer are owned
+ *    by the caller and released with the matching *_free function;
+ *  - there is no global mutable state: distinct memories may be used from
+ *    distinct threads at the same time; one memory must not be mutated by two
+ *    threads at once (reads - elbo, sample, address, read, export - may run
+ *    concurrently with each other). */
+#ifndef VBMEM_VBMEM_H
+#define VBMEM_VBMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VBM_VERSION_STRING "0.1.0"
+
+/* Hard limits that guard allocations against absurd sizes. */
+#define VBM_MAX_CODE_SIZE 65536
+#define VBM_MAX_ROWS 4096
+#define VBM_MAX_CLUSTERS 65536
+#define VBM_MAX_FRAMES 10000000L
+#define VBM_MAX_ELEMENTS 400000000L /* any single array, in doubles (3.2 GB) */
+
+typedef enum {
+    VBM_OK = 0,
+    VBM_EINVAL = 1,   /* invalid argument: sizes, NaN/Inf, negative variance ... */
+    VBM_ENOMEM = 2,   /* allocation failed or size beyond the guards above */
+    VBM_ENUMERIC = 3, /* a factorization failed (matrix not positive definite) */
+    VBM_EFORMAT = 4   /* an imported memory is malformed */
+} vbm_status;
+
+typedef struct {
+    char msg[256];
+} vbm_error;
+
+typedef enum {
+    VBM_GAUSSIAN = 0,    /* Theorem 1 (and Theorem 3 with shift = 1) */
+    VBM_CATEGORICAL = 1, /* Theorem 2 */
+    VBM_MIXTURE = 2,     /* Theorem 4, k-means++ seeded */
+    VBM_TREE = 3,        /* Theorem 5, with prefix pseudocounts for sampling */
+    VBM_DKM = 4          /* Dynamic Kanerva Machine online writer (baseline) */
+} vbm_kind;
+
+/* Hyper-parameters of a memory. Fill with vbm_config_default, then override. */
+typedef struct {
+    vbm_kind kind;
+    int code_size;       /* C */
+    int rows;            /* K */
+    int clusters;        /* H (mixture, tree; 1 otherwise) */
+    int groups;          /* G (tree; 1 otherwise); must divide C */
+    double sigma_z2;     /* observation variance of p(z | y, Omega) */
+    int shift;           /* mean shift b (always on for mixture and tree) */
+    double u0;           /* default prior row covariance U0 = u0 * I_K */
+    double sigma2_b0;    /* prior covariance of each shift, sigma2_b0 * I */
+    double s_floor;      /* q(s) <- (1 - s_floor) q(s) + s_floor / H; 0 disables */
+    double dkm_addr_var; /* DKM: fixed variance of the address posterior */
+    long retain_max;     /* codes retained for refit/resize (0: none), FIFO */
+} vbm_config;
+
+/* A batch of perceptual codes q(z_t) = N(mu_t, diag(s2_t)), t = 1..T.
+ * mu is T x C. s2 is T x C, or NULL meaning all variances are zero (codes
+ * observed exactly, as in the synthetic episodes of App. E.1). */
+typedef struct {
+    long T;
+    int C;
+    const double *mu;
+    const double *s2;
+} vbm_codes;
+
+/* ELBO of an episode in latent space (Eq. 5 without the reconstruction term),
+ * term by term; per_frame = total / T and
+ * total = loglik_codes - kl_w - kl_s - kl_M - kl_b.
+ * loglik_codes is -E[KL(q(z_t) || p(z_t | y_t, Omega))] summed over frames; for
+ * code dimensions with zero variance it is the code's expected log-likelihood. */
+typedef struct {
+    double per_frame;
+    double total;
+    double loglik_codes;
+    double kl_w;
+    double kl_s;
+    double kl_M;
+    double kl_b;
+    long T;
+} vbm_elbo;
+
+/* Per-frame addressing posteriors q(y_t). For every frame t, group g, cluster h:
+ *   s[(t*G + g)*H + h]           q(s_t^g = h)  (1 for models without clusters)
+ *   w_mu[((t*G + g)*H + h)*K + k] mean of q(w_t^g | s = h); for the categorical
+ *                                model the probabilities q(w_t = e_k)
+ *   w_cov[((g*H + h)*K + i)*K + j] covariance of q(w^g | s = h), shared by all
+ *                                frames (NULL for the categorical model) */
+typedef struct {
+    long T;
+    int G, H, K;
+    double *s;
+    double *w_mu;
+    double *w_cov;
+} vbm_addresses;
+
+typedef enum {
+    VBM_INIT_AUTO = 0,    /* k-means++ for mixture/tree, the prior otherwise */
+    VBM_INIT_PRIOR = 1,   /* q(Omega) = p(Omega) */
+    VBM_INIT_KMEANSPP = 2,/* shifts seeded by k-means++ over the code means */
+    VBM_INIT_CURRENT = 3  /* start from the memory's current posterior */
+} vbm_init;
+
+typedef struct {
+    int max_iter;       /* VB iterations (updates of q(Omega)); >= 0 */
+    double tol;         /* stop when |dELBO| <= tol * |ELBO|; 0: run max_iter */
+    uint64_t seed;      /* seeds k-means++ */
+    vbm_init init;
+    int want_addresses; /* fill result->addr */
+    int want_trace;     /* fill result->trace with the ELBO after each iteration */
+} vbm_write_opts;
+
+typedef struct {
+    vbm_elbo elbo;      /* of the returned posterior with its optimal q(y) */
+    int iterations;     /* updates of q(Omega) run */
+    int converged;      /* stopped by tol */
+    double *trace;      /* [iterations + 1] ELBO per frame, trace[0] at init */
+    vbm_addresses addr; /* when requested; zeroed otherwise */
+} vbm_write_result;
+
+/* The memory: hyper-parameters, base prior, variational posterior over the
+ * episode-level latents, tree pseudocounts and optionally retained codes.
+ * Treat as read-only outside libvbmem; use the functions below. */
+typedef struct {
+    vbm_config cfg;
+    int cg;          /* C / G: width of one code partition */
+    /* base prior p(Omega), shared by all clusters: */
+    double *R0;      /* K x C (group g uses columns g*cg .. g*cg+cg-1) */
+    double *U0;      /* K x K, symmetric positive definite */
+    double *mu_b0;   /* C */
+    /* posterior q(Omega), one block per (group g, cluster h), index gh = g*H+h: */
+    double *R;       /* [G*H][K x cg] */
+    double *U;       /* [G*H][K x K] */
+    double *mu_b;    /* [G*H][cg]  (zeros when the model has no shift) */
+    double *s2_b;    /* [G*H]      isotropic variance of q(b); 0 without shift */
+    /* tree: empirical counts of hard-assignment paths (s^1..s^G) */
+    long n_paths;
+    int *paths;      /* n_paths x G */
+    double *path_counts; /* n_paths */
+    /* bookkeeping */
+    long frames;     /* frames written since the last write/refit/resize */
+    double last_elbo;/* ELBO per frame of the last write/append/refit (NAN if none) */
+    /* retained codes (at most cfg.retain_max, oldest dropped first) */
+    long n_codes;
+    double *codes_mu; /* n_codes x C */
+    double *codes_s2; /* n_codes x C */
+} vbm_memory;
+
+/* Fill *cfg with the paper's defaults for a model of the given kind and code
+ * size C: gaussian/categorical/dkm: K = 32, U0 = I, sigma_z^2 = 1 (Theorems
+ * 1-2, App. E.1), DKM address variance 0.3; mixture/tree: H = 10, K = 6,
+ * U0 = 0.4 I, Sigma_b0 = 0.4 K I, sigma_z^2 = 0.2 K (App. F.2.2), G = 2 for
+ * the tree, q(s) floor 1e-6. Never fails. */
+void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg);
+
+/* Check a configuration. Returns VBM_OK or VBM_EINVAL with a message naming the
+ * offending field (sizes out of range, G not dividing C, non-positive variances,
+ * a floor outside [0, 1), shift on the categorical model ...). */
+vbm_status vbm_config_check(const vbm_config *cfg, vbm_error *err);
+
+/* Parse "gaussian" ... "dkm". Returns VBM_OK or VBM_EINVAL for an unknown name. */
+vbm_status vbm_kind_parse(const char *name, vbm_kind *out, vbm_error *err);
+/* Name of a kind ("gaussian" ...), or "unknown". */
+const char *vbm_kind_name(vbm_kind kind);
+
+/* Create a memory whose posterior equals its prior. R0 (K x C) and U0 (K x K)
+ * override the default prior (zeros, u0 * I) when non-NULL; U0 must be
+ * symmetric positive definite. Fails with VBM_EINVAL (bad config, non-finite
+ * or non-SPD prior), VBM_ENOMEM. On success *out is owned by the caller. */
+vbm_status vbm_memory_create(const vbm_config *cfg, const double *R0, const double *U0,
+                             vbm_memory **out, vbm_error *err);
+/* Free a memory and everything it owns. NULL is a no-op. */
+void vbm_memory_free(vbm_memory *mem);
+/* Deep copy. Fails only with VBM_ENOMEM. */
+vbm_status vbm_memory_clone(const vbm_memory *mem, vbm_memory **out, vbm_error *err);
+
+/* Validate a batch of codes against a memory: C must match, T >= 1, every mean
+ * finite, every variance finite and >= 0. Returns VBM_EINVAL with the frame and
+ * dimension of the first offending value. */
+vbm_status vbm_codes_check(const vbm_memory *mem, const vbm_codes *codes, vbm_error *err);
+
+/* Default write options: 50 iterations, tol 0, seed 0, VBM_INIT_AUTO. */
+void vbm_write_opts_default(vbm_write_opts *opts);
+
+/* Batch VB from the base prior (replacing the current posterior) on the given
+ * codes. The DKM kind runs its online non-iterative writer instead (one pass,
+ * result->iterations = 1). Retains the codes when cfg.retain_max > 0. On
+ * success fills *res (release with vbm_write_result_free). Fails with
+ * VBM_EINVAL (bad codes, H > T for k-means++), VBM_ENOMEM, VBM_ENUMERIC; on
+ * failure the memory is unchanged. */
+vbm_status vbm_write(vbm_memory *mem, const vbm_codes *codes, const vbm_write_opts *opts,
+                     vbm_write_result *res, vbm_error *err);
+
+/* Online VB: the current posterior is the prior for the new codes; no earlier
+ * codes are needed. The reported ELBO has the old posterior as its prior.
+ * Tree pseudocounts and retained codes are extended. Same failures as write. */
+vbm_status vbm_append(vbm_memory *mem, const vbm_codes *codes, const vbm_write_opts *opts,
+                      vbm_write_result *res, vbm_error *err);
+
+/* Batch VB from the base prior over every retained code (plus `extra` when
+ * non-NULL, which is retained too). Fails with VBM_EINVAL when nothing is
+ * retained and extra is NULL. */
+vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_opts *opts,
+                     vbm_write_result *res, vbm_error *err);
+
+/* ELBO of the codes under the memory's posterior and base prior, with q(y)
+ * set to its optimum given q(Omega). addr may be NULL; otherwise it is filled
+ * (release with vbm_addresses_free). */
+vbm_status vbm_elbo_eval(const vbm_memory *mem, const vbm_codes *codes, vbm_elbo *out,
+                         vbm_addresses *addr, vbm_error *err);
+
+/* Infer q(y) for query codes given q(Omega) (App. G.2 step 3). Fills *addr. */
+vbm_status vbm_address(const vbm_memory *mem, const vbm_codes *query, vbm_addresses *addr,
+                       vbm_error *err);
+
+/* Generate n codes from memory (App. G.1): Omega ~ q(Omega) independently for
+ * every sample, y ~ p(y | Omega) (for the tree the hard-assignment path is drawn
+ * from the empirical pseudocounts when there are any), z ~ p(z | y, Omega).
+ * cluster >= 0 fixes s = cluster (all groups); -1 draws it. out_z is n x C;
+ * out_s (n x G, may be NULL) receives the clusters used. Deterministic given
+ * seed. Fails with VBM_EINVAL (n < 1, cluster out of range). */
+vbm_status vbm_sample(const vbm_memory *mem, long n, uint64_t seed, int cluster,
+                      double *out_z, int *out_s, vbm_error *err);
+
+/* One read step (App. G.2 steps 3-5): infer q(y) for the query codes, then draw
+ * Omega ~ q(Omega), s ~ q(s), w ~ q(w | s), z ~ p(z | s, w, Omega). out_z is
+ * T x C; addr may be NULL. Deterministic given seed. */
+vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed, double *out_z,
+                    vbm_addresses *addr, vbm_error *err);
+
+/* Change the number of clusters H and/or rows K (0 keeps the current value).
+ * Refits from the retained codes when there are any; otherwise from
+ * max(frames, 4 * new H) pseudo-codes (at most 100000) sampled from the current
+ * posterior with the given seed. elbo_before / elbo_after are the ELBO per frame
+ * of the old and new memory on those same codes. When K changes the base prior
+ * is truncated or extended (new rows of R0 zero, new diagonal of U0 = cfg.u0).
+ * On failure the memory is unchanged. */
+vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opts *opts,
+                      double *elbo_before, double *elbo_after, vbm_write_result *res,
+                      vbm_error *err);
+
+/* Export the whole memory (config, prior, posterior, pseudocounts, retained
+ * codes) in the binary layout documented in proto/memory-format.md. *buf is
+ * malloc'd and owned by the caller. Fails only with VBM_ENOMEM. */
+vbm_status vbm_export(const vbm_memory *mem, unsigned char **buf, size_t *len, vbm_error *err);
+/* Import a memory exported by vbm_export; bit-exact round trip. Fails with
+ * VBM_EFORMAT (bad magic, version, truncated, sizes inconsistent, non-finite
+ * values) or VBM_ENOMEM. */
+vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vbm_error *err);
+
+void vbm_addresses_free(vbm_addresses *addr);
+void vbm_write_result_free(vbm_write_result *res);
+
+/* Allocation guard shared by the library: NULL when n * size exceeds the
+ * element guard or malloc fails. Memory is zeroed. */
+void *vbm_calloc(size_t n, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,407 @@
+/* mixture.c -- the scalable mixture-based memory (Theorem 4): VB updates of
+ * q(w | s), q(s), q(b_h), q(M_h) for one group of code columns, k-means++
+ * seeding of the shifts (Sec. 3.2.1), its ELBO terms, reads and samples. */
+#define _POSIX_C_SOURCE 200809L
+#include "mixture.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "numerics/linalg.h"
+
+#define BLK_R(mem, gh) ((mem)->R + (size_t)(gh) * (mem)->cfg.rows * (mem)->cg)
+#define BLK_U(mem, gh) ((mem)->U + (size_t)(gh) * (mem)->cfg.rows * (mem)->cfg.rows)
+#define BLK_B(mem, gh) ((mem)->mu_b + (size_t)(gh) * (mem)->cg)
+
+void mixgroup_work_free(mixgroup_work *w) {
+    codestat_free(&w->cs);
+    free(w->P);
+    free(w->W);
+    free(w->Wt);
+    free(w->theta);
+    free(w->S);
+    free(w->Sw);
+    free(w->logdetSw);
+    free(w->trSSw);
+    free(w->Rmb);
+    free(w->zb);
+    free(w->Y);
+    free(w->scratch);
+    memset(w, 0, sizeof *w);
+}
+
+vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm_codes *codes, int g,
+                              vbm_error *err) {
+    memset(w, 0, sizeof *w);
+    int H = mem->cfg.clusters, K = mem->cfg.rows, cg = mem->cg;
+    long T = codes->T;
+    w->H = H;
+    w->K = K;
+    w->cg = cg;
+    w->g = g;
+    w->T = T;
+    vbm_status st = codestat_init(&w->cs, codes, g * cg, cg, err);
+    if (st) return st;
+    size_t hkt = (size_t)H * K * T;
+    w->P = vbm_calloc(hkt, sizeof(double));
+    w->W = vbm_calloc(hkt, sizeof(double));
+    w->Wt = vbm_calloc(hkt, sizeof(double));
+    w->theta = vbm_calloc((size_t)T * H, sizeof(double));
+    w->S = vbm_calloc((size_t)H * K * K, sizeof(double));
+    w->Sw = vbm_calloc((size_t)H * K * K, sizeof(double));
+    w->logdetSw = vbm_calloc((size_t)H, sizeof(double));
+    w->trSSw = vbm_calloc((size_t)H, sizeof(double));
+    w->Rmb = vbm_calloc((size_t)H * K, sizeof(double));
+    w->zb = vbm_calloc((size_t)T * H, sizeof(double));
+    w->Y = vbm_calloc((size_t)H * K * cg, sizeof(double));
+    w->scratch = vbm_calloc(2 * (size_t)K * K + (size_t)K * cg, sizeof(double));
+    if (!w->P || !w->W || !w->Wt || !w->theta || !w->S || !w->Sw || !w->logdetSw || !w->trSSw ||
+        !w->Rmb || !w->zb || !w->Y || !w->scratch) {
+        mixgroup_work_free(w);
+        return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
+    }
+    return VBM_OK;
+}
+
+vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, mixgroup_work *w,
+                         vbm_init init, rng_t *rng, vbm_error *err) {
+    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C;
+    long T = w->T;
+    if (init == VBM_INIT_CURRENT) return VBM_OK;
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        memcpy(BLK_R(mem, gh), prior->R0 + (size_t)gh * K * cg, sizeof(double) * K * cg);
+        memcpy(BLK_U(mem, gh), prior->U0 + (size_t)gh * K * K, sizeof(double) * K * K);
+        memcpy(BLK_B(mem, gh), prior->mu_b0 + (size_t)gh * cg, sizeof(double) * cg);
+        mem->s2_b[gh] = prior->s2_b0[gh];
+    }
+    if (init != VBM_INIT_KMEANSPP && init != VBM_INIT_AUTO) return VBM_OK;
+    if (H > T)
+        return vbm_fail(err, VBM_EINVAL, "k-means++ seeding needs at least H = %d codes, got T = %ld", H, T);
+    /* k-means++ over the code means of this group (Arthur & Vassilvitskii). */
+    double *d2 = vbm_calloc((size_t)T, sizeof(double));
+    if (!d2) return vbm_fail(err, VBM_ENOMEM, "out of memory for k-means++");
+    const double *Z = w->cs.mu + w->cs.goff;
+    for (int h = 0; h < H; h++) {
+        long pick = h == 0 ? (long)rng_below(rng, (uint64_t)T) : rng_categorical(rng, d2, T);
+        const double *zc = Z + (size_t)pick * C;
+        memcpy(BLK_B(mem, g * H + h), zc, sizeof(double) * cg);
+        for (long t = 0; t < T; t++) {
+            const double *z = Z + (size_t)t * C;
+            double d = 0.0;
+            for (int c = 0; c < cg; c++) d += (z[c] - zc[c]) * (z[c] - zc[c]);
+            if (h == 0 || d < d2[t]) d2[t] = d;
+        }
+    }
+    free(d2);
+    return VBM_OK;
+}
+
+vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w,
+                            vbm_elbo *elbo, vbm_error *err) {
+    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+    long T = w->T;
+    double s2 = mem->cfg.sigma_z2, floor_ = mem->cfg.s_floor;
+    size_t kk = (size_t)K * K;
+    const double *Z = w->cs.mu + w->cs.goff;
+    double *A = w->scratch;
+    int shift = mem->cfg.shift;
+    /* Per cluster: S_h, Sigma_w = (I + S_h / s2)^{-1}, R_h mu_b. */
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        const double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh), *mb = BLK_B(mem, gh);
+        double *S = w->S + h * kk, *Sw = w->Sw + h * kk;
+        la_gemm(0, 1, K, K, cg, 1.0, R, cg, R, cg, 0.0, S, K);
+        for (size_t i = 0; i < kk; i++) S[i] += cg * U[i];
+        for (size_t i = 0; i < kk; i++) A[i] = S[i] / s2;
+        for (int k = 0; k < K; k++) A[(size_t)k * K + k] += 1.0;
+        if (la_chol(K, A) != 0)
+            return vbm_fail(err, VBM_ENUMERIC, "address precision of cluster %d is not positive definite", h);
+        w->logdetSw[h] = -la_chol_logdet(K, A);
+        memcpy(Sw, A, kk * sizeof(double));
+        la_chol_inverse(K, Sw);
+        double tr = 0.0;
+        for (size_t i = 0; i < kk; i++) tr += S[i] * Sw[i];
+        w->trSSw[h] = tr;
+        for (int k = 0; k < K; k++) {
+            double v = 0.0;
+            for (int c = 0; c < cg; c++) v += R[(size_t)k * cg + c] * mb[c];
+            w->Rmb[h * K + k] = v;
+        }
+        /* q(w | s = h) means: A_h^{-1} (R_h z_t - R_h mu_b) / s2, for all t at once. */
+        (void)0;
+    }
+    /* P = [R_1; ...; R_H] Z^T : one GEMM over all clusters. */
+    la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
+    for (int h = 0; h < H; h++) {
+        double *Wh = w->W + (size_t)h * K * T;
+        const double *Ph = w->P + (size_t)h * K * T;
+        for (int k = 0; k < K; k++) {
+            double rmb = w->Rmb[h * K + k];
+            for (long t = 0; t < T; t++) Wh[(size_t)k * T + t] = (Ph[(size_t)k * T + t] - rmb) / s2;
+        }
+        /* Sigma_w = A^{-1}: W_h <- Sigma_w W_h, a level-3 product. */
+        memcpy(w->Wt + (size_t)h * K * T, Wh, sizeof(double) * K * T);
+        la_gemm(0, 0, K, (int)T, K, 1.0, w->Sw + h * kk, K, w->Wt + (size_t)h * K * T, (int)T, 0.0, Wh,
+                (int)T);
+    }
+    /* z_t . mu_b for all t, h. */
+    if (shift) la_gemm(0, 1, (int)T, H, cg, 1.0, Z, C, BLK_B(mem, g * H), cg, 0.0, w->zb, H);
+    double log2pis2 = log(2.0 * VBM_PI * s2);
+    double loglik = 0.0, klw = 0.0, kls = 0.0;
+    double *mw = w->scratch; /* K values */
+    for (long t = 0; t < T; t++) {
+        double *th = w->theta + (size_t)t * H;
+        double *e = w->zb + (size_t)t * H; /* reused in place: holds e_th afterwards */
+        double *lw = w->Y;                 /* H values of KL_w, scratch */
+        for (int h = 0; h < H; h++) {
+            int gh = g * H + h;
+            const double *Wh = w->W + (size_t)h * K * T, *Ph = w->P + (size_t)h * K * T;
+            const double *S = w->S + h * kk, *mb = BLK_B(mem, gh);
+            double rz = 0.0, mm = 0.0, mrb = 0.0, q = 0.0;
+            for (int k = 0; k < K; k++) {
+                mw[k] = Wh[(size_t)k * T + t];
+                rz += mw[k] * Ph[(size_t)k * T + t];
+                mm += mw[k] * mw[k];
+                mrb += mw[k] * w->Rmb[h * K + k];
+            }
+            for (int i = 0; i < K; i++) {
+                double r = 0.0;
+                for (int j = 0; j < K; j++) r += S[(size_t)i * K + j] * mw[j];
+                q += mw[i] * r;
+            }
+            double bb = 0.0;
+            if (shift)
+                for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
+            double zbv = shift ? e[h] : 0.0;
+            double eth = w->cs.znorm[t] + w->cs.vsum[t] + bb + (shift ? cg * mem->s2_b[gh] : 0.0) - 2.0 * zbv +
+                         q + w->trSSw[h] - 2.0 * rz + 2.0 * mrb;
+            double trSw = 0.0;
+            for (int k = 0; k < K; k++) trSw += w->Sw[h * kk + (size_t)k * K + k];
+            lw[h] = 0.5 * (trSw + mm - K - w->logdetSw[h]);
+            e[h] = eth;
+            th[h] = -eth / (2.0 * s2) - lw[h];
+        }
+        softmax_inplace(H, th);
+        if (floor_ > 0.0 && H > 1)
+            for (int h = 0; h < H; h++) th[h] = (1.0 - floor_) * th[h] + floor_ / H;
+        for (int h = 0; h < H; h++) {
+            if (th[h] == 0.0) continue;
+            loglik += th[h] * (-0.5 * cg * log2pis2 - e[h] / (2.0 * s2));
+            klw += th[h] * lw[h];
+        }
+        kls += kl_uniform_cat(H, th);
+    }
+    (void)prior;
+    elbo->loglik_codes += loglik + w->cs.entropy;
+    elbo->kl_w += klw;
+    elbo->kl_s += kls;
+    double *kw = w->scratch;
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        double klm = kl_matrix_normal(K, cg, BLK_R(mem, gh), BLK_U(mem, gh), prior->R0 + (size_t)gh * K * cg,
+                                      prior->P0 + (size_t)gh * kk, prior->logdetU0[gh], kw);
+        if (isnan(klm))
+            return vbm_fail(err, VBM_ENUMERIC, "posterior row covariance of cluster %d is not positive definite", h);
+        elbo->kl_M += klm;
+        if (shift)
+            elbo->kl_b += kl_iso_normal(cg, BLK_B(mem, gh), mem->s2_b[gh], prior->mu_b0 + (size_t)gh * cg,
+                                        prior->s2_b0[gh]);
+    }
+    return VBM_OK;
+}
+
+vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+    long T = w->T;
+    double s2 = mem->cfg.sigma_z2;
+    size_t kk = (size_t)K * K, kc = (size_t)K * cg;
+    const double *Z = w->cs.mu + w->cs.goff;
+    /* Wt_h = W_h diag(theta_h); sw_h = W_h theta_h (kept in Rmb). */
+    for (int h = 0; h < H; h++) {
+        const double *Wh = w->W + (size_t)h * K * T;
+        double *Wth = w->Wt + (size_t)h * K * T;
+        for (int k = 0; k < K; k++) {
+            double sw = 0.0;
+            for (long t = 0; t < T; t++) {
+                double v = Wh[(size_t)k * T + t] * w->theta[(size_t)t * H + h];
+                Wth[(size_t)k * T + t] = v;
+                sw += v;
+            }
+            w->Rmb[h * K + k] = sw;
+        }
+    }
+    if (mem->cfg.shift) {
+        /* q(b_h): Eq. 198-199 with the current q(M_h). Y temporarily holds Theta^T Z. */
+        double *sz = w->Y;
+        la_gemm(1, 0, H, cg, (int)T, 1.0, w->theta, H, Z, C, 0.0, sz, cg);
+        for (int h = 0; h < H; h++) {
+            int gh = g * H + h;
+            double N = 0.0;
+            for (long t = 0; t < T; t++) N += w->theta[(size_t)t * H + h];
+            double prec = 1.0 / prior->s2_b0[gh] + N / s2;
+            double sb = 1.0 / prec;
+            const double *R = BLK_R(mem, gh), *mb0 = prior->mu_b0 + (size_t)gh * cg;
+            double *mb = BLK_B(mem, gh);
+            for (int c = 0; c < cg; c++) {
+                double rw = 0.0;
+                for (int k = 0; k < K; k++) rw += R[(size_t)k * cg + c] * w->Rmb[h * K + k];
+                mb[c] = sb * (mb0[c] / prior->s2_b0[gh] + (sz[(size_t)h * cg + c] - rw) / s2);
+            }
+            mem->s2_b[gh] = sb;
+        }
+    }
+    /* q(M_h): Eq. 206-207. Y = Wt Z, one GEMM over all clusters. */
+    la_gemm(0, 0, H * K, cg, (int)T, 1.0, w->Wt, (int)T, Z, C, 0.0, w->Y, cg);
+    double *Q = w->scratch;
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        double N = 0.0;
+        for (long t = 0; t < T; t++) N += w->theta[(size_t)t * H + h];
+        la_gemm(0, 1, K, K, (int)T, 1.0 / s2, w->Wt + (size_t)h * K * T, (int)T, w->W + (size_t)h * K * T,
+                (int)T, 0.0, Q, K);
+        const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
+        for (size_t i = 0; i < kk; i++) Q[i] += P0[i] + N * Sw[i] / s2;
+        la_symmetrize_lower(K, Q); /* guard against rounding asymmetry */
+        double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh);
+        const double *mb = BLK_B(mem, gh), *Yh = w->Y + (size_t)h * kc, *P0R0 = prior->P0R0 + gh * kc;
+        for (int k = 0; k < K; k++) {
+            double sw = w->Rmb[h * K + k];
+            for (int c = 0; c < cg; c++)
+                R[(size_t)k * cg + c] =
+                    P0R0[(size_t)k * cg + c] + (Yh[(size_t)k * cg + c] - (mem->cfg.shift ? sw * mb[c] : 0.0)) / s2;
+        }
+        if (la_chol(K, Q) != 0)
+            return vbm_fail(err, VBM_ENUMERIC, "memory precision of cluster %d is not positive definite", h);
+        la_chol_solve(K, cg, Q, R, cg);
+        memcpy(U, Q, kk * sizeof(double));
+        la_chol_inverse(K, U);
+    }
+    return VBM_OK;
+}
+
+void mixgroup_export(const mixgroup_work *w, int G, vbm_addresses *out) {
+    int H = w->H, K = w->K, g = w->g;
+    long T = w->T;
+    for (long t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            size_t idx = ((size_t)t * G + g) * H + h;
+            out->s[idx] = w->theta[(size_t)t * H + h];
+            for (int k = 0; k < K; k++) out->w_mu[idx * K + k] = w->W[((size_t)h * K + k) * T + t];
+        }
+    if (out->w_cov) memcpy(out->w_cov + (size_t)g * H * K * K, w->Sw, sizeof(double) * H * K * K);
+}
+
+void mixgroup_read_draw(const vbm_memory *mem, const mixgroup_work *w, rng_t *rng, double *out_z) {
+    int H = w->H, K = w->K, cg = w->cg, g = w->g, C = w->cs.C;
+    long T = w->T;
+    double L[VBM_MAX_ROWS > 64 ? 64 * 64 : 1];
+    double wv[64], eps[64];
+    double *Lh = K <= 64 ? L : vbm_calloc((size_t)K * K, sizeof(double));
+    double *wvec = K <= 64 ? wv : vbm_calloc((size_t)K, sizeof(double));
+    double *ev = K <= 64 ? eps : vbm_calloc((size_t)K, sizeof(double));
+    if (!Lh || !wvec || !ev) { /* allocation failure: fall back to means */
+        if (K > 64) { free(Lh == L ? NULL : Lh); free(wvec == wv ? NULL : wvec); free(ev == eps ? NULL : ev); }
+        return;
+    }
+    for (long t = 0; t < T; t++) {
+        int h = (int)rng_categorical(rng, w->theta + (size_t)t * H, H);
+        int gh = g * H + h;
+        memcpy(Lh, w->Sw + (size_t)h * K * K, sizeof(double) * K * K);
+        la_chol(K, Lh);
+        for (int k = 0; k < K; k++) ev[k] = rng_normal(rng);
+        for (int i = 0; i < K; i++) {
+            double v = w->W[((size_t)h * K + i) * T + t];
+            for (int j = 0; j <= i; j++) v += Lh[(size_t)i * K + j] * ev[j];
+            wvec[i] = v;
+        }
+        draw_code(K, cg, BLK_R(mem, gh), BLK_U(mem, gh), BLK_B(mem, gh), mem->s2_b[gh], mem->cfg.sigma_z2,
+                  wvec, rng, out_z + (size_t)t * C + (size_t)g * cg);
+    }
+    if (K > 64) {
+        free(Lh);
+        free(wvec);
+        free(ev);
+    }
+}
+
+void mixgroup_sample_one(const vbm_memory *mem, int g, int h, rng_t *rng, double *out) {
+    int K = mem->cfg.rows, gh = g * mem->cfg.clusters + h;
+    double wv[64];
+    double *wvec = K <= 64 ? wv : vbm_calloc((size_t)K, sizeof(double));
+    if (!wvec) return;
+    for (int k = 0; k < K; k++) wvec[k] = rng_normal(rng);
+    draw_code(K, mem->cg, BLK_R(mem, gh), BLK_U(mem, gh), BLK_B(mem, gh), mem->s2_b[gh], mem->cfg.sigma_z2,
+              wvec, rng, out);
+    if (wvec != wv) free(wvec);
+}
+
+/* ---- the mixture model: a single group ---- */
+
+static vbm_status mix_work_new(const vbm_memory *mem, const vbm_codes *codes, void **work, vbm_error *err) {
+    mixgroup_work *w = vbm_calloc(1, sizeof *w);
+    if (!w) return vbm_fail(err, VBM_ENOMEM, "out of memory");
+    vbm_status st = mixgroup_work_init(w, mem, codes, 0, err);
+    if (st) {
+        free(w);
+        return st;
+    }
+    *work = w;
+    return VBM_OK;
+}
+
+static void mix_work_free(void *work) {
+    if (!work) return;
+    mixgroup_work_free(work);
+    free(work);
+}
+
+static vbm_status mix_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init,
+                           rng_t *rng, vbm_error *err) {
+    (void)codes;
+    /* init needs the code statistics only for k-means++; build a light view. */
+    mixgroup_work w;
+    memset(&w, 0, sizeof w);
+    w.H = mem->cfg.clusters;
+    w.K = mem->cfg.rows;
+    w.cg = mem->cg;
+    w.T = codes->T;
+    w.cs.mu = codes->mu;
+    w.cs.C = codes->C;
+    return mixgroup_init(mem, 0, prior, &w, init, rng, err);
+}
+
+static vbm_status mix_address(const vbm_memory *mem, const prior_t *prior, void *work, vbm_elbo *elbo,
+                              vbm_error *err) {
+    return mixgroup_address(mem, prior, work, elbo, err);
+}
+
+static vbm_status mix_update(vbm_memory *mem, const prior_t *prior, void *work, vbm_error *err) {
+    return mixgroup_update(mem, prior, work, err);
+}
+
+static vbm_status mix_addresses(const vbm_memory *mem, void *work, vbm_addresses *out, vbm_error *err) {
+    mixgroup_work *w = work;
+    vbm_status st = addresses_alloc(out, w->T, 1, w->H, w->K, 1, err);
+    if (st) return st;
+    (void)mem;
+    mixgroup_export(w, 1, out);
+    return VBM_OK;
+}
+
+static void mix_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *out_z) {
+    mixgroup_read_draw(mem, work, rng, out_z);
+}
+
+static void mix_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z, int *out_s) {
+    int H = mem->cfg.clusters, C = mem->cfg.code_size;
+    for (long i = 0; i < n; i++) {
+        int h = cluster >= 0 ? cluster : (int)rng_below(rng, (uint64_t)H);
+        if (out_s) out_s[i] = h;
+        mixgroup_sample_one(mem, 0, h, rng, out_z + (size_t)i * C);
+    }
+}
+
+const model_ops mixture_ops = {mix_work_new, mix_work_free, mix_init,      mix_address,
+                               mix_update,   mix_addresses, mix_read_draw, mix_sample};

@@ -1,0 +1,108 @@
+/* model.h -- the shared internal interface of the memory models: the prior
+ * view used by one VB run, per-run workspaces, the operation table every model
+ * file implements, and helpers common to all models (KL terms, code statistics). */
+#ifndef VBMEM_MODEL_H
+#define VBMEM_MODEL_H
+
+#include "vbmem/vbmem.h"
+
+#define VBM_PI 3.14159265358979323846
+#include "numerics/rng.h"
+
+/* The prior of one VB run, one block per (group, cluster) gh = g*H + h, with
+ * the factorizations the updates need. Built from the base prior (write,
+ * refit, elbo) or from the current posterior (append: online VB). */
+typedef struct {
+    int GH, K, cg;
+    double *R0;       /* [GH][K x cg] */
+    double *U0;       /* [GH][K x K] */
+    double *P0;       /* [GH][K x K]  U0^{-1} (from its Cholesky factor) */
+    double *P0R0;     /* [GH][K x cg] U0^{-1} R0 (Cholesky solve) */
+    double *logdetU0; /* [GH] */
+    double *mu_b0;    /* [GH][cg] */
+    double *s2_b0;    /* [GH] */
+} prior_t;
+
+/* Build the prior from the memory's base prior, replicated for every cluster.
+ * Fails with VBM_ENOMEM or VBM_ENUMERIC (U0 not positive definite). */
+vbm_status prior_from_base(const vbm_memory *mem, prior_t *p, vbm_error *err);
+/* Build the prior from the memory's current posterior (online VB). */
+vbm_status prior_from_posterior(const vbm_memory *mem, prior_t *p, vbm_error *err);
+void prior_free(prior_t *p);
+
+/* Per-call statistics of a batch of codes restricted to the columns of group g:
+ * squared norms of the means, sums of variances, entropy of q(z) over the
+ * dimensions with positive variance. */
+typedef struct {
+    long T;
+    int C, goff, cg;
+    const double *mu; /* T x C, the group occupies columns goff .. goff+cg-1 */
+    double *znorm;    /* [T] */
+    double *vsum;     /* [T] */
+    double entropy;   /* sum over frames and group dims with v > 0 */
+} codestat_t;
+
+vbm_status codestat_init(codestat_t *cs, const vbm_codes *codes, int goff, int cg, vbm_error *err);
+void codestat_free(codestat_t *cs);
+
+/* KL(MN(R, U, I) || MN(R0, U0, I)) for K x cg matrices, Eq. 254, given the
+ * prior's precision P0 and log det U0. work holds 2*K*K + K*cg doubles.
+ * Returns NAN when U is not positive definite. */
+double kl_matrix_normal(int K, int cg, const double *R, const double *U, const double *R0,
+                        const double *P0, double logdetU0, double *work);
+/* KL(N(mu, s2 I) || N(mu0, s20 I)) in dimension n. */
+double kl_iso_normal(int n, const double *mu, double s2, const double *mu0, double s20);
+/* KL(N(mu, S) || N(0, I)) in dimension K, given log det S. */
+double kl_std_normal(int K, const double *mu, int mu_stride, const double *S, double logdetS);
+/* KL(Cat(theta) || Cat(1/n)). Zero probabilities contribute zero. */
+double kl_uniform_cat(int n, const double *theta);
+/* In-place softmax of n logits. */
+void softmax_inplace(int n, double *x);
+
+/* The operations a model file provides to the generic VB driver (memory.c).
+ * `work` is a model-specific workspace holding q(y) for one batch of codes. */
+typedef struct {
+    /* Allocate a workspace for T frames of the given codes. */
+    vbm_status (*work_new)(const vbm_memory *mem, const vbm_codes *codes, void **work,
+                           vbm_error *err);
+    void (*work_free)(void *work);
+    /* Initialise q(Omega) of mem for a batch write (k-means++ where the model
+     * has shifts and init asks for it). */
+    vbm_status (*init)(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior,
+                       vbm_init init, rng_t *rng, vbm_error *err);
+    /* q(y) <- its optimum given q(Omega); then the ELBO of (q(y), q(Omega)). */
+    vbm_status (*address)(const vbm_memory *mem, const prior_t *prior, void *work,
+                          vbm_elbo *elbo, vbm_error *err);
+    /* q(Omega) <- its optimum given q(y) (shifts first, then M). */
+    vbm_status (*update)(vbm_memory *mem, const prior_t *prior, void *work, vbm_error *err);
+    /* Copy q(y) into the public layout. */
+    vbm_status (*addresses)(const vbm_memory *mem, void *work, vbm_addresses *out,
+                            vbm_error *err);
+    /* Draw one code per frame from q(y) q(Omega) p(z | y, Omega) (read step). */
+    void (*read_draw)(const vbm_memory *mem, void *work, rng_t *rng, double *out_z);
+    /* Draw n codes from p(y | Omega) q(Omega) p(z | y, Omega) (generation). */
+    void (*sample)(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z,
+                   int *out_s);
+} model_ops;
+
+extern const model_ops gaussian_ops;
+extern const model_ops categorical_ops;
+extern const model_ops mixture_ops;
+extern const model_ops tree_ops;
+
+/* Draw z = R^T w + mu_b + sqrt(w^T U w + s2_b + s2) * eps for one cluster:
+ * an exact draw of z ~ p(z | w, M, b) with M ~ q(M), b ~ q(b) marginalised
+ * per sample (E^T v with E standard normal K x cg has law N(0, |v|^2 I)). */
+void draw_code(int K, int cg, const double *R, const double *U, const double *mu_b, double s2_b,
+               double s2, const double *w, rng_t *rng, double *out_z);
+
+/* Allocate public addresses for T frames, G groups, H clusters, K rows (with
+ * covariances when with_cov). VBM_ENOMEM on failure. */
+vbm_status addresses_alloc(vbm_addresses *a, long T, int G, int H, int K, int with_cov,
+                           vbm_error *err);
+
+/* Set an error message (printf-style) and return the status. */
+vbm_status vbm_fail(vbm_error *err, vbm_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

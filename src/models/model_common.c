@@ -1,0 +1,243 @@
+/* model_common.c -- helpers shared by every memory model: the prior view of a
+ * VB run, code statistics, KL divergences, softmax, per-sample code draws. */
+#define _POSIX_C_SOURCE 200809L
+#include "model.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "numerics/linalg.h"
+
+vbm_status vbm_fail(vbm_error *err, vbm_status st, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+void *vbm_calloc(size_t n, size_t size) {
+    if (n == 0) n = 1;
+    if (size == 0) size = 1;
+    if (n > (size_t)VBM_MAX_ELEMENTS * 8 / size) return NULL;
+    return calloc(n, size);
+}
+
+void prior_free(prior_t *p) {
+    free(p->R0);
+    free(p->U0);
+    free(p->P0);
+    free(p->P0R0);
+    free(p->logdetU0);
+    free(p->mu_b0);
+    free(p->s2_b0);
+    memset(p, 0, sizeof *p);
+}
+
+static vbm_status prior_alloc(prior_t *p, int GH, int K, int cg, vbm_error *err) {
+    memset(p, 0, sizeof *p);
+    p->GH = GH;
+    p->K = K;
+    p->cg = cg;
+    size_t kc = (size_t)K * cg, kk = (size_t)K * K;
+    p->R0 = vbm_calloc((size_t)GH * kc, sizeof(double));
+    p->U0 = vbm_calloc((size_t)GH * kk, sizeof(double));
+    p->P0 = vbm_calloc((size_t)GH * kk, sizeof(double));
+    p->P0R0 = vbm_calloc((size_t)GH * kc, sizeof(double));
+    p->logdetU0 = vbm_calloc((size_t)GH, sizeof(double));
+    p->mu_b0 = vbm_calloc((size_t)GH * cg, sizeof(double));
+    p->s2_b0 = vbm_calloc((size_t)GH, sizeof(double));
+    if (!p->R0 || !p->U0 || !p->P0 || !p->P0R0 || !p->logdetU0 || !p->mu_b0 || !p->s2_b0) {
+        prior_free(p);
+        return vbm_fail(err, VBM_ENOMEM, "out of memory building the prior");
+    }
+    return VBM_OK;
+}
+
+/* Factor every U0 block and derive P0, P0R0 and log det U0. */
+static vbm_status prior_factor(prior_t *p, vbm_error *err) {
+    size_t kc = (size_t)p->K * p->cg, kk = (size_t)p->K * p->K;
+    for (int gh = 0; gh < p->GH; gh++) {
+        double *L = p->P0 + gh * kk;
+        memcpy(L, p->U0 + gh * kk, kk * sizeof(double));
+        if (la_chol(p->K, L) != 0) {
+            prior_free(p);
+            return vbm_fail(err, VBM_ENUMERIC, "prior row covariance of block %d is not positive definite", gh);
+        }
+        p->logdetU0[gh] = la_chol_logdet(p->K, L);
+        memcpy(p->P0R0 + gh * kc, p->R0 + gh * kc, kc * sizeof(double));
+        la_chol_solve(p->K, p->cg, L, p->P0R0 + gh * kc, p->cg);
+        la_chol_inverse(p->K, L);
+    }
+    return VBM_OK;
+}
+
+vbm_status prior_from_base(const vbm_memory *mem, prior_t *p, vbm_error *err) {
+    const vbm_config *c = &mem->cfg;
+    int G = c->groups, H = c->clusters, K = c->rows, cg = mem->cg;
+    vbm_status st = prior_alloc(p, G * H, K, cg, err);
+    if (st) return st;
+    size_t kc = (size_t)K * cg, kk = (size_t)K * K;
+    for (int g = 0; g < G; g++)
+        for (int h = 0; h < H; h++) {
+            int gh = g * H + h;
+            for (int k = 0; k < K; k++)
+                memcpy(p->R0 + gh * kc + (size_t)k * cg, mem->R0 + (size_t)k * c->code_size + (size_t)g * cg,
+                       cg * sizeof(double));
+            memcpy(p->U0 + gh * kk, mem->U0, kk * sizeof(double));
+            memcpy(p->mu_b0 + (size_t)gh * cg, mem->mu_b0 + (size_t)g * cg, cg * sizeof(double));
+            p->s2_b0[gh] = c->sigma2_b0;
+        }
+    return prior_factor(p, err);
+}
+
+vbm_status prior_from_posterior(const vbm_memory *mem, prior_t *p, vbm_error *err) {
+    const vbm_config *c = &mem->cfg;
+    int GH = c->groups * c->clusters, K = c->rows, cg = mem->cg;
+    vbm_status st = prior_alloc(p, GH, K, cg, err);
+    if (st) return st;
+    memcpy(p->R0, mem->R, (size_t)GH * K * cg * sizeof(double));
+    memcpy(p->U0, mem->U, (size_t)GH * K * K * sizeof(double));
+    memcpy(p->mu_b0, mem->mu_b, (size_t)GH * cg * sizeof(double));
+    for (int gh = 0; gh < GH; gh++)
+        p->s2_b0[gh] = c->shift ? mem->s2_b[gh] : c->sigma2_b0;
+    return prior_factor(p, err);
+}
+
+vbm_status codestat_init(codestat_t *cs, const vbm_codes *codes, int goff, int cg, vbm_error *err) {
+    memset(cs, 0, sizeof *cs);
+    cs->T = codes->T;
+    cs->C = codes->C;
+    cs->goff = goff;
+    cs->cg = cg;
+    cs->mu = codes->mu;
+    cs->znorm = vbm_calloc((size_t)codes->T, sizeof(double));
+    cs->vsum = vbm_calloc((size_t)codes->T, sizeof(double));
+    if (!cs->znorm || !cs->vsum) {
+        codestat_free(cs);
+        return vbm_fail(err, VBM_ENOMEM, "out of memory for code statistics");
+    }
+    const double log2pie = log(2.0 * VBM_PI) + 1.0;
+    for (long t = 0; t < codes->T; t++) {
+        const double *z = codes->mu + (size_t)t * codes->C + goff;
+        double n = 0.0, v = 0.0;
+        for (int d = 0; d < cg; d++) n += z[d] * z[d];
+        if (codes->s2) {
+            const double *s = codes->s2 + (size_t)t * codes->C + goff;
+            for (int d = 0; d < cg; d++) {
+                v += s[d];
+                if (s[d] > 0.0) cs->entropy += 0.5 * (log2pie + log(s[d]));
+            }
+        }
+        cs->znorm[t] = n;
+        cs->vsum[t] = v;
+    }
+    return VBM_OK;
+}
+
+void codestat_free(codestat_t *cs) {
+    free(cs->znorm);
+    free(cs->vsum);
+    cs->znorm = cs->vsum = NULL;
+}
+
+double kl_matrix_normal(int K, int cg, const double *R, const double *U, const double *R0,
+                        const double *P0, double logdetU0, double *work) {
+    double *L = work, *PU = work + (size_t)K * K, *D = work + 2 * (size_t)K * K;
+    memcpy(L, U, sizeof(double) * (size_t)K * K);
+    if (la_chol(K, L) != 0) return NAN;
+    double logdetU = la_chol_logdet(K, L);
+    double trPU = 0.0;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) trPU += P0[(size_t)i * K + j] * U[(size_t)j * K + i];
+    (void)PU;
+    for (size_t i = 0; i < (size_t)K * cg; i++) D[i] = R[i] - R0[i];
+    /* tr(D^T P0 D) = sum_ij P0_ij (D D^T)_ji, computed as sum over columns */
+    double quad = 0.0;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) {
+            double dd = 0.0;
+            const double *di = D + (size_t)i * cg, *dj = D + (size_t)j * cg;
+            for (int c = 0; c < cg; c++) dd += di[c] * dj[c];
+            quad += P0[(size_t)i * K + j] * dd;
+        }
+    return 0.5 * (cg * trPU + quad - (double)K * cg - cg * logdetU + cg * logdetU0);
+}
+
+double kl_iso_normal(int n, const double *mu, double s2, const double *mu0, double s20) {
+    double d2 = 0.0;
+    for (int i = 0; i < n; i++) d2 += (mu[i] - mu0[i]) * (mu[i] - mu0[i]);
+    return 0.5 * (n * s2 / s20 + d2 / s20 - n - n * log(s2 / s20));
+}
+
+double kl_std_normal(int K, const double *mu, int mu_stride, const double *S, double logdetS) {
+    double tr = 0.0, m2 = 0.0;
+    for (int k = 0; k < K; k++) {
+        tr += S[(size_t)k * K + k];
+        m2 += mu[(size_t)k * mu_stride] * mu[(size_t)k * mu_stride];
+    }
+    return 0.5 * (tr + m2 - K - logdetS);
+}
+
+double kl_uniform_cat(int n, const double *theta) {
+    double kl = 0.0;
+    for (int i = 0; i < n; i++)
+        if (theta[i] > 0.0) kl += theta[i] * log(n * theta[i]);
+    return kl;
+}
+
+void softmax_inplace(int n, double *x) {
+    double m = -INFINITY, s = 0.0;
+    for (int i = 0; i < n; i++)
+        if (x[i] > m) m = x[i];
+    for (int i = 0; i < n; i++) {
+        x[i] = exp(x[i] - m);
+        s += x[i];
+    }
+    for (int i = 0; i < n; i++) x[i] /= s;
+}
+
+void draw_code(int K, int cg, const double *R, const double *U, const double *mu_b, double s2_b,
+               double s2, const double *w, rng_t *rng, double *out_z) {
+    double q = 0.0;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) q += w[i] * U[(size_t)i * K + j] * w[j];
+    if (q < 0.0) q = 0.0;
+    double sd = sqrt(q + s2_b + s2);
+    for (int c = 0; c < cg; c++) {
+        double m = mu_b ? mu_b[c] : 0.0;
+        for (int k = 0; k < K; k++) m += R[(size_t)k * cg + c] * w[k];
+        out_z[c] = m + sd * rng_normal(rng);
+    }
+}
+
+vbm_status addresses_alloc(vbm_addresses *a, long T, int G, int H, int K, int with_cov,
+                           vbm_error *err) {
+    memset(a, 0, sizeof *a);
+    a->T = T;
+    a->G = G;
+    a->H = H;
+    a->K = K;
+    size_t tgh = (size_t)T * G * H;
+    a->s = vbm_calloc(tgh, sizeof(double));
+    a->w_mu = vbm_calloc(tgh * K, sizeof(double));
+    if (with_cov) a->w_cov = vbm_calloc((size_t)G * H * K * K, sizeof(double));
+    if (!a->s || !a->w_mu || (with_cov && !a->w_cov)) {
+        vbm_addresses_free(a);
+        return vbm_fail(err, VBM_ENOMEM, "out of memory for %ld addresses", T);
+    }
+    return VBM_OK;
+}
+
+void vbm_addresses_free(vbm_addresses *addr) {
+    if (!addr) return;
+    free(addr->s);
+    free(addr->w_mu);
+    free(addr->w_cov);
+    memset(addr, 0, sizeof *addr);
+}

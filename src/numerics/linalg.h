@@ -1,0 +1,39 @@
+/* linalg.h -- thin wrappers over CBLAS and LAPACKE for the dense, row-major,
+ * double-precision linear algebra of the VB solver (Cholesky, solves, GEMM). */
+#ifndef VBMEM_LINALG_H
+#define VBMEM_LINALG_H
+
+#include <stddef.h>
+
+/* C = alpha * op(A) op(B) + beta * C, row-major; ta/tb non-zero transpose.
+ * op(A) is m x k, op(B) is k x n, C is m x n. Never fails. */
+void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
+             const double *B, int ldb, double beta, double *C, int ldc);
+
+/* In-place lower Cholesky factor of the n x n symmetric matrix A (only the
+ * lower triangle is read; the strict upper triangle is zeroed). Returns 0, or
+ * the LAPACK info (> 0: not positive definite, < 0: bad argument). */
+int la_chol(int n, double *A);
+
+/* Solve (L L^T) X = B in place for the n x nrhs row-major B, given the lower
+ * factor L from la_chol. Returns 0 or the LAPACK info. */
+int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb);
+
+/* Overwrite the factor L (from la_chol) with the full symmetric inverse
+ * (L L^T)^{-1}. Used only where the inverse itself is a model parameter (the
+ * posterior covariances U and Sigma_w). Returns 0 or the LAPACK info. */
+int la_chol_inverse(int n, double *L);
+
+/* log det(L L^T) = 2 sum log L_ii. */
+double la_chol_logdet(int n, const double *L);
+
+/* trace(A^{-1} B) for SPD A given its factor L, n x n B; work is n x n scratch. */
+double la_chol_trace_solve(int n, const double *L, const double *B, double *work);
+
+/* Copy the lower triangle of an n x n matrix into its upper triangle. */
+void la_symmetrize_lower(int n, double *A);
+
+/* Configure the number of BLAS threads (0 leaves the library default). */
+void la_set_threads(int n);
+
+#endif
