@@ -109,10 +109,13 @@ typedef struct {
 } vbm_addresses;
 
 typedef enum {
-    VBM_INIT_AUTO = 0,    /* k-means++ for mixture/tree, the prior otherwise */
-    VBM_INIT_PRIOR = 1,   /* q(Omega) = p(Omega) */
-    VBM_INIT_KMEANSPP = 2,/* shifts seeded by k-means++ over the code means */
-    VBM_INIT_CURRENT = 3  /* start from the memory's current posterior */
+    VBM_INIT_AUTO = 0,    /* RANDOM, plus k-means++ shifts for mixture/tree */
+    VBM_INIT_PRIOR = 1,   /* q(Omega) = p(Omega) exactly */
+    VBM_INIT_KMEANSPP = 2,/* shifts seeded by k-means++ over the code means, R = R0 */
+    VBM_INIT_CURRENT = 3, /* start from the memory's current posterior */
+    VBM_INIT_RANDOM = 4   /* means of q(M) drawn from p(M) (App. F.1.2 "Random"):
+                             with R0 = 0 the updates otherwise stay at the
+                             symmetric fixed point R = 0 */
 } vbm_init;
 
 typedef struct {

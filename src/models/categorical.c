@@ -61,12 +61,12 @@ static vbm_status c_work_new(const vbm_memory *mem, const vbm_codes *codes, void
 static vbm_status c_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init, rng_t *rng,
                          vbm_error *err) {
     (void)codes;
-    (void)rng;
     (void)err;
     if (init == VBM_INIT_CURRENT) return VBM_OK;
     int K = mem->cfg.rows, C = mem->cfg.code_size;
     memcpy(mem->R, prior->R0, sizeof(double) * K * C);
     memcpy(mem->U, prior->U0, sizeof(double) * K * K);
+    if (init == VBM_INIT_AUTO || init == VBM_INIT_RANDOM) init_random_means(mem, prior, rng);
     return VBM_OK;
 }
 

@@ -103,7 +103,6 @@ static void g_work_free(void *work) {
 static vbm_status g_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init, rng_t *rng,
                          vbm_error *err) {
     (void)codes;
-    (void)rng;
     (void)err;
     if (init == VBM_INIT_CURRENT) return VBM_OK;
     int K = mem->cfg.rows, C = mem->cfg.code_size;
@@ -113,6 +112,7 @@ static vbm_status g_init(vbm_memory *mem, const vbm_codes *codes, const prior_t 
         memcpy(mem->mu_b, prior->mu_b0, sizeof(double) * C);
         mem->s2_b[0] = prior->s2_b0[0];
     }
+    if (init == VBM_INIT_AUTO || init == VBM_INIT_RANDOM) init_random_means(mem, prior, rng);
     return VBM_OK;
 }
 

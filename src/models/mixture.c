@@ -76,6 +76,15 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, mixgroup_
         memcpy(BLK_B(mem, gh), prior->mu_b0 + (size_t)gh * cg, sizeof(double) * cg);
         mem->s2_b[gh] = prior->s2_b0[gh];
     }
+    if (init == VBM_INIT_AUTO || init == VBM_INIT_RANDOM) { /* this group's blocks only */
+        prior_t view = *prior;
+        view.GH = H;
+        view.R0 += (size_t)g * H * K * cg;
+        view.U0 += (size_t)g * H * K * K;
+        vbm_memory shifted = *mem;
+        shifted.R += (size_t)g * H * K * cg;
+        init_random_means(&shifted, &view, rng);
+    }
     if (init != VBM_INIT_KMEANSPP && init != VBM_INIT_AUTO) return VBM_OK;
     if (H > T)
         return vbm_fail(err, VBM_EINVAL, "k-means++ seeding needs at least H = %d codes, got T = %ld", H, T);

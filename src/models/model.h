@@ -101,6 +101,10 @@ void draw_code(int K, int cg, const double *R, const double *U, const double *mu
 vbm_status addresses_alloc(vbm_addresses *a, long T, int G, int H, int K, int with_cov,
                            vbm_error *err);
 
+/* Replace the posterior means R of every block by a draw from the prior,
+ * R0 + chol(U0) E with E standard normal (App. F.1.2 "Random" init). */
+void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng);
+
 /* Set an error message (printf-style) and return the status. */
 vbm_status vbm_fail(vbm_error *err, vbm_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

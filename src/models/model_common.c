@@ -241,3 +241,28 @@ void vbm_addresses_free(vbm_addresses *addr) {
     free(addr->w_cov);
     memset(addr, 0, sizeof *addr);
 }
+
+void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng) {
+    int K = prior->K, cg = prior->cg;
+    size_t kk = (size_t)K * K, kc = (size_t)K * cg;
+    double *L = vbm_calloc(kk, sizeof(double)), *E = vbm_calloc(kc, sizeof(double));
+    if (!L || !E) { /* keep R = R0: a valid (if symmetric) start */
+        free(L);
+        free(E);
+        return;
+    }
+    for (int gh = 0; gh < prior->GH; gh++) {
+        memcpy(L, prior->U0 + gh * kk, kk * sizeof(double));
+        la_chol(K, L); /* U0 was factored successfully when the prior was built */
+        for (size_t i = 0; i < kc; i++) E[i] = rng_normal(rng);
+        double *R = mem->R + gh * kc;
+        for (int i = 0; i < K; i++)
+            for (int c = 0; c < cg; c++) {
+                double v = prior->R0[gh * kc + (size_t)i * cg + c];
+                for (int j = 0; j <= i; j++) v += L[(size_t)i * K + j] * E[(size_t)j * cg + c];
+                R[(size_t)i * cg + c] = v;
+            }
+    }
+    free(L);
+    free(E);
+}

@@ -1,0 +1,1132 @@
+/* vbmem_solve.c -- owns the vbmem-solve command: one JSON job in (stdin or a file), one JSON result or error out. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "memory_json.h"
+#include "vbmem/vbmem.h"
+
+#define SOLVE_MSG_LEN 1024
+#define SOLVE_FIELD_LEN 256
+#define SOLVE_MAX_ITER 1000000
+
+/* Exit statuses. */
+#define SOLVE_EXIT_OK 0
+#define SOLVE_EXIT_IO 1
+#define SOLVE_EXIT_JOB 2
+
+/* A failed job: status, offending field ("" when none) and message. */
+typedef struct {
+    vbm_status status;
+    char field[SOLVE_FIELD_LEN];
+    char msg[SOLVE_MSG_LEN];
+} solve_error;
+
+typedef enum {
+    SOLVE_WRITE,
+    SOLVE_APPEND,
+    SOLVE_REFIT,
+    SOLVE_ELBO,
+    SOLVE_SAMPLE,
+    SOLVE_READ,
+    SOLVE_RESIZE,
+    SOLVE_EXPORT
+} solve_op;
+
+/* One bit per top-level job field. */
+enum {
+    SOLVE_F_OP = 1u << 0,
+    SOLVE_F_MODEL = 1u << 1,
+    SOLVE_F_PRIOR = 1u << 2,
+    SOLVE_F_MEMORY = 1u << 3,
+    SOLVE_F_CODES = 1u << 4,
+    SOLVE_F_ITERATIONS = 1u << 5,
+    SOLVE_F_TOLERANCE = 1u << 6,
+    SOLVE_F_SEED = 1u << 7,
+    SOLVE_F_INIT = 1u << 8,
+    SOLVE_F_ADDRESSES = 1u << 9,
+    SOLVE_F_TRACE = 1u << 10,
+    SOLVE_F_COUNT = 1u << 11,
+    SOLVE_F_CLUSTER = 1u << 12,
+    SOLVE_F_CLUSTERS = 1u << 13,
+    SOLVE_F_ROWS = 1u << 14,
+    /* the options of the fitting ops (write, append, refit, resize) */
+    SOLVE_F_FIT = SOLVE_F_ITERATIONS | SOLVE_F_TOLERANCE | SOLVE_F_SEED | SOLVE_F_INIT
+                  | SOLVE_F_ADDRESSES | SOLVE_F_TRACE
+};
+
+typedef struct {
+    const char *name;
+    unsigned bit;
+} solve_field;
+
+static const solve_field solve_fields[] = {
+    {"op", SOLVE_F_OP},
+    {"model", SOLVE_F_MODEL},
+    {"prior", SOLVE_F_PRIOR},
+    {"memory", SOLVE_F_MEMORY},
+    {"codes", SOLVE_F_CODES},
+    {"iterations", SOLVE_F_ITERATIONS},
+    {"tolerance", SOLVE_F_TOLERANCE},
+    {"seed", SOLVE_F_SEED},
+    {"init", SOLVE_F_INIT},
+    {"addresses", SOLVE_F_ADDRESSES},
+    {"trace", SOLVE_F_TRACE},
+    {"count", SOLVE_F_COUNT},
+    {"cluster", SOLVE_F_CLUSTER},
+    {"clusters", SOLVE_F_CLUSTERS},
+    {"rows", SOLVE_F_ROWS},
+    {NULL, 0}
+};
+
+/* What each op accepts and requires ("model or memory" for write is checked apart). */
+typedef struct {
+    const char *name;
+    solve_op op;
+    unsigned allowed;
+    unsigned required;
+} solve_op_info;
+
+static const solve_op_info solve_ops[] = {
+    {"write", SOLVE_WRITE,
+     SOLVE_F_OP | SOLVE_F_MODEL | SOLVE_F_PRIOR | SOLVE_F_MEMORY | SOLVE_F_CODES | SOLVE_F_FIT,
+     SOLVE_F_CODES},
+    {"append", SOLVE_APPEND, SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CODES | SOLVE_F_FIT,
+     SOLVE_F_MEMORY | SOLVE_F_CODES},
+    {"refit", SOLVE_REFIT, SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CODES | SOLVE_F_FIT,
+     SOLVE_F_MEMORY},
+    {"elbo", SOLVE_ELBO, SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CODES | SOLVE_F_ADDRESSES,
+     SOLVE_F_MEMORY | SOLVE_F_CODES},
+    {"sample", SOLVE_SAMPLE,
+     SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_COUNT | SOLVE_F_CLUSTER | SOLVE_F_SEED,
+     SOLVE_F_MEMORY | SOLVE_F_COUNT},
+    {"read", SOLVE_READ,
+     SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CODES | SOLVE_F_SEED | SOLVE_F_ADDRESSES,
+     SOLVE_F_MEMORY | SOLVE_F_CODES},
+    {"resize", SOLVE_RESIZE,
+     SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CLUSTERS | SOLVE_F_ROWS | SOLVE_F_FIT,
+     SOLVE_F_MEMORY},
+    {"export", SOLVE_EXPORT, SOLVE_F_OP | SOLVE_F_MEMORY, SOLVE_F_MEMORY},
+    {NULL, SOLVE_WRITE, 0, 0}
+};
+
+/* A parsed job. Owns mem, mu and s2. */
+typedef struct {
+    const solve_op_info *op;
+    vbm_memory *mem;
+    long T;     /* number of codes (0: no codes given) */
+    int C;      /* their width */
+    double *mu; /* T x C */
+    double *s2; /* T x C, NULL: all zero */
+    vbm_write_opts opts;
+    int want_addresses;
+    long count;
+    int cluster;
+    int new_H;
+    int new_K;
+} solve_job;
+
+static const char solve_usage[] =
+    "usage: vbmem-solve [JOB.json | -]\n"
+    "       vbmem-solve --help\n"
+    "\n"
+    "Reads one JSON job from JOB.json (or stdin when absent or \"-\"), runs it with\n"
+    "libvbmem " VBM_VERSION_STRING " and prints one JSON object on stdout.\n"
+    "\n"
+    "  op: write | append | refit | elbo | sample | read | resize | export\n"
+    "  model: {kind, code_size, rows, clusters, groups, sigma_z2, shift, u0,\n"
+    "          sigma2_b0, s_floor, dkm_addr_var, retain_max}   (write only)\n"
+    "  prior: {R0: K x C, U0: K x K}                            (write with model)\n"
+    "  memory: a memory as printed in \"posterior\" by an earlier job\n"
+    "  codes: {mu: T x C, sigma2: number or T x C}\n"
+    "  iterations, tolerance, seed, init (auto|prior|kmeans++|current),\n"
+    "  addresses, trace, count, cluster, clusters, rows\n"
+    "\n"
+    "Exit status: 0 success; 2 the job failed ({\"error\": {status, message, field}}\n"
+    "on stdout); 1 usage or I/O error (message on stderr).\n"
+    "The format is documented in proto/solve-job.md.\n";
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Record a failure of status st at field (NULL: none); the message is
+ * "field: " followed by the formatted text. Returns st. */
+static vbm_status solve_fail(solve_error *err, vbm_status st, const char *field, const char *fmt,
+                             ...)
+{
+    va_list ap;
+    size_t used = 0;
+    int n;
+
+    err->status = st;
+    err->field[0] = '\0';
+    err->msg[0] = '\0';
+    if (field != NULL) {
+        if (snprintf(err->field, sizeof err->field, "%s", field) < 0)
+            err->field[0] = '\0';
+        n = snprintf(err->msg, sizeof err->msg, "%s: ", field);
+        if (n > 0)
+            used = (size_t)n < sizeof err->msg ? (size_t)n : sizeof err->msg - 1;
+    }
+    va_start(ap, fmt);
+    if (vsnprintf(err->msg + used, sizeof err->msg - used, fmt, ap) < 0)
+        err->msg[used] = '\0';
+    va_end(ap);
+    return st;
+}
+
+/* Record a failure whose message msg follows the memory_json convention
+ * "path: reason": the field is the path, or none when with_field is zero.
+ * Returns st. */
+static vbm_status solve_fail_msg(solve_error *err, vbm_status st, const char *msg, int with_field)
+{
+    const char *colon = strstr(msg, ": ");
+    size_t n;
+
+    err->status = st;
+    err->field[0] = '\0';
+    if (snprintf(err->msg, sizeof err->msg, "%s", msg) < 0)
+        err->msg[0] = '\0';
+    if (with_field && colon != NULL) {
+        n = (size_t)(colon - msg);
+        if (n < sizeof err->field && memchr(msg, ' ', n) == NULL) {
+            memcpy(err->field, msg, n);
+            err->field[n] = '\0';
+        }
+    }
+    return st;
+}
+
+/* Name of a status in the error object. */
+static const char *solve_status_name(vbm_status st)
+{
+    switch (st) {
+    case VBM_ENOMEM: return "nomem";
+    case VBM_ENUMERIC: return "numeric";
+    case VBM_EFORMAT: return "format";
+    case VBM_OK:
+    case VBM_EINVAL: break;
+    }
+    return "invalid";
+}
+
+/* New JSON string for text; bytes that are not valid UTF-8 (a message cut inside
+ * a character) are replaced by '?'. NULL only when out of memory. */
+static json_t *solve_text(const char *text)
+{
+    json_t *s = json_string(text);
+    char *copy;
+    size_t i;
+
+    if (s != NULL)
+        return s;
+    copy = strdup(text);
+    if (copy == NULL)
+        return NULL;
+    for (i = 0; copy[i] != '\0'; i++) {
+        if ((unsigned char)copy[i] >= 0x80)
+            copy[i] = '?';
+    }
+    s = json_string(copy);
+    free(copy);
+    return s;
+}
+
+/* ---- small readers ------------------------------------------------------ */
+
+/* Read the optional boolean member key of obj into *out (unchanged if absent). */
+static vbm_status solve_get_bool(const json_t *obj, const char *key, int *out, solve_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+
+    if (v == NULL)
+        return VBM_OK;
+    if (!json_is_boolean(v))
+        return solve_fail(err, VBM_EINVAL, key, "expected true or false, got %s",
+                          memjson_type_name(v));
+    *out = json_is_true(v) ? 1 : 0;
+    return VBM_OK;
+}
+
+/* Read the optional integer member key of obj in [lo, hi] into *out (unchanged
+ * if absent). */
+static vbm_status solve_get_long(const json_t *obj, const char *key, long lo, long hi, long *out,
+                                 solve_error *err)
+{
+    char msg[SOLVE_MSG_LEN];
+    const json_t *v = json_object_get(obj, key);
+
+    if (v == NULL)
+        return VBM_OK;
+    if (memjson_get_long(v, key, lo, hi, out, msg, sizeof msg) != VBM_OK)
+        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+    return VBM_OK;
+}
+
+/* Read the seed: a non-negative JSON integer, or a string of decimal digits for
+ * values up to 2^64 - 1 (JSON integers above 2^63 - 1 cannot be parsed). */
+static vbm_status solve_get_seed(const json_t *v, uint64_t *out, solve_error *err)
+{
+    const char *s;
+    char *end;
+    unsigned long long x;
+    size_t i;
+
+    if (json_is_integer(v)) {
+        if (json_integer_value(v) < 0)
+            return solve_fail(err, VBM_EINVAL, "seed", "must be >= 0, got %lld",
+                              (long long)json_integer_value(v));
+        *out = (uint64_t)json_integer_value(v);
+        return VBM_OK;
+    }
+    if (!json_is_string(v))
+        return solve_fail(err, VBM_EINVAL, "seed",
+                          "expected an integer or a string of decimal digits, got %s",
+                          memjson_type_name(v));
+    s = json_string_value(v);
+    if (s[0] == '\0')
+        return solve_fail(err, VBM_EINVAL, "seed", "empty string");
+    for (i = 0; s[i] != '\0'; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return solve_fail(err, VBM_EINVAL, "seed", "\"%s\" is not a string of decimal digits",
+                              s);
+    }
+    errno = 0;
+    x = strtoull(s, &end, 10);
+    if (errno == ERANGE || *end != '\0')
+        return solve_fail(err, VBM_EINVAL, "seed", "\"%s\" does not fit in 64 bits", s);
+    *out = (uint64_t)x;
+    return VBM_OK;
+}
+
+/* ---- job parsing -------------------------------------------------------- */
+
+/* Release everything a job owns and reset it. */
+static void solve_job_clear(solve_job *job)
+{
+    vbm_memory_free(job->mem);
+    free(job->mu);
+    free(job->s2);
+    memset(job, 0, sizeof *job);
+    job->cluster = -1;
+    vbm_write_opts_default(&job->opts);
+}
+
+/* Check the top-level members of the job and pick its op. */
+static vbm_status solve_parse_fields(const json_t *root, solve_job *job, solve_error *err)
+{
+    const char *key, *name;
+    json_t *val, *op;
+    unsigned present = 0, bit, missing;
+    int i;
+
+    json_object_foreach((json_t *)root, key, val) {
+        bit = 0;
+        for (i = 0; solve_fields[i].name != NULL; i++) {
+            if (strcmp(key, solve_fields[i].name) == 0) {
+                bit = solve_fields[i].bit;
+                break;
+            }
+        }
+        if (bit == 0)
+            return solve_fail(err, VBM_EINVAL, key, "unknown field");
+        present |= bit;
+    }
+    op = json_object_get(root, "op");
+    if (op == NULL)
+        return solve_fail(err, VBM_EINVAL, "op", "missing (expected write, append, refit, elbo, "
+                                                 "sample, read, resize or export)");
+    if (!json_is_string(op))
+        return solve_fail(err, VBM_EINVAL, "op", "expected a string, got %s",
+                          memjson_type_name(op));
+    name = json_string_value(op);
+    for (i = 0; solve_ops[i].name != NULL; i++) {
+        if (strcmp(name, solve_ops[i].name) == 0) {
+            job->op = &solve_ops[i];
+            break;
+        }
+    }
+    if (job->op == NULL)
+        return solve_fail(err, VBM_EINVAL, "op",
+                          "unknown op \"%s\" (expected write, append, refit, elbo, sample, "
+                          "read, resize or export)",
+                          name);
+    for (i = 0; solve_fields[i].name != NULL; i++) {
+        bit = solve_fields[i].bit;
+        if ((present & bit) && !(job->op->allowed & bit))
+            return solve_fail(err, VBM_EINVAL, solve_fields[i].name, "not used by op \"%s\"",
+                              job->op->name);
+    }
+    missing = job->op->required & ~present;
+    for (i = 0; solve_fields[i].name != NULL; i++) {
+        if (missing & solve_fields[i].bit)
+            return solve_fail(err, VBM_EINVAL, solve_fields[i].name, "required by op \"%s\"",
+                              job->op->name);
+    }
+    if (job->op->op == SOLVE_WRITE) {
+        if (!(present & (SOLVE_F_MODEL | SOLVE_F_MEMORY)))
+            return solve_fail(err, VBM_EINVAL, "model",
+                              "required by op \"write\" (or give a memory)");
+        if ((present & SOLVE_F_MODEL) && (present & SOLVE_F_MEMORY))
+            return solve_fail(err, VBM_EINVAL, "memory",
+                              "op \"write\" takes either model or memory, not both");
+        if ((present & SOLVE_F_PRIOR) && !(present & SOLVE_F_MODEL))
+            return solve_fail(err, VBM_EINVAL, "prior",
+                              "only allowed with model (a memory carries its own prior)");
+    }
+    return VBM_OK;
+}
+
+/* Read job.codes {mu, sigma2} into job->T, C, mu, s2. */
+static vbm_status solve_parse_codes(const json_t *codes, solve_job *job, solve_error *err)
+{
+    char msg[SOLVE_MSG_LEN];
+    const char *key;
+    json_t *val, *mu, *s2;
+    long T, C, dims[2];
+    double v;
+    size_t i, n;
+
+    if (!json_is_object(codes))
+        return solve_fail(err, VBM_EINVAL, "codes", "expected an object {mu, sigma2}, got %s",
+                          memjson_type_name(codes));
+    json_object_foreach((json_t *)codes, key, val) {
+        if (strcmp(key, "mu") != 0 && strcmp(key, "sigma2") != 0) {
+            snprintf(msg, sizeof msg, "codes.%s", key);
+            return solve_fail(err, VBM_EINVAL, msg, "unknown field");
+        }
+    }
+    mu = json_object_get(codes, "mu");
+    if (mu == NULL)
+        return solve_fail(err, VBM_EINVAL, "codes.mu", "missing");
+    if (memjson_matrix_shape(mu, "codes.mu", &T, &C, msg, sizeof msg) != VBM_OK)
+        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+    if (C > VBM_MAX_CODE_SIZE)
+        return solve_fail(err, VBM_EINVAL, "codes.mu[0]", "%ld columns exceed the limit %d", C,
+                          VBM_MAX_CODE_SIZE);
+    if (T > VBM_MAX_FRAMES)
+        return solve_fail(err, VBM_EINVAL, "codes.mu", "%ld codes exceed the limit %ld", T,
+                          (long)VBM_MAX_FRAMES);
+    if (T > VBM_MAX_ELEMENTS / C)
+        return solve_fail(err, VBM_ENOMEM, "codes.mu", "%ld x %ld values exceed the limit %ld",
+                          T, C, (long)VBM_MAX_ELEMENTS);
+    n = (size_t)T * (size_t)C;
+    job->mu = vbm_calloc(n, sizeof(double));
+    if (job->mu == NULL)
+        return solve_fail(err, VBM_ENOMEM, "codes.mu", "out of memory");
+    job->T = T;
+    job->C = (int)C;
+    dims[0] = T;
+    dims[1] = C;
+    if (memjson_read_array(mu, "codes.mu", 2, dims, 0, job->mu, msg, sizeof msg) != VBM_OK)
+        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+
+    s2 = json_object_get(codes, "sigma2");
+    if (s2 == NULL)
+        return VBM_OK;
+    job->s2 = vbm_calloc(n, sizeof(double));
+    if (job->s2 == NULL)
+        return solve_fail(err, VBM_ENOMEM, "codes.sigma2", "out of memory");
+    if (json_is_number(s2)) {
+        if (memjson_get_number(s2, "codes.sigma2", &v, msg, sizeof msg) != VBM_OK)
+            return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+        if (v < 0)
+            return solve_fail(err, VBM_EINVAL, "codes.sigma2", "a variance must be >= 0, got %.17g",
+                              v);
+        for (i = 0; i < n; i++)
+            job->s2[i] = v;
+        return VBM_OK;
+    }
+    if (!json_is_array(s2))
+        return solve_fail(err, VBM_EINVAL, "codes.sigma2",
+                          "expected a number or a %ld x %ld array, got %s", T, C,
+                          memjson_type_name(s2));
+    if (memjson_read_array(s2, "codes.sigma2", 2, dims, 1, job->s2, msg, sizeof msg) != VBM_OK)
+        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+    return VBM_OK;
+}
+
+/* Read the optional job.prior {R0, U0} for the configuration cfg into fresh
+ * buffers *R0 and *U0 (NULL when absent; owned by the caller even on failure). */
+static vbm_status solve_parse_prior(const json_t *prior, const vbm_config *cfg, double **R0,
+                                    double **U0, solve_error *err)
+{
+    char msg[SOLVE_MSG_LEN];
+    const char *key;
+    json_t *val, *v;
+    long K = cfg->rows, C = cfg->code_size, dims[2];
+
+    *R0 = NULL;
+    *U0 = NULL;
+    if (prior == NULL)
+        return VBM_OK;
+    if (!json_is_object(prior))
+        return solve_fail(err, VBM_EINVAL, "prior", "expected an object {R0, U0}, got %s",
+                          memjson_type_name(prior));
+    json_object_foreach((json_t *)prior, key, val) {
+        if (strcmp(key, "R0") != 0 && strcmp(key, "U0") != 0) {
+            snprintf(msg, sizeof msg, "prior.%s", key);
+            return solve_fail(err, VBM_EINVAL, msg, "unknown field");
+        }
+    }
+    dims[0] = K;
+    v = json_object_get(prior, "R0");
+    if (v != NULL) {
+        *R0 = vbm_calloc((size_t)K * (size_t)C, sizeof(double));
+        if (*R0 == NULL)
+            return solve_fail(err, VBM_ENOMEM, "prior.R0", "out of memory");
+        dims[1] = C;
+        if (memjson_read_array(v, "prior.R0", 2, dims, 0, *R0, msg, sizeof msg) != VBM_OK)
+            return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+    }
+    v = json_object_get(prior, "U0");
+    if (v != NULL) {
+        *U0 = vbm_calloc((size_t)K * (size_t)K, sizeof(double));
+        if (*U0 == NULL)
+            return solve_fail(err, VBM_ENOMEM, "prior.U0", "out of memory");
+        dims[1] = K;
+        if (memjson_read_array(v, "prior.U0", 2, dims, 0, *U0, msg, sizeof msg) != VBM_OK)
+            return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+    }
+    return VBM_OK;
+}
+
+/* Build job->mem from job.model (and job.prior). */
+static vbm_status solve_parse_model(const json_t *root, solve_job *job, solve_error *err)
+{
+    char msg[SOLVE_MSG_LEN];
+    const json_t *prior = json_object_get(root, "prior");
+    vbm_config cfg;
+    vbm_error verr;
+    double *R0 = NULL, *U0 = NULL;
+    vbm_status st;
+
+    if (memjson_config_read(json_object_get(root, "model"), "model", 0, job->C, &cfg, msg,
+                            sizeof msg)
+        != VBM_OK)
+        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+    if (job->T > 0 && cfg.code_size != job->C)
+        return solve_fail(err, VBM_EINVAL, "model.code_size",
+                          "%d does not match the width of codes.mu (%d)", cfg.code_size, job->C);
+    verr.msg[0] = '\0';
+    if (vbm_config_check(&cfg, &verr) != VBM_OK)
+        return solve_fail(err, VBM_EINVAL, "model", "%s", verr.msg);
+    st = solve_parse_prior(prior, &cfg, &R0, &U0, err);
+    if (st == VBM_OK) {
+        st = vbm_memory_create(&cfg, R0, U0, &job->mem, &verr);
+        if (st != VBM_OK)
+            solve_fail(err, st, prior != NULL ? "prior" : "model", "%s", verr.msg);
+    }
+    free(R0);
+    free(U0);
+    return st;
+}
+
+/* Read the options of the fitting and sampling ops. */
+static vbm_status solve_parse_options(const json_t *root, solve_job *job, solve_error *err)
+{
+    static const char *const inits[] = {"auto", "prior", "kmeans++", "current", NULL};
+    static const vbm_init init_values[] = {VBM_INIT_AUTO, VBM_INIT_PRIOR, VBM_INIT_KMEANSPP,
+                                           VBM_INIT_CURRENT};
+    char msg[SOLVE_MSG_LEN];
+    const json_t *v;
+    long x;
+    int i;
+    vbm_status st;
+
+    x = job->opts.max_iter;
+    st = solve_get_long(root, "iterations", 0, SOLVE_MAX_ITER, &x, err);
+    if (st != VBM_OK)
+        return st;
+    job->opts.max_iter = (int)x;
+    v = json_object_get(root, "tolerance");
+    if (v != NULL) {
+        if (memjson_get_number(v, "tolerance", &job->opts.tol, msg, sizeof msg) != VBM_OK)
+            return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+        if (job->opts.tol < 0)
+            return solve_fail(err, VBM_EINVAL, "tolerance", "must be >= 0, got %.17g",
+                              job->opts.tol);
+    }
+    v = json_object_get(root, "seed");
+    if (v != NULL) {
+        st = solve_get_seed(v, &job->opts.seed, err);
+        if (st != VBM_OK)
+            return st;
+    }
+    v = json_object_get(root, "init");
+    if (v != NULL) {
+        if (!json_is_string(v))
+            return solve_fail(err, VBM_EINVAL, "init", "expected a string, got %s",
+                              memjson_type_name(v));
+        for (i = 0; inits[i] != NULL; i++) {
+            if (strcmp(json_string_value(v), inits[i]) == 0)
+                break;
+        }
+        if (inits[i] == NULL)
+            return solve_fail(err, VBM_EINVAL, "init",
+                              "unknown init \"%s\" (expected auto, prior, kmeans++ or current)",
+                              json_string_value(v));
+        job->opts.init = init_values[i];
+    }
+    st = solve_get_bool(root, "addresses", &job->want_addresses, err);
+    if (st == VBM_OK)
+        st = solve_get_bool(root, "trace", &job->opts.want_trace, err);
+    if (st != VBM_OK)
+        return st;
+    job->opts.want_addresses = job->want_addresses;
+
+    x = 0;
+    st = solve_get_long(root, "count", 1, VBM_MAX_FRAMES, &x, err);
+    if (st != VBM_OK)
+        return st;
+    job->count = x;
+    x = 0;
+    st = solve_get_long(root, "clusters", 0, VBM_MAX_CLUSTERS, &x, err);
+    if (st != VBM_OK)
+        return st;
+    job->new_H = (int)x;
+    x = 0;
+    st = solve_get_long(root, "rows", 0, VBM_MAX_ROWS, &x, err);
+    if (st != VBM_OK)
+        return st;
+    job->new_K = (int)x;
+    return VBM_OK;
+}
+
+/* Checks that need both the memory and the rest of the job. */
+static vbm_status solve_check_against_memory(const json_t *root, solve_job *job,
+                                             solve_error *err)
+{
+    const vbm_config *cfg = &job->mem->cfg;
+    vbm_codes codes;
+    vbm_error verr;
+    long x;
+    vbm_status st;
+
+    if (job->T > 0) {
+        if (job->C != cfg->code_size)
+            return solve_fail(err, VBM_EINVAL, "codes.mu",
+                              "codes have %d columns but the memory's code_size is %d", job->C,
+                              cfg->code_size);
+        codes.T = job->T;
+        codes.C = job->C;
+        codes.mu = job->mu;
+        codes.s2 = job->s2;
+        verr.msg[0] = '\0';
+        st = vbm_codes_check(job->mem, &codes, &verr);
+        if (st != VBM_OK)
+            return solve_fail(err, st, "codes", "%s", verr.msg);
+    }
+    if (job->op->op == SOLVE_SAMPLE) {
+        if (job->count > VBM_MAX_ELEMENTS / cfg->code_size)
+            return solve_fail(err, VBM_EINVAL, "count",
+                              "%ld codes of size %d exceed the limit of %ld values", job->count,
+                              cfg->code_size, (long)VBM_MAX_ELEMENTS);
+        x = -1;
+        st = solve_get_long(root, "cluster", -1, (long)cfg->clusters - 1, &x, err);
+        if (st != VBM_OK)
+            return st;
+        job->cluster = (int)x;
+    }
+    return VBM_OK;
+}
+
+/* Parse and check the whole job into *job. */
+static vbm_status solve_parse(const json_t *root, solve_job *job, solve_error *err)
+{
+    char msg[SOLVE_MSG_LEN];
+    const json_t *v;
+    vbm_status st;
+
+    if (!json_is_object(root))
+        return solve_fail(err, VBM_EINVAL, NULL, "job: expected a JSON object, got %s",
+                          memjson_type_name(root));
+    st = solve_parse_fields(root, job, err);
+    if (st != VBM_OK)
+        return st;
+    v = json_object_get(root, "codes");
+    if (v != NULL) {
+        st = solve_parse_codes(v, job, err);
+        if (st != VBM_OK)
+            return st;
+    }
+    st = solve_parse_options(root, job, err);
+    if (st != VBM_OK)
+        return st;
+    v = json_object_get(root, "memory");
+    if (v != NULL) {
+        st = memjson_to_memory(v, &job->mem, msg, sizeof msg);
+        if (st != VBM_OK)
+            return solve_fail_msg(err, st, msg, 1);
+    } else {
+        st = solve_parse_model(root, job, err);
+        if (st != VBM_OK)
+            return st;
+    }
+    return solve_check_against_memory(root, job, err);
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+/* Seconds on the monotonic clock. */
+static double solve_now(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return 0.0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A JSON number, or null when x is not finite. NULL when out of memory. */
+static json_t *solve_number(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* obj[key] = val (stolen; NULL val counts as out of memory). */
+static vbm_status solve_set(json_t *obj, const char *key, json_t *val, solve_error *err)
+{
+    if (json_object_set_new(obj, key, val) != 0)
+        return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the result (%s)", key);
+    return VBM_OK;
+}
+
+/* Record a failure to encode a result array; non-finite values are numeric errors. */
+static vbm_status solve_fail_encode(solve_error *err, vbm_status st, const char *msg)
+{
+    return solve_fail_msg(err, st == VBM_ENOMEM ? VBM_ENOMEM : VBM_ENUMERIC, msg, 0);
+}
+
+/* obj[key] = nested array of doubles a with the given shape. */
+static vbm_status solve_set_array(json_t *obj, const char *key, const double *a, int ndim,
+                                  const long *dims, solve_error *err)
+{
+    char msg[SOLVE_MSG_LEN];
+    json_t *arr;
+    vbm_status st;
+
+    st = memjson_new_array(a, ndim, dims, key, &arr, msg, sizeof msg);
+    if (st != VBM_OK)
+        return solve_fail_encode(err, st, msg);
+    return solve_set(obj, key, arr, err);
+}
+
+/* result.elbo = the ELBO terms of e (null for non-finite terms). */
+static vbm_status solve_set_elbo(json_t *result, const char *key, const vbm_elbo *e,
+                                 solve_error *err)
+{
+    json_t *o = json_object();
+
+    if (o == NULL || json_object_set_new(result, key, o) != 0)
+        return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the result (%s)", key);
+    if (json_object_set_new(o, "per_frame", solve_number(e->per_frame)) != 0
+        || json_object_set_new(o, "total", solve_number(e->total)) != 0
+        || json_object_set_new(o, "loglik_codes", solve_number(e->loglik_codes)) != 0
+        || json_object_set_new(o, "kl_w", solve_number(e->kl_w)) != 0
+        || json_object_set_new(o, "kl_s", solve_number(e->kl_s)) != 0
+        || json_object_set_new(o, "kl_M", solve_number(e->kl_M)) != 0
+        || json_object_set_new(o, "kl_b", solve_number(e->kl_b)) != 0
+        || json_object_set_new(o, "T", json_integer(e->T)) != 0)
+        return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the result (%s)", key);
+    return VBM_OK;
+}
+
+/* result.addresses = {s, w_mu, w_cov} of a. */
+static vbm_status solve_set_addresses(json_t *result, const vbm_addresses *a, solve_error *err)
+{
+    char msg[SOLVE_MSG_LEN];
+    json_t *o = json_object(), *arr;
+    long dims[4];
+    vbm_status st;
+
+    if (o == NULL || json_object_set_new(result, "addresses", o) != 0)
+        return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the result (addresses)");
+    if (a->s == NULL || a->w_mu == NULL)
+        return solve_fail(err, VBM_ENUMERIC, NULL,
+                          "the library returned no addresses although they were requested");
+    dims[0] = a->T;
+    dims[1] = a->G;
+    dims[2] = a->H;
+    dims[3] = a->K;
+    st = memjson_new_array(a->s, 3, dims, "addresses.s", &arr, msg, sizeof msg);
+    if (st != VBM_OK)
+        return solve_fail_encode(err, st, msg);
+    st = solve_set(o, "s", arr, err);
+    if (st != VBM_OK)
+        return st;
+    st = memjson_new_array(a->w_mu, 4, dims, "addresses.w_mu", &arr, msg, sizeof msg);
+    if (st != VBM_OK)
+        return solve_fail_encode(err, st, msg);
+    st = solve_set(o, "w_mu", arr, err);
+    if (st != VBM_OK)
+        return st;
+    if (a->w_cov == NULL)
+        return solve_set(o, "w_cov", json_null(), err);
+    dims[0] = a->G;
+    dims[1] = a->H;
+    dims[2] = a->K;
+    dims[3] = a->K;
+    st = memjson_new_array(a->w_cov, 4, dims, "addresses.w_cov", &arr, msg, sizeof msg);
+    if (st != VBM_OK)
+        return solve_fail_encode(err, st, msg);
+    return solve_set(o, "w_cov", arr, err);
+}
+
+/* result.posterior = the JSON form of mem. */
+static vbm_status solve_set_posterior(json_t *result, const vbm_memory *mem, solve_error *err)
+{
+    char msg[SOLVE_MSG_LEN];
+    json_t *m;
+    vbm_status st;
+
+    st = memjson_from_memory(mem, &m, msg, sizeof msg);
+    if (st != VBM_OK)
+        return solve_fail_encode(err, st, msg);
+    return solve_set(result, "posterior", m, err);
+}
+
+/* Add the members of a fitting op's result (elbo, iterations, converged, trace,
+ * addresses). */
+static vbm_status solve_set_fit(json_t *result, const solve_job *job, const vbm_write_result *res,
+                                solve_error *err)
+{
+    json_t *arr;
+    vbm_status st;
+    int i;
+
+    st = solve_set_elbo(result, "elbo", &res->elbo, err);
+    if (st == VBM_OK)
+        st = solve_set(result, "iterations", json_integer(res->iterations), err);
+    if (st == VBM_OK)
+        st = solve_set(result, "converged", json_boolean(res->converged), err);
+    if (st != VBM_OK)
+        return st;
+    if (job->opts.want_trace) {
+        if (res->trace == NULL)
+            return solve_set(result, "trace", json_null(), err);
+        arr = json_array();
+        if (solve_set(result, "trace", arr, err) != VBM_OK)
+            return VBM_ENOMEM;
+        for (i = 0; i <= res->iterations; i++) {
+            if (json_array_append_new(arr, solve_number(res->trace[i])) != 0)
+                return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the trace");
+        }
+    }
+    if (job->want_addresses)
+        return solve_set_addresses(result, &res->addr, err);
+    return VBM_OK;
+}
+
+/* Run write, append, refit or resize and fill result. */
+static vbm_status solve_run_fit(solve_job *job, json_t *result, double *seconds, solve_error *err)
+{
+    vbm_codes codes = {job->T, job->C, job->mu, job->s2};
+    vbm_write_result res;
+    vbm_error verr;
+    double t0, before = NAN, after = NAN;
+    vbm_status st;
+
+    memset(&res, 0, sizeof res);
+    verr.msg[0] = '\0';
+    t0 = solve_now();
+    switch (job->op->op) {
+    case SOLVE_WRITE:
+        st = vbm_write(job->mem, &codes, &job->opts, &res, &verr);
+        break;
+    case SOLVE_APPEND:
+        st = vbm_append(job->mem, &codes, &job->opts, &res, &verr);
+        break;
+    case SOLVE_REFIT:
+        st = vbm_refit(job->mem, job->T > 0 ? &codes : NULL, &job->opts, &res, &verr);
+        break;
+    default:
+        st = vbm_resize(job->mem, job->new_H, job->new_K, &job->opts, &before, &after, &res,
+                        &verr);
+        break;
+    }
+    *seconds = solve_now() - t0;
+    if (st != VBM_OK)
+        return solve_fail(err, st, NULL, "%s: %s", job->op->name, verr.msg);
+    if (job->op->op == SOLVE_RESIZE) {
+        st = solve_set(result, "elbo_before", solve_number(before), err);
+        if (st == VBM_OK)
+            st = solve_set(result, "elbo_after", solve_number(after), err);
+    }
+    if (st == VBM_OK)
+        st = solve_set_fit(result, job, &res, err);
+    if (st == VBM_OK)
+        st = solve_set_posterior(result, job->mem, err);
+    vbm_write_result_free(&res);
+    return st;
+}
+
+/* Run elbo and fill result. */
+static vbm_status solve_run_elbo(solve_job *job, json_t *result, double *seconds,
+                                 solve_error *err)
+{
+    vbm_codes codes = {job->T, job->C, job->mu, job->s2};
+    vbm_addresses addr;
+    vbm_elbo elbo;
+    vbm_error verr;
+    double t0;
+    vbm_status st;
+
+    memset(&addr, 0, sizeof addr);
+    memset(&elbo, 0, sizeof elbo);
+    verr.msg[0] = '\0';
+    t0 = solve_now();
+    st = vbm_elbo_eval(job->mem, &codes, &elbo, job->want_addresses ? &addr : NULL, &verr);
+    *seconds = solve_now() - t0;
+    if (st != VBM_OK)
+        return solve_fail(err, st, NULL, "elbo: %s", verr.msg);
+    st = solve_set_elbo(result, "elbo", &elbo, err);
+    if (st == VBM_OK && job->want_addresses)
+        st = solve_set_addresses(result, &addr, err);
+    if (job->want_addresses)
+        vbm_addresses_free(&addr);
+    return st;
+}
+
+/* Run sample and fill result. */
+static vbm_status solve_run_sample(solve_job *job, json_t *result, double *seconds,
+                                   solve_error *err)
+{
+    char msg[SOLVE_MSG_LEN];
+    long C = job->mem->cfg.code_size, G = job->mem->cfg.groups, dims[2];
+    double *z;
+    int *s;
+    json_t *arr;
+    vbm_error verr;
+    double t0;
+    vbm_status st;
+
+    z = vbm_calloc((size_t)job->count * (size_t)C, sizeof(double));
+    s = vbm_calloc((size_t)job->count * (size_t)G, sizeof(int));
+    if (z == NULL || s == NULL) {
+        free(z);
+        free(s);
+        return solve_fail(err, VBM_ENOMEM, "count", "out of memory for %ld codes", job->count);
+    }
+    verr.msg[0] = '\0';
+    t0 = solve_now();
+    st = vbm_sample(job->mem, job->count, job->opts.seed, job->cluster, z, s, &verr);
+    *seconds = solve_now() - t0;
+    if (st != VBM_OK) {
+        solve_fail(err, st, NULL, "sample: %s", verr.msg);
+    } else {
+        dims[0] = job->count;
+        dims[1] = C;
+        st = solve_set_array(result, "codes", z, 2, dims, err);
+        if (st == VBM_OK) {
+            dims[1] = G;
+            st = memjson_new_int_array(s, 2, dims, "clusters", &arr, msg, sizeof msg);
+            if (st != VBM_OK)
+                solve_fail_encode(err, st, msg);
+            else
+                st = solve_set(result, "clusters", arr, err);
+        }
+    }
+    free(z);
+    free(s);
+    return st;
+}
+
+/* Run read and fill result. */
+static vbm_status solve_run_read(solve_job *job, json_t *result, double *seconds,
+                                 solve_error *err)
+{
+    vbm_codes codes = {job->T, job->C, job->mu, job->s2};
+    vbm_addresses addr;
+    vbm_error verr;
+    long dims[2];
+    double *z, t0;
+    vbm_status st;
+
+    z = vbm_calloc((size_t)job->T * (size_t)job->C, sizeof(double));
+    if (z == NULL)
+        return solve_fail(err, VBM_ENOMEM, "codes", "out of memory for %ld codes", job->T);
+    memset(&addr, 0, sizeof addr);
+    verr.msg[0] = '\0';
+    t0 = solve_now();
+    st = vbm_read(job->mem, &codes, job->opts.seed, z, &addr, &verr);
+    *seconds = solve_now() - t0;
+    if (st != VBM_OK) {
+        solve_fail(err, st, NULL, "read: %s", verr.msg);
+    } else {
+        dims[0] = job->T;
+        dims[1] = job->C;
+        st = solve_set_array(result, "codes", z, 2, dims, err);
+        if (st == VBM_OK)
+            st = solve_set_addresses(result, &addr, err);
+        vbm_addresses_free(&addr);
+    }
+    free(z);
+    return st;
+}
+
+/* Run the parsed job, filling result (owned by the caller). */
+static vbm_status solve_run(solve_job *job, json_t *result, solve_error *err)
+{
+    double seconds = 0.0, t0;
+    vbm_status st;
+
+    st = solve_set(result, "op", json_string(job->op->name), err);
+    if (st != VBM_OK)
+        return st;
+    switch (job->op->op) {
+    case SOLVE_WRITE:
+    case SOLVE_APPEND:
+    case SOLVE_REFIT:
+    case SOLVE_RESIZE:
+        st = solve_run_fit(job, result, &seconds, err);
+        break;
+    case SOLVE_ELBO:
+        st = solve_run_elbo(job, result, &seconds, err);
+        break;
+    case SOLVE_SAMPLE:
+        st = solve_run_sample(job, result, &seconds, err);
+        break;
+    case SOLVE_READ:
+        st = solve_run_read(job, result, &seconds, err);
+        break;
+    case SOLVE_EXPORT:
+        t0 = solve_now();
+        st = solve_set_posterior(result, job->mem, err);
+        seconds = solve_now() - t0;
+        break;
+    }
+    if (st != VBM_OK)
+        return st;
+    return solve_set(result, "seconds", json_real(seconds), err);
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+/* Print the error object of err on stdout. Returns 0, or -1 on an output error. */
+static int solve_print_error(const solve_error *err)
+{
+    json_t *root = json_object(), *e = json_object();
+    int rc = -1;
+
+    if (root != NULL && e != NULL && json_object_set(root, "error", e) == 0
+        && json_object_set_new(e, "status", json_string(solve_status_name(err->status))) == 0
+        && json_object_set_new(e, "message", solve_text(err->msg)) == 0
+        && json_object_set_new(e, "field",
+                               err->field[0] != '\0' ? solve_text(err->field) : json_null())
+               == 0) {
+        rc = json_dumpf(root, stdout, JSON_COMPACT);
+    } else {
+        /* Out of memory: fall back to a fixed object. */
+        rc = fputs("{\"error\":{\"status\":\"nomem\",\"message\":\"out of memory\","
+                   "\"field\":null}}",
+                   stdout) < 0 ? -1 : 0;
+    }
+    json_decref(e);
+    json_decref(root);
+    if (rc != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+        return -1;
+    return 0;
+}
+
+/* Load the job from path (stdin when NULL). Returns 0 with *job set, 1 after an
+ * I/O error (reported on stderr), 2 after a parse error (in *err). */
+static int solve_load(const char *path, json_t **job, solve_error *err)
+{
+    FILE *fp = stdin;
+    json_error_t jerr;
+    int io_error;
+
+    *job = NULL;
+    if (path != NULL) {
+        fp = fopen(path, "rb");
+        if (fp == NULL) {
+            fprintf(stderr, "vbmem-solve: cannot open %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+    }
+    *job = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
+    io_error = ferror(fp);
+    if (fp != stdin)
+        fclose(fp);
+    if (io_error) {
+        json_decref(*job);
+        *job = NULL;
+        fprintf(stderr, "vbmem-solve: error reading %s\n", path != NULL ? path : "stdin");
+        return 1;
+    }
+    if (*job == NULL) {
+        solve_fail(err, VBM_EFORMAT, NULL, "job: invalid JSON at line %d, column %d: %s",
+                   jerr.line, jerr.column, jerr.text);
+        return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL;
+    solve_error err;
+    solve_job job;
+    json_t *root = NULL, *result = NULL;
+    vbm_status st;
+    int rc;
+
+    if (argc > 2) {
+        fputs(solve_usage, stderr);
+        return SOLVE_EXIT_IO;
+    }
+    if (argc == 2) {
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+            fputs(solve_usage, stdout);
+            return fflush(stdout) == 0 ? SOLVE_EXIT_OK : SOLVE_EXIT_IO;
+        }
+        if (argv[1][0] == '-' && argv[1][1] != '\0') {
+            fprintf(stderr, "vbmem-solve: unknown option %s\n", argv[1]);
+            fputs(solve_usage, stderr);
+            return SOLVE_EXIT_IO;
+        }
+        if (strcmp(argv[1], "-") != 0)
+            path = argv[1];
+    }
+
+    memset(&err, 0, sizeof err);
+    memset(&job, 0, sizeof job);
+    solve_job_clear(&job);
+    rc = solve_load(path, &root, &err);
+    if (rc == 1)
+        return SOLVE_EXIT_IO;
+    st = rc == 0 ? VBM_OK : VBM_EFORMAT;
+    if (st == VBM_OK)
+        st = solve_parse(root, &job, &err);
+    if (st == VBM_OK) {
+        result = json_object();
+        if (result == NULL)
+            st = solve_fail(&err, VBM_ENOMEM, NULL, "out of memory building the result");
+    }
+    if (st == VBM_OK)
+        st = solve_run(&job, result, &err);
+    solve_job_clear(&job);
+    json_decref(root);
+
+    if (st != VBM_OK) {
+        json_decref(result);
+        return solve_print_error(&err) == 0 ? SOLVE_EXIT_JOB : SOLVE_EXIT_IO;
+    }
+    rc = json_dumpf(result, stdout, JSON_COMPACT);
+    json_decref(result);
+    if (rc != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+        fprintf(stderr, "vbmem-solve: error writing the result\n");
+        return SOLVE_EXIT_IO;
+    }
+    return SOLVE_EXIT_OK;
+}

@@ -1,0 +1,793 @@
+/* test_models.c -- Check tests of libvbmem: VB monotonicity, KL identities, a
+ * hand-computed iteration, model equivalences, clustering recovery, sampling
+ * moments, export/import, determinism, online/refit/resize and bad input. */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/model.h"
+#include "numerics/rng.h"
+#include "vbmem/vbmem.h"
+
+/* ---- helpers ---- */
+
+static double *randn(long n, uint64_t seed, double scale) {
+    rng_t r;
+    rng_seed(&r, seed);
+    double *x = malloc(sizeof(double) * n);
+    for (long i = 0; i < n; i++) x[i] = scale * rng_normal(&r);
+    return x;
+}
+
+static vbm_memory *make(vbm_kind kind, int C, int K, int H, int G) {
+    vbm_config cfg;
+    vbm_config_default(kind, C, &cfg);
+    cfg.rows = K;
+    cfg.clusters = H;
+    cfg.groups = G;
+    vbm_memory *m = NULL;
+    vbm_error err;
+    ck_assert_msg(vbm_memory_create(&cfg, NULL, NULL, &m, &err) == VBM_OK, "%s", err.msg);
+    return m;
+}
+
+static void write_ok(vbm_memory *m, const vbm_codes *codes, vbm_write_opts *o, vbm_write_result *res) {
+    vbm_error err;
+    vbm_status st = vbm_write(m, codes, o, res, &err);
+    ck_assert_msg(st == VBM_OK, "write failed: %s", err.msg);
+}
+
+static double rel(double a, double b) { return fabs(a - b) / (fabs(b) > 1e-300 ? fabs(b) : 1.0); }
+
+static double max_rel_diff(const double *a, const double *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]) / (1.0 + fabs(b[i]));
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+/* ---- ELBO never decreases ---- */
+
+static void check_monotone(vbm_kind kind, int shift, int K, int H, int G, double var) {
+    int C = 12;
+    long T = 40;
+    vbm_memory *m = make(kind, C, K, H, G);
+    m->cfg.s_floor = 0.0; /* no smoothing of q(s): pure coordinate ascent */
+    if (kind == VBM_GAUSSIAN) m->cfg.shift = shift;
+    double *mu = randn(T * C, 11, 1.5), *s2 = NULL;
+    if (var > 0) {
+        s2 = malloc(sizeof(double) * T * C);
+        for (long i = 0; i < T * C; i++) s2[i] = var * (1.0 + 0.5 * sin((double)i));
+    }
+    for (long i = 0; i < T * C; i++) mu[i] += (i / C) % 3 * 2.0; /* some structure */
+    vbm_codes codes = {T, C, mu, s2};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 30;
+    o.seed = 5;
+    vbm_write_result res;
+    write_ok(m, &codes, &o, &res);
+    ck_assert_int_eq(res.iterations, 30);
+    for (int i = 0; i < res.iterations; i++)
+        ck_assert_msg(res.trace[i + 1] >= res.trace[i] - 1e-9 * fabs(res.trace[i]),
+                      "%s: ELBO decreased at iteration %d: %.15g -> %.15g", vbm_kind_name(kind), i, res.trace[i],
+                      res.trace[i + 1]);
+    ck_assert_msg(res.trace[res.iterations] > res.trace[0], "%s: ELBO did not improve", vbm_kind_name(kind));
+    ck_assert(fabs(res.elbo.per_frame - res.trace[res.iterations]) < 1e-12 * fabs(res.elbo.per_frame));
+    vbm_write_result_free(&res);
+    vbm_memory_free(m);
+    free(mu);
+    free(s2);
+}
+
+START_TEST(elbo_monotone_gaussian) { check_monotone(VBM_GAUSSIAN, 0, 4, 1, 1, 0.0); check_monotone(VBM_GAUSSIAN, 0, 4, 1, 1, 0.1); }
+END_TEST
+START_TEST(elbo_monotone_gaussian_shift) { check_monotone(VBM_GAUSSIAN, 1, 4, 1, 1, 0.05); }
+END_TEST
+START_TEST(elbo_monotone_categorical) { check_monotone(VBM_CATEGORICAL, 0, 5, 1, 1, 0.05); }
+END_TEST
+START_TEST(elbo_monotone_mixture) { check_monotone(VBM_MIXTURE, 1, 3, 4, 1, 0.0); check_monotone(VBM_MIXTURE, 1, 3, 4, 1, 0.2); }
+END_TEST
+START_TEST(elbo_monotone_tree) { check_monotone(VBM_TREE, 1, 3, 3, 3, 0.1); }
+END_TEST
+
+/* ---- KL terms vanish when q equals the prior ---- */
+
+START_TEST(kl_zero_at_prior) {
+    vbm_kind kinds[] = {VBM_GAUSSIAN, VBM_CATEGORICAL, VBM_MIXTURE, VBM_TREE};
+    for (int i = 0; i < 4; i++) {
+        vbm_memory *m = make(kinds[i], 8, 3, kinds[i] >= VBM_MIXTURE ? 3 : 1, kinds[i] == VBM_TREE ? 2 : 1);
+        double *mu = randn(10 * 8, 3, 1.0);
+        vbm_codes codes = {10, 8, mu, NULL};
+        vbm_elbo e;
+        vbm_error err;
+        ck_assert(vbm_elbo_eval(m, &codes, &e, NULL, &err) == VBM_OK);
+        ck_assert_msg(fabs(e.kl_M) < 1e-10, "kl_M = %g", e.kl_M);
+        ck_assert_msg(fabs(e.kl_b) < 1e-10, "kl_b = %g", e.kl_b);
+        ck_assert(e.kl_w >= 0.0 && e.kl_s >= 0.0);
+        vbm_memory_free(m);
+        free(mu);
+    }
+    double mu0[3] = {0, 0, 0}, I3[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, th[4] = {.25, .25, .25, .25};
+    ck_assert(fabs(kl_std_normal(3, mu0, 1, I3, 0.0)) < 1e-15);
+    ck_assert(fabs(kl_uniform_cat(4, th)) < 1e-15);
+    ck_assert(fabs(kl_iso_normal(3, mu0, 2.5, mu0, 2.5)) < 1e-15);
+    double m1[3] = {1, 0, 0};
+    ck_assert(kl_std_normal(3, m1, 1, I3, 0.0) > 0.4);
+}
+END_TEST
+
+/* ---- one iteration of Theorem 1 computed by hand (K = C = 1) ---- */
+
+START_TEST(hand_computed_iteration) {
+    vbm_config cfg;
+    vbm_config_default(VBM_GAUSSIAN, 1, &cfg);
+    cfg.rows = 1;
+    cfg.sigma_z2 = 0.5;
+    double R0 = 0.5, U0 = 2.0;
+    vbm_memory *m;
+    vbm_error err;
+    ck_assert(vbm_memory_create(&cfg, &R0, &U0, &m, &err) == VBM_OK);
+    double z[2] = {1.0, -2.0};
+    vbm_codes codes = {2, 1, z, NULL};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 1;
+    o.init = VBM_INIT_PRIOR;
+    vbm_write_result res;
+    write_ok(m, &codes, &o, &res);
+    double s2 = 0.5;
+    /* address step with R = 0.5, U = 2 */
+    double A = 1.0 + (R0 * R0 + 1.0 * U0) / s2, Sw = 1.0 / A;
+    double w1 = Sw * R0 * z[0] / s2, w2 = Sw * R0 * z[1] / s2;
+    /* M step */
+    double Q = 1.0 / U0 + (w1 * w1 + w2 * w2 + 2.0 * Sw) / s2;
+    double R = (R0 / U0 + (w1 * z[0] + w2 * z[1]) / s2) / Q, U = 1.0 / Q;
+    ck_assert_msg(rel(m->R[0], R) < 1e-13, "R %.17g vs %.17g", m->R[0], R);
+    ck_assert_msg(rel(m->U[0], U) < 1e-13, "U %.17g vs %.17g", m->U[0], U);
+    /* final address step and the ELBO */
+    A = 1.0 + (R * R + U) / s2;
+    Sw = 1.0 / A;
+    double elbo = 0.0;
+    for (int t = 0; t < 2; t++) {
+        double w = Sw * R * z[t] / s2;
+        double e = (z[t] - R * w) * (z[t] - R * w) + U * w * w + (R * R + U) * Sw;
+        elbo += -0.5 * log(2 * VBM_PI * s2) - e / (2 * s2) - 0.5 * (Sw + w * w - 1.0 - log(Sw));
+    }
+    elbo -= 0.5 * (U / U0 + (R - R0) * (R - R0) / U0 - 1.0 - log(U) + log(U0));
+    ck_assert_msg(rel(res.elbo.total, elbo) < 1e-12, "ELBO %.17g vs %.17g", res.elbo.total, elbo);
+    vbm_write_result_free(&res);
+    vbm_memory_free(m);
+}
+END_TEST
+
+/* ---- model equivalences from the same initialisation ---- */
+
+START_TEST(mixture_h1_equals_shifted_gaussian) {
+    int C = 10, K = 3;
+    long T = 25;
+    double *mu = randn(T * C, 21, 2.0);
+    for (long i = 0; i < T * C; i++) mu[i] += 3.0;
+    vbm_codes codes = {T, C, mu, NULL};
+    /* a random prior mean: with R0 = 0 both would sit at the fixed point R = 0 */
+    double *R0 = randn((long)K * C, 22, 1.0);
+    vbm_config cfg;
+    vbm_config_default(VBM_MIXTURE, C, &cfg);
+    cfg.rows = K;
+    cfg.clusters = 1;
+    vbm_memory *mix, *gau;
+    vbm_error err;
+    ck_assert(vbm_memory_create(&cfg, R0, NULL, &mix, &err) == VBM_OK);
+    cfg.kind = VBM_GAUSSIAN;
+    ck_assert(vbm_memory_create(&cfg, R0, NULL, &gau, &err) == VBM_OK);
+    free(R0);
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 15;
+    o.init = VBM_INIT_PRIOR;
+    vbm_write_result r1, r2;
+    write_ok(mix, &codes, &o, &r1);
+    write_ok(gau, &codes, &o, &r2);
+    ck_assert_msg(max_rel_diff(mix->R, gau->R, (size_t)K * C) < 1e-9, "R differs");
+    ck_assert(max_rel_diff(mix->U, gau->U, (size_t)K * K) < 1e-9);
+    ck_assert(max_rel_diff(mix->mu_b, gau->mu_b, C) < 1e-9);
+    ck_assert(rel(mix->s2_b[0], gau->s2_b[0]) < 1e-12);
+    ck_assert_msg(rel(r1.elbo.total, r2.elbo.total) < 1e-10, "%.15g vs %.15g", r1.elbo.total, r2.elbo.total);
+    for (int i = 0; i <= 15; i++) ck_assert(rel(r1.trace[i], r2.trace[i]) < 1e-10);
+    vbm_write_result_free(&r1);
+    vbm_write_result_free(&r2);
+    vbm_memory_free(mix);
+    vbm_memory_free(gau);
+    free(mu);
+}
+END_TEST
+
+START_TEST(tree_g1_equals_mixture) {
+    int C = 8;
+    long T = 30;
+    double *mu = randn(T * C, 33, 2.0);
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_memory *mix = make(VBM_MIXTURE, C, 2, 4, 1);
+    vbm_memory *tree = make(VBM_TREE, C, 2, 4, 1);
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 12;
+    o.seed = 99;
+    vbm_write_result r1, r2;
+    write_ok(mix, &codes, &o, &r1);
+    write_ok(tree, &codes, &o, &r2);
+    ck_assert(memcmp(mix->R, tree->R, sizeof(double) * 4 * 2 * C) == 0);
+    ck_assert(memcmp(mix->mu_b, tree->mu_b, sizeof(double) * 4 * C) == 0);
+    ck_assert(r1.elbo.total == r2.elbo.total);
+    /* the tree keeps pseudocounts of its hard-assignment paths, one per frame */
+    double n = 0.0;
+    for (long i = 0; i < tree->n_paths; i++) n += tree->path_counts[i];
+    ck_assert(n == (double)T);
+    vbm_write_result_free(&r1);
+    vbm_write_result_free(&r2);
+    vbm_memory_free(mix);
+    vbm_memory_free(tree);
+    free(mu);
+}
+END_TEST
+
+/* ---- clustering recovery: adjusted Rand index ---- */
+
+static double adjusted_rand(const int *a, const int *b, long n, int ka, int kb) {
+    double *tab = calloc((size_t)ka * kb, sizeof(double)), *ra = calloc(ka, sizeof(double)), *rb = calloc(kb, sizeof(double));
+    for (long i = 0; i < n; i++) {
+        tab[a[i] * kb + b[i]] += 1;
+        ra[a[i]] += 1;
+        rb[b[i]] += 1;
+    }
+    double sij = 0, sa = 0, sb = 0;
+    for (int i = 0; i < ka * kb; i++) sij += tab[i] * (tab[i] - 1) / 2;
+    for (int i = 0; i < ka; i++) sa += ra[i] * (ra[i] - 1) / 2;
+    for (int i = 0; i < kb; i++) sb += rb[i] * (rb[i] - 1) / 2;
+    double tot = (double)n * (n - 1) / 2, exp_ = sa * sb / tot, maxi = 0.5 * (sa + sb);
+    free(tab);
+    free(ra);
+    free(rb);
+    return (sij - exp_) / (maxi - exp_);
+}
+
+START_TEST(mixture_recovers_clusters) {
+    int C = 16, H = 5;
+    long T = 250;
+    rng_t r;
+    rng_seed(&r, 7);
+    double *centers = randn((long)H * C, 8, 6.0);
+    double *mu = malloc(sizeof(double) * T * C);
+    int *truth = malloc(sizeof(int) * T), *found = malloc(sizeof(int) * T);
+    for (long t = 0; t < T; t++) {
+        truth[t] = (int)rng_below(&r, H);
+        for (int c = 0; c < C; c++) mu[t * C + c] = centers[truth[t] * C + c] + 0.7 * rng_normal(&r);
+    }
+    vbm_memory *m = make(VBM_MIXTURE, C, 3, H, 1);
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 20;
+    o.seed = 1;
+    o.want_addresses = 1;
+    vbm_write_result res;
+    write_ok(m, &codes, &o, &res);
+    for (long t = 0; t < T; t++) {
+        int best = 0;
+        for (int h = 1; h < H; h++)
+            if (res.addr.s[t * H + h] > res.addr.s[t * H + best]) best = h;
+        found[t] = best;
+    }
+    double ari = adjusted_rand(truth, found, T, H, H);
+    ck_assert_msg(ari >= 0.95, "adjusted Rand index %.3f < 0.95", ari);
+    vbm_write_result_free(&res);
+    vbm_memory_free(m);
+    free(centers);
+    free(mu);
+    free(truth);
+    free(found);
+}
+END_TEST
+
+/* ---- samples match the posterior predictive moments ---- */
+
+static void check_moments(vbm_memory *m, int gh, int cluster) {
+    int C = m->cfg.code_size, K = m->cfg.rows;
+    long n = 40000;
+    double *z = malloc(sizeof(double) * n * C);
+    vbm_error err;
+    ck_assert(vbm_sample(m, n, 1234, cluster, z, NULL, &err) == VBM_OK);
+    const double *R = m->R + (size_t)gh * K * C, *U = m->U + (size_t)gh * K * K;
+    double trU = 0.0;
+    for (int k = 0; k < K; k++) trU += U[k * K + k];
+    double iso = trU + (m->cfg.shift ? m->s2_b[gh] : 0.0) + m->cfg.sigma_z2;
+    double *mean = calloc(C, sizeof(double)), *cov = calloc((size_t)C * C, sizeof(double));
+    for (long i = 0; i < n; i++)
+        for (int c = 0; c < C; c++) mean[c] += z[i * C + c] / n;
+    for (long i = 0; i < n; i++)
+        for (int a = 0; a < C; a++)
+            for (int b = 0; b < C; b++) cov[a * C + b] += (z[i * C + a] - mean[a]) * (z[i * C + b] - mean[b]) / (n - 1);
+    for (int a = 0; a < C; a++) {
+        double expect_mean = m->cfg.shift ? m->mu_b[(size_t)gh * C + a] : 0.0;
+        for (int b = 0; b < C; b++) {
+            double ec = (a == b ? iso : 0.0);
+            for (int k = 0; k < K; k++) ec += R[k * C + a] * R[k * C + b];
+            double va = 0, vb = 0;
+            va = cov[a * C + a];
+            vb = cov[b * C + b];
+            double se = sqrt((va * vb + ec * ec) / n); /* approx. std. error of a covariance */
+            ck_assert_msg(fabs(cov[a * C + b] - ec) < 6 * se, "cov[%d][%d] %g vs %g (se %g)", a, b, cov[a * C + b], ec, se);
+        }
+        double se = sqrt(cov[a * C + a] / n);
+        ck_assert_msg(fabs(mean[a] - expect_mean) < 5 * se, "mean[%d] %g vs %g", a, mean[a], expect_mean);
+    }
+    free(z);
+    free(mean);
+    free(cov);
+}
+
+START_TEST(samples_match_posterior) {
+    int C = 6;
+    long T = 30;
+    double *mu = randn(T * C, 44, 1.0);
+    for (long i = 0; i < T * C; i++) mu[i] += 2.0 * (i % C == 0);
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 10;
+    vbm_write_result res;
+    vbm_memory *g = make(VBM_GAUSSIAN, C, 3, 1, 1);
+    g->cfg.shift = 1;
+    write_ok(g, &codes, &o, &res);
+    vbm_write_result_free(&res);
+    check_moments(g, 0, -1);
+    vbm_memory *mx = make(VBM_MIXTURE, C, 2, 3, 1);
+    write_ok(mx, &codes, &o, &res);
+    vbm_write_result_free(&res);
+    check_moments(mx, 2, 2);
+    vbm_memory_free(g);
+    vbm_memory_free(mx);
+    free(mu);
+}
+END_TEST
+
+/* ---- export / import and determinism ---- */
+
+static void roundtrip(vbm_memory *m) {
+    unsigned char *b1, *b2;
+    size_t n1, n2;
+    vbm_error err;
+    ck_assert(vbm_export(m, &b1, &n1, &err) == VBM_OK);
+    vbm_memory *back;
+    ck_assert_msg(vbm_import(b1, n1, &back, &err) == VBM_OK, "%s", err.msg);
+    ck_assert(vbm_export(back, &b2, &n2, &err) == VBM_OK);
+    ck_assert(n1 == n2 && memcmp(b1, b2, n1) == 0);
+    size_t GH = (size_t)m->cfg.groups * m->cfg.clusters;
+    ck_assert(memcmp(back->R, m->R, GH * m->cfg.rows * m->cg * sizeof(double)) == 0);
+    ck_assert(back->n_paths == m->n_paths && back->n_codes == m->n_codes && back->frames == m->frames);
+    /* every truncation is rejected, never crashes */
+    for (size_t cut = 0; cut < n1; cut += 1 + n1 / 97) {
+        vbm_memory *bad = NULL;
+        ck_assert(vbm_import(b1, cut, &bad, &err) == VBM_EFORMAT);
+    }
+    free(b1);
+    free(b2);
+    vbm_memory_free(back);
+}
+
+START_TEST(export_import_bit_exact) {
+    vbm_kind kinds[] = {VBM_GAUSSIAN, VBM_CATEGORICAL, VBM_MIXTURE, VBM_TREE, VBM_DKM};
+    int C = 8;
+    long T = 20;
+    double *mu = randn(T * C, 5, 1.0), *s2 = malloc(sizeof(double) * T * C);
+    for (long i = 0; i < T * C; i++) s2[i] = 0.01 * (i % 3);
+    vbm_codes codes = {T, C, mu, s2};
+    for (int i = 0; i < 5; i++) {
+        vbm_memory *m = make(kinds[i], C, 3, kinds[i] >= VBM_MIXTURE && kinds[i] != VBM_DKM ? 3 : 1, kinds[i] == VBM_TREE ? 2 : 1);
+        m->cfg.retain_max = 15;
+        vbm_write_opts o;
+        vbm_write_opts_default(&o);
+        o.max_iter = 5;
+        vbm_write_result res;
+        write_ok(m, &codes, &o, &res);
+        vbm_write_result_free(&res);
+        ck_assert_int_eq(m->n_codes, 15);
+        roundtrip(m);
+        vbm_memory_free(m);
+    }
+    free(mu);
+    free(s2);
+}
+END_TEST
+
+START_TEST(import_rejects_garbage) {
+    vbm_memory *m = NULL;
+    vbm_error err;
+    unsigned char junk[64] = "not a memory at all";
+    ck_assert(vbm_import(junk, sizeof junk, &m, &err) == VBM_EFORMAT);
+    ck_assert(vbm_import(NULL, 0, &m, &err) == VBM_EFORMAT);
+    /* a valid header with a flipped size field */
+    vbm_memory *g = make(VBM_GAUSSIAN, 4, 2, 1, 1);
+    unsigned char *b;
+    size_t n;
+    ck_assert(vbm_export(g, &b, &n, &err) == VBM_OK);
+    b[8 + 8 + 8] ^= 0x40; /* code size */
+    ck_assert(vbm_import(b, n, &m, &err) == VBM_EFORMAT);
+    b[8 + 8 + 8] ^= 0x40;
+    memcpy(b + n - 8, "\xff\xff\xff\xff\xff\xff\xf7\x7f", 8); /* NaN-ish non-finite last double */
+    ck_assert(vbm_import(b, n, &m, &err) == VBM_EFORMAT);
+    free(b);
+    vbm_memory_free(g);
+}
+END_TEST
+
+START_TEST(same_seed_same_bytes) {
+    int C = 10;
+    long T = 40;
+    double *mu = randn(T * C, 77, 2.0);
+    vbm_codes codes = {T, C, mu, NULL};
+    unsigned char *b[2];
+    size_t n[2];
+    double *z[2];
+    for (int rep = 0; rep < 2; rep++) {
+        vbm_memory *m = make(VBM_TREE, C, 2, 4, 2);
+        vbm_write_opts o;
+        vbm_write_opts_default(&o);
+        o.max_iter = 8;
+        o.seed = 42;
+        vbm_write_result res;
+        write_ok(m, &codes, &o, &res);
+        vbm_write_result_free(&res);
+        vbm_error err;
+        ck_assert(vbm_export(m, &b[rep], &n[rep], &err) == VBM_OK);
+        z[rep] = malloc(sizeof(double) * 50 * C);
+        ck_assert(vbm_sample(m, 50, 9, -1, z[rep], NULL, &err) == VBM_OK);
+        vbm_memory_free(m);
+    }
+    ck_assert(n[0] == n[1] && memcmp(b[0], b[1], n[0]) == 0);
+    ck_assert(memcmp(z[0], z[1], sizeof(double) * 50 * C) == 0);
+    for (int i = 0; i < 2; i++) {
+        free(b[i]);
+        free(z[i]);
+    }
+    free(mu);
+}
+END_TEST
+
+/* ---- online, refit, resize, read ---- */
+
+START_TEST(append_from_fresh_equals_write_from_prior) {
+    int C = 7;
+    long T = 20;
+    double *mu = randn(T * C, 3, 1.0);
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_memory *a = make(VBM_GAUSSIAN, C, 3, 1, 1), *b = make(VBM_GAUSSIAN, C, 3, 1, 1);
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 6;
+    o.init = VBM_INIT_PRIOR;
+    vbm_write_result r1, r2;
+    vbm_error err;
+    ck_assert(vbm_append(a, &codes, &o, &r1, &err) == VBM_OK);
+    write_ok(b, &codes, &o, &r2);
+    ck_assert(max_rel_diff(a->R, b->R, 3 * C) < 1e-12);
+    ck_assert(rel(r1.elbo.total, r2.elbo.total) < 1e-12);
+    /* a second append uses the posterior as its prior: frames accumulate */
+    vbm_write_result r3;
+    ck_assert(vbm_append(a, &codes, &o, &r3, &err) == VBM_OK);
+    ck_assert_int_eq(a->frames, 2 * T);
+    ck_assert(isfinite(r3.elbo.per_frame));
+    vbm_write_result_free(&r1);
+    vbm_write_result_free(&r2);
+    vbm_write_result_free(&r3);
+    vbm_memory_free(a);
+    vbm_memory_free(b);
+    free(mu);
+}
+END_TEST
+
+START_TEST(refit_uses_retained_codes) {
+    int C = 6;
+    long T = 30;
+    double *mu = randn(2 * T * C, 13, 2.0);
+    vbm_codes first = {T, C, mu, NULL}, second = {T, C, mu + T * C, NULL}, both = {2 * T, C, mu, NULL};
+    vbm_memory *m = make(VBM_MIXTURE, C, 2, 3, 1), *ref = make(VBM_MIXTURE, C, 2, 3, 1);
+    m->cfg.retain_max = 1000;
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 10;
+    o.seed = 3;
+    vbm_write_result r;
+    vbm_error err;
+    write_ok(m, &first, &o, &r);
+    vbm_write_result_free(&r);
+    ck_assert(vbm_append(m, &second, &o, &r, &err) == VBM_OK);
+    vbm_write_result_free(&r);
+    ck_assert_int_eq(m->n_codes, 2 * T);
+    ck_assert(vbm_refit(m, NULL, &o, &r, &err) == VBM_OK);
+    vbm_write_result r2;
+    write_ok(ref, &both, &o, &r2);
+    ck_assert(memcmp(m->R, ref->R, sizeof(double) * 3 * 2 * C) == 0);
+    ck_assert(r.elbo.total == r2.elbo.total);
+    vbm_write_result_free(&r);
+    vbm_write_result_free(&r2);
+    /* without retention there is nothing to refit */
+    vbm_memory *n = make(VBM_MIXTURE, C, 2, 3, 1);
+    ck_assert(vbm_refit(n, NULL, &o, &r, &err) == VBM_EINVAL);
+    vbm_memory_free(n);
+    vbm_memory_free(m);
+    vbm_memory_free(ref);
+    free(mu);
+}
+END_TEST
+
+START_TEST(resize_changes_sizes) {
+    int C = 8;
+    long T = 60;
+    double *mu = randn(T * C, 17, 3.0);
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 10;
+    for (int retain = 0; retain < 2; retain++) {
+        vbm_memory *m = make(VBM_MIXTURE, C, 3, 4, 1);
+        m->cfg.retain_max = retain ? 100 : 0;
+        vbm_write_result r;
+        write_ok(m, &codes, &o, &r);
+        vbm_write_result_free(&r);
+        double before, after;
+        vbm_error err;
+        ck_assert_msg(vbm_resize(m, 8, 5, &o, &before, &after, &r, &err) == VBM_OK, "%s", err.msg);
+        ck_assert_int_eq(m->cfg.clusters, 8);
+        ck_assert_int_eq(m->cfg.rows, 5);
+        ck_assert(isfinite(before) && isfinite(after));
+        ck_assert_int_eq(m->frames, T);
+        ck_assert_int_eq(m->n_codes, retain ? T : 0);
+        vbm_write_result_free(&r);
+        ck_assert(vbm_resize(m, -1, 0, &o, &before, &after, &r, &err) == VBM_EINVAL);
+        roundtrip(m);
+        vbm_memory_free(m);
+    }
+    free(mu);
+}
+END_TEST
+
+START_TEST(read_is_deterministic) {
+    int C = 8;
+    long T = 40;
+    double *mu = randn(T * C, 23, 2.0);
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_kind kinds[] = {VBM_GAUSSIAN, VBM_CATEGORICAL, VBM_MIXTURE, VBM_TREE, VBM_DKM};
+    for (int i = 0; i < 5; i++) {
+        vbm_memory *m = make(kinds[i], C, 3, (kinds[i] == VBM_MIXTURE || kinds[i] == VBM_TREE) ? 4 : 1, kinds[i] == VBM_TREE ? 2 : 1);
+        vbm_write_opts o;
+        vbm_write_opts_default(&o);
+        o.max_iter = 5;
+        vbm_write_result r;
+        write_ok(m, &codes, &o, &r);
+        vbm_write_result_free(&r);
+        vbm_codes q = {3, C, mu, NULL};
+        double z1[3 * 8], z2[3 * 8];
+        vbm_addresses a;
+        vbm_error err;
+        ck_assert(vbm_read(m, &q, 5, z1, &a, &err) == VBM_OK);
+        ck_assert(vbm_read(m, &q, 5, z2, NULL, &err) == VBM_OK);
+        ck_assert(memcmp(z1, z2, sizeof z1) == 0);
+        for (int t = 0; t < 3; t++) {
+            double s = 0;
+            for (int h = 0; h < a.G * a.H; h++) s += a.s[t * a.G * a.H + h];
+            ck_assert(fabs(s - a.G) < 1e-9);
+            for (int c = 0; c < C; c++) ck_assert(isfinite(z1[t * C + c]));
+        }
+        vbm_addresses_free(&a);
+        vbm_memory_free(m);
+    }
+    free(mu);
+}
+END_TEST
+
+START_TEST(vb_beats_dkm) {
+    int C = 50, K = 8;
+    long T = 32;
+    double *R0 = randn((long)K * C, 1, 1.0), *E = randn((long)K * C, 2, 1.0), *W = randn(T * K, 3, 1.0), *N = randn(T * C, 4, 1.0);
+    double *z = calloc((size_t)T * C, sizeof(double));
+    for (long t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            double v = N[t * C + c];
+            for (int k = 0; k < K; k++) v += (R0[k * C + c] + E[k * C + c]) * W[t * K + k];
+            z[t * C + c] = v;
+        }
+    vbm_codes codes = {T, C, z, NULL};
+    vbm_config cfg;
+    vbm_memory *vb, *dkm;
+    vbm_error err;
+    vbm_config_default(VBM_GAUSSIAN, C, &cfg);
+    cfg.rows = K;
+    ck_assert(vbm_memory_create(&cfg, R0, NULL, &vb, &err) == VBM_OK);
+    cfg.kind = VBM_DKM;
+    ck_assert(vbm_memory_create(&cfg, R0, NULL, &dkm, &err) == VBM_OK);
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    vbm_write_result r1, r2;
+    write_ok(vb, &codes, &o, &r1);
+    write_ok(dkm, &codes, &o, &r2);
+    ck_assert_msg(r1.elbo.per_frame > r2.elbo.per_frame, "VB %g vs DKM %g", r1.elbo.per_frame, r2.elbo.per_frame);
+    ck_assert(r2.elbo.per_frame / r1.elbo.per_frame > 1.0);
+    vbm_write_result_free(&r1);
+    vbm_write_result_free(&r2);
+    vbm_memory_free(vb);
+    vbm_memory_free(dkm);
+    free(R0);
+    free(E);
+    free(W);
+    free(N);
+    free(z);
+}
+END_TEST
+
+/* ---- bad input: an error code and a message, never a crash ---- */
+
+START_TEST(bad_input_rejected) {
+    vbm_memory *m = make(VBM_MIXTURE, 4, 2, 3, 1);
+    double mu[8] = {1, 2, 3, 4, 5, 6, 7, 8}, s2[8] = {0};
+    vbm_codes codes = {2, 4, mu, s2};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    vbm_write_result r;
+    vbm_error err;
+    /* H = 3 > T = 2 for k-means++ */
+    ck_assert(vbm_write(m, &codes, &o, &r, &err) == VBM_EINVAL);
+    ck_assert(strstr(err.msg, "k-means++") != NULL);
+    ck_assert(isnan(m->last_elbo)); /* memory unchanged */
+    codes.T = 0;
+    ck_assert(vbm_write(m, &codes, &o, &r, &err) == VBM_EINVAL);
+    codes.T = 2;
+    mu[5] = NAN;
+    ck_assert(vbm_write(m, &codes, &o, &r, &err) == VBM_EINVAL);
+    ck_assert(strstr(err.msg, "codes.mu[1][1]") != NULL);
+    mu[5] = INFINITY;
+    ck_assert(vbm_write(m, &codes, &o, &r, &err) == VBM_EINVAL);
+    mu[5] = 6;
+    s2[2] = -0.1;
+    ck_assert(vbm_write(m, &codes, &o, &r, &err) == VBM_EINVAL);
+    ck_assert(strstr(err.msg, "sigma2[0][2]") != NULL);
+    s2[2] = 0.0;
+    codes.C = 5;
+    ck_assert(vbm_write(m, &codes, &o, &r, &err) == VBM_EINVAL);
+    ck_assert(vbm_sample(m, 0, 1, -1, mu, NULL, &err) == VBM_EINVAL);
+    ck_assert(vbm_sample(m, 1, 1, 3, mu, NULL, &err) == VBM_EINVAL);
+    vbm_memory_free(m);
+    /* configurations */
+    vbm_config cfg;
+    vbm_memory *x = NULL;
+    vbm_config_default(VBM_GAUSSIAN, 10, &cfg);
+    cfg.rows = 1000000;
+    ck_assert(vbm_memory_create(&cfg, NULL, NULL, &x, &err) == VBM_EINVAL);
+    vbm_config_default(VBM_MIXTURE, 65536, &cfg);
+    cfg.clusters = 65536;
+    cfg.rows = 4096;
+    ck_assert(vbm_memory_create(&cfg, NULL, NULL, &x, &err) == VBM_ENOMEM);
+    vbm_config_default(VBM_TREE, 10, &cfg);
+    cfg.groups = 3;
+    ck_assert(vbm_memory_create(&cfg, NULL, NULL, &x, &err) == VBM_EINVAL);
+    vbm_config_default(VBM_GAUSSIAN, 10, &cfg);
+    cfg.sigma_z2 = -1;
+    ck_assert(vbm_memory_create(&cfg, NULL, NULL, &x, &err) == VBM_EINVAL);
+    cfg.sigma_z2 = NAN;
+    ck_assert(vbm_memory_create(&cfg, NULL, NULL, &x, &err) == VBM_EINVAL);
+    vbm_config_default(VBM_GAUSSIAN, 2, &cfg);
+    cfg.rows = 2;
+    double badU[4] = {1, 2, 2, 1}; /* symmetric, indefinite */
+    ck_assert(vbm_memory_create(&cfg, NULL, badU, &x, &err) == VBM_EINVAL);
+    vbm_kind k;
+    ck_assert(vbm_kind_parse("kanerva", &k, &err) == VBM_EINVAL);
+    ck_assert(vbm_kind_parse("tree", &k, &err) == VBM_OK && k == VBM_TREE);
+}
+END_TEST
+
+START_TEST(zero_variance_uses_loglik) {
+    /* with exact codes the codes term is the expected log-likelihood; a tiny
+     * variance adds its (very negative) entropy, so the two differ by that */
+    vbm_memory *m = make(VBM_GAUSSIAN, 3, 2, 1, 1);
+    double mu[6] = {1, 0, -1, 2, 1, 0}, s2[6] = {0, 0, 0, 0, 0, 0};
+    vbm_codes a = {2, 3, mu, NULL}, b = {2, 3, mu, s2};
+    vbm_elbo e1, e2;
+    vbm_error err;
+    ck_assert(vbm_elbo_eval(m, &a, &e1, NULL, &err) == VBM_OK);
+    ck_assert(vbm_elbo_eval(m, &b, &e2, NULL, &err) == VBM_OK);
+    ck_assert(e1.total == e2.total);
+    s2[0] = 1.0;
+    ck_assert(vbm_elbo_eval(m, &b, &e2, NULL, &err) == VBM_OK);
+    /* adding variance 1 to one dim: -1/(2 s2) from the expected error, +0.5 log(2 pi e) entropy */
+    ck_assert(fabs((e2.total - e1.total) - (-0.5 + 0.5 * (log(2 * VBM_PI) + 1))) < 1e-12);
+    vbm_memory_free(m);
+}
+END_TEST
+
+/* ---- thread safety: parallel writes on different memories ---- */
+
+typedef struct {
+    const vbm_codes *codes;
+    double elbo;
+} job_t;
+
+static void *thread_write(void *arg) {
+    job_t *j = arg;
+    vbm_memory *m = make(VBM_MIXTURE, j->codes->C, 3, 4, 1);
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 10;
+    o.seed = 8;
+    vbm_write_result r;
+    vbm_error err;
+    if (vbm_write(m, j->codes, &o, &r, &err) == VBM_OK) {
+        j->elbo = r.elbo.total;
+        vbm_write_result_free(&r);
+    }
+    vbm_memory_free(m);
+    return NULL;
+}
+
+START_TEST(parallel_writes_match_sequential) {
+    int C = 12;
+    long T = 80;
+    double *mu = randn(T * C, 61, 2.0);
+    vbm_codes codes = {T, C, mu, NULL};
+    job_t seq = {&codes, 0}, par[4];
+    thread_write(&seq);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        par[i].codes = &codes;
+        par[i].elbo = 0;
+        pthread_create(&th[i], NULL, thread_write, &par[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert(par[i].elbo == seq.elbo);
+    }
+    free(mu);
+}
+END_TEST
+
+static Suite *models_suite(void) {
+    Suite *s = suite_create("models");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, elbo_monotone_gaussian);
+    tcase_add_test(tc, elbo_monotone_gaussian_shift);
+    tcase_add_test(tc, elbo_monotone_categorical);
+    tcase_add_test(tc, elbo_monotone_mixture);
+    tcase_add_test(tc, elbo_monotone_tree);
+    tcase_add_test(tc, kl_zero_at_prior);
+    tcase_add_test(tc, hand_computed_iteration);
+    tcase_add_test(tc, mixture_h1_equals_shifted_gaussian);
+    tcase_add_test(tc, tree_g1_equals_mixture);
+    tcase_add_test(tc, mixture_recovers_clusters);
+    tcase_add_test(tc, samples_match_posterior);
+    tcase_add_test(tc, export_import_bit_exact);
+    tcase_add_test(tc, import_rejects_garbage);
+    tcase_add_test(tc, same_seed_same_bytes);
+    tcase_add_test(tc, append_from_fresh_equals_write_from_prior);
+    tcase_add_test(tc, refit_uses_retained_codes);
+    tcase_add_test(tc, resize_changes_sizes);
+    tcase_add_test(tc, read_is_deterministic);
+    tcase_add_test(tc, vb_beats_dkm);
+    tcase_add_test(tc, bad_input_rejected);
+    tcase_add_test(tc, zero_variance_uses_loglik);
+    tcase_add_test(tc, parallel_writes_match_sequential);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(models_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
