@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# install-deps.sh -- installs, from Debian bookworm's archive, everything vbmem builds, tests and runs with.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential meson ninja-build pkg-config \
+  libopenblas-dev liblapacke-dev libjansson-dev check \
+  valgrind python3 python3-numpy >/dev/null
+echo "install-deps: done"

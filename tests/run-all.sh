@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# run-all.sh -- the whole test suite: release build + Check tests, an ASan/UBSan build of the same
+# tests, and the tests under valgrind --leak-check=full. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OPENBLAS_NUM_THREADS=1   # deterministic, and keeps valgrind fast
+
+echo "== build (debugoptimized, -Werror) =="
+[ -d build ] || meson setup build >/dev/null
+ninja -C build
+meson test -C build --print-errorlogs
+
+echo "== ASan/UBSan build =="
+[ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug >/dev/null
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C build-asan --print-errorlogs
+
+echo "== valgrind --leak-check=full =="
+for t in build/tests/test-models; do
+  CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+    --error-exitcode=3 -q "$t"
+done
+if [ -x tests/solve/run.sh ]; then
+  echo "== vbmem-solve end to end =="
+  bash tests/solve/run.sh build/vbmem-solve
+fi
+echo "run-all: every test passed"
