@@ -21,8 +21,9 @@ for t in build/tests/test-models; do
   CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
     --error-exitcode=3 -q "$t"
 done
-if [ -x tests/solve/run.sh ]; then
-  echo "== vbmem-solve end to end =="
+echo "== vbmem-solve end to end (release, ASan/UBSan, valgrind) =="
+bash tests/solve/run.sh build/vbmem-solve
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve
+VALGRIND="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   bash tests/solve/run.sh build/vbmem-solve
-fi
 echo "run-all: every test passed"

@@ -64,6 +64,42 @@ static void memjson_path_indices(char *buf, size_t len, const char *base, const 
     }
 }
 
+/* Length of the field name that starts libmsg and is followed by ": ", or 0. */
+static size_t memjson_leading_field(const char *libmsg)
+{
+    size_t n = 0;
+    char ch;
+
+    for (;;) {
+        ch = libmsg[n];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')
+            || ch == '_' || ch == '.' || ch == '[' || ch == ']')
+            n++;
+        else
+            break;
+    }
+    if (n == 0 || libmsg[n] != ':' || libmsg[n + 1] != ' ')
+        return 0;
+    return n;
+}
+
+void memjson_qualify_message(char *out, size_t out_len, const char *base, const char *libmsg)
+{
+    size_t n = memjson_leading_field(libmsg);
+    int rc;
+
+    if (out == NULL || out_len == 0)
+        return;
+    if (base[0] == '\0')
+        rc = snprintf(out, out_len, "%s", libmsg);
+    else if (n > 0)
+        rc = snprintf(out, out_len, "%s.%s", base, libmsg);
+    else
+        rc = snprintf(out, out_len, "%s: %s", base, libmsg);
+    if (rc < 0)
+        out[0] = '\0';
+}
+
 const char *memjson_type_name(const json_t *v)
 {
     if (v == NULL)
@@ -141,6 +177,9 @@ vbm_status memjson_get_long(const json_t *v, const char *path, long lo, long hi,
         return memjson_fail(msg, msglen, VBM_EINVAL, "%s: expected an integer, got %s", path,
                             memjson_type_name(v));
     x = json_integer_value(v);
+    if (x < (json_int_t)lo && hi == LONG_MAX)
+        return memjson_fail(msg, msglen, VBM_EINVAL, "%s: must be >= %ld, got %lld", path, lo,
+                            (long long)x);
     if (x < (json_int_t)lo || x > (json_int_t)hi)
         return memjson_fail(msg, msglen, VBM_EINVAL, "%s: %lld is out of range [%ld, %ld]", path,
                             (long long)x, lo, hi);
@@ -1144,18 +1183,19 @@ static vbm_status memjson_decode(const json_t *json, vbm_memory **out, memjson_p
     if (st != VBM_OK)
         return st;
     err.msg[0] = '\0';
-    if (vbm_config_check(&cfg, &err) != VBM_OK)
-        return memjson_fail(msg, msglen, VBM_EINVAL, "memory.config: %s", err.msg);
+    st = vbm_config_check(&cfg, &err);
+    if (st != VBM_OK) {
+        memjson_qualify_message(msg, msglen, "memory.config", err.msg);
+        return st == VBM_ENOMEM ? VBM_ENOMEM : VBM_EINVAL;
+    }
 
     st = memjson_require(json, "memory", "prior", &v, msg, msglen);
     if (st == VBM_OK)
         st = memjson_decode_prior(v, &cfg, &R0, &U0, msg, msglen);
     if (st == VBM_OK) {
         st = vbm_memory_create(&cfg, R0, U0, &mem, &err);
-        if (st == VBM_ENOMEM)
-            memjson_fail(msg, msglen, st, "memory: %s", err.msg);
-        else if (st != VBM_OK)
-            memjson_fail(msg, msglen, VBM_EINVAL, "memory.prior: %s", err.msg);
+        if (st != VBM_OK)
+            memjson_qualify_message(msg, msglen, "memory", err.msg);
     }
     free(R0);
     free(U0);

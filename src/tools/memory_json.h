@@ -19,6 +19,15 @@
  * The path never contains a space, so callers may split the message at the first
  * ": " to obtain the field. Paths of a memory start with "memory". */
 
+/* Write into out (out_len bytes, NUL-terminated, truncated) the library message
+ * libmsg re-rooted under the JSON path base. libvbmem messages usually start with
+ * the name of the offending field ("groups: G = 3 must divide ..." or
+ * "prior.U0: not positive definite"); that name is appended to base, giving
+ * "model.groups: G = 3 must divide ...". Otherwise the result is
+ * "base: libmsg". An empty base leaves a leading field name as it is. Never
+ * fails. */
+void memjson_qualify_message(char *out, size_t out_len, const char *base, const char *libmsg);
+
 /* Encode the whole memory (config, prior, posterior, tree path counts, bookkeeping
  * and retained codes) as a new JSON object in the format documented in
  * proto/solve-job.md. Every double is stored as a JSON real and survives

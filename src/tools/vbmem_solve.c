@@ -206,6 +206,18 @@ static vbm_status solve_fail_msg(solve_error *err, vbm_status st, const char *ms
     return st;
 }
 
+/* Record the failure st of the library call made for op, with its message libmsg
+ * prefixed by "op: " unless it already starts so. No field. Returns st. */
+static vbm_status solve_fail_lib(solve_error *err, vbm_status st, const char *op,
+                                 const char *libmsg)
+{
+    size_t n = strlen(op);
+
+    if (strncmp(libmsg, op, n) == 0 && libmsg[n] == ':')
+        return solve_fail(err, st, NULL, "%s", libmsg);
+    return solve_fail(err, st, NULL, "%s: %s", op, libmsg);
+}
+
 /* Name of a status in the error object. */
 static const char *solve_status_name(vbm_status st)
 {
@@ -219,8 +231,26 @@ static const char *solve_status_name(vbm_status st)
     return "invalid";
 }
 
-/* New JSON string for text; bytes that are not valid UTF-8 (a message cut inside
- * a character) are replaced by '?'. NULL only when out of memory. */
+/* Cut s before a UTF-8 sequence left incomplete at its end (by truncation). */
+static void solve_utf8_trim(char *s)
+{
+    size_t n = strlen(s), i = n, need;
+    unsigned char lead;
+
+    while (i > 0 && n - i < 3 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+        i--;
+    if (i == 0)
+        return;
+    lead = (unsigned char)s[i - 1];
+    if (lead < 0xC0)
+        return;
+    need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+    if (n - (i - 1) < need)
+        s[i - 1] = '\0';
+}
+
+/* New JSON string for text. A message cut inside a UTF-8 character loses that
+ * character; any other invalid byte becomes '?'. NULL only when out of memory. */
 static json_t *solve_text(const char *text)
 {
     json_t *s = json_string(text);
@@ -232,11 +262,15 @@ static json_t *solve_text(const char *text)
     copy = strdup(text);
     if (copy == NULL)
         return NULL;
-    for (i = 0; copy[i] != '\0'; i++) {
-        if ((unsigned char)copy[i] >= 0x80)
-            copy[i] = '?';
-    }
+    solve_utf8_trim(copy);
     s = json_string(copy);
+    if (s == NULL) {
+        for (i = 0; copy[i] != '\0'; i++) {
+            if ((unsigned char)copy[i] >= 0x80)
+                copy[i] = '?';
+        }
+        s = json_string(copy);
+    }
     free(copy);
     return s;
 }
@@ -518,13 +552,19 @@ static vbm_status solve_parse_model(const json_t *root, solve_job *job, solve_er
         return solve_fail(err, VBM_EINVAL, "model.code_size",
                           "%d does not match the width of codes.mu (%d)", cfg.code_size, job->C);
     verr.msg[0] = '\0';
-    if (vbm_config_check(&cfg, &verr) != VBM_OK)
-        return solve_fail(err, VBM_EINVAL, "model", "%s", verr.msg);
+    st = vbm_config_check(&cfg, &verr);
+    if (st != VBM_OK) {
+        memjson_qualify_message(msg, sizeof msg, "model", verr.msg);
+        return solve_fail_msg(err, st, msg, 1);
+    }
     st = solve_parse_prior(prior, &cfg, &R0, &U0, err);
     if (st == VBM_OK) {
         st = vbm_memory_create(&cfg, R0, U0, &job->mem, &verr);
-        if (st != VBM_OK)
-            solve_fail(err, st, prior != NULL ? "prior" : "model", "%s", verr.msg);
+        if (st != VBM_OK) {
+            /* libvbmem names prior.R0 / prior.U0 as the job does */
+            memjson_qualify_message(msg, sizeof msg, "", verr.msg);
+            solve_fail_msg(err, st, msg, 1);
+        }
     }
     free(R0);
     free(U0);
@@ -856,7 +896,7 @@ static vbm_status solve_run_fit(solve_job *job, json_t *result, double *seconds,
     }
     *seconds = solve_now() - t0;
     if (st != VBM_OK)
-        return solve_fail(err, st, NULL, "%s: %s", job->op->name, verr.msg);
+        return solve_fail_lib(err, st, job->op->name, verr.msg);
     if (job->op->op == SOLVE_RESIZE) {
         st = solve_set(result, "elbo_before", solve_number(before), err);
         if (st == VBM_OK)
@@ -888,7 +928,7 @@ static vbm_status solve_run_elbo(solve_job *job, json_t *result, double *seconds
     st = vbm_elbo_eval(job->mem, &codes, &elbo, job->want_addresses ? &addr : NULL, &verr);
     *seconds = solve_now() - t0;
     if (st != VBM_OK)
-        return solve_fail(err, st, NULL, "elbo: %s", verr.msg);
+        return solve_fail_lib(err, st, "elbo", verr.msg);
     st = solve_set_elbo(result, "elbo", &elbo, err);
     if (st == VBM_OK && job->want_addresses)
         st = solve_set_addresses(result, &addr, err);
@@ -922,7 +962,7 @@ static vbm_status solve_run_sample(solve_job *job, json_t *result, double *secon
     st = vbm_sample(job->mem, job->count, job->opts.seed, job->cluster, z, s, &verr);
     *seconds = solve_now() - t0;
     if (st != VBM_OK) {
-        solve_fail(err, st, NULL, "sample: %s", verr.msg);
+        solve_fail_lib(err, st, "sample", verr.msg);
     } else {
         dims[0] = job->count;
         dims[1] = C;
@@ -961,7 +1001,7 @@ static vbm_status solve_run_read(solve_job *job, json_t *result, double *seconds
     st = vbm_read(job->mem, &codes, job->opts.seed, z, &addr, &verr);
     *seconds = solve_now() - t0;
     if (st != VBM_OK) {
-        solve_fail(err, st, NULL, "read: %s", verr.msg);
+        solve_fail_lib(err, st, "read", verr.msg);
     } else {
         dims[0] = job->T;
         dims[1] = job->C;
