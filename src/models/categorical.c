@@ -140,21 +140,26 @@ static void c_draw_row(const vbm_memory *mem, int k, rng_t *rng, double *out) {
     for (int c = 0; c < C; c++) out[c] = mem->R[(size_t)k * C + c] + sd * rng_normal(rng);
 }
 
-static void c_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *out_z) {
+static vbm_status c_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *out_z, vbm_error *err) {
     cat_work *w = work;
     for (long t = 0; t < w->T; t++) {
         int k = (int)rng_categorical(rng, w->theta + (size_t)t * w->K, w->K);
         c_draw_row(mem, k, rng, out_z + (size_t)t * w->C);
     }
+    (void)err;
+    return VBM_OK;
 }
 
-static void c_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z, int *out_s) {
+static vbm_status c_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z, int *out_s,
+                           vbm_error *err) {
     (void)cluster;
+    (void)err;
     for (long i = 0; i < n; i++) {
         int k = (int)rng_below(rng, (uint64_t)mem->cfg.rows);
         c_draw_row(mem, k, rng, out_z + (size_t)i * mem->cfg.code_size);
         if (out_s) out_s[i] = 0;
     }
+    return VBM_OK;
 }
 
 const model_ops categorical_ops = {c_work_new, c_work_free, c_init,      c_address,

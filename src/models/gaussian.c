@@ -203,7 +203,7 @@ static vbm_status g_addresses(const vbm_memory *mem, void *work, vbm_addresses *
     return VBM_OK;
 }
 
-static void g_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *out_z) {
+static vbm_status g_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *out_z, vbm_error *err) {
     gaussian_work *w = work;
     int K = w->K, C = w->C;
     double *L = w->scratch, *wv = w->scratch + (size_t)K * K, *e = wv + K;
@@ -219,13 +219,16 @@ static void g_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *o
         draw_code(K, C, mem->R, mem->U, mem->cfg.shift ? mem->mu_b : NULL, mem->cfg.shift ? mem->s2_b[0] : 0.0,
                   mem->cfg.sigma_z2, wv, rng, out_z + (size_t)t * C);
     }
+    (void)err;
+    return VBM_OK;
 }
 
-static void g_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z, int *out_s) {
+static vbm_status g_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z, int *out_s,
+                           vbm_error *err) {
     int K = mem->cfg.rows, C = mem->cfg.code_size;
     (void)cluster;
     double *wv = vbm_calloc((size_t)K, sizeof(double));
-    if (!wv) return;
+    if (!wv) return vbm_fail(err, VBM_ENOMEM, "out of memory for a sample");
     for (long i = 0; i < n; i++) {
         for (int k = 0; k < K; k++) wv[k] = rng_normal(rng);
         draw_code(K, C, mem->R, mem->U, mem->cfg.shift ? mem->mu_b : NULL, mem->cfg.shift ? mem->s2_b[0] : 0.0,
@@ -233,6 +236,7 @@ static void g_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, dou
         if (out_s) out_s[i] = 0;
     }
     free(wv);
+    return VBM_OK;
 }
 
 const model_ops gaussian_ops = {g_work_new, g_work_free,  g_init,

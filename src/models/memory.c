@@ -521,7 +521,7 @@ static vbm_status address_op(const vbm_memory *mem, const vbm_codes *codes, vbm_
         elbo_finish(&e, codes->T);
         if (!st && out) *out = e;
         if (!st && addr) st = ops->addresses(mem, work, addr, err);
-        if (!st && out_z) ops->read_draw(mem, work, rng, out_z);
+        if (!st && out_z) st = ops->read_draw(mem, work, rng, out_z, err);
         ops->work_free(work);
     }
     prior_free(&prior);
@@ -553,8 +553,7 @@ vbm_status vbm_sample(const vbm_memory *mem, long n, uint64_t seed, int cluster,
     if (!out_z) return vbm_fail(err, VBM_EINVAL, "sample: no output buffer");
     rng_t rng;
     rng_seed(&rng, seed);
-    ops_for(mem->cfg.kind)->sample(mem, n, cluster, &rng, out_z, out_s);
-    return VBM_OK;
+    return ops_for(mem->cfg.kind)->sample(mem, n, cluster, &rng, out_z, out_s, err);
 }
 
 vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opts *opts_in, double *elbo_before,

@@ -24,6 +24,8 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->Sw);
     free(w->logdetSw);
     free(w->trSSw);
+    free(w->trSw);
+    free(w->bb);
     free(w->Rmb);
     free(w->zb);
     free(w->Y);
@@ -52,11 +54,13 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->Sw = vbm_calloc((size_t)H * K * K, sizeof(double));
     w->logdetSw = vbm_calloc((size_t)H, sizeof(double));
     w->trSSw = vbm_calloc((size_t)H, sizeof(double));
+    w->trSw = vbm_calloc((size_t)H, sizeof(double));
+    w->bb = vbm_calloc((size_t)H, sizeof(double));
     w->Rmb = vbm_calloc((size_t)H * K, sizeof(double));
     w->zb = vbm_calloc((size_t)T * H, sizeof(double));
     w->Y = vbm_calloc((size_t)H * K * cg, sizeof(double));
     w->scratch = vbm_calloc(2 * (size_t)K * K + (size_t)K * cg, sizeof(double));
-    if (!w->P || !w->W || !w->Wt || !w->theta || !w->S || !w->Sw || !w->logdetSw || !w->trSSw ||
+    if (!w->P || !w->W || !w->Wt || !w->theta || !w->S || !w->Sw || !w->logdetSw || !w->trSSw || !w->trSw || !w->bb ||
         !w->Rmb || !w->zb || !w->Y || !w->scratch) {
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
@@ -133,13 +137,17 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
         double tr = 0.0;
         for (size_t i = 0; i < kk; i++) tr += S[i] * Sw[i];
         w->trSSw[h] = tr;
+        double trsw = 0.0, bb = 0.0;
+        for (int k = 0; k < K; k++) trsw += Sw[(size_t)k * K + k];
+        if (shift)
+            for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
+        w->trSw[h] = trsw;
+        w->bb[h] = bb;
         for (int k = 0; k < K; k++) {
             double v = 0.0;
             for (int c = 0; c < cg; c++) v += R[(size_t)k * cg + c] * mb[c];
             w->Rmb[h * K + k] = v;
         }
-        /* q(w | s = h) means: A_h^{-1} (R_h z_t - R_h mu_b) / s2, for all t at once. */
-        (void)0;
     }
     /* P = [R_1; ...; R_H] Z^T : one GEMM over all clusters. */
     la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
@@ -167,7 +175,7 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
         for (int h = 0; h < H; h++) {
             int gh = g * H + h;
             const double *Wh = w->W + (size_t)h * K * T, *Ph = w->P + (size_t)h * K * T;
-            const double *S = w->S + h * kk, *mb = BLK_B(mem, gh);
+            const double *S = w->S + h * kk;
             double rz = 0.0, mm = 0.0, mrb = 0.0, q = 0.0;
             for (int k = 0; k < K; k++) {
                 mw[k] = Wh[(size_t)k * T + t];
@@ -180,15 +188,11 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
                 for (int j = 0; j < K; j++) r += S[(size_t)i * K + j] * mw[j];
                 q += mw[i] * r;
             }
-            double bb = 0.0;
-            if (shift)
-                for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
+            double bb = w->bb[h];
             double zbv = shift ? e[h] : 0.0;
             double eth = w->cs.znorm[t] + w->cs.vsum[t] + bb + (shift ? cg * mem->s2_b[gh] : 0.0) - 2.0 * zbv +
                          q + w->trSSw[h] - 2.0 * rz + 2.0 * mrb;
-            double trSw = 0.0;
-            for (int k = 0; k < K; k++) trSw += w->Sw[h * kk + (size_t)k * K + k];
-            lw[h] = 0.5 * (trSw + mm - K - w->logdetSw[h]);
+            lw[h] = 0.5 * (w->trSw[h] + mm - K - w->logdetSw[h]);
             e[h] = eth;
             th[h] = -eth / (2.0 * s2) - lw[h];
         }
@@ -302,23 +306,20 @@ void mixgroup_export(const mixgroup_work *w, int G, vbm_addresses *out) {
     if (out->w_cov) memcpy(out->w_cov + (size_t)g * H * K * K, w->Sw, sizeof(double) * H * K * K);
 }
 
-void mixgroup_read_draw(const vbm_memory *mem, const mixgroup_work *w, rng_t *rng, double *out_z) {
+vbm_status mixgroup_read_draw(const vbm_memory *mem, const mixgroup_work *w, rng_t *rng, double *out_z,
+                              vbm_error *err) {
     int H = w->H, K = w->K, cg = w->cg, g = w->g, C = w->cs.C;
     long T = w->T;
-    double L[VBM_MAX_ROWS > 64 ? 64 * 64 : 1];
-    double wv[64], eps[64];
-    double *Lh = K <= 64 ? L : vbm_calloc((size_t)K * K, sizeof(double));
-    double *wvec = K <= 64 ? wv : vbm_calloc((size_t)K, sizeof(double));
-    double *ev = K <= 64 ? eps : vbm_calloc((size_t)K, sizeof(double));
-    if (!Lh || !wvec || !ev) { /* allocation failure: fall back to means */
-        if (K > 64) { free(Lh == L ? NULL : Lh); free(wvec == wv ? NULL : wvec); free(ev == eps ? NULL : ev); }
-        return;
-    }
+    /* Cholesky factors of every q(w | s = h) covariance, then K-vectors. */
+    double *L = vbm_calloc((size_t)H * K * K + 2 * (size_t)K, sizeof(double));
+    if (!L) return vbm_fail(err, VBM_ENOMEM, "out of memory for a read");
+    double *wvec = L + (size_t)H * K * K, *ev = wvec + K;
+    memcpy(L, w->Sw, sizeof(double) * H * K * K);
+    for (int h = 0; h < H; h++) la_chol(K, L + (size_t)h * K * K); /* Sw_h is SPD by construction */
     for (long t = 0; t < T; t++) {
         int h = (int)rng_categorical(rng, w->theta + (size_t)t * H, H);
         int gh = g * H + h;
-        memcpy(Lh, w->Sw + (size_t)h * K * K, sizeof(double) * K * K);
-        la_chol(K, Lh);
+        const double *Lh = L + (size_t)h * K * K;
         for (int k = 0; k < K; k++) ev[k] = rng_normal(rng);
         for (int i = 0; i < K; i++) {
             double v = w->W[((size_t)h * K + i) * T + t];
@@ -328,22 +329,19 @@ void mixgroup_read_draw(const vbm_memory *mem, const mixgroup_work *w, rng_t *rn
         draw_code(K, cg, BLK_R(mem, gh), BLK_U(mem, gh), BLK_B(mem, gh), mem->s2_b[gh], mem->cfg.sigma_z2,
                   wvec, rng, out_z + (size_t)t * C + (size_t)g * cg);
     }
-    if (K > 64) {
-        free(Lh);
-        free(wvec);
-        free(ev);
-    }
+    free(L);
+    return VBM_OK;
 }
 
-void mixgroup_sample_one(const vbm_memory *mem, int g, int h, rng_t *rng, double *out) {
+vbm_status mixgroup_sample_one(const vbm_memory *mem, int g, int h, rng_t *rng, double *out, vbm_error *err) {
     int K = mem->cfg.rows, gh = g * mem->cfg.clusters + h;
-    double wv[64];
-    double *wvec = K <= 64 ? wv : vbm_calloc((size_t)K, sizeof(double));
-    if (!wvec) return;
+    double *wvec = vbm_calloc((size_t)K, sizeof(double));
+    if (!wvec) return vbm_fail(err, VBM_ENOMEM, "out of memory for a sample");
     for (int k = 0; k < K; k++) wvec[k] = rng_normal(rng);
     draw_code(K, mem->cg, BLK_R(mem, gh), BLK_U(mem, gh), BLK_B(mem, gh), mem->s2_b[gh], mem->cfg.sigma_z2,
               wvec, rng, out);
-    if (wvec != wv) free(wvec);
+    free(wvec);
+    return VBM_OK;
 }
 
 /* ---- the mixture model: a single group ---- */
@@ -399,17 +397,20 @@ static vbm_status mix_addresses(const vbm_memory *mem, void *work, vbm_addresses
     return VBM_OK;
 }
 
-static void mix_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *out_z) {
-    mixgroup_read_draw(mem, work, rng, out_z);
+static vbm_status mix_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *out_z, vbm_error *err) {
+    return mixgroup_read_draw(mem, work, rng, out_z, err);
 }
 
-static void mix_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z, int *out_s) {
+static vbm_status mix_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z, int *out_s,
+                             vbm_error *err) {
     int H = mem->cfg.clusters, C = mem->cfg.code_size;
     for (long i = 0; i < n; i++) {
         int h = cluster >= 0 ? cluster : (int)rng_below(rng, (uint64_t)H);
         if (out_s) out_s[i] = h;
-        mixgroup_sample_one(mem, 0, h, rng, out_z + (size_t)i * C);
+        vbm_status st = mixgroup_sample_one(mem, 0, h, rng, out_z + (size_t)i * C, err);
+        if (st) return st;
     }
+    return VBM_OK;
 }
 
 const model_ops mixture_ops = {mix_work_new, mix_work_free, mix_init,      mix_address,

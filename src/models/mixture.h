@@ -19,6 +19,8 @@ typedef struct {
     double *Sw;       /* H x K x K: covariance of q(w | s = h) */
     double *logdetSw; /* H */
     double *trSSw;    /* H: tr(S_h Sw_h) */
+    double *trSw;     /* H: tr(Sw_h) */
+    double *bb;       /* H: |mu_bh|^2 */
     double *Rmb;      /* H x K: R_h mu_bh */
     double *zb;       /* T x H: z_t . mu_bh */
     double *Y;        /* HK x cg */
@@ -43,10 +45,11 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
 /* Copy q(y) of the group into the public layout (arrays already allocated). */
 void mixgroup_export(const mixgroup_work *w, int G, vbm_addresses *out);
 /* Read step for the group: s ~ q(s_t), w ~ q(w | s), z ~ p(z | s, w, Omega),
- * written into the group's columns of out_z (T x C). */
-void mixgroup_read_draw(const vbm_memory *mem, const mixgroup_work *w, rng_t *rng, double *out_z);
+ * written into the group's columns of out_z (T x C). VBM_ENOMEM on failure. */
+vbm_status mixgroup_read_draw(const vbm_memory *mem, const mixgroup_work *w, rng_t *rng, double *out_z,
+                              vbm_error *err);
 /* Draw one code of group g from cluster h: w ~ N(0, I), z ~ p(z | h, w, Omega),
- * written to out (cg values). */
-void mixgroup_sample_one(const vbm_memory *mem, int g, int h, rng_t *rng, double *out);
+ * written to out (cg values). VBM_ENOMEM on failure. */
+vbm_status mixgroup_sample_one(const vbm_memory *mem, int g, int h, rng_t *rng, double *out, vbm_error *err);
 
 #endif

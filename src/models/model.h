@@ -78,11 +78,13 @@ typedef struct {
     /* Copy q(y) into the public layout. */
     vbm_status (*addresses)(const vbm_memory *mem, void *work, vbm_addresses *out,
                             vbm_error *err);
-    /* Draw one code per frame from q(y) q(Omega) p(z | y, Omega) (read step). */
-    void (*read_draw)(const vbm_memory *mem, void *work, rng_t *rng, double *out_z);
-    /* Draw n codes from p(y | Omega) q(Omega) p(z | y, Omega) (generation). */
-    void (*sample)(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z,
-                   int *out_s);
+    /* Draw one code per frame from q(y) q(Omega) p(z | y, Omega) (read step).
+     * Fails only with VBM_ENOMEM. */
+    vbm_status (*read_draw)(const vbm_memory *mem, void *work, rng_t *rng, double *out_z, vbm_error *err);
+    /* Draw n codes from p(y | Omega) q(Omega) p(z | y, Omega) (generation).
+     * Fails only with VBM_ENOMEM. */
+    vbm_status (*sample)(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z,
+                         int *out_s, vbm_error *err);
 } model_ops;
 
 extern const model_ops gaussian_ops;

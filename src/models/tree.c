@@ -90,24 +90,31 @@ static vbm_status t_addresses(const vbm_memory *mem, void *work, vbm_addresses *
     return VBM_OK;
 }
 
-static void t_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *out_z) {
+static vbm_status t_read_draw(const vbm_memory *mem, void *work, rng_t *rng, double *out_z, vbm_error *err) {
     tree_work *w = work;
-    for (int g = 0; g < w->G; g++) mixgroup_read_draw(mem, &w->groups[g], rng, out_z);
+    for (int g = 0; g < w->G; g++) {
+        vbm_status st = mixgroup_read_draw(mem, &w->groups[g], rng, out_z, err);
+        if (st) return st;
+    }
+    return VBM_OK;
 }
 
 /* Hard-assignment paths: draw a path with probability proportional to its
  * pseudocount (the autoregressive distribution over prefixes that the counts
  * define is exactly this), or uniform clusters when no counts exist. */
-static void t_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z, int *out_s) {
+static vbm_status t_sample(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z, int *out_s,
+                           vbm_error *err) {
     int G = mem->cfg.groups, H = mem->cfg.clusters, C = mem->cfg.code_size;
     for (long i = 0; i < n; i++) {
         long p = (cluster < 0 && mem->n_paths > 0) ? rng_categorical(rng, mem->path_counts, mem->n_paths) : -1;
         for (int g = 0; g < G; g++) {
             int h = cluster >= 0 ? cluster : p >= 0 ? mem->paths[(size_t)p * G + g] : (int)rng_below(rng, (uint64_t)H);
             if (out_s) out_s[(size_t)i * G + g] = h;
-            mixgroup_sample_one(mem, g, h, rng, out_z + (size_t)i * C + (size_t)g * mem->cg);
+            vbm_status st = mixgroup_sample_one(mem, g, h, rng, out_z + (size_t)i * C + (size_t)g * mem->cg, err);
+            if (st) return st;
         }
     }
+    return VBM_OK;
 }
 
 const model_ops tree_ops = {t_work_new, t_work_free, t_init,      t_address,
