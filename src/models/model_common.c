@@ -153,19 +153,12 @@ double kl_matrix_normal(int K, int cg, const double *R, const double *U, const d
     if (la_chol(K, L) != 0) return NAN;
     double logdetU = la_chol_logdet(K, L);
     double trPU = 0.0;
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < K; j++) trPU += P0[(size_t)i * K + j] * U[(size_t)j * K + i];
-    (void)PU;
+    for (size_t i = 0; i < (size_t)K * K; i++) trPU += P0[i] * U[i]; /* both symmetric */
     for (size_t i = 0; i < (size_t)K * cg; i++) D[i] = R[i] - R0[i];
-    /* tr(D^T P0 D) = sum_ij P0_ij (D D^T)_ji, computed as sum over columns */
+    /* tr(D^T P0 D) = sum_ij P0_ij (D D^T)_ij, with D D^T from one GEMM */
+    la_gemm(0, 1, K, K, cg, 1.0, D, cg, D, cg, 0.0, PU, K);
     double quad = 0.0;
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < K; j++) {
-            double dd = 0.0;
-            const double *di = D + (size_t)i * cg, *dj = D + (size_t)j * cg;
-            for (int c = 0; c < cg; c++) dd += di[c] * dj[c];
-            quad += P0[(size_t)i * K + j] * dd;
-        }
+    for (size_t i = 0; i < (size_t)K * K; i++) quad += P0[i] * PU[i];
     return 0.5 * (cg * trPU + quad - (double)K * cg - cg * logdetU + cg * logdetU0);
 }
 

@@ -19,8 +19,13 @@ void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A,
                 k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* A symmetric row-major matrix is the same array in column-major order, and
+ * its row-major lower triangle is the column-major upper triangle. So the
+ * factorizations below call the column-major LAPACK routines with 'U' on the
+ * caller's array: no transposed copies, and (through the _work entry points)
+ * no NaN scans of inputs the library has already validated. */
 int la_chol(int n, double *A) {
-    int info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, A, n);
+    int info = LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'U', n, A, n);
     if (info != 0) return info;
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++) A[(size_t)i * n + j] = 0.0;
@@ -28,12 +33,15 @@ int la_chol(int n, double *A) {
 }
 
 int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
-    if (nrhs <= 0) return 0;
-    return LAPACKE_dpotrs(LAPACK_ROW_MAJOR, 'L', n, nrhs, L, n, B, ldb);
+    if (nrhs <= 0 || n <= 0) return 0;
+    /* L Y = B, then L^T X = Y: two level-3 triangular solves on the row-major B. */
+    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, n, nrhs, 1.0, L, n, B, ldb);
+    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, n, nrhs, 1.0, L, n, B, ldb);
+    return 0;
 }
 
 int la_chol_inverse(int n, double *L) {
-    int info = LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'L', n, L, n);
+    int info = LAPACKE_dpotri_work(LAPACK_COL_MAJOR, 'U', n, L, n);
     if (info != 0) return info;
     la_symmetrize_lower(n, L);
     return 0;
