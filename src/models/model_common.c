@@ -247,7 +247,7 @@ void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng) {
     for (int gh = 0; gh < prior->GH; gh++) {
         memcpy(L, prior->U0 + gh * kk, kk * sizeof(double));
         la_chol(K, L); /* U0 was factored successfully when the prior was built */
-        for (size_t i = 0; i < kc; i++) E[i] = rng_normal(rng);
+        rng_normal_fill(rng, E, (long)kc);
         double *R = mem->R + gh * kc;
         for (int i = 0; i < K; i++)
             for (int c = 0; c < cg; c++) {

@@ -39,6 +39,17 @@ double rng_normal(rng_t *r) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586476925 * u2);
 }
 
+void rng_normal_fill(rng_t *r, double *out, long n) {
+    long i = 0;
+    for (; i + 1 < n; i += 2) {
+        double u1 = 1.0 - rng_uniform(r), u2 = rng_uniform(r);
+        double rad = sqrt(-2.0 * log(u1)), ang = 6.283185307179586476925 * u2;
+        out[i] = rad * cos(ang);
+        out[i + 1] = rad * sin(ang);
+    }
+    if (i < n) out[i] = rng_normal(r);
+}
+
 uint64_t rng_below(rng_t *r, uint64_t n) {
     uint64_t limit = UINT64_MAX - (UINT64_MAX % n);
     uint64_t x;

@@ -18,6 +18,9 @@ uint64_t rng_next(rng_t *r);
 double rng_uniform(rng_t *r);
 /* Standard normal draw (Box-Muller, one value per call; no cached state). */
 double rng_normal(rng_t *r);
+/* Fill out[0..n) with independent standard normal draws (Box-Muller, both
+ * values of each pair used: half the transcendental calls of rng_normal). */
+void rng_normal_fill(rng_t *r, double *out, long n);
 /* Uniform integer in [0, n); n must be >= 1. Unbiased (rejection). */
 uint64_t rng_below(rng_t *r, uint64_t n);
 /* Index drawn with probability w[i] / sum(w), w[i] >= 0, n >= 1. When every
