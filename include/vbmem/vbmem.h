@@ -204,7 +204,8 @@ void vbm_write_opts_default(vbm_write_opts *opts);
  * result->iterations = 1). Retains the codes when cfg.retain_max > 0. On
  * success fills *res (release with vbm_write_result_free). Fails with
  * VBM_EINVAL (bad codes, H > T for k-means++), VBM_ENOMEM, VBM_ENUMERIC; on
- * failure the memory is unchanged. */
+ * failure the memory is unchanged and *res is zeroed (nothing to free). The
+ * same holds for vbm_append, vbm_refit and vbm_resize. */
 vbm_status vbm_write(vbm_memory *mem, const vbm_codes *codes, const vbm_write_opts *opts,
                      vbm_write_result *res, vbm_error *err);
 
@@ -251,7 +252,9 @@ vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed
  * posterior with the given seed. elbo_before / elbo_after are the ELBO per frame
  * of the old and new memory on those same codes. When K changes the base prior
  * is truncated or extended (new rows of R0 zero, new diagonal of U0 = cfg.u0).
- * On failure the memory is unchanged. */
+ * VBM_INIT_CURRENT in opts is treated as VBM_INIT_AUTO (the sizes change, so
+ * there is no current posterior to start from). On failure the memory is
+ * unchanged. */
 vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opts *opts,
                       double *elbo_before, double *elbo_after, vbm_write_result *res,
                       vbm_error *err);
@@ -268,8 +271,8 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
 void vbm_addresses_free(vbm_addresses *addr);
 void vbm_write_result_free(vbm_write_result *res);
 
-/* Allocation guard shared by the library: NULL when n * size exceeds the
- * element guard or malloc fails. Memory is zeroed. */
+/* Allocation guard shared by the library: NULL when n * size exceeds
+ * 8 * VBM_MAX_ELEMENTS bytes or calloc fails. Memory is zeroed. */
 void *vbm_calloc(size_t n, size_t size);
 
 #ifdef __cplusplus

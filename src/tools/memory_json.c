@@ -83,6 +83,8 @@ static size_t memjson_leading_field(const char *libmsg)
     return n;
 }
 
+/* Re-root the libvbmem message libmsg under the JSON path base into out
+ * ("model" + "groups: ..." -> "model.groups: ..."). Never fails. */
 void memjson_qualify_message(char *out, size_t out_len, const char *base, const char *libmsg)
 {
     size_t n = memjson_leading_field(libmsg);
@@ -100,6 +102,7 @@ void memjson_qualify_message(char *out, size_t out_len, const char *base, const 
         out[0] = '\0';
 }
 
+/* JSON type name of v ("nothing" for NULL). Never fails. */
 const char *memjson_type_name(const json_t *v)
 {
     if (v == NULL)
@@ -149,6 +152,8 @@ static vbm_status memjson_require(const json_t *obj, const char *path, const cha
     return VBM_OK;
 }
 
+/* *out <- the finite number v. VBM_EINVAL when v is missing, not a number or
+ * not finite. */
 vbm_status memjson_get_number(const json_t *v, const char *path, double *out, char *msg,
                               size_t msglen)
 {
@@ -166,6 +171,7 @@ vbm_status memjson_get_number(const json_t *v, const char *path, double *out, ch
     return VBM_OK;
 }
 
+/* *out <- the JSON integer v in [lo, hi]. VBM_EINVAL otherwise. */
 vbm_status memjson_get_long(const json_t *v, const char *path, long lo, long hi, long *out,
                             char *msg, size_t msglen)
 {
@@ -248,6 +254,8 @@ static vbm_status memjson_read_level(memjson_reader *r, const json_t *v, int dep
     return VBM_OK;
 }
 
+/* out <- the nested array v of exact shape dims (finite numbers, >= 0 when
+ * nonneg). VBM_EINVAL naming the first bad element; out is then partial. */
 vbm_status memjson_read_array(const json_t *v, const char *path, int ndim, const long *dims,
                               int nonneg, double *out, char *msg, size_t msglen)
 {
@@ -274,6 +282,8 @@ vbm_status memjson_read_array(const json_t *v, const char *path, int ndim, const
     return memjson_read_level(&r, v, 0);
 }
 
+/* *rows, *cols <- the length of v and of its first row. VBM_EINVAL when v is
+ * not an array or it or its first row is empty or not an array. */
 vbm_status memjson_matrix_shape(const json_t *v, const char *path, long *rows, long *cols,
                                 char *msg, size_t msglen)
 {
@@ -350,6 +360,8 @@ static vbm_status memjson_check_dims(int ndim, const long *dims, const char *pat
     return VBM_OK;
 }
 
+/* *out <- new nested JSON array of the doubles a with shape dims (owned by the
+ * caller). VBM_EINVAL for a non-finite value, VBM_ENOMEM; *out is then NULL. */
 vbm_status memjson_new_array(const double *a, int ndim, const long *dims, const char *path,
                              json_t **out, char *msg, size_t msglen)
 {
@@ -382,6 +394,8 @@ vbm_status memjson_new_array(const double *a, int ndim, const long *dims, const 
     return VBM_OK;
 }
 
+/* *out <- new nested JSON array of the ints a with shape dims (owned by the
+ * caller). VBM_ENOMEM (VBM_EINVAL for a bad rank); *out is then NULL. */
 vbm_status memjson_new_int_array(const int *a, int ndim, const long *dims, const char *path,
                                  json_t **out, char *msg, size_t msglen)
 {
@@ -412,7 +426,7 @@ static vbm_status memjson_config_int(const json_t *obj, const char *path, const 
 {
     char where[MEMJSON_PATH_LEN];
     json_t *v = json_object_get(obj, key);
-    long x;
+    long x = 0;
     vbm_status st;
 
     memjson_path_key(where, sizeof where, path, key);
@@ -437,6 +451,8 @@ static vbm_status memjson_config_double(const json_t *obj, const char *path, con
     return memjson_get_number(v, where, out, msg, msglen);
 }
 
+/* *cfg <- vbm_config_default(kind, code_size) overridden by the members of obj
+ * (all twelve required when complete). VBM_EINVAL naming the field. */
 vbm_status memjson_config_read(const json_t *obj, const char *path, int complete, int code_size_hint,
                                vbm_config *cfg, char *msg, size_t msglen)
 {
@@ -444,7 +460,7 @@ vbm_status memjson_config_read(const json_t *obj, const char *path, int complete
     const json_t *v;
     vbm_kind kind;
     vbm_error err;
-    long x;
+    long x = 0;
     int code_size = code_size_hint;
     vbm_status st;
 
@@ -750,6 +766,9 @@ static vbm_status memjson_encode(const vbm_memory *mem, json_t *root, char *msg,
     return VBM_OK;
 }
 
+/* *out <- new JSON object of the whole memory (owned by the caller).
+ * VBM_EINVAL for a NULL or inconsistent memory or a non-finite value,
+ * VBM_ENOMEM; *out is then NULL. */
 vbm_status memjson_from_memory(const vbm_memory *mem, json_t **out, char *msg, size_t msglen)
 {
     const vbm_config *c;
@@ -902,7 +921,7 @@ static vbm_status memjson_decode_posterior(const json_t *post, vbm_memory *mem, 
     static const char *const blk_keys[] = {"group", "cluster", "R", "U", "mu_b", "sigma2_b", NULL};
     char path[MEMJSON_PATH_LEN], where[MEMJSON_PATH_LEN];
     long K = mem->cfg.rows, G = mem->cfg.groups, H = mem->cfg.clusters, cg = mem->cg;
-    long g, h, gh, x, dims[2];
+    long g, h, gh, x = 0, dims[2];
     json_t *arr, *blk;
     double *U;
     vbm_status st;
@@ -997,7 +1016,7 @@ static vbm_status memjson_decode_paths(const json_t *v, const vbm_config *cfg, m
 {
     static const char *const keys[] = {"s", "count", NULL};
     char path[MEMJSON_PATH_LEN], where[MEMJSON_PATH_LEN];
-    long G = cfg->groups, n, p, g, x;
+    long G = cfg->groups, n, p, g, x = 0;
     json_t *item, *s;
     vbm_status st;
 
@@ -1118,7 +1137,7 @@ static vbm_status memjson_decode_header(const json_t *json, char *msg, size_t ms
     static const char *const keys[] = {"format", "version", "config", "prior", "posterior",
                                        "paths", "frames", "last_elbo", "codes", NULL};
     json_t *v;
-    long version;
+    long version = 0;
     vbm_status st;
 
     st = memjson_object_at(json, "memory", keys, msg, msglen);
@@ -1177,6 +1196,7 @@ static vbm_status memjson_decode(const json_t *json, vbm_memory **out, memjson_p
     long dims[1];
     vbm_status st;
 
+    memset(&cfg, 0, sizeof cfg);
     st = memjson_require(json, "memory", "config", &v, msg, msglen);
     if (st == VBM_OK)
         st = memjson_config_read(v, "memory.config", 1, 0, &cfg, msg, msglen);
@@ -1247,6 +1267,9 @@ static vbm_status memjson_decode(const json_t *json, vbm_memory **out, memjson_p
     return VBM_OK;
 }
 
+/* *out <- new memory decoded from json (owned by the caller). VBM_EFORMAT for
+ * any malformed part (the message names field and index), VBM_ENOMEM; *out is
+ * then NULL and nothing leaks. */
 vbm_status memjson_to_memory(const json_t *json, vbm_memory **out, char *msg, size_t msglen)
 {
     memjson_paths paths = {0, NULL, NULL};

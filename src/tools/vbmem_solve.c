@@ -167,6 +167,7 @@ static vbm_status solve_fail(solve_error *err, vbm_status st, const char *field,
     size_t used = 0;
     int n;
 
+    va_start(ap, fmt);
     err->status = st;
     err->field[0] = '\0';
     err->msg[0] = '\0';
@@ -177,7 +178,6 @@ static vbm_status solve_fail(solve_error *err, vbm_status st, const char *field,
         if (n > 0)
             used = (size_t)n < sizeof err->msg ? (size_t)n : sizeof err->msg - 1;
     }
-    va_start(ap, fmt);
     if (vsnprintf(err->msg + used, sizeof err->msg - used, fmt, ap) < 0)
         err->msg[used] = '\0';
     va_end(ap);
@@ -1052,10 +1052,69 @@ static vbm_status solve_run(solve_job *job, json_t *result, solve_error *err)
 
 /* ---- main ---------------------------------------------------------------- */
 
+/* Growing output buffer for solve_dump. failed latches the first allocation
+ * failure: jansson 2.14 ignores the status of some of its dump writes (object
+ * keys), so a failure must not be forgotten by later successful writes. */
+typedef struct {
+    char *text;
+    size_t len;
+    size_t cap;
+    int failed;
+} solve_buffer;
+
+/* jansson dump callback: append size bytes of data to the solve_buffer. */
+static int solve_buffer_append(const char *data, size_t size, void *ctx)
+{
+    solve_buffer *b = ctx;
+    size_t cap;
+    char *grown;
+
+    if (b->failed)
+        return -1;
+    if (size >= b->cap - b->len) {
+        cap = b->cap > 0 ? b->cap : 4096;
+        while (size >= cap - b->len) {
+            if (cap > ((size_t)-1) / 2) {
+                b->failed = 1;
+                return -1;
+            }
+            cap *= 2;
+        }
+        grown = realloc(b->text, cap);
+        if (grown == NULL) {
+            b->failed = 1;
+            return -1;
+        }
+        b->text = grown;
+        b->cap = cap;
+    }
+    memcpy(b->text + b->len, data, size);
+    b->len += size;
+    b->text[b->len] = '\0';
+    return 0;
+}
+
+/* *text <- compact JSON of v followed by a newline (malloc'd, owned by the
+ * caller). Fails with VBM_ENOMEM, leaving *text NULL. */
+static vbm_status solve_dump(const json_t *v, char **text)
+{
+    solve_buffer b = {NULL, 0, 0, 0};
+
+    *text = NULL;
+    if (json_dump_callback(v, solve_buffer_append, &b, JSON_COMPACT) != 0 || b.failed
+        || solve_buffer_append("\n", 1, &b) != 0) {
+        free(b.text);
+        return VBM_ENOMEM;
+    }
+    *text = b.text;
+    return VBM_OK;
+}
+
 /* Print the error object of err on stdout. Returns 0, or -1 on an output error. */
 static int solve_print_error(const solve_error *err)
 {
     json_t *root = json_object(), *e = json_object();
+    char *text = NULL;
     int rc = -1;
 
     if (root != NULL && e != NULL && json_object_set(root, "error", e) == 0
@@ -1064,22 +1123,28 @@ static int solve_print_error(const solve_error *err)
         && json_object_set_new(e, "field",
                                err->field[0] != '\0' ? solve_text(err->field) : json_null())
                == 0) {
-        rc = json_dumpf(root, stdout, JSON_COMPACT);
+        if (solve_dump(root, &text) != VBM_OK)
+            text = NULL;
+    }
+    if (text != NULL) {
+        rc = fputs(text, stdout) < 0 ? -1 : 0;
+        free(text);
     } else {
         /* Out of memory: fall back to a fixed object. */
         rc = fputs("{\"error\":{\"status\":\"nomem\",\"message\":\"out of memory\","
-                   "\"field\":null}}",
+                   "\"field\":null}}\n",
                    stdout) < 0 ? -1 : 0;
     }
     json_decref(e);
     json_decref(root);
-    if (rc != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+    if (rc != 0 || fflush(stdout) != 0)
         return -1;
     return 0;
 }
 
 /* Load the job from path (stdin when NULL). Returns 0 with *job set, 1 after an
- * I/O error (reported on stderr), 2 after a parse error (in *err). */
+ * I/O error (reported on stderr), 2 after a parse error or out of memory (in
+ * *err). */
 static int solve_load(const char *path, json_t **job, solve_error *err)
 {
     FILE *fp = stdin;
@@ -1104,6 +1169,12 @@ static int solve_load(const char *path, json_t **job, solve_error *err)
         fprintf(stderr, "vbmem-solve: error reading %s\n", path != NULL ? path : "stdin");
         return 1;
     }
+    /* jansson reports some allocation failures with no text and line -1 */
+    if (*job == NULL
+        && (json_error_code(&jerr) == json_error_out_of_memory || jerr.text[0] == '\0')) {
+        solve_fail(err, VBM_ENOMEM, NULL, "job: out of memory reading the JSON input");
+        return 2;
+    }
     if (*job == NULL) {
         solve_fail(err, VBM_EFORMAT, NULL, "job: invalid JSON at line %d, column %d: %s",
                    jerr.line, jerr.column, jerr.text);
@@ -1112,12 +1183,15 @@ static int solve_load(const char *path, json_t **job, solve_error *err)
     return 0;
 }
 
+/* Run one job: exit 0 with the result on stdout, 2 with an error object on
+ * stdout when the job fails, 1 on a usage or I/O error (message on stderr). */
 int main(int argc, char **argv)
 {
     const char *path = NULL;
     solve_error err;
     solve_job job;
     json_t *root = NULL, *result = NULL;
+    char *text;
     vbm_status st;
     int rc;
 
@@ -1145,7 +1219,7 @@ int main(int argc, char **argv)
     rc = solve_load(path, &root, &err);
     if (rc == 1)
         return SOLVE_EXIT_IO;
-    st = rc == 0 ? VBM_OK : VBM_EFORMAT;
+    st = rc == 0 ? VBM_OK : err.status;
     if (st == VBM_OK)
         st = solve_parse(root, &job, &err);
     if (st == VBM_OK) {
@@ -1162,9 +1236,16 @@ int main(int argc, char **argv)
         json_decref(result);
         return solve_print_error(&err) == 0 ? SOLVE_EXIT_JOB : SOLVE_EXIT_IO;
     }
-    rc = json_dumpf(result, stdout, JSON_COMPACT);
+    /* Encode completely before writing so that stdout never gets half a result. */
+    st = solve_dump(result, &text);
     json_decref(result);
-    if (rc != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+    if (st != VBM_OK) {
+        solve_fail(&err, VBM_ENOMEM, NULL, "out of memory encoding the result");
+        return solve_print_error(&err) == 0 ? SOLVE_EXIT_JOB : SOLVE_EXIT_IO;
+    }
+    rc = fputs(text, stdout) < 0 || fflush(stdout) != 0;
+    free(text);
+    if (rc != 0) {
         fprintf(stderr, "vbmem-solve: error writing the result\n");
         return SOLVE_EXIT_IO;
     }
