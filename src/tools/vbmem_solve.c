@@ -149,7 +149,7 @@ static const char solve_usage[] =
     "  prior: {R0: K x C, U0: K x K}                            (write with model)\n"
     "  memory: a memory as printed in \"posterior\" by an earlier job\n"
     "  codes: {mu: T x C, sigma2: number or T x C}\n"
-    "  iterations, tolerance, seed, init (auto|prior|kmeans++|current),\n"
+    "  iterations, tolerance, seed, init (auto|prior|kmeans++|random|current),\n"
     "  addresses, trace, count, cluster, clusters, rows\n"
     "\n"
     "Exit status: 0 success; 2 the job failed ({\"error\": {status, message, field}}\n"
@@ -574,9 +574,9 @@ static vbm_status solve_parse_model(const json_t *root, solve_job *job, solve_er
 /* Read the options of the fitting and sampling ops. */
 static vbm_status solve_parse_options(const json_t *root, solve_job *job, solve_error *err)
 {
-    static const char *const inits[] = {"auto", "prior", "kmeans++", "current", NULL};
+    static const char *const inits[] = {"auto", "prior", "kmeans++", "current", "random", NULL};
     static const vbm_init init_values[] = {VBM_INIT_AUTO, VBM_INIT_PRIOR, VBM_INIT_KMEANSPP,
-                                           VBM_INIT_CURRENT};
+                                           VBM_INIT_CURRENT, VBM_INIT_RANDOM};
     char msg[SOLVE_MSG_LEN];
     const json_t *v;
     long x;
@@ -613,7 +613,7 @@ static vbm_status solve_parse_options(const json_t *root, solve_job *job, solve_
         }
         if (inits[i] == NULL)
             return solve_fail(err, VBM_EINVAL, "init",
-                              "unknown init \"%s\" (expected auto, prior, kmeans++ or current)",
+                              "unknown init \"%s\" (expected auto, prior, kmeans++, random or current)",
                               json_string_value(v));
         job->opts.init = init_values[i];
     }
