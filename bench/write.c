@@ -1,0 +1,509 @@
+/* write.c -- owns the write-latency benchmark: vbm_write median time, GFLOP/s, the NumPy comparator ratio and the cost scaling in T and H. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "numerics/rng.h"
+#include "vbmem/vbmem.h"
+
+#define MAX_REPS 1000
+#define WARMUP_S 0.2 /* seconds of untimed writes before each timing */
+
+typedef struct {
+    int reps;         /* timed writes per configuration */
+    int numpy_reps;   /* timed writes per NumPy run */
+    int numpy;        /* run the NumPy comparator */
+    int threads;      /* 0: OpenBLAS default */
+    const char *root; /* repository root (holds bench/ref/vb_ref.py) */
+    uint64_t seed;
+    int scaling;      /* run the T / H scaling sweeps */
+    vbm_init init;    /* write initialisation (default VBM_INIT_AUTO) */
+} write_opts;
+
+/* One benchmark configuration. H is 1 for the Gaussian memory. */
+typedef struct {
+    vbm_kind kind;
+    long T;
+    int H, K, C, iters;
+} bench_case;
+
+/* What one timing of vbmem produced. */
+typedef struct {
+    double median_s, min_s, elbo_per_frame;
+} timing;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* Level-3 flops of one write, counting only the BLAS-3 calls the library makes
+ * (every la_gemm, and every Cholesky solve with a matrix of right-hand sides,
+ * 2 K^2 n flops for n of them); K x K factorizations and inverses, the
+ * per-frame scalar loops (responsibilities, ELBO terms, KL), k-means++ and
+ * copies are NOT counted. A write of `it` iterations runs it + 1 address steps
+ * and it memory updates (the last address step gives the returned q(y) and
+ * ELBO).
+ *
+ * Mixture (H clusters, K rows, C columns, T frames; one group):
+ *   address step:  2 H K C T   P = [R_1; ..; R_H] Z^T           (one GEMM)
+ *                + 2 H K^2 T   W_h <- Sigma_w,h W_h             (H GEMMs)
+ *                + 2 T H C     Z [mu_b1 .. mu_bH]^T             (shift GEMM)
+ *                + 2 H K^2 C   S_h = R_h R_h^T                  (H GEMMs)
+ *   update step:   2 H C T     Theta^T Z                        (shift GEMM)
+ *                + 2 H K T C   Y = [W~_1; ..; W~_H] Z           (M-step GEMM)
+ *                + 2 H K^2 T   Q_h = W~_h W_h^T                 (H GEMMs)
+ *                + 2 H K^2 C   solve Q_h R_h = Y_h              (H solves)
+ *   flops = it * (address + update) + address
+ *
+ * Gaussian without shift (K rows, C columns, T frames):
+ *   address step:  2 K^2 C  A = R R^T / s2       + 2 T K C  Z R^T
+ *                + 2 K^2 T  solve A W^T = ...    + 2 T K C  W R   (ELBO residuals)
+ *                + 2 K^2 C  S = R R^T (ELBO)
+ *   update step:   2 K^2 T  W^T W  + 2 K C T  W^T Z  + 2 K^2 C  solve Q R = ...
+ *   flops = it * (address + update) + address */
+static double write_flops(const bench_case *b) {
+    double T = (double)b->T, H = b->H, K = b->K, C = b->C, it = b->iters;
+    double addr, upd;
+    if (b->kind == VBM_MIXTURE) {
+        addr = 2 * H * K * C * T + 2 * H * K * K * T + 2 * T * H * C + 2 * H * K * K * C;
+        upd = 2 * H * C * T + 2 * H * K * T * C + 2 * H * K * K * T + 2 * H * K * K * C;
+    } else {
+        addr = 2 * K * K * C + 2 * T * K * C + 2 * K * K * T + 2 * T * K * C + 2 * K * K * C;
+        upd = 2 * K * K * T + 2 * K * C * T + 2 * K * K * C;
+    }
+    return it * (addr + upd) + addr;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: bench-write [--reps N] [--quick] [--no-numpy] [--no-scaling] [--root DIR] [--seed S] [--threads N]\n"
+            "  Median latency of vbm_write (after 0.2 s of warm-up writes) for four configurations, its\n"
+            "  level-3 GFLOP/s, the same write in the NumPy reference (bench/ref/vb_ref.py, run with\n"
+            "  /usr/bin/python3 from DIR, default \".\") and the ratio numpy / vbmem, then the cost\n"
+            "  scaling of the mixture write in T and in H (least-squares slopes of log time).\n"
+            "  --reps N     timed writes per configuration (default 9)\n"
+            "  --quick      3 reps everywhere unless --reps is given (CI smoke)\n"
+            "  --no-numpy   skip the NumPy comparator\n"
+            "  --threads N  OpenBLAS threads for vbmem and for the NumPy child (default: OpenBLAS default)\n"
+            "  --init NAME  auto (default: random q(M) means, k-means++ shifts), prior, kmeans++ (R = R0 and\n"
+            "               k-means++ shifts: the NumPy reference's initialisation), random\n"
+            "  --no-scaling skip the T and H sweeps\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* "auto", "prior", "kmeans++", "random" -> vbm_init. */
+static int parse_init(const char *s, vbm_init *out) {
+    static const struct {
+        const char *name;
+        vbm_init init;
+    } names[] = {{"auto", VBM_INIT_AUTO}, {"prior", VBM_INIT_PRIOR}, {"kmeans++", VBM_INIT_KMEANSPP},
+                 {"random", VBM_INIT_RANDOM}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].init;
+            return 0;
+        }
+    return -1;
+}
+
+static const char *init_name(vbm_init i) {
+    switch (i) {
+    case VBM_INIT_PRIOR: return "prior";
+    case VBM_INIT_KMEANSPP: return "kmeans++";
+    case VBM_INIT_RANDOM: return "random";
+    default: return "auto";
+    }
+}
+
+static int parse_args(int argc, char **argv, write_opts *o) {
+    o->reps = 9;
+    o->numpy_reps = -1;
+    o->numpy = 1;
+    o->threads = 0;
+    o->root = ".";
+    o->seed = 0;
+    o->scaling = 1;
+    o->init = VBM_INIT_AUTO;
+    int quick = 0, reps_given = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : ""; /* "" fails every parser */
+        int bad = 0, takes = 1;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(a, "--quick") == 0) {
+            quick = 1;
+            takes = 0;
+        } else if (strcmp(a, "--no-numpy") == 0) {
+            o->numpy = 0;
+            takes = 0;
+        } else if (strcmp(a, "--no-scaling") == 0) {
+            o->scaling = 0;
+            takes = 0;
+        } else if (strcmp(a, "--reps") == 0) {
+            bad = parse_int(v, 1, MAX_REPS, &o->reps);
+            reps_given = 1;
+        } else if (strcmp(a, "--threads") == 0) {
+            bad = parse_int(v, 1, 4096, &o->threads);
+        } else if (strcmp(a, "--root") == 0) {
+            o->root = v;
+            bad = *v == '\0';
+        } else if (strcmp(a, "--init") == 0) {
+            bad = parse_init(v, &o->init);
+        } else if (strcmp(a, "--seed") == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            bad = errno || end == v || *end != '\0';
+            o->seed = (uint64_t)s;
+        } else {
+            fprintf(stderr, "bench-write: unknown option %s\n", a);
+            usage(stderr);
+            return -1;
+        }
+        if (bad) {
+            fprintf(stderr, "bench-write: bad or missing value for %s\n", a);
+            usage(stderr);
+            return -1;
+        }
+        i += takes;
+    }
+    if (quick && !reps_given) o->reps = 3;
+    o->numpy_reps = o->reps;
+    return 0;
+}
+
+/* Machine facts: CPU count, model, OpenBLAS build and threads. */
+static void print_machine(void) {
+    char model[256] = "unknown";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "model name", 10) == 0) {
+                const char *p = strchr(line, ':');
+                if (p) {
+                    p++;
+                    while (*p == ' ' || *p == '\t') p++;
+                    snprintf(model, sizeof model, "%s", p);
+                    model[strcspn(model, "\n")] = '\0';
+                }
+                break;
+            }
+        fclose(f);
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    char date[64] = "?";
+    if (gmtime_r(&now, &tm)) strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
+    printf("date:            %s\n", date);
+    printf("nproc:           %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    printf("cpu model:       %s\n", model);
+    printf("openblas config: %s\n", openblas_get_config());
+    printf("openblas core:   %s\n", openblas_get_corename());
+    printf("openblas threads: %d\n", openblas_get_num_threads());
+    printf("libvbmem:        %s\n", VBM_VERSION_STRING);
+    f = fopen("/proc/loadavg", "r");
+    char load[128] = "?";
+    if (f) {
+        if (fgets(load, sizeof load, f)) load[strcspn(load, "\n")] = '\0';
+        fclose(f);
+    }
+    printf("loadavg (start): %s (other work on the machine skews every timing)\n", load);
+}
+
+static const char *kind_arg(vbm_kind k) { return k == VBM_MIXTURE ? "mixture" : "gaussian"; }
+
+/* Time vbm_write on standard-normal exact codes: warm-up, then `reps`
+ * timed writes from the base prior (each covers the codes check, the prior,
+ * init, the iterations, the final address step and the ELBO). */
+static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init, timing *out) {
+    vbm_config cfg;
+    vbm_config_default(b->kind, b->C, &cfg);
+    cfg.rows = b->K;
+    if (b->kind == VBM_MIXTURE)
+        cfg.clusters = b->H;
+    else
+        cfg.shift = 0;
+    double *Z = malloc(sizeof(double) * (size_t)b->T * b->C);
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    if (!Z || !t) {
+        free(Z);
+        free(t);
+        fprintf(stderr, "bench-write: out of memory\n");
+        return -1;
+    }
+    rng_t rng;
+    rng_seed(&rng, seed);
+    for (size_t i = 0; i < (size_t)b->T * b->C; i++) Z[i] = rng_normal(&rng);
+    vbm_codes codes = {b->T, b->C, Z, NULL};
+    vbm_write_opts wo;
+    vbm_write_opts_default(&wo);
+    wo.max_iter = b->iters;
+    wo.tol = 0.0;
+    wo.seed = seed;
+    wo.init = init;
+    vbm_error err = {{0}};
+    vbm_memory *mem = NULL;
+    vbm_write_result res;
+    int rc = 0;
+    /* Warm-up (not timed): at least one write and at least WARMUP_S seconds. */
+    if (vbm_memory_create(&cfg, NULL, NULL, &mem, &err)) {
+        fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H, err.msg);
+        rc = -1;
+    }
+    for (double tw = now_s(); rc == 0;) {
+        if (vbm_write(mem, &codes, &wo, &res, &err)) {
+            fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H, err.msg);
+            rc = -1;
+            break;
+        }
+        if (res.iterations != b->iters)
+            fprintf(stderr, "bench-write: warning: %d iterations run, %d asked\n", res.iterations, b->iters);
+        vbm_write_result_free(&res);
+        if (now_s() - tw >= WARMUP_S) break;
+    }
+    for (int r = 0; r < reps && rc == 0; r++) {
+        double t0 = now_s();
+        if (vbm_write(mem, &codes, &wo, &res, &err)) {
+            fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H, err.msg);
+            rc = -1;
+            break;
+        }
+        t[r] = now_s() - t0;
+        out->elbo_per_frame = res.elbo.per_frame;
+        vbm_write_result_free(&res);
+    }
+    if (rc == 0) {
+        out->median_s = median(t, reps);
+        out->min_s = t[0]; /* median() sorted t */
+    }
+    vbm_memory_free(mem);
+    free(Z);
+    free(t);
+    return rc;
+}
+
+/* Append s to buf as a single-quoted shell word. Returns -1 when it does not fit. */
+static int shell_quote(char *buf, size_t cap, const char *s) {
+    size_t n = strlen(buf);
+    if (n + 1 >= cap) return -1;
+    buf[n++] = '\'';
+    for (; *s; s++) {
+        const char *piece = *s == '\'' ? "'\\''" : NULL;
+        size_t len = piece ? 4 : 1;
+        if (n + len + 2 >= cap) return -1;
+        if (piece)
+            memcpy(buf + n, piece, len);
+        else
+            buf[n] = *s;
+        n += len;
+    }
+    buf[n++] = '\'';
+    buf[n] = '\0';
+    return 0;
+}
+
+/* Find "key": <number> in a JSON line. */
+static int json_number(const char *line, const char *key, double *out) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(line, pat);
+    if (!p) return -1;
+    p += strlen(pat);
+    char *end;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (end == p || errno) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Run the NumPy comparator for the same configuration and parse median_s. */
+static int time_numpy(const write_opts *o, const bench_case *b, timing *out) {
+    char script[4096];
+    snprintf(script, sizeof script, "%s/bench/ref/vb_ref.py", o->root);
+    if (access(script, R_OK) != 0) {
+        fprintf(stderr, "bench-write: NumPy comparator not found at %s (use --root)\n", script);
+        return -1;
+    }
+    char cmd[8192] = "";
+    if (o->threads > 0) snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=%d ", o->threads);
+    strcat(cmd, "/usr/bin/python3 ");
+    if (shell_quote(cmd, sizeof cmd, script) != 0) return -1;
+    size_t n = strlen(cmd);
+    snprintf(cmd + n, sizeof cmd - n, " time --kind %s --T %ld --H %d --K %d --C %d --iters %d --reps %d --seed %llu",
+             kind_arg(b->kind), b->T, b->H, b->K, b->C, b->iters, o->numpy_reps, (unsigned long long)o->seed);
+    fflush(stdout);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        fprintf(stderr, "bench-write: cannot run %s\n", cmd);
+        return -1;
+    }
+    char line[4096];
+    int found = 0;
+    while (fgets(line, sizeof line, p))
+        if (!found && json_number(line, "median_s", &out->median_s) == 0) {
+            found = 1;
+            if (json_number(line, "elbo_per_frame", &out->elbo_per_frame) != 0) out->elbo_per_frame = NAN;
+        }
+    int st = pclose(p);
+    if (st != 0 || !found) {
+        fprintf(stderr, "bench-write: NumPy comparator failed (status %d): %s\n", st, cmd);
+        return -1;
+    }
+    out->min_s = NAN;
+    return 0;
+}
+
+/* Least-squares slope of log(y) against log(x). */
+static double loglog_slope(const double *x, const double *y, int n) {
+    double mx = 0, my = 0;
+    for (int i = 0; i < n; i++) {
+        mx += log(x[i]);
+        my += log(y[i]);
+    }
+    mx /= n;
+    my /= n;
+    double sxy = 0, sxx = 0;
+    for (int i = 0; i < n; i++) {
+        double dx = log(x[i]) - mx;
+        sxy += dx * (log(y[i]) - my);
+        sxx += dx * dx;
+    }
+    return sxy / sxx;
+}
+
+/* Least-squares fit y = a + b x; returns the intercept a, the slope in *b. */
+static double linear_fit(const double *x, const double *y, int n, double *b) {
+    double mx = 0, my = 0;
+    for (int i = 0; i < n; i++) {
+        mx += x[i];
+        my += y[i];
+    }
+    mx /= n;
+    my /= n;
+    double sxy = 0, sxx = 0;
+    for (int i = 0; i < n; i++) {
+        sxy += (x[i] - mx) * (y[i] - my);
+        sxx += (x[i] - mx) * (x[i] - mx);
+    }
+    *b = sxy / sxx;
+    return my - *b * mx;
+}
+
+static void describe(const bench_case *b, char *buf, size_t cap) {
+    if (b->kind == VBM_MIXTURE)
+        snprintf(buf, cap, "mixture  T=%-5ld H=%-4d K=%-3d C=%-4d it=%d", b->T, b->H, b->K, b->C, b->iters);
+    else
+        snprintf(buf, cap, "gaussian T=%-5ld K=%-3d C=%-4d it=%d (no shift)", b->T, b->K, b->C, b->iters);
+}
+
+/* One sweep of the mixture write: vary T (vary_T) or H; print a table and the slope. */
+static int sweep(const write_opts *o, int vary_T, const int *vals, int n, double *slope) {
+    double x[16], y[16];
+    printf("\n%s sweep (mixture, K=6, C=200, 10 iterations, %s):\n", vary_T ? "T" : "H",
+           vary_T ? "H=10" : "T=640");
+    printf("  %6s  %12s  %12s  %10s  %14s\n", vary_T ? "T" : "H", "median s", "(min s)", "GFLOP/s", "us per frame");
+    for (int i = 0; i < n; i++) {
+        bench_case b = {VBM_MIXTURE, vary_T ? vals[i] : 640, vary_T ? 10 : vals[i], 6, 200, 10};
+        timing t;
+        if (time_vbmem(&b, o->reps, o->seed, o->init, &t) != 0) return -1;
+        x[i] = vals[i];
+        y[i] = t.median_s;
+        printf("  %6d  %12.6f  %12.6f  %10.2f  %14.3f\n", vals[i], t.median_s, t.min_s, write_flops(&b) / t.median_s * 1e-9,
+               t.median_s / (double)b.T * 1e6);
+        fflush(stdout);
+    }
+    *slope = loglog_slope(x, y, n);
+    double b, a = linear_fit(x, y, n, &b);
+    printf("  least-squares slope of log(time) vs log(%s): %.3f\n", vary_T ? "T" : "H", *slope);
+    printf("  least-squares line: time = %.3f ms + %.4f ms * %s (intercept = %.0f%% of the smallest case)\n",
+           a * 1e3, b * 1e3, vary_T ? "T" : "H", 100.0 * a / y[0]);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    write_opts o;
+    if (parse_args(argc, argv, &o) != 0) return 2;
+    if (o.threads > 0) openblas_set_num_threads(o.threads);
+    double t_start = now_s();
+    printf("bench-write: vbm_write latency (median of %d timed writes after >= 0.2 s of warm-up), init %s, seed %llu\n",
+           o.reps, init_name(o.init), (unsigned long long)o.seed);
+    print_machine();
+    printf("\nGFLOP/s counts only the level-3 products (GEMMs and multi-right-hand-side Cholesky solves);\n"
+           "see write_flops() in bench/write.c and bench/README.md for the formula.\n");
+
+    const bench_case cases[] = {
+        {VBM_MIXTURE, 64, 10, 6, 200, 10},
+        {VBM_MIXTURE, 640, 100, 6, 200, 10},
+        {VBM_MIXTURE, 1280, 150, 6, 200, 10},
+        {VBM_GAUSSIAN, 32, 1, 32, 200, 50},
+    };
+    int ncases = (int)(sizeof cases / sizeof cases[0]);
+    printf("\n%-46s %10s %10s %9s %8s %10s %8s %11s %11s\n", "configuration", "vbmem s", "(min s)", "MFLOP",
+           "GFLOP/s", "numpy s", "np/vbmem", "elbo/frame", "np elbo/fr");
+    int status = 0;
+    for (int i = 0; i < ncases; i++) {
+        const bench_case *b = &cases[i];
+        char desc[128];
+        describe(b, desc, sizeof desc);
+        timing t, np;
+        if (time_vbmem(b, o.reps, o.seed, o.init, &t) != 0) {
+            status = 1;
+            continue;
+        }
+        double fl = write_flops(b);
+        int have_np = o.numpy && time_numpy(&o, b, &np) == 0;
+        if (have_np)
+            printf("%-46s %10.6f %10.6f %9.2f %8.2f %10.6f %8.2f %11.4f %11.4f\n", desc, t.median_s, t.min_s,
+                   fl * 1e-6, fl / t.median_s * 1e-9, np.median_s, np.median_s / t.median_s, t.elbo_per_frame,
+                   np.elbo_per_frame);
+        else
+            printf("%-46s %10.6f %10.6f %9.2f %8.2f %10s %8s %11.4f %11s\n", desc, t.median_s, t.min_s, fl * 1e-6,
+                   fl / t.median_s * 1e-9, "-", "-", t.elbo_per_frame, "-");
+        fflush(stdout);
+    }
+    printf("(elbo/frame columns: both fits use their own standard-normal codes and k-means++ draws,\n"
+           " so they agree only statistically, not digit for digit)\n");
+
+    if (o.scaling) {
+        static const int Ts[] = {64, 128, 256, 512, 1024};
+        static const int Hs[] = {10, 20, 40, 80, 160};
+        double sT = NAN, sH = NAN;
+        if (sweep(&o, 1, Ts, 5, &sT) != 0 || sweep(&o, 0, Hs, 5, &sH) != 0)
+            status = 1;
+        else
+            printf("\nscaling: slope in T = %.3f, slope in H = %.3f (1 = linear cost)\n", sT, sH);
+    }
+    printf("total run time %.1f s\n", now_s() - t_start);
+    return status;
+}
