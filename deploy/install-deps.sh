@@ -8,5 +8,6 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential meson ninja-build pkg-config \
   libopenblas-dev liblapacke-dev libjansson-dev check \
-  valgrind python3 python3-numpy >/dev/null
+  valgrind python3 python3-numpy \
+  libmicrohttpd-dev python3-jsonschema python3-yaml curl >/dev/null
 echo "install-deps: done"

@@ -17,7 +17,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
   meson test -C build-asan --print-errorlogs
 
 echo "== valgrind --leak-check=full =="
-for t in build/tests/test-models; do
+for t in build/tests/test-models build/tests/test-http-units; do
   CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
     --error-exitcode=3 -q "$t"
 done
@@ -26,4 +26,8 @@ bash tests/solve/run.sh build/vbmem-solve
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve
 VALGRIND="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   bash tests/solve/run.sh build/vbmem-solve
+echo "== vbmemd integration tests under valgrind (a quick subset; release and ASan ran above) =="
+/usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
+  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
+  --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight
 echo "run-all: every test passed"

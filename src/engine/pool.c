@@ -1,0 +1,173 @@
+/* pool.c -- owns the worker threads, the bounded job queue and draining at shutdown. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "engine/pool.h"
+
+struct eng_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t work;  /* signalled when a job is queued or on stop */
+    pthread_cond_t idle;  /* signalled when a job finishes */
+    eng_job *head, *tail;
+    int queued, running, depth;
+    int accepting;        /* 0 once draining began */
+    int stop;             /* workers exit when set and the queue is empty */
+    int nthreads;
+    pthread_t *threads;
+};
+
+static void *pool_worker(void *arg)
+{
+    eng_pool *p = arg;
+    eng_job *job;
+
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (p->head == NULL && !p->stop)
+            pthread_cond_wait(&p->work, &p->lock);
+        if (p->head == NULL)
+            break;
+        job = p->head;
+        p->head = job->next;
+        if (p->head == NULL)
+            p->tail = NULL;
+        p->queued--;
+        p->running++;
+        pthread_mutex_unlock(&p->lock);
+        job->next = NULL;
+        job->started_at = eng_now();
+        job->run(job);
+        pthread_mutex_lock(&p->lock);
+        p->running--;
+        pthread_cond_broadcast(&p->idle);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+/* Tell the first n workers to stop, join them and release the pool. */
+static void pool_destroy(eng_pool *p, int n)
+{
+    int i;
+
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    for (i = 0; i < n; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->idle);
+    pthread_mutex_destroy(&p->lock);
+    free(p->threads);
+    free(p);
+}
+
+eng_status eng_pool_create(int threads, int depth, eng_pool **out, eng_error *err)
+{
+    eng_pool *p;
+    int i;
+
+    *out = NULL;
+    if (threads < 1 || threads > 1024)
+        return eng_fail(err, ENG_EINVAL, "threads", "%d is outside [1, 1024]", threads);
+    if (depth < 1 || depth > 1000000)
+        return eng_fail(err, ENG_EINVAL, "queue_depth", "%d is outside [1, 1000000]", depth);
+    p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    p->threads = calloc((size_t)threads, sizeof *p->threads);
+    if (p->threads == NULL) {
+        free(p);
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->idle, NULL);
+    p->depth = depth;
+    p->accepting = 1;
+    p->nthreads = threads;
+    for (i = 0; i < threads; i++) {
+        if (pthread_create(&p->threads[i], NULL, pool_worker, p) != 0) {
+            pool_destroy(p, i);
+            return eng_fail(err, ENG_ENOMEM, NULL, "cannot start worker thread %d", i);
+        }
+    }
+    *out = p;
+    return ENG_OK;
+}
+
+eng_status eng_pool_submit(eng_pool *p, eng_job *job)
+{
+    eng_status st = ENG_OK;
+
+    pthread_mutex_lock(&p->lock);
+    if (!p->accepting) {
+        st = ENG_ESTOPPED;
+    } else if (p->queued >= p->depth) {
+        st = ENG_EBUSY;
+    } else {
+        job->next = NULL;
+        job->queued_at = eng_now();
+        job->started_at = 0.0;
+        if (p->tail != NULL)
+            p->tail->next = job;
+        else
+            p->head = job;
+        p->tail = job;
+        p->queued++;
+        pthread_cond_signal(&p->work);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+void eng_pool_stats(eng_pool *p, int *queued, int *running, int *depth)
+{
+    pthread_mutex_lock(&p->lock);
+    if (queued != NULL)
+        *queued = p->queued;
+    if (running != NULL)
+        *running = p->running;
+    if (depth != NULL)
+        *depth = p->depth;
+    pthread_mutex_unlock(&p->lock);
+}
+
+eng_status eng_pool_drain(eng_pool *p, double seconds)
+{
+    struct timespec deadline;
+    double whole;
+    eng_status st = ENG_OK;
+
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    whole = (double)(long)seconds;
+    deadline.tv_sec += (time_t)whole;
+    deadline.tv_nsec += (long)((seconds - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->accepting = 0;
+    while (p->queued > 0 || p->running > 0) {
+        if (pthread_cond_timedwait(&p->idle, &p->lock, &deadline) == ETIMEDOUT) {
+            if (p->queued > 0 || p->running > 0)
+                st = ENG_EBUSY;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+void eng_pool_free(eng_pool *p)
+{
+    if (p == NULL)
+        return;
+    pool_destroy(p, p->nthreads);
+}

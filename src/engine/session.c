@@ -1,0 +1,524 @@
+/* session.c -- owns session lifecycle (random ids, references, locking) and the locked write/append/refit/resize/sample/read/replace operations. */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np, getrandom */
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "engine/session.h"
+
+#define SESS_MAX_STEPS 1000
+
+size_t eng_memory_bytes(const vbm_memory *m)
+{
+    size_t K, C, GH, cg, n;
+
+    if (m == NULL)
+        return 0;
+    K = (size_t)m->cfg.rows;
+    C = (size_t)m->cfg.code_size;
+    GH = (size_t)m->cfg.groups * (size_t)m->cfg.clusters;
+    cg = (size_t)m->cg;
+    n = K * C + K * K + C;                    /* prior R0, U0, mu_b0 */
+    n += GH * (K * cg + K * K + cg + 1);      /* posterior R, U, mu_b, s2_b */
+    n += (size_t)m->n_codes * C * 2;          /* retained codes mu, s2 */
+    n += (size_t)m->n_paths;                  /* tree path counts */
+    return sizeof *m + n * sizeof(double)
+           + (size_t)m->n_paths * (size_t)m->cfg.groups * sizeof(int);
+}
+
+eng_status eng_random_id(char id[ENG_ID_LEN + 1], eng_error *err)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char raw[ENG_ID_LEN / 2];
+    size_t got = 0;
+    ssize_t n;
+    int i;
+
+    while (got < sizeof raw) {
+        n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return eng_fail(err, ENG_ENOMEM, NULL, "getrandom failed: %s", strerror(errno));
+        got += (size_t)n;
+    }
+    for (i = 0; i < ENG_ID_LEN / 2; i++) {
+        id[2 * i] = hex[raw[i] >> 4];
+        id[2 * i + 1] = hex[raw[i] & 15];
+    }
+    id[ENG_ID_LEN] = '\0';
+    return ENG_OK;
+}
+
+/* Bytes accounted for a session holding mem with usage of n doubles. */
+static size_t sess_bytes(const vbm_memory *mem, size_t n_usage)
+{
+    return sizeof(eng_session) + eng_memory_bytes(mem) + n_usage * sizeof(double);
+}
+
+eng_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, long ttl_s,
+                              const unsigned char *owner, eng_session **out, eng_error *err)
+{
+    pthread_rwlockattr_t attr;
+    eng_session *s;
+    vbm_error verr;
+    vbm_status vst;
+    eng_status st;
+
+    *out = NULL;
+    verr.msg[0] = '\0';
+    if (vbm_config_check(cfg, &verr) != VBM_OK)
+        return eng_fail(err, ENG_EINVAL, NULL, "%s", verr.msg);
+    if (ttl_s < 0)
+        return eng_fail(err, ENG_EINVAL, "ttl_seconds", "must be >= 0");
+    s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    st = eng_random_id(s->id, err);
+    if (st != ENG_OK) {
+        free(s);
+        return st;
+    }
+    vst = vbm_memory_create(cfg, NULL, NULL, &s->mem, &verr);
+    if (vst != VBM_OK) {
+        free(s);
+        return eng_fail(err, vst == VBM_ENOMEM ? ENG_ENOMEM : ENG_EINVAL, NULL, "%s", verr.msg);
+    }
+    if (owner != NULL)
+        memcpy(s->owner, owner, ENG_OWNER_LEN);
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    atomic_init(&s->refs, 1);
+    s->solver = *solver;
+    s->ttl_s = ttl_s;
+    s->created = eng_wall();
+    s->updated = s->created;
+    s->version = 1;
+    atomic_init(&s->last_used_ms, (long long)(eng_now() * 1000.0));
+    atomic_init(&s->bytes, sess_bytes(s->mem, 0));
+    *out = s;
+    return ENG_OK;
+}
+
+void eng_session_ref(eng_session *s)
+{
+    atomic_fetch_add(&s->refs, 1);
+}
+
+void eng_session_unref(eng_session *s)
+{
+    if (s == NULL || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    pthread_rwlock_destroy(&s->lock);
+    vbm_memory_free(s->mem);
+    free(s->usage);
+    free(s);
+}
+
+void eng_session_touch(eng_session *s)
+{
+    atomic_store(&s->last_used_ms, (long long)(eng_now() * 1000.0));
+}
+
+void eng_session_rdlock(eng_session *s)
+{
+    pthread_rwlock_rdlock(&s->lock);
+}
+
+void eng_session_unlock(eng_session *s)
+{
+    pthread_rwlock_unlock(&s->lock);
+}
+
+/* Copy of the G*H usage array of s (NULL when s has none); *fail set on ENOMEM. */
+static double *sess_usage_copy(const eng_session *s, int *fail)
+{
+    size_t n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
+    double *u;
+
+    *fail = 0;
+    if (s->usage == NULL)
+        return NULL;
+    u = malloc(n * sizeof *u);
+    if (u == NULL) {
+        *fail = 1;
+        return NULL;
+    }
+    memcpy(u, s->usage, n * sizeof *u);
+    return u;
+}
+
+eng_status eng_session_info(eng_session *s, eng_info *info, eng_error *err)
+{
+    int fail;
+
+    memset(info, 0, sizeof *info);
+    pthread_rwlock_rdlock(&s->lock);
+    memcpy(info->id, s->id, sizeof info->id);
+    info->cfg = s->mem->cfg;
+    info->solver = s->solver;
+    info->ttl_s = s->ttl_s;
+    info->frames = s->mem->frames;
+    info->retained = s->mem->n_codes;
+    info->last_elbo = s->mem->last_elbo;
+    info->version = s->version;
+    info->created = s->created;
+    info->updated = s->updated;
+    info->bytes = atomic_load(&s->bytes);
+    info->usage = sess_usage_copy(s, &fail);
+    pthread_rwlock_unlock(&s->lock);
+    if (fail)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    return ENG_OK;
+}
+
+void eng_info_free(eng_info *info)
+{
+    free(info->usage);
+    info->usage = NULL;
+}
+
+void eng_fit_out_free(eng_fit_out *out)
+{
+    if (out == NULL)
+        return;
+    vbm_write_result_free(&out->res);
+    free(out->usage);
+    out->usage = NULL;
+}
+
+/* Translate a libvbmem failure. The field is the message's leading name when it
+ * has one ("codes.mu[3][1]: ...", "clusters: ..."), otherwise deflt. */
+static eng_status sess_lib_fail(eng_error *err, vbm_status vst, const char *deflt,
+                                const vbm_error *verr)
+{
+    const char *colon = strstr(verr->msg, ": ");
+    char field[ENG_FIELD_LEN];
+    size_t n;
+    eng_status st;
+
+    switch (vst) {
+    case VBM_ENOMEM: st = ENG_ENOMEM; break;
+    case VBM_ENUMERIC: st = ENG_ENUMERIC; break;
+    case VBM_EFORMAT: st = ENG_EFORMAT; break;
+    default: st = ENG_EINVAL; break;
+    }
+    snprintf(field, sizeof field, "%s", deflt != NULL ? deflt : "");
+    if (colon != NULL) {
+        n = (size_t)(colon - verr->msg);
+        if (n > 0 && n < sizeof field && memchr(verr->msg, ' ', n) == NULL) {
+            memcpy(field, verr->msg, n);
+            field[n] = '\0';
+            if (strcmp(field, "refit") == 0 || strcmp(field, "read") == 0
+                || strcmp(field, "resize") == 0 || strcmp(field, "sample") == 0)
+                snprintf(field, sizeof field, "%s", deflt != NULL ? deflt : "");
+        }
+    }
+    return eng_fail(err, st, field, "%s", verr->msg);
+}
+
+/* Effective library options of a request given the session defaults. */
+static void sess_opts(const eng_session *s, const eng_fit_opts *o, vbm_write_opts *w)
+{
+    vbm_write_opts_default(w);
+    w->max_iter = o->iterations >= 0 ? o->iterations : s->solver.iterations;
+    w->tol = o->tolerance >= 0.0 ? o->tolerance : s->solver.tolerance;
+    w->init = o->init >= 0 ? (vbm_init)o->init : s->solver.init;
+    w->seed = o->seed;
+    w->want_addresses = 1; /* cluster usage needs q(s) */
+}
+
+/* Expected frames per (group, cluster) of addresses a, into u (G*H), added to
+ * it when add is non-zero. */
+static void sess_usage_add(const vbm_addresses *a, double *u, int add)
+{
+    size_t n = (size_t)a->G * (size_t)a->H, i;
+    long t;
+
+    if (!add)
+        memset(u, 0, n * sizeof *u);
+    if (a->s == NULL)
+        return;
+    for (t = 0; t < a->T; t++) {
+        for (i = 0; i < n; i++)
+            u[i] += a->s[(size_t)t * n + i];
+    }
+}
+
+/* After a successful fit: new usage, version, time, bytes and the out record. */
+static eng_status sess_commit(eng_session *s, int add_usage, eng_fit_out *out, int keep_addr,
+                              eng_error *err)
+{
+    size_t n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
+    const vbm_addresses *a = &out->res.addr;
+    int fail;
+
+    if (a->s != NULL && (size_t)a->G * (size_t)a->H == n) {
+        if (!add_usage || s->usage == NULL) {
+            free(s->usage);
+            s->usage = calloc(n, sizeof(double));
+            add_usage = 0;
+        }
+        if (s->usage != NULL)
+            sess_usage_add(a, s->usage, add_usage);
+    }
+    if (!keep_addr)
+        vbm_addresses_free(&out->res.addr);
+    s->version++;
+    s->updated = eng_wall();
+    atomic_store(&s->bytes, sess_bytes(s->mem, s->usage != NULL ? n : 0));
+    out->version = s->version;
+    out->frames = s->mem->frames;
+    out->retained = s->mem->n_codes;
+    out->clusters = s->mem->cfg.clusters;
+    out->rows = s->mem->cfg.rows;
+    out->groups = s->mem->cfg.groups;
+    out->usage = sess_usage_copy(s, &fail);
+    if (fail)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    return ENG_OK;
+}
+
+/* Take the write lock, recording the wait, and check the version precondition. */
+static eng_status sess_wrlock(eng_session *s, int64_t if_match, double *wait_s, eng_error *err)
+{
+    double t0 = eng_now();
+
+    pthread_rwlock_wrlock(&s->lock);
+    if (wait_s != NULL)
+        *wait_s = eng_now() - t0;
+    if (if_match >= 0 && (uint64_t)if_match != s->version) {
+        pthread_rwlock_unlock(&s->lock);
+        return eng_fail(err, ENG_ECONFLICT, "If-Match",
+                        "the session is at version %llu, not %lld",
+                        (unsigned long long)s->version, (long long)if_match);
+    }
+    return ENG_OK;
+}
+
+/* Replace-mode write in chunks of opts->chunk iterations, continuing from the
+ * current posterior, until done, converged or past the time budget. */
+static vbm_status sess_write_chunked(eng_session *s, const vbm_codes *codes,
+                                     const vbm_write_opts *w, const eng_fit_opts *o,
+                                     eng_fit_out *out, vbm_error *verr)
+{
+    double deadline = eng_now() + o->max_seconds;
+    vbm_write_opts step = *w;
+    int total = 0, left = w->max_iter;
+    vbm_status vst;
+
+    step.max_iter = left < o->chunk ? left : o->chunk;
+    vst = vbm_write(s->mem, codes, &step, &out->res, verr);
+    if (vst != VBM_OK)
+        return vst;
+    total = out->res.iterations;
+    left -= step.max_iter;
+    while (left > 0 && !out->res.converged) {
+        if (eng_now() >= deadline) {
+            out->time_limited = 1;
+            break;
+        }
+        vbm_write_result_free(&out->res);
+        step.init = VBM_INIT_CURRENT;
+        step.max_iter = left < o->chunk ? left : o->chunk;
+        vst = vbm_write(s->mem, codes, &step, &out->res, verr);
+        if (vst != VBM_OK)
+            return vst;
+        total += out->res.iterations;
+        left -= step.max_iter;
+    }
+    out->res.iterations = total;
+    return VBM_OK;
+}
+
+eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
+                             const eng_fit_opts *o, eng_fit_out *out, eng_error *err)
+{
+    vbm_write_opts w;
+    vbm_error verr;
+    vbm_status vst;
+    vbm_memory *backup = NULL;
+    eng_status st;
+    double t0;
+
+    memset(out, 0, sizeof *out);
+    out->elbo_before = out->elbo_after = NAN;
+    verr.msg[0] = '\0';
+    st = sess_wrlock(s, o->if_match, &out->wait_s, err);
+    if (st != ENG_OK)
+        return st;
+    sess_opts(s, o, &w);
+    t0 = eng_now();
+    if (mode == ENG_APPEND) {
+        vst = vbm_append(s->mem, codes, &w, &out->res, &verr);
+    } else if (mode == ENG_REFIT) {
+        vst = vbm_refit(s->mem, codes, &w, &out->res, &verr);
+    } else if (o->max_seconds > 0.0 && o->chunk > 0 && w.max_iter > o->chunk
+               && s->mem->cfg.kind != VBM_DKM) {
+        /* A chunked write commits each chunk; keep the old memory to restore it
+         * if a later chunk fails, so that failures stay transactional. */
+        vst = vbm_memory_clone(s->mem, &backup, &verr);
+        if (vst == VBM_OK)
+            vst = sess_write_chunked(s, codes, &w, o, out, &verr);
+        if (vst != VBM_OK && backup != NULL) {
+            vbm_memory_free(s->mem);
+            s->mem = backup;
+            backup = NULL;
+        }
+        vbm_memory_free(backup);
+    } else {
+        vst = vbm_write(s->mem, codes, &w, &out->res, &verr);
+    }
+    out->solve_s = eng_now() - t0;
+    if (vst != VBM_OK) {
+        pthread_rwlock_unlock(&s->lock);
+        vbm_write_result_free(&out->res);
+        return sess_lib_fail(err, vst, "codes", &verr);
+    }
+    st = sess_commit(s, mode == ENG_APPEND, out, o->want_addresses, err);
+    pthread_rwlock_unlock(&s->lock);
+    if (st != ENG_OK)
+        eng_fit_out_free(out);
+    return st;
+}
+
+eng_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *o,
+                              eng_fit_out *out, eng_error *err)
+{
+    vbm_write_opts w;
+    vbm_error verr;
+    vbm_status vst;
+    eng_status st;
+    double t0;
+
+    memset(out, 0, sizeof *out);
+    verr.msg[0] = '\0';
+    st = sess_wrlock(s, o->if_match, &out->wait_s, err);
+    if (st != ENG_OK)
+        return st;
+    sess_opts(s, o, &w);
+    t0 = eng_now();
+    vst = vbm_resize(s->mem, H, K, &w, &out->elbo_before, &out->elbo_after, &out->res, &verr);
+    out->solve_s = eng_now() - t0;
+    if (vst != VBM_OK) {
+        pthread_rwlock_unlock(&s->lock);
+        vbm_write_result_free(&out->res);
+        return sess_lib_fail(err, vst, NULL, &verr);
+    }
+    st = sess_commit(s, 0, out, o->want_addresses, err);
+    pthread_rwlock_unlock(&s->lock);
+    if (st != ENG_OK)
+        eng_fit_out_free(out);
+    return st;
+}
+
+eng_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster, double **z,
+                              int **clusters, int *C, int *G, uint64_t *version, eng_error *err)
+{
+    vbm_error verr;
+    vbm_status vst;
+
+    *z = NULL;
+    *clusters = NULL;
+    verr.msg[0] = '\0';
+    if (n < 1)
+        return eng_fail(err, ENG_EINVAL, "count", "must be >= 1, got %ld", n);
+    pthread_rwlock_rdlock(&s->lock);
+    *C = s->mem->cfg.code_size;
+    *G = s->mem->cfg.groups;
+    *version = s->version;
+    *z = vbm_calloc((size_t)n * (size_t)*C, sizeof(double));
+    *clusters = vbm_calloc((size_t)n * (size_t)*G, sizeof(int));
+    if (*z == NULL || *clusters == NULL) {
+        pthread_rwlock_unlock(&s->lock);
+        free(*z);
+        free(*clusters);
+        *z = NULL;
+        *clusters = NULL;
+        return eng_fail(err, ENG_ENOMEM, "count", "out of memory for %ld codes", n);
+    }
+    vst = vbm_sample(s->mem, n, seed, cluster, *z, *clusters, &verr);
+    pthread_rwlock_unlock(&s->lock);
+    if (vst != VBM_OK) {
+        free(*z);
+        free(*clusters);
+        *z = NULL;
+        *clusters = NULL;
+        return sess_lib_fail(err, vst, NULL, &verr);
+    }
+    return ENG_OK;
+}
+
+eng_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
+                            double **z, vbm_addresses **addr, uint64_t *version, eng_error *err)
+{
+    size_t block = (size_t)query->T * (size_t)query->C;
+    vbm_addresses *a = NULL;
+    vbm_codes q = *query;
+    vbm_error verr;
+    vbm_status vst = VBM_OK;
+    int i, done = 0;
+
+    *z = NULL;
+    if (addr != NULL)
+        *addr = NULL;
+    verr.msg[0] = '\0';
+    if (steps < 1 || steps > SESS_MAX_STEPS)
+        return eng_fail(err, ENG_EINVAL, "iterations", "must be in [1, %d], got %d",
+                        SESS_MAX_STEPS, steps);
+    *z = vbm_calloc((size_t)steps * block, sizeof(double));
+    if (addr != NULL)
+        a = calloc((size_t)steps, sizeof *a);
+    if (*z == NULL || (addr != NULL && a == NULL)) {
+        free(*z);
+        free(a);
+        *z = NULL;
+        return eng_fail(err, ENG_ENOMEM, "query", "out of memory for %d read steps", steps);
+    }
+    pthread_rwlock_rdlock(&s->lock);
+    *version = s->version;
+    for (i = 0; i < steps && vst == VBM_OK; i++) {
+        vst = vbm_read(s->mem, &q, seed + (uint64_t)i, *z + (size_t)i * block,
+                       a != NULL ? &a[i] : NULL, &verr);
+        if (vst == VBM_OK)
+            done = i + 1;
+        q.mu = *z + (size_t)i * block;
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (vst != VBM_OK) {
+        for (i = 0; a != NULL && i < done; i++)
+            vbm_addresses_free(&a[i]);
+        free(a);
+        free(*z);
+        *z = NULL;
+        return sess_lib_fail(err, vst, "query", &verr);
+    }
+    if (addr != NULL)
+        *addr = a;
+    return ENG_OK;
+}
+
+eng_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
+                               uint64_t *version, eng_error *err)
+{
+    eng_status st = sess_wrlock(s, if_match, NULL, err);
+
+    if (st != ENG_OK)
+        return st;
+    vbm_memory_free(s->mem);
+    s->mem = mem;
+    free(s->usage);
+    s->usage = NULL;
+    s->version++;
+    s->updated = eng_wall();
+    atomic_store(&s->bytes, sess_bytes(s->mem, 0));
+    *version = s->version;
+    pthread_rwlock_unlock(&s->lock);
+    return ENG_OK;
+}

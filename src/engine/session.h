@@ -1,0 +1,161 @@
+/* session.h -- owns one hosted memory session: its id, owner, lock, version, solver defaults, and the locked operations on its memory. */
+#ifndef VBMEM_ENGINE_SESSION_H
+#define VBMEM_ENGINE_SESSION_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "vbmem/vbmem.h"
+
+#define ENG_ID_LEN 32    /* hex characters of a session id (128 random bits) */
+#define ENG_OWNER_LEN 32 /* bytes of an owner identity (SHA-256 of an API key) */
+
+/* Solver settings: the session's defaults, overridable per request. */
+typedef struct {
+    int iterations;   /* VB iterations, >= 0 */
+    double tolerance; /* relative ELBO change that stops the solver, >= 0 */
+    vbm_init init;
+} eng_solver;
+
+/* A session. Fields marked "locked" are read under the read lock and written
+ * under the write lock of `lock`; the rest are fixed at creation except the
+ * atomics. Reference counted: the store holds one reference, every request
+ * working on it holds one. */
+typedef struct eng_session {
+    char id[ENG_ID_LEN + 1];
+    unsigned char owner[ENG_OWNER_LEN]; /* all zero without API keys */
+    pthread_rwlock_t lock;   /* writer-preferring */
+    atomic_int refs;
+    eng_solver solver;
+    long ttl_s;              /* idle seconds before expiry; 0: never */
+    double created;          /* wall clock */
+    vbm_memory *mem;         /* locked */
+    uint64_t version;        /* locked; 1 at creation, +1 per mutation */
+    double updated;          /* locked; wall clock of the last mutation */
+    double *usage;           /* locked; G*H expected frames per cluster, NULL before any write */
+    atomic_llong last_used_ms; /* monotonic milliseconds of the last request */
+    atomic_size_t bytes;     /* accounted heap bytes of the session */
+} eng_session;
+
+/* A consistent snapshot of a session for reporting. Owns usage. */
+typedef struct {
+    char id[ENG_ID_LEN + 1];
+    vbm_config cfg;
+    eng_solver solver;
+    long ttl_s;
+    long frames;
+    long retained;
+    double last_elbo;
+    uint64_t version;
+    double created, updated;
+    size_t bytes;
+    double *usage; /* G*H, NULL before any write */
+} eng_info;
+
+typedef enum { ENG_REPLACE = 0, ENG_APPEND = 1, ENG_REFIT = 2 } eng_mode;
+
+/* Per-request fitting options. */
+typedef struct {
+    int iterations;      /* < 0: the session's default */
+    double tolerance;    /* < 0: the session's default */
+    int init;            /* < 0: the session's default, else a vbm_init */
+    uint64_t seed;
+    int want_addresses;
+    double max_seconds;  /* solver time budget (replace mode, checked between chunks); 0: none */
+    int chunk;           /* iterations per chunk when max_seconds > 0 */
+    int64_t if_match;    /* < 0: no precondition; else the required current version */
+} eng_fit_opts;
+
+/* Result of a write, append, refit or resize. Owns res's arrays and usage
+ * (release with eng_fit_out_free). */
+typedef struct {
+    vbm_write_result res;
+    uint64_t version;   /* after the operation */
+    long frames;
+    long retained;
+    int clusters, rows, groups;
+    int time_limited;   /* the time budget stopped the solver early */
+    double solve_s;     /* seconds inside libvbmem */
+    double wait_s;      /* seconds waiting for the session lock */
+    double elbo_before, elbo_after; /* resize only */
+    double *usage;      /* G*H after the operation */
+} eng_fit_out;
+
+/* Heap bytes held by a memory: the struct, prior, posterior, tree paths and
+ * retained codes. Never fails; 0 for NULL. */
+size_t eng_memory_bytes(const vbm_memory *mem);
+
+/* Fill id with ENG_ID_LEN lowercase hex characters (and a NUL) from 128 bits
+ * of getrandom(). Fails with ENG_ENOMEM when the kernel gives no randomness. */
+eng_status eng_random_id(char id[ENG_ID_LEN + 1], eng_error *err);
+
+/* Create a session holding a fresh memory of configuration cfg (checked with
+ * vbm_config_check: ENG_EINVAL naming the field), the given solver defaults,
+ * TTL (>= 0) and owner (NULL: anonymous). Its version is 1 and its reference
+ * count 1 (the caller's). Fails with ENG_EINVAL, ENG_ENOMEM. */
+eng_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, long ttl_s,
+                              const unsigned char *owner, eng_session **out, eng_error *err);
+
+/* Take one more reference. Never fails. */
+void eng_session_ref(eng_session *s);
+
+/* Drop a reference; the last one frees the session and its memory. NULL is a
+ * no-op. */
+void eng_session_unref(eng_session *s);
+
+/* Record a use now (for TTL expiry). Never fails. */
+void eng_session_touch(eng_session *s);
+
+/* Take the read lock (for callers that read s->mem directly, e.g. to export it)
+ * and release it with eng_session_unlock. Never fail. */
+void eng_session_rdlock(eng_session *s);
+void eng_session_unlock(eng_session *s);
+
+/* Snapshot the session under its read lock into *info (release with
+ * eng_info_free). Fails only with ENG_ENOMEM. */
+eng_status eng_session_info(eng_session *s, eng_info *info, eng_error *err);
+
+/* Release what an eng_info owns (its usage array). Never fails. */
+void eng_info_free(eng_info *info);
+
+/* Write codes to the session under its write lock: mode replace (batch VB from
+ * the prior), append (online VB) or refit (batch VB over retained codes plus
+ * codes, which may then be NULL). Checks opts->if_match first (ENG_ECONFLICT).
+ * On success the version is incremented and *out filled. Fails with
+ * ENG_ECONFLICT, ENG_EINVAL (bad codes, H > T, nothing to refit; field names
+ * the request member), ENG_ENUMERIC, ENG_ENOMEM; the session is then unchanged. */
+eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
+                             const eng_fit_opts *opts, eng_fit_out *out, eng_error *err);
+
+/* Resize the session's memory to H clusters and/or K rows (0 keeps) under its
+ * write lock; out->elbo_before/after are filled. Same failures as write. */
+eng_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *opts,
+                              eng_fit_out *out, eng_error *err);
+
+/* Draw n codes under the read lock. On success *z (n x *C) and *clusters
+ * (n x *G) are malloc'd and owned by the caller; *version is the version
+ * sampled. Fails with ENG_EINVAL (n, cluster out of range), ENG_ENOMEM. */
+eng_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster, double **z,
+                              int **clusters, int *C, int *G, uint64_t *version, eng_error *err);
+
+/* Iterative read under the read lock: step i (0-based) runs vbm_read with seed
+ * + i on the query (step 0) or on the previous step's read-out with the
+ * query's variances (later steps). On success *z holds steps x T x C doubles
+ * and, when addr is non-NULL, *addr an array of `steps` addresses (release
+ * each with vbm_addresses_free, then free the array). Fails with ENG_EINVAL
+ * (bad query), ENG_ENUMERIC, ENG_ENOMEM; nothing is then allocated. */
+eng_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
+                            double **z, vbm_addresses **addr, uint64_t *version, eng_error *err);
+
+/* Replace the session's memory by mem under the write lock, after checking
+ * if_match (< 0: none). Takes ownership of mem on success only. Usage is
+ * reset. Fails with ENG_ECONFLICT. */
+eng_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
+                               uint64_t *version, eng_error *err);
+
+/* Release the arrays of a fit result. NULL-safe. */
+void eng_fit_out_free(eng_fit_out *out);
+
+#endif

@@ -1,0 +1,76 @@
+/* store.h -- owns the session-store interface (insert, look up, remove, list, expire, account) that the in-memory table implements and durable storage will. */
+#ifndef VBMEM_ENGINE_STORE_H
+#define VBMEM_ENGINE_STORE_H
+
+#include <stddef.h>
+
+#include "engine/engine.h"
+#include "engine/session.h"
+
+/* Limits a store enforces when a session is inserted (0: unlimited). */
+typedef struct {
+    long max_sessions;
+    size_t max_bytes;   /* sum of eng_session.bytes over all sessions */
+} eng_store_limits;
+
+/* The operations of one store implementation; impl is its private state. */
+typedef struct {
+    eng_status (*insert)(void *impl, eng_session *s, size_t extra_bytes, eng_error *err);
+    eng_session *(*lookup)(void *impl, const char *id, const unsigned char *owner);
+    eng_status (*remove)(void *impl, const char *id, const unsigned char *owner, eng_error *err);
+    eng_status (*list)(void *impl, const unsigned char *owner, const char *after, int limit,
+                       eng_session ***out, int *n, int *more, eng_error *err);
+    void (*stats)(void *impl, long *count, size_t *bytes);
+    long (*expire)(void *impl, long long now_ms);
+    eng_status (*reserve)(void *impl, size_t old_bytes, size_t new_bytes, eng_error *err);
+    void (*destroy)(void *impl);
+} eng_store_ops;
+
+typedef struct {
+    const eng_store_ops *ops;
+    void *impl;
+} eng_store;
+
+/* Create the in-memory store (a sorted table guarded by one mutex) with the
+ * given limits. On success *out is owned by the caller (eng_store_free).
+ * Fails with ENG_ENOMEM. */
+eng_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,
+                                   eng_error *err);
+
+/* Insert s (the store takes one reference of its own), refusing with
+ * ENG_ELIMIT when the session count or the byte total (plus extra_bytes, the
+ * caller's estimate of work memory) would pass the limits. Fails also with
+ * ENG_ENOMEM. */
+eng_status eng_store_insert(eng_store *st, eng_session *s, size_t extra_bytes, eng_error *err);
+
+/* The session with this id visible to owner (NULL owner: anonymous, all zero),
+ * with a new reference for the caller (eng_session_unref), or NULL. */
+eng_session *eng_store_lookup(eng_store *st, const char *id, const unsigned char *owner);
+
+/* Remove the session from the store (dropping the store's reference; requests
+ * still holding one finish normally). Fails with ENG_ENOTFOUND. */
+eng_status eng_store_remove(eng_store *st, const char *id, const unsigned char *owner,
+                            eng_error *err);
+
+/* Up to limit (>= 1) sessions of owner whose ids sort after `after` (NULL or
+ * "": from the start), in id order; *out is a malloc'd array of *n referenced
+ * sessions (unref each, free the array); *more is 1 when further sessions
+ * follow. Fails with ENG_ENOMEM. */
+eng_status eng_store_list(eng_store *st, const unsigned char *owner, const char *after, int limit,
+                          eng_session ***out, int *n, int *more, eng_error *err);
+
+/* Number of sessions and their total accounted bytes. Never fails. */
+void eng_store_stats(eng_store *st, long *count, size_t *bytes);
+
+/* Remove every session whose TTL elapsed since its last use before now_ms
+ * (eng_now() milliseconds). Returns how many were removed. */
+long eng_store_expire(eng_store *st, long long now_ms);
+
+/* Check that replacing old_bytes by new_bytes keeps the total under the byte
+ * limit; fails with ENG_ELIMIT. (Advisory: nothing is reserved.) */
+eng_status eng_store_reserve(eng_store *st, size_t old_bytes, size_t new_bytes, eng_error *err);
+
+/* Drop the store's references and free it. NULL is a no-op. */
+void eng_store_free(eng_store *st);
+
+#endif

@@ -1,0 +1,156 @@
+/* request.h -- owns the in-flight request record, its response and the route table types shared by the server and the route handlers. */
+#ifndef VBMEM_HTTP_REQUEST_H
+#define VBMEM_HTTP_REQUEST_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "engine/engine.h"
+#include "engine/pool.h"
+#include "engine/session.h"
+#include "engine/store.h"
+#include "http/auth.h"
+#include "http/log.h"
+#include "http/metrics.h"
+#include "http/server.h"
+
+#define REQ_ID_LEN 64
+#define REQ_PARAM_LEN 72
+#define REQ_MAX_ARGS 8
+
+typedef struct http_req http_req;
+
+/* A route: method, path pattern ("{x}" matches one segment), the handler, and
+ * where it runs (inline on the HTTP thread, or as a pool job). */
+typedef struct {
+    const char *method;
+    const char *pattern;
+    void (*handler)(http_req *r);
+    int inline_;      /* 1: runs on the HTTP thread (cheap, never blocks) */
+    int needs_body;   /* 1: POST/PUT with an application/json body */
+    int versioned;    /* 1: under /v1 (API keys apply) */
+    const char *name; /* metrics label */
+} http_route;
+
+/* The route table (routes.c), terminated by a zeroed entry. */
+extern const http_route http_routes[];
+/* Number of entries of http_routes. */
+int http_route_count(void);
+
+/* Match method and path. Returns the route index and copies the single path
+ * parameter (when the pattern has one) into param; -1 when no pattern matches
+ * the path (404); -2 when patterns match the path but not the method (405,
+ * *allow then lists the methods, e.g. "GET, DELETE"). */
+int http_route_match(const char *method, const char *path, char param[REQ_PARAM_LEN],
+                     char *allow, size_t allow_len);
+
+/* The server, shared by every request. */
+struct http_server {
+    struct MHD_Daemon *daemon;
+    http_server_config cfg;
+    char *listen;            /* owned copy of cfg.listen */
+    eng_pool *pool;
+    eng_store *store;
+    http_auth *auth;
+    const hlog *log;
+    http_metrics *metrics;
+    const char *route_names[METRICS_MAX_ROUTES]; /* metrics labels, from http_routes */
+    atomic_int stopping;
+    atomic_long active;      /* requests between first call and completion */
+    atomic_ullong next_rid;  /* generated request ids */
+    int port;
+    double started;
+};
+
+/* The response a handler produces. body is malloc'd (owned). */
+typedef struct {
+    int status;
+    char *body;
+    size_t len;
+    const char *content_type;
+    char etag[32];
+    char location[128];
+    char allow[64];
+    int retry_after;          /* > 0: add Retry-After */
+} http_resp;
+
+enum { REQ_READING = 0, REQ_RUNNING = 1, REQ_DONE = 2 };
+
+/* One request from its first callback to its completion. job is first so that
+ * a worker can recover the request from the job pointer. */
+struct http_req {
+    eng_job job;
+    http_server *srv;
+    struct MHD_Connection *conn;
+    atomic_int state;
+    int route;                 /* index into http_routes, -1 unmatched */
+    char method[16];
+    char *path;                /* owned copy of the URL path */
+    char param[REQ_PARAM_LEN]; /* {id} or {name} */
+    char request_id[REQ_ID_LEN];
+    int has_if_match;
+    int64_t if_match;          /* parsed version, -1 for "*" */
+    unsigned char owner[ENG_OWNER_LEN];
+    int nargs;
+    char *arg_key[REQ_MAX_ARGS], *arg_val[REQ_MAX_ARGS];
+    char *body;
+    size_t body_len, body_cap;
+    int too_large;
+    int sent;                  /* the response was queued */
+    double t_start;
+    http_resp resp;
+};
+
+/* Value of query argument key, or NULL. */
+const char *req_arg(const http_req *r, const char *key);
+
+/* Set the response to status with the JSON value v (stolen; NULL means out
+ * of memory and gives a 503 problem). */
+void req_json(http_req *r, int status, json_t *v);
+
+/* Set the response to a problem+json document (RFC 9457): type, title,
+ * status, detail, instance (the path), request_id and field (when non-NULL
+ * and non-empty). 429 and 503 get Retry-After. */
+void req_problem(http_req *r, int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Set the response from an engine failure: EINVAL/ENUMERIC/EFORMAT 422,
+ * ENOTFOUND 404, ECONFLICT 409, ELIMIT 429, EBUSY/ESTOPPED/ENOMEM 503. */
+void req_engine_problem(http_req *r, eng_status st, const eng_error *err);
+
+/* Set the response body to a text of the given content type (copied). */
+void req_text(http_req *r, int status, const char *content_type, const char *text, size_t len);
+
+/* Set the ETag header to the quoted version. */
+void req_etag(http_req *r, uint64_t version);
+
+/* Parse the request body as a JSON object into *out (new reference). On
+ * failure sets a 400 (malformed JSON, not an object) problem and returns -1. */
+int req_body_object(http_req *r, json_t **out);
+
+/* Route handlers (routes_system.c: healthz .. models_get, inline on the HTTP
+ * thread; routes_sessions.c: the rest, on pool workers). Each reads the request
+ * (path parameter, query arguments, body, If-Match, owner) and always leaves a
+ * response in r->resp: the resource, or a problem document for every failure
+ * (never a 500). They never block except on a session's lock. */
+void route_healthz(http_req *r);
+void route_readyz(http_req *r);
+void route_metrics(http_req *r);
+void route_models_list(http_req *r);
+void route_models_get(http_req *r);
+void route_sessions_create(http_req *r);
+void route_sessions_list(http_req *r);
+void route_sessions_get(http_req *r);
+void route_sessions_delete(http_req *r);
+void route_episodes(http_req *r);
+void route_resize(http_req *r);
+void route_samples(http_req *r);
+void route_reads(http_req *r);
+void route_memory_get(http_req *r);
+void route_memory_put(http_req *r);
+
+#endif

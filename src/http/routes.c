@@ -1,0 +1,93 @@
+/* routes.c -- owns the route table of vbmemd and path matching. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <string.h>
+
+#include "http/request.h"
+
+const http_route http_routes[] = {
+    {"GET", "/healthz", route_healthz, 1, 0, 0, "healthz"},
+    {"GET", "/readyz", route_readyz, 1, 0, 0, "readyz"},
+    {"GET", "/metrics", route_metrics, 1, 0, 0, "metrics"},
+    {"GET", "/v1/models", route_models_list, 1, 0, 1, "models_list"},
+    {"GET", "/v1/models/{name}", route_models_get, 1, 0, 1, "models_get"},
+    {"POST", "/v1/sessions", route_sessions_create, 0, 1, 1, "sessions_create"},
+    {"GET", "/v1/sessions", route_sessions_list, 0, 0, 1, "sessions_list"},
+    {"GET", "/v1/sessions/{id}", route_sessions_get, 0, 0, 1, "sessions_get"},
+    {"DELETE", "/v1/sessions/{id}", route_sessions_delete, 0, 0, 1, "sessions_delete"},
+    {"POST", "/v1/sessions/{id}/episodes", route_episodes, 0, 1, 1, "episodes"},
+    {"POST", "/v1/sessions/{id}/resize", route_resize, 0, 1, 1, "resize"},
+    {"POST", "/v1/sessions/{id}/samples", route_samples, 0, 1, 1, "samples"},
+    {"POST", "/v1/sessions/{id}/reads", route_reads, 0, 1, 1, "reads"},
+    {"GET", "/v1/sessions/{id}/memory", route_memory_get, 0, 0, 1, "memory_get"},
+    {"PUT", "/v1/sessions/{id}/memory", route_memory_put, 0, 1, 1, "memory_put"},
+    {NULL, NULL, NULL, 0, 0, 0, NULL}
+};
+
+int http_route_count(void)
+{
+    int n = 0;
+
+    while (http_routes[n].method != NULL)
+        n++;
+    return n;
+}
+
+/* 1 when path matches pattern; the "{...}" segment is copied into param. */
+static int route_path_matches(const char *pattern, const char *path, char param[REQ_PARAM_LEN])
+{
+    const char *p = pattern, *s = path, *end;
+    size_t n;
+
+    while (*p != '\0') {
+        if (*p == '{') {
+            end = strchr(s, '/');
+            n = end != NULL ? (size_t)(end - s) : strlen(s);
+            if (n == 0 || n >= REQ_PARAM_LEN)
+                return 0;
+            memcpy(param, s, n);
+            param[n] = '\0';
+            s += n;
+            p = strchr(p, '}');
+            if (p == NULL)
+                return 0;
+            p++;
+            continue;
+        }
+        if (*p != *s)
+            return 0;
+        p++;
+        s++;
+    }
+    return *s == '\0';
+}
+
+int http_route_match(const char *method, const char *path, char param[REQ_PARAM_LEN],
+                     char *allow, size_t allow_len)
+{
+    char scratch[REQ_PARAM_LEN];
+    size_t used = 0;
+    int i, path_hit = 0;
+
+    if (allow_len > 0)
+        allow[0] = '\0';
+    for (i = 0; http_routes[i].method != NULL; i++) {
+        if (!route_path_matches(http_routes[i].pattern, path, scratch))
+            continue;
+        if (strcmp(http_routes[i].method, method) == 0) {
+            memcpy(param, scratch, sizeof scratch);
+            return i;
+        }
+        path_hit = 1;
+        if (allow_len > used) {
+            int n = snprintf(allow + used, allow_len - used, "%s%s", used > 0 ? ", " : "",
+                             http_routes[i].method);
+            if (n > 0)
+                used += (size_t)n;
+            if (used >= allow_len)
+                used = allow_len - 1;
+        }
+    }
+    return path_hit ? -2 : -1;
+}

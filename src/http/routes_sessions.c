@@ -1,0 +1,726 @@
+/* routes_sessions.c -- owns the handlers of /v1/sessions and its sub-resources (episodes, resize, samples, reads, memory); they run on pool workers. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/codec.h"
+#include "http/request.h"
+#include "tools/memory_json.h"
+
+#define SESS_DEFAULT_ITERATIONS 50
+#define SESS_CHUNK 25
+#define SESS_LIST_DEFAULT 50
+#define SESS_LIST_MAX 1000
+#define SESS_MAX_TTL (10L * 365 * 24 * 3600)
+
+/* The session named by the path and visible to the caller (a new reference),
+ * or NULL after setting a 404 problem. */
+static eng_session *sess_lookup(http_req *r)
+{
+    eng_session *s = eng_store_lookup(r->srv->store, r->param, r->owner);
+
+    if (s == NULL) {
+        req_problem(r, 404, NULL, "no session %s", r->param);
+        return NULL;
+    }
+    eng_session_touch(s);
+    return s;
+}
+
+/* If-Match as the engine wants it (-1: none). */
+static int64_t sess_if_match(const http_req *r)
+{
+    return r->has_if_match ? r->if_match : -1;
+}
+
+/* Seconds since the request's first byte. */
+static double sess_elapsed(const http_req *r)
+{
+    return eng_now() - r->t_start;
+}
+
+/* Respond with the session resource (status 200 or 201). */
+static void sess_respond_info(http_req *r, eng_session *s, int status)
+{
+    eng_error err;
+    eng_info info;
+    eng_status st = eng_session_info(s, &info, &err);
+
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    req_etag(r, info.version);
+    req_json(r, status, codec_info(&info));
+    eng_info_free(&info);
+}
+
+/* Record a memory_json failure message ("path: reason") as a 422 with that field. */
+static void sess_memjson_problem(http_req *r, const char *msg)
+{
+    const char *colon = strstr(msg, ": ");
+    char field[ENG_FIELD_LEN];
+    size_t n = colon != NULL ? (size_t)(colon - msg) : 0;
+
+    field[0] = '\0';
+    if (n > 0 && n < sizeof field && memchr(msg, ' ', n) == NULL) {
+        memcpy(field, msg, n);
+        field[n] = '\0';
+    }
+    req_problem(r, 422, field, "%s", msg);
+}
+
+/* Replace the first `skip` characters of err->field by prefix (truncating). */
+static void sess_field_rebase(eng_error *err, const char *prefix, size_t skip)
+{
+    char field[ENG_FIELD_LEN];
+    size_t np = strlen(prefix), nr, cap = sizeof field - 1;
+    const char *rest = err->field + (skip < strlen(err->field) ? skip : strlen(err->field));
+
+    nr = strlen(rest);
+    if (np > cap)
+        np = cap;
+    if (nr > cap - np)
+        nr = cap - np;
+    memcpy(field, prefix, np);
+    memcpy(field + np, rest, nr);
+    field[np + nr] = '\0';
+    memcpy(err->field, field, np + nr + 1);
+}
+
+/* Bytes a fresh memory of cfg will take (double: no overflow). */
+static double sess_config_bytes(const vbm_config *c)
+{
+    double K = c->rows, C = c->code_size, GH = (double)c->groups * c->clusters,
+           cg = (double)c->code_size / c->groups;
+
+    return (double)sizeof(vbm_memory) + (double)sizeof(eng_session)
+           + 8.0 * (K * C + K * K + C + GH * (K * cg + K * K + cg + 1.0 + 1.0));
+}
+
+/* ---- POST /v1/sessions ----------------------------------------------------- */
+
+/* Read the "solver" object into *sv. */
+static eng_status sess_read_solver(const json_t *v, const http_limits *lim, eng_solver *sv,
+                                   eng_error *err)
+{
+    static const char *const keys[] = {"iterations", "tolerance", "init", NULL};
+    long it = sv->iterations;
+    int init = (int)sv->init;
+    eng_status st;
+
+    if (!json_is_object(v))
+        return eng_fail(err, ENG_EINVAL, "solver", "solver: expected an object");
+    st = codec_check_keys(v, "solver", keys, err);
+    if (st == ENG_OK)
+        st = codec_opt_long(v, "iterations", 0, lim->max_iterations, &it, err);
+    if (st == ENG_OK)
+        st = codec_opt_double(v, "tolerance", 0.0, 1.0, &sv->tolerance, err);
+    if (st == ENG_OK)
+        st = codec_opt_init(v, "init", &init, err);
+    if (st != ENG_OK) {
+        if (strncmp(err->field, "solver", 6) != 0)
+            sess_field_rebase(err, "solver.", 0);
+        return st;
+    }
+    sv->iterations = (int)it;
+    sv->init = (vbm_init)init;
+    return ENG_OK;
+}
+
+void route_sessions_create(http_req *r)
+{
+    static const char *const keys[] = {"code_size", "model", "memory", "solver", "ttl_seconds",
+                                       NULL};
+    const http_limits *lim = &r->srv->cfg.limits;
+    char msg[ENG_MSG_LEN], qualified[ENG_MSG_LEN];
+    json_t *body, *memory, *defaults = NULL, *model;
+    eng_solver solver = {SESS_DEFAULT_ITERATIONS, 0.0, VBM_INIT_AUTO};
+    eng_session *s = NULL;
+    vbm_config cfg;
+    vbm_error verr;
+    eng_error err;
+    long code_size = 0, ttl = 0, count = 0;
+    size_t total = 0;
+    double need;
+    eng_status st;
+
+    if (req_body_object(r, &body) != 0)
+        return;
+    st = codec_check_keys(body, "", keys, &err);
+    model = json_object_get(body, "model");
+    if (st == ENG_OK && model != NULL) {
+        req_problem(r, 422, "model",
+                    "no model named %s%s%s is hosted (no models yet); create a latent session "
+                    "with \"code_size\"",
+                    json_is_string(model) ? "\"" : "",
+                    json_is_string(model) ? json_string_value(model) : "(not a string)",
+                    json_is_string(model) ? "\"" : "");
+        json_decref(body);
+        return;
+    }
+    if (st == ENG_OK && json_object_get(body, "code_size") == NULL)
+        st = eng_fail(&err, ENG_EINVAL, "code_size",
+                      "code_size: missing (a latent session needs the code size C)");
+    if (st == ENG_OK)
+        st = codec_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, &err);
+    if (st == ENG_OK)
+        st = codec_opt_long(body, "ttl_seconds", 0, SESS_MAX_TTL, &ttl, &err);
+    if (st == ENG_OK && json_object_get(body, "solver") != NULL)
+        st = sess_read_solver(json_object_get(body, "solver"), lim, &solver, &err);
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        json_decref(body);
+        return;
+    }
+    memory = json_object_get(body, "memory");
+    if (memory == NULL) {
+        defaults = json_pack("{s:s}", "kind", "mixture");
+        memory = defaults;
+    }
+    if (memory == NULL
+        || memjson_config_read(memory, "memory", 0, (int)code_size, &cfg, msg, sizeof msg)
+               != VBM_OK) {
+        if (memory == NULL)
+            req_problem(r, 503, NULL, "out of memory");
+        else
+            sess_memjson_problem(r, msg);
+        json_decref(defaults);
+        json_decref(body);
+        return;
+    }
+    json_decref(defaults);
+    if (cfg.code_size != code_size) {
+        req_problem(r, 422, "memory.code_size", "memory.code_size: %d differs from code_size %ld",
+                    cfg.code_size, code_size);
+        json_decref(body);
+        return;
+    }
+    json_decref(body);
+    verr.msg[0] = '\0';
+    if (vbm_config_check(&cfg, &verr) != VBM_OK) {
+        memjson_qualify_message(qualified, sizeof qualified, "memory", verr.msg);
+        sess_memjson_problem(r, qualified);
+        return;
+    }
+    eng_store_stats(r->srv->store, &count, &total);
+    need = sess_config_bytes(&cfg);
+    if (need + (double)total > (double)lim->max_memory_bytes) {
+        req_problem(r, 429, NULL,
+                    "a session of this size (%.0f bytes) would bring the memory total past the "
+                    "limit of %zu bytes",
+                    need, lim->max_memory_bytes);
+        return;
+    }
+    st = eng_session_create(&cfg, &solver, ttl, r->owner, &s, &err);
+    if (st == ENG_OK)
+        st = eng_store_insert(r->srv->store, s, 0, &err);
+    if (st != ENG_OK) {
+        if (st == ENG_EINVAL && err.field[0] == '\0') {
+            memjson_qualify_message(qualified, sizeof qualified, "memory", err.msg);
+            sess_memjson_problem(r, qualified);
+        } else {
+            req_engine_problem(r, st, &err);
+        }
+        eng_session_unref(s);
+        return;
+    }
+    snprintf(r->resp.location, sizeof r->resp.location, "/v1/sessions/%s", s->id);
+    sess_respond_info(r, s, 201);
+    eng_session_unref(s);
+}
+
+/* ---- GET /v1/sessions, GET/DELETE /v1/sessions/{id} ------------------------- */
+
+void route_sessions_list(http_req *r)
+{
+    const char *limit_arg = req_arg(r, "limit"), *cursor = req_arg(r, "cursor");
+    eng_session **items = NULL;
+    json_t *out, *arr;
+    eng_error err;
+    eng_info info;
+    long limit = SESS_LIST_DEFAULT;
+    char *end;
+    int n = 0, more = 0, i;
+    eng_status st;
+
+    if (limit_arg != NULL) {
+        limit = strtol(limit_arg, &end, 10);
+        if (limit_arg[0] == '\0' || *end != '\0' || limit < 1 || limit > SESS_LIST_MAX) {
+            req_problem(r, 422, "limit", "limit: expected an integer in [1, %d]", SESS_LIST_MAX);
+            return;
+        }
+    }
+    st = eng_store_list(r->srv->store, r->owner, cursor, (int)limit, &items, &n, &more, &err);
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    arr = json_array();
+    for (i = 0; i < n; i++) {
+        if (arr != NULL && eng_session_info(items[i], &info, &err) == ENG_OK) {
+            if (json_array_append_new(arr, codec_info(&info)) != 0) {
+                json_decref(arr);
+                arr = NULL;
+            }
+            eng_info_free(&info);
+        }
+    }
+    out = json_pack("{s:o, s:o}", "sessions", arr != NULL ? arr : json_array(), "next_cursor",
+                    more && n > 0 ? json_string(items[n - 1]->id) : json_null());
+    for (i = 0; i < n; i++)
+        eng_session_unref(items[i]);
+    free(items);
+    req_json(r, 200, out);
+}
+
+void route_sessions_get(http_req *r)
+{
+    eng_session *s = sess_lookup(r);
+
+    if (s == NULL)
+        return;
+    sess_respond_info(r, s, 200);
+    eng_session_unref(s);
+}
+
+void route_sessions_delete(http_req *r)
+{
+    eng_session *s = sess_lookup(r);
+    eng_error err;
+    eng_status st;
+    uint64_t version;
+
+    if (s == NULL)
+        return;
+    if (r->has_if_match) {
+        eng_session_rdlock(s);
+        version = s->version;
+        eng_session_unlock(s);
+        if ((int64_t)version != r->if_match) {
+            req_problem(r, 409, "If-Match", "the session is at version %llu",
+                        (unsigned long long)version);
+            eng_session_unref(s);
+            return;
+        }
+    }
+    eng_session_unref(s);
+    st = eng_store_remove(r->srv->store, r->param, r->owner, &err);
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    free(r->resp.body);
+    r->resp.body = NULL;
+    r->resp.len = 0;
+    r->resp.status = 204;
+    r->resp.content_type = NULL;
+}
+
+/* ---- fitting: episodes and resize ------------------------------------------- */
+
+/* Read the fitting options shared by episodes and resize. */
+static eng_status sess_fit_opts(const json_t *body, const http_limits *lim, eng_fit_opts *o,
+                                eng_error *err)
+{
+    long it = -1;
+    eng_status st;
+
+    memset(o, 0, sizeof *o);
+    o->iterations = -1;
+    o->tolerance = -1.0;
+    o->init = -1;
+    o->max_seconds = lim->max_solve_seconds;
+    o->chunk = SESS_CHUNK;
+    st = codec_opt_long(body, "iterations", 0, lim->max_iterations, &it, err);
+    if (st == ENG_OK)
+        st = codec_opt_double(body, "tolerance", 0.0, 1.0, &o->tolerance, err);
+    if (st == ENG_OK)
+        st = codec_opt_seed(body, "seed", &o->seed, err);
+    if (st == ENG_OK)
+        st = codec_opt_init(body, "init", &o->init, err);
+    if (st == ENG_OK)
+        st = codec_opt_bool(body, "addresses", &o->want_addresses, err);
+    o->iterations = (int)it;
+    return st;
+}
+
+/* Common members of a fit response. Returns NULL when out of memory. */
+static json_t *sess_fit_json(const http_req *r, const eng_fit_out *out, double parse_s)
+{
+    json_t *o = json_pack(
+        "{s:I, s:o, s:i, s:b, s:b, s:I, s:I, s:i, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f}}",
+        "version", (json_int_t)out->version, "elbo", codec_elbo(&out->res.elbo), "iterations",
+        out->res.iterations, "converged", out->res.converged, "time_limited", out->time_limited,
+        "frames", (json_int_t)out->frames, "retained_codes", (json_int_t)out->retained,
+        "clusters", out->clusters, "rows", out->rows, "groups", out->groups, "cluster_usage",
+        codec_usage(out->usage, out->groups, out->clusters), "timings", "queue_s",
+        r->job.started_at - r->job.queued_at, "parse_s", parse_s, "lock_wait_s", out->wait_s,
+        "solve_s", out->solve_s, "total_s", sess_elapsed(r));
+
+    if (o != NULL && out->res.addr.s != NULL) {
+        json_t *a = codec_addresses(&out->res.addr);
+
+        if (a == NULL || json_object_set_new(o, "addresses", a) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+void route_episodes(http_req *r)
+{
+    static const char *const keys[] = {"mode", "codes", "iterations", "tolerance", "seed",
+                                       "init", "addresses", NULL};
+    const http_limits *lim = &r->srv->cfg.limits;
+    double t0 = eng_now(), parse_s;
+    codec_codes codes;
+    vbm_codes vc;
+    eng_fit_opts o;
+    eng_fit_out out;
+    eng_mode mode = ENG_REPLACE;
+    eng_session *s;
+    const json_t *mv, *cv;
+    json_t *body, *res;
+    eng_error err;
+    eng_status st;
+
+    memset(&codes, 0, sizeof codes);
+    s = sess_lookup(r);
+    if (s == NULL)
+        return;
+    if (req_body_object(r, &body) != 0) {
+        eng_session_unref(s);
+        return;
+    }
+    st = codec_check_keys(body, "", keys, &err);
+    mv = json_object_get(body, "mode");
+    if (st == ENG_OK && mv != NULL) {
+        if (json_is_string(mv) && strcmp(json_string_value(mv), "replace") == 0)
+            mode = ENG_REPLACE;
+        else if (json_is_string(mv) && strcmp(json_string_value(mv), "append") == 0)
+            mode = ENG_APPEND;
+        else if (json_is_string(mv) && strcmp(json_string_value(mv), "refit") == 0)
+            mode = ENG_REFIT;
+        else
+            st = eng_fail(&err, ENG_EINVAL, "mode",
+                          "mode: expected \"replace\", \"append\" or \"refit\"");
+    }
+    if (st == ENG_OK)
+        st = sess_fit_opts(body, lim, &o, &err);
+    cv = json_object_get(body, "codes");
+    if (st == ENG_OK && cv == NULL && mode != ENG_REFIT)
+        st = eng_fail(&err, ENG_EINVAL, "codes", "codes: missing");
+    if (st == ENG_OK && cv != NULL)
+        st = codec_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, &err);
+    json_decref(body);
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        eng_session_unref(s);
+        return;
+    }
+    parse_s = eng_now() - t0;
+    o.if_match = sess_if_match(r);
+    vc.T = codes.T;
+    vc.C = codes.C;
+    vc.mu = codes.mu;
+    vc.s2 = codes.s2;
+    st = eng_session_write(s, mode, codes.mu != NULL ? &vc : NULL, &o, &out, &err);
+    codec_codes_free(&codes);
+    eng_session_unref(s);
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    metrics_solve(r->srv->metrics, out.res.iterations, out.solve_s);
+    res = sess_fit_json(r, &out, parse_s);
+    if (res != NULL)
+        json_object_set_new(res, "mode",
+                            json_string(mode == ENG_REPLACE  ? "replace"
+                                        : mode == ENG_APPEND ? "append"
+                                                             : "refit"));
+    req_etag(r, out.version);
+    eng_fit_out_free(&out);
+    req_json(r, 200, res);
+}
+
+void route_resize(http_req *r)
+{
+    static const char *const keys[] = {"clusters", "rows", "iterations", "tolerance", "seed",
+                                       "init", "addresses", NULL};
+    const http_limits *lim = &r->srv->cfg.limits;
+    eng_session *s;
+    eng_fit_opts o;
+    eng_fit_out out;
+    vbm_config cfg;
+    json_t *body, *res;
+    eng_error err;
+    long H = 0, K = 0;
+    size_t old_bytes;
+    double need;
+    eng_status st;
+
+    s = sess_lookup(r);
+    if (s == NULL)
+        return;
+    if (req_body_object(r, &body) != 0) {
+        eng_session_unref(s);
+        return;
+    }
+    st = codec_check_keys(body, "", keys, &err);
+    if (st == ENG_OK)
+        st = codec_opt_long(body, "clusters", 0, VBM_MAX_CLUSTERS, &H, &err);
+    if (st == ENG_OK)
+        st = codec_opt_long(body, "rows", 0, VBM_MAX_ROWS, &K, &err);
+    if (st == ENG_OK && H == 0 && K == 0)
+        st = eng_fail(&err, ENG_EINVAL, "clusters", "give clusters and/or rows (0 keeps one)");
+    if (st == ENG_OK)
+        st = sess_fit_opts(body, lim, &o, &err);
+    json_decref(body);
+    if (st == ENG_OK) {
+        eng_session_rdlock(s);
+        cfg = s->mem->cfg;
+        eng_session_unlock(s);
+        if (H > 0)
+            cfg.clusters = (int)H;
+        if (K > 0)
+            cfg.rows = (int)K;
+        old_bytes = atomic_load(&s->bytes);
+        need = sess_config_bytes(&cfg);
+        if (need > (double)lim->max_memory_bytes)
+            st = eng_fail(&err, ENG_ELIMIT, NULL, "the resized memory (%.0f bytes) exceeds the "
+                          "memory limit", need);
+        else
+            st = eng_store_reserve(r->srv->store, old_bytes, (size_t)need, &err);
+    }
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        eng_session_unref(s);
+        return;
+    }
+    o.if_match = sess_if_match(r);
+    st = eng_session_resize(s, (int)H, (int)K, &o, &out, &err);
+    eng_session_unref(s);
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    metrics_solve(r->srv->metrics, out.res.iterations, out.solve_s);
+    res = sess_fit_json(r, &out, 0.0);
+    if (res != NULL) {
+        json_object_set_new(res, "elbo_before", codec_number(out.elbo_before));
+        json_object_set_new(res, "elbo_after", codec_number(out.elbo_after));
+    }
+    req_etag(r, out.version);
+    eng_fit_out_free(&out);
+    req_json(r, 200, res);
+}
+
+/* ---- samples and reads -------------------------------------------------------- */
+
+void route_samples(http_req *r)
+{
+    static const char *const keys[] = {"count", "seed", "cluster", "encoding", NULL};
+    const http_limits *lim = &r->srv->cfg.limits;
+    eng_session *s;
+    json_t *body;
+    eng_error err;
+    uint64_t seed = 0, version = 0;
+    long count = 1, cluster = -1;
+    double *z = NULL;
+    int *clusters = NULL, C = 0, G = 0, b64 = 0;
+    eng_status st;
+
+    s = sess_lookup(r);
+    if (s == NULL)
+        return;
+    if (req_body_object(r, &body) != 0) {
+        eng_session_unref(s);
+        return;
+    }
+    st = codec_check_keys(body, "", keys, &err);
+    if (st == ENG_OK)
+        st = codec_opt_long(body, "count", 1, lim->max_frames, &count, &err);
+    if (st == ENG_OK)
+        st = codec_opt_seed(body, "seed", &seed, &err);
+    if (st == ENG_OK)
+        st = codec_opt_long(body, "cluster", -1, VBM_MAX_CLUSTERS, &cluster, &err);
+    if (st == ENG_OK)
+        st = codec_opt_encoding(body, "encoding", &b64, &err);
+    json_decref(body);
+    if (st == ENG_OK)
+        st = eng_session_sample(s, count, seed, (int)cluster, &z, &clusters, &C, &G, &version,
+                                &err);
+    eng_session_unref(s);
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    req_etag(r, version);
+    req_json(r, 200,
+             json_pack("{s:I, s:I, s:o, s:o}", "version", (json_int_t)version, "count",
+                       (json_int_t)count, "codes", codec_matrix(z, count, C, b64), "clusters",
+                       codec_int_matrix(clusters, count, G)));
+    free(z);
+    free(clusters);
+}
+
+void route_reads(http_req *r)
+{
+    static const char *const keys[] = {"query", "iterations", "seed", "encoding", "addresses",
+                                       NULL};
+    const http_limits *lim = &r->srv->cfg.limits;
+    vbm_addresses *addr = NULL;
+    codec_codes q;
+    vbm_codes vc;
+    eng_session *s;
+    json_t *body, *steps, *step, *out;
+    eng_error err;
+    uint64_t seed = 0, version = 0;
+    long iterations = 1, i;
+    double *z = NULL;
+    int b64 = 0, want_addr = 1;
+    size_t block;
+    eng_status st;
+
+    memset(&q, 0, sizeof q);
+    s = sess_lookup(r);
+    if (s == NULL)
+        return;
+    if (req_body_object(r, &body) != 0) {
+        eng_session_unref(s);
+        return;
+    }
+    st = codec_check_keys(body, "", keys, &err);
+    if (st == ENG_OK)
+        st = codec_opt_long(body, "iterations", 1, lim->max_read_steps, &iterations, &err);
+    if (st == ENG_OK)
+        st = codec_opt_seed(body, "seed", &seed, &err);
+    if (st == ENG_OK)
+        st = codec_opt_encoding(body, "encoding", &b64, &err);
+    if (st == ENG_OK)
+        st = codec_opt_bool(body, "addresses", &want_addr, &err);
+    if (st == ENG_OK && json_object_get(body, "query") == NULL)
+        st = eng_fail(&err, ENG_EINVAL, "query", "query: missing");
+    if (st == ENG_OK)
+        st = codec_read_codes(json_object_get(body, "query"), "query", lim->max_frames,
+                              lim->max_code_size, &q, &err);
+    json_decref(body);
+    if (st == ENG_OK) {
+        vc.T = q.T;
+        vc.C = q.C;
+        vc.mu = q.mu;
+        vc.s2 = q.s2;
+        st = eng_session_read(s, &vc, (int)iterations, seed, &z, want_addr ? &addr : NULL,
+                              &version, &err);
+        if (st != ENG_OK && strncmp(err.field, "codes", 5) == 0)
+            sess_field_rebase(&err, "query", 5);
+    }
+    eng_session_unref(s);
+    if (st != ENG_OK) {
+        codec_codes_free(&q);
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    block = (size_t)q.T * (size_t)q.C;
+    steps = json_array();
+    for (i = 0; steps != NULL && i < iterations; i++) {
+        step = json_pack("{s:o}", "codes", codec_matrix(z + (size_t)i * block, q.T, q.C, b64));
+        if (step != NULL && addr != NULL)
+            json_object_set_new(step, "addresses", codec_addresses(&addr[i]));
+        if (step == NULL || json_array_append_new(steps, step) != 0) {
+            json_decref(steps);
+            steps = NULL;
+        }
+    }
+    for (i = 0; addr != NULL && i < iterations; i++)
+        vbm_addresses_free(&addr[i]);
+    free(addr);
+    free(z);
+    codec_codes_free(&q);
+    out = steps != NULL ? json_pack("{s:I, s:o}", "version", (json_int_t)version, "steps", steps)
+                        : NULL;
+    req_etag(r, version);
+    req_json(r, 200, out);
+}
+
+/* ---- memory export / import ------------------------------------------------------ */
+
+void route_memory_get(http_req *r)
+{
+    char msg[ENG_MSG_LEN];
+    eng_session *s = sess_lookup(r);
+    json_t *m = NULL;
+    uint64_t version;
+    vbm_status vst;
+
+    if (s == NULL)
+        return;
+    eng_session_rdlock(s);
+    version = s->version;
+    vst = memjson_from_memory(s->mem, &m, msg, sizeof msg);
+    eng_session_unlock(s);
+    eng_session_unref(s);
+    if (vst != VBM_OK) {
+        req_problem(r, vst == VBM_ENOMEM ? 503 : 422, NULL, "cannot export: %s", msg);
+        return;
+    }
+    req_etag(r, version);
+    req_json(r, 200, m);
+}
+
+void route_memory_put(http_req *r)
+{
+    const http_limits *lim = &r->srv->cfg.limits;
+    char msg[ENG_MSG_LEN];
+    vbm_memory *mem = NULL;
+    eng_session *s;
+    json_t *body;
+    eng_error err;
+    uint64_t version;
+    size_t need;
+    eng_status st;
+    vbm_status vst;
+
+    s = sess_lookup(r);
+    if (s == NULL)
+        return;
+    if (req_body_object(r, &body) != 0) {
+        eng_session_unref(s);
+        return;
+    }
+    vst = memjson_to_memory(body, &mem, msg, sizeof msg);
+    json_decref(body);
+    if (vst != VBM_OK) {
+        eng_session_unref(s);
+        if (vst == VBM_ENOMEM)
+            req_problem(r, 503, NULL, "out of memory importing the memory");
+        else
+            sess_memjson_problem(r, msg);
+        return;
+    }
+    if (mem->cfg.code_size > lim->max_code_size) {
+        req_problem(r, 422, "memory.config.code_size", "code size %d exceeds the limit %d",
+                    mem->cfg.code_size, lim->max_code_size);
+        vbm_memory_free(mem);
+        eng_session_unref(s);
+        return;
+    }
+    need = sizeof(eng_session) + eng_memory_bytes(mem);
+    st = eng_store_reserve(r->srv->store, atomic_load(&s->bytes), need, &err);
+    if (st == ENG_OK)
+        st = eng_session_replace(s, mem, sess_if_match(r), &version, &err);
+    if (st != ENG_OK) {
+        vbm_memory_free(mem);
+        eng_session_unref(s);
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    sess_respond_info(r, s, 200);
+    eng_session_unref(s);
+}

@@ -1,0 +1,740 @@
+/* server.c -- owns the libmicrohttpd daemon: request lifecycle (headers, auth, body), dispatch inline or to the pool with suspend/resume, responses, access logs, shutdown. */
+#define _GNU_SOURCE /* strncasecmp, getaddrinfo */
+
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http/request.h"
+
+#define SRV_LISTEN_LEN 256
+
+void http_limits_default(http_limits *lim)
+{
+    lim->max_body_bytes = 16UL << 20;
+    lim->max_frames = 100000;
+    lim->max_code_size = 65536;
+    lim->max_sessions = 10000;
+    lim->max_memory_bytes = 4UL << 30;
+    lim->max_iterations = 1000;
+    lim->max_solve_seconds = 30.0;
+    lim->max_read_steps = 100;
+    lim->retry_after_s = 1;
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+const char *req_arg(const http_req *r, const char *key)
+{
+    int i;
+
+    for (i = 0; i < r->nargs; i++) {
+        if (strcmp(r->arg_key[i], key) == 0)
+            return r->arg_val[i];
+    }
+    return NULL;
+}
+
+/* Replace the response body. */
+static void req_set_body(http_req *r, int status, const char *type, char *body, size_t len)
+{
+    free(r->resp.body);
+    r->resp.status = status;
+    r->resp.content_type = type;
+    r->resp.body = body;
+    r->resp.len = len;
+}
+
+/* A fixed problem used when even building the problem ran out of memory. */
+static void req_oom(http_req *r)
+{
+    static const char text[] = "{\"type\":\"urn:vbmem:problem:unavailable\",\"title\":\"Service "
+                               "unavailable\",\"status\":503,\"detail\":\"out of memory\"}";
+    char *copy = strdup(text);
+
+    req_set_body(r, 503, "application/problem+json", copy, copy != NULL ? strlen(copy) : 0);
+    r->resp.retry_after = r->srv->cfg.limits.retry_after_s;
+}
+
+void req_json(http_req *r, int status, json_t *v)
+{
+    char *text;
+
+    if (v == NULL) {
+        req_oom(r);
+        return;
+    }
+    text = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(v);
+    if (text == NULL) {
+        req_oom(r);
+        return;
+    }
+    req_set_body(r, status, "application/json", text, strlen(text));
+}
+
+void req_text(http_req *r, int status, const char *content_type, const char *text, size_t len)
+{
+    char *copy = malloc(len + 1);
+
+    if (copy == NULL) {
+        req_oom(r);
+        return;
+    }
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    req_set_body(r, status, content_type, copy, len);
+}
+
+void req_etag(http_req *r, uint64_t version)
+{
+    snprintf(r->resp.etag, sizeof r->resp.etag, "\"%llu\"", (unsigned long long)version);
+}
+
+/* Problem type slug and title of a status. */
+static void req_problem_kind(int status, const char **slug, const char **title)
+{
+    switch (status) {
+    case 400: *slug = "malformed-request"; *title = "Malformed request"; break;
+    case 401: *slug = "unauthorized"; *title = "Missing or unknown API key"; break;
+    case 404: *slug = "not-found"; *title = "Not found"; break;
+    case 405: *slug = "method-not-allowed"; *title = "Method not allowed"; break;
+    case 409: *slug = "version-conflict"; *title = "Version conflict"; break;
+    case 413: *slug = "body-too-large"; *title = "Request body too large"; break;
+    case 415: *slug = "unsupported-media-type"; *title = "Unsupported media type"; break;
+    case 422: *slug = "invalid-request"; *title = "Invalid request"; break;
+    case 429: *slug = "limit-reached"; *title = "Limit reached"; break;
+    case 503: *slug = "unavailable"; *title = "Service unavailable"; break;
+    default: *slug = "internal"; *title = "Internal error"; break;
+    }
+}
+
+void req_problem(http_req *r, int status, const char *field, const char *fmt, ...)
+{
+    char detail[ENG_MSG_LEN + 64], type[64];
+    const char *slug, *title;
+    json_t *o, *d;
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vsnprintf(detail, sizeof detail, fmt, ap) < 0)
+        detail[0] = '\0';
+    va_end(ap);
+    req_problem_kind(status, &slug, &title);
+    snprintf(type, sizeof type, "urn:vbmem:problem:%s", slug);
+    d = json_string(detail);
+    if (d == NULL) /* not valid UTF-8 (echoed input): keep ASCII only */
+    {
+        size_t i;
+
+        for (i = 0; detail[i] != '\0'; i++) {
+            if ((unsigned char)detail[i] >= 0x80)
+                detail[i] = '?';
+        }
+        d = json_string(detail);
+    }
+    o = json_pack("{s:s, s:s, s:i, s:o, s:s, s:s}", "type", type, "title", title, "status",
+                  status, "detail", d != NULL ? d : json_string(""), "instance", r->path,
+                  "request_id", r->request_id);
+    if (o != NULL && field != NULL && field[0] != '\0') {
+        json_t *f = json_string(field);
+
+        json_object_set_new(o, "field", f != NULL ? f : json_string("?"));
+    }
+    if (o == NULL) {
+        req_oom(r);
+        return;
+    }
+    {
+        char *text = json_dumps(o, JSON_COMPACT);
+
+        json_decref(o);
+        if (text == NULL) {
+            req_oom(r);
+            return;
+        }
+        req_set_body(r, status, "application/problem+json", text, strlen(text));
+    }
+    if (status == 429 || status == 503)
+        r->resp.retry_after = r->srv->cfg.limits.retry_after_s;
+}
+
+void req_engine_problem(http_req *r, eng_status st, const eng_error *err)
+{
+    int status;
+
+    switch (st) {
+    case ENG_EINVAL:
+    case ENG_ENUMERIC:
+    case ENG_EFORMAT: status = 422; break;
+    case ENG_ENOTFOUND: status = 404; break;
+    case ENG_ECONFLICT: status = 409; break;
+    case ENG_ELIMIT: status = 429; break;
+    default: status = 503; break;
+    }
+    req_problem(r, status, err->field, "%s", err->msg);
+}
+
+int req_body_object(http_req *r, json_t **out)
+{
+    json_error_t jerr;
+    json_t *v;
+
+    *out = NULL;
+    if (r->body_len == 0) {
+        req_problem(r, 400, NULL, "the request body is empty; expected a JSON object");
+        return -1;
+    }
+    v = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (v == NULL) {
+        if (json_error_code(&jerr) == json_error_out_of_memory)
+            req_oom(r);
+        else
+            req_problem(r, 400, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
+                        jerr.column, jerr.text);
+        return -1;
+    }
+    if (!json_is_object(v)) {
+        json_decref(v);
+        req_problem(r, 400, NULL, "the request body must be a JSON object");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---- request lifecycle ------------------------------------------------------ */
+
+static void srv_req_free(http_req *r)
+{
+    int i;
+
+    for (i = 0; i < r->nargs; i++) {
+        free(r->arg_key[i]);
+        free(r->arg_val[i]);
+    }
+    free(r->path);
+    free(r->body);
+    free(r->resp.body);
+    free(r);
+}
+
+static enum MHD_Result srv_collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    http_req *r = cls;
+
+    (void)kind;
+    if (r->nargs >= REQ_MAX_ARGS || key == NULL)
+        return MHD_YES;
+    r->arg_key[r->nargs] = strdup(key);
+    r->arg_val[r->nargs] = strdup(value != NULL ? value : "");
+    if (r->arg_key[r->nargs] == NULL || r->arg_val[r->nargs] == NULL) {
+        free(r->arg_key[r->nargs]);
+        free(r->arg_val[r->nargs]);
+        return MHD_NO;
+    }
+    r->nargs++;
+    return MHD_YES;
+}
+
+/* Take X-Request-Id when it is 1..63 characters of [A-Za-z0-9._:-]; else make one. */
+static void srv_request_id(http_req *r)
+{
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
+    size_t i, n = h != NULL ? strlen(h) : 0;
+    int ok = n > 0 && n < REQ_ID_LEN;
+
+    for (i = 0; ok && i < n; i++) {
+        if (!isalnum((unsigned char)h[i]) && strchr("._:-", h[i]) == NULL)
+            ok = 0;
+    }
+    if (ok) {
+        memcpy(r->request_id, h, n + 1);
+        return;
+    }
+    snprintf(r->request_id, sizeof r->request_id, "%08x-%llx", (unsigned)(r->srv->started * 1000.0),
+             (unsigned long long)atomic_fetch_add(&r->srv->next_rid, 1));
+}
+
+/* Parse If-Match: "N", W/"N", N, or * (no precondition). Anything else can never
+ * match. */
+static void srv_if_match(http_req *r)
+{
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "If-Match");
+    unsigned long long v = 0;
+    const char *p;
+    int digits = 0;
+
+    if (h == NULL)
+        return;
+    while (*h == ' ')
+        h++;
+    if (strcmp(h, "*") == 0)
+        return;
+    r->has_if_match = 1;
+    r->if_match = INT64_MAX;
+    p = h;
+    if (strncmp(p, "W/", 2) == 0)
+        p += 2;
+    if (*p == '"')
+        p++;
+    while (*p >= '0' && *p <= '9' && digits < 18) {
+        v = v * 10 + (unsigned long long)(*p - '0');
+        p++;
+        digits++;
+    }
+    if (*p == '"')
+        p++;
+    while (*p == ' ')
+        p++;
+    if (digits > 0 && *p == '\0')
+        r->if_match = (int64_t)v;
+}
+
+/* 1 when the Content-Type header is application/json (parameters allowed). */
+static int srv_is_json(const char *ct)
+{
+    size_t n = strlen("application/json");
+
+    if (ct == NULL)
+        return 0;
+    while (*ct == ' ')
+        ct++;
+    if (strncasecmp(ct, "application/json", n) != 0)
+        return 0;
+    ct += n;
+    while (*ct == ' ')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+/* Hand the response to MHD, count and log it. */
+static enum MHD_Result srv_send(http_req *r)
+{
+    http_server *srv = r->srv;
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+    char retry[16];
+    double dt = eng_now() - r->t_start;
+
+    if (r->resp.status == 0)
+        req_problem(r, 500, NULL, "the handler produced no response");
+    resp = MHD_create_response_from_buffer(r->resp.len, r->resp.body, MHD_RESPMEM_MUST_FREE);
+    if (resp == NULL)
+        return MHD_NO;
+    r->resp.body = NULL;
+    if (r->resp.content_type != NULL)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp.content_type);
+    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    if (r->resp.etag[0] != '\0')
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, r->resp.etag);
+    if (r->resp.location[0] != '\0')
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->resp.location);
+    if (r->resp.allow[0] != '\0')
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->resp.allow);
+    if (r->resp.retry_after > 0) {
+        snprintf(retry, sizeof retry, "%d", r->resp.retry_after);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry);
+    }
+    if (r->resp.status == 401)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (atomic_load(&srv->stopping) || r->too_large)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    ret = MHD_queue_response(r->conn, (unsigned)r->resp.status, resp);
+    MHD_destroy_response(resp);
+    metrics_request(srv->metrics, r->route >= 0 ? r->route : http_route_count(), r->resp.status,
+                    dt);
+    if (srv->log->level >= HLOG_INFO || r->resp.status >= 500)
+        hlog_emit(srv->log, r->resp.status >= 500 ? HLOG_ERROR : HLOG_INFO, "request",
+                  r->request_id,
+                  json_pack("{s:s, s:s, s:i, s:f, s:s}", "method", r->method, "path", r->path,
+                            "status", r->resp.status, "duration_ms", dt * 1000.0, "route",
+                            r->route >= 0 ? http_routes[r->route].name : "unmatched"));
+    atomic_store(&r->state, REQ_DONE);
+    r->sent = 1;
+    return ret;
+}
+
+/* Pool job: run the handler, then wake the suspended connection. r must not
+ * be touched after the resume (MHD may complete and free it). */
+static void srv_job(eng_job *job)
+{
+    http_req *r = (http_req *)job;
+    struct MHD_Connection *conn = r->conn;
+
+    http_routes[r->route].handler(r);
+    atomic_store(&r->state, REQ_DONE);
+    MHD_resume_connection(conn);
+}
+
+/* First callback of a request: headers, routing, auth, early refusals. Returns
+ * 1 when r->resp holds an early answer. */
+static int srv_begin(http_req *r, const char *url, const char *method)
+{
+    http_server *srv = r->srv;
+    const http_route *rt;
+    const char *cl, *ct;
+    char allow[64];
+    unsigned long long len;
+    char *end;
+
+    snprintf(r->method, sizeof r->method, "%s", method);
+    srv_request_id(r);
+    if (atomic_load(&srv->stopping)) {
+        req_problem(r, 503, NULL, "the server is shutting down");
+        return 1;
+    }
+    r->route = http_route_match(method, url, r->param, allow, sizeof allow);
+    if (r->route == -1) {
+        req_problem(r, 404, NULL, "no resource at %s", url);
+        return 1;
+    }
+    if (r->route == -2) {
+        r->route = -1;
+        snprintf(r->resp.allow, sizeof r->resp.allow, "%s", allow);
+        req_problem(r, 405, NULL, "%s is not allowed on %s (allowed: %s)", method, url, allow);
+        return 1;
+    }
+    rt = &http_routes[r->route];
+    if (rt->versioned && http_auth_enabled(srv->auth)
+        && !http_auth_check(srv->auth,
+                            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization"),
+                            r->owner)) {
+        req_problem(r, 401, "Authorization", "a valid \"Authorization: Bearer KEY\" is required");
+        return 1;
+    }
+    srv_if_match(r);
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, srv_collect_arg, r);
+    if (rt->needs_body) {
+        ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (!srv_is_json(ct)) {
+            req_problem(r, 415, "Content-Type", "expected Content-Type: application/json, got %s",
+                        ct != NULL ? ct : "none");
+            return 1;
+        }
+    }
+    cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL) {
+        errno = 0;
+        len = strtoull(cl, &end, 10);
+        if (errno == 0 && *end == '\0' && len > srv->cfg.limits.max_body_bytes) {
+            r->too_large = 1;
+            req_problem(r, 413, NULL, "the body has %llu bytes, the limit is %zu", len,
+                        srv->cfg.limits.max_body_bytes);
+            return 1;
+        }
+        if (errno == 0 && *end == '\0' && len > 0) {
+            r->body = malloc((size_t)len + 1);
+            if (r->body == NULL) {
+                req_oom(r);
+                return 1;
+            }
+            r->body_cap = (size_t)len + 1;
+        }
+    }
+    return 0;
+}
+
+/* Append upload data to the body, or drop it past the limit. */
+static void srv_upload(http_req *r, const char *data, size_t n)
+{
+    size_t limit = r->srv->cfg.limits.max_body_bytes, cap;
+    char *grown;
+
+    if (r->too_large || atomic_load(&r->state) == REQ_DONE)
+        return;
+    if (r->body_len + n > limit) {
+        r->too_large = 1;
+        free(r->body);
+        r->body = NULL;
+        r->body_len = r->body_cap = 0;
+        return;
+    }
+    if (r->body_len + n + 1 > r->body_cap) {
+        cap = 2 * (r->body_len + n) + 1;
+        if (cap > limit + 1)
+            cap = limit + 1;
+        grown = realloc(r->body, cap);
+        if (grown == NULL) {
+            r->too_large = 1; /* answered as 413: nothing more sensible to do */
+            free(r->body);
+            r->body = NULL;
+            r->body_len = r->body_cap = 0;
+            return;
+        }
+        r->body = grown;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, n);
+    r->body_len += n;
+    r->body[r->body_len] = '\0';
+}
+
+static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    http_server *srv = cls;
+    http_req *r = *con_cls;
+    eng_status st;
+
+    (void)version;
+    if (r == NULL) {
+        r = calloc(1, sizeof *r);
+        if (r == NULL)
+            return MHD_NO;
+        r->srv = srv;
+        r->conn = conn;
+        r->route = -1;
+        r->t_start = eng_now();
+        r->path = strdup(url != NULL ? url : "/");
+        if (r->path == NULL) {
+            free(r);
+            return MHD_NO;
+        }
+        atomic_init(&r->state, REQ_READING);
+        atomic_fetch_add(&srv->active, 1);
+        *con_cls = r;
+        if (srv_begin(r, r->path, method))
+            return srv_send(r);
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        srv_upload(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    switch (atomic_load(&r->state)) {
+    case REQ_DONE:
+        return r->sent ? MHD_YES : srv_send(r);
+    case REQ_RUNNING:
+        return MHD_YES;
+    default:
+        break;
+    }
+    if (r->too_large) {
+        req_problem(r, 413, NULL, "the body exceeds the limit of %zu bytes",
+                    srv->cfg.limits.max_body_bytes);
+        return srv_send(r);
+    }
+    if (http_routes[r->route].inline_) {
+        http_routes[r->route].handler(r);
+        return srv_send(r);
+    }
+    r->job.run = srv_job;
+    atomic_store(&r->state, REQ_RUNNING);
+    MHD_suspend_connection(conn);
+    st = eng_pool_submit(srv->pool, &r->job);
+    if (st != ENG_OK) {
+        if (st == ENG_EBUSY) {
+            metrics_rejected(srv->metrics);
+            req_problem(r, 503, NULL, "the job queue is full; retry later");
+        } else {
+            req_problem(r, 503, NULL, "the server is shutting down");
+        }
+        atomic_store(&r->state, REQ_DONE);
+        MHD_resume_connection(conn);
+    }
+    return MHD_YES;
+}
+
+static void srv_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                          enum MHD_RequestTerminationCode toe)
+{
+    http_server *srv = cls;
+    http_req *r = *con_cls;
+
+    (void)conn;
+    if (r == NULL)
+        return;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && srv->log->level >= HLOG_DEBUG)
+        hlog_emit(srv->log, HLOG_DEBUG, "request terminated early", r->request_id,
+                  json_pack("{s:i}", "code", (int)toe));
+    srv_req_free(r);
+    *con_cls = NULL;
+    atomic_fetch_sub(&srv->active, 1);
+}
+
+static void srv_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    http_server *srv = cls;
+    char msg[512];
+    size_t n;
+
+    if (vsnprintf(msg, sizeof msg, fmt, ap) < 0)
+        return;
+    n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    hlog_emit(srv->log, HLOG_WARN, "libmicrohttpd", NULL, json_pack("{s:s}", "detail", msg));
+}
+
+/* Resolve "HOST:PORT" or "[V6]:PORT" into addr. */
+static eng_status srv_resolve(const char *listen, struct sockaddr_storage *addr,
+                              socklen_t *addrlen, int *port, eng_error *err)
+{
+    char host[SRV_LISTEN_LEN], *colon;
+    const char *portstr;
+    struct addrinfo hints, *res = NULL;
+    size_t n;
+    int rc;
+    long p;
+    char *end;
+
+    if (listen == NULL || strlen(listen) >= sizeof host)
+        return eng_fail(err, ENG_EINVAL, "listen", "expected ADDR:PORT");
+    if (listen[0] == '[') {
+        colon = strstr(listen, "]:");
+        if (colon == NULL)
+            return eng_fail(err, ENG_EINVAL, "listen", "expected [ADDR]:PORT, got %s", listen);
+        n = (size_t)(colon - listen - 1);
+        memcpy(host, listen + 1, n);
+        host[n] = '\0';
+        portstr = colon + 2;
+    } else {
+        colon = strrchr(listen, ':');
+        if (colon == NULL)
+            return eng_fail(err, ENG_EINVAL, "listen", "expected ADDR:PORT, got %s", listen);
+        n = (size_t)(colon - listen);
+        memcpy(host, listen, n);
+        host[n] = '\0';
+        portstr = colon + 1;
+    }
+    errno = 0;
+    p = strtol(portstr, &end, 10);
+    if (errno != 0 || *end != '\0' || portstr[0] == '\0' || p < 0 || p > 65535)
+        return eng_fail(err, ENG_EINVAL, "listen", "bad port in %s", listen);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    rc = getaddrinfo(host[0] != '\0' ? host : NULL, portstr, &hints, &res);
+    if (rc != 0 || res == NULL)
+        return eng_fail(err, ENG_EINVAL, "listen", "cannot resolve %s: %s", host,
+                        gai_strerror(rc));
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *addrlen = res->ai_addrlen;
+    *port = (int)p;
+    freeaddrinfo(res);
+    return ENG_OK;
+}
+
+eng_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_store *store,
+                             http_auth *auth, const hlog *log, http_server **out, eng_error *err)
+{
+    struct sockaddr_storage addr;
+    socklen_t addrlen = 0;
+    const union MHD_DaemonInfo *info;
+    unsigned int flags;
+    http_server *srv;
+    eng_status st;
+    int port = 0, i;
+
+    *out = NULL;
+    st = srv_resolve(cfg->listen, &addr, &addrlen, &port, err);
+    if (st != ENG_OK)
+        return st;
+    srv = calloc(1, sizeof *srv);
+    if (srv == NULL)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    srv->cfg = *cfg;
+    srv->listen = strdup(cfg->listen);
+    for (i = 0; i < http_route_count() && i < METRICS_MAX_ROUTES; i++)
+        srv->route_names[i] = http_routes[i].name;
+    srv->metrics = metrics_create(http_route_count(), srv->route_names);
+    if (srv->listen == NULL || srv->metrics == NULL) {
+        http_server_stop(srv);
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    }
+    srv->cfg.listen = srv->listen;
+    srv->pool = pool;
+    srv->store = store;
+    srv->auth = auth;
+    srv->log = log;
+    srv->started = eng_wall();
+    atomic_init(&srv->stopping, 0);
+    atomic_init(&srv->active, 0);
+    atomic_init(&srv->next_rid, 1);
+    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC
+            | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    srv->daemon = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, srv_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
+        srv_mhd_log, srv, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, srv_completed, srv,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout_s,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE,
+        (unsigned int)1, MHD_OPTION_END);
+    if (srv->daemon == NULL) {
+        http_server_stop(srv);
+        return eng_fail(err, ENG_EBUSY, "listen", "cannot listen on %s (address in use?)",
+                        cfg->listen);
+    }
+    info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = info != NULL ? info->port : port;
+    *out = srv;
+    return ENG_OK;
+}
+
+int http_server_port(http_server *srv)
+{
+    return srv->port;
+}
+
+void http_server_begin_shutdown(http_server *srv)
+{
+    MHD_socket fd;
+
+    atomic_store(&srv->stopping, 1);
+    if (srv->daemon == NULL)
+        return;
+    /* MHD stops polling the listening socket and hands it back: close it so
+     * that the kernel refuses new connections at once. */
+    fd = MHD_quiesce_daemon(srv->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+}
+
+eng_status http_server_wait_idle(http_server *srv, double seconds)
+{
+    double deadline = eng_now() + seconds;
+    struct timespec ts = {0, 5000000L};
+
+    while (atomic_load(&srv->active) > 0) {
+        if (eng_now() >= deadline)
+            return ENG_EBUSY;
+        nanosleep(&ts, NULL);
+    }
+    return ENG_OK;
+}
+
+void http_server_stop(http_server *srv)
+{
+    if (srv == NULL)
+        return;
+    if (srv->daemon != NULL)
+        MHD_stop_daemon(srv->daemon);
+    metrics_free(srv->metrics);
+    free(srv->listen);
+    free(srv);
+}
+
+void http_server_print_routes(FILE *out)
+{
+    int i;
+
+    for (i = 0; http_routes[i].method != NULL; i++)
+        fprintf(out, "%s %s\n", http_routes[i].method, http_routes[i].pattern);
+}

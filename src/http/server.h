@@ -1,0 +1,66 @@
+/* server.h -- owns the public face of the HTTP server: its configuration and limits, start, graceful shutdown, stop. */
+#ifndef VBMEM_HTTP_SERVER_H
+#define VBMEM_HTTP_SERVER_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "engine/engine.h"
+#include "engine/pool.h"
+#include "engine/store.h"
+#include "http/auth.h"
+#include "http/log.h"
+
+/* Request limits (all > 0). */
+typedef struct {
+    size_t max_body_bytes;      /* request body; larger gets 413 */
+    long max_frames;            /* frames per episode, query frames, samples per request */
+    int max_code_size;          /* C of a session */
+    long max_sessions;          /* sessions held (429 past it) */
+    size_t max_memory_bytes;    /* accounted bytes of all sessions (429 past it) */
+    int max_iterations;         /* VB iterations per request */
+    double max_solve_seconds;   /* solver time budget per replace write */
+    int max_read_steps;         /* iterations of one read */
+    int retry_after_s;          /* Retry-After of 429 and 503 answers */
+} http_limits;
+
+typedef struct {
+    const char *listen;         /* "ADDR:PORT", "[V6ADDR]:PORT"; port 0 picks a free one */
+    int max_connections;
+    int connection_timeout_s;
+    const char *models_dir;     /* may be NULL */
+    const char *data_dir;       /* may be NULL */
+    http_limits limits;
+} http_server_config;
+
+typedef struct http_server http_server;
+
+/* Fill *lim with the defaults documented in README.md. Never fails. */
+void http_limits_default(http_limits *lim);
+
+/* Start listening. The server borrows pool, store, auth and log (they must
+ * outlive it). On success *out is owned by the caller. Fails with ENG_EINVAL
+ * (bad listen address), ENG_ENOMEM, or ENG_EBUSY when the socket cannot be
+ * bound (the message says why). */
+eng_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_store *store,
+                             http_auth *auth, const hlog *log, http_server **out, eng_error *err);
+
+/* The TCP port actually bound. */
+int http_server_port(http_server *srv);
+
+/* Stop accepting connections; requests that still arrive on open connections
+ * get 503 with Connection: close. Never fails. */
+void http_server_begin_shutdown(http_server *srv);
+
+/* Wait up to `seconds` until no request is in progress (responses handed to
+ * the network). Returns ENG_OK or ENG_EBUSY on timeout. */
+eng_status http_server_wait_idle(http_server *srv, double seconds);
+
+/* Close every connection and free the server. NULL is a no-op. Call after
+ * the pool drained (no job may still reference a request). */
+void http_server_stop(http_server *srv);
+
+/* Print the registered routes, one "METHOD /path/{param}" per line. */
+void http_server_print_routes(FILE *out);
+
+#endif

@@ -1,0 +1,201 @@
+/* main.c -- owns the vbmemd process: options, signals (SIGTERM/SIGINT graceful stop, SIGHUP reload), BLAS threading, start-up and orderly shutdown. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <cblas.h>
+#include <errno.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/pool.h"
+#include "engine/store.h"
+#include "http/auth.h"
+#include "http/log.h"
+#include "http/server.h"
+#include "vbmem/vbmem.h"
+#include "vbmemd/options.h"
+
+/* Check that path (when given) is an existing directory. */
+static int main_check_dir(const hlog *lg, const char *what, const char *path)
+{
+    struct stat sb;
+
+    if (path == NULL || path[0] == '\0')
+        return 0;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        hlog_emit(lg, HLOG_ERROR, "not a directory", NULL,
+                  json_pack("{s:s, s:s}", "option", what, "path", path));
+        return -1;
+    }
+    return 0;
+}
+
+/* Pool threads use the cores; BLAS gets what is left per worker (at least 1). */
+static int main_blas_threads(int workers)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int per = 1;
+
+    if (ncpu > workers && workers > 0)
+        per = (int)(ncpu / workers);
+    openblas_set_num_threads(per);
+    return per;
+}
+
+/* Every write allocates and frees buffers of ~0.1-4 MB (libvbmem's transactional
+ * copy, codes, addresses). glibc's defaults return them to the kernel and fault
+ * them in again on the next request (page faults were ~15% of a write's CPU);
+ * keep them in the heap instead. Returns 0 when glibc accepted both. */
+static int main_tune_malloc(void)
+{
+    int ok = mallopt(M_MMAP_THRESHOLD, 4 << 20);
+
+    ok &= mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    return ok ? 0 : -1;
+}
+
+/* Wait for signals, expiring idle sessions every second, until SIGTERM/SIGINT. */
+static int main_loop(const sigset_t *set, const hlog *lg, eng_store *store, http_auth *auth)
+{
+    struct timespec tick = {1, 0};
+    eng_error err;
+    long n;
+    int sig;
+
+    for (;;) {
+        sig = sigtimedwait(set, NULL, &tick);
+        if (sig < 0) {
+            if (errno == EAGAIN) {
+                n = eng_store_expire(store, (long long)(eng_now() * 1000.0));
+                if (n > 0)
+                    hlog_emit(lg, HLOG_INFO, "sessions expired", NULL,
+                              json_pack("{s:I}", "count", (json_int_t)n));
+            }
+            continue;
+        }
+        if (sig == SIGHUP) {
+            if (http_auth_reload(auth, &err) == ENG_OK)
+                hlog_event(lg, "reloaded",
+                          json_pack("{s:i, s:i}", "api_keys", http_auth_count(auth), "models", 0));
+            else
+                hlog_emit(lg, HLOG_ERROR, "reload failed; keeping the previous keys", NULL,
+                          json_pack("{s:s}", "detail", err.msg));
+            continue;
+        }
+        return sig;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    char msg[OPT_MSG_LEN];
+    vbmemd_options opt;
+    hlog lg = {HLOG_INFO, stderr};
+    http_server_config scfg;
+    eng_store_limits slim;
+    eng_pool *pool = NULL;
+    eng_store *store = NULL;
+    http_auth *auth = NULL;
+    http_server *srv = NULL;
+    sigset_t set;
+    eng_error err;
+    double t0, left;
+    int sig, blas, rc = 1;
+
+    if (vbmemd_options_read(argc, argv, &opt, msg, sizeof msg) != 0) {
+        fprintf(stderr, "vbmemd: %s\n", msg);
+        vbmemd_options_free(&opt);
+        return 2;
+    }
+    if (opt.help || opt.version || opt.print_routes) {
+        if (opt.help)
+            vbmemd_options_usage(stdout);
+        else if (opt.version)
+            printf("vbmemd %s\n", VBM_VERSION_STRING);
+        else
+            http_server_print_routes(stdout);
+        vbmemd_options_free(&opt);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    lg.level = opt.log_level;
+    if (main_tune_malloc() != 0)
+        hlog_emit(&lg, HLOG_WARN, "mallopt refused the heap thresholds", NULL, NULL);
+
+    /* Signals are taken synchronously by this thread only: block them before
+     * any thread starts so that every thread inherits the mask. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (main_check_dir(&lg, "data-dir", opt.data_dir) != 0
+        || main_check_dir(&lg, "models-dir", opt.models_dir) != 0)
+        goto out;
+    if (http_auth_create(opt.api_key_file, &auth, &err) != ENG_OK) {
+        hlog_emit(&lg, HLOG_ERROR, "cannot load API keys", NULL,
+                  json_pack("{s:s}", "detail", err.msg));
+        goto out;
+    }
+    blas = main_blas_threads(opt.threads);
+    slim.max_sessions = opt.limits.max_sessions;
+    slim.max_bytes = opt.limits.max_memory_bytes;
+    if (eng_store_memory_create(&slim, &store, &err) != ENG_OK
+        || eng_pool_create(opt.threads, opt.queue_depth, &pool, &err) != ENG_OK) {
+        hlog_emit(&lg, HLOG_ERROR, "cannot start", NULL, json_pack("{s:s}", "detail", err.msg));
+        goto out;
+    }
+    memset(&scfg, 0, sizeof scfg);
+    scfg.listen = opt.listen;
+    scfg.max_connections = opt.max_connections;
+    scfg.connection_timeout_s = opt.connection_timeout_s;
+    scfg.models_dir = opt.models_dir;
+    scfg.data_dir = opt.data_dir;
+    scfg.limits = opt.limits;
+    if (http_server_start(&scfg, pool, store, auth, &lg, &srv, &err) != ENG_OK) {
+        hlog_emit(&lg, HLOG_ERROR, "cannot listen", NULL,
+                  json_pack("{s:s, s:s}", "listen", opt.listen, "detail", err.msg));
+        goto out;
+    }
+    hlog_event(&lg, "listening",
+              json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:s}", "listen", opt.listen, "port",
+                        http_server_port(srv), "threads", opt.threads, "queue_depth",
+                        opt.queue_depth, "blas_threads", blas, "api_keys",
+                        http_auth_enabled(auth), "version", VBM_VERSION_STRING));
+
+    sig = main_loop(&set, &lg, store, auth);
+
+    t0 = eng_now();
+    hlog_event(&lg, "shutting down",
+              json_pack("{s:s, s:f}", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                        "deadline_s", opt.shutdown_timeout_s));
+    http_server_begin_shutdown(srv);
+    if (eng_pool_drain(pool, opt.shutdown_timeout_s) != ENG_OK) {
+        /* Jobs still run inside libvbmem and cannot be interrupted: leave now
+         * without freeing what they use. */
+        hlog_emit(&lg, HLOG_ERROR, "shutdown deadline passed with jobs still running", NULL,
+                  NULL);
+        _exit(1);
+    }
+    left = opt.shutdown_timeout_s - (eng_now() - t0);
+    if (http_server_wait_idle(srv, left > 0.5 ? left : 0.5) != ENG_OK)
+        hlog_emit(&lg, HLOG_WARN, "closing connections with unsent responses", NULL, NULL);
+    http_server_stop(srv);
+    srv = NULL;
+    hlog_event(&lg, "stopped",
+              json_pack("{s:f}", "seconds", eng_now() - t0));
+    rc = 0;
+out:
+    http_server_stop(srv);
+    eng_pool_free(pool);
+    eng_store_free(store);
+    http_auth_free(auth);
+    vbmemd_options_free(&opt);
+    return rc;
+}

@@ -1,0 +1,372 @@
+/* options.c -- owns the option table, the config-file parser, the VBMEMD_* variables and the command-line parser of vbmemd. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vbmemd/options.h"
+
+typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_DOUBLE, OPT_LEVEL, OPT_FLAG } opt_type;
+
+typedef struct {
+    const char *name;   /* long option without "--"; config key; VBMEMD_ + upper snake */
+    opt_type type;
+    const char *deflt;  /* NULL: unset */
+    const char *help;
+} opt_def;
+
+enum {
+    O_LISTEN, O_DATA_DIR, O_MODELS_DIR, O_THREADS, O_QUEUE_DEPTH, O_API_KEY_FILE, O_CONFIG,
+    O_LOG_LEVEL, O_MAX_BODY, O_MAX_FRAMES, O_MAX_CODE, O_MAX_SESSIONS, O_MAX_MEMORY,
+    O_MAX_ITER, O_MAX_SOLVE, O_MAX_READ, O_RETRY_AFTER, O_MAX_CONN, O_CONN_TIMEOUT,
+    O_SHUTDOWN, O_HELP, O_VERSION, O_PRINT_ROUTES, O_COUNT
+};
+
+static const opt_def opt_defs[O_COUNT] = {
+    {"listen", OPT_STR, "127.0.0.1:8080", "ADDR:PORT to listen on ([V6]:PORT for IPv6; port 0 picks one)"},
+    {"data-dir", OPT_STR, NULL, "directory for durable storage (checked; storage comes with a later release)"},
+    {"models-dir", OPT_STR, NULL, "directory of trained models (checked; none are hosted yet)"},
+    {"threads", OPT_INT, NULL, "solver worker threads (default: the number of online CPUs)"},
+    {"queue-depth", OPT_INT, "256", "jobs that may wait for a worker; past it requests get 503"},
+    {"api-key-file", OPT_STR, NULL, "file of API keys, one per line; reloaded on SIGHUP"},
+    {"config", OPT_STR, NULL, "config file of \"name = value\" lines (names as the long options)"},
+    {"log-level", OPT_LEVEL, "info", "error | warn | info | debug"},
+    {"max-body-bytes", OPT_SIZE, "16777216", "largest request body (413 past it)"},
+    {"max-frames", OPT_INT, "100000", "frames per episode, query or sample request"},
+    {"max-code-size", OPT_INT, "65536", "largest code size C of a session"},
+    {"max-sessions", OPT_INT, "10000", "sessions held at once (429 past it)"},
+    {"max-memory-bytes", OPT_SIZE, "4294967296", "accounted bytes of all sessions (429 past it)"},
+    {"max-iterations", OPT_INT, "1000", "VB iterations one request may ask for"},
+    {"max-solve-seconds", OPT_DOUBLE, "30", "solver time budget of one replace write"},
+    {"max-read-steps", OPT_INT, "100", "iterations of one read"},
+    {"retry-after", OPT_INT, "1", "seconds in Retry-After of 429 and 503 answers"},
+    {"max-connections", OPT_INT, "1024", "open connections at once"},
+    {"connection-timeout", OPT_INT, "60", "seconds an idle connection stays open"},
+    {"shutdown-timeout", OPT_DOUBLE, "10", "seconds to finish in-flight jobs on SIGTERM/SIGINT"},
+    {"help", OPT_FLAG, NULL, "print this help and exit"},
+    {"version", OPT_FLAG, NULL, "print the version and exit"},
+    {"print-routes", OPT_FLAG, NULL, "print the HTTP routes (METHOD PATH) and exit"},
+};
+
+/* Name of the environment variable of option i into buf. */
+static void opt_env_name(int i, char *buf, size_t len)
+{
+    size_t k, n;
+
+    n = (size_t)snprintf(buf, len, "VBMEMD_%s", opt_defs[i].name);
+    for (k = 7; k < n && k < len; k++)
+        buf[k] = buf[k] == '-' ? '_' : (char)toupper((unsigned char)buf[k]);
+}
+
+/* Index of the option called name ('_' and '-' equivalent), or -1. */
+static int opt_find(const char *name, size_t n)
+{
+    size_t k;
+    int i;
+
+    for (i = 0; i < O_COUNT; i++) {
+        if (strlen(opt_defs[i].name) != n)
+            continue;
+        for (k = 0; k < n; k++) {
+            char c = name[k] == '_' ? '-' : name[k];
+
+            if (c != opt_defs[i].name[k])
+                break;
+        }
+        if (k == n)
+            return i;
+    }
+    return -1;
+}
+
+/* Set option i to a copy of value (replacing an earlier source's). */
+static int opt_set(char **vals, int i, const char *value, char *msg, size_t msglen)
+{
+    char *copy = strdup(value);
+
+    if (copy == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return -1;
+    }
+    free(vals[i]);
+    vals[i] = copy;
+    return 0;
+}
+
+/* Read "name = value" lines of path. */
+static int opt_read_file(const char *path, char **vals, char *msg, size_t msglen)
+{
+    char line[4096], *p, *eq, *v;
+    size_t n;
+    int lineno = 0, i;
+    FILE *fp = fopen(path, "r");
+
+    if (fp == NULL) {
+        snprintf(msg, msglen, "config %s: %s", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof line, fp) != NULL) {
+        lineno++;
+        p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        n = strlen(p);
+        while (n > 0 && isspace((unsigned char)p[n - 1]))
+            p[--n] = '\0';
+        if (n == 0 || p[0] == '#')
+            continue;
+        eq = strchr(p, '=');
+        if (eq == NULL) {
+            snprintf(msg, msglen, "config %s:%d: expected name = value", path, lineno);
+            fclose(fp);
+            return -1;
+        }
+        v = eq + 1;
+        while (eq > p && isspace((unsigned char)eq[-1]))
+            eq--;
+        while (isspace((unsigned char)*v))
+            v++;
+        i = opt_find(p, (size_t)(eq - p));
+        if (i < 0 || i == O_CONFIG || opt_defs[i].type == OPT_FLAG) {
+            snprintf(msg, msglen, "config %s:%d: unknown option \"%.*s\"", path, lineno,
+                     (int)(eq - p), p);
+            fclose(fp);
+            return -1;
+        }
+        if (opt_set(vals, i, v, msg, msglen) != 0) {
+            fclose(fp);
+            return -1;
+        }
+    }
+    fclose(fp);
+    return 0;
+}
+
+/* Parse a long in [lo, hi]. */
+static int opt_long(const char *name, const char *s, long lo, long hi, long *out, char *msg,
+                    size_t msglen)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || s[0] == '\0' || *end != '\0' || v < lo || v > hi) {
+        snprintf(msg, msglen, "--%s: expected an integer in [%ld, %ld], got \"%s\"", name, lo, hi,
+                 s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Convert the strings to the typed fields of o. */
+static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
+{
+    long v = 0;
+    double d = 0.0;
+    char *end;
+    int i;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+    o->listen = vals[O_LISTEN];
+    o->data_dir = vals[O_DATA_DIR];
+    o->models_dir = vals[O_MODELS_DIR];
+    o->api_key_file = vals[O_API_KEY_FILE];
+    o->config = vals[O_CONFIG];
+    if (hlog_parse_level(vals[O_LOG_LEVEL], &o->log_level) != 0) {
+        snprintf(msg, msglen, "--log-level: expected error, warn, info or debug, got \"%s\"",
+                 vals[O_LOG_LEVEL]);
+        return -1;
+    }
+    o->threads = ncpu > 0 ? (int)ncpu : 1;
+    if (vals[O_THREADS] != NULL) {
+        if (opt_long("threads", vals[O_THREADS], 1, 1024, &v, msg, msglen) != 0)
+            return -1;
+        o->threads = (int)v;
+    }
+    for (i = 0; i < O_COUNT; i++) {
+        if (vals[i] == NULL || i == O_THREADS)
+            continue;
+        switch (opt_defs[i].type) {
+        case OPT_INT:
+            if (opt_long(opt_defs[i].name, vals[i], 0, INT_MAX, &v, msg, msglen) != 0)
+                return -1;
+            break;
+        case OPT_SIZE:
+            if (opt_long(opt_defs[i].name, vals[i], 1, LONG_MAX, &v, msg, msglen) != 0)
+                return -1;
+            break;
+        case OPT_DOUBLE:
+            errno = 0;
+            d = strtod(vals[i], &end);
+            if (errno != 0 || *end != '\0' || vals[i][0] == '\0' || !(d > 0.0) || !isfinite(d)) {
+                snprintf(msg, msglen, "--%s: expected a number > 0, got \"%s\"", opt_defs[i].name,
+                         vals[i]);
+                return -1;
+            }
+            v = 0;
+            break;
+        default:
+            continue;
+        }
+        switch (i) {
+        case O_QUEUE_DEPTH: o->queue_depth = (int)v; break;
+        case O_MAX_BODY: o->limits.max_body_bytes = (size_t)v; break;
+        case O_MAX_FRAMES: o->limits.max_frames = v; break;
+        case O_MAX_CODE: o->limits.max_code_size = (int)v; break;
+        case O_MAX_SESSIONS: o->limits.max_sessions = v; break;
+        case O_MAX_MEMORY: o->limits.max_memory_bytes = (size_t)v; break;
+        case O_MAX_ITER: o->limits.max_iterations = (int)v; break;
+        case O_MAX_SOLVE: o->limits.max_solve_seconds = d; break;
+        case O_MAX_READ: o->limits.max_read_steps = (int)v; break;
+        case O_RETRY_AFTER: o->limits.retry_after_s = (int)v; break;
+        case O_MAX_CONN: o->max_connections = (int)v; break;
+        case O_CONN_TIMEOUT: o->connection_timeout_s = (int)v; break;
+        case O_SHUTDOWN: o->shutdown_timeout_s = d; break;
+        default: break;
+        }
+    }
+    if (o->queue_depth < 1 || o->max_connections < 1 || o->limits.max_frames < 1
+        || o->limits.max_code_size < 1 || o->limits.max_sessions < 1
+        || o->limits.max_read_steps < 1) {
+        snprintf(msg, msglen, "queue-depth, max-connections, max-frames, max-code-size, "
+                              "max-sessions and max-read-steps must be >= 1");
+        return -1;
+    }
+    return 0;
+}
+
+int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, size_t msglen)
+{
+    char **vals, env[64];
+    const char *arg, *value, *config = NULL, *e;
+    size_t n;
+    int i, k;
+
+    memset(o, 0, sizeof *o);
+    vals = o->store;
+    msg[0] = '\0';
+    http_limits_default(&o->limits);
+    for (i = 0; i < O_COUNT; i++) {
+        if (opt_defs[i].deflt != NULL && opt_set(vals, i, opt_defs[i].deflt, msg, msglen) != 0)
+            return -1;
+    }
+    /* The config file named on the command line (or in VBMEMD_CONFIG) is read
+     * first so that the environment and the command line override it. */
+    opt_env_name(O_CONFIG, env, sizeof env);
+    config = getenv(env);
+    for (k = 1; k < argc; k++) {
+        if (strcmp(argv[k], "--config") == 0 && k + 1 < argc)
+            config = argv[k + 1];
+        else if (strncmp(argv[k], "--config=", 9) == 0)
+            config = argv[k] + 9;
+    }
+    if (config != NULL && config[0] != '\0') {
+        if (opt_set(vals, O_CONFIG, config, msg, msglen) != 0
+            || opt_read_file(config, vals, msg, msglen) != 0)
+            return -1;
+    }
+    for (i = 0; i < O_COUNT; i++) {
+        if (i == O_CONFIG || opt_defs[i].type == OPT_FLAG)
+            continue;
+        opt_env_name(i, env, sizeof env);
+        e = getenv(env);
+        if (e != NULL && opt_set(vals, i, e, msg, msglen) != 0)
+            return -1;
+    }
+    for (k = 1; k < argc; k++) {
+        arg = argv[k];
+        if (strcmp(arg, "-h") == 0)
+            arg = "--help";
+        if (strncmp(arg, "--", 2) != 0) {
+            snprintf(msg, msglen, "unexpected argument \"%s\" (see --help)", arg);
+            return -1;
+        }
+        arg += 2;
+        value = strchr(arg, '=');
+        n = value != NULL ? (size_t)(value - arg) : strlen(arg);
+        i = opt_find(arg, n);
+        if (i < 0) {
+            snprintf(msg, msglen, "unknown option --%.*s (see --help)", (int)n, arg);
+            return -1;
+        }
+        if (opt_defs[i].type == OPT_FLAG) {
+            if (value != NULL) {
+                snprintf(msg, msglen, "--%s takes no value", opt_defs[i].name);
+                return -1;
+            }
+            if (i == O_HELP)
+                o->help = 1;
+            else if (i == O_VERSION)
+                o->version = 1;
+            else
+                o->print_routes = 1;
+            continue;
+        }
+        if (value != NULL) {
+            value++;
+        } else {
+            if (k + 1 >= argc) {
+                snprintf(msg, msglen, "--%s needs a value", opt_defs[i].name);
+                return -1;
+            }
+            value = argv[++k];
+        }
+        if (opt_set(vals, i, value, msg, msglen) != 0)
+            return -1;
+    }
+    if (o->help || o->version || o->print_routes)
+        return 0;
+    return opt_convert(vals, o, msg, msglen);
+}
+
+void vbmemd_options_usage(FILE *out)
+{
+    char env[64], left[64];
+    int i;
+
+    fputs("usage: vbmemd [OPTION]...\n"
+          "\n"
+          "vbmemd hosts episodic generative memories (libvbmem) behind an HTTP/JSON API\n"
+          "(proto/openapi.yaml). Sessions are latent: clients post codes.\n"
+          "\n"
+          "Every option can also be given as an environment variable (shown) or as a\n"
+          "\"name = value\" line of the --config file. Precedence: command line >\n"
+          "environment > config file > default.\n"
+          "\n",
+          out);
+    for (i = 0; i < O_COUNT; i++) {
+        if (opt_defs[i].type == OPT_FLAG) {
+            snprintf(left, sizeof left, "--%s", opt_defs[i].name);
+            fprintf(out, "  %-26s %s\n", left, opt_defs[i].help);
+            continue;
+        }
+        opt_env_name(i, env, sizeof env);
+        snprintf(left, sizeof left, "--%s %s", opt_defs[i].name,
+                 opt_defs[i].type == OPT_STR ? "VALUE" : opt_defs[i].type == OPT_LEVEL ? "LEVEL"
+                                                                                      : "N");
+        fprintf(out, "  %-26s %s\n  %-26s [%s%s%s]\n", left, opt_defs[i].help, "", env,
+                opt_defs[i].deflt != NULL ? ", default " : "",
+                opt_defs[i].deflt != NULL ? opt_defs[i].deflt : "");
+    }
+    fputs("\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight jobs (within\n"
+          "--shutdown-timeout) and exit 0; SIGHUP reloads the API keys.\n"
+          "Logs are JSON lines on stderr.\n",
+          out);
+}
+
+void vbmemd_options_free(vbmemd_options *o)
+{
+    int i;
+
+    for (i = 0; i < O_COUNT; i++) {
+        free(o->store[i]);
+        o->store[i] = NULL;
+    }
+}

@@ -1,0 +1,47 @@
+/* options.h -- owns vbmemd's options: the table of every option, and reading them from defaults, a config file, VBMEMD_* variables and the command line. */
+#ifndef VBMEM_VBMEMD_OPTIONS_H
+#define VBMEM_VBMEMD_OPTIONS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "http/log.h"
+#include "http/server.h"
+
+#define OPT_MSG_LEN 512
+
+/* Everything vbmemd is configured with. Strings point into the options' own
+ * storage and live until vbmemd_options_free. */
+typedef struct {
+    const char *listen;
+    const char *data_dir;     /* NULL: none */
+    const char *models_dir;   /* NULL: none */
+    const char *api_key_file; /* NULL: no API keys */
+    const char *config;       /* the config file read, NULL: none */
+    int threads;
+    int queue_depth;
+    int max_connections;
+    int connection_timeout_s;
+    double shutdown_timeout_s;
+    hlog_level log_level;
+    http_limits limits;
+    int help;
+    int version;
+    int print_routes;
+    char *store[32];          /* owned option strings */
+} vbmemd_options;
+
+/* Read the options: defaults, then the config file (--config or
+ * VBMEMD_CONFIG), then VBMEMD_* environment variables, then the command line
+ * (later sources win). Returns 0, or -1 with a message in msg (unknown option,
+ * missing or malformed value, unreadable config file); *o must be released
+ * with vbmemd_options_free in both cases. */
+int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, size_t msglen);
+
+/* Print the usage text listing every option, its variable and its default. */
+void vbmemd_options_usage(FILE *out);
+
+/* Release the strings held by o. */
+void vbmemd_options_free(vbmemd_options *o);
+
+#endif

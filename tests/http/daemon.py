@@ -1,0 +1,227 @@
+"""daemon.py -- owns starting a real vbmemd on an ephemeral loopback port, talking HTTP/1.1 to it
+(keep-alive, stdlib only) and validating every response against proto/openapi.yaml."""
+import base64
+import http.client
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import threading
+import time
+
+try:
+    import jsonschema
+    import yaml
+except ImportError:  # validation is skipped without python3-jsonschema / python3-yaml
+    jsonschema = None
+    yaml = None
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OPENAPI = os.path.join(ROOT, "proto", "openapi.yaml")
+
+
+class Contract:
+    """The OpenAPI document: route templates and response schemas."""
+
+    def __init__(self):
+        self.doc = None
+        self.routes = []
+        if yaml is None:
+            return
+        with open(OPENAPI) as f:
+            self.doc = yaml.safe_load(f)
+        for path, item in self.doc["paths"].items():
+            regex = "^" + re.sub(r"\{[^}]+\}", "[^/]+", path) + "$"
+            for method in ("get", "post", "put", "delete", "patch"):
+                if method in item:
+                    self.routes.append((method.upper(), path, re.compile(regex)))
+        self.checked = 0
+
+    def route_set(self):
+        return {(m, p) for m, p, _ in self.routes}
+
+    def _resolve(self, node):
+        while isinstance(node, dict) and "$ref" in node:
+            parts = node["$ref"].lstrip("#/").split("/")
+            node = self.doc
+            for p in parts:
+                node = node[p]
+        return node
+
+    def validate(self, method, path, status, ctype, body):
+        """Raise AssertionError when the response is not what the document says."""
+        if self.doc is None:
+            return
+        path = path.split("?")[0]
+        ops = [(m, p) for m, p, rx in self.routes if rx.match(path)]
+        methods = [m for m, _ in ops]
+        if not ops or method not in methods:
+            want = 404 if not ops else 405
+            assert status == want, f"{method} {path}: expected {want}, got {status}"
+            schema = self.doc["components"]["schemas"]["Problem"]
+            ctype_want = "application/problem+json"
+        else:
+            tmpl = [p for m, p in ops if m == method][0]
+            op = self.doc["paths"][tmpl][method.lower()]
+            resp = op["responses"].get(str(status))
+            assert resp is not None, f"{method} {tmpl}: status {status} is not documented"
+            resp = self._resolve(resp)
+            if "content" not in resp:
+                assert not body, f"{method} {tmpl} {status}: unexpected body"
+                return
+            ctype_want, media = next(iter(resp["content"].items()))
+            schema = media["schema"]
+        assert ctype.split(";")[0].strip() == ctype_want, \
+            f"{method} {path} {status}: content type {ctype}, documented {ctype_want}"
+        if ctype_want.endswith("json"):
+            resolver = jsonschema.RefResolver.from_schema(self.doc)
+            jsonschema.Draft202012Validator(schema, resolver=resolver).validate(json.loads(body))
+        self.checked += 1
+
+
+CONTRACT = Contract()
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+    def header(self, name):
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+
+class Client:
+    """One keep-alive connection; every response is checked against the contract."""
+
+    def __init__(self, port, key=None, timeout=60):
+        self.port = port
+        self.key = key
+        self.timeout = timeout
+        self.conn = None
+
+    def request(self, method, path, body=None, headers=None, raw=None, ctype="application/json",
+                validate=True):
+        h = {}
+        if self.key is not None:
+            h["Authorization"] = "Bearer " + self.key
+        data = None
+        if raw is not None:
+            data = raw
+        elif body is not None:
+            data = json.dumps(body).encode()
+        if data is not None and ctype is not None:
+            h["Content-Type"] = ctype
+        h.update(headers or {})
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            try:
+                self.conn.request(method, path, body=data, headers=h)
+                r = self.conn.getresponse()
+                payload = r.read()
+                if r.getheader("Connection", "").lower() == "close":
+                    self.close()
+                break
+            except (ConnectionError, http.client.RemoteDisconnected, BrokenPipeError):
+                self.close()
+                if attempt == 1:
+                    raise
+        resp = Response(r.status, r.getheaders(), payload)
+        if validate:
+            CONTRACT.validate(method, path, r.status, resp.header("Content-Type") or "", payload)
+            if r.status >= 400:
+                p = resp.json()
+                assert p["status"] == r.status, p
+        return resp
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class Daemon:
+    """A vbmemd process on 127.0.0.1 with a kernel-chosen port; stderr is collected."""
+
+    def __init__(self, binary, *args, env=None, wrapper=None):
+        cmd = list(wrapper or []) + [binary, "--listen", "127.0.0.1:0"] + list(args)
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env=full_env)
+        self.lines = []
+        self.port = None
+        ready = threading.Event()
+
+        def pump():
+            for raw in self.proc.stderr:
+                line = raw.decode(errors="replace").rstrip("\n")
+                self.lines.append(line)
+                if self.port is None and '"msg":"listening"' in line:
+                    self.port = json.loads(line)["port"]
+                    ready.set()
+            ready.set()
+
+        self.thread = threading.Thread(target=pump, daemon=True)
+        self.thread.start()
+        if not ready.wait(60) or self.port is None:
+            self.proc.kill()
+            raise RuntimeError("vbmemd did not start: " + "\n".join(self.lines[-20:]))
+
+    def client(self, key=None):
+        return Client(self.port, key)
+
+    def logs(self):
+        out = []
+        for line in list(self.lines):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                out.append({"raw": line})
+        return out
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout=30):
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+            raise AssertionError("vbmemd did not stop within %ss" % timeout)
+        self.thread.join(5)
+        return rc
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+
+def tensor(rows):
+    """A float32 base64 tensor of a list of equal-length rows."""
+    T, C = len(rows), len(rows[0])
+    data = struct.pack("<%df" % (T * C), *[x for r in rows for x in r])
+    return {"dtype": "float32", "shape": [T, C], "data": base64.b64encode(data).decode()}
+
+
+def untensor(t):
+    T, C = t["shape"]
+    vals = struct.unpack("<%df" % (T * C), base64.b64decode(t["data"]))
+    return [list(vals[i * C:(i + 1) * C]) for i in range(T)]

@@ -1,0 +1,741 @@
+#!/usr/bin/python3
+"""test_http.py -- integration tests of vbmemd: start the real daemon on an ephemeral loopback
+port and talk HTTP to it. Covers every route (responses validated against proto/openapi.yaml),
+the lifecycle of every memory kind, concurrency with a serial replay, every error status,
+API-key isolation and reload, limits, backpressure, graceful shutdown, TTL, option precedence,
+metrics/logs and the memory of idle sessions.
+
+usage: test_http.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...']"""
+import json
+import math
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon import CONTRACT, Client, Daemon, tensor, untensor  # noqa: E402
+
+BIN = None
+WRAPPER = None
+QUICK = False
+FAST = None  # the shared daemon
+
+KINDS = {
+    "gaussian": {"kind": "gaussian", "rows": 4, "retain_max": 500},
+    "categorical": {"kind": "categorical", "rows": 4, "retain_max": 500},
+    "mixture": {"kind": "mixture", "rows": 3, "clusters": 3, "retain_max": 500},
+    "tree": {"kind": "tree", "rows": 3, "clusters": 2, "groups": 2, "retain_max": 500},
+    "dkm": {"kind": "dkm", "rows": 4, "retain_max": 500},
+}
+
+
+def codes(T, C, seed, k=3, spread=4.0):
+    rnd = random.Random(seed)
+    centers = [[rnd.gauss(0, spread) for _ in range(C)] for _ in range(k)]
+    return [[centers[t % k][c] + rnd.gauss(0, 0.5) for c in range(C)] for t in range(T)]
+
+
+def expect(cond, msg="assertion failed"):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def ok(resp, status=200):
+    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:400]))
+    return resp.json() if resp.body else None
+
+
+def problem(resp, status, field=None):
+    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:300]))
+    expect((resp.header("Content-Type") or "").startswith("application/problem+json"),
+           "not problem+json: %s" % resp.header("Content-Type"))
+    p = resp.json()
+    for k in ("type", "title", "status", "detail"):
+        expect(k in p, "problem lacks %s: %s" % (k, p))
+    if field is not None:
+        expect(p.get("field", "").startswith(field), "field %r, expected %r (%s)" % (p.get("field"), field, p))
+    if status in (429, 503):
+        expect(resp.header("Retry-After") is not None, "no Retry-After on %d" % status)
+    return p
+
+
+def create(c, C, memory, **extra):
+    body = {"code_size": C, "memory": memory}
+    body.update(extra)
+    r = c.request("POST", "/v1/sessions", body)
+    s = ok(r, 201)
+    expect(r.header("Location") == "/v1/sessions/" + s["id"], "Location")
+    expect(r.header("ETag") == '"1"', "ETag of a new session")
+    return s
+
+
+def start(*args, **kw):
+    return Daemon(BIN, *args, wrapper=WRAPPER, **kw)
+
+
+# ---- tests -------------------------------------------------------------------------------
+
+def test_routes_match_openapi():
+    out = subprocess.run([BIN, "--print-routes"], check=True, capture_output=True, text=True).stdout
+    served = {tuple(line.split(" ", 1)) for line in out.splitlines() if line}
+    if CONTRACT.doc is None:
+        print("   (python3-yaml missing: route comparison skipped)")
+        return
+    documented = CONTRACT.route_set()
+    expect(served == documented, "routes differ: served-only %s, documented-only %s"
+           % (sorted(served - documented), sorted(documented - served)))
+
+
+def test_help_and_version():
+    out = subprocess.run([BIN, "--help"], check=True, capture_output=True, text=True).stdout
+    for opt in ("--listen", "--data-dir", "--models-dir", "--threads", "--queue-depth",
+                "--api-key-file", "--config", "--log-level", "--max-body-bytes", "--max-frames",
+                "--max-code-size", "--max-sessions", "--max-memory-bytes", "--max-iterations",
+                "--max-solve-seconds", "VBMEMD_LISTEN"):
+        expect(opt in out, "--help lacks " + opt)
+    bad = subprocess.run([BIN, "--bogus"], capture_output=True, text=True)
+    expect(bad.returncode == 2 and "unknown option" in bad.stderr, "bad option accepted")
+
+
+def test_system_endpoints():
+    c = FAST.client()
+    expect(ok(c.request("GET", "/healthz"))["status"] == "ok")
+    expect(ok(c.request("GET", "/readyz"))["status"] == "ready")
+    expect(ok(c.request("GET", "/v1/models"))["models"] == [])
+    problem(c.request("GET", "/v1/models/mnist"), 404, "name")
+    m = c.request("GET", "/metrics")
+    expect(m.status == 200 and b"vbmemd_sessions" in m.body, "metrics")
+
+
+def lifecycle(kind):
+    c = FAST.client()
+    C = 8
+    s = create(c, C, KINDS[kind], solver={"iterations": 20})
+    sid = s["id"]
+    base = "/v1/sessions/" + sid
+    expect(s["kind"] == kind and s["version"] == 1 and s["frames"] == 0, s)
+    expect(ok(c.request("GET", base))["id"] == sid)
+    r = c.request("POST", base + "/episodes", {"mode": "replace", "codes": {"mu": codes(24, C, 1), "sigma2": 0.05},
+                                               "seed": 7, "addresses": True})
+    w = ok(r)
+    expect(w["version"] == 2 and r.header("ETag") == '"2"' and w["frames"] == 24, w)
+    expect(math.isfinite(w["elbo"]["per_frame"]) and len(w["addresses"]["s"]) == 24, "write result")
+    usage = w["cluster_usage"]
+    expect(all(abs(sum(g) - 24) < 1e-6 for g in usage), "usage sums to T: %s" % usage)
+    a = ok(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": tensor(codes(12, C, 2))}, "seed": 8}))
+    expect(a["version"] == 3 and a["frames"] == 36 and a["mode"] == "append", a)
+    rf = ok(c.request("POST", base + "/episodes", {"mode": "refit", "iterations": 10}))
+    expect(rf["version"] == 4 and rf["retained_codes"] == 36, rf)
+    g = ok(c.request("GET", base))
+    expect(g["frames"] == 36 and g["retained_codes"] == 36 and g["version"] == 4, g)
+    expect(isinstance(g["last_elbo"], float), g)
+    sj = ok(c.request("POST", base + "/samples", {"count": 5, "seed": 3}))
+    sb = ok(c.request("POST", base + "/samples", {"count": 5, "seed": 3, "encoding": "base64"}))
+    expect(len(sj["codes"]) == 5 and len(sj["codes"][0]) == C, "sample shape")
+    for x, y in zip(sum(sj["codes"], []), sum(untensor(sb["codes"]), [])):
+        expect(abs(x - y) <= 1e-5 * (1 + abs(x)), "base64 samples differ from JSON ones")
+    rd = ok(c.request("POST", base + "/reads", {"query": {"mu": codes(2, C, 4)}, "iterations": 3, "seed": 5}))
+    expect(len(rd["steps"]) == 3 and len(rd["steps"][2]["codes"]) == 2, "read steps")
+    expect(len(rd["steps"][0]["addresses"]["s"]) == 2, "read addresses")
+    if kind in ("mixture", "tree"):
+        rz = ok(c.request("POST", base + "/resize", {"clusters": KINDS[kind]["clusters"] + 1, "seed": 1}))
+        expect(rz["clusters"] == KINDS[kind]["clusters"] + 1, rz)
+    else:
+        rz = ok(c.request("POST", base + "/resize", {"rows": 5, "seed": 1}))
+        expect(rz["rows"] == 5, rz)
+    expect(math.isfinite(rz["elbo_before"]) and math.isfinite(rz["elbo_after"]) and rz["version"] == 5, rz)
+    mem = c.request("GET", base + "/memory")
+    expect(mem.header("ETag") == '"5"', "memory ETag")
+    exported = mem.json()
+    other = create(c, C, {"kind": "gaussian", "rows": 2})
+    ob = "/v1/sessions/" + other["id"]
+    imp = ok(c.request("PUT", ob + "/memory", exported, headers={"If-Match": '"1"'}))
+    expect(imp["kind"] == kind and imp["version"] == 2 and imp["frames"] == 36, imp)
+    expect(ok(c.request("GET", ob + "/memory")) == exported, "memory does not round-trip")
+    # the imported memory behaves like the original
+    s1 = ok(c.request("POST", base + "/samples", {"count": 3, "seed": 9}))
+    s2 = ok(c.request("POST", ob + "/samples", {"count": 3, "seed": 9}))
+    expect(s1["codes"] == s2["codes"], "imported memory samples differently")
+    ok(c.request("DELETE", base), 204)
+    ok(c.request("DELETE", ob), 204)
+    problem(c.request("GET", base), 404)
+    problem(c.request("DELETE", base), 404)
+
+
+def test_lifecycle_gaussian():
+    lifecycle("gaussian")
+
+
+def test_lifecycle_categorical():
+    lifecycle("categorical")
+
+
+def test_lifecycle_mixture():
+    lifecycle("mixture")
+
+
+def test_lifecycle_tree():
+    lifecycle("tree")
+
+
+def test_lifecycle_dkm():
+    lifecycle("dkm")
+
+
+def test_chunked_write_matches_vbmem_solve():
+    """A replace write of more iterations than one solver chunk (25) gives bit for bit the memory
+    that vbmem-solve (one libvbmem call) gives for the same job."""
+    solve = os.path.join(os.path.dirname(BIN), "vbmem-solve")
+    if not os.path.exists(solve):
+        print("   (no vbmem-solve next to vbmemd: skipped)")
+        return
+    c = FAST.client()
+    model = {"kind": "mixture", "code_size": 5, "rows": 2, "clusters": 3, "retain_max": 100}
+    mu = codes(30, 5, 21)
+    sid = create(c, 5, {k: v for k, v in model.items() if k != "code_size"})["id"]
+    w = ok(c.request("POST", "/v1/sessions/%s/episodes" % sid,
+                     {"codes": {"mu": mu, "sigma2": 0.02}, "iterations": 60, "seed": 5}))
+    expect(w["iterations"] == 60 and not w["time_limited"], w)
+    served = ok(c.request("GET", "/v1/sessions/%s/memory" % sid))
+    job = {"op": "write", "model": model, "codes": {"mu": mu, "sigma2": 0.02}, "iterations": 60, "seed": 5}
+    out = subprocess.run([solve], input=json.dumps(job), capture_output=True, text=True, check=True).stdout
+    expect(json.loads(out)["posterior"] == served, "the chunked write differs from vbmem-solve's")
+    ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
+
+
+def test_pagination():
+    c = FAST.client()
+    ids = sorted(create(c, 4, {"kind": "gaussian", "rows": 2})["id"] for _ in range(7))
+    seen, cursor = [], None
+    while True:
+        q = "/v1/sessions?limit=3" + ("&cursor=" + cursor if cursor else "")
+        page = ok(c.request("GET", q))
+        expect(len(page["sessions"]) <= 3, "page too long")
+        seen += [s["id"] for s in page["sessions"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    expect([i for i in seen if i in ids] == ids, "pagination lost or reordered sessions")
+    problem(c.request("GET", "/v1/sessions?limit=0"), 422, "limit")
+    for i in ids:
+        ok(c.request("DELETE", "/v1/sessions/" + i), 204)
+
+
+def raw_http(port, head, body=b"", read=True):
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        s.sendall(head + body)
+        if not read:
+            return b""
+        data = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            data += chunk
+            if b"\r\n\r\n" in data:
+                hdr, _, rest = data.partition(b"\r\n\r\n")
+                for line in hdr.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        if len(rest) >= int(line.split(b":")[1]):
+                            return data
+        return data
+    finally:
+        s.close()
+
+
+def test_errors():
+    c = FAST.client()
+    C = 6
+    s = create(c, C, {"kind": "mixture", "rows": 2, "clusters": 4})
+    base = "/v1/sessions/" + s["id"]
+    # 400
+    problem(c.request("POST", "/v1/sessions", raw=b"{"), 400)
+    problem(c.request("POST", "/v1/sessions", raw=b"[1, 2]"), 400)
+    problem(c.request("POST", base + "/episodes", raw=b'{"mode": "replace", "mode": "append"}'), 400)
+    problem(c.request("POST", "/v1/sessions", raw=b"\xff\xfe{}"), 400)
+    # 404
+    problem(c.request("GET", "/v1/sessions/" + "0" * 32), 404)
+    problem(c.request("POST", "/v1/sessions/" + "0" * 32 + "/episodes", {"codes": {"mu": [[1.0] * C]}}), 404)
+    problem(c.request("GET", "/nothing/here"), 404)
+    # 405
+    r = c.request("PATCH", "/v1/sessions")
+    problem(r, 405)
+    expect("GET" in (r.header("Allow") or ""), "Allow header")
+    problem(c.request("PUT", base), 405)
+    # 415
+    problem(c.request("POST", "/v1/sessions", {"code_size": 4}, ctype="text/plain"), 415, "Content-Type")
+    problem(c.request("POST", "/v1/sessions", {"code_size": 4}, ctype=None), 415)
+    # 409
+    ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(20, C, 1)}, "seed": 1}))
+    problem(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, 2)}},
+                      headers={"If-Match": '"1"'}), 409, "If-Match")
+    problem(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, 2)}},
+                      headers={"If-Match": "garbage"}), 409)
+    ok(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, 2)}},
+                 headers={"If-Match": '"2"'}))
+    problem(c.request("DELETE", base, headers={"If-Match": '"2"'}), 409)
+    problem(c.request("POST", base + "/resize", {"clusters": 2}, headers={"If-Match": '"2"'}), 409)
+    # 422: dimensions, NaN/Inf, negative variance, H > T, unknown kind, members, limits
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": codes(5, C + 1, 1)}}), 422, "codes")
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": [[1.0] * C, [1.0] * (C - 1)]}}), 422, "codes.mu[1]")
+    nan = tensor([[1.0] * C, [float("nan")] + [0.0] * (C - 1)])
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": nan}}), 422, "codes.mu.data")
+    inf = tensor([[float("inf")] * C])
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": inf}}), 422, "codes.mu")
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": codes(8, C, 1), "sigma2": -1}}), 422, "codes.sigma2")
+    neg = [[0.1] * C for _ in range(8)]
+    neg[3][2] = -0.5
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": codes(8, C, 1), "sigma2": neg}}), 422, "codes.sigma2[3][2]")
+    problem(c.request("POST", base + "/episodes", {"mode": "replace", "codes": {"mu": codes(3, C, 1)}}), 422, "codes")
+    problem(c.request("POST", "/v1/sessions", {"code_size": 4, "memory": {"kind": "hopfield"}}), 422, "memory.kind")
+    problem(c.request("POST", "/v1/sessions", {"code_size": 4, "memory": {"kind": "tree", "groups": 3}}), 422, "memory.groups")
+    problem(c.request("POST", "/v1/sessions", {"code_size": 4, "colour": "red"}), 422, "colour")
+    problem(c.request("POST", "/v1/sessions", {"memory": {"kind": "mixture"}}), 422, "code_size")
+    problem(c.request("POST", "/v1/sessions", {"model": "mnist"}), 422, "model")
+    problem(c.request("POST", base + "/episodes", {"mode": "sideways", "codes": {"mu": codes(8, C, 1)}}), 422, "mode")
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": {"dtype": "float32", "shape": [2, C], "data": "AAAA"}}}), 422, "codes.mu.data")
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": {"dtype": "float64", "shape": [1, C], "data": ""}}}), 422, "codes.mu.dtype")
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": codes(8, C, 1)}, "iterations": 10 ** 6}), 422, "iterations")
+    problem(c.request("POST", base + "/episodes", {"codes": {"mu": codes(8, C, 1)}, "seed": -1}), 422, "seed")
+    problem(c.request("POST", base + "/samples", {"count": 0}), 422, "count")
+    problem(c.request("POST", base + "/samples", {"count": 2, "cluster": 99}), 422, "cluster")
+    problem(c.request("POST", base + "/reads", {"query": {"mu": codes(1, C - 1, 1)}}), 422, "query")
+    problem(c.request("POST", base + "/reads", {}), 422, "query")
+    problem(c.request("POST", base + "/resize", {}), 422, "clusters")
+    problem(c.request("POST", base + "/resize", {"rows": -1}), 422, "rows")
+    bad_mem = ok(c.request("GET", base + "/memory"))
+    bad_mem["posterior"]["clusters"][0]["U"][0][0] = -5.0
+    problem(c.request("PUT", base + "/memory", bad_mem), 422, "memory.posterior")
+    problem(c.request("PUT", base + "/memory", {"format": "nope"}), 422)
+    # 413: announced too large (answered before the body), and streamed past the limit
+    out = raw_http(FAST.port, b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: 99999999\r\n\r\n")
+    expect(out.startswith(b"HTTP/1.1 413") and b"application/problem+json" in out, out[:200])
+    big = b'{"codes": {"mu": [' + b"1.0," * 700000 + b'1.0]}}'
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(big[i:i + 65536]), big[i:i + 65536]) for i in range(0, len(big), 65536)) + b"0\r\n\r\n"
+    out = raw_http(FAST.port, b"POST " + base.encode() + b"/episodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\n", chunks)
+    expect(out.startswith(b"HTTP/1.1 413"), out[:200])
+    # the session is still intact and serving
+    expect(ok(c.request("GET", base))["version"] == 3)
+    ok(c.request("DELETE", base), 204)
+
+
+def test_hostile_inputs_never_500():
+    """Garbage, wrong types, extreme numbers and deep nesting on every route: only 4xx, never a
+    crash or a 500, and the daemon keeps serving."""
+    c = FAST.client()
+    sid = create(c, 3, {"kind": "tree", "rows": 2, "clusters": 2, "groups": 3, "retain_max": 10})["id"]
+    ok(c.request("POST", "/v1/sessions/%s/episodes" % sid, {"codes": {"mu": codes(8, 3, 1)}}))
+    bodies = [b"", b"null", b"0", b'"x"', b"{}", b"[" * 5000 + b"]" * 5000, b'{"a":' * 3000 + b"1" + b"}" * 3000,
+              b'{"code_size": 1e999}', b'{"code_size": 99999999999999999999999}', b'{"code_size": -1}',
+              b'{"code_size": 2, "memory": {"kind": "mixture", "clusters": 65536, "rows": 4096}}',
+              b'{"code_size": 3, "memory": {"kind": "gaussian", "u0": -1}}',
+              b'{"code_size": 3, "memory": {"kind": "tree", "groups": 0}}',
+              b'{"codes": {"mu": [[1e308, -1e308, 1e308]]}, "iterations": 3}',
+              b'{"codes": {"mu": [[1, 2, 3]], "sigma2": [[1e308, 1e308, 1e308]]}}',
+              b'{"codes": {"mu": [["a", 2, 3]]}}', b'{"codes": {"mu": []}}', b'{"codes": {"mu": [[]]}}',
+              b'{"codes": {"mu": {"dtype": "float32", "shape": [0, 3], "data": ""}}}',
+              b'{"codes": {"mu": {"dtype": "float32", "shape": [99999999999, 3], "data": ""}}}',
+              b'{"codes": 5, "mode": 7}', b'{"count": 1e30}', b'{"count": 3, "seed": "18446744073709551616"}',
+              b'{"count": 3, "seed": "18446744073709551615", "cluster": -1}',
+              b'{"query": {"mu": [[0, 0, 0]]}, "iterations": 1000000}', b'{"clusters": 1, "rows": 1}',
+              b'{"clusters": 4000, "rows": 4000}', b'{"format": "vbmem-memory", "version": 1}',
+              b"\x00\x01\x02", "{\"code_size\": \"\u00e9\ud800\"}".encode("utf-8", "surrogatepass")]
+    paths = [("POST", "/v1/sessions"), ("POST", "/v1/sessions/%s/episodes" % sid),
+             ("POST", "/v1/sessions/%s/resize" % sid), ("POST", "/v1/sessions/%s/samples" % sid),
+             ("POST", "/v1/sessions/%s/reads" % sid), ("PUT", "/v1/sessions/%s/memory" % sid)]
+    for method, path in paths:
+        for b in bodies:
+            r = c.request(method, path, raw=b)
+            expect(r.status < 500, "%s %s %r -> %d %s" % (method, path, b[:60], r.status, r.body[:200]))
+    for path in ("/v1/sessions/%s" % ("x" * 5000), "/v1/sessions/%00", "/v1/sessions/../../etc/passwd",
+                 "/v1/sessions?limit=-5&cursor=%ff", "/v1/sessions?limit=99999999999999999999"):
+        expect(c.request("GET", path).status < 500, path)
+    expect(ok(c.request("GET", "/v1/sessions/" + sid))["version"] >= 2)
+    ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
+
+
+def test_concurrency_and_serial_replay():
+    C, H = 8, 3
+    cfg = {"kind": "mixture", "rows": 2, "clusters": H}
+    setup = FAST.client()
+    shared = create(setup, C, cfg, solver={"iterations": 15})
+    sbase = "/v1/sessions/" + shared["id"]
+    first = codes(30, C, 100)
+    ok(setup.request("POST", sbase + "/episodes", {"mode": "replace", "codes": {"mu": first}, "seed": 1}))
+    own = [create(setup, C, cfg)["id"] for _ in range(4)]
+    records, errors, lock = [], [], threading.Lock()
+    n_writers, per = (4, 3) if QUICK else (8, 5)
+
+    def writer(w):
+        cl = FAST.client()
+        try:
+            for i in range(per):
+                payload = codes(6, C, 1000 + w * 100 + i)
+                seed = w * 100 + i
+                body = {"mode": "append", "codes": {"mu": payload if i % 2 else tensor(payload)}, "seed": seed}
+                r = ok(cl.request("POST", sbase + "/episodes", body))
+                with lock:
+                    records.append((r["version"], body))
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    def own_writer(sid, w):
+        cl = FAST.client()
+        try:
+            b = "/v1/sessions/" + sid
+            ok(cl.request("POST", b + "/episodes", {"mode": "replace", "codes": {"mu": codes(12, C, w)}, "seed": w}))
+            for i in range(per):
+                r = ok(cl.request("POST", b + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, w + i)}}))
+                expect(r["version"] == 3 + i, "versions of a private session must be sequential")
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    def reader():
+        cl = FAST.client()
+        try:
+            for i in range(per * 2):
+                ok(cl.request("POST", sbase + "/samples", {"count": 4, "seed": i}))
+                ok(cl.request("GET", sbase))
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(n_writers)]
+    threads += [threading.Thread(target=own_writer, args=(sid, 50 + k)) for k, sid in enumerate(own)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    expect(not errors, "client errors: %s" % errors[:3])
+    versions = sorted(v for v, _ in records)
+    expect(versions == list(range(3, 3 + n_writers * per)), "versions are not a gapless sequence: %s" % versions)
+    # replay the appends serially in the order the server recorded
+    replay = create(setup, C, cfg, solver={"iterations": 15})
+    rbase = "/v1/sessions/" + replay["id"]
+    ok(setup.request("POST", rbase + "/episodes", {"mode": "replace", "codes": {"mu": first}, "seed": 1}))
+    for _, body in sorted(records, key=lambda x: x[0]):
+        ok(setup.request("POST", rbase + "/episodes", body))
+    m1 = ok(setup.request("GET", sbase + "/memory"))
+    m2 = ok(setup.request("GET", rbase + "/memory"))
+    expect(m1 == m2, "final state differs from the serial replay")
+    for sid in own + [shared["id"], replay["id"]]:
+        ok(setup.request("DELETE", "/v1/sessions/" + sid), 204)
+
+
+def slow_episode(C=48, T=800):
+    if WRAPPER is not None:  # valgrind runs ~50x slower
+        T = 100
+    return {"mode": "replace", "codes": {"mu": tensor(codes(T, C, 5, k=6))}, "iterations": 60, "seed": 2}
+
+
+def test_sessions_do_not_wait_on_each_other():
+    """While a long write holds session A's lock (2 workers), requests on session B are served."""
+    c = FAST.client()
+    a = create(c, 48, {"kind": "mixture", "rows": 6, "clusters": 10})["id"]
+    b = create(c, 4, {"kind": "gaussian", "rows": 2})["id"]
+    ok(c.request("POST", "/v1/sessions/%s/episodes" % b, {"codes": {"mu": codes(10, 4, 1)}}))
+    slow = dict(slow_episode(T=3000 if WRAPPER is None else 200), iterations=80)
+    result = {}
+
+    def long_write():
+        result["w"] = ok(FAST.client().request("POST", "/v1/sessions/%s/episodes" % a, slow))
+
+    t = threading.Thread(target=long_write)
+    t.start()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        if "vbmemd_jobs_in_flight 0" not in c.request("GET", "/metrics", validate=False).body.decode():
+            break
+        time.sleep(0.005)
+    t0 = time.time()
+    ok(c.request("GET", "/v1/sessions/" + b))
+    ok(c.request("POST", "/v1/sessions/%s/samples" % b, {"count": 2}))
+    other = time.time() - t0
+    t.join(120)
+    solve = result["w"]["timings"]["solve_s"]
+    expect(other < solve, "session B waited for session A: %.3fs vs A's solve %.3fs" % (other, solve))
+    ok(c.request("DELETE", "/v1/sessions/" + a), 204)
+    ok(c.request("DELETE", "/v1/sessions/" + b), 204)
+
+
+def test_backpressure_queue_full():
+    d = start("--threads", "1", "--queue-depth", "2", "--log-level", "warn")
+    try:
+        c = d.client()
+        sid = create(c, 48, {"kind": "mixture", "rows": 6, "clusters": 10})["id"]
+        body = slow_episode()
+        statuses, errors = [], []
+
+        def go():
+            try:
+                r = d.client().request("POST", "/v1/sessions/%s/episodes" % sid, body)
+                statuses.append(r.status)
+                if r.status == 503:
+                    problem(r, 503)
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=go) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        expect(not errors, errors[:2])
+        expect(statuses.count(503) >= 1, "no 503 with a full queue: %s" % statuses)
+        expect(statuses.count(200) >= 3, "too few served: %s" % statuses)
+        expect(set(statuses) <= {200, 503}, statuses)
+        m = c.request("GET", "/metrics").body.decode()
+        expect("vbmemd_rejected_total %d" % statuses.count(503) in m, "rejected counter")
+    finally:
+        expect(d.stop() == 0, "exit status")
+
+
+def test_graceful_shutdown_with_requests_in_flight():
+    d = start("--threads", "2", "--queue-depth", "16", "--shutdown-timeout", "60")
+    c = d.client()
+    sid = create(c, 48, {"kind": "mixture", "rows": 6, "clusters": 10})["id"]
+    body = slow_episode()
+    statuses = []
+
+    def go():
+        statuses.append(d.client().request("POST", "/v1/sessions/%s/episodes" % sid, body).status)
+
+    threads = [threading.Thread(target=go) for _ in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 20
+    while time.time() < deadline:  # wait until the jobs are inside the server
+        m = c.request("GET", "/metrics", validate=False).body.decode()
+        if "vbmemd_jobs_in_flight 0" not in m:
+            break
+        time.sleep(0.01)
+    time.sleep(0.05)
+    d.signal(signal.SIGTERM)
+    for t in threads:
+        t.join(120)
+    rc = d.proc.wait(60)
+    d.thread.join(5)
+    expect(rc == 0, "exit status %s: %s" % (rc, "\n".join(d.lines[-30:])))
+    expect(statuses == [200] * 4, "in-flight requests were not finished: %s" % statuses)
+    msgs = [l.get("msg") for l in d.logs()]
+    expect("shutting down" in msgs and "stopped" in msgs, msgs[-5:])
+    try:
+        socket.create_connection(("127.0.0.1", d.port), timeout=2).close()
+        raise AssertionError("still accepting after shutdown")
+    except OSError:
+        pass
+
+
+def test_api_keys_isolation_and_reload():
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("# keys\nalpha-key\n  beta-key  \n\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            anon, a, b = d.client(), d.client("alpha-key"), d.client("beta-key")
+            r = anon.request("GET", "/v1/sessions")
+            problem(r, 401)
+            expect(r.header("WWW-Authenticate") == "Bearer", "WWW-Authenticate")
+            problem(d.client("wrong").request("GET", "/v1/models"), 401)
+            expect(ok(anon.request("GET", "/healthz"))["status"] == "ok")
+            sid = create(a, 4, {"kind": "gaussian", "rows": 2})["id"]
+            problem(b.request("GET", "/v1/sessions/" + sid), 404)
+            problem(b.request("DELETE", "/v1/sessions/" + sid), 404)
+            problem(b.request("POST", "/v1/sessions/%s/samples" % sid, {"count": 1}), 404)
+            expect(ok(b.request("GET", "/v1/sessions"))["sessions"] == [], "b sees a's sessions")
+            expect([s["id"] for s in ok(a.request("GET", "/v1/sessions"))["sessions"]] == [sid])
+            with open(keyfile, "w") as f:
+                f.write("gamma-key\nalpha-key\n")
+            d.signal(signal.SIGHUP)
+            deadline = time.time() + 10
+            while time.time() < deadline and not any(l.get("msg") == "reloaded" for l in d.logs()):
+                time.sleep(0.02)
+            problem(d.client("beta-key").request("GET", "/v1/sessions"), 401)
+            expect(ok(d.client("gamma-key").request("GET", "/v1/sessions"))["sessions"] == [])
+            expect(ok(d.client("alpha-key").request("GET", "/v1/sessions/" + sid))["id"] == sid)
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+def test_limits():
+    d = start("--max-sessions", "3", "--max-code-size", "64", "--max-frames", "20", "--max-solve-seconds", "0.000001",
+              "--max-iterations", "100", "--max-body-bytes", "100000", "--max-read-steps", "4")
+    try:
+        c = d.client()
+        ids = [create(c, 4, {"kind": "gaussian", "rows": 2})["id"] for _ in range(3)]
+        problem(c.request("POST", "/v1/sessions", {"code_size": 4, "memory": {"kind": "gaussian"}}), 429)
+        ok(c.request("DELETE", "/v1/sessions/" + ids[0]), 204)
+        ids[0] = create(c, 4, {"kind": "gaussian", "rows": 2})["id"]
+        base = "/v1/sessions/" + ids[1]
+        problem(c.request("POST", "/v1/sessions", {"code_size": 65}), 422, "code_size")
+        problem(c.request("POST", base + "/episodes", {"codes": {"mu": codes(21, 4, 1)}}), 422, "codes.mu")
+        problem(c.request("POST", base + "/episodes", {"codes": {"mu": tensor(codes(21, 4, 1))}}), 422, "codes.mu.shape")
+        w = ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(20, 4, 1)}, "iterations": 100}))
+        expect(w["time_limited"] and w["iterations"] == 25, "the solver time budget was not applied: %s" % w)
+        problem(c.request("POST", base + "/episodes", {"codes": {"mu": codes(20, 4, 1)}, "iterations": 101}), 422, "iterations")
+        problem(c.request("POST", base + "/samples", {"count": 21}), 422, "count")
+        problem(c.request("POST", base + "/reads", {"query": {"mu": codes(1, 4, 1)}, "iterations": 5}), 422, "iterations")
+        problem(c.request("POST", base + "/episodes", raw=b" " * 100001), 413)
+    finally:
+        expect(d.stop() == 0, "exit status")
+    # total memory bytes: each mixture session of C = 200, H = 10, K = 6 takes ~107 kB
+    d = start("--max-memory-bytes", "300000")
+    try:
+        c = d.client()
+        create(c, 200, {"kind": "mixture"})
+        create(c, 200, {"kind": "mixture"})
+        p = problem(c.request("POST", "/v1/sessions", {"code_size": 200, "memory": {"kind": "mixture"}}), 429)
+        expect("limit" in p["detail"], p)
+        problem(c.request("POST", "/v1/sessions", {"code_size": 4000, "memory": {"kind": "mixture", "clusters": 1000}}), 429)
+    finally:
+        expect(d.stop() == 0, "exit status")
+
+
+def test_option_precedence():
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = os.path.join(tmp, "vbmemd.conf")
+        with open(conf, "w") as f:
+            f.write("# config\nmax-frames = 5\nmax_sessions = 50\nlog-level = warn\n")
+
+        def frames_limit(*args, env=None):
+            d = start("--config", conf, *args, env=env)
+            try:
+                c = d.client()
+                b = "/v1/sessions/" + create(c, 2, {"kind": "gaussian", "rows": 1})["id"]
+                n = 4
+                while c.request("POST", b + "/episodes", {"codes": {"mu": codes(n + 1, 2, 1)}, "iterations": 1}).status == 200:
+                    n += 1
+                return n
+            finally:
+                d.stop()
+
+        expect(frames_limit() == 5, "config file not applied")
+        expect(frames_limit(env={"VBMEMD_MAX_FRAMES": "7"}) == 7, "environment does not override the config file")
+        expect(frames_limit("--max-frames", "9", env={"VBMEMD_MAX_FRAMES": "7"}) == 9, "command line does not win")
+
+
+def test_ttl_expiry():
+    c = FAST.client()
+    sid = create(c, 2, {"kind": "gaussian", "rows": 1}, ttl_seconds=1)["id"]
+    keep = create(c, 2, {"kind": "gaussian", "rows": 1})["id"]
+    time.sleep(2.6)
+    problem(c.request("GET", "/v1/sessions/" + sid), 404)
+    ok(c.request("GET", "/v1/sessions/" + keep))
+    ok(c.request("DELETE", "/v1/sessions/" + keep), 204)
+
+
+def test_request_ids_logs_and_metrics():
+    c = FAST.client()
+    r = c.request("GET", "/v1/models", headers={"X-Request-Id": "trace-42"})
+    expect(r.header("X-Request-Id") == "trace-42", "X-Request-Id not echoed")
+    r2 = c.request("GET", "/v1/models", headers={"X-Request-Id": "bad id with spaces"})
+    expect(r2.header("X-Request-Id") not in (None, "bad id with spaces"), "invalid request id kept")
+    time.sleep(0.1)
+    logs = FAST.logs()
+    expect(any(l.get("request_id") == "trace-42" and l.get("status") == 200 for l in logs), "no log line with the request id")
+    expect(all("ts" in l and "level" in l for l in logs if "raw" not in l), "log lines lack ts/level")
+    m = c.request("GET", "/metrics").body.decode()
+    for needle in ('vbmemd_requests_total{route="models_list",status="200"}',
+                   'vbmemd_request_duration_seconds_bucket{route="models_list",status="200",le="+Inf"}',
+                   "vbmemd_vb_iterations_count", "vbmemd_solve_duration_seconds_bucket",
+                   "vbmemd_queue_depth", "vbmemd_jobs_in_flight", "vbmemd_memory_bytes"):
+        expect(needle in m, "metrics lack " + needle)
+
+
+def test_idle_session_memory():
+    """RSS per idle session (mixture, C = 200, H = 10, K = 6) against its raw posterior size."""
+    n = 100 if QUICK else 400
+    d = start("--log-level", "warn")
+    try:
+        c = d.client()
+        create(c, 200, {"kind": "mixture"})
+        time.sleep(0.1)
+        before = d.rss_kib()
+        raw = 0
+        for _ in range(n):
+            raw = create(c, 200, {"kind": "mixture"})["memory_bytes"]
+        after = d.rss_kib()
+        per = (after - before) * 1024.0 / n
+        print("   idle mixture session (C=200, H=10, K=6): %.0f bytes RSS each, %d bytes accounted (%.2fx)"
+              % (per, raw, per / raw))
+        if WRAPPER is None and "asan" not in BIN:
+            expect(per <= 2.0 * raw, "an idle session takes %.0f bytes, more than 2x its %d raw bytes" % (per, raw))
+    finally:
+        expect(d.stop() == 0, "exit status")
+
+
+TESTS = [
+    test_routes_match_openapi, test_help_and_version, test_system_endpoints,
+    test_lifecycle_gaussian, test_lifecycle_categorical, test_lifecycle_mixture,
+    test_lifecycle_tree, test_lifecycle_dkm, test_chunked_write_matches_vbmem_solve, test_pagination, test_errors, test_hostile_inputs_never_500,
+    test_concurrency_and_serial_replay, test_request_ids_logs_and_metrics, test_ttl_expiry,
+    test_api_keys_isolation_and_reload, test_limits, test_option_precedence,
+    test_sessions_do_not_wait_on_each_other, test_backpressure_queue_full,
+    test_graceful_shutdown_with_requests_in_flight,
+    test_idle_session_memory,
+]
+
+
+def main():
+    global BIN, WRAPPER, QUICK, FAST
+    args = sys.argv[1:]
+    only = None
+    while args and args[0].startswith("--") or len(args) > 1:
+        a = args.pop(0)
+        if a == "--quick":
+            QUICK = True
+        elif a == "--wrapper":
+            WRAPPER = args.pop(0).split()
+        elif a == "--only":
+            only = args.pop(0).split(",")
+        else:
+            BIN = a
+    if args:
+        BIN = args[0]
+    if BIN is None:
+        print(__doc__)
+        return 2
+    BIN = os.path.abspath(BIN)
+    FAST = start("--threads", "2", "--max-body-bytes", "2000000", "--max-frames", "5000",
+                 "--max-iterations", "500")
+    passed = failed = 0
+    t_all = time.time()
+    try:
+        for t in TESTS:
+            if only and t.__name__ not in only and t.__name__[5:] not in only:
+                continue
+            t0 = time.time()
+            try:
+                t()
+                passed += 1
+                print("ok   %-48s %6.2fs" % (t.__name__, time.time() - t0), flush=True)
+            except Exception as e:  # noqa: BLE001
+                failed += 1
+                print("FAIL %-48s %6.2fs  %s: %s" % (t.__name__, time.time() - t0, type(e).__name__, e), flush=True)
+    finally:
+        rc = FAST.stop()
+        if rc != 0:
+            failed += 1
+            print("FAIL shared daemon exited with %s" % rc)
+            print("\n".join(FAST.lines[-20:]))
+    print("responses validated against proto/openapi.yaml: %d (%.1fs)" % (CONTRACT.checked, time.time() - t_all))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

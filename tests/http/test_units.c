@@ -1,0 +1,318 @@
+/* test_units.c -- Check tests of vbmemd's building blocks: SHA-256, constant-time compare,
+ * base64, code decoding, the job pool (bounded queue, drain), the session store (owners,
+ * pagination, limits, TTL) and session versions / If-Match. */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/pool.h"
+#include "engine/session.h"
+#include "engine/store.h"
+#include "http/codec.h"
+#include "http/sha256.h"
+
+static void hex(const unsigned char *d, size_t n, char *out)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+START_TEST(test_sha256_vectors)
+{
+    unsigned char d[32];
+    char h[65];
+    char *million = malloc(1000000);
+
+    sha256_digest("", 0, d);
+    hex(d, 32, h);
+    ck_assert_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha256_digest("abc", 3, d);
+    hex(d, 32, h);
+    ck_assert_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    sha256_digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, d);
+    hex(d, 32, h);
+    ck_assert_str_eq(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    memset(million, 'a', 1000000);
+    sha256_digest(million, 1000000, d);
+    hex(d, 32, h);
+    ck_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    free(million);
+    ck_assert_int_eq(sha256_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abcd", 4), 1);
+    ck_assert_int_eq(sha256_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abce", 4), 0);
+}
+END_TEST
+
+START_TEST(test_base64)
+{
+    const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    const char *enc[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    unsigned char *out;
+    size_t len;
+    char *e;
+    int i;
+
+    for (i = 0; i < 7; i++) {
+        e = codec_b64_encode((const unsigned char *)plain[i], strlen(plain[i]));
+        ck_assert_str_eq(e, enc[i]);
+        free(e);
+        ck_assert_int_eq(codec_b64_decode(enc[i], strlen(enc[i]), &out, &len), 0);
+        ck_assert_uint_eq(len, strlen(plain[i]));
+        ck_assert(memcmp(out, plain[i], len) == 0);
+        free(out);
+    }
+    ck_assert_int_eq(codec_b64_decode("Zm9", 3, &out, &len), -1);
+    ck_assert_int_eq(codec_b64_decode("Zm9*", 4, &out, &len), -1);
+    ck_assert_int_eq(codec_b64_decode("Z===", 4, &out, &len), -1);
+}
+END_TEST
+
+START_TEST(test_codec_codes)
+{
+    /* [[1, -2], [0.5, 3]] as float32 little-endian */
+    const char *doc = "{\"mu\": {\"dtype\": \"float32\", \"shape\": [2, 2], "
+                      "\"data\": \"AACAPwAAAMAAAAA/AABAQA==\"}, \"sigma2\": 0.25}";
+    json_error_t jerr;
+    json_t *v = json_loads(doc, 0, &jerr), *w;
+    codec_codes c;
+    eng_error err;
+
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(codec_read_codes(v, "codes", 100, 100, &c, &err), ENG_OK);
+    ck_assert_int_eq(c.T, 2);
+    ck_assert_int_eq(c.C, 2);
+    ck_assert(c.mu[0] == 1.0 && c.mu[1] == -2.0 && c.mu[2] == 0.5 && c.mu[3] == 3.0);
+    ck_assert(c.s2[3] == 0.25);
+    codec_codes_free(&c);
+    ck_assert_int_eq(codec_read_codes(v, "codes", 1, 100, &c, &err), ENG_EINVAL);
+    ck_assert_str_eq(err.field, "codes.mu.shape");
+    json_decref(v);
+    w = json_loads("{\"mu\": [[1, 2], [3]]}", 0, &jerr);
+    ck_assert_int_eq(codec_read_codes(w, "q", 100, 100, &c, &err), ENG_EINVAL);
+    ck_assert_str_eq(err.field, "q.mu[1]");
+    json_decref(w);
+    w = json_loads("{\"mu\": [[1, 2]], \"sigma2\": [[1, -1]]}", 0, &jerr);
+    ck_assert_int_eq(codec_read_codes(w, "codes", 100, 100, &c, &err), ENG_EINVAL);
+    ck_assert_str_eq(err.field, "codes.sigma2[0][1]");
+    json_decref(w);
+    w = json_loads("{\"mu\": [[1, 2]], \"extra\": 1}", 0, &jerr);
+    ck_assert_int_eq(codec_read_codes(w, "codes", 100, 100, &c, &err), ENG_EINVAL);
+    ck_assert_str_eq(err.field, "codes.extra");
+    json_decref(w);
+}
+END_TEST
+
+/* A job that blocks until released. */
+typedef struct {
+    eng_job job;
+    pthread_mutex_t *lock;
+    pthread_cond_t *cond;
+    int *release;
+    int *done;
+} block_job;
+
+static void block_run(eng_job *j)
+{
+    block_job *b = (block_job *)j;
+
+    pthread_mutex_lock(b->lock);
+    while (!*b->release)
+        pthread_cond_wait(b->cond, b->lock);
+    (*b->done)++;
+    pthread_mutex_unlock(b->lock);
+}
+
+START_TEST(test_pool_bounded_and_drain)
+{
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int release = 0, done = 0, i, queued, running, depth;
+    block_job jobs[4];
+    struct timespec ts = {0, 2000000L};
+    eng_pool *pool;
+    eng_error err;
+
+    ck_assert_int_eq(eng_pool_create(0, 1, &pool, &err), ENG_EINVAL);
+    ck_assert_int_eq(eng_pool_create(1, 2, &pool, &err), ENG_OK);
+    for (i = 0; i < 4; i++) {
+        jobs[i].job.run = block_run;
+        jobs[i].lock = &lock;
+        jobs[i].cond = &cond;
+        jobs[i].release = &release;
+        jobs[i].done = &done;
+    }
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[0].job), ENG_OK);
+    do { /* wait until the worker took job 0 */
+        nanosleep(&ts, NULL);
+        eng_pool_stats(pool, &queued, &running, &depth);
+    } while (running == 0);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[1].job), ENG_OK);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[2].job), ENG_OK);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[3].job), ENG_EBUSY);
+    eng_pool_stats(pool, &queued, &running, &depth);
+    ck_assert_int_eq(queued, 2);
+    ck_assert_int_eq(depth, 2);
+    ck_assert_int_eq(eng_pool_drain(pool, 0.05), ENG_EBUSY); /* still blocked */
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[3].job), ENG_ESTOPPED);
+    pthread_mutex_lock(&lock);
+    release = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    ck_assert_int_eq(eng_pool_drain(pool, 10.0), ENG_OK);
+    ck_assert_int_eq(done, 3);
+    eng_pool_free(pool);
+}
+END_TEST
+
+static eng_session *new_session(const unsigned char *owner, long ttl)
+{
+    eng_solver sv = {10, 0.0, VBM_INIT_AUTO};
+    vbm_config cfg;
+    eng_session *s;
+    eng_error err;
+
+    vbm_config_default(VBM_GAUSSIAN, 4, &cfg);
+    cfg.rows = 2;
+    ck_assert_int_eq(eng_session_create(&cfg, &sv, ttl, owner, &s, &err), ENG_OK);
+    return s;
+}
+
+START_TEST(test_store_owners_pages_limits)
+{
+    unsigned char a[ENG_OWNER_LEN] = {1}, b[ENG_OWNER_LEN] = {2};
+    eng_store_limits lim = {5, 0};
+    eng_session *s[6], *got, **page;
+    char cursor[ENG_ID_LEN + 1] = "";
+    eng_store *st;
+    eng_error err;
+    int i, n, more, total = 0;
+    long count;
+
+    ck_assert_int_eq(eng_store_memory_create(&lim, &st, &err), ENG_OK);
+    for (i = 0; i < 6; i++) {
+        s[i] = new_session(i < 4 ? a : b, 0);
+        ck_assert_uint_eq(strlen(s[i]->id), ENG_ID_LEN);
+        ck_assert_int_eq(eng_store_insert(st, s[i], 0, &err), i < 5 ? ENG_OK : ENG_ELIMIT);
+    }
+    got = eng_store_lookup(st, s[0]->id, a);
+    ck_assert_ptr_eq(got, s[0]);
+    eng_session_unref(got);
+    ck_assert_ptr_null(eng_store_lookup(st, s[0]->id, b));
+    ck_assert_ptr_null(eng_store_lookup(st, s[0]->id, NULL));
+    ck_assert_int_eq(eng_store_remove(st, s[0]->id, b, &err), ENG_ENOTFOUND);
+    do {
+        ck_assert_int_eq(eng_store_list(st, a, cursor, 3, &page, &n, &more, &err), ENG_OK);
+        for (i = 0; i < n; i++) {
+            ck_assert(memcmp(page[i]->owner, a, ENG_OWNER_LEN) == 0);
+            ck_assert(strcmp(page[i]->id, cursor) > 0);
+            strcpy(cursor, page[i]->id);
+            eng_session_unref(page[i]);
+        }
+        total += n;
+        free(page);
+    } while (more);
+    ck_assert_int_eq(total, 4);
+    ck_assert_int_eq(eng_store_remove(st, s[0]->id, a, &err), ENG_OK);
+    eng_store_stats(st, &count, NULL);
+    ck_assert_int_eq(count, 4);
+    for (i = 0; i < 6; i++)
+        eng_session_unref(s[i]);
+    eng_store_free(st);
+}
+END_TEST
+
+START_TEST(test_store_ttl_and_bytes)
+{
+    eng_store_limits lim = {0, 0};
+    eng_session *s1 = new_session(NULL, 1), *s2 = new_session(NULL, 0);
+    eng_store *st;
+    eng_error err;
+    size_t bytes;
+    long count;
+
+    lim.max_bytes = atomic_load(&s1->bytes) + atomic_load(&s2->bytes);
+    ck_assert_int_eq(eng_store_memory_create(&lim, &st, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_insert(st, s1, 0, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_insert(st, s2, 1, &err), ENG_ELIMIT);
+    ck_assert_int_eq(eng_store_insert(st, s2, 0, &err), ENG_OK);
+    eng_store_stats(st, &count, &bytes);
+    ck_assert_uint_eq(bytes, lim.max_bytes);
+    ck_assert_int_eq(eng_store_reserve(st, 0, 1, &err), ENG_ELIMIT);
+    ck_assert_int_eq(eng_store_expire(st, atomic_load(&s1->last_used_ms) + 500), 0);
+    ck_assert_int_eq(eng_store_expire(st, atomic_load(&s1->last_used_ms) + 1500), 1);
+    eng_store_stats(st, &count, NULL);
+    ck_assert_int_eq(count, 1);
+    eng_session_unref(s1);
+    eng_session_unref(s2);
+    eng_store_free(st);
+}
+END_TEST
+
+START_TEST(test_session_versions)
+{
+    eng_session *s = new_session(NULL, 0);
+    double mu[6 * 4];
+    vbm_codes codes = {6, 4, mu, NULL};
+    eng_fit_opts o;
+    eng_fit_out out;
+    eng_error err;
+    eng_info info;
+    int i;
+
+    for (i = 0; i < 24; i++)
+        mu[i] = sin(i * 0.7);
+    memset(&o, 0, sizeof o);
+    o.iterations = o.init = -1;
+    o.tolerance = -1.0;
+    o.if_match = 1;
+    ck_assert_int_eq(eng_session_write(s, ENG_REPLACE, &codes, &o, &out, &err), ENG_OK);
+    ck_assert_int_eq(out.version, 2);
+    ck_assert_int_eq(out.frames, 6);
+    ck_assert(fabs(out.usage[0] - 6.0) < 1e-12);
+    eng_fit_out_free(&out);
+    ck_assert_int_eq(eng_session_write(s, ENG_APPEND, &codes, &o, &out, &err), ENG_ECONFLICT);
+    ck_assert_str_eq(err.field, "If-Match");
+    o.if_match = -1;
+    codes.C = 3;
+    ck_assert_int_eq(eng_session_write(s, ENG_APPEND, &codes, &o, &out, &err), ENG_EINVAL);
+    ck_assert_str_eq(err.field, "codes");
+    ck_assert_int_eq(eng_session_info(s, &info, &err), ENG_OK);
+    ck_assert_int_eq(info.version, 2);
+    ck_assert_int_eq(info.frames, 6);
+    eng_info_free(&info);
+    eng_session_unref(s);
+}
+END_TEST
+
+static Suite *units_suite(void)
+{
+    Suite *s = suite_create("vbmemd-units");
+    TCase *tc = tcase_create("units");
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_sha256_vectors);
+    tcase_add_test(tc, test_base64);
+    tcase_add_test(tc, test_codec_codes);
+    tcase_add_test(tc, test_pool_bounded_and_drain);
+    tcase_add_test(tc, test_store_owners_pages_limits);
+    tcase_add_test(tc, test_store_ttl_and_bytes);
+    tcase_add_test(tc, test_session_versions);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(units_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
