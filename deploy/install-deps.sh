@@ -9,5 +9,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential meson ninja-build pkg-config \
   libopenblas-dev liblapacke-dev libjansson-dev check \
   valgrind python3 python3-numpy \
-  libmicrohttpd-dev python3-jsonschema python3-yaml curl >/dev/null
+  libmicrohttpd-dev nettle-dev python3-jsonschema python3-yaml curl >/dev/null
 echo "install-deps: done"

@@ -16,7 +16,7 @@
 struct http_auth {
     char *path;              /* NULL: disabled */
     pthread_rwlock_t lock;
-    unsigned char *digests;  /* n x SHA256_LEN */
+    unsigned char *digests;  /* n x KEYHASH_LEN */
     int n;
 };
 
@@ -46,7 +46,7 @@ static eng_status auth_read(const char *path, unsigned char **out, int *n, eng_e
             continue;
         if (count == cap) {
             cap = cap > 0 ? 2 * cap : 8;
-            grown = realloc(d, (size_t)cap * SHA256_LEN);
+            grown = realloc(d, (size_t)cap * KEYHASH_LEN);
             if (grown == NULL) {
                 free(d);
                 fclose(fp);
@@ -54,7 +54,7 @@ static eng_status auth_read(const char *path, unsigned char **out, int *n, eng_e
             }
             d = grown;
         }
-        sha256_digest(p, len, d + (size_t)count * SHA256_LEN);
+        keyhash_digest(p, len, d + (size_t)count * KEYHASH_LEN);
         count++;
     }
     if (ferror(fp)) {
@@ -129,9 +129,9 @@ int http_auth_count(http_auth *a)
     return n;
 }
 
-int http_auth_check(http_auth *a, const char *header, unsigned char owner[SHA256_LEN])
+int http_auth_check(http_auth *a, const char *header, unsigned char owner[KEYHASH_LEN])
 {
-    unsigned char digest[SHA256_LEN];
+    unsigned char digest[KEYHASH_LEN];
     const char *key;
     int i, found = 0;
 
@@ -142,13 +142,13 @@ int http_auth_check(http_auth *a, const char *header, unsigned char owner[SHA256
         key++;
     if (*key == '\0')
         return 0;
-    sha256_digest(key, strlen(key), digest);
+    keyhash_digest(key, strlen(key), digest);
     pthread_rwlock_rdlock(&a->lock);
     for (i = 0; i < a->n; i++)
-        found |= sha256_equal_ct(digest, a->digests + (size_t)i * SHA256_LEN, SHA256_LEN);
+        found |= keyhash_equal_ct(digest, a->digests + (size_t)i * KEYHASH_LEN, KEYHASH_LEN);
     pthread_rwlock_unlock(&a->lock);
     if (found)
-        memcpy(owner, digest, SHA256_LEN);
+        memcpy(owner, digest, KEYHASH_LEN);
     return found;
 }
 

@@ -3,7 +3,7 @@
 #define VBMEM_HTTP_AUTH_H
 
 #include "engine/engine.h"
-#include "http/sha256.h"
+#include "http/keyhash.h"
 
 typedef struct http_auth http_auth;
 
@@ -28,7 +28,7 @@ int http_auth_count(http_auth *a);
  * match returns 1 and writes the key's SHA-256 (the owner identity) into
  * owner. Every loaded key is compared, in constant time each. Returns 0 for a
  * missing, malformed or unknown key. Thread-safe with reload. */
-int http_auth_check(http_auth *a, const char *header, unsigned char owner[SHA256_LEN]);
+int http_auth_check(http_auth *a, const char *header, unsigned char owner[KEYHASH_LEN]);
 
 /* Free. NULL is a no-op. */
 void http_auth_free(http_auth *a);

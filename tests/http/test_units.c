@@ -13,7 +13,7 @@
 #include "engine/session.h"
 #include "engine/store.h"
 #include "http/codec.h"
-#include "http/sha256.h"
+#include "http/keyhash.h"
 
 static void hex(const unsigned char *d, size_t n, char *out)
 {
@@ -23,28 +23,28 @@ static void hex(const unsigned char *d, size_t n, char *out)
         sprintf(out + 2 * i, "%02x", d[i]);
 }
 
-START_TEST(test_sha256_vectors)
+START_TEST(test_keyhash_vectors)
 {
     unsigned char d[32];
     char h[65];
     char *million = malloc(1000000);
 
-    sha256_digest("", 0, d);
+    keyhash_digest("", 0, d);
     hex(d, 32, h);
     ck_assert_str_eq(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    sha256_digest("abc", 3, d);
+    keyhash_digest("abc", 3, d);
     hex(d, 32, h);
     ck_assert_str_eq(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    sha256_digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, d);
+    keyhash_digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, d);
     hex(d, 32, h);
     ck_assert_str_eq(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
     memset(million, 'a', 1000000);
-    sha256_digest(million, 1000000, d);
+    keyhash_digest(million, 1000000, d);
     hex(d, 32, h);
     ck_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     free(million);
-    ck_assert_int_eq(sha256_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abcd", 4), 1);
-    ck_assert_int_eq(sha256_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abce", 4), 0);
+    ck_assert_int_eq(keyhash_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abcd", 4), 1);
+    ck_assert_int_eq(keyhash_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abce", 4), 0);
 }
 END_TEST
 
@@ -295,7 +295,7 @@ static Suite *units_suite(void)
     TCase *tc = tcase_create("units");
 
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_sha256_vectors);
+    tcase_add_test(tc, test_keyhash_vectors);
     tcase_add_test(tc, test_base64);
     tcase_add_test(tc, test_codec_codes);
     tcase_add_test(tc, test_pool_bounded_and_drain);
