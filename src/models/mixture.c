@@ -20,6 +20,10 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->W);
     free(w->Wt);
     free(w->theta);
+    free(w->thetaT);
+    free(w->E);
+    free(w->LW);
+    free(w->acc);
     free(w->S);
     free(w->Sw);
     free(w->logdetSw);
@@ -50,6 +54,10 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->W = vbm_calloc(hkt, sizeof(double));
     w->Wt = vbm_calloc(hkt, sizeof(double));
     w->theta = vbm_calloc((size_t)T * H, sizeof(double));
+    w->thetaT = vbm_calloc((size_t)T * H, sizeof(double));
+    w->E = vbm_calloc((size_t)T * H, sizeof(double));
+    w->LW = vbm_calloc((size_t)T * H, sizeof(double));
+    w->acc = vbm_calloc((size_t)T * 4, sizeof(double));
     w->S = vbm_calloc((size_t)H * K * K, sizeof(double));
     w->Sw = vbm_calloc((size_t)H * K * K, sizeof(double));
     w->logdetSw = vbm_calloc((size_t)H, sizeof(double));
@@ -60,7 +68,7 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->zb = vbm_calloc((size_t)T * H, sizeof(double));
     w->Y = vbm_calloc((size_t)H * K * cg, sizeof(double));
     w->scratch = vbm_calloc(2 * (size_t)K * K + (size_t)K * cg, sizeof(double));
-    if (!w->P || !w->W || !w->Wt || !w->theta || !w->S || !w->Sw || !w->logdetSw || !w->trSSw || !w->trSw || !w->bb ||
+    if (!w->P || !w->W || !w->Wt || !w->theta || !w->thetaT || !w->E || !w->LW || !w->acc || !w->S || !w->Sw || !w->logdetSw || !w->trSSw || !w->trSw || !w->bb ||
         !w->Rmb || !w->zb || !w->Y || !w->scratch) {
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
@@ -154,55 +162,66 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     for (int h = 0; h < H; h++) {
         double *Wh = w->W + (size_t)h * K * T;
         const double *Ph = w->P + (size_t)h * K * T;
+        double *Bh = w->Wt + (size_t)h * K * T; /* R_h (z_t - mu_bh), scratch */
         for (int k = 0; k < K; k++) {
             double rmb = w->Rmb[h * K + k];
-            for (long t = 0; t < T; t++) Wh[(size_t)k * T + t] = (Ph[(size_t)k * T + t] - rmb) / s2;
+            const double *pk = Ph + (size_t)k * T;
+            double *bk = Bh + (size_t)k * T;
+            for (long t = 0; t < T; t++) bk[t] = pk[t] - rmb;
         }
-        /* Sigma_w = A^{-1}: W_h <- Sigma_w W_h, a level-3 product. */
-        memcpy(w->Wt + (size_t)h * K * T, Wh, sizeof(double) * K * T);
-        la_gemm(0, 0, K, (int)T, K, 1.0, w->Sw + h * kk, K, w->Wt + (size_t)h * K * T, (int)T, 0.0, Wh,
-                (int)T);
+        /* W_h = Sigma_w_h B_h / s2: one level-3 product per cluster. */
+        la_gemm(0, 0, K, (int)T, K, 1.0 / s2, w->Sw + h * kk, K, Bh, (int)T, 0.0, Wh, (int)T);
     }
-    /* z_t . mu_b for all t, h. */
-    if (shift) la_gemm(0, 1, (int)T, H, cg, 1.0, Z, C, BLK_B(mem, g * H), cg, 0.0, w->zb, H);
+    /* mu_bh . z_t for all h, t (cluster-major). */
+    if (shift) la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->zb, (int)T);
+    /* S_h W_h into Wt (free until the update): the quadratic forms mu^T S_h mu. */
+    for (int h = 0; h < H; h++)
+        la_gemm(0, 0, K, (int)T, K, 1.0, w->S + h * kk, K, w->W + (size_t)h * K * T, (int)T, 0.0,
+                w->Wt + (size_t)h * K * T, (int)T);
+    /* Per cluster, sweep the frames contiguously: e_th, KL_w and the logits. */
+    double *rz = w->acc, *mm = w->acc + T, *mrb = w->acc + 2 * T, *q = w->acc + 3 * T;
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        const double *Wh = w->W + (size_t)h * K * T, *Ph = w->P + (size_t)h * K * T;
+        const double *SWh = w->Wt + (size_t)h * K * T;
+        memset(w->acc, 0, sizeof(double) * 4 * T);
+        for (int k = 0; k < K; k++) {
+            const double *wk = Wh + (size_t)k * T, *pk = Ph + (size_t)k * T, *sk = SWh + (size_t)k * T;
+            double rmb = w->Rmb[h * K + k];
+            for (long t = 0; t < T; t++) {
+                rz[t] += wk[t] * pk[t];
+                mm[t] += wk[t] * wk[t];
+                mrb[t] += wk[t] * rmb;
+                q[t] += wk[t] * sk[t];
+            }
+        }
+        double eh = w->bb[h] + (shift ? cg * mem->s2_b[gh] : 0.0) + w->trSSw[h];
+        double lwh = 0.5 * (w->trSw[h] - K - w->logdetSw[h]);
+        const double *zbh = w->zb + (size_t)h * T;
+        double *Eh = w->E + (size_t)h * T, *LWh = w->LW + (size_t)h * T, *thh = w->thetaT + (size_t)h * T;
+        for (long t = 0; t < T; t++) {
+            double e = w->cs.znorm[t] + w->cs.vsum[t] + eh - 2.0 * (shift ? zbh[t] : 0.0) + q[t] - 2.0 * rz[t] +
+                       2.0 * mrb[t];
+            double lw = lwh + 0.5 * mm[t];
+            Eh[t] = e;
+            LWh[t] = lw;
+            thh[t] = -e / (2.0 * s2) - lw;
+        }
+    }
+    /* Per frame: q(s_t) = softmax of the logits (with the floor), and the ELBO terms. */
     double log2pis2 = log(2.0 * VBM_PI * s2);
     double loglik = 0.0, klw = 0.0, kls = 0.0;
-    double *mw = w->scratch; /* K values */
     for (long t = 0; t < T; t++) {
         double *th = w->theta + (size_t)t * H;
-        double *e = w->zb + (size_t)t * H; /* reused in place: holds e_th afterwards */
-        double *lw = w->Y;                 /* H values of KL_w, scratch */
-        for (int h = 0; h < H; h++) {
-            int gh = g * H + h;
-            const double *Wh = w->W + (size_t)h * K * T, *Ph = w->P + (size_t)h * K * T;
-            const double *S = w->S + h * kk;
-            double rz = 0.0, mm = 0.0, mrb = 0.0, q = 0.0;
-            for (int k = 0; k < K; k++) {
-                mw[k] = Wh[(size_t)k * T + t];
-                rz += mw[k] * Ph[(size_t)k * T + t];
-                mm += mw[k] * mw[k];
-                mrb += mw[k] * w->Rmb[h * K + k];
-            }
-            for (int i = 0; i < K; i++) {
-                double r = 0.0;
-                for (int j = 0; j < K; j++) r += S[(size_t)i * K + j] * mw[j];
-                q += mw[i] * r;
-            }
-            double bb = w->bb[h];
-            double zbv = shift ? e[h] : 0.0;
-            double eth = w->cs.znorm[t] + w->cs.vsum[t] + bb + (shift ? cg * mem->s2_b[gh] : 0.0) - 2.0 * zbv +
-                         q + w->trSSw[h] - 2.0 * rz + 2.0 * mrb;
-            lw[h] = 0.5 * (w->trSw[h] + mm - K - w->logdetSw[h]);
-            e[h] = eth;
-            th[h] = -eth / (2.0 * s2) - lw[h];
-        }
+        for (int h = 0; h < H; h++) th[h] = w->thetaT[(size_t)h * T + t];
         softmax_inplace(H, th);
         if (floor_ > 0.0 && H > 1)
             for (int h = 0; h < H; h++) th[h] = (1.0 - floor_) * th[h] + floor_ / H;
         for (int h = 0; h < H; h++) {
+            w->thetaT[(size_t)h * T + t] = th[h];
             if (th[h] == 0.0) continue;
-            loglik += th[h] * (-0.5 * cg * log2pis2 - e[h] / (2.0 * s2));
-            klw += th[h] * lw[h];
+            loglik += th[h] * (-0.5 * cg * log2pis2 - w->E[(size_t)h * T + t] / (2.0 * s2));
+            klw += th[h] * w->LW[(size_t)h * T + t];
         }
         kls += kl_uniform_cat(H, th);
     }
@@ -238,7 +257,7 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
         for (int k = 0; k < K; k++) {
             double sw = 0.0;
             for (long t = 0; t < T; t++) {
-                double v = Wh[(size_t)k * T + t] * w->theta[(size_t)t * H + h];
+                double v = Wh[(size_t)k * T + t] * w->thetaT[(size_t)h * T + t];
                 Wth[(size_t)k * T + t] = v;
                 sw += v;
             }
@@ -248,11 +267,11 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
     if (mem->cfg.shift) {
         /* q(b_h): Eq. 198-199 with the current q(M_h). Y temporarily holds Theta^T Z. */
         double *sz = w->Y;
-        la_gemm(1, 0, H, cg, (int)T, 1.0, w->theta, H, Z, C, 0.0, sz, cg);
+        la_gemm(0, 0, H, cg, (int)T, 1.0, w->thetaT, (int)T, Z, C, 0.0, sz, cg);
         for (int h = 0; h < H; h++) {
             int gh = g * H + h;
             double N = 0.0;
-            for (long t = 0; t < T; t++) N += w->theta[(size_t)t * H + h];
+            for (long t = 0; t < T; t++) N += w->thetaT[(size_t)h * T + t];
             double prec = 1.0 / prior->s2_b0[gh] + N / s2;
             double sb = 1.0 / prec;
             const double *R = BLK_R(mem, gh), *mb0 = prior->mu_b0 + (size_t)gh * cg;
@@ -271,7 +290,7 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
         double N = 0.0;
-        for (long t = 0; t < T; t++) N += w->theta[(size_t)t * H + h];
+        for (long t = 0; t < T; t++) N += w->thetaT[(size_t)h * T + t];
         la_gemm(0, 1, K, K, (int)T, 1.0 / s2, w->Wt + (size_t)h * K * T, (int)T, w->W + (size_t)h * K * T,
                 (int)T, 0.0, Q, K);
         const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;

@@ -15,6 +15,10 @@ typedef struct {
     double *W;        /* HK x T: means of q(w_t | s_t = h) */
     double *Wt;       /* HK x T: W scaled by q(s) */
     double *theta;    /* T x H: q(s_t = h) */
+    double *thetaT;   /* H x T: the same, cluster-major for the per-cluster sweeps */
+    double *E;        /* H x T: expected squared errors e_th */
+    double *LW;       /* H x T: KL(q(w_t | s = h) || p(w)) */
+    double *acc;      /* 4 x T: per-frame accumulators of one cluster */
     double *S;        /* H x K x K: R_h R_h^T + cg U_h */
     double *Sw;       /* H x K x K: covariance of q(w | s = h) */
     double *logdetSw; /* H */
@@ -22,7 +26,7 @@ typedef struct {
     double *trSw;     /* H: tr(Sw_h) */
     double *bb;       /* H: |mu_bh|^2 */
     double *Rmb;      /* H x K: R_h mu_bh */
-    double *zb;       /* T x H: z_t . mu_bh */
+    double *zb;       /* H x T: mu_bh . z_t */
     double *Y;        /* HK x cg */
     double *scratch;  /* 2 K^2 + K cg */
 } mixgroup_work;
