@@ -70,6 +70,7 @@ static void check_monotone(vbm_kind kind, int shift, int K, int H, int G, double
     vbm_write_opts_default(&o);
     o.max_iter = 30;
     o.seed = 5;
+    o.want_trace = 1;
     vbm_write_result res;
     write_ok(m, &codes, &o, &res);
     ck_assert_int_eq(res.iterations, 30);
@@ -190,6 +191,7 @@ START_TEST(mixture_h1_equals_shifted_gaussian) {
     vbm_write_opts_default(&o);
     o.max_iter = 15;
     o.init = VBM_INIT_PRIOR;
+    o.want_trace = 1;
     vbm_write_result r1, r2;
     write_ok(mix, &codes, &o, &r1);
     write_ok(gau, &codes, &o, &r2);

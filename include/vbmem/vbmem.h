@@ -131,7 +131,8 @@ typedef struct {
     vbm_elbo elbo;      /* of the returned posterior with its optimal q(y) */
     int iterations;     /* updates of q(Omega) run */
     int converged;      /* stopped by tol */
-    double *trace;      /* [iterations + 1] ELBO per frame, trace[0] at init */
+    double *trace;      /* when want_trace: [iterations + 1] ELBO per frame, trace[0]
+                           at the initial q(Omega); NULL otherwise */
     vbm_addresses addr; /* when requested; zeroed otherwise */
 } vbm_write_result;
 

@@ -456,6 +456,10 @@ static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int on
         return st;
     }
     if (!opts.want_addresses) vbm_addresses_free(&res->addr);
+    if (!opts.want_trace) {
+        free(res->trace);
+        res->trace = NULL;
+    }
     work->frames = online ? work->frames + codes->T : codes->T;
     work->last_elbo = res->elbo.per_frame;
     memory_replace(mem, work);
