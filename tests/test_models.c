@@ -686,6 +686,11 @@ START_TEST(bad_input_rejected) {
     cfg.rows = 2;
     double badU[4] = {1, 2, 2, 1}; /* symmetric, indefinite */
     ck_assert(vbm_memory_create(&cfg, NULL, badU, &x, &err) == VBM_EINVAL);
+    /* K-proportional defaults of the mixture follow K (App. F.2.2: 0.2 K, 0.4 K) */
+    vbm_config_default(VBM_MIXTURE, 10, &cfg);
+    ck_assert(fabs(cfg.sigma_z2 - 1.2) < 1e-15 && fabs(cfg.sigma2_b0 - 2.4) < 1e-15);
+    vbm_config_set_rows(&cfg, 3);
+    ck_assert(cfg.rows == 3 && fabs(cfg.sigma_z2 - 0.6) < 1e-15 && fabs(cfg.sigma2_b0 - 1.2) < 1e-15);
     vbm_kind k;
     ck_assert(vbm_kind_parse("kanerva", &k, &err) == VBM_EINVAL);
     ck_assert(vbm_kind_parse("tree", &k, &err) == VBM_OK && k == VBM_TREE);

@@ -171,6 +171,13 @@ typedef struct {
  * the tree, q(s) floor 1e-6. Never fails. */
 void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg);
 
+/* Set the number of rows K of a configuration made by vbm_config_default,
+ * keeping the paper's K-proportional defaults consistent: for the mixture and
+ * tree kinds sigma_z^2 = 0.2 K and Sigma_b0 = 0.4 K I follow the new K. Call it
+ * before overriding those two fields. Never fails (K is checked later by
+ * vbm_config_check). */
+void vbm_config_set_rows(vbm_config *cfg, int K);
+
 /* Check a configuration. Returns VBM_OK or VBM_EINVAL with a message naming the
  * offending field (sizes out of range, G not dividing C, non-positive variances,
  * a floor outside [0, 1), shift on the categorical model ...). */

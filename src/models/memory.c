@@ -37,12 +37,10 @@ void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg) {
     cfg->groups = 1;
     cfg->dkm_addr_var = 0.3;
     if (kind == VBM_MIXTURE || kind == VBM_TREE) {
-        cfg->rows = 6;
         cfg->clusters = 10;
         cfg->groups = kind == VBM_TREE ? 2 : 1;
         cfg->u0 = 0.4;
-        cfg->sigma2_b0 = 0.4 * cfg->rows;
-        cfg->sigma_z2 = 0.2 * cfg->rows;
+        vbm_config_set_rows(cfg, 6);
         cfg->shift = 1;
         cfg->s_floor = 1e-6;
     } else {
@@ -50,6 +48,14 @@ void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg) {
         cfg->u0 = 1.0;
         cfg->sigma2_b0 = 1.0;
         cfg->sigma_z2 = 1.0;
+    }
+}
+
+void vbm_config_set_rows(vbm_config *cfg, int K) {
+    cfg->rows = K;
+    if (cfg->kind == VBM_MIXTURE || cfg->kind == VBM_TREE) {
+        cfg->sigma2_b0 = 0.4 * K;
+        cfg->sigma_z2 = 0.2 * K;
     }
 }
 

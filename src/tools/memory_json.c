@@ -451,7 +451,8 @@ static vbm_status memjson_config_double(const json_t *obj, const char *path, con
     return memjson_get_number(v, where, out, msg, msglen);
 }
 
-/* *cfg <- vbm_config_default(kind, code_size) overridden by the members of obj
+/* *cfg <- vbm_config_default(kind, code_size) with vbm_config_set_rows applied
+ * to the given rows, overridden by the members of obj
  * (all twelve required when complete). VBM_EINVAL naming the field. */
 vbm_status memjson_config_read(const json_t *obj, const char *path, int complete, int code_size_hint,
                                vbm_config *cfg, char *msg, size_t msglen)
@@ -499,6 +500,8 @@ vbm_status memjson_config_read(const json_t *obj, const char *path, int complete
     vbm_config_default(kind, code_size, cfg);
 
     st = memjson_config_int(obj, path, "rows", complete, 1, VBM_MAX_ROWS, &cfg->rows, msg, msglen);
+    if (st == VBM_OK) /* the K-proportional defaults follow K unless given below */
+        vbm_config_set_rows(cfg, cfg->rows);
     if (st == VBM_OK)
         st = memjson_config_int(obj, path, "clusters", complete, 1, VBM_MAX_CLUSTERS,
                                 &cfg->clusters, msg, msglen);
