@@ -59,10 +59,19 @@ static vbm_status prior_alloc(prior_t *p, int GH, int K, int cg, vbm_error *err)
     return VBM_OK;
 }
 
-/* Factor every U0 block and derive P0, P0R0 and log det U0. */
-static vbm_status prior_factor(prior_t *p, vbm_error *err) {
+/* Factor every U0 block and derive P0, P0R0 and log det U0. When `per_group`
+ * is H > 0 the blocks of one group are identical (base prior): the first block
+ * of each group is factored and copied to the others. */
+static vbm_status prior_factor(prior_t *p, int per_group, vbm_error *err) {
     size_t kc = (size_t)p->K * p->cg, kk = (size_t)p->K * p->K;
     for (int gh = 0; gh < p->GH; gh++) {
+        if (per_group > 0 && gh % per_group != 0) {
+            int src = gh - gh % per_group;
+            memcpy(p->P0 + gh * kk, p->P0 + src * kk, kk * sizeof(double));
+            memcpy(p->P0R0 + gh * kc, p->P0R0 + src * kc, kc * sizeof(double));
+            p->logdetU0[gh] = p->logdetU0[src];
+            continue;
+        }
         double *L = p->P0 + gh * kk;
         memcpy(L, p->U0 + gh * kk, kk * sizeof(double));
         if (la_chol(p->K, L) != 0) {
@@ -93,7 +102,7 @@ vbm_status prior_from_base(const vbm_memory *mem, prior_t *p, vbm_error *err) {
             memcpy(p->mu_b0 + (size_t)gh * cg, mem->mu_b0 + (size_t)g * cg, cg * sizeof(double));
             p->s2_b0[gh] = c->sigma2_b0;
         }
-    return prior_factor(p, err);
+    return prior_factor(p, H, err);
 }
 
 vbm_status prior_from_posterior(const vbm_memory *mem, prior_t *p, vbm_error *err) {
@@ -106,7 +115,7 @@ vbm_status prior_from_posterior(const vbm_memory *mem, prior_t *p, vbm_error *er
     memcpy(p->mu_b0, mem->mu_b, (size_t)GH * cg * sizeof(double));
     for (int gh = 0; gh < GH; gh++)
         p->s2_b0[gh] = c->shift ? mem->s2_b[gh] : c->sigma2_b0;
-    return prior_factor(p, err);
+    return prior_factor(p, 0, err);
 }
 
 vbm_status codestat_init(codestat_t *cs, const vbm_codes *codes, int goff, int cg, vbm_error *err) {
