@@ -76,10 +76,10 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     return VBM_OK;
 }
 
-vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, mixgroup_work *w,
+vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm_codes *codes,
                          vbm_init init, rng_t *rng, vbm_error *err) {
-    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C;
-    long T = w->T;
+    int H = mem->cfg.clusters, K = mem->cfg.rows, cg = mem->cg, C = codes->C;
+    long T = codes->T;
     if (init == VBM_INIT_CURRENT) return VBM_OK;
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
@@ -103,7 +103,7 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, mixgroup_
     /* k-means++ over the code means of this group (Arthur & Vassilvitskii). */
     double *d2 = vbm_calloc((size_t)T, sizeof(double));
     if (!d2) return vbm_fail(err, VBM_ENOMEM, "out of memory for k-means++");
-    const double *Z = w->cs.mu + w->cs.goff;
+    const double *Z = codes->mu + (size_t)g * cg;
     for (int h = 0; h < H; h++) {
         long pick = h == 0 ? (long)rng_below(rng, (uint64_t)T) : rng_categorical(rng, d2, T);
         const double *zc = Z + (size_t)pick * C;
@@ -385,17 +385,7 @@ static void mix_work_free(void *work) {
 
 static vbm_status mix_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init,
                            rng_t *rng, vbm_error *err) {
-    (void)codes;
-    /* init needs the code statistics only for k-means++; build a light view. */
-    mixgroup_work w;
-    memset(&w, 0, sizeof w);
-    w.H = mem->cfg.clusters;
-    w.K = mem->cfg.rows;
-    w.cg = mem->cg;
-    w.T = codes->T;
-    w.cs.mu = codes->mu;
-    w.cs.C = codes->C;
-    return mixgroup_init(mem, 0, prior, &w, init, rng, err);
+    return mixgroup_init(mem, 0, prior, codes, init, rng, err);
 }
 
 static vbm_status mix_address(const vbm_memory *mem, const prior_t *prior, void *work, vbm_elbo *elbo,

@@ -38,7 +38,7 @@ void mixgroup_work_free(mixgroup_work *w);
 
 /* Initialise q(M_h), q(b_h) of group g: the prior, or shifts seeded by
  * k-means++ over the code means (VBM_EINVAL when H > T). */
-vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, mixgroup_work *w,
+vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm_codes *codes,
                          vbm_init init, rng_t *rng, vbm_error *err);
 /* q(w | s), then q(s), given q(Omega); adds this group's ELBO terms to *elbo.
  * floor: the q(s) floor to apply. VBM_ENUMERIC if a factorization fails. */

@@ -47,17 +47,7 @@ static vbm_status t_work_new(const vbm_memory *mem, const vbm_codes *codes, void
 static vbm_status t_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init, rng_t *rng,
                          vbm_error *err) {
     for (int g = 0; g < mem->cfg.groups; g++) {
-        mixgroup_work w;
-        memset(&w, 0, sizeof w);
-        w.H = mem->cfg.clusters;
-        w.K = mem->cfg.rows;
-        w.cg = mem->cg;
-        w.g = g;
-        w.T = codes->T;
-        w.cs.mu = codes->mu;
-        w.cs.C = codes->C;
-        w.cs.goff = g * mem->cg;
-        vbm_status st = mixgroup_init(mem, g, prior, &w, init, rng, err);
+        vbm_status st = mixgroup_init(mem, g, prior, codes, init, rng, err);
         if (st) return st;
     }
     return VBM_OK;
