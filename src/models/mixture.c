@@ -31,6 +31,8 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->trSw);
     free(w->bb);
     free(w->Rmb);
+    free(w->sw);
+    free(w->Nh);
     free(w->zb);
     free(w->Y);
     free(w->scratch);
@@ -65,11 +67,13 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->trSw = vbm_calloc((size_t)H, sizeof(double));
     w->bb = vbm_calloc((size_t)H, sizeof(double));
     w->Rmb = vbm_calloc((size_t)H * K, sizeof(double));
+    w->sw = vbm_calloc((size_t)H * K, sizeof(double));
+    w->Nh = vbm_calloc((size_t)H, sizeof(double));
     w->zb = vbm_calloc((size_t)T * H, sizeof(double));
     w->Y = vbm_calloc((size_t)H * K * cg, sizeof(double));
     w->scratch = vbm_calloc(2 * (size_t)K * K + (size_t)K * cg, sizeof(double));
     if (!w->P || !w->W || !w->Wt || !w->theta || !w->thetaT || !w->E || !w->LW || !w->acc || !w->S || !w->Sw || !w->logdetSw || !w->trSSw || !w->trSw || !w->bb ||
-        !w->Rmb || !w->zb || !w->Y || !w->scratch) {
+        !w->Rmb || !w->sw || !w->Nh || !w->zb || !w->Y || !w->scratch) {
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
     }
@@ -250,10 +254,13 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     const double *Z = w->cs.mu + w->cs.goff;
-    /* Wt_h = W_h diag(theta_h); sw_h = W_h theta_h (kept in Rmb). */
+    /* Wt_h = W_h diag(theta_h); sw_h = W_h theta_h; N_h = sum_t theta_th. */
     for (int h = 0; h < H; h++) {
         const double *Wh = w->W + (size_t)h * K * T;
         double *Wth = w->Wt + (size_t)h * K * T;
+        double N = 0.0;
+        for (long t = 0; t < T; t++) N += w->thetaT[(size_t)h * T + t];
+        w->Nh[h] = N;
         for (int k = 0; k < K; k++) {
             double sw = 0.0;
             for (long t = 0; t < T; t++) {
@@ -261,7 +268,7 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
                 Wth[(size_t)k * T + t] = v;
                 sw += v;
             }
-            w->Rmb[h * K + k] = sw;
+            w->sw[h * K + k] = sw;
         }
     }
     if (mem->cfg.shift) {
@@ -270,15 +277,13 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
         la_gemm(0, 0, H, cg, (int)T, 1.0, w->thetaT, (int)T, Z, C, 0.0, sz, cg);
         for (int h = 0; h < H; h++) {
             int gh = g * H + h;
-            double N = 0.0;
-            for (long t = 0; t < T; t++) N += w->thetaT[(size_t)h * T + t];
-            double prec = 1.0 / prior->s2_b0[gh] + N / s2;
+            double prec = 1.0 / prior->s2_b0[gh] + w->Nh[h] / s2;
             double sb = 1.0 / prec;
             const double *R = BLK_R(mem, gh), *mb0 = prior->mu_b0 + (size_t)gh * cg;
             double *mb = BLK_B(mem, gh);
             for (int c = 0; c < cg; c++) {
                 double rw = 0.0;
-                for (int k = 0; k < K; k++) rw += R[(size_t)k * cg + c] * w->Rmb[h * K + k];
+                for (int k = 0; k < K; k++) rw += R[(size_t)k * cg + c] * w->sw[h * K + k];
                 mb[c] = sb * (mb0[c] / prior->s2_b0[gh] + (sz[(size_t)h * cg + c] - rw) / s2);
             }
             mem->s2_b[gh] = sb;
@@ -289,8 +294,7 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
     double *Q = w->scratch;
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
-        double N = 0.0;
-        for (long t = 0; t < T; t++) N += w->thetaT[(size_t)h * T + t];
+        double N = w->Nh[h];
         la_gemm(0, 1, K, K, (int)T, 1.0 / s2, w->Wt + (size_t)h * K * T, (int)T, w->W + (size_t)h * K * T,
                 (int)T, 0.0, Q, K);
         const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
@@ -299,7 +303,7 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
         double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh);
         const double *mb = BLK_B(mem, gh), *Yh = w->Y + (size_t)h * kc, *P0R0 = prior->P0R0 + gh * kc;
         for (int k = 0; k < K; k++) {
-            double sw = w->Rmb[h * K + k];
+            double sw = w->sw[h * K + k];
             for (int c = 0; c < cg; c++)
                 R[(size_t)k * cg + c] =
                     P0R0[(size_t)k * cg + c] + (Yh[(size_t)k * cg + c] - (mem->cfg.shift ? sw * mb[c] : 0.0)) / s2;

@@ -26,6 +26,8 @@ typedef struct {
     double *trSw;     /* H: tr(Sw_h) */
     double *bb;       /* H: |mu_bh|^2 */
     double *Rmb;      /* H x K: R_h mu_bh */
+    double *sw;       /* H x K: W_h q(s = h), the q(s)-weighted sums of the address means */
+    double *Nh;       /* H: sum_t q(s_t = h), the soft count of cluster h */
     double *zb;       /* H x T: mu_bh . z_t */
     double *Y;        /* HK x cg */
     double *scratch;  /* 2 K^2 + K cg */
