@@ -329,15 +329,47 @@ json_t *codec_number(double x)
     return isfinite(x) ? json_real(x) : json_null();
 }
 
+/* Element constructors for codec_nested: entry i of a row-major array. */
+static json_t *codec_elem_double(const void *a, size_t i)
+{
+    return codec_number(((const double *)a)[i]);
+}
+
+static json_t *codec_elem_int(const void *a, size_t i)
+{
+    return json_integer(((const int *)a)[i]);
+}
+
+/* rows x cols nested JSON arrays of elem(a, r * cols + c). NULL when out of memory. */
+static json_t *codec_nested(long rows, long cols, json_t *(*elem)(const void *, size_t), const void *a)
+{
+    json_t *out = json_array(), *row;
+    long r, c;
+
+    for (r = 0; out != NULL && r < rows; r++) {
+        row = json_array();
+        if (row == NULL || json_array_append_new(out, row) != 0) {
+            json_decref(out);
+            return NULL;
+        }
+        for (c = 0; c < cols; c++) {
+            if (json_array_append_new(row, elem(a, (size_t)r * (size_t)cols + (size_t)c)) != 0) {
+                json_decref(out);
+                return NULL;
+            }
+        }
+    }
+    return out;
+}
+
 json_t *codec_matrix(const double *a, long rows, long cols, int base64)
 {
-    json_t *out, *row;
+    json_t *out;
     unsigned char *raw;
     char *text;
     size_t n = (size_t)rows * (size_t)cols, i;
     uint32_t bits;
     float f;
-    long r, c;
 
     if (base64) {
         raw = malloc(n * 4 + 1);
@@ -360,44 +392,12 @@ json_t *codec_matrix(const double *a, long rows, long cols, int base64)
         free(text);
         return out;
     }
-    out = json_array();
-    for (r = 0; out != NULL && r < rows; r++) {
-        row = json_array();
-        if (row == NULL || json_array_append_new(out, row) != 0) {
-            json_decref(out);
-            return NULL;
-        }
-        for (c = 0; c < cols; c++) {
-            if (json_array_append_new(row, codec_number(a[(size_t)r * (size_t)cols + (size_t)c]))
-                != 0) {
-                json_decref(out);
-                return NULL;
-            }
-        }
-    }
-    return out;
+    return codec_nested(rows, cols, codec_elem_double, a);
 }
 
 json_t *codec_int_matrix(const int *a, long rows, long cols)
 {
-    json_t *out = json_array(), *row;
-    long r, c;
-
-    for (r = 0; out != NULL && r < rows; r++) {
-        row = json_array();
-        if (row == NULL || json_array_append_new(out, row) != 0) {
-            json_decref(out);
-            return NULL;
-        }
-        for (c = 0; c < cols; c++) {
-            if (json_array_append_new(row, json_integer(a[(size_t)r * (size_t)cols + (size_t)c]))
-                != 0) {
-                json_decref(out);
-                return NULL;
-            }
-        }
-    }
-    return out;
+    return codec_nested(rows, cols, codec_elem_int, a);
 }
 
 json_t *codec_elbo(const vbm_elbo *e)
