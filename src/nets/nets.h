@@ -1,0 +1,84 @@
+/* nets.h -- trained encoder/decoder networks: loading a vbmem model file
+ * (proto/model-format.md, safetensors) and running it in float32 on the CPU. */
+#ifndef VBMEM_NETS_H
+#define VBMEM_NETS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "numerics/rng.h"
+
+typedef enum { NETS_GAUSSIAN = 0, NETS_BERNOULLI = 1 } nets_likelihood;
+
+/* What a model file says about itself. Strings are NUL-terminated and owned by
+ * the model. */
+typedef struct {
+    int channels, height, width;  /* observation shape */
+    nets_likelihood likelihood;
+    double min_scale;             /* gaussian: scale = softplus(raw) + min_scale */
+    int code_size;                /* C */
+    double log_sigma_min, log_sigma_max;
+    /* vbmem.memory: defaults for sessions that use this model */
+    char kind[16];
+    int clusters, rows, groups, iterations, episode_length;
+    double sigma_z2, u0, sigma2_b0, s_floor;
+    /* raw JSON of the metadata, for GET /v1/models/{name} */
+    char *architecture_json, *memory_json, *provenance_json;
+    size_t n_params;              /* float32 weights in the file */
+} nets_info;
+
+typedef struct nets_model nets_model;
+
+/* Read and validate a model file (every check of proto/model-format.md).
+ * On success *out is a new model owned by the caller (free with
+ * nets_model_free) and 0 is returned. On failure returns -1, *out is NULL and
+ * err (errlen bytes, may be NULL) holds a precise message naming the file. */
+int nets_model_load(const char *path, nets_model **out, char *err, size_t errlen);
+
+/* The same from a buffer in memory (the whole file); the buffer is not kept. */
+int nets_model_load_buffer(const unsigned char *buf, size_t len, nets_model **out, char *err, size_t errlen);
+
+void nets_model_free(nets_model *m);
+
+/* The model's description; valid as long as the model. */
+const nets_info *nets_model_info(const nets_model *m);
+
+/* Encode n images x (n x channels x height x width, values in [0, 1]) into code
+ * means mu (n x C) and variances s2 = sigma^2 (n x C), in double for the VB
+ * solver. A model may be used by several threads at once (each call allocates
+ * its own workspace). Returns 0, or -1 with a message (out of memory, n <= 0). */
+int nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2, char *err, size_t errlen);
+
+/* Decode n codes z (n x C) into the likelihood's per-pixel parameters:
+ * mean (n x channels x height x width; for bernoulli the probabilities) and, for
+ * gaussian, scale (same shape; may be NULL when not wanted; ignored for
+ * bernoulli). Returns 0, or -1 with a message. Thread-safe like nets_encode. */
+int nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale, char *err, size_t errlen);
+
+/* A reusable workspace for nets_encode_ws / nets_decode_ws: scratch memory that
+ * grows to the largest batch seen and is kept between calls (one per thread; a
+ * workspace must not be used by two calls at once). new returns NULL when out of
+ * memory; free accepts NULL. */
+typedef struct nets_workspace nets_workspace;
+nets_workspace *nets_workspace_new(void);
+void nets_workspace_free(nets_workspace *ws);
+
+/* nets_encode / nets_decode with the caller's workspace (ws may be NULL: then
+ * they allocate and free one, exactly like nets_encode / nets_decode). Same
+ * contracts and failures. */
+int nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n, double *mu, double *s2,
+                   char *err, size_t errlen);
+int nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, long n, float *mean, float *scale,
+                   char *err, size_t errlen);
+
+/* Draw pixels from the decoded distribution: gaussian mean + scale * N(0,1),
+ * bernoulli 1 with probability mean; results clamped to [0, 1]. Every draw comes
+ * from the caller's seeded generator. */
+void nets_sample_pixels(const nets_model *m, const float *mean, const float *scale, long n, float *out,
+                        rng_t *rng);
+
+/* Sum over pixels of log p(x | decoded parameters) for each of n images
+ * (gaussian: log N(x | mean, scale^2); bernoulli: x log p + (1-x) log(1-p)). */
+void nets_loglik(const nets_model *m, const float *x, const float *mean, const float *scale, long n, double *out);
+
+#endif

@@ -1,0 +1,170 @@
+"""data.py -- datasets as uint8 image arrays, and episodes drawn without
+replacement with the dequantization of App. E.2."""
+import gzip
+import os
+import struct
+
+import numpy as np
+import torch
+
+FASHION_DIRS = ["/usr/share/datasets/fashion-mnist"]
+
+
+def read_idx(path):
+    """An IDX file (optionally gzipped) as a numpy array."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+        raise ValueError("%s: not an IDX file" % path)
+    dtype = {0x08: np.uint8}.get(data[2])
+    if dtype is None:
+        raise ValueError("%s: unsupported IDX element type 0x%02x" % (path, data[2]))
+    nd = data[3]
+    dims = struct.unpack(">" + "I" * nd, data[4:4 + 4 * nd])
+    arr = np.frombuffer(data, dtype=dtype, offset=4 + 4 * nd)
+    if arr.size != int(np.prod(dims)):
+        raise ValueError("%s: %d elements for shape %s" % (path, arr.size, dims))
+    return arr.reshape(dims)
+
+
+def _find(dirname, stem):
+    for suffix in ("", ".gz"):
+        p = os.path.join(dirname, stem + suffix)
+        if os.path.exists(p):
+            return p
+    raise FileNotFoundError("%s{,.gz} not found in %s" % (stem, dirname))
+
+
+def load_mnist_like(dirname, split):
+    """MNIST / Fashion-MNIST IDX files -> uint8 array (N, 1, 28, 28)."""
+    stem = "train-images-idx3-ubyte" if split == "train" else "t10k-images-idx3-ubyte"
+    x = read_idx(_find(dirname, stem))
+    return x[:, None, :, :]
+
+
+def load_cifar_binary(dirname, split):
+    """CIFAR-10 binary version (data_batch_*.bin / test_batch.bin) -> (N, 3, 32, 32)."""
+    names = ["data_batch_%d.bin" % i for i in range(1, 6)] if split == "train" else ["test_batch.bin"]
+    parts = []
+    for n in names:
+        raw = np.fromfile(os.path.join(dirname, n), dtype=np.uint8).reshape(-1, 3073)
+        parts.append(raw[:, 1:].reshape(-1, 3, 32, 32))
+    return np.concatenate(parts)
+
+
+def load_png_folder(dirname, split):
+    """A folder with train/ and test/ subfolders of same-sized PNG images."""
+    import zlib  # noqa: F401  (PNG decoding below uses only the standard library)
+    sub = os.path.join(dirname, split)
+    files = sorted(f for f in os.listdir(sub) if f.lower().endswith(".png"))
+    if not files:
+        raise FileNotFoundError("no PNG files in %s" % sub)
+    imgs = [_read_png(os.path.join(sub, f)) for f in files]
+    shape = imgs[0].shape
+    for f, im in zip(files, imgs):
+        if im.shape != shape:
+            raise ValueError("%s: shape %s differs from %s" % (f, im.shape, shape))
+    return np.stack(imgs)
+
+
+def _read_png(path):
+    """8-bit grey/RGB/RGBA non-interlaced PNG -> (channels, h, w) uint8."""
+    import zlib
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("%s: not a PNG" % path)
+    pos, idat, w = 8, b"", None
+    while pos < len(data):
+        ln, typ = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + ln]
+        if typ == b"IHDR":
+            w, h, depth, ctype, _, _, inter = struct.unpack(">IIBBBBB", body)
+            if depth != 8 or inter != 0 or ctype not in (0, 2, 6):
+                raise ValueError("%s: only 8-bit non-interlaced grey/RGB/RGBA PNG" % path)
+        elif typ == b"IDAT":
+            idat += body
+        pos += 12 + ln
+    ch = {0: 1, 2: 3, 6: 4}[ctype]
+    raw = zlib.decompress(idat)
+    stride = w * ch
+    out = np.zeros((h, stride), dtype=np.int32)
+    prev = np.zeros(stride, dtype=np.int32)
+    for y in range(h):
+        ft = raw[y * (stride + 1)]
+        line = np.frombuffer(raw, dtype=np.uint8, count=stride, offset=y * (stride + 1) + 1).astype(np.int32)
+        cur = np.zeros(stride, dtype=np.int32)
+        for i in range(stride):
+            a = cur[i - ch] if i >= ch else 0
+            b = prev[i]
+            c = prev[i - ch] if i >= ch else 0
+            if ft == 0:
+                p = 0
+            elif ft == 1:
+                p = a
+            elif ft == 2:
+                p = b
+            elif ft == 3:
+                p = (a + b) // 2
+            else:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                p = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+            cur[i] = (line[i] + p) & 255
+        out[y] = cur
+        prev = cur
+    img = out.reshape(h, w, ch).astype(np.uint8)
+    return np.ascontiguousarray(img[:, :, :3 if ch == 4 else ch].transpose(2, 0, 1))
+
+
+def load_dataset(name, root, split):
+    """uint8 images (N, channels, h, w) of a named dataset under root."""
+    if name in ("fashion-mnist", "mnist"):
+        if root is None and name == "fashion-mnist":
+            root = next((d for d in FASHION_DIRS if os.path.isdir(d)), None)
+        if root is None:
+            raise FileNotFoundError("no directory for %s (apt-get install dataset-fashion-mnist, or --data-root)" % name)
+        return load_mnist_like(root, split)
+    if name == "cifar10":
+        return load_cifar_binary(root, split)
+    if name == "png":
+        return load_png_folder(root, split)
+    raise ValueError("unknown dataset %r" % name)
+
+
+class EpisodeSampler:
+    """Episodes of T frames drawn without replacement from the dataset, regenerated
+    at every pass ('epoch', App. E.2); batches of B episodes as float tensors in
+    [0, 1) with uniform dequantization noise of width 1/256 added each draw."""
+
+    def __init__(self, images, T, B, seed, device="cpu", dequantize=True):
+        self.images = torch.from_numpy(np.ascontiguousarray(images)).to(device)
+        self.T, self.B = T, B
+        self.gen = torch.Generator(device="cpu")
+        self.gen.manual_seed(seed)
+        self.dgen = torch.Generator(device=device)
+        self.dgen.manual_seed(seed + 1)
+        self.device = device
+        self.dequantize = dequantize
+
+    def episodes_per_epoch(self):
+        return self.images.shape[0] // self.T
+
+    def to_float(self, idx):
+        x = self.images[idx].to(torch.float32)
+        if self.dequantize:
+            x = x + torch.rand(x.shape, generator=self.dgen, device=self.device)
+        else:
+            x = x + 0.5
+        return x / 256.0
+
+    def epoch(self, shuffle=True):
+        """Yield (B, T, ch, h, w) batches covering one pass (a last partial batch too)."""
+        n = self.images.shape[0]
+        perm = torch.randperm(n, generator=self.gen) if shuffle else torch.arange(n)
+        E = n // self.T
+        perm = perm[:E * self.T].reshape(E, self.T).to(self.device)
+        for i in range(0, E, self.B):
+            idx = perm[i:i + self.B]
+            x = self.to_float(idx.reshape(-1))
+            yield x.reshape(idx.shape[0], self.T, *x.shape[1:])

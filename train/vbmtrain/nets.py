@@ -1,0 +1,345 @@
+"""nets.py -- the encoder/decoder of App. F built from the layer list of
+proto/model-format.md, and reading/writing vbmem model files (safetensors)."""
+import datetime
+import json
+import math
+import struct
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+FORMAT_VERSION = "1"
+
+
+# ---------------------------------------------------------------- architecture
+
+def _res_block(name, ch, groups, act):
+    """Residual block without bottleneck (He et al. 2016), pre-activation with
+    group normalisation (F.2.1): x + conv(act(gn(conv(act(gn(x))))))."""
+    return {"type": "residual", "body": [
+        {"type": "group_norm", "name": name + ".gn1", "groups": groups, "channels": ch, "eps": 1e-5},
+        {"type": act},
+        {"type": "conv2d", "name": name + ".conv1", "in": ch, "out": ch, "kernel": 3, "stride": 1,
+         "padding": "same"},
+        {"type": "group_norm", "name": name + ".gn2", "groups": groups, "channels": ch, "eps": 1e-5},
+        {"type": act},
+        {"type": "conv2d", "name": name + ".conv2", "in": ch, "out": ch, "kernel": 3, "stride": 1,
+         "padding": "same"},
+    ]}
+
+
+def default_architecture(channels=1, height=28, width=28, code_size=64, filters=32, groups=8,
+                         likelihood="gaussian", act="swish", blocks=3):
+    """The improved architecture of App. F.2.1 (group norm, Swish-1, decoder residual
+    blocks before each transposed convolution) for images of the given shape.
+    Encoder: `blocks` x [conv 4x4 stride 2 'valid', residual block], flatten,
+    dense to 2C, then the two-layer MLP of F.1.1 (widths 2C). Decoder: dense to
+    F x s x s, `blocks` x [residual block, transposed conv 4x4 stride 2 'same'],
+    center crop, act, 1x1 heads."""
+    enc = []
+    h, w, ch = height, width, channels
+    for i in range(blocks):
+        enc.append({"type": "conv2d", "name": "enc.down%d" % i, "in": ch, "out": filters, "kernel": 4,
+                    "stride": 2, "padding": "valid"})
+        h, w, ch = (h - 4) // 2 + 1, (w - 4) // 2 + 1, filters
+        if h < 1 or w < 1:
+            raise ValueError("image too small for %d downsampling blocks" % blocks)
+        enc.append(_res_block("enc.res%d" % i, ch, groups, act))
+    enc.append({"type": "flatten"})
+    enc.append({"type": "dense", "name": "enc.proj", "in": ch * h * w, "out": 2 * code_size})
+    enc.append({"type": "dense", "name": "enc.mlp0", "in": 2 * code_size, "out": 2 * code_size})
+    enc.append({"type": "relu"})
+    enc.append({"type": "dense", "name": "enc.mlp1", "in": 2 * code_size, "out": 2 * code_size})
+
+    s = max(1, math.ceil(max(height, width) / 2 ** blocks))
+    dec = [{"type": "dense", "name": "dec.proj", "in": code_size, "out": filters * s * s},
+           {"type": "reshape", "shape": [filters, s, s]}]
+    for i in range(blocks):
+        dec.append(_res_block("dec.res%d" % i, filters, groups, act))
+        dec.append({"type": "conv_transpose2d", "name": "dec.up%d" % i, "in": filters, "out": filters,
+                    "kernel": 4, "stride": 2, "padding": "same"})
+        s *= 2
+    dec.append({"type": "center_crop", "height": height, "width": width})
+    dec.append({"type": act})
+    out_ch = 2 * channels if likelihood == "gaussian" else channels
+    dec.append({"type": "conv2d", "name": "dec.head", "in": filters, "out": out_ch, "kernel": 1, "stride": 1,
+                "padding": "valid"})
+    return {"observation": {"channels": channels, "height": height, "width": width,
+                            "likelihood": likelihood, "min_scale": 1e-3},
+            "code_size": code_size, "log_sigma_min": -9.0, "log_sigma_max": 4.0,
+            "encoder": enc, "decoder": dec}
+
+
+# ---------------------------------------------------------------- modules
+
+def _same_pad(size, k, stride):
+    out = -(-size // stride)
+    p = max((out - 1) * stride + k - size, 0)
+    return p // 2, p - p // 2
+
+
+class Conv2d(nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        self.k, self.stride, self.padding = spec["kernel"], spec["stride"], spec["padding"]
+        self.weight = nn.Parameter(torch.empty(spec["out"], spec["in"], self.k, self.k))
+        self.bias = nn.Parameter(torch.zeros(spec["out"]))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, x):
+        if self.padding == "same":
+            ph = _same_pad(x.shape[2], self.k, self.stride)
+            pw = _same_pad(x.shape[3], self.k, self.stride)
+            if ph != (0, 0) or pw != (0, 0):
+                x = F.pad(x, (pw[0], pw[1], ph[0], ph[1]))
+        return F.conv2d(x, self.weight, self.bias, stride=self.stride)
+
+
+class ConvTranspose2d(nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        self.k, self.stride, self.padding = spec["kernel"], spec["stride"], spec["padding"]
+        self.weight = nn.Parameter(torch.empty(spec["in"], spec["out"], self.k, self.k))
+        self.bias = nn.Parameter(torch.zeros(spec["out"]))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, x):
+        h, w = x.shape[2], x.shape[3]
+        y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride)
+        if self.padding == "same":
+            b = (self.k - self.stride) // 2
+            y = y[:, :, b:b + h * self.stride, b:b + w * self.stride]
+        return y
+
+
+class Dense(nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(spec["out"], spec["in"]))
+        self.bias = nn.Parameter(torch.zeros(spec["out"]))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+
+class GroupNorm(nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        self.groups, self.eps = spec["groups"], spec["eps"]
+        self.weight = nn.Parameter(torch.ones(spec["channels"]))
+        self.bias = nn.Parameter(torch.zeros(spec["channels"]))
+
+    def forward(self, x):
+        return F.group_norm(x, self.groups, self.weight, self.bias, self.eps)
+
+
+class Lambda(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+class Residual(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+class Net(nn.Module):
+    """A sequence of layers from a layer list; parameters are registered under the
+    layers' names so state_dict() keys are '<name>.weight' / '<name>.bias'."""
+
+    def __init__(self, layers, registry=None):
+        super().__init__()
+        top = registry is None
+        self.registry = nn.ModuleDict() if top else None
+        reg = self.registry if top else registry
+        self.steps = []
+        for spec in layers:
+            self.steps.append(_build(spec, reg))
+
+    def forward(self, x):
+        for step in self.steps:
+            x = step(x)
+        return x
+
+
+def _build(spec, reg):
+    t = spec["type"]
+    if t in ("conv2d", "conv_transpose2d", "dense", "group_norm"):
+        cls = {"conv2d": Conv2d, "conv_transpose2d": ConvTranspose2d, "dense": Dense, "group_norm": GroupNorm}[t]
+        mod = cls(spec)
+        reg[spec["name"].replace(".", "__")] = mod
+        return mod
+    if t == "relu":
+        return F.relu
+    if t == "swish":
+        return lambda x: x * torch.sigmoid(x)
+    if t == "sigmoid":
+        return torch.sigmoid
+    if t == "flatten":
+        return lambda x: x.reshape(x.shape[0], -1)
+    if t == "reshape":
+        shape = tuple(spec["shape"])
+        return lambda x: x.reshape((x.shape[0],) + shape)
+    if t == "center_crop":
+        hh, ww = spec["height"], spec["width"]
+
+        def crop(x):
+            t0 = (x.shape[2] - hh) // 2
+            l0 = (x.shape[3] - ww) // 2
+            return x[:, :, t0:t0 + hh, l0:l0 + ww]
+        return crop
+    if t == "residual":
+        body = Net(spec["body"], reg)
+        return Residual(body)
+    raise ValueError("unknown layer type %r" % t)
+
+
+def _he_init_residuals(layers, reg):
+    """He initialisation for the convolutions inside residual blocks (F.1.1)."""
+    for spec in layers:
+        if spec["type"] == "residual":
+            for inner in spec["body"]:
+                if inner["type"] == "conv2d":
+                    nn.init.kaiming_normal_(reg[inner["name"].replace(".", "__")].weight, nonlinearity="relu")
+            _he_init_residuals(spec["body"], reg)
+
+
+class Encoder(nn.Module):
+    """image (N, ch, h, w) in [0,1) -> (mu, log_sigma), each (N, C)."""
+
+    def __init__(self, arch):
+        super().__init__()
+        self.net = Net(arch["encoder"])
+        _he_init_residuals(arch["encoder"], self.net.registry)
+        self.C = arch["code_size"]
+        self.lo, self.hi = arch["log_sigma_min"], arch["log_sigma_max"]
+
+    def forward(self, x):
+        out = self.net(x)
+        return out[:, :self.C], out[:, self.C:].clamp(self.lo, self.hi)
+
+
+class Decoder(nn.Module):
+    """code (N, C) -> likelihood parameters (N, P, h, w)."""
+
+    def __init__(self, arch):
+        super().__init__()
+        self.net = Net(arch["decoder"])
+        _he_init_residuals(arch["decoder"], self.net.registry)
+        obs = arch["observation"]
+        self.likelihood = obs["likelihood"]
+        self.channels = obs["channels"]
+        self.min_scale = obs.get("min_scale", 1e-3)
+
+    def forward(self, z):
+        return self.net(z)
+
+    def params(self, out):
+        """(mean, scale) for gaussian, (probabilities, None) for bernoulli."""
+        if self.likelihood == "gaussian":
+            return out[:, :self.channels], F.softplus(out[:, self.channels:]) + self.min_scale
+        return torch.sigmoid(out), None
+
+    def log_prob(self, out, x):
+        """Sum over pixels of log p(x | z), one value per image."""
+        if self.likelihood == "gaussian":
+            mean, scale = self.params(out)
+            lp = -0.5 * ((x - mean) / scale) ** 2 - torch.log(scale) - 0.5 * math.log(2 * math.pi)
+        else:
+            lp = -F.binary_cross_entropy_with_logits(out, x, reduction="none")
+        return lp.reshape(lp.shape[0], -1).sum(1)
+
+
+def build_networks(arch):
+    """(encoder, decoder) modules that follow the architecture's layer lists."""
+    return Encoder(arch), Decoder(arch)
+
+
+def named_tensors(encoder, decoder):
+    """{tensor name in the model file: tensor} for both networks."""
+    out = {}
+    for net in (encoder.net, decoder.net):
+        for key, mod in net.registry.items():
+            name = key.replace("__", ".")
+            out[name + ".weight"] = mod.weight.detach()
+            out[name + ".bias"] = mod.bias.detach()
+    return out
+
+
+# ---------------------------------------------------------------- safetensors
+
+def write_safetensors(path, tensors, metadata):
+    """Write float32 tensors (name -> torch tensor) and string metadata."""
+    header = {"__metadata__": metadata}
+    blobs, off = [], 0
+    for name in sorted(tensors):
+        a = tensors[name].detach().to("cpu", torch.float32).contiguous()
+        b = a.numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    hj = json.dumps(header, separators=(",", ":")).encode()
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)))
+        f.write(hj)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    """(tensors: name -> float32 torch tensor, metadata: dict of str)."""
+    import numpy as np
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    base = 8 + n
+    out = {}
+    for name, d in header.items():
+        if d["dtype"] != "F32":
+            raise ValueError("tensor %s: dtype %s unsupported" % (name, d["dtype"]))
+        b, e = d["data_offsets"]
+        arr = np.frombuffer(data[base + b:base + e], dtype="<f4").reshape(d["shape"])
+        out[name] = torch.from_numpy(arr.copy())
+    return out, meta
+
+
+def save_model(path, encoder, decoder, arch, memory, provenance):
+    """Write a vbmem model file (proto/model-format.md)."""
+    prov = dict(provenance)
+    prov.setdefault("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    prov.setdefault("torch", torch.__version__)
+    meta = {"vbmem.format": "vbmem-model", "vbmem.format_version": FORMAT_VERSION,
+            "vbmem.architecture": json.dumps(arch), "vbmem.memory": json.dumps(memory),
+            "vbmem.provenance": json.dumps(prov)}
+    write_safetensors(path, named_tensors(encoder, decoder), meta)
+
+
+def load_model(path, map_location="cpu"):
+    """(encoder, decoder, arch, memory, provenance) from a vbmem model file."""
+    tensors, meta = read_safetensors(path)
+    if meta.get("vbmem.format") != "vbmem-model":
+        raise ValueError("%s is not a vbmem model file" % path)
+    arch = json.loads(meta["vbmem.architecture"])
+    memory = json.loads(meta["vbmem.memory"])
+    prov = json.loads(meta["vbmem.provenance"])
+    enc, dec = build_networks(arch)
+    with torch.no_grad():
+        for net in (enc.net, dec.net):
+            for key, mod in net.registry.items():
+                name = key.replace("__", ".")
+                mod.weight.copy_(tensors[name + ".weight"])
+                mod.bias.copy_(tensors[name + ".bias"])
+    return enc.to(map_location), dec.to(map_location), arch, memory, prov
