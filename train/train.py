@@ -125,6 +125,7 @@ def main(argv=None):
     if args.reg != "none" and kind != "vae":
         e, d, a, b = (float(v) for v in args.reg.split(","))
         reg = {"eps": e, "delta": d, "alpha": a, "beta": b}
+    reg_first = reg
     params = list(enc.parameters()) + list(dec.parameters())
     opt = torch.optim.Adam(params, lr=args.lr, betas=(0.0, 0.999))
     sampler = data.EpisodeSampler(train_x, args.episode_length, args.batch, args.seed, args.device)
@@ -203,7 +204,7 @@ def main(argv=None):
     prov = {"dataset": args.dataset, "train_frames": int(train_x.shape[0]), "epochs": epochs_run, "steps": step,
             "seed": args.seed, "batch_episodes": args.batch, "model": kind,
             "test_elbo_per_frame": round(test_elbo, 4), "test_episodes": n_test,
-            "trainer": "train/train.py", "regularizer": reg, "sample_memory": not args.no_sample_memory,
+            "trainer": "train/train.py", "regularizer": reg_first, "regularizer_stage2": reg, "sample_memory": not args.no_sample_memory,
             "adam": {"lr": args.lr, "lr2": args.lr2, "beta1": 0.0, "beta2": 0.999}}
     if args.baseline_elbo is not None:
         prov["baseline_vae_test_elbo_per_frame"] = args.baseline_elbo

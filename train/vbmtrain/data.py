@@ -138,7 +138,7 @@ class EpisodeSampler:
     [0, 1) with uniform dequantization noise of width 1/256 added each draw."""
 
     def __init__(self, images, T, B, seed, device="cpu", dequantize=True):
-        self.images = torch.from_numpy(np.ascontiguousarray(images)).to(device)
+        self.images = torch.from_numpy(np.array(images, copy=True)).to(device)
         self.T, self.B = T, B
         self.gen = torch.Generator(device="cpu")
         self.gen.manual_seed(seed)

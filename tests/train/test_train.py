@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""test_train.py -- CPU tests of the trainer (train/): the PyTorch VB loop,
+gradients through it, the model file round trip, the golden file being current,
+and a few training steps of the real command line on a tiny model."""
+import json
+import math
+import os
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "train"))
+
+import torch  # noqa: E402
+
+import golden_vb  # noqa: E402
+import train as train_cli  # noqa: E402
+from vbmtrain import data, nets, objective, vb  # noqa: E402
+
+torch.set_num_threads(1)
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def random_codes(g, B=2, T=30, C=8, groups=3):
+    centers = 2.0 * torch.randn(B, groups, C, generator=g, dtype=torch.float64)
+    lab = torch.randint(groups, (B, T), generator=g)
+    Z = torch.gather(centers, 1, lab[..., None].expand(B, T, C)) + 0.3 * torch.randn(B, T, C, generator=g,
+                                                                                      dtype=torch.float64)
+    V = 0.05 + 0.1 * torch.rand(B, T, C, generator=g, dtype=torch.float64)
+    return Z, V
+
+
+class VBLoop(unittest.TestCase):
+    def trace(self, kind, shift=False):
+        g = torch.Generator()
+        g.manual_seed(3)
+        Z, V = random_codes(g)
+        cfg = vb.memory_defaults(kind, Z.shape[-1], 4, 3)
+        cfg["s_floor"] = 0.0
+        if kind == "gaussian":
+            cfg["shift"] = shift
+        mem = vb.init_memory(cfg, Z, g)
+        d = vb.address(cfg, mem, Z, V)
+        out = [d["terms"]["total"]]
+        for _ in range(12):
+            mem = vb.update(cfg, mem, Z, d)
+            d = vb.address(cfg, mem, Z, V)
+            out.append(d["terms"]["total"])
+        return torch.stack(out)
+
+    def test_elbo_monotone_every_kind(self):
+        # coordinate ascent never lowers the ELBO (q(s) floor off)
+        for kind, shift in (("mixture", True), ("gaussian", False), ("gaussian", True), ("categorical", False)):
+            tr = self.trace(kind, shift)
+            diffs = tr[1:] - tr[:-1]
+            self.assertTrue(bool((diffs >= -1e-8 * tr[1:].abs()).all()), "%s: %s" % (kind, tr[:, 0].tolist()))
+            self.assertGreater(float(tr[-1, 0] - tr[0, 0]), 0.0, kind)
+
+    def test_kl_zero_at_prior(self):
+        cfg = vb.memory_defaults("mixture", 5, 3, 2)
+        mem = vb.prior_memory(cfg, 1, 5, "cpu")
+        self.assertAlmostEqual(float(vb.kl_matrix_normal(mem.R, mem.U, cfg["u0"]).abs().max()), 0.0, places=12)
+        self.assertAlmostEqual(float(vb.kl_iso(mem.mu_b, mem.s2_b, cfg["sigma2_b0"]).abs().max()), 0.0, places=12)
+
+    def test_golden_file_is_current(self):
+        # tests/data/golden_vb.json must be what train/golden_vb.py produces now
+        with open(os.path.join(ROOT, "tests", "data", "golden_vb.json")) as f:
+            stored = {c["name"]: c for c in json.load(f)["cases"]}
+        fresh = golden_vb.case("mixture", "mixture", T=40, C=12, K=4, H=3, shift=True, iterations=6, seed=11,
+                               s_floor=1e-6)
+        for key in ("R", "U", "mu_b", "s"):
+            a = torch.tensor(fresh["expect"][key])
+            b = torch.tensor(stored["mixture"]["expect"][key])
+            self.assertLessEqual(float((a - b).abs().max()), 1e-9 * max(1.0, float(b.abs().max())), key)
+
+    def test_gradient_flows_through_write(self):
+        g = torch.Generator()
+        g.manual_seed(5)
+        Z, V = random_codes(g, B=1, T=20, C=6)
+        Z.requires_grad_(True)
+        cfg = vb.memory_defaults("mixture", 6, 3, 3)
+        mem = vb.init_memory(cfg, Z.detach(), g)
+        mem, d = vb.write(cfg, mem, Z, V, 5)
+        d["terms"]["total"].sum().backward()
+        self.assertTrue(bool(torch.isfinite(Z.grad).all()))
+        self.assertGreater(float(Z.grad.abs().sum()), 0.0)
+        # and it agrees with a finite difference of the unrolled write
+        eps = 1e-6
+        idx = (0, 3, 2)
+
+        def f(delta):
+            Zp = Z.detach().clone()
+            Zp[idx] += delta
+            g2 = torch.Generator()
+            g2.manual_seed(5)
+            _, dd = vb.write(cfg, vb.Memory(*[t.detach() for t in (mem0.R, mem0.U, mem0.mu_b, mem0.s2_b)]), Zp, V, 5)
+            return float(dd["terms"]["total"].sum())
+        mem0 = vb.init_memory(cfg, Z.detach(), g)
+        Z.grad = None
+        _, d = vb.write(cfg, mem0, Z, V, 5)
+        d["terms"]["total"].sum().backward()
+        fd = (f(eps) - f(-eps)) / (2 * eps)
+        self.assertAlmostEqual(float(Z.grad[idx]), fd, delta=1e-4 * max(1.0, abs(fd)))
+
+    def test_beta_draws(self):
+        g = torch.Generator()
+        g.manual_seed(1)
+        s = objective.beta_integer(8, 8, (20000,), g)
+        self.assertAlmostEqual(float(s.mean()), 0.5, delta=0.01)
+        self.assertAlmostEqual(float(s.var()), 8 * 8 / (16 ** 2 * 17), delta=0.002)
+        with self.assertRaises(ValueError):
+            objective.beta_integer(0.5, 8, (3,), g)
+
+
+class Networks(unittest.TestCase):
+    def test_architecture_shapes(self):
+        for shape in ((1, 28, 28), (3, 32, 32)):
+            arch = nets.default_architecture(*shape, code_size=10, filters=8, groups=4)
+            enc, dec = nets.build_networks(arch)
+            x = torch.rand(3, *shape)
+            mu, ls = enc(x)
+            self.assertEqual(tuple(mu.shape), (3, 10))
+            out = dec(mu)
+            self.assertEqual(tuple(out.shape), (3, 2 * shape[0]) + shape[1:])
+
+    def test_model_file_round_trip(self):
+        arch = nets.default_architecture(1, 16, 16, code_size=6, filters=8, groups=4, blocks=2)
+        enc, dec = nets.build_networks(arch)
+        x = torch.rand(4, 1, 16, 16)
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "m.safetensors")
+            nets.save_model(p, enc, dec, arch, {"kind": "mixture"}, {"dataset": "test"})
+            enc2, dec2, arch2, mem2, prov2 = nets.load_model(p)
+        self.assertEqual(arch2, arch)
+        self.assertEqual(prov2["dataset"], "test")
+        with torch.no_grad():
+            a, b = enc(x)[0], enc2(x)[0]
+            self.assertTrue(torch.equal(a, b))
+            self.assertTrue(torch.equal(dec(a), dec2(a)))
+
+    def test_objective_gradients(self):
+        torch.manual_seed(0)
+        arch = nets.default_architecture(1, 16, 16, code_size=6, filters=8, groups=4, blocks=2)
+        enc, dec = nets.build_networks(arch)
+        g = torch.Generator()
+        g.manual_seed(2)
+        x = torch.rand(2, 12, 1, 16, 16)
+        cfg = vb.memory_defaults("mixture", 6, 3, 3)
+        reg = {"eps": 0.1, "delta": 0.2, "alpha": 8, "beta": 8}
+        elbo, terms = objective.memory_elbo(cfg, enc, dec, x, 3, g, reg, sample_memory=True)
+        (-elbo.mean()).backward()
+        grads = [p.grad for p in list(enc.parameters()) + list(dec.parameters())]
+        self.assertTrue(all(gr is not None and bool(torch.isfinite(gr).all()) for gr in grads))
+        self.assertGreater(sum(float(gr.abs().sum()) for gr in grads), 0.0)
+        self.assertEqual(tuple(elbo.shape), (2,))
+
+
+@unittest.skipUnless(os.path.isdir(FASHION) or os.environ.get("VBMEM_REQUIRE_DATA"),
+                     "dataset-fashion-mnist not installed")
+class CommandLine(unittest.TestCase):
+    def test_train_few_steps_and_export(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "tiny.safetensors")
+            log = os.path.join(d, "log.jsonl")
+            rc = train_cli.main(["--kind", "mixture", "--code-size", "8", "--filters", "8", "--norm-groups", "4",
+                                 "--episode-length", "16", "--batch", "2", "--clusters", "3", "--rows", "2",
+                                 "--iterations", "3", "--epochs", "1", "--max-steps", "3", "--eval-episodes", "2",
+                                 "--out", out, "--log", log, "--quiet", "--threads", "1"])
+            self.assertEqual(rc, 0)
+            enc, dec, arch, mem, prov = nets.load_model(out)
+            self.assertEqual(mem["kind"], "mixture")
+            self.assertEqual(mem["clusters"], 3)
+            self.assertTrue(math.isfinite(prov["test_elbo_per_frame"]))
+            with open(log) as f:
+                lines = [json.loads(line) for line in f]
+            self.assertEqual(lines[0]["step"], 3)
+            self.assertIn("usage_per_episode", lines[0])
+
+    def test_episodes_without_replacement(self):
+        imgs = data.load_dataset("fashion-mnist", None, "test")[:640]
+        s = data.EpisodeSampler(imgs, 64, 4, seed=1, dequantize=False)
+        seen = torch.cat([x.reshape(-1, 784) for x in s.epoch()])
+        self.assertEqual(seen.shape[0], 640)
+        # every image appears exactly once: compare sorted pixel sums
+        a = torch.sort(seen.sum(1))[0]
+        b = torch.sort(((torch.from_numpy(imgs).float() + 0.5) / 256).reshape(-1, 784).sum(1))[0]
+        self.assertTrue(torch.allclose(a, b, atol=1e-3))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
