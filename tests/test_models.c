@@ -761,6 +761,66 @@ START_TEST(parallel_writes_match_sequential) {
 }
 END_TEST
 
+
+/* ---- the Gram path of the mixture/tree updates gives the direct path's posterior ---- */
+
+static void compare_solvers(vbm_kind kind, int C, int K, int H, int G, long T, int online) {
+    vbm_memory *m[2];
+    vbm_write_result res[2];
+    double *mu = randn(T * C, 71, 1.5), *s2 = randn(T * C, 72, 0.1), *mu2 = randn(T * C, 73, 1.5);
+    for (long i = 0; i < T * C; i++) s2[i] = s2[i] * s2[i] + 0.01;
+    for (long t = 0; t < T; t++) /* three well separated groups */
+        for (int c = 0; c < C; c++) {
+            mu[t * C + c] += 4.0 * ((t % 3) == (c % 3));
+            mu2[t * C + c] += 4.0 * ((t % 3) == (c % 3));
+        }
+    vbm_codes codes = {T, C, mu, s2}, codes2 = {T, C, mu2, NULL};
+    for (int i = 0; i < 2; i++) {
+        m[i] = make(kind, C, K, H, G);
+        m[i]->cfg.s_floor = 0.0;
+        vbm_write_opts o;
+        vbm_write_opts_default(&o);
+        o.max_iter = 12;
+        o.seed = 5;
+        o.want_addresses = 1;
+        o.want_trace = 1;
+        o.solver = i == 0 ? VBM_SOLVER_DIRECT : VBM_SOLVER_GRAM;
+        write_ok(m[i], &codes, &o, &res[i]);
+        if (online) {
+            vbm_write_result_free(&res[i]);
+            vbm_error err;
+            ck_assert_msg(vbm_append(m[i], &codes2, &o, &res[i], &err) == VBM_OK, "%s", err.msg);
+        }
+    }
+    int cg = C / G, GH = G * H;
+    ck_assert_double_le(max_rel_diff(m[1]->R, m[0]->R, (size_t)GH * K * cg), 1e-8);
+    ck_assert_double_le(max_rel_diff(m[1]->U, m[0]->U, (size_t)GH * K * K), 1e-8);
+    ck_assert_double_le(max_rel_diff(m[1]->mu_b, m[0]->mu_b, (size_t)GH * cg), 1e-8);
+    ck_assert_double_le(max_rel_diff(m[1]->s2_b, m[0]->s2_b, (size_t)GH), 1e-8);
+    ck_assert_double_le(max_rel_diff(res[1].trace, res[0].trace, (size_t)res[0].iterations + 1), 1e-9);
+    ck_assert_double_le(max_rel_diff(res[1].addr.s, res[0].addr.s, (size_t)T * G * H), 1e-8);
+    ck_assert_double_le(max_rel_diff(res[1].addr.w_mu, res[0].addr.w_mu, (size_t)T * G * H * K), 1e-8);
+    ck_assert_double_le(rel(res[1].elbo.kl_M, res[0].elbo.kl_M), 1e-8);
+    ck_assert_double_le(rel(res[1].elbo.total, res[0].elbo.total), 1e-10);
+    for (int it = 1; it <= res[1].iterations; it++) /* still coordinate ascent */
+        ck_assert_double_ge(res[1].trace[it], res[1].trace[it - 1] - 1e-9 * fabs(res[1].trace[it]));
+    for (int i = 0; i < 2; i++) {
+        vbm_write_result_free(&res[i]);
+        vbm_memory_free(m[i]);
+    }
+    free(mu);
+    free(s2);
+    free(mu2);
+}
+
+START_TEST(gram_path_equals_direct) {
+    compare_solvers(VBM_MIXTURE, 40, 4, 3, 1, 30, 0); /* batch write from k-means++ */
+    compare_solvers(VBM_MIXTURE, 40, 4, 3, 1, 30, 1); /* then online: nonzero prior means */
+    compare_solvers(VBM_TREE, 40, 3, 3, 2, 16, 0);
+    compare_solvers(VBM_MIXTURE, 10, 3, 4, 1, 50, 0); /* T > C: forced Gram still agrees */
+}
+END_TEST
+
 static Suite *models_suite(void) {
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("core");
@@ -787,6 +847,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, bad_input_rejected);
     tcase_add_test(tc, zero_variance_uses_loglik);
     tcase_add_test(tc, parallel_writes_match_sequential);
+    tcase_add_test(tc, gram_path_equals_direct);
     suite_add_tcase(s, tc);
     return s;
 }

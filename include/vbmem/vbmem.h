@@ -118,6 +118,14 @@ typedef enum {
                              symmetric fixed point R = 0 */
 } vbm_init;
 
+/* How the mixture and tree updates are computed; the posterior is the same. */
+typedef enum {
+    VBM_SOLVER_AUTO = 0,   /* GRAM when T <= the code width of a group, else DIRECT */
+    VBM_SOLVER_DIRECT = 1, /* products of the K x C matrices R_h with the codes each iteration */
+    VBM_SOLVER_GRAM = 2    /* R_h kept implicitly between iterations; products with the T x T
+                              Gram matrix of the codes instead (for T <= 4096, else DIRECT) */
+} vbm_solver;
+
 typedef struct {
     int max_iter;       /* VB iterations (updates of q(Omega)); >= 0 */
     double tol;         /* stop when |dELBO| <= tol * |ELBO|; 0: run max_iter */
@@ -125,6 +133,7 @@ typedef struct {
     vbm_init init;
     int want_addresses; /* fill result->addr */
     int want_trace;     /* fill result->trace with the ELBO after each iteration */
+    vbm_solver solver;  /* update path (mixture, tree); VBM_SOLVER_AUTO by default */
 } vbm_write_opts;
 
 typedef struct {
@@ -204,7 +213,7 @@ vbm_status vbm_memory_clone(const vbm_memory *mem, vbm_memory **out, vbm_error *
  * dimension of the first offending value. */
 vbm_status vbm_codes_check(const vbm_memory *mem, const vbm_codes *codes, vbm_error *err);
 
-/* Default write options: 50 iterations, tol 0, seed 0, VBM_INIT_AUTO. */
+/* Default write options: 50 iterations, tol 0, seed 0, VBM_INIT_AUTO, VBM_SOLVER_AUTO. */
 void vbm_write_opts_default(vbm_write_opts *opts);
 
 /* Batch VB from the base prior (replacing the current posterior) on the given

@@ -185,9 +185,9 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
         m->n_paths = (long)npaths;
         for (size_t i = 0; !st && i < npaths; i++) {
             for (size_t g = 0; !st && g < G; g++) {
-                uint64_t v;
-                r_u64(&r, &v);
-                if (v >= H) st = vbm_fail(err, VBM_EFORMAT, "memory import: path %zu names cluster %llu >= H", i, (unsigned long long)v);
+                uint64_t v = 0;
+                if (r_u64(&r, &v)) st = vbm_fail(err, VBM_EFORMAT, "memory import: truncated in path %zu", i);
+                else if (v >= H) st = vbm_fail(err, VBM_EFORMAT, "memory import: path %zu names cluster %llu >= H", i, (unsigned long long)v);
                 else m->paths[i * G + g] = (int)v;
             }
             if (!st && (r_f64(&r, &m->path_counts[i]) || !(m->path_counts[i] >= 0.0) || !isfinite(m->path_counts[i])))

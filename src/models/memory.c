@@ -379,6 +379,7 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
     void *work = NULL;
     vbm_status st = ops->work_new(mem, codes, &work, err);
     if (st) return st;
+    if (ops->set_solver) ops->set_solver(work, (int)opts->solver);
     int max_iter = opts->max_iter < 0 ? 0 : opts->max_iter;
     res->trace = vbm_calloc((size_t)max_iter + 2, sizeof(double));
     if (!res->trace) {
@@ -420,6 +421,7 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
             st = ops->update(mem, prior, work, err);
             if (!st) res->iterations++;
         }
+        if (!st && ops->finish) ops->finish(mem, prior, work);
     }
     if (!st && (opts->want_addresses || mem->cfg.kind == VBM_TREE)) {
         st = ops->addresses(mem, work, &res->addr, err);

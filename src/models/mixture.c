@@ -36,7 +36,78 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->zb);
     free(w->Y);
     free(w->scratch);
+    free(w->G);
+    free(w->SR);
+    free(w->LQ);
+    free(w->logdetQ);
+    free(w->Wtc);
+    free(w->swc);
+    free(w->AR);
+    free(w->AR0);
+    free(w->AZ);
+    free(w->AAt);
+    free(w->zmu0);
+    free(w->Uv);
+    free(w->GT);
+    free(w->gs);
     memset(w, 0, sizeof *w);
+}
+
+void mixgroup_set_solver(mixgroup_work *w, int mode) {
+    if (mode == 1)
+        w->gram = 0;
+    else if (mode == 2)
+        w->gram = w->T <= 4096;
+    else
+        w->gram = w->T <= w->cg;
+}
+
+/* Allocate the Gram-path state and compute G = Z Z^T and the products of the
+ * prior means with the codes, once per workspace. VBM_ENOMEM on failure. */
+static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+    if (w->gram_ready) return VBM_OK;
+    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+    long T = w->T;
+    size_t kk = (size_t)K * K, kc = (size_t)K * cg, hkt = (size_t)H * K * T;
+    const double *Z = w->cs.mu + w->cs.goff;
+    const double *A = prior->P0R0 + (size_t)g * H * kc, *mb0 = prior->mu_b0 + (size_t)g * H * cg;
+    w->prior_mean = 0;
+    for (size_t i = 0; i < (size_t)H * kc && !w->prior_mean; i++) w->prior_mean = A[i] != 0.0;
+    w->shift_mean = 0;
+    for (size_t i = 0; i < (size_t)H * cg && !w->shift_mean && mem->cfg.shift; i++) w->shift_mean = mb0[i] != 0.0;
+    w->G = vbm_calloc((size_t)T * T, sizeof(double));
+    w->SR = vbm_calloc((size_t)H * kk, sizeof(double));
+    w->LQ = vbm_calloc((size_t)H * kk, sizeof(double));
+    w->logdetQ = vbm_calloc((size_t)H, sizeof(double));
+    w->Wtc = vbm_calloc(hkt, sizeof(double));
+    w->swc = vbm_calloc((size_t)H * K, sizeof(double));
+    w->AR = vbm_calloc((size_t)H, sizeof(double));
+    w->AR0 = vbm_calloc((size_t)H, sizeof(double));
+    w->Uv = vbm_calloc((size_t)H * (T + K + 1), sizeof(double));
+    w->GT = vbm_calloc(hkt, sizeof(double));
+    w->gs = vbm_calloc(6 * kk + 4 * (size_t)K, sizeof(double));
+    if (w->prior_mean) {
+        w->AZ = vbm_calloc(hkt, sizeof(double));
+        w->AAt = vbm_calloc((size_t)H * kk, sizeof(double));
+    }
+    if (w->shift_mean) w->zmu0 = vbm_calloc((size_t)H * T, sizeof(double));
+    if (!w->G || !w->SR || !w->LQ || !w->logdetQ || !w->Wtc || !w->swc || !w->AR || !w->AR0 || !w->Uv || !w->GT ||
+        !w->gs || (w->prior_mean && (!w->AZ || !w->AAt)) || (w->shift_mean && !w->zmu0))
+        return vbm_fail(err, VBM_ENOMEM, "out of memory for the Gram path (T=%ld)", T);
+    la_gemm(0, 1, (int)T, (int)T, cg, 1.0, Z, C, Z, C, 0.0, w->G, (int)T);
+    if (w->prior_mean) {
+        la_gemm(0, 1, H * K, (int)T, cg, 1.0, A, cg, Z, C, 0.0, w->AZ, (int)T);
+        const double *R0 = prior->R0 + (size_t)g * H * kc;
+        for (int h = 0; h < H; h++) {
+            la_gemm(0, 1, K, K, cg, 1.0, A + h * kc, cg, A + h * kc, cg, 0.0, w->AAt + h * kk, K);
+            double a = 0.0;
+            for (size_t i = 0; i < kc; i++) a += A[h * kc + i] * R0[h * kc + i];
+            w->AR0[h] = a;
+        }
+    }
+    if (w->shift_mean) la_gemm(0, 1, H, (int)T, cg, 1.0, mb0, cg, Z, C, 0.0, w->zmu0, (int)T);
+    w->gram_ready = 1;
+    return VBM_OK;
 }
 
 vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm_codes *codes, int g,
@@ -77,6 +148,7 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
     }
+    mixgroup_set_solver(w, 0);
     return VBM_OK;
 }
 
@@ -137,7 +209,10 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
         int gh = g * H + h;
         const double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh), *mb = BLK_B(mem, gh);
         double *S = w->S + h * kk, *Sw = w->Sw + h * kk;
-        la_gemm(0, 1, K, K, cg, 1.0, R, cg, R, cg, 0.0, S, K);
+        if (w->implicit)
+            memcpy(S, w->SR + h * kk, kk * sizeof(double));
+        else
+            la_gemm(0, 1, K, K, cg, 1.0, R, cg, R, cg, 0.0, S, K);
         for (size_t i = 0; i < kk; i++) S[i] += cg * U[i];
         for (size_t i = 0; i < kk; i++) A[i] = S[i] / s2;
         for (int k = 0; k < K; k++) A[(size_t)k * K + k] += 1.0;
@@ -155,14 +230,15 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
             for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
         w->trSw[h] = trsw;
         w->bb[h] = bb;
+        if (w->implicit) continue; /* R_h mu_bh is carried by the Gram update */
         for (int k = 0; k < K; k++) {
             double v = 0.0;
             for (int c = 0; c < cg; c++) v += R[(size_t)k * cg + c] * mb[c];
             w->Rmb[h * K + k] = v;
         }
     }
-    /* P = [R_1; ...; R_H] Z^T : one GEMM over all clusters. */
-    la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
+    /* P = [R_1; ...; R_H] Z^T : one GEMM over all clusters (carried by the Gram update). */
+    if (!w->implicit) la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
     for (int h = 0; h < H; h++) {
         double *Wh = w->W + (size_t)h * K * T;
         const double *Ph = w->P + (size_t)h * K * T;
@@ -177,7 +253,7 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
         la_gemm(0, 0, K, (int)T, K, 1.0 / s2, w->Sw + h * kk, K, Bh, (int)T, 0.0, Wh, (int)T);
     }
     /* mu_bh . z_t for all h, t (cluster-major). */
-    if (shift) la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->zb, (int)T);
+    if (shift && !w->implicit) la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->zb, (int)T);
     /* S_h W_h into Wt (free until the update): the quadratic forms mu^T S_h mu. */
     for (int h = 0; h < H; h++)
         la_gemm(0, 0, K, (int)T, K, 1.0, w->S + h * kk, K, w->W + (size_t)h * K * T, (int)T, 0.0,
@@ -236,8 +312,20 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     double *kw = w->scratch;
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
-        double klm = kl_matrix_normal(K, cg, BLK_R(mem, gh), BLK_U(mem, gh), prior->R0 + (size_t)gh * K * cg,
-                                      prior->P0 + (size_t)gh * kk, prior->logdetU0[gh], kw);
+        double klm;
+        if (w->implicit) { /* Eq. 254 from R R^T, <P0R0, R> and log det U = -log det Q */
+            const double *P0 = prior->P0 + (size_t)gh * kk, *U = BLK_U(mem, gh), *SR = w->SR + h * kk;
+            double trPU = 0.0, trPS = 0.0;
+            for (size_t i = 0; i < kk; i++) {
+                trPU += P0[i] * U[i];
+                trPS += P0[i] * SR[i];
+            }
+            klm = 0.5 * (cg * trPU + trPS - 2.0 * w->AR[h] + w->AR0[h] - (double)K * cg + cg * w->logdetQ[h] +
+                         cg * prior->logdetU0[gh]);
+        } else {
+            klm = kl_matrix_normal(K, cg, BLK_R(mem, gh), BLK_U(mem, gh), prior->R0 + (size_t)gh * K * cg,
+                                   prior->P0 + (size_t)gh * kk, prior->logdetU0[gh], kw);
+        }
         if (isnan(klm))
             return vbm_fail(err, VBM_ENUMERIC, "posterior row covariance of cluster %d is not positive definite", h);
         elbo->kl_M += klm;
@@ -248,29 +336,17 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     return VBM_OK;
 }
 
+static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err);
+static void weigh_addresses(mixgroup_work *w);
+
 vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+    if (w->gram) return mixgroup_update_gram(mem, prior, w, err);
     int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     const double *Z = w->cs.mu + w->cs.goff;
-    /* Wt_h = W_h diag(theta_h); sw_h = W_h theta_h; N_h = sum_t theta_th. */
-    for (int h = 0; h < H; h++) {
-        const double *Wh = w->W + (size_t)h * K * T;
-        double *Wth = w->Wt + (size_t)h * K * T;
-        double N = 0.0;
-        for (long t = 0; t < T; t++) N += w->thetaT[(size_t)h * T + t];
-        w->Nh[h] = N;
-        for (int k = 0; k < K; k++) {
-            double sw = 0.0;
-            for (long t = 0; t < T; t++) {
-                double v = Wh[(size_t)k * T + t] * w->thetaT[(size_t)h * T + t];
-                Wth[(size_t)k * T + t] = v;
-                sw += v;
-            }
-            w->sw[h * K + k] = sw;
-        }
-    }
+    weigh_addresses(w); /* Wt_h = W_h diag(theta_h); sw_h = W_h theta_h; N_h = sum_t theta_th */
     if (mem->cfg.shift) {
         /* q(b_h): Eq. 198-199 with the current q(M_h). Y temporarily holds Theta^T Z. */
         double *sz = w->Y;
@@ -315,6 +391,199 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
         la_chol_inverse(K, U);
     }
     return VBM_OK;
+}
+
+/* Soft counts N_h, Wt_h = W_h diag(theta_h) and sw_h = Wt_h 1 (both paths). */
+static void weigh_addresses(mixgroup_work *w) {
+    int H = w->H, K = w->K;
+    long T = w->T;
+    for (int h = 0; h < H; h++) {
+        const double *Wh = w->W + (size_t)h * K * T, *th = w->thetaT + (size_t)h * T;
+        double *Wth = w->Wt + (size_t)h * K * T;
+        double N = 0.0;
+        for (long t = 0; t < T; t++) N += th[t];
+        w->Nh[h] = N;
+        for (int k = 0; k < K; k++) {
+            double sw = 0.0;
+            for (long t = 0; t < T; t++) {
+                double v = Wh[(size_t)k * T + t] * th[t];
+                Wth[(size_t)k * T + t] = v;
+                sw += v;
+            }
+            w->sw[h * K + k] = sw;
+        }
+    }
+}
+
+/* The update of mixgroup_update (Eq. 198-199, then 206-207) on the Gram path:
+ * the same posterior, but R_h is left implicit (see mixgroup_work) and the
+ * statistics of the new R_h (R Z^T, R R^T, R mu_b, <P0R0, R>) are computed
+ * from G = Z Z^T, so no product with the T x cg codes is formed except the one
+ * that gives the explicit shifts. */
+static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+    vbm_status st = gram_prepare(mem, prior, w, err);
+    if (st) return st;
+    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g, shift = mem->cfg.shift;
+    long T = w->T;
+    double s2 = mem->cfg.sigma_z2;
+    size_t kk = (size_t)K * K, kc = (size_t)K * cg;
+    const double *Z = w->cs.mu + w->cs.goff;
+    double *M2 = w->gs, *YY = M2 + kk, *X = YY + kk, *AW = X + kk, *Q = AW + kk, *M1 = Q + kk;
+    double *Amb = M1 + kk, *wzb = Amb + K, *v = wzb + K, *rhs = v + K;
+    weigh_addresses(w);
+    if (shift) {
+        /* mu_bh = sb (mu_b0 / s2_b0 + (Z^T theta_h - R_h^T sw_h) / s2). With R_h implicit,
+         * R_h^T sw_h = A^T v + (Z^T Wtc_h^T v - mu_bh (swc_h . v)) / s2, v = Q_h^{-1} sw_h,
+         * so Z^T theta_h - R_h^T sw_h = Z^T u_h - A^T v + mu_bh c_h with u_h = theta_h - Wtc_h^T v / s2. */
+        double *U = w->Uv, *V = w->Uv + (size_t)H * T, *c1 = V + (size_t)H * K;
+        for (int h = 0; h < H; h++) {
+            double *u = U + (size_t)h * T;
+            memcpy(u, w->thetaT + (size_t)h * T, sizeof(double) * T);
+            c1[h] = 0.0;
+            if (!w->implicit) continue;
+            double *vh = V + (size_t)h * K;
+            memcpy(vh, w->sw + h * K, sizeof(double) * K);
+            la_chol_solve(K, 1, w->LQ + h * kk, vh, 1);
+            double c = 0.0;
+            for (int k = 0; k < K; k++) {
+                const double *wk = w->Wtc + ((size_t)h * K + k) * T;
+                double a = vh[k] / s2;
+                for (long t = 0; t < T; t++) u[t] -= a * wk[t];
+                c += w->swc[h * K + k] * vh[k];
+            }
+            c1[h] = c / s2;
+        }
+        double *sz = w->Y, *Gth = w->GT; /* H x cg and H x T scratch */
+        la_gemm(0, 0, H, cg, (int)T, 1.0, U, (int)T, Z, C, 0.0, sz, cg);
+        la_gemm(0, 0, H, (int)T, (int)T, 1.0, w->thetaT, (int)T, w->G, (int)T, 0.0, Gth, (int)T);
+        for (int h = 0; h < H; h++) {
+            int gh = g * H + h;
+            double s20 = prior->s2_b0[gh];
+            double sb = 1.0 / (1.0 / s20 + w->Nh[h] / s2);
+            const double *mb0 = prior->mu_b0 + (size_t)gh * cg, *A = prior->P0R0 + (size_t)gh * kc;
+            const double *R = BLK_R(mem, gh), *vh = V + (size_t)h * K, *swh = w->sw + h * K;
+            double *mb = BLK_B(mem, gh);
+            for (int c = 0; c < cg; c++) {
+                double val = sz[(size_t)h * cg + c];
+                if (!w->implicit) {
+                    for (int k = 0; k < K; k++) val -= R[(size_t)k * cg + c] * swh[k];
+                } else {
+                    if (w->prior_mean)
+                        for (int k = 0; k < K; k++) val -= A[(size_t)k * cg + c] * vh[k];
+                    val += mb[c] * c1[h];
+                }
+                mb[c] = sb * (mb0[c] / s20 + val / s2);
+            }
+            /* Z mu_bh = sb (Z mu_b0 / s2_b0 + (G theta_h - P_h^T sw_h) / s2), P_h = R_h Z^T before the update */
+            double *zb = w->zb + (size_t)h * T;
+            const double *Ph = w->P + (size_t)h * K * T, *gth = Gth + (size_t)h * T;
+            for (long t = 0; t < T; t++) {
+                double pt = 0.0;
+                for (int k = 0; k < K; k++) pt += Ph[(size_t)k * T + t] * swh[k];
+                zb[t] = sb * ((w->shift_mean ? w->zmu0[(size_t)h * T + t] : 0.0) / s20 + (gth[t] - pt) / s2);
+            }
+            mem->s2_b[gh] = sb;
+        }
+    }
+    /* q(M_h): Q_h = Wt_h W_h^T / s2 + P0 + N_h Sw_h / s2; R_h = Q_h^{-1} Ytil_h with
+     * Ytil_h = A_h + (Wt_h Z - sw_h mu_bh^T) / s2, kept implicit. GT = Wt G, one GEMM. */
+    la_gemm(0, 0, H * K, (int)T, (int)T, 1.0, w->Wt, (int)T, w->G, (int)T, 0.0, w->GT, (int)T);
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        double N = w->Nh[h];
+        const double *Wth = w->Wt + (size_t)h * K * T, *GTh = w->GT + (size_t)h * K * T;
+        const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk, *A = prior->P0R0 + (size_t)gh * kc;
+        const double *swh = w->sw + h * K, *mb = BLK_B(mem, gh), *zb = w->zb + (size_t)h * T;
+        double *LQ = w->LQ + h * kk, *U = BLK_U(mem, gh);
+        la_gemm(0, 1, K, K, (int)T, 1.0 / s2, Wth, (int)T, w->W + (size_t)h * K * T, (int)T, 0.0, Q, K);
+        for (size_t i = 0; i < kk; i++) Q[i] += P0[i] + N * Sw[i] / s2;
+        la_symmetrize_lower(K, Q);
+        memcpy(LQ, Q, kk * sizeof(double));
+        if (la_chol(K, LQ) != 0)
+            return vbm_fail(err, VBM_ENUMERIC, "memory precision of cluster %d is not positive definite", h);
+        w->logdetQ[h] = la_chol_logdet(K, LQ);
+        memcpy(U, LQ, kk * sizeof(double));
+        la_chol_inverse(K, U);
+        double bb = 0.0;
+        if (shift)
+            for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
+        for (int k = 0; k < K; k++) {
+            double a = 0.0, z = 0.0;
+            if (w->prior_mean && shift)
+                for (int c = 0; c < cg; c++) a += A[(size_t)k * cg + c] * mb[c];
+            if (shift)
+                for (long t = 0; t < T; t++) z += Wth[(size_t)k * T + t] * zb[t];
+            Amb[k] = a;
+            wzb[k] = z;
+        }
+        /* P_h = Q^{-1} (A Z^T + (Wt G - sw (Z mu_b)^T) / s2) */
+        double *Ph = w->P + (size_t)h * K * T;
+        for (int k = 0; k < K; k++)
+            for (long t = 0; t < T; t++)
+                Ph[(size_t)k * T + t] = (w->prior_mean ? w->AZ[((size_t)h * K + k) * T + t] : 0.0) +
+                                        (GTh[(size_t)k * T + t] - (shift ? swh[k] * zb[t] : 0.0)) / s2;
+        la_chol_solve(K, (int)T, LQ, Ph, (int)T);
+        /* Ytil Ytil^T, then R R^T = Q^{-1} Ytil Ytil^T Q^{-1} */
+        la_gemm(0, 1, K, K, (int)T, 1.0, GTh, (int)T, Wth, (int)T, 0.0, M2, K);
+        if (w->prior_mean) la_gemm(0, 1, K, K, (int)T, 1.0, w->AZ + (size_t)h * K * T, (int)T, Wth, (int)T, 0.0, AW, K);
+        const double *AAt = w->prior_mean ? w->AAt + h * kk : NULL;
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) {
+                double y = (M2[i * K + j] - wzb[i] * swh[j] - swh[i] * wzb[j] + bb * swh[i] * swh[j]) / (s2 * s2);
+                if (w->prior_mean)
+                    y += AAt[i * K + j] + (AW[i * K + j] + AW[j * K + i] - Amb[i] * swh[j] - swh[i] * Amb[j]) / s2;
+                YY[i * K + j] = y;
+            }
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < i; j++) YY[i * K + j] = YY[j * K + i] = 0.5 * (YY[i * K + j] + YY[j * K + i]);
+        memcpy(X, YY, kk * sizeof(double));
+        la_chol_solve(K, K, LQ, X, K); /* Q^{-1} YY */
+        double *SR = w->SR + h * kk;
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) SR[i * K + j] = X[j * K + i];
+        la_chol_solve(K, K, LQ, SR, K); /* Q^{-1} YY Q^{-1} */
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < i; j++) SR[i * K + j] = SR[j * K + i] = 0.5 * (SR[i * K + j] + SR[j * K + i]);
+        /* R mu_b = Q^{-1} (A mu_b + (Wt Z mu_b - sw |mu_b|^2) / s2) */
+        for (int k = 0; k < K; k++) rhs[k] = Amb[k] + (wzb[k] - swh[k] * bb) / s2;
+        la_chol_solve(K, 1, LQ, rhs, 1);
+        memcpy(w->Rmb + h * K, rhs, sizeof(double) * K);
+        /* <A, R> = tr(U (Ytil A^T)^T), Ytil A^T = A A^T + (AW^T - sw (A mu_b)^T) / s2 */
+        double ar = 0.0;
+        if (w->prior_mean) {
+            for (int i = 0; i < K; i++)
+                for (int j = 0; j < K; j++)
+                    M1[i * K + j] = AAt[i * K + j] + (AW[j * K + i] - swh[i] * Amb[j]) / s2;
+            for (size_t i = 0; i < kk; i++) ar += U[i] * M1[i];
+        }
+        w->AR[h] = ar;
+        memcpy(w->Wtc + (size_t)h * K * T, Wth, sizeof(double) * K * T);
+        memcpy(w->swc + h * K, swh, sizeof(double) * K);
+    }
+    w->implicit = 1;
+    return VBM_OK;
+}
+
+void mixgroup_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
+    if (!w->implicit) return;
+    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+    long T = w->T;
+    double s2 = mem->cfg.sigma_z2;
+    size_t kk = (size_t)K * K, kc = (size_t)K * cg;
+    const double *Z = w->cs.mu + w->cs.goff;
+    la_gemm(0, 0, H * K, cg, (int)T, 1.0, w->Wtc, (int)T, Z, C, 0.0, w->Y, cg);
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        double *R = BLK_R(mem, gh);
+        const double *mb = BLK_B(mem, gh), *Yh = w->Y + (size_t)h * kc, *A = prior->P0R0 + (size_t)gh * kc;
+        for (int k = 0; k < K; k++) {
+            double sw = w->swc[h * K + k];
+            for (int c = 0; c < cg; c++)
+                R[(size_t)k * cg + c] = A[(size_t)k * cg + c] + (Yh[(size_t)k * cg + c] - (mem->cfg.shift ? sw * mb[c] : 0.0)) / s2;
+        }
+        la_chol_solve(K, cg, w->LQ + h * kk, R, cg);
+    }
+    w->implicit = 0;
 }
 
 void mixgroup_export(const mixgroup_work *w, int G, vbm_addresses *out) {
@@ -426,5 +695,9 @@ static vbm_status mix_sample(const vbm_memory *mem, long n, int cluster, rng_t *
     return VBM_OK;
 }
 
-const model_ops mixture_ops = {mix_work_new, mix_work_free, mix_init,      mix_address,
-                               mix_update,   mix_addresses, mix_read_draw, mix_sample};
+static void mix_set_solver(void *work, int mode) { mixgroup_set_solver(work, mode); }
+
+static void mix_finish(vbm_memory *mem, const prior_t *prior, void *work) { mixgroup_finish(mem, prior, work); }
+
+const model_ops mixture_ops = {mix_work_new,  mix_work_free, mix_init,   mix_address,    mix_update,
+                               mix_addresses, mix_read_draw, mix_sample, mix_set_solver, mix_finish};

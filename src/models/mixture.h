@@ -31,6 +31,29 @@ typedef struct {
     double *zb;       /* H x T: mu_bh . z_t */
     double *Y;        /* HK x cg */
     double *scratch;  /* 2 K^2 + K cg */
+    /* Gram path (T <= cg): after an update R_h is kept implicitly as
+     * Q_h^{-1} (P0R0_h + (Wt_h Z - sw_h mu_bh^T) / s2) and only the statistics
+     * the next step needs are carried; mixgroup_finish writes R_h back. Every
+     * product with Z (T x cg) becomes one with G = Z Z^T (T x T). */
+    int gram;         /* use the Gram path for updates */
+    int implicit;     /* mem's R of this group is stale: use the fields below */
+    int prior_mean;   /* some P0R0_h != 0 */
+    int shift_mean;   /* some mu_b0_h != 0 */
+    int gram_ready;   /* G and the prior products below are computed */
+    double *G;        /* T x T: Z Z^T */
+    double *SR;       /* H x K x K: R_h R_h^T */
+    double *LQ;       /* H x K x K: Cholesky factor of Q_h from the last update */
+    double *logdetQ;  /* H */
+    double *Wtc;      /* HK x T: Wt of the last update */
+    double *swc;      /* H x K: sw of the last update */
+    double *AR;       /* H: <P0R0_h, R_h> */
+    double *AR0;      /* H: <P0R0_h, R0_h> */
+    double *AZ;       /* HK x T: P0R0_h Z^T (when prior_mean) */
+    double *AAt;      /* H x K x K: P0R0_h P0R0_h^T (when prior_mean) */
+    double *zmu0;     /* H x T: Z mu_b0_h (when shift_mean) */
+    double *Uv;       /* H x T: the vectors whose products with Z give the shift update */
+    double *GT;       /* HK x T: Wt G */
+    double *gs;       /* 6 K^2 + 4 K scratch of the Gram update */
 } mixgroup_work;
 
 /* Allocate the workspace of group g for the codes. VBM_ENOMEM on failure. */
@@ -48,6 +71,11 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
                             vbm_elbo *elbo, vbm_error *err);
 /* q(b_h), then q(M_h), given q(y). VBM_ENUMERIC if a factorization fails. */
 vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err);
+/* Choose the update path: mode 0 automatic (Gram when T <= cg), 1 direct,
+ * 2 Gram (falls back to direct when T > 4096). Call before the first update. */
+void mixgroup_set_solver(mixgroup_work *w, int mode);
+/* Write back R_h of the group if the Gram path left it implicit. Never fails. */
+void mixgroup_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w);
 /* Copy q(y) of the group into the public layout (arrays already allocated). */
 void mixgroup_export(const mixgroup_work *w, int G, vbm_addresses *out);
 /* Read step for the group: s ~ q(s_t), w ~ q(w | s), z ~ p(z | s, w, Omega),

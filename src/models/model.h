@@ -85,6 +85,12 @@ typedef struct {
      * Fails only with VBM_ENOMEM. */
     vbm_status (*sample)(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z,
                          int *out_s, vbm_error *err);
+    /* Optional (NULL when the model has one update path): choose the path of
+     * the updates (0 automatic, 1 direct, 2 Gram); called right after work_new. */
+    void (*set_solver)(void *work, int mode);
+    /* Optional: write back any posterior parameter the updates kept implicit;
+     * called once after the last iteration of a fit. Never fails. */
+    void (*finish)(vbm_memory *mem, const prior_t *prior, void *work);
 } model_ops;
 
 extern const model_ops gaussian_ops;

@@ -107,5 +107,15 @@ static vbm_status t_sample(const vbm_memory *mem, long n, int cluster, rng_t *rn
     return VBM_OK;
 }
 
-const model_ops tree_ops = {t_work_new, t_work_free, t_init,      t_address,
-                            t_update,   t_addresses, t_read_draw, t_sample};
+static void t_set_solver(void *work, int mode) {
+    tree_work *w = work;
+    for (int g = 0; g < w->G; g++) mixgroup_set_solver(&w->groups[g], mode);
+}
+
+static void t_finish(vbm_memory *mem, const prior_t *prior, void *work) {
+    tree_work *w = work;
+    for (int g = 0; g < w->G; g++) mixgroup_finish(mem, prior, &w->groups[g]);
+}
+
+const model_ops tree_ops = {t_work_new,  t_work_free, t_init,   t_address,    t_update,
+                            t_addresses, t_read_draw, t_sample, t_set_solver, t_finish};

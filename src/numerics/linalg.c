@@ -24,7 +24,30 @@ void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A,
  * factorizations below call the column-major LAPACK routines with 'U' on the
  * caller's array: no transposed copies, and (through the _work entry points)
  * no NaN scans of inputs the library has already validated. */
+/* Below this order the factorizations and solves run as plain loops here: for
+ * the K x K matrices of the memory models (K = 6 in the paper) a LAPACK or
+ * level-3 BLAS call costs far more in dispatch and packing than its ~K^3 flops. */
+#define LA_SMALL 16
+
 int la_chol(int n, double *A) {
+    if (n <= LA_SMALL) { /* Cholesky-Banachiewicz, row by row */
+        for (int i = 0; i < n; i++) {
+            double *Li = A + (size_t)i * n;
+            for (int j = 0; j <= i; j++) {
+                const double *Lj = A + (size_t)j * n;
+                double s = Li[j];
+                for (int k = 0; k < j; k++) s -= Li[k] * Lj[k];
+                if (i == j) {
+                    if (!(s > 0.0) || !isfinite(s)) return i + 1;
+                    Li[i] = sqrt(s);
+                } else {
+                    Li[j] = s / Lj[j];
+                }
+            }
+            for (int j = i + 1; j < n; j++) Li[j] = 0.0;
+        }
+        return 0;
+    }
     int info = LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'U', n, A, n);
     if (info != 0) return info;
     for (int i = 0; i < n; i++)
@@ -34,6 +57,29 @@ int la_chol(int n, double *A) {
 
 int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
     if (nrhs <= 0 || n <= 0) return 0;
+    if (n <= LA_SMALL) { /* forward then back substitution, each row a contiguous sweep over the rhs */
+        for (int i = 0; i < n; i++) {
+            double *bi = B + (size_t)i * ldb;
+            for (int k = 0; k < i; k++) {
+                double l = L[(size_t)i * n + k];
+                const double *bk = B + (size_t)k * ldb;
+                for (int j = 0; j < nrhs; j++) bi[j] -= l * bk[j];
+            }
+            double d = 1.0 / L[(size_t)i * n + i];
+            for (int j = 0; j < nrhs; j++) bi[j] *= d;
+        }
+        for (int i = n - 1; i >= 0; i--) {
+            double *bi = B + (size_t)i * ldb;
+            for (int k = i + 1; k < n; k++) {
+                double l = L[(size_t)k * n + i];
+                const double *bk = B + (size_t)k * ldb;
+                for (int j = 0; j < nrhs; j++) bi[j] -= l * bk[j];
+            }
+            double d = 1.0 / L[(size_t)i * n + i];
+            for (int j = 0; j < nrhs; j++) bi[j] *= d;
+        }
+        return 0;
+    }
     /* L Y = B, then L^T X = Y: two level-3 triangular solves on the row-major B. */
     cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, n, nrhs, 1.0, L, n, B, ldb);
     cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, n, nrhs, 1.0, L, n, B, ldb);
@@ -41,6 +87,25 @@ int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
 }
 
 int la_chol_inverse(int n, double *L) {
+    if (n <= LA_SMALL) { /* (L L^T)^{-1} = L^{-T} L^{-1}: invert L in place, then the product */
+        double M[LA_SMALL * LA_SMALL];
+        for (int i = 0; i < n; i++) {
+            for (int j = 0; j < i; j++) {
+                double s = 0.0;
+                for (int k = j; k < i; k++) s -= L[(size_t)i * n + k] * M[k * n + j];
+                M[i * n + j] = s / L[(size_t)i * n + i];
+            }
+            M[i * n + i] = 1.0 / L[(size_t)i * n + i];
+            for (int j = i + 1; j < n; j++) M[i * n + j] = 0.0;
+        }
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j <= i; j++) {
+                double s = 0.0;
+                for (int k = i; k < n; k++) s += M[k * n + i] * M[k * n + j];
+                L[(size_t)i * n + j] = L[(size_t)j * n + i] = s;
+            }
+        return 0;
+    }
     int info = LAPACKE_dpotri_work(LAPACK_COL_MAJOR, 'U', n, L, n);
     if (info != 0) return info;
     la_symmetrize_lower(n, L);
