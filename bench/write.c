@@ -81,9 +81,21 @@ static double median(double *x, int n) {
  *                + 2 K^2 C  S = R R^T (ELBO)
  *   update step:   2 K^2 T  W^T W  + 2 K C T  W^T Z  + 2 K^2 C  solve Q R = ...
  *   flops = it * (address + update) + address */
+/* Level-3 flops of one write on the path the library takes: direct, or for
+ * the mixture with T <= C the Gram path (R_h implicit between iterations). */
+static int uses_gram(const bench_case *b) { return b->kind == VBM_MIXTURE && b->T <= b->C; }
+
 static double write_flops(const bench_case *b) {
     double T = (double)b->T, H = b->H, K = b->K, C = b->C, it = b->iters;
     double addr, upd;
+    if (b->kind == VBM_MIXTURE && uses_gram(b)) {
+        /* once: G = Z Z^T, the first R Z^T and mu_b Z^T, the final R = Q^{-1}(Wt Z ...);
+         * per iteration: address (Sigma_w B, S W) + update (Theta' Z, Theta G, Wt G, Q, M2, P solve, S_R solves) */
+        double once = 2 * T * T * C + 2 * H * K * C * T + 2 * T * H * C + 2 * H * K * T * C + 2 * H * K * K * C;
+        addr = 2 * H * K * K * T + 2 * H * K * K * T;
+        upd = 2 * H * T * C + 2 * H * T * T + 2 * H * K * T * T + 2 * H * K * K * T * 3 + 4 * H * K * K * K;
+        return once + it * (addr + upd) + addr;
+    }
     if (b->kind == VBM_MIXTURE) {
         addr = 2 * H * K * C * T + 2 * H * K * K * T + 2 * T * H * C + 2 * H * K * K * C;
         upd = 2 * H * C * T + 2 * H * K * T * C + 2 * H * K * K * T + 2 * H * K * K * C;
@@ -245,7 +257,7 @@ static const char *kind_arg(vbm_kind k) { return k == VBM_MIXTURE ? "mixture" : 
 /* Time vbm_write on standard-normal exact codes: warm-up, then `reps`
  * timed writes from the base prior (each covers the codes check, the prior,
  * init, the iterations, the final address step and the ELBO). */
-static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init, timing *out) {
+static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init, vbm_solver solver, timing *out) {
     vbm_config cfg;
     vbm_config_default(b->kind, b->C, &cfg);
     cfg.rows = b->K;
@@ -271,6 +283,7 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
     wo.tol = 0.0;
     wo.seed = seed;
     wo.init = init;
+    wo.solver = solver;
     vbm_error err = {{0}};
     vbm_memory *mem = NULL;
     vbm_write_result res;
@@ -436,7 +449,7 @@ static int sweep(const write_opts *o, int vary_T, const int *vals, int n, double
     for (int i = 0; i < n; i++) {
         bench_case b = {VBM_MIXTURE, vary_T ? vals[i] : 640, vary_T ? 10 : vals[i], 6, 200, 10};
         timing t;
-        if (time_vbmem(&b, o->reps, o->seed, o->init, &t) != 0) return -1;
+        if (time_vbmem(&b, o->reps, o->seed, o->init, VBM_SOLVER_AUTO, &t) != 0) return -1;
         x[i] = vals[i];
         y[i] = t.median_s;
         ymin[i] = t.min_s;
@@ -479,9 +492,15 @@ int main(int argc, char **argv) {
         char desc[128];
         describe(b, desc, sizeof desc);
         timing t, np;
-        if (time_vbmem(b, o.reps, o.seed, o.init, &t) != 0) {
+        if (time_vbmem(b, o.reps, o.seed, o.init, VBM_SOLVER_AUTO, &t) != 0) {
             status = 1;
             continue;
+        }
+        if (uses_gram(b)) { /* the same write on the direct path, for comparison */
+            timing td;
+            if (time_vbmem(b, o.reps, o.seed, o.init, VBM_SOLVER_DIRECT, &td) == 0)
+                printf("%-46s %10.6f %10.6f   (direct path; the Gram path below is %.2fx faster)\n", "  (solver=direct)",
+                       td.median_s, td.min_s, td.median_s / t.median_s);
         }
         double fl = write_flops(b);
         int have_np = o.numpy && time_numpy(&o, b, &np) == 0;
