@@ -821,6 +821,42 @@ START_TEST(gram_path_equals_direct) {
 }
 END_TEST
 
+/* ---- a time budget stops a fit after an update, with a valid posterior ---- */
+
+START_TEST(time_budget_stops_fit) {
+    int C = 30, K = 6, H = 8;
+    long T = 400;
+    vbm_memory *m = make(VBM_MIXTURE, C, K, H, 1);
+    double *mu = randn(T * C, 81, 1.0);
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 100000;
+    o.max_seconds = 0.05;
+    vbm_write_result res;
+    write_ok(m, &codes, &o, &res);
+    ck_assert_int_eq(res.time_limited, 1);
+    ck_assert_int_ge(res.iterations, 1);
+    ck_assert_int_lt(res.iterations, 100000);
+    ck_assert(isfinite(res.elbo.per_frame));
+    vbm_write_result_free(&res);
+    /* append and refit honour it too; bad budgets are refused */
+    vbm_error err;
+    ck_assert_int_eq(vbm_append(m, &codes, &o, &res, &err), VBM_OK);
+    ck_assert_int_eq(res.time_limited, 1);
+    vbm_write_result_free(&res);
+    o.max_seconds = -1.0;
+    ck_assert_int_eq(vbm_write(m, &codes, &o, &res, &err), VBM_EINVAL);
+    ck_assert_msg(strstr(err.msg, "max_seconds") != NULL, "%s", err.msg);
+    o.max_seconds = 0.0;
+    o.solver = (vbm_solver)7;
+    ck_assert_int_eq(vbm_write(m, &codes, &o, &res, &err), VBM_EINVAL);
+    ck_assert_msg(strstr(err.msg, "solver") != NULL, "%s", err.msg);
+    vbm_memory_free(m);
+    free(mu);
+}
+END_TEST
+
 static Suite *models_suite(void) {
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("core");
@@ -848,6 +884,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, zero_variance_uses_loglik);
     tcase_add_test(tc, parallel_writes_match_sequential);
     tcase_add_test(tc, gram_path_equals_direct);
+    tcase_add_test(tc, time_budget_stops_fit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -134,12 +134,15 @@ typedef struct {
     int want_addresses; /* fill result->addr */
     int want_trace;     /* fill result->trace with the ELBO after each iteration */
     vbm_solver solver;  /* update path (mixture, tree); VBM_SOLVER_AUTO by default */
+    double max_seconds; /* > 0: stop after the first update at which this much wall time has
+                           passed since the fit began (result->time_limited); 0: no limit */
 } vbm_write_opts;
 
 typedef struct {
     vbm_elbo elbo;      /* of the returned posterior with its optimal q(y) */
     int iterations;     /* updates of q(Omega) run */
     int converged;      /* stopped by tol */
+    int time_limited;   /* stopped by opts.max_seconds before max_iter */
     double *trace;      /* when want_trace: [iterations + 1] ELBO per frame, trace[0]
                            at the initial q(Omega); NULL otherwise */
     vbm_addresses addr; /* when requested; zeroed otherwise */

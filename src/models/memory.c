@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 #include "dkm.h"
@@ -373,6 +374,13 @@ static vbm_status retain_codes(vbm_memory *mem, const vbm_codes *codes, int repl
 }
 
 /* The generic coordinate-ascent driver on `mem` (already a private copy). */
+/* Monotonic seconds, for the optional time budget of a fit. */
+static double fit_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init,
                          const vbm_write_opts *opts, vbm_write_result *res, vbm_error *err) {
     const model_ops *ops = ops_for(mem->cfg.kind);
@@ -388,6 +396,7 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
     }
     rng_t rng;
     rng_seed(&rng, opts->seed);
+    double t0 = fit_clock();
     if (mem->cfg.kind == VBM_DKM) {
         vbm_elbo e0 = {0};
         st = ops->address(mem, prior, work, &e0, err); /* ELBO of the starting memory */
@@ -418,6 +427,10 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
                 break;
             }
             if (it == max_iter) break;
+            if (it > 0 && opts->max_seconds > 0.0 && fit_clock() - t0 >= opts->max_seconds) {
+                res->time_limited = 1;
+                break;
+            }
             st = ops->update(mem, prior, work, err);
             if (!st) res->iterations++;
         }
@@ -432,6 +445,18 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
     return st;
 }
 
+/* The options a fit can be given; VBM_EINVAL names the bad one. */
+static vbm_status write_opts_check(const vbm_write_opts *o, vbm_error *err) {
+    if (!(o->tol >= 0.0) || !isfinite(o->tol)) return vbm_fail(err, VBM_EINVAL, "tol: must be finite and >= 0");
+    if (!(o->max_seconds >= 0.0) || !isfinite(o->max_seconds))
+        return vbm_fail(err, VBM_EINVAL, "max_seconds: must be finite and >= 0");
+    if ((int)o->solver < VBM_SOLVER_AUTO || (int)o->solver > VBM_SOLVER_GRAM)
+        return vbm_fail(err, VBM_EINVAL, "solver: unknown value %d", (int)o->solver);
+    if ((int)o->init < VBM_INIT_AUTO || (int)o->init > VBM_INIT_RANDOM)
+        return vbm_fail(err, VBM_EINVAL, "init: unknown value %d", (int)o->init);
+    return VBM_OK;
+}
+
 /* write / append / refit share this: fit a private copy, then swap it in. */
 static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int online, int replace_codes,
                                  const vbm_write_opts *opts_in, vbm_write_result *res, vbm_error *err) {
@@ -441,7 +466,9 @@ static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int on
     else
         vbm_write_opts_default(&opts);
     memset(res, 0, sizeof *res);
-    vbm_status st = vbm_codes_check(mem, codes, err);
+    vbm_status st = write_opts_check(&opts, err);
+    if (st) return st;
+    st = vbm_codes_check(mem, codes, err);
     if (st) return st;
     vbm_memory *work;
     st = vbm_memory_clone(mem, &work, err);
@@ -577,6 +604,10 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
         vbm_write_opts_default(&opts);
     if (opts.init == VBM_INIT_CURRENT) opts.init = VBM_INIT_AUTO;
     memset(res, 0, sizeof *res);
+    {
+        vbm_status st0 = write_opts_check(&opts, err);
+        if (st0) return st0;
+    }
     vbm_config cfg = mem->cfg;
     if (new_H > 0) cfg.clusters = new_H;
     if (new_K > 0) cfg.rows = new_K;
