@@ -46,13 +46,14 @@ static void check_close(const char *cname, const char *what, const double *got, 
     }
 }
 
-static void run_case(json_t *c) {
+static void run_case(json_t *c, vbm_solver solver) {
     const char *name = json_string_value(json_object_get(c, "name"));
     const char *kind = json_string_value(json_object_get(c, "kind"));
     int T = (int)json_integer_value(json_object_get(c, "T"));
     int C = (int)json_integer_value(json_object_get(c, "C"));
     int K = (int)json_integer_value(json_object_get(c, "K"));
     int H = (int)json_integer_value(json_object_get(c, "H"));
+    int G = json_is_integer(json_object_get(c, "G")) ? (int)json_integer_value(json_object_get(c, "G")) : 1;
     vbm_kind k;
     vbm_error err;
     ck_assert_int_eq(vbm_kind_parse(kind, &k, &err), VBM_OK);
@@ -60,7 +61,7 @@ static void run_case(json_t *c) {
     vbm_config_default(k, C, &cfg);
     cfg.rows = K;
     cfg.clusters = H;
-    cfg.groups = 1;
+    cfg.groups = G;
     cfg.shift = (int)json_integer_value(json_object_get(c, "shift"));
     cfg.sigma_z2 = json_number_value(json_object_get(c, "sigma_z2"));
     cfg.u0 = json_number_value(json_object_get(c, "u0"));
@@ -73,8 +74,8 @@ static void run_case(json_t *c) {
     size_t nR, nU, nb, ns;
     double *R = arr(start, "R", &nR), *U = arr(start, "U", &nU), *mb = arr(start, "mu_b", &nb),
            *s2b = arr(start, "s2_b", &ns);
-    ck_assert_uint_eq(nR, (size_t)H * K * C);
-    ck_assert_uint_eq(nU, (size_t)H * K * K);
+    ck_assert_uint_eq(nR, (size_t)H * K * C); /* G groups of width C / G */
+    ck_assert_uint_eq(nU, (size_t)G * H * K * K);
     memcpy(mem->R, R, sizeof(double) * nR);
     memcpy(mem->U, U, sizeof(double) * nU);
     if (cfg.shift) {
@@ -90,6 +91,7 @@ static void run_case(json_t *c) {
     opts.tol = 0.0;
     opts.init = VBM_INIT_CURRENT;
     opts.want_addresses = 1;
+    opts.solver = solver;
     vbm_write_result res;
     ck_assert_msg(vbm_write(mem, &codes, &opts, &res, &err) == VBM_OK, "%s: %s", name, err.msg);
 
@@ -107,7 +109,7 @@ static void run_case(json_t *c) {
     double *es = arr(expect, "s", &nsx), *ew = arr(expect, "w_mu", &nw);
     ck_assert_uint_eq(nsx, (size_t)T * res.addr.G * res.addr.H);
     check_close(name, "q(s)", res.addr.s, es, nsx);
-    ck_assert_uint_eq(nw, (size_t)T * res.addr.H * res.addr.K);
+    ck_assert_uint_eq(nw, (size_t)T * res.addr.G * res.addr.H * res.addr.K);
     check_close(name, "q(w) means", res.addr.w_mu, ew, nw);
     const char *terms[] = {"loglik_codes", "kl_w", "kl_s", "kl_M", "kl_b"};
     double got[] = {res.elbo.loglik_codes, res.elbo.kl_w, res.elbo.kl_s, res.elbo.kl_M, res.elbo.kl_b};
@@ -136,7 +138,10 @@ START_TEST(test_golden_vb) {
     ck_assert_msg(json_array_size(cases) >= 5, "golden file holds %zu cases", json_array_size(cases));
     size_t i;
     json_t *c;
-    json_array_foreach(cases, i, c) run_case(c);
+    json_array_foreach(cases, i, c) {
+        run_case(c, VBM_SOLVER_DIRECT);
+        run_case(c, VBM_SOLVER_GRAM);
+    }
 }
 END_TEST
 

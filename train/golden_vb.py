@@ -69,6 +69,45 @@ def case(name, kind, T, C, K, H, shift, iterations, seed, s_floor=0.0, sigma_z2=
     }
 
 
+def case_tree(name, T, C, K, H, G, iterations, seed):
+    """A tree memory: G independent mixtures over the code partitions (Theorem 5)."""
+    g = torch.Generator()
+    g.manual_seed(seed)
+    d = torch.float64
+    cfg = vb.memory_defaults("tree", C, K, H)
+    cfg["groups"] = G
+    mcfg = vb.as_mixture(cfg)
+    cg = C // G
+    centers = 2.0 * torch.randn(H, C, generator=g, dtype=d)
+    lab = torch.randint(H, (T,), generator=g)
+    Z = (centers[lab] + 0.5 * torch.randn(T, C, generator=g, dtype=d))[None]
+    V = (0.05 + 0.1 * torch.rand(T, C, generator=g, dtype=d))[None]
+    Zg, Vg = vb.split_groups(Z, G), vb.split_groups(V, G)           # (G, T, cg)
+    mem = vb.prior_memory(mcfg, G, cg, "cpu")
+    mem.R = 0.7 * torch.randn(mem.R.shape, generator=g, dtype=d)
+    A = torch.randn(G, H, K, K, generator=g, dtype=d)
+    mem.U = 0.3 * A @ A.transpose(-1, -2) / K + 0.2 * torch.eye(K, dtype=d)
+    mem.mu_b = torch.randn(G, H, cg, generator=g, dtype=d)
+    mem.s2_b = 0.1 + torch.rand(G, H, generator=g, dtype=d)
+    start = mem
+    out, dd = vb.write(mcfg, mem, Zg, Vg, iterations)
+    t = {k: float(v.sum()) for k, v in dd["terms"].items()}
+    s = dd["theta"].permute(2, 0, 1)                                # (T, G, H)
+    w = dd["W"].permute(3, 0, 1, 2)                                 # (T, G, H, K)
+
+    def flat(x):
+        return [float(v) for v in x.reshape(-1)]
+    return {
+        "name": name, "kind": "tree", "T": T, "C": C, "K": K, "H": H, "G": G, "shift": 1,
+        "sigma_z2": cfg["sigma_z2"], "u0": cfg["u0"], "sigma2_b0": cfg["sigma2_b0"], "s_floor": cfg["s_floor"],
+        "iterations": iterations, "codes_mu": flat(Z), "codes_s2": flat(V),
+        "start": {"R": flat(start.R), "U": flat(start.U), "mu_b": flat(start.mu_b), "s2_b": flat(start.s2_b)},
+        "expect": {"R": flat(out.R), "U": flat(out.U), "mu_b": flat(out.mu_b), "s2_b": flat(out.s2_b),
+                   "s": flat(s), "w_mu": flat(w), "loglik_codes": t["loglik_codes"], "kl_w": t["kl_w"],
+                   "kl_s": t["kl_s"], "kl_M": t["kl_M"], "kl_b": t["kl_b"]},
+    }
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "golden_vb.json"))
@@ -81,6 +120,8 @@ def main():
         case("categorical", "categorical", T=30, C=8, K=6, H=1, shift=False, iterations=5, seed=15),
         case("mixture_exact_codes", "mixture", T=25, C=6, K=3, H=4, shift=True, iterations=4, seed=16,
              with_var=False),
+        case("mixture_gram", "mixture", T=16, C=40, K=4, H=3, shift=True, iterations=6, seed=17, s_floor=1e-6),
+        case_tree("tree", T=30, C=12, K=3, H=3, G=2, iterations=5, seed=18),
     ]
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:

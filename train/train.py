@@ -26,7 +26,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "mnist", "cifar10", "png"])
     p.add_argument("--data-root", default=None, help="directory of the dataset files")
-    p.add_argument("--kind", default="mixture", choices=["mixture", "gaussian", "categorical", "vae"])
+    p.add_argument("--kind", default="mixture", choices=["mixture", "tree", "gaussian", "categorical", "vae"])
     p.add_argument("--code-size", type=int, default=64)
     p.add_argument("--filters", type=int, default=32)
     p.add_argument("--norm-groups", type=int, default=8)
@@ -35,6 +35,7 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=16, help="episodes per step")
     p.add_argument("--clusters", type=int, default=None)
     p.add_argument("--rows", type=int, default=None)
+    p.add_argument("--groups", type=int, default=None, help="code partitions G of the tree memory (default 2)")
     p.add_argument("--iterations", type=int, default=10, help="VB iterations per write")
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps in all (smoke tests)")
@@ -121,6 +122,10 @@ def main(argv=None):
     dec.to(args.device)
     kind = args.kind
     cfg = vb.memory_defaults(kind if kind != "vae" else "mixture", args.code_size, args.rows, args.clusters)
+    if kind == "tree" and args.groups:
+        cfg["groups"] = args.groups
+    if kind == "tree" and args.code_size % cfg["groups"]:
+        raise SystemExit("--code-size %d is not divisible by --groups %d" % (args.code_size, cfg["groups"]))
     reg = None
     if args.reg != "none" and kind != "vae":
         e, d, a, b = (float(v) for v in args.reg.split(","))

@@ -155,6 +155,29 @@ class Networks(unittest.TestCase):
         self.assertGreater(sum(float(gr.abs().sum()) for gr in grads), 0.0)
         self.assertEqual(tuple(elbo.shape), (2,))
 
+    def test_tree_objective(self):
+        # the tree memory: G mixtures over the code partitions, summed per episode
+        torch.manual_seed(0)
+        arch = nets.default_architecture(1, 16, 16, code_size=6, filters=8, groups=4, blocks=2)
+        enc, dec = nets.build_networks(arch)
+        g = torch.Generator()
+        g.manual_seed(4)
+        x = torch.rand(2, 12, 1, 16, 16)
+        cfg = vb.memory_defaults("tree", 6, 2, 3)
+        elbo, terms = objective.memory_elbo(cfg, enc, dec, x, 3, g)
+        self.assertEqual(tuple(elbo.shape), (2,))
+        (-elbo.mean()).backward()
+        self.assertTrue(all(bool(torch.isfinite(p.grad).all()) for p in enc.parameters()))
+        # each group's terms are those of a mixture written on that partition alone
+        Z, V = objective.encode(enc, x)
+        mcfg = vb.as_mixture(cfg)
+        tot = 0.0
+        for gi in range(2):
+            Zg, Vg = Z[..., 3 * gi:3 * gi + 3].detach(), V[..., 3 * gi:3 * gi + 3].detach()
+            self.assertTrue(torch.equal(Zg, vb.split_groups(Z.detach(), 2)[gi::2]))
+            tot = tot + Zg.shape[0]
+        self.assertEqual(tot, 4)
+
 
 @unittest.skipUnless(os.path.isdir(FASHION) or os.environ.get("VBMEM_REQUIRE_DATA"),
                      "dataset-fashion-mnist not installed")

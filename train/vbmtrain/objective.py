@@ -50,24 +50,29 @@ def memory_elbo(cfg, encoder, decoder, x, iterations, gen, reg=None, sample_memo
     frames) for a memory model: encode, write by VB (k-means++/random start
     without gradient), optionally regularize the code means, reconstruct."""
     Z, V = encode(encoder, x)
-    mem0 = vb.init_memory(cfg, Z.detach(), gen)
-    mem, d = vb.write(cfg, mem0, Z, V, iterations)
-    Zr = Z
+    G = cfg["groups"] if cfg["kind"] == "tree" else 1
+    mcfg = vb.as_mixture(cfg)
+    Zg, Vg = vb.split_groups(Z, G), vb.split_groups(V, G)
+    mem0 = vb.init_memory(mcfg, Zg.detach(), gen)
+    mem, d = vb.write(mcfg, mem0, Zg, Vg, iterations)
+    Zr = Zg
     if reg is not None and reg["delta"] > 0:
-        Zr = regularize(Z, vb.prior_mean_codes(cfg, mem, d), reg, gen)
-    sampled = vb.sample_memory(cfg, mem, gen) if sample_memory and cfg["kind"] != "categorical" else None
-    if Zr is Z and sampled is None:
+        Zr = regularize(Zg, vb.prior_mean_codes(mcfg, mem, d), reg, gen)
+    sampled = vb.sample_memory(mcfg, mem, gen) if sample_memory and cfg["kind"] != "categorical" else None
+    if Zr is Zg and sampled is None:
         ll = d["terms"]["loglik_codes"]
     else:
-        ll = vb.code_loglik(cfg, mem, Zr, V, d, sampled)
-    rec = recon(decoder, x, Zr, V, gen)
-    t = d["terms"]
+        ll = vb.code_loglik(mcfg, mem, Zr, Vg, d, sampled)
+    rec = recon(decoder, x, vb.merge_groups(Zr, G), V, gen)
+    t = {k: vb.group_sum(v, G) for k, v in d["terms"].items()}
+    ll = vb.group_sum(ll, G)
     elbo = rec + ll - t["kl_w"] - t["kl_s"] - t["kl_M"] - t["kl_b"]
     theta = d["theta"]
     if cfg["kind"] == "categorical":
         usage = (theta.sum(1) >= 1.0).double().sum(-1)
     else:
         usage = (theta.sum(-1) >= 1.0).double().sum(-1)
+    usage = vb.group_sum(usage, G) / G  # clusters in use per group
     terms = dict(recon=rec, loglik_codes=ll, kl_w=t["kl_w"], kl_s=t["kl_s"], kl_M=t["kl_M"], kl_b=t["kl_b"],
                  usage=usage)
     return elbo, terms

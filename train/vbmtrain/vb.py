@@ -18,9 +18,45 @@ def memory_defaults(kind, C, K=None, H=None):
         K = 6 if K is None else K
         return {"kind": kind, "clusters": 10 if H is None else H, "rows": K, "groups": 1, "shift": True,
                 "sigma_z2": 0.2 * K, "u0": 0.4, "sigma2_b0": 0.4 * K, "s_floor": 1e-6}
+    if kind == "tree":
+        K = 6 if K is None else K
+        return {"kind": kind, "clusters": 10 if H is None else H, "rows": K, "groups": 2, "shift": True,
+                "sigma_z2": 0.2 * K, "u0": 0.4, "sigma2_b0": 0.4 * K, "s_floor": 1e-6}
     K = 32 if K is None else K
     return {"kind": kind, "clusters": 1, "rows": K, "groups": 1, "shift": False, "sigma_z2": 1.0, "u0": 1.0,
-            "sigma2_b0": 0.4 * K, "s_floor": 0.0}
+            "sigma2_b0": 1.0, "s_floor": 0.0}
+
+
+# ---------------------------------------------------------------- tree (Theorem 5)
+# The tree memory's VB is that of G independent mixtures, one per partition of
+# the code columns (its structure matters only for generation, App. G.1), so a
+# batch of B tree episodes is written as B*G mixture episodes of width C/G,
+# group-major within an episode like libvbmem's [g*H + h] blocks.
+
+def split_groups(Z, G):
+    """(B,T,C) -> (B*G, T, C/G)."""
+    if Z is None or G == 1:
+        return Z
+    B, T, C = Z.shape
+    return Z.reshape(B, T, G, C // G).permute(0, 2, 1, 3).reshape(B * G, T, C // G)
+
+
+def merge_groups(Zg, G):
+    """(B*G, T, C/G) -> (B,T,C)."""
+    if G == 1:
+        return Zg
+    BG, T, cg = Zg.shape
+    return Zg.reshape(BG // G, G, T, cg).permute(0, 2, 1, 3).reshape(BG // G, T, G * cg)
+
+
+def group_sum(v, G):
+    """(B*G,) per-group values -> (B,) per episode."""
+    return v if G == 1 else v.reshape(-1, G).sum(1)
+
+
+def as_mixture(cfg):
+    """The per-group mixture configuration of a tree configuration."""
+    return dict(cfg, kind="mixture") if cfg["kind"] == "tree" else cfg
 
 
 class Memory:
