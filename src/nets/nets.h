@@ -46,13 +46,17 @@ const nets_info *nets_model_info(const nets_model *m);
 /* Encode n images x (n x channels x height x width, values in [0, 1]) into code
  * means mu (n x C) and variances s2 = sigma^2 (n x C), in double for the VB
  * solver. A model may be used by several threads at once (each call allocates
- * its own workspace). Returns 0, or -1 with a message (out of memory, n <= 0). */
+ * its own workspace). Returns 0, or -1 with a message (out of memory, n <= 0, a
+ * NULL pointer, a pixel that is not finite, or an encoder output that is not:
+ * NaN, or an infinite mean; log sigma is clamped as the format says). */
 int nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2, char *err, size_t errlen);
 
 /* Decode n codes z (n x C) into the likelihood's per-pixel parameters:
  * mean (n x channels x height x width; for bernoulli the probabilities) and, for
  * gaussian, scale (same shape; may be NULL when not wanted; ignored for
- * bernoulli). Returns 0, or -1 with a message. Thread-safe like nets_encode. */
+ * bernoulli). Returns 0, or -1 with a message (out of memory, n <= 0, a NULL
+ * pointer, a code element that is not finite, or a decoder output that is not:
+ * an infinite logit is allowed for bernoulli). Thread-safe like nets_encode. */
 int nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale, char *err, size_t errlen);
 
 /* A reusable workspace for nets_encode_ws / nets_decode_ws: scratch memory that
@@ -62,6 +66,14 @@ int nets_decode(const nets_model *m, const double *z, long n, float *mean, float
 typedef struct nets_workspace nets_workspace;
 nets_workspace *nets_workspace_new(void);
 void nets_workspace_free(nets_workspace *ws);
+
+/* Threads that share the work between the GEMMs of calls with this workspace (the
+ * calling thread and helpers that each call starts and joins): 0, the default, is
+ * automatic: as many as the BLAS library uses when the batch is large enough to pay
+ * for starting them, else 1 (nets_encode / nets_decode do the same); 1 runs that
+ * work on the calling thread only (e.g. when many threads call the model at once);
+ * n > 1 uses n threads. */
+void nets_workspace_set_threads(nets_workspace *ws, int threads);
 
 /* nets_encode / nets_decode with the caller's workspace (ws may be NULL: then
  * they allocate and free one, exactly like nets_encode / nets_decode). Same
@@ -73,12 +85,15 @@ int nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, lon
 
 /* Draw pixels from the decoded distribution: gaussian mean + scale * N(0,1),
  * bernoulli 1 with probability mean; results clamped to [0, 1]. Every draw comes
- * from the caller's seeded generator. */
+ * from the caller's seeded generator. A gaussian without scale (NULL) gives the
+ * clamped mean and draws nothing. */
 void nets_sample_pixels(const nets_model *m, const float *mean, const float *scale, long n, float *out,
                         rng_t *rng);
 
 /* Sum over pixels of log p(x | decoded parameters) for each of n images
- * (gaussian: log N(x | mean, scale^2); bernoulli: x log p + (1-x) log(1-p)). */
+ * (gaussian: log N(x | mean, scale^2), NAN when scale is NULL; bernoulli:
+ * x log p + (1-x) log(1-p) with p >= 1e-30 and 1 - p >= 2^-25, since a float
+ * sigmoid rounds to 1 for logits above about 17). */
 void nets_loglik(const nets_model *m, const float *x, const float *mean, const float *scale, long n, double *out);
 
 #endif

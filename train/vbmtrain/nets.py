@@ -108,7 +108,7 @@ class ConvTranspose2d(nn.Module):
         h, w = x.shape[2], x.shape[3]
         y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride)
         if self.padding == "same":
-            b = (self.k - self.stride) // 2
+            b = max(self.k - self.stride, 0) // 2
             y = y[:, :, b:b + h * self.stride, b:b + w * self.stride]
         return y
 

@@ -1,0 +1,112 @@
+/* nets_internal.h -- private to src/nets (and its tests): parsed layer lists with their shapes
+ * and bound weights, the model struct, the per-call workspace, and the layer executor. */
+#ifndef VBMEM_NETS_INTERNAL_H
+#define VBMEM_NETS_INTERNAL_H
+
+#include <stddef.h>
+
+#include "nets/nets.h"
+#include "nets/safetensors.h"
+
+#define NETS_MAX_DIM 65536           /* any channel count, height, width, feature count */
+#define NETS_MAX_KERNEL 64           /* kernel size and stride */
+#define NETS_MAX_ACT ((long)1 << 24) /* elements of one sample's activation, and of one image's im2col */
+#define NETS_MAX_DEPTH 16            /* nesting of residual blocks */
+#define NETS_MAX_LAYERS 4096         /* layers in one list, bodies included */
+#define NETS_MAX_THREADS 64          /* threads of one call */
+
+typedef enum {
+    NETS_L_CONV2D,
+    NETS_L_CONVT2D,
+    NETS_L_DENSE,
+    NETS_L_GROUP_NORM,
+    NETS_L_RELU,
+    NETS_L_SWISH,
+    NETS_L_SIGMOID,
+    NETS_L_FLATTEN,
+    NETS_L_RESHAPE,
+    NETS_L_CROP,
+    NETS_L_RESIDUAL
+} nets_ltype;
+
+/* Shape of one sample: rank 3 [c, h, w] or rank 1 [c] (h = w = 1).
+ * In a workspace a batch of rank-3 tensors is stored channel-major, [c][n][h][w]
+ * ("CNHW": a convolution is then one GEMM over the whole batch), a batch of
+ * rank-1 tensors row-major [n][c]. */
+typedef struct {
+    int rank;
+    int c, h, w;
+} nets_shape;
+
+struct nets_seq;
+
+typedef struct {
+    nets_ltype type;
+    char label[96];      /* for messages: the layer's name, or its position */
+    nets_shape in, out;
+    int cin, cout;       /* conv2d, conv_transpose2d, dense */
+    int k, stride;
+    int pad_t, pad_l;    /* conv2d: zero rows/cols before; conv_transpose2d: first kept row/col */
+    int groups;          /* group_norm */
+    double eps;
+    const float *w, *b;  /* bound weights (owned by the model's st_file) */
+    float *wp;           /* conv_transpose2d: weights repacked per output phase (owned) */
+    struct nets_seq *body; /* residual */
+} nets_layer;
+
+typedef struct nets_seq {
+    nets_layer *layers;
+    int n;
+    nets_shape in, out;
+    long max_act;        /* largest per-sample activation, bodies included */
+    long work;           /* floats written per sample by all layers (outputs and im2col), roughly */
+    int depth;           /* nesting of residual blocks inside */
+} nets_seq;
+
+struct nets_model {
+    nets_info info;
+    st_file file;
+    nets_seq enc, dec;
+};
+
+/* Per-call scratch memory; grows as needed, never shrinks. */
+struct nets_workspace {
+    float *mem;
+    size_t cap;  /* floats */
+    int threads; /* 0: as many as the BLAS library uses */
+};
+
+/* Write a message (printf-style) into err and return -1. */
+int nets_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* "[c,h,w]" or "[c]". */
+void nets_shape_str(nets_shape s, char *buf, size_t len);
+long nets_shape_size(nets_shape s);
+
+/* Parse a JSON layer list (a jansson array passed as void * so that this header
+ * does not need jansson), chain shapes from `in`, check every field, bind and mark
+ * the tensors of file f. `which` ("encoder"/"decoder") labels unnamed layers.
+ * On success fills *out (free with nets_seq_free) and returns 0; -1 with a
+ * message otherwise. */
+int nets_seq_parse(const void *list, const char *which, nets_shape in, st_file *f, nets_seq *out, char *err,
+                   size_t errlen);
+void nets_seq_free(nets_seq *s);
+
+/* Precompute what a bound layer needs at run time (the per-phase weights of a
+ * transposed convolution). Returns 0, or -1 when out of memory. */
+int nets_layer_prepare(nets_layer *L);
+
+/* Floats of workspace nets_seq_run needs for a batch of n samples. */
+size_t nets_seq_workspace(const nets_seq *s, long n);
+
+/* Run the layers on n samples: in is n x prod(s->in) in the caller's layout
+ * (NCHW or N x features), out receives n x prod(s->out) in the same layout.
+ * ws must hold nets_seq_workspace(s, n) floats (NULL: allocate). The work
+ * between GEMMs is shared by `threads` threads (the caller and helpers started
+ * and joined by this call; <= 0: automatic, the BLAS library's thread count when
+ * the batch is large enough to pay for starting helpers, else 1). Returns 0, or
+ * -1 with a message (out of memory). */
+int nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws, int threads, char *err,
+                 size_t errlen);
+
+#endif

@@ -1,0 +1,74 @@
+/* safetensors.h -- the safetensors container held in memory: parsing and validating a whole
+ * file (header length, JSON header, F32 dtypes, shapes, offsets, finite values) and building
+ * one (used by the tests and the benchmark). No vbmem semantics live here. */
+#ifndef VBMEM_NETS_SAFETENSORS_H
+#define VBMEM_NETS_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ST_MAX_HEADER ((uint64_t)16 << 20) /* bytes of JSON header */
+#define ST_MAX_DIMS 8
+#define ST_MAX_VALUES ((size_t)1 << 28)    /* float32 values in one file (1 GiB) */
+
+/* One tensor of a parsed file. data points into st_file.values. */
+typedef struct {
+    char *name;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    size_t count;       /* elements: the product of shape */
+    size_t begin, end;  /* data_offsets, bytes from the start of the data section */
+    const float *data;
+    int used;           /* free for the caller: set when something binds the tensor */
+} st_tensor;
+
+/* A parsed file. Owns everything it points to; free with st_free. */
+typedef struct {
+    st_tensor *tensors;
+    size_t n_tensors;
+    size_t *by_name;    /* indices of tensors sorted by name (for st_find) */
+    float *values;      /* the whole data section, host floats */
+    size_t n_values;
+    char **meta_keys;   /* __metadata__, in header order */
+    char **meta_values;
+    size_t n_meta;
+} st_file;
+
+/* Parse and validate the whole file buf[0..len). Every rule of the container in
+ * proto/model-format.md is checked: header length in [2, 16 MiB] and inside the
+ * buffer, header a JSON object (duplicate keys rejected), every entry a tensor
+ * with dtype F32, a shape of at most ST_MAX_DIMS non-negative integers whose byte
+ * size equals the offsets, offsets inside the data section, no overlaps, the
+ * tensors covering the data section exactly, every value finite, at most
+ * ST_MAX_VALUES values; __metadata__ (optional here) maps strings to strings.
+ * On success fills *out (owned by the caller, st_free) and returns 0; on failure
+ * returns -1, leaves *out empty and writes a precise message into err. The
+ * buffer is not kept. */
+int st_parse(const unsigned char *buf, size_t len, st_file *out, char *err, size_t errlen);
+
+/* Release everything a parsed file owns and zero it. Safe on a zeroed struct. */
+void st_free(st_file *f);
+
+/* The tensor called name, or NULL. */
+st_tensor *st_find(const st_file *f, const char *name);
+
+/* The metadata value for key, or NULL when absent. */
+const char *st_meta(const st_file *f, const char *key);
+
+/* A tensor to write: name, shape, and count = prod(shape) floats at data. */
+typedef struct {
+    const char *name;
+    int ndim;
+    const int64_t *shape;
+    const float *data;
+} st_input;
+
+/* Build a safetensors file from n tensors (stored in the given order, contiguous)
+ * and n_meta metadata pairs (meta[2i] key, meta[2i+1] value; may be 0 pairs, and
+ * then no __metadata__ is written). The header is padded with spaces to a multiple
+ * of 8 bytes. On success *out is a malloc'd buffer of *outlen bytes owned by the
+ * caller and 0 is returned; -1 with a message on bad input or out of memory. */
+int st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta, unsigned char **out,
+             size_t *outlen, char *err, size_t errlen);
+
+#endif
