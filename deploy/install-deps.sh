@@ -8,6 +8,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential meson ninja-build pkg-config \
   libopenblas-dev liblapacke-dev libjansson-dev check \
-  valgrind python3 python3-numpy \
-  libmicrohttpd-dev nettle-dev python3-jsonschema python3-yaml curl >/dev/null
+  valgrind python3 python3-numpy python3-torch dataset-fashion-mnist \
+  libmicrohttpd-dev nettle-dev libpng-dev python3-jsonschema python3-yaml curl \
+  libsqlite3-dev sqlite3 redis-server libhiredis-dev nginx-light >/dev/null
 echo "install-deps: done"

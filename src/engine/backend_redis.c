@@ -1,0 +1,585 @@
+/* backend_redis.c -- owns the Redis durable backend (hiredis): sessions as hashes of versioned blobs, compare-and-set and index upkeep in Lua scripts, TTLs as Redis expiry, reconnect with backoff, 503 while unreachable. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "engine/backend.h"
+
+#define RD_CONNECT_S 1
+#define RD_COMMAND_S 3
+#define RD_BACKOFF_MIN 0.1
+#define RD_BACKOFF_MAX 5.0
+#define RD_NFIELDS 13
+
+/* KEYS: session hash, global index, owner index. ARGV: expected version, id,
+ * expire-at ms (0: none), then field/value pairs. Returns 0 (stored), -1 (the
+ * id exists; expected was 0), -2 (gone), or the stored version (conflict). */
+static const char rd_lua_save[] =
+    "local v = redis.call('HGET', KEYS[1], 'version')\n"
+    "local expected = tonumber(ARGV[1])\n"
+    "if expected == 0 then\n"
+    "  if v then return -1 end\n"
+    "else\n"
+    "  if not v then return -2 end\n"
+    "  if tonumber(v) ~= expected then return tonumber(v) end\n"
+    "end\n"
+    "redis.call('HSET', KEYS[1], unpack(ARGV, 4))\n"
+    "redis.call('ZADD', KEYS[2], 0, ARGV[2])\n"
+    "redis.call('ZADD', KEYS[3], 0, ARGV[2])\n"
+    "if tonumber(ARGV[3]) > 0 then redis.call('PEXPIREAT', KEYS[1], ARGV[3])\n"
+    "else redis.call('PERSIST', KEYS[1]) end\n"
+    "return 0\n";
+
+/* KEYS: session hash, global index. ARGV: id, owner hex ('' : any), owner
+ * index prefix. Returns 0 or -1 (no such session for that owner). */
+static const char rd_lua_remove[] =
+    "local o = redis.call('HGET', KEYS[1], 'owner')\n"
+    "if not o then return -1 end\n"
+    "if ARGV[2] ~= '' and o ~= ARGV[2] then return -1 end\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "redis.call('ZREM', KEYS[2], ARGV[1])\n"
+    "redis.call('ZREM', ARGV[3] .. o, ARGV[1])\n"
+    "return 0\n";
+
+/* KEYS: an index. ARGV: min (lex), limit, session key prefix, global index
+ * (to prune there too). Ids whose hash expired are pruned from the index. */
+static const char rd_lua_list[] =
+    "local out, min, limit = {}, ARGV[1], tonumber(ARGV[2])\n"
+    "while #out < limit do\n"
+    "  local ids = redis.call('ZRANGEBYLEX', KEYS[1], min, '+', 'LIMIT', 0, limit - #out)\n"
+    "  if #ids == 0 then break end\n"
+    "  for _, id in ipairs(ids) do\n"
+    "    if redis.call('EXISTS', ARGV[3] .. id) == 1 then out[#out + 1] = id\n"
+    "    else redis.call('ZREM', KEYS[1], id); redis.call('ZREM', ARGV[4], id) end\n"
+    "  end\n"
+    "  min = '(' .. ids[#ids]\n"
+    "end\n"
+    "return out\n";
+
+/* KEYS: session hash. Returns its version (-1: gone) and renews its expiry
+ * (idle TTL) when more than a second of it has run. */
+static const char rd_lua_current[] =
+    "local v = redis.call('HGET', KEYS[1], 'version')\n"
+    "if not v then return -1 end\n"
+    "local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_s'))\n"
+    "if ttl > 0 and redis.call('PTTL', KEYS[1]) < ttl * 1000 - 1000 then\n"
+    "  redis.call('PEXPIRE', KEYS[1], ttl * 1000)\n"
+    "end\n"
+    "return tonumber(v)\n";
+
+typedef struct {
+    eng_backend base;     /* first: the backend and its state are one allocation */
+    pthread_mutex_t lock; /* one connection, used by one thread at a time */
+    redisContext *c;      /* NULL while disconnected */
+    double retry_at;      /* eng_now() before which no reconnect is tried */
+    double backoff;       /* seconds of the next wait after a failed connect */
+    char host[256];
+    int port;
+    char prefix[64];      /* key prefix, e.g. "vbmem:" */
+} rd_store;
+
+/* Connect if needed (lock held). Fails with ENG_EUNAVAIL while unreachable. */
+static eng_status rd_connect(rd_store *q, eng_error *err)
+{
+    struct timeval ct = {RD_CONNECT_S, 0}, rt = {RD_COMMAND_S, 0};
+    double now = eng_now();
+    redisContext *c;
+
+    if (q->c != NULL)
+        return ENG_OK;
+    if (now < q->retry_at)
+        return eng_fail(err, ENG_EUNAVAIL, NULL,
+                        "the session store (redis %s:%d) is unreachable; next try in %.1f s",
+                        q->host, q->port, q->retry_at - now);
+    c = redisConnectWithTimeout(q->host, q->port, ct);
+    if (c == NULL || c->err) {
+        eng_fail(err, ENG_EUNAVAIL, NULL, "the session store (redis %s:%d) is unreachable: %s",
+                 q->host, q->port, c != NULL ? c->errstr : "out of memory");
+        redisFree(c);
+        q->backoff = q->backoff > 0.0 ? q->backoff * 2.0 : RD_BACKOFF_MIN;
+        if (q->backoff > RD_BACKOFF_MAX)
+            q->backoff = RD_BACKOFF_MAX;
+        q->retry_at = now + q->backoff;
+        return ENG_EUNAVAIL;
+    }
+    redisSetTimeout(c, rt);
+    q->c = c;
+    q->backoff = 0.0;
+    return ENG_OK;
+}
+
+/* Run one command (lock held). Returns the reply (free it) or NULL with
+ * ENG_EUNAVAIL in err: unreachable, connection lost (dropped, reconnect on
+ * the next call), or an error reply (its text). */
+static redisReply *rd_cmd(rd_store *q, int argc, const char **argv, const size_t *lens,
+                          eng_error *err)
+{
+    redisReply *r;
+
+    if (rd_connect(q, err) != ENG_OK)
+        return NULL;
+    r = redisCommandArgv(q->c, argc, argv, lens);
+    if (r == NULL) {
+        eng_fail(err, ENG_EUNAVAIL, NULL, "the session store (redis %s:%d) failed: %s", q->host,
+                 q->port, q->c->errstr[0] != '\0' ? q->c->errstr : "connection lost");
+        redisFree(q->c);
+        q->c = NULL;
+        q->retry_at = 0.0; /* one immediate reconnect, then backoff */
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        eng_fail(err, ENG_EUNAVAIL, NULL, "the session store (redis) refused: %.200s", r->str);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Lowercase hex of n bytes into out (2n + 1). */
+static void rd_hex(const unsigned char *b, size_t n, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int rd_unhex(const char *s, size_t len, unsigned char *out, size_t n)
+{
+    size_t i;
+    int hi, lo;
+
+    if (len != 2 * n)
+        return -1;
+    for (i = 0; i < n; i++) {
+        hi = s[2 * i] <= '9' ? s[2 * i] - '0' : s[2 * i] - 'a' + 10;
+        lo = s[2 * i + 1] <= '9' ? s[2 * i + 1] - '0' : s[2 * i + 1] - 'a' + 10;
+        if (hi < 0 || hi > 15 || lo < 0 || lo > 15)
+            return -1;
+        out[i] = (unsigned char)(hi * 16 + lo);
+    }
+    return 0;
+}
+
+static void rd_key(const rd_store *q, const char *id, char *out, size_t len)
+{
+    snprintf(out, len, "%ss:%s", q->prefix, id);
+}
+
+/* Run an EVAL of script with nkeys keys and the rest as arguments. */
+static redisReply *rd_eval(rd_store *q, const char *script, int nkeys, int argc,
+                           const char **argv, const size_t *lens, eng_error *err)
+{
+    const char *a[64];
+    size_t l[64];
+    char nk[16];
+    int i;
+
+    if (argc + 3 > 64) {
+        eng_fail(err, ENG_EUNAVAIL, NULL, "internal: too many script arguments");
+        return NULL;
+    }
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    a[0] = "EVAL";
+    l[0] = 4;
+    a[1] = script;
+    l[1] = strlen(script);
+    a[2] = nk;
+    l[2] = strlen(nk);
+    for (i = 0; i < argc; i++) {
+        a[3 + i] = argv[i];
+        l[3 + i] = lens != NULL ? lens[i] : strlen(argv[i]);
+    }
+    return rd_cmd(q, argc + 3, a, l, err);
+}
+
+static eng_status rd_load(void *impl, const char *id, eng_record *out, eng_error *err)
+{
+    rd_store *q = impl;
+    char key[160];
+    const char *argv[2];
+    redisReply *r, *f, *v;
+    const unsigned char *usage = NULL;
+    size_t i, n_usage = 0, got = 0;
+    uint64_t want = 0, sum;
+    int have_sum = 0;
+    eng_status st = ENG_OK;
+
+    memset(out, 0, sizeof *out);
+    rd_key(q, id, key, sizeof key);
+    argv[0] = "HGETALL";
+    argv[1] = key;
+    pthread_mutex_lock(&q->lock);
+    r = rd_cmd(q, 2, argv, NULL, err);
+    pthread_mutex_unlock(&q->lock);
+    if (r == NULL)
+        return ENG_EUNAVAIL;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        freeReplyObject(r);
+        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+    }
+    snprintf(out->id, sizeof out->id, "%s", id);
+    for (i = 0; i + 1 < r->elements && st == ENG_OK; i += 2) {
+        f = r->element[i];
+        v = r->element[i + 1];
+        if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+            continue;
+        got++;
+        if (strcmp(f->str, "owner") == 0) {
+            if (rd_unhex(v->str, v->len, out->owner, ENG_OWNER_LEN) != 0)
+                st = ENG_EUNAVAIL;
+        } else if (strcmp(f->str, "version") == 0) {
+            out->version = strtoull(v->str, NULL, 10);
+        } else if (strcmp(f->str, "ttl_s") == 0) {
+            out->ttl_s = strtol(v->str, NULL, 10);
+        } else if (strcmp(f->str, "created") == 0) {
+            out->created = strtod(v->str, NULL);
+        } else if (strcmp(f->str, "updated") == 0) {
+            out->updated = strtod(v->str, NULL);
+        } else if (strcmp(f->str, "used") == 0) {
+            out->used = strtod(v->str, NULL);
+        } else if (strcmp(f->str, "solver_iterations") == 0) {
+            out->solver.iterations = (int)strtol(v->str, NULL, 10);
+        } else if (strcmp(f->str, "solver_tolerance") == 0) {
+            out->solver.tolerance = strtod(v->str, NULL);
+        } else if (strcmp(f->str, "solver_init") == 0) {
+            out->solver.init = (vbm_init)strtol(v->str, NULL, 10);
+        } else if (strcmp(f->str, "model") == 0) {
+            snprintf(out->model_name, sizeof out->model_name, "%.*s", (int)v->len, v->str);
+        } else if (strcmp(f->str, "checksum") == 0) {
+            want = strtoull(v->str, NULL, 10);
+            have_sum = 1;
+        } else if (strcmp(f->str, "usage") == 0) {
+            usage = (const unsigned char *)v->str;
+            n_usage = v->len;
+        } else if (strcmp(f->str, "memory") == 0 && v->len > 0) {
+            out->blob = malloc(v->len);
+            if (out->blob == NULL)
+                st = ENG_ENOMEM;
+            else
+                memcpy(out->blob, v->str, v->len);
+            out->blob_len = v->len;
+        }
+    }
+    sum = eng_backend_checksum(out->blob, out->blob_len, usage, n_usage);
+    if (st == ENG_OK && (out->blob == NULL || !have_sum || sum != want || n_usage % 8 != 0
+                         || got < RD_NFIELDS))
+        st = ENG_EUNAVAIL;
+    if (st == ENG_OK && n_usage > 0) {
+        out->n_usage = n_usage / 8;
+        out->usage = malloc(n_usage);
+        if (out->usage == NULL)
+            st = ENG_ENOMEM;
+        else
+            eng_backend_usage_decode(usage, out->n_usage, out->usage);
+    }
+    freeReplyObject(r);
+    if (st != ENG_OK) {
+        eng_record_free(out);
+        memset(out, 0, sizeof *out);
+        if (st == ENG_ENOMEM)
+            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory loading session %s", id);
+        return eng_fail(err, ENG_EUNAVAIL, NULL,
+                        "the stored record of session %s is corrupt (checksum mismatch or "
+                        "missing fields)",
+                        id);
+    }
+    return ENG_OK;
+}
+
+/* Append one argument (s, l) to an argument vector at *n. */
+static void rd_arg(const char **argv, size_t *lens, int *n, const char *s, size_t l)
+{
+    argv[*n] = s;
+    lens[*n] = l;
+    (*n)++;
+}
+
+static eng_status rd_save(void *impl, const eng_record *r, uint64_t expected, eng_error *err)
+{
+    rd_store *q = impl;
+    char key[160], gidx[96], oidx[192], owner[2 * ENG_OWNER_LEN + 1];
+    char sexp[24], sexpire[24], sver[24], sttl[24], screated[32], supdated[32], sused[32];
+    char siter[16], stol[32], sinit[16], ssum[24];
+    const char *argv[64];
+    size_t lens[64];
+    unsigned char *ub;
+    redisReply *rep;
+    eng_status st = ENG_OK;
+    long long code;
+    int n = 0, fail;
+
+    if (r->blob == NULL || r->blob_len == 0)
+        return eng_fail(err, ENG_EINVAL, NULL, "session %s has no memory to store", r->id);
+    ub = eng_backend_usage_encode(r->usage, r->n_usage, &fail);
+    if (fail)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    rd_key(q, r->id, key, sizeof key);
+    rd_hex(r->owner, ENG_OWNER_LEN, owner);
+    snprintf(gidx, sizeof gidx, "%sids", q->prefix);
+    snprintf(oidx, sizeof oidx, "%sowner:%s", q->prefix, owner);
+    snprintf(sexp, sizeof sexp, "%llu", (unsigned long long)expected);
+    snprintf(sexpire, sizeof sexpire, "%lld",
+             r->ttl_s > 0 ? (long long)((r->used + (double)r->ttl_s) * 1000.0) : 0LL);
+    snprintf(sver, sizeof sver, "%llu", (unsigned long long)r->version);
+    snprintf(sttl, sizeof sttl, "%ld", r->ttl_s);
+    snprintf(screated, sizeof screated, "%.17g", r->created);
+    snprintf(supdated, sizeof supdated, "%.17g", r->updated);
+    snprintf(sused, sizeof sused, "%.17g", r->used);
+    snprintf(siter, sizeof siter, "%d", r->solver.iterations);
+    snprintf(stol, sizeof stol, "%.17g", r->solver.tolerance);
+    snprintf(sinit, sizeof sinit, "%d", (int)r->solver.init);
+    snprintf(ssum, sizeof ssum, "%llu",
+             (unsigned long long)eng_backend_checksum(r->blob, r->blob_len, ub,
+                                                      ub != NULL ? 8 * r->n_usage : 0));
+    rd_arg(argv, lens, &n, key, strlen(key));
+    rd_arg(argv, lens, &n, gidx, strlen(gidx));
+    rd_arg(argv, lens, &n, oidx, strlen(oidx));
+    rd_arg(argv, lens, &n, sexp, strlen(sexp));
+    rd_arg(argv, lens, &n, r->id, strlen(r->id));
+    rd_arg(argv, lens, &n, sexpire, strlen(sexpire));
+    {
+        const char *field[RD_NFIELDS] = {"owner", "version", "ttl_s", "created", "updated",
+                                         "used", "solver_iterations", "solver_tolerance",
+                                         "solver_init", "model", "checksum", "usage", "memory"};
+        const char *value[RD_NFIELDS] = {owner, sver, sttl, screated, supdated, sused, siter,
+                                         stol, sinit, r->model_name, ssum,
+                                         ub != NULL ? (const char *)ub : "",
+                                         (const char *)r->blob};
+        int i;
+
+        for (i = 0; i < RD_NFIELDS; i++) {
+            rd_arg(argv, lens, &n, field[i], strlen(field[i]));
+            if (i == RD_NFIELDS - 2)
+                rd_arg(argv, lens, &n, value[i], ub != NULL ? 8 * r->n_usage : 0);
+            else if (i == RD_NFIELDS - 1)
+                rd_arg(argv, lens, &n, value[i], r->blob_len);
+            else
+                rd_arg(argv, lens, &n, value[i], strlen(value[i]));
+        }
+    }
+    pthread_mutex_lock(&q->lock);
+    rep = rd_eval(q, rd_lua_save, 3, n, argv, lens, err);
+    pthread_mutex_unlock(&q->lock);
+    free(ub);
+    if (rep == NULL)
+        return ENG_EUNAVAIL;
+    code = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -3;
+    freeReplyObject(rep);
+    if (code == -1)
+        st = eng_fail(err, ENG_ECONFLICT, NULL, "session %s already exists in the store", r->id);
+    else if (code == -2)
+        st = eng_fail(err, ENG_ENOTFOUND, "id", "no session %s (deleted or expired)", r->id);
+    else if (code > 0)
+        st = eng_fail(err, ENG_ECONFLICT, NULL,
+                      "the stored session %s is at version %lld, not %llu", r->id, code,
+                      (unsigned long long)expected);
+    else if (code != 0)
+        st = eng_fail(err, ENG_EUNAVAIL, NULL, "unexpected reply from the session store");
+    return st;
+}
+
+static eng_status rd_remove(void *impl, const char *id, const unsigned char *owner,
+                            eng_error *err)
+{
+    rd_store *q = impl;
+    char key[160], gidx[96], oprefix[96], ohex[2 * ENG_OWNER_LEN + 1] = "";
+    const char *argv[5];
+    redisReply *rep;
+    long long code;
+
+    rd_key(q, id, key, sizeof key);
+    snprintf(gidx, sizeof gidx, "%sids", q->prefix);
+    snprintf(oprefix, sizeof oprefix, "%sowner:", q->prefix);
+    if (owner != NULL)
+        rd_hex(owner, ENG_OWNER_LEN, ohex);
+    argv[0] = key;
+    argv[1] = gidx;
+    argv[2] = id;
+    argv[3] = ohex;
+    argv[4] = oprefix;
+    pthread_mutex_lock(&q->lock);
+    rep = rd_eval(q, rd_lua_remove, 2, 5, argv, NULL, err);
+    pthread_mutex_unlock(&q->lock);
+    if (rep == NULL)
+        return ENG_EUNAVAIL;
+    code = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    freeReplyObject(rep);
+    if (code != 0)
+        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+    return ENG_OK;
+}
+
+static eng_status rd_list(void *impl, const unsigned char *owner, const char *after, int limit,
+                          char (*ids)[ENG_ID_LEN + 1], int *n, eng_error *err)
+{
+    rd_store *q = impl;
+    char idx[192], gidx[96], min[ENG_ID_LEN + 8], slimit[16], kprefix[80],
+        ohex[2 * ENG_OWNER_LEN + 1];
+    const char *argv[5];
+    redisReply *rep;
+    size_t i;
+
+    *n = 0;
+    snprintf(gidx, sizeof gidx, "%sids", q->prefix);
+    if (owner != NULL) {
+        rd_hex(owner, ENG_OWNER_LEN, ohex);
+        snprintf(idx, sizeof idx, "%sowner:%s", q->prefix, ohex);
+    } else {
+        snprintf(idx, sizeof idx, "%s", gidx);
+    }
+    if (after != NULL && after[0] != '\0')
+        snprintf(min, sizeof min, "(%.*s", ENG_ID_LEN, after);
+    else
+        snprintf(min, sizeof min, "-");
+    snprintf(slimit, sizeof slimit, "%d", limit);
+    snprintf(kprefix, sizeof kprefix, "%ss:", q->prefix);
+    argv[0] = idx;
+    argv[1] = min;
+    argv[2] = slimit;
+    argv[3] = kprefix;
+    argv[4] = gidx;
+    pthread_mutex_lock(&q->lock);
+    rep = rd_eval(q, rd_lua_list, 1, 5, argv, NULL, err);
+    pthread_mutex_unlock(&q->lock);
+    if (rep == NULL)
+        return ENG_EUNAVAIL;
+    for (i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && *n < limit; i++) {
+        if (rep->element[i]->type != REDIS_REPLY_STRING || rep->element[i]->len != ENG_ID_LEN)
+            continue;
+        memcpy(ids[*n], rep->element[i]->str, ENG_ID_LEN);
+        ids[*n][ENG_ID_LEN] = '\0';
+        (*n)++;
+    }
+    freeReplyObject(rep);
+    return ENG_OK;
+}
+
+/* Redis expires idle sessions itself (their hash carries the TTL). */
+static eng_status rd_idle(void *impl, double now_wall, int limit, char (*ids)[ENG_ID_LEN + 1],
+                          int *n, eng_error *err)
+{
+    (void)impl;
+    (void)now_wall;
+    (void)limit;
+    (void)ids;
+    (void)err;
+    *n = 0;
+    return ENG_OK;
+}
+
+/* The expiry is renewed by eng_backend_current on every use: nothing to do. */
+static eng_status rd_touch(void *impl, const char *id, double used, eng_error *err)
+{
+    (void)impl;
+    (void)id;
+    (void)used;
+    (void)err;
+    return ENG_OK;
+}
+
+static eng_status rd_current(void *impl, const char *id, uint64_t *version, eng_error *err)
+{
+    rd_store *q = impl;
+    char key[160];
+    const char *argv[1];
+    redisReply *rep;
+    long long v;
+
+    rd_key(q, id, key, sizeof key);
+    argv[0] = key;
+    pthread_mutex_lock(&q->lock);
+    rep = rd_eval(q, rd_lua_current, 1, 1, argv, NULL, err);
+    pthread_mutex_unlock(&q->lock);
+    if (rep == NULL)
+        return ENG_EUNAVAIL;
+    v = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    freeReplyObject(rep);
+    if (v < 1)
+        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+    *version = (uint64_t)v;
+    return ENG_OK;
+}
+
+static eng_status rd_count(void *impl, long *n, eng_error *err)
+{
+    rd_store *q = impl;
+    char gidx[96];
+    const char *argv[2];
+    redisReply *rep;
+
+    snprintf(gidx, sizeof gidx, "%sids", q->prefix);
+    argv[0] = "ZCARD";
+    argv[1] = gidx;
+    pthread_mutex_lock(&q->lock);
+    rep = rd_cmd(q, 2, argv, NULL, err);
+    pthread_mutex_unlock(&q->lock);
+    if (rep == NULL)
+        return ENG_EUNAVAIL;
+    *n = rep->type == REDIS_REPLY_INTEGER ? (long)rep->integer : 0;
+    freeReplyObject(rep);
+    return ENG_OK;
+}
+
+static eng_status rd_check(void *impl, eng_error *err)
+{
+    rd_store *q = impl;
+    const char *argv[1] = {"PING"};
+    redisReply *rep;
+
+    pthread_mutex_lock(&q->lock);
+    rep = rd_cmd(q, 1, argv, NULL, err);
+    pthread_mutex_unlock(&q->lock);
+    if (rep == NULL)
+        return ENG_EUNAVAIL;
+    freeReplyObject(rep);
+    return ENG_OK;
+}
+
+static void rd_close(void *impl)
+{
+    rd_store *q = impl;
+
+    redisFree(q->c);
+    pthread_mutex_destroy(&q->lock);
+    free(q);
+}
+
+static const eng_backend_ops rd_ops = {
+    rd_load, rd_save, rd_remove, rd_list, rd_idle, rd_touch, rd_count, rd_check, rd_close,
+    rd_current
+};
+
+eng_status store_redis_open(const char *host, int port, const char *prefix, eng_backend **out,
+                            eng_error *err)
+{
+    rd_store *q;
+
+    *out = NULL;
+    if (strlen(host) >= sizeof ((rd_store *)0)->host || port < 1 || port > 65535
+        || strlen(prefix) >= sizeof ((rd_store *)0)->prefix)
+        return eng_fail(err, ENG_EINVAL, "redis", "bad Redis address or key prefix");
+    q = calloc(1, sizeof *q);
+    if (q == NULL)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    pthread_mutex_init(&q->lock, NULL);
+    snprintf(q->host, sizeof q->host, "%s", host);
+    q->port = port;
+    snprintf(q->prefix, sizeof q->prefix, "%s", prefix);
+    q->base.ops = &rd_ops;
+    q->base.impl = q;
+    q->base.name = "redis";
+    q->base.shared = 1;
+    *out = &q->base;
+    return ENG_OK;
+}

@@ -1,0 +1,892 @@
+/* test_store.c -- Check tests of durable storage against a real SQLite file: schema and lock, compare-and-set, reload, delete, list, corrupt records, rollback of a failed persist, LRU residency, stored-session TTL, busy store, backup copy, concurrent saves (group commit); the generic ones again against a real redis-server, with Redis TTL, reconnect and replica caches. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <sqlite3.h>
+
+#include "engine/backend.h"
+#include "engine/session.h"
+#include "engine/store.h"
+
+/* A fresh temporary directory per test (removed by the fixture). */
+static char tdir[256];
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void setup(void)
+{
+    snprintf(tdir, sizeof tdir, "/tmp/vbmem-store-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tdir));
+}
+
+static void teardown(void)
+{
+    nftw(tdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The backend the generic tests run against: SQLite in tdir, or the Redis
+ * server the Redis fixture started (redis_port > 0). */
+static int redis_port;
+static pid_t redis_pid;
+
+static eng_status open_backend(eng_backend **b, eng_error *err)
+{
+    if (redis_port > 0)
+        return store_redis_open("127.0.0.1", redis_port, "test:", b, err);
+    return store_sqlite_open_dir(tdir, b, err);
+}
+
+/* Start redis-server on a free loopback port with its files in tdir (AOF,
+ * fsync always), waiting until it answers. */
+static void redis_start(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    char port[16];
+    eng_backend *b = NULL;
+    eng_error err;
+    int fd, i;
+
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    if (redis_port == 0)
+        redis_port = ntohs(sa.sin_port);
+    close(fd);
+    snprintf(port, sizeof port, "%d", redis_port);
+    redis_pid = fork();
+    ck_assert_int_ge(redis_pid, 0);
+    if (redis_pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+
+        dup2(null, 1);
+        dup2(null, 2);
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save",
+               "", "--appendonly", "yes", "--appendfsync", "always", "--dir", tdir, (char *)NULL);
+        _exit(127);
+    }
+    for (i = 0; i < 100; i++) {
+        usleep(50000);
+        ck_assert_int_eq(store_redis_open("127.0.0.1", redis_port, "test:", &b, &err), ENG_OK);
+        if (eng_backend_check(b, &err) == ENG_OK) {
+            eng_backend_close(b);
+            return;
+        }
+        eng_backend_close(b);
+    }
+    ck_abort_msg("redis-server did not start: %s", err.msg);
+}
+
+static void redis_stop(void)
+{
+    if (redis_pid > 0) {
+        kill(redis_pid, SIGKILL);
+        waitpid(redis_pid, NULL, 0);
+        redis_pid = 0;
+    }
+}
+
+static void redis_setup(void)
+{
+    setup();
+    redis_port = 0;
+    redis_start();
+}
+
+static void redis_teardown(void)
+{
+    redis_stop();
+    redis_port = 0;
+    teardown();
+}
+
+static void db_path(char *out, size_t len)
+{
+    snprintf(out, len, "%s/vbmem.db", tdir);
+}
+
+static eng_session *new_session(const unsigned char *owner, long ttl)
+{
+    eng_solver sv = {10, 0.0, VBM_INIT_AUTO};
+    vbm_config cfg;
+    eng_session *s;
+    eng_error err;
+
+    vbm_config_default(VBM_MIXTURE, 4, &cfg);
+    cfg.rows = 2;
+    cfg.clusters = 2;
+    cfg.retain_max = 100;
+    ck_assert_int_eq(eng_session_create(&cfg, &sv, ttl, owner, &s, &err), ENG_OK);
+    return s;
+}
+
+/* Write 8 deterministic codes (seeded by k) to s. */
+static eng_status write_codes(eng_session *s, int k, eng_mode mode, eng_error *err)
+{
+    double mu[8 * 4];
+    vbm_codes codes = {8, 4, mu, NULL};
+    eng_fit_opts o;
+    eng_fit_out out;
+    eng_status st;
+    int i;
+
+    for (i = 0; i < 8 * 4; i++)
+        mu[i] = sin(1.0 + i * 0.7 + k) * (i % 8 < 4 ? 1.0 : 5.0);
+    memset(&o, 0, sizeof o);
+    o.iterations = 5;
+    o.tolerance = -1.0;
+    o.init = -1;
+    o.seed = (uint64_t)k;
+    o.if_match = -1;
+    st = eng_session_write(s, mode, &codes, &o, &out, err);
+    if (st == ENG_OK)
+        eng_fit_out_free(&out);
+    return st;
+}
+
+/* The export of s's memory (malloc'd) and its version. */
+static unsigned char *export_of(eng_session *s, size_t *len, uint64_t *version)
+{
+    unsigned char *buf = NULL;
+    vbm_error verr;
+
+    eng_session_rdlock(s);
+    ck_assert_int_eq(vbm_export(s->mem, &buf, len, &verr), VBM_OK);
+    *version = s->version;
+    eng_session_unlock(s);
+    return buf;
+}
+
+static eng_record record_of(eng_session *s)
+{
+    eng_record rec;
+    eng_error err;
+
+    ck_assert_int_eq(eng_session_to_record(s, &rec, &err), ENG_OK);
+    return rec;
+}
+
+START_TEST(test_schema_lock_reopen)
+{
+    char path[300], lock[300];
+    eng_backend *b, *b2;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    eng_error err;
+
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    /* A second owner of the directory is refused while the first holds it. */
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b2, &err), ENG_EUNAVAIL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "locked"));
+    ck_assert_int_eq(eng_backend_check(b, &err), ENG_OK);
+    eng_backend_close(b);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    eng_backend_close(b);
+
+    db_path(path, sizeof path);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 2);
+    sqlite3_finalize(st);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    /* A database from a newer schema is refused, not misread. */
+    ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_EUNAVAIL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "schema version 99"));
+    snprintf(lock, sizeof lock, "%s/vbmemd.lock", tdir);
+    ck_assert_int_eq(access(lock, F_OK), 0);
+}
+END_TEST
+
+/* A database of schema 1 (before the model column) migrates to 2 and keeps its rows. */
+START_TEST(test_migration_from_v1)
+{
+    char path[300];
+    eng_session *s = new_session(NULL, 0), *back;
+    eng_backend *b;
+    eng_record rec;
+    eng_error err;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    rec = record_of(s);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+    eng_record_free(&rec);
+    eng_backend_close(b);
+    /* Turn it back into schema 1: the same rows, no model column. */
+    db_path(path, sizeof path);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "ALTER TABLE sessions DROP COLUMN model;"
+                                      "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), ENG_OK);
+    ck_assert_str_eq(rec.model_name, "");
+    ck_assert_int_eq(eng_session_from_record(&rec, &back, &err), ENG_OK);
+    eng_session_unref(back);
+    snprintf(rec.model_name, sizeof rec.model_name, "%s", "fashion-mixture");
+    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), ENG_OK);
+    eng_record_free(&rec);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), ENG_OK);
+    ck_assert_str_eq(rec.model_name, "fashion-mixture");
+    eng_record_free(&rec);
+    eng_backend_close(b);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 2);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    eng_session_unref(s);
+}
+END_TEST
+
+START_TEST(test_cas_reload_delete)
+{
+    unsigned char owner[ENG_OWNER_LEN] = {7};
+    eng_session *s = new_session(owner, 0), *back;
+    eng_backend *b;
+    eng_record rec, got;
+    eng_error err;
+    unsigned char *e1, *e2;
+    size_t n1, n2;
+    uint64_t v1, v2;
+
+    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    rec = record_of(s);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_ECONFLICT); /* exists */
+    eng_record_free(&rec);
+
+    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), ENG_OK); /* version 2 */
+    rec = record_of(s);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 2, &err), ENG_ECONFLICT); /* stored is 1 */
+    ck_assert_ptr_nonnull(strstr(err.msg, "version 1"));
+    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), ENG_ECONFLICT); /* lost update refused */
+    eng_record_free(&rec);
+
+    /* Reload after closing: bit-exact memory, same metadata. */
+    eng_backend_close(b);
+    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &got, &err), ENG_OK);
+    ck_assert_int_eq(got.version, 2);
+    ck_assert(memcmp(got.owner, owner, ENG_OWNER_LEN) == 0);
+    ck_assert_int_eq(eng_session_from_record(&got, &back, &err), ENG_OK);
+    eng_record_free(&got);
+    e1 = export_of(s, &n1, &v1);
+    e2 = export_of(back, &n2, &v2);
+    ck_assert_uint_eq(n1, n2);
+    ck_assert(memcmp(e1, e2, n1) == 0);
+    ck_assert_int_eq(v1, v2);
+    ck_assert_double_eq(s->created, back->created);
+    ck_assert_ptr_nonnull(back->usage);
+    ck_assert(memcmp(s->usage, back->usage, 2 * sizeof(double)) == 0);
+    free(e1);
+    free(e2);
+    eng_session_unref(back);
+
+    /* Delete: by the wrong owner refused; then gone for load, save and delete. */
+    ck_assert_int_eq(eng_backend_remove(b, s->id, (const unsigned char *)"other-owner-xxxxxxxxxxxxxxxxxxxx",
+                                        &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_backend_remove(b, s->id, owner, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &got, &err), ENG_ENOTFOUND);
+    rec = record_of(s);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 2, &err), ENG_ENOTFOUND);
+    eng_record_free(&rec);
+    ck_assert_int_eq(eng_backend_remove(b, s->id, NULL, &err), ENG_ENOTFOUND);
+    eng_backend_close(b);
+    eng_session_unref(s);
+}
+END_TEST
+
+START_TEST(test_list_owners_pages)
+{
+    unsigned char a[ENG_OWNER_LEN] = {1}, c[ENG_OWNER_LEN] = {2};
+    char ids[3][ENG_ID_LEN + 1], after[ENG_ID_LEN + 1] = "";
+    eng_backend *b;
+    eng_session *s;
+    eng_record rec;
+    eng_error err;
+    int i, n, total = 0;
+    long count;
+
+    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    for (i = 0; i < 7; i++) {
+        s = new_session(i < 5 ? a : c, 0);
+        rec = record_of(s);
+        ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+        eng_record_free(&rec);
+        eng_session_unref(s);
+    }
+    do {
+        ck_assert_int_eq(eng_backend_list(b, a, after, 3, ids, &n, &err), ENG_OK);
+        for (i = 0; i < n; i++) {
+            ck_assert(strcmp(ids[i], after) > 0);
+            strcpy(after, ids[i]);
+        }
+        total += n;
+    } while (n == 3);
+    ck_assert_int_eq(total, 5);
+    after[0] = '\0';
+    total = 0;
+    do {
+        ck_assert_int_eq(eng_backend_list(b, NULL, after, 3, ids, &n, &err), ENG_OK);
+        if (n > 0)
+            strcpy(after, ids[n - 1]);
+        total += n;
+    } while (n == 3);
+    ck_assert_int_eq(total, 7);
+    ck_assert_int_eq(eng_backend_count(b, &count, &err), ENG_OK);
+    ck_assert_int_eq(count, 7);
+    eng_backend_close(b);
+}
+END_TEST
+
+START_TEST(test_corrupt_records_rejected)
+{
+    char path[300];
+    eng_session *s = new_session(NULL, 0), *t = new_session(NULL, 0), *got;
+    eng_store_limits lim = {0, 0};
+    eng_backend *b;
+    eng_store *st;
+    eng_record rec;
+    eng_error err;
+    sqlite3 *db;
+    char sql[256];
+
+    ck_assert_int_eq(write_codes(s, 3, ENG_REPLACE, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    rec = record_of(s);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+    eng_record_free(&rec);
+    /* t: a record whose checksum matches but whose memory does not import. */
+    rec = record_of(t);
+    rec.blob[0] ^= 0xff; /* bad magic */
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+    eng_record_free(&rec);
+    eng_backend_close(b);
+
+    /* Flip one byte of s's memory behind the store's back: the checksum catches it. */
+    db_path(path, sizeof path);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    snprintf(sql, sizeof sql,
+             "UPDATE sessions SET memory = substr(memory, 1, 100) || x'ff' || "
+             "substr(memory, 102) WHERE id = '%s'", s->id);
+    ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), ENG_EUNAVAIL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "corrupt"));
+    ck_assert_int_eq(eng_backend_load(b, t->id, &rec, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_from_record(&rec, &got, &err), ENG_EFORMAT);
+    eng_record_free(&rec);
+    ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_get(st, s->id, NULL, &got, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(eng_store_get(st, t->id, NULL, &got, &err), ENG_EUNAVAIL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "does not import"));
+    ck_assert_int_eq(eng_store_get(st, "nothex", NULL, &got, &err), ENG_ENOTFOUND);
+    eng_store_free(st);
+    eng_session_unref(s);
+    eng_session_unref(t);
+}
+END_TEST
+
+/* A backend that delegates to SQLite but can be told to fail saves. */
+typedef struct {
+    eng_backend base;
+    eng_backend *real;
+    int fail_saves;
+} flaky_backend;
+
+static eng_status flaky_load(void *impl, const char *id, eng_record *out, eng_error *err)
+{
+    return eng_backend_load(((flaky_backend *)impl)->real, id, out, err);
+}
+
+static eng_status flaky_save(void *impl, const eng_record *rec, uint64_t expected, eng_error *err)
+{
+    flaky_backend *f = impl;
+
+    if (f->fail_saves)
+        return eng_fail(err, ENG_EUNAVAIL, NULL, "injected failure");
+    return eng_backend_save(f->real, rec, expected, err);
+}
+
+static eng_status flaky_remove(void *impl, const char *id, const unsigned char *owner,
+                               eng_error *err)
+{
+    return eng_backend_remove(((flaky_backend *)impl)->real, id, owner, err);
+}
+
+static eng_status flaky_list(void *impl, const unsigned char *owner, const char *after, int limit,
+                             char (*ids)[ENG_ID_LEN + 1], int *n, eng_error *err)
+{
+    return eng_backend_list(((flaky_backend *)impl)->real, owner, after, limit, ids, n, err);
+}
+
+static eng_status flaky_idle(void *impl, double now, int limit, char (*ids)[ENG_ID_LEN + 1],
+                             int *n, eng_error *err)
+{
+    return eng_backend_idle(((flaky_backend *)impl)->real, now, limit, ids, n, err);
+}
+
+static eng_status flaky_touch(void *impl, const char *id, double used, eng_error *err)
+{
+    return eng_backend_touch(((flaky_backend *)impl)->real, id, used, err);
+}
+
+static eng_status flaky_count(void *impl, long *n, eng_error *err)
+{
+    return eng_backend_count(((flaky_backend *)impl)->real, n, err);
+}
+
+static eng_status flaky_check(void *impl, eng_error *err)
+{
+    return eng_backend_check(((flaky_backend *)impl)->real, err);
+}
+
+static void flaky_close(void *impl)
+{
+    flaky_backend *f = impl;
+
+    eng_backend_close(f->real);
+    free(f);
+}
+
+static const eng_backend_ops flaky_ops = {
+    flaky_load, flaky_save, flaky_remove, flaky_list, flaky_idle, flaky_touch, flaky_count,
+    flaky_check, flaky_close, NULL
+};
+
+START_TEST(test_failed_persist_rolls_back)
+{
+    eng_store_limits lim = {0, 0};
+    flaky_backend *f = calloc(1, sizeof *f);
+    eng_session *s = new_session(NULL, 0), *again;
+    eng_store *st;
+    eng_error err;
+    unsigned char *e1, *e2;
+    size_t n1, n2;
+    uint64_t v1, v2;
+    vbm_memory *mem;
+    vbm_error verr;
+
+    ck_assert_ptr_nonnull(f);
+    f->base.ops = &flaky_ops;
+    f->base.impl = f;
+    ck_assert_int_eq(open_backend(&f->real, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_durable_create(&f->base, &lim, 10, &st, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_insert(st, s, 0, &err), ENG_OK);
+    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), ENG_OK);
+    e1 = export_of(s, &n1, &v1);
+    ck_assert_int_eq(v1, 2);
+
+    f->fail_saves = 1;
+    ck_assert_int_eq(write_codes(s, 2, ENG_APPEND, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(write_codes(s, 2, ENG_REPLACE, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(vbm_memory_clone(s->mem, &mem, &verr), VBM_OK);
+    ck_assert_int_eq(eng_session_replace(s, mem, -1, &v2, &err), ENG_EUNAVAIL);
+    vbm_memory_free(mem); /* still the caller's after a failure */
+    e2 = export_of(s, &n2, &v2);
+    ck_assert_int_eq(v2, 2); /* unchanged: memory, version */
+    ck_assert_uint_eq(n1, n2);
+    ck_assert(memcmp(e1, e2, n1) == 0);
+    free(e2);
+
+    f->fail_saves = 0;
+    ck_assert_int_eq(write_codes(s, 2, ENG_APPEND, &err), ENG_OK);
+    eng_store_free(st);
+
+    /* What was acknowledged (version 3) is what a new store serves. */
+    {
+        eng_backend *b;
+
+        free(e1);
+        e1 = export_of(s, &n1, &v1);
+        ck_assert_int_eq(v1, 3);
+        ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+        ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), ENG_OK);
+        ck_assert_int_eq(eng_store_get(st, s->id, NULL, &again, &err), ENG_OK);
+        e2 = export_of(again, &n2, &v2);
+        ck_assert_int_eq(v2, 3);
+        ck_assert_uint_eq(n1, n2);
+        ck_assert(memcmp(e1, e2, n1) == 0);
+        free(e2);
+        eng_session_unref(again);
+        eng_store_free(st);
+    }
+    free(e1);
+    eng_session_unref(s);
+}
+END_TEST
+
+START_TEST(test_lru_resident_bound_and_restart)
+{
+    eng_store_limits lim = {0, 0};
+    eng_session *s[6], *got;
+    unsigned char *before[6], *after;
+    size_t len[6], n;
+    uint64_t ver[6], v;
+    eng_backend *b;
+    eng_store *st;
+    eng_error err;
+    size_t bytes;
+    long count;
+    char ids[6][ENG_ID_LEN + 1];
+    size_t one = 0;
+    int i, round;
+
+    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_durable_create(b, &lim, 2, &st, &err), ENG_OK);
+    for (i = 0; i < 6; i++) {
+        s[i] = new_session(NULL, 0);
+        ck_assert_int_eq(eng_store_insert(st, s[i], 0, &err), ENG_OK);
+        ck_assert_int_eq(write_codes(s[i], i, ENG_REPLACE, &err), ENG_OK);
+        before[i] = export_of(s[i], &len[i], &ver[i]);
+        strcpy(ids[i], s[i]->id);
+        one = atomic_load(&s[i]->bytes);
+        eng_session_unref(s[i]);
+    }
+    eng_store_stats(st, &count, &bytes);
+    ck_assert_int_eq(count, 6);
+    ck_assert_uint_le(bytes, 2 * one); /* only two stay resident */
+    /* Twice: from the evicting store, then from a store reopened on the file. */
+    for (round = 0; round < 2; round++) {
+        for (i = 0; i < 6; i++) {
+            ck_assert_int_eq(eng_store_get(st, ids[i], NULL, &got, &err), ENG_OK);
+            after = export_of(got, &n, &v);
+            ck_assert_uint_eq(n, len[i]);
+            ck_assert(memcmp(after, before[i], n) == 0);
+            ck_assert_int_eq(v, ver[i]);
+            free(after);
+            eng_session_unref(got);
+        }
+        eng_store_free(st);
+        ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+        ck_assert_int_eq(eng_store_durable_create(b, &lim, 2, &st, &err), ENG_OK);
+    }
+    eng_store_stats(st, &count, NULL);
+    ck_assert_int_eq(count, 6);
+    ck_assert_int_eq(eng_store_remove(st, ids[0], NULL, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_get(st, ids[0], NULL, &got, &err), ENG_ENOTFOUND);
+    eng_store_free(st);
+    for (i = 0; i < 6; i++)
+        free(before[i]);
+}
+END_TEST
+
+START_TEST(test_stored_ttl_expiry)
+{
+    eng_store_limits lim = {0, 0};
+    eng_session *a = new_session(NULL, 1), *keep = new_session(NULL, 0), *busy = new_session(NULL, 1);
+    eng_session *got;
+    char ida[ENG_ID_LEN + 1], idb[ENG_ID_LEN + 1];
+    eng_backend *b;
+    eng_store *st;
+    eng_error err;
+    long count;
+    long long now_ms;
+
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_durable_create(b, &lim, 1, &st, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_insert(st, a, 0, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_insert(st, keep, 0, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_insert(st, busy, 0, &err), ENG_OK);
+    strcpy(ida, a->id);
+    strcpy(idb, busy->id);
+    eng_session_unref(a);
+    eng_session_unref(keep);
+    /* busy stays referenced (in use); a is evicted (max_resident 1). */
+    now_ms = (long long)(eng_now() * 1000.0);
+    ck_assert_int_eq(eng_store_expire(st, now_ms), 0);
+    sleep(2);
+    eng_session_touch(busy); /* used just now: not expired although its stored use is old */
+    now_ms = (long long)(eng_now() * 1000.0);
+    ck_assert_int_eq(eng_store_expire(st, now_ms), 1);
+    ck_assert_int_eq(eng_store_get(st, ida, NULL, &got, &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_store_get(st, idb, NULL, &got, &err), ENG_OK);
+    eng_session_unref(got);
+    eng_store_stats(st, &count, NULL);
+    ck_assert_int_eq(count, 2);
+    eng_session_unref(busy);
+    eng_store_free(st);
+}
+END_TEST
+
+START_TEST(test_busy_store_is_unavailable)
+{
+    char path[300];
+    eng_session *s = new_session(NULL, 0);
+    eng_store_limits lim = {0, 0};
+    eng_backend *b;
+    eng_store *st;
+    eng_error err;
+    sqlite3 *db;
+
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_insert(st, s, 0, &err), ENG_OK);
+    db_path(path, sizeof path);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), ENG_EUNAVAIL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "busy"));
+    ck_assert_int_eq(s->version, 1);
+    ck_assert_int_eq(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), ENG_OK);
+    ck_assert_int_eq(s->version, 2);
+    eng_session_unref(s);
+    eng_store_free(st);
+}
+END_TEST
+
+START_TEST(test_backup_copy_all)
+{
+    char src_path[300], dst_path[300];
+    eng_backend *b, *dst, *src;
+    eng_session *s;
+    eng_record rec, r2;
+    eng_error err;
+    char ids[8][ENG_ID_LEN + 1];
+    long copied;
+    int i, n;
+
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    for (i = 0; i < 5; i++) {
+        s = new_session(NULL, i);
+        ck_assert_int_eq(write_codes(s, i, ENG_REPLACE, &err), ENG_OK);
+        rec = record_of(s);
+        ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+        eng_record_free(&rec);
+        eng_session_unref(s);
+    }
+    eng_backend_close(b);
+    db_path(src_path, sizeof src_path);
+    snprintf(dst_path, sizeof dst_path, "%s/backup.db", tdir);
+    ck_assert_int_eq(store_sqlite_open(src_path, NULL, 1, &src, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open(dst_path, NULL, 0, &dst, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, &err), ENG_OK);
+    ck_assert_int_eq(copied, 5);
+    /* Copying again replaces whatever is there (restore). */
+    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_list(src, NULL, "", 8, ids, &n, &err), ENG_OK);
+    ck_assert_int_eq(n, 5);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(eng_backend_load(src, ids[i], &rec, &err), ENG_OK);
+        ck_assert_int_eq(eng_backend_load(dst, ids[i], &r2, &err), ENG_OK);
+        ck_assert_uint_eq(rec.blob_len, r2.blob_len);
+        ck_assert(memcmp(rec.blob, r2.blob, rec.blob_len) == 0);
+        ck_assert_int_eq(rec.version, r2.version);
+        ck_assert_int_eq(rec.ttl_s, r2.ttl_s);
+        eng_record_free(&rec);
+        eng_record_free(&r2);
+    }
+    eng_backend_close(src);
+    eng_backend_close(dst);
+}
+END_TEST
+
+/* Group commit: threads saving their own records at once all commit, in order. */
+typedef struct {
+    eng_backend *b;
+    eng_session *s;
+    int fails;
+} saver;
+
+static void *saver_run(void *arg)
+{
+    saver *w = arg;
+    eng_record rec;
+    eng_error err;
+    int i;
+
+    for (i = 0; i < 25; i++) {
+        if (eng_session_to_record(w->s, &rec, &err) != ENG_OK) {
+            w->fails++;
+            continue;
+        }
+        rec.version = (uint64_t)i + 2;
+        if (eng_backend_save(w->b, &rec, (uint64_t)i + 1, &err) != ENG_OK)
+            w->fails++;
+        eng_record_free(&rec);
+    }
+    return NULL;
+}
+
+START_TEST(test_concurrent_saves_group_commit)
+{
+    saver w[8];
+    pthread_t th[8];
+    eng_backend *b;
+    eng_record rec;
+    eng_error err;
+    int i;
+
+    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    for (i = 0; i < 8; i++) {
+        w[i].b = b;
+        w[i].s = new_session(NULL, 0);
+        w[i].fails = 0;
+        rec = record_of(w[i].s);
+        ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+        eng_record_free(&rec);
+    }
+    for (i = 0; i < 8; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, saver_run, &w[i]), 0);
+    for (i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    eng_backend_close(b);
+    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    for (i = 0; i < 8; i++) {
+        ck_assert_int_eq(w[i].fails, 0);
+        ck_assert_int_eq(eng_backend_load(b, w[i].s->id, &rec, &err), ENG_OK);
+        ck_assert_int_eq(rec.version, 26);
+        eng_record_free(&rec);
+        eng_session_unref(w[i].s);
+    }
+    ck_assert_int_eq(eng_backend_check(b, &err), ENG_OK);
+    eng_backend_close(b);
+}
+END_TEST
+
+/* Redis: TTL as expiry, an unreachable server is 503 (then reconnects), and a
+ * replica's cache follows writes made through another replica. */
+START_TEST(test_redis_ttl_unreachable_replicas)
+{
+    eng_store_limits lim = {0, 0};
+    eng_session *s = new_session(NULL, 1), *k = new_session(NULL, 0), *got, *other;
+    eng_backend *b1, *b2;
+    eng_store *r1, *r2;
+    eng_record rec;
+    eng_error err;
+    char sid[ENG_ID_LEN + 1];
+    double t0;
+
+    ck_assert_int_eq(open_backend(&b1, &err), ENG_OK);
+    ck_assert_int_eq(open_backend(&b2, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_durable_create(b1, &lim, 10, &r1, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_durable_create(b2, &lim, 10, &r2, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_insert(r1, s, 0, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_insert(r1, k, 0, &err), ENG_OK);
+    strcpy(sid, s->id);
+
+    /* Replica 2 caches k at version 1, replica 1 writes it: replica 2 serves version 2. */
+    ck_assert_int_eq(eng_store_get(r2, k->id, NULL, &other, &err), ENG_OK);
+    ck_assert_int_eq(other->version, 1);
+    eng_session_unref(other);
+    ck_assert_int_eq(write_codes(k, 1, ENG_REPLACE, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_get(r2, k->id, NULL, &other, &err), ENG_OK);
+    ck_assert_int_eq(other->version, 2);
+    /* and a write through replica 2 on its fresh copy commits version 3. */
+    ck_assert_int_eq(write_codes(other, 2, ENG_APPEND, &err), ENG_OK);
+    ck_assert_int_eq(other->version, 3);
+    eng_session_unref(other);
+    /* replica 1's copy is stale now: its write is refused, the next get reloads. */
+    ck_assert_int_eq(write_codes(k, 3, ENG_APPEND, &err), ENG_ECONFLICT);
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), ENG_OK);
+    ck_assert_int_eq(got->version, 3);
+    eng_session_unref(got);
+
+    /* TTL 1 s: Redis expires the session. */
+    eng_session_unref(s);
+    sleep(2);
+    ck_assert_int_eq(eng_backend_load(b2, sid, &rec, &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_store_get(r1, sid, NULL, &got, &err), ENG_ENOTFOUND);
+
+    /* The server goes away: every operation is a quick 503; it comes back: served again. */
+    redis_stop();
+    t0 = eng_now();
+    ck_assert_int_eq(write_codes(k, 4, ENG_APPEND, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), ENG_EUNAVAIL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "unreachable"));
+    ck_assert(eng_now() - t0 < 3.0);
+    redis_start();
+    sleep(6); /* past the longest backoff */
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), ENG_OK);
+    ck_assert_int_eq(got->version, 3); /* AOF: every acknowledged write survived */
+    ck_assert_int_eq(write_codes(got, 4, ENG_APPEND, &err), ENG_OK);
+    eng_session_unref(got);
+    eng_session_unref(k);
+    eng_store_free(r1);
+    eng_store_free(r2);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+    Suite *s = suite_create("vbmem-store");
+    TCase *tc = tcase_create("sqlite");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_schema_lock_reopen);
+    tcase_add_test(tc, test_migration_from_v1);
+    tcase_add_test(tc, test_cas_reload_delete);
+    tcase_add_test(tc, test_list_owners_pages);
+    tcase_add_test(tc, test_corrupt_records_rejected);
+    tcase_add_test(tc, test_failed_persist_rolls_back);
+    tcase_add_test(tc, test_lru_resident_bound_and_restart);
+    tcase_add_test(tc, test_stored_ttl_expiry);
+    tcase_add_test(tc, test_busy_store_is_unavailable);
+    tcase_add_test(tc, test_backup_copy_all);
+    tcase_add_test(tc, test_concurrent_saves_group_commit);
+    suite_add_tcase(s, tc);
+
+    /* The same store tests against a real redis-server started per test. */
+    tc = tcase_create("redis");
+    tcase_add_checked_fixture(tc, redis_setup, redis_teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_cas_reload_delete);
+    tcase_add_test(tc, test_list_owners_pages);
+    tcase_add_test(tc, test_failed_persist_rolls_back);
+    tcase_add_test(tc, test_lru_resident_bound_and_restart);
+    tcase_add_test(tc, test_concurrent_saves_group_commit);
+    tcase_add_test(tc, test_redis_ttl_unreachable_replicas);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(store_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
