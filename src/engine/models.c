@@ -1,0 +1,452 @@
+/* models.c -- owns the hosted-model registry: directory scans, model loading and hashing, reference-counted models and snapshots, the atomic swap on reload, and session-to-model binding. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <nettle/sha2.h>
+
+#include "engine/models.h"
+
+#define MODELS_SUFFIX ".safetensors"
+#define MODELS_HASH_CHUNK 65536
+
+struct eng_models {
+    char *dir;                 /* owned; "" when none */
+    char default_name[ENG_MODEL_NAME_LEN + 1];
+    pthread_mutex_t lock;      /* guards current */
+    eng_model_set *current;    /* one reference held by the registry */
+    unsigned long generation;  /* guarded by lock */
+};
+
+/* 1 when name is a valid model name: 1..ENG_MODEL_NAME_LEN characters of
+ * [A-Za-z0-9._-], not starting with '.'. */
+static int models_name_ok(const char *name, size_t n)
+{
+    size_t i;
+
+    if (n == 0 || n > ENG_MODEL_NAME_LEN || name[0] == '.')
+        return 0;
+    for (i = 0; i < n; i++) {
+        char c = name[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+              || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+void eng_model_ref(eng_model *m)
+{
+    atomic_fetch_add(&m->refs, 1);
+}
+
+void eng_model_unref(eng_model *m)
+{
+    if (m == NULL || atomic_fetch_sub(&m->refs, 1) != 1)
+        return;
+    nets_model_free(m->net);
+    free(m->path);
+    free(m);
+}
+
+long eng_model_pixels(const eng_model *m)
+{
+    return (long)m->info->channels * m->info->height * m->info->width;
+}
+
+void eng_model_config(const eng_model *m, vbm_config *cfg)
+{
+    const nets_info *in = m->info;
+    vbm_kind kind = VBM_MIXTURE;
+    vbm_error verr;
+
+    if (vbm_kind_parse(in->kind, &kind, &verr) != VBM_OK)
+        kind = VBM_MIXTURE; /* unreachable: the loader accepts the five kinds only */
+    vbm_config_default(kind, in->code_size, cfg);
+    vbm_config_set_rows(cfg, in->rows);
+    if (kind == VBM_MIXTURE || kind == VBM_TREE)
+        cfg->clusters = in->clusters;
+    if (kind == VBM_TREE)
+        cfg->groups = in->groups;
+    cfg->sigma_z2 = in->sigma_z2;
+    cfg->u0 = in->u0;
+    if (cfg->shift)
+        cfg->sigma2_b0 = in->sigma2_b0;
+    cfg->s_floor = in->s_floor;
+}
+
+/* SHA-256 of the file at path as 64 hex characters, and its size. Returns 0,
+ * or -1 with a message. */
+static int models_hash_file(const char *path, char hex[65], long long *bytes, char *msg,
+                            size_t msglen)
+{
+    unsigned char digest[SHA256_DIGEST_SIZE];
+    struct sha256_ctx ctx;
+    unsigned char *buf;
+    size_t got, i;
+    long long total = 0;
+    FILE *fp;
+    int bad;
+
+    buf = malloc(MODELS_HASH_CHUNK);
+    if (buf == NULL) {
+        snprintf(msg, msglen, "%.400s: out of memory", path);
+        return -1;
+    }
+    fp = fopen(path, "rb");
+    if (fp == NULL) {
+        snprintf(msg, msglen, "%.400s: cannot open: %s", path, strerror(errno));
+        free(buf);
+        return -1;
+    }
+    sha256_init(&ctx);
+    while ((got = fread(buf, 1, MODELS_HASH_CHUNK, fp)) > 0) {
+        sha256_update(&ctx, got, buf);
+        total += (long long)got;
+    }
+    bad = ferror(fp);
+    fclose(fp);
+    free(buf);
+    if (bad) {
+        snprintf(msg, msglen, "%.400s: read error", path);
+        return -1;
+    }
+    sha256_digest(&ctx, SHA256_DIGEST_SIZE, digest);
+    for (i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    *bytes = total;
+    return 0;
+}
+
+/* Load one model file as model `name`. Returns the model (one reference), or
+ * NULL with the loader's message in msg. */
+static eng_model *models_load_one(const char *path, const char *name, char *msg, size_t msglen)
+{
+    eng_model *m = calloc(1, sizeof *m);
+
+    if (m == NULL) {
+        snprintf(msg, msglen, "%.400s: out of memory", path);
+        return NULL;
+    }
+    m->path = strdup(path);
+    if (m->path == NULL) {
+        snprintf(msg, msglen, "%.400s: out of memory", path);
+        free(m);
+        return NULL;
+    }
+    if (nets_model_load(path, &m->net, msg, msglen) != 0
+        || models_hash_file(path, m->sha256, &m->file_bytes, msg, msglen) != 0) {
+        nets_model_free(m->net);
+        free(m->path);
+        free(m);
+        return NULL;
+    }
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->info = nets_model_info(m->net);
+    m->loaded_at = eng_wall();
+    atomic_init(&m->refs, 1);
+    return m;
+}
+
+void eng_model_set_release(eng_model_set *set)
+{
+    int i;
+
+    if (set == NULL || atomic_fetch_sub(&set->refs, 1) != 1)
+        return;
+    for (i = 0; i < set->n; i++)
+        eng_model_unref(set->models[i]);
+    free(set->models);
+    free(set->failed);
+    free(set);
+}
+
+static int models_cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Record a failure in set (capacity checked by the caller). */
+static void models_add_failure(eng_model_set *set, const char *file, const char *msg)
+{
+    eng_model_failure *f = &set->failed[set->n_failed++];
+
+    snprintf(f->file, sizeof f->file, "%s", file);
+    snprintf(f->msg, sizeof f->msg, "%s", msg);
+}
+
+/* The sorted names of the directory's entries ending in MODELS_SUFFIX
+ * (hidden files excluded). *names is malloc'd (free each, then the array).
+ * Fails with ENG_EINVAL (unreadable directory) or ENG_ENOMEM. */
+static eng_status models_list_dir(const char *dir, char ***names, int *n, eng_error *err)
+{
+    size_t suffix = strlen(MODELS_SUFFIX), len;
+    struct dirent *de;
+    char **list = NULL, **grown;
+    int count = 0, cap = 0, i;
+    DIR *d;
+
+    *names = NULL;
+    *n = 0;
+    d = opendir(dir);
+    if (d == NULL)
+        return eng_fail(err, ENG_EINVAL, "models-dir", "cannot read the models directory %s: %s",
+                        dir, strerror(errno));
+    while ((de = readdir(d)) != NULL) {
+        len = strlen(de->d_name);
+        if (de->d_name[0] == '.' || len <= suffix
+            || strcmp(de->d_name + len - suffix, MODELS_SUFFIX) != 0)
+            continue;
+        if (count == cap) {
+            cap = cap > 0 ? 2 * cap : 16;
+            grown = realloc(list, (size_t)cap * sizeof *list);
+            if (grown == NULL)
+                goto oom;
+            list = grown;
+        }
+        list[count] = strdup(de->d_name);
+        if (list[count] == NULL)
+            goto oom;
+        count++;
+    }
+    closedir(d);
+    if (count > 1)
+        qsort(list, (size_t)count, sizeof *list, models_cmp_names);
+    *names = list;
+    *n = count;
+    return ENG_OK;
+oom:
+    closedir(d);
+    for (i = 0; i < count; i++)
+        free(list[i]);
+    free(list);
+    return eng_fail(err, ENG_ENOMEM, NULL, "out of memory listing %s", dir);
+}
+
+/* Load every model file of dir into a new snapshot (one reference). */
+static eng_status models_scan(const char *dir, eng_model_set **out, eng_error *err)
+{
+    char path[4096], name[ENG_MODEL_NAME_LEN + 1], msg[ENG_MSG_LEN];
+    size_t suffix = strlen(MODELS_SUFFIX), stem;
+    eng_model_set *set;
+    char **names = NULL;
+    int count = 0, i;
+    eng_model *m;
+    eng_status st;
+
+    *out = NULL;
+    if (dir[0] != '\0') {
+        st = models_list_dir(dir, &names, &count, err);
+        if (st != ENG_OK)
+            return st;
+    }
+    set = calloc(1, sizeof *set);
+    if (set != NULL && count > 0) {
+        set->models = calloc((size_t)count, sizeof *set->models);
+        set->failed = calloc((size_t)count, sizeof *set->failed);
+    }
+    if (set == NULL || (count > 0 && (set->models == NULL || set->failed == NULL))) {
+        for (i = 0; i < count; i++)
+            free(names[i]);
+        free(names);
+        if (set != NULL) {
+            free(set->models);
+            free(set->failed);
+            free(set);
+        }
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory loading models");
+    }
+    atomic_init(&set->refs, 1);
+    set->loaded_at = eng_wall();
+    for (i = 0; i < count; i++) {
+        stem = strlen(names[i]) - suffix;
+        if (i >= ENG_MODELS_MAX) {
+            models_add_failure(set, names[i], "skipped: more than 256 model files in the directory");
+        } else if (!models_name_ok(names[i], stem)) {
+            models_add_failure(set, names[i],
+                               "the file name is not a model name (1-64 characters of "
+                               "A-Z a-z 0-9 . _ - before .safetensors)");
+        } else if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= sizeof path) {
+            models_add_failure(set, names[i], "the path is too long");
+        } else {
+            memcpy(name, names[i], stem);
+            name[stem] = '\0';
+            msg[0] = '\0';
+            m = models_load_one(path, name, msg, sizeof msg);
+            if (m != NULL)
+                set->models[set->n++] = m;
+            else
+                models_add_failure(set, names[i], msg);
+        }
+        free(names[i]);
+    }
+    free(names);
+    *out = set;
+    return ENG_OK;
+}
+
+eng_status eng_models_create(const char *dir, const char *default_name, eng_models **out,
+                             eng_error *err)
+{
+    eng_models *reg;
+    eng_status st;
+
+    *out = NULL;
+    if (default_name == NULL)
+        default_name = "";
+    if (default_name[0] != '\0' && !models_name_ok(default_name, strlen(default_name)))
+        return eng_fail(err, ENG_EINVAL, "default-model",
+                        "\"%.80s\" is not a model name (1-64 characters of A-Z a-z 0-9 . _ -)",
+                        default_name);
+    reg = calloc(1, sizeof *reg);
+    if (reg == NULL)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    reg->dir = strdup(dir != NULL ? dir : "");
+    if (reg->dir == NULL) {
+        free(reg);
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    }
+    snprintf(reg->default_name, sizeof reg->default_name, "%s", default_name);
+    pthread_mutex_init(&reg->lock, NULL);
+    st = eng_models_reload(reg, err);
+    if (st != ENG_OK) {
+        eng_models_free(reg);
+        return st;
+    }
+    *out = reg;
+    return ENG_OK;
+}
+
+eng_status eng_models_reload(eng_models *reg, eng_error *err)
+{
+    eng_model_set *set = NULL, *old;
+    eng_status st = models_scan(reg->dir, &set, err);
+
+    if (st != ENG_OK)
+        return st;
+    pthread_mutex_lock(&reg->lock);
+    old = reg->current;
+    set->generation = ++reg->generation;
+    reg->current = set;
+    pthread_mutex_unlock(&reg->lock);
+    eng_model_set_release(old);
+    return ENG_OK;
+}
+
+void eng_models_free(eng_models *reg)
+{
+    if (reg == NULL)
+        return;
+    eng_model_set_release(reg->current);
+    pthread_mutex_destroy(&reg->lock);
+    free(reg->dir);
+    free(reg);
+}
+
+eng_model_set *eng_models_snapshot(eng_models *reg)
+{
+    eng_model_set *set;
+
+    pthread_mutex_lock(&reg->lock);
+    set = reg->current;
+    atomic_fetch_add(&set->refs, 1);
+    pthread_mutex_unlock(&reg->lock);
+    return set;
+}
+
+const char *eng_models_dir(const eng_models *reg)
+{
+    return reg->dir;
+}
+
+const char *eng_models_default_name(const eng_models *reg)
+{
+    return reg->default_name;
+}
+
+eng_status eng_models_get(eng_models *reg, const char *name, eng_model **out, eng_error *err)
+{
+    eng_model_set *set = eng_models_snapshot(reg);
+    char hosted[256];
+    size_t used = 0;
+    int i;
+
+    *out = NULL;
+    hosted[0] = '\0';
+    for (i = 0; i < set->n; i++) {
+        if (strcmp(set->models[i]->name, name) == 0) {
+            *out = set->models[i];
+            eng_model_ref(*out);
+            eng_model_set_release(set);
+            return ENG_OK;
+        }
+        if (used < sizeof hosted) {
+            int k = snprintf(hosted + used, sizeof hosted - used, "%s%s", i > 0 ? ", " : "",
+                             set->models[i]->name);
+
+            used += k > 0 ? (size_t)k : 0;
+        }
+    }
+    i = set->n;
+    eng_model_set_release(set);
+    return eng_fail(err, ENG_ENOTFOUND, "name", "no model named \"%.80s\" is hosted (%s%s)", name,
+                    i == 0 ? "none is" : "hosted: ", i == 0 ? "" : hosted);
+}
+
+void eng_session_set_model(eng_session *s, eng_model *m)
+{
+    if (m != NULL) {
+        eng_model_ref(m);
+        snprintf(s->model_name, sizeof s->model_name, "%s", m->name);
+    } else {
+        s->model_name[0] = '\0';
+    }
+    eng_model_unref(atomic_exchange(&s->model, m));
+}
+
+eng_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, eng_error *err)
+{
+    eng_model *m = atomic_load(&s->model), *expected = NULL;
+    int C;
+    eng_status st;
+
+    *out = NULL;
+    if (m != NULL) {
+        eng_model_ref(m);
+        *out = m;
+        return ENG_OK;
+    }
+    if (s->model_name[0] == '\0')
+        return ENG_OK;
+    st = eng_models_get(reg, s->model_name, &m, err);
+    if (st != ENG_OK)
+        return eng_fail(err, ENG_EINVAL, "model",
+                        "the session's model \"%s\" is not hosted any more", s->model_name);
+    eng_session_rdlock(s);
+    C = s->mem->cfg.code_size;
+    eng_session_unlock(s);
+    if (m->info->code_size != C) {
+        eng_model_unref(m);
+        return eng_fail(err, ENG_EINVAL, "model",
+                        "the hosted model \"%s\" has code size %d, the session's memory %d",
+                        s->model_name, m->info->code_size, C);
+    }
+    /* Bind: the session keeps this model from now on (one reference of its
+     * own). A concurrent binder may have won; then use its model. */
+    eng_model_ref(m);
+    if (!atomic_compare_exchange_strong(&s->model, &expected, m)) {
+        eng_model_unref(m); /* the session's would-be reference */
+        eng_model_unref(m); /* the caller's */
+        m = expected;
+        eng_model_ref(m);
+    }
+    *out = m;
+    return ENG_OK;
+}

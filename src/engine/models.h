@@ -1,0 +1,120 @@
+/* models.h -- owns the hosted-model registry: the model files of a directory loaded and validated (src/nets), reference-counted models, immutable snapshots swapped atomically on reload, and the binding of sessions to models. */
+#ifndef VBMEM_ENGINE_MODELS_H
+#define VBMEM_ENGINE_MODELS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+#include "engine/session.h"
+#include "nets/nets.h"
+#include "vbmem/vbmem.h"
+
+#define ENG_MODELS_MAX 256        /* model files read from one directory */
+#define ENG_MODEL_FILE_LEN 256    /* characters of a model file name kept in a failure */
+
+/* One loaded model file. Immutable after loading except refs; shared by the
+ * registry's snapshots and by the sessions created with it. */
+struct eng_model {
+    char name[ENG_MODEL_NAME_LEN + 1]; /* the file stem: [A-Za-z0-9._-], not starting with '.' */
+    char *path;                        /* the file it was loaded from (owned) */
+    char sha256[65];                   /* hex SHA-256 of the file's bytes */
+    long long file_bytes;
+    double loaded_at;                  /* wall clock */
+    nets_model *net;                   /* owned */
+    const nets_info *info;             /* nets_model_info(net) */
+    atomic_int refs;
+};
+
+/* A model file that did not load: the file name in the directory and the
+ * loader's message. */
+typedef struct {
+    char file[ENG_MODEL_FILE_LEN];
+    char msg[ENG_MSG_LEN];
+} eng_model_failure;
+
+/* What one load of the directory produced: the models in name order and the
+ * failures in file order. Immutable; reference counted (a snapshot stays valid
+ * for its holder after a reload replaced it). */
+typedef struct {
+    atomic_int refs;
+    eng_model **models;
+    int n;
+    eng_model_failure *failed;
+    int n_failed;
+    double loaded_at;          /* wall clock of the scan */
+    unsigned long generation;  /* 1 for the first load, +1 per successful reload */
+} eng_model_set;
+
+typedef struct eng_models eng_models;
+
+/* Create a registry over directory dir (NULL or "": no directory, no models)
+ * with default_name the model sessions get when they name none ("" or NULL:
+ * no default), and load it (eng_models_reload). Model files that do not load
+ * are recorded as failures of the snapshot, not errors. On success *out is
+ * owned by the caller (eng_models_free). Fails with ENG_EINVAL (dir cannot be
+ * read, default_name is not a valid model name: the message says why),
+ * ENG_ENOMEM; *out is then NULL. */
+eng_status eng_models_create(const char *dir, const char *default_name, eng_models **out,
+                             eng_error *err);
+
+/* Scan the directory again: every "*.safetensors" file (at most
+ * ENG_MODELS_MAX, in name order) is loaded with nets_model_load; the file stem
+ * is the model's name. Then the new snapshot replaces the current one at once
+ * (requests that hold models or the old snapshot keep them). Fails, keeping
+ * the current snapshot, with ENG_EINVAL (the directory cannot be read) or
+ * ENG_ENOMEM. */
+eng_status eng_models_reload(eng_models *reg, eng_error *err);
+
+/* Free the registry and drop its snapshot. NULL is a no-op. Models still
+ * referenced elsewhere (sessions) live on until their last reference goes. */
+void eng_models_free(eng_models *reg);
+
+/* The current snapshot with a new reference (release with
+ * eng_model_set_release). Never fails. */
+eng_model_set *eng_models_snapshot(eng_models *reg);
+
+/* Drop a reference to a snapshot; the last one unreferences its models and
+ * frees it. NULL is a no-op. */
+void eng_model_set_release(eng_model_set *set);
+
+/* The directory and default model name given at creation ("" when none).
+ * Never fail. */
+const char *eng_models_dir(const eng_models *reg);
+const char *eng_models_default_name(const eng_models *reg);
+
+/* The model called name in the current snapshot, with a new reference for the
+ * caller (eng_model_unref). Fails with ENG_ENOTFOUND (field "name"; the
+ * message lists what is hosted when the list is short). */
+eng_status eng_models_get(eng_models *reg, const char *name, eng_model **out, eng_error *err);
+
+/* Take one more reference. Never fails. */
+void eng_model_ref(eng_model *m);
+
+/* Drop a reference; the last one frees the model and its networks. NULL is a
+ * no-op. */
+void eng_model_unref(eng_model *m);
+
+/* Values per observation: channels x height x width. Never fails. */
+long eng_model_pixels(const eng_model *m);
+
+/* The memory configuration the model was trained with (its vbmem.memory:
+ * kind, clusters, rows, groups, sigma_z2, u0, sigma2_b0, s_floor, over the
+ * paper's defaults for that kind and C = the model's code size). Never fails
+ * (the loader validated every field; vbm_config_check still applies). */
+void eng_model_config(const eng_model *m, vbm_config *cfg);
+
+/* Bind a new session to model m (NULL: latent): records its name and takes a
+ * reference. Call before the session is shared (no lock is taken). Never
+ * fails. */
+void eng_session_set_model(eng_session *s, eng_model *m);
+
+/* The model of session s with a new reference for the caller, or *out = NULL
+ * for a latent session. A session loaded from a durable store knows only the
+ * name of its model: it is looked up in reg on first use and stays bound from
+ * then on. Fails with ENG_EINVAL (the session's model is not hosted any more,
+ * or the hosted model of that name has another code size than the session's
+ * memory; field "model"). */
+eng_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, eng_error *err);
+
+#endif

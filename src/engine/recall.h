@@ -1,0 +1,79 @@
+/* recall.h -- owns the iterative read of App. G.2 over a session: the start (query images, query codes, or a sample of the memory), then encode -> address and read -> decode, step after step, under one read lock. */
+#ifndef VBMEM_ENGINE_RECALL_H
+#define VBMEM_ENGINE_RECALL_H
+
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/models.h"
+#include "engine/session.h"
+#include "vbmem/vbmem.h"
+
+/* Random streams derived from a request's seed (eng_derive_seed). */
+#define ENG_STREAM_START 1  /* the codes of a start drawn from memory */
+#define ENG_STREAM_PIXELS 2 /* pixel draws of samples, decodes and the start of a read */
+#define ENG_STREAM_STEP_PIXELS 3 /* pixel draws of read step i, from seed + i */
+
+/* Where the loop starts: query images (a model session), query codes, or
+ * neither (a start drawn from the memory, G.2 step 1). */
+typedef struct {
+    const float *images;     /* T x channels x height x width in [0, 1], or NULL */
+    const vbm_codes *codes;  /* or NULL; codes->C must be the memory's code size */
+    long T;                  /* frames; for images and for a start from memory */
+} eng_recall_query;
+
+typedef struct {
+    int steps;          /* 1 .. 1000 */
+    uint64_t seed;      /* step i reads with seed + i; the start and pixel draws use
+                         * generators derived from seed */
+    int pixel_sample;   /* 0: each step's image is the decoder's mean (clamped to
+                         * [0, 1]); 1: a pixel sample x ~ p(x | z) (G.2 step 5) */
+    int want_addresses;
+} eng_recall_opts;
+
+/* Result of a recall; owns every array (release with eng_recall_out_free). */
+typedef struct {
+    long T;
+    int C;
+    long P;                /* values per image; 0 for a latent session */
+    int steps;
+    uint64_t version;      /* the session version read */
+    double *start_codes;   /* T x C codes drawn from memory when the query was empty, else NULL */
+    float *start_images;   /* T x P their decoded images (model session, empty query), else NULL */
+    double *z;             /* steps x T x C read-out codes */
+    float *x;              /* steps x T x P images decoded from z (model session), else NULL */
+    vbm_addresses *addr;   /* steps addressing posteriors when wanted, else NULL */
+    double nets_s;         /* seconds in the encoder and decoder */
+    double read_s;         /* seconds in libvbmem (sample, read) */
+} eng_recall_out;
+
+/* Run the iterative read on session s under its read lock. With a model m
+ * (the session's, from eng_session_model): step 0 addresses the encoded query
+ * images, the query codes, or the encoding of images decoded from T codes
+ * sampled from memory; each step then runs vbm_read (address, draw Omega, y,
+ * z) with seed + i and decodes the read-out z into the images the next step
+ * encodes. Without a model (latent session) only an empty query is accepted:
+ * the start is T codes sampled from memory (zero variances) and each step
+ * reads the previous read-out. Fails with ENG_EINVAL (steps out of range,
+ * images without a model, a query that does not fit: field "query" or
+ * "observations"), ENG_ENUMERIC, ENG_ENOMEM; *out is then empty. */
+eng_status eng_session_recall(eng_session *s, const eng_model *m, const eng_recall_query *q,
+                              const eng_recall_opts *o, eng_recall_out *out, eng_error *err);
+
+/* Release the arrays of a recall result (each address, then the array).
+ * NULL-safe; the result is left empty. */
+void eng_recall_out_free(eng_recall_out *out);
+
+/* Decode n codes z (n x C) with model m into images out (n x P, values in
+ * [0, 1]): the decoder's mean clamped to [0, 1], or with pixel_sample a draw
+ * from p(x | z) using a generator seeded with seed. ws may be NULL. Fails with
+ * ENG_ENOMEM or ENG_EINVAL (the decoder's message). */
+eng_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z,
+                                   long n, int pixel_sample, uint64_t seed, float *out,
+                                   eng_error *err);
+
+/* A seed derived from seed for random stream `stream` (0, 1, ...): distinct
+ * streams give unrelated generators. Never fails. */
+uint64_t eng_derive_seed(uint64_t seed, uint64_t stream);
+
+#endif

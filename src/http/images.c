@@ -1,0 +1,704 @@
+/* images.c -- owns the image codecs of the API: PNG decoding and encoding with libpng (errors caught with setjmp/longjmp), raw uint8/float32 tensors and nested JSON arrays, all checked against a model's observation shape. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <png.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/codec.h"
+#include "http/images.h"
+#include "tools/memory_json.h"
+
+#define IMG_PATH_LEN ENG_FIELD_LEN
+#define IMG_MSG_LEN 256
+#define IMG_CHUNK_MAX (4L << 20) /* largest ancillary chunk libpng may inflate */
+#define IMG_DATA_URL "data:image/png;base64,"
+
+/* ---- formats ---------------------------------------------------------------- */
+
+eng_status img_opt_format(const json_t *obj, const char *key, int allow_none, img_format *out,
+                          eng_error *err)
+{
+    static const char *const names[] = {"none", "png", "uint8", "float32", "json"};
+    const json_t *v = json_object_get(obj, key);
+    const char *s;
+    int i;
+
+    if (v == NULL)
+        return ENG_OK;
+    s = json_is_string(v) ? json_string_value(v) : "";
+    for (i = allow_none ? 0 : 1; i < 5; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = (img_format)i;
+            return ENG_OK;
+        }
+    }
+    return eng_fail(err, ENG_EINVAL, key, "%s: expected \"png\", \"uint8\", \"float32\"%s or "
+                    "\"json\"", key, allow_none ? ", \"none\"" : "");
+}
+
+eng_status img_opt_pixels(const json_t *obj, const char *key, int *sample, eng_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+
+    if (v == NULL)
+        return ENG_OK;
+    if (json_is_string(v) && strcmp(json_string_value(v), "mean") == 0) {
+        *sample = 0;
+        return ENG_OK;
+    }
+    if (json_is_string(v) && strcmp(json_string_value(v), "sample") == 0) {
+        *sample = 1;
+        return ENG_OK;
+    }
+    return eng_fail(err, ENG_EINVAL, key, "%s: expected \"mean\" or \"sample\"", key);
+}
+
+/* ---- PNG decoding ------------------------------------------------------------ */
+
+/* libpng's view of the input and of the first error (heap-allocated: it is
+ * written by callbacks between setjmp and longjmp). */
+typedef struct {
+    const unsigned char *buf;
+    size_t len, pos;
+    char msg[IMG_MSG_LEN];
+} img_reader;
+
+static void img_png_error(png_structp png, png_const_charp msg)
+{
+    char *dst = png_get_error_ptr(png);
+
+    if (dst != NULL && dst[0] == '\0')
+        snprintf(dst, IMG_MSG_LEN, "%s", msg != NULL ? msg : "libpng error");
+    png_longjmp(png, 1);
+}
+
+static void img_png_warning(png_structp png, png_const_charp msg)
+{
+    (void)png;
+    (void)msg; /* warnings (unknown chunks, bad ancillary CRCs) do not stop decoding */
+}
+
+static void img_png_read(png_structp png, png_bytep data, size_t n)
+{
+    img_reader *rd = png_get_io_ptr(png);
+
+    if (n > rd->len - rd->pos)
+        png_error(png, "the PNG data is truncated");
+    memcpy(data, rd->buf + rd->pos, n);
+    rd->pos += n;
+}
+
+/* Sample k of a row of 8- or 16-bit samples. */
+static unsigned img_sample(const unsigned char *row, size_t k, int depth)
+{
+    if (depth == 16)
+        return ((unsigned)row[2 * k] << 8) | row[2 * k + 1];
+    return row[k];
+}
+
+/* Convert the decoded rows (channels 1..4 of 8 or 16 bits) into shape's
+ * float pixels. Returns 0, or -1 with a message for channels that cannot be
+ * converted. */
+static int img_convert(unsigned char *const *rows, int channels, int depth,
+                       const img_shape *shape, float *out, char *msg, size_t msglen)
+{
+    int colour = channels >= 3 ? 3 : 1, y, x, c;
+    size_t plane = (size_t)shape->height * (size_t)shape->width;
+    double scale = depth == 16 ? 1.0 / 65536.0 : 1.0 / 256.0;
+
+    if (shape->channels != 1 && shape->channels != 3) {
+        snprintf(msg, msglen, "the model takes %d channels; PNG gives 1 (grey) or 3 (RGB)",
+                 shape->channels);
+        return -1;
+    }
+    if (colour == 3 && shape->channels == 1) {
+        for (y = 0; y < shape->height; y++) {
+            for (x = 0; x < shape->width; x++) {
+                size_t k = (size_t)x * (size_t)channels;
+                unsigned r = img_sample(rows[y], k, depth);
+
+                if (img_sample(rows[y], k + 1, depth) != r || img_sample(rows[y], k + 2, depth) != r) {
+                    snprintf(msg, msglen,
+                             "a colour (RGB) image for a greyscale model (pixel at row %d, "
+                             "column %d is not grey); send grey images", y, x);
+                    return -1;
+                }
+            }
+        }
+    }
+    for (y = 0; y < shape->height; y++) {
+        for (x = 0; x < shape->width; x++) {
+            for (c = 0; c < shape->channels; c++) {
+                int src = colour == 3 ? c : 0; /* grey replicated; grey RGB read as grey */
+                unsigned v = img_sample(rows[y], (size_t)x * (size_t)channels + (size_t)src,
+                                        depth);
+
+                out[(size_t)c * plane + (size_t)y * (size_t)shape->width + (size_t)x] =
+                    (float)(((double)v + 0.5) * scale);
+            }
+        }
+    }
+    return 0;
+}
+
+int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape, float *out,
+                   char *msg, size_t msglen)
+{
+    png_structp png;
+    png_infop info;
+    img_reader *rd;
+    unsigned char *volatile pix = NULL;
+    png_bytep *volatile rows = NULL;
+    png_uint_32 w, h, y;
+    int depth, ctype, channels;
+    volatile int rc = -1;
+    size_t rowbytes;
+
+    if (len < 8 || png_sig_cmp(buf, 0, 8) != 0) {
+        snprintf(msg, msglen, "not a PNG image (bad signature)");
+        return -1;
+    }
+    rd = calloc(1, sizeof *rd);
+    if (rd == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return -1;
+    }
+    rd->buf = buf;
+    rd->len = len;
+    png = png_create_read_struct(PNG_LIBPNG_VER_STRING, rd->msg, img_png_error, img_png_warning);
+    info = png != NULL ? png_create_info_struct(png) : NULL;
+    if (png == NULL || info == NULL) {
+        png_destroy_read_struct(png != NULL ? &png : NULL, NULL, NULL);
+        free(rd);
+        snprintf(msg, msglen, "out of memory");
+        return -1;
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        snprintf(msg, msglen, "corrupt PNG: %s", rd->msg[0] != '\0' ? rd->msg : "libpng error");
+        goto done;
+    }
+    png_set_read_fn(png, rd, img_png_read);
+    png_set_user_limits(png, IMG_MAX_DIM, IMG_MAX_DIM);
+    png_set_chunk_malloc_max(png, IMG_CHUNK_MAX);
+    png_read_info(png, info);
+    w = png_get_image_width(png, info);
+    h = png_get_image_height(png, info);
+    if ((long)w != shape->width || (long)h != shape->height) {
+        snprintf(msg, msglen, "the image is %lux%lu (width x height), the model takes %dx%d",
+                 (unsigned long)w, (unsigned long)h, shape->width, shape->height);
+        goto done;
+    }
+    depth = png_get_bit_depth(png, info);
+    ctype = png_get_color_type(png, info);
+    if (ctype == PNG_COLOR_TYPE_PALETTE)
+        png_set_palette_to_rgb(png);
+    if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8)
+        png_set_expand_gray_1_2_4_to_8(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    depth = png_get_bit_depth(png, info);
+    channels = png_get_channels(png, info);
+    rowbytes = png_get_rowbytes(png, info);
+    if ((depth != 8 && depth != 16) || channels < 1 || channels > 4
+        || rowbytes < (size_t)w * (size_t)channels * (size_t)(depth / 8)) {
+        snprintf(msg, msglen, "unsupported PNG layout (%d channels of %d bits)", channels, depth);
+        goto done;
+    }
+    pix = malloc(rowbytes * h);
+    rows = malloc(h * sizeof *rows);
+    if (pix == NULL || rows == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        goto done;
+    }
+    for (y = 0; y < h; y++)
+        rows[y] = pix + (size_t)y * rowbytes;
+    png_read_image(png, rows);
+    png_read_end(png, NULL);
+    rc = img_convert(rows, channels, depth, shape, out, msg, msglen);
+done:
+    png_destroy_read_struct(&png, &info, NULL);
+    free(rows);
+    free(pix);
+    free(rd);
+    return rc;
+}
+
+/* ---- PNG encoding ------------------------------------------------------------- */
+
+typedef struct {
+    unsigned char *buf;
+    size_t len, cap;
+    char msg[IMG_MSG_LEN];
+} img_writer;
+
+static void img_png_write(png_structp png, png_bytep data, size_t n)
+{
+    img_writer *wr = png_get_io_ptr(png);
+    unsigned char *grown;
+    size_t cap;
+
+    if (n > wr->cap - wr->len) {
+        cap = wr->cap > 0 ? 2 * wr->cap : 1024;
+        while (cap - wr->len < n)
+            cap *= 2;
+        grown = realloc(wr->buf, cap);
+        if (grown == NULL)
+            png_error(png, "out of memory");
+        wr->buf = grown;
+        wr->cap = cap;
+    }
+    memcpy(wr->buf + wr->len, data, n);
+    wr->len += n;
+}
+
+static void img_png_flush(png_structp png)
+{
+    (void)png;
+}
+
+/* 8-bit value of a float pixel: min(255, floor(256 x)) after clamping to [0, 1]. */
+static unsigned char img_byte(float x)
+{
+    double v = floor((double)x * 256.0);
+
+    if (!(v > 0.0))
+        return 0;
+    return v >= 255.0 ? 255 : (unsigned char)v;
+}
+
+int img_png_encode(const float *x, const img_shape *shape, unsigned char **png_out, size_t *len,
+                   char *msg, size_t msglen)
+{
+    size_t plane = (size_t)shape->height * (size_t)shape->width;
+    png_structp png;
+    png_infop info;
+    img_writer *wr;
+    unsigned char *volatile row = NULL;
+    int y, xx, c;
+    volatile int rc = -1;
+
+    *png_out = NULL;
+    *len = 0;
+    if (shape->channels != 1 && shape->channels != 3) {
+        snprintf(msg, msglen, "PNG holds 1 (grey) or 3 (RGB) channels, the model has %d",
+                 shape->channels);
+        return -1;
+    }
+    wr = calloc(1, sizeof *wr);
+    if (wr == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return -1;
+    }
+    png = png_create_write_struct(PNG_LIBPNG_VER_STRING, wr->msg, img_png_error, img_png_warning);
+    info = png != NULL ? png_create_info_struct(png) : NULL;
+    if (png == NULL || info == NULL) {
+        png_destroy_write_struct(png != NULL ? &png : NULL, NULL);
+        free(wr);
+        snprintf(msg, msglen, "out of memory");
+        return -1;
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        snprintf(msg, msglen, "PNG encoding failed: %s", wr->msg);
+        goto done;
+    }
+    png_set_write_fn(png, wr, img_png_write, img_png_flush);
+    png_set_IHDR(png, info, (png_uint_32)shape->width, (png_uint_32)shape->height, 8,
+                 shape->channels == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    row = malloc((size_t)shape->width * (size_t)shape->channels);
+    if (row == NULL)
+        png_error(png, "out of memory");
+    for (y = 0; y < shape->height; y++) {
+        for (xx = 0; xx < shape->width; xx++)
+            for (c = 0; c < shape->channels; c++)
+                row[(size_t)xx * (size_t)shape->channels + (size_t)c] =
+                    img_byte(x[(size_t)c * plane + (size_t)y * (size_t)shape->width + (size_t)xx]);
+        png_write_row(png, row);
+    }
+    png_write_end(png, info);
+    *png_out = wr->buf;
+    *len = wr->len;
+    wr->buf = NULL;
+    rc = 0;
+done:
+    png_destroy_write_struct(&png, &info);
+    free(row);
+    free(wr->buf);
+    free(wr);
+    return rc;
+}
+
+/* ---- reading observations ------------------------------------------------------- */
+
+/* path[i] */
+static void img_path_index(char *out, size_t n, const char *path, long i)
+{
+    snprintf(out, n, "%s[%ld]", path, i);
+}
+
+/* path.key */
+static void img_path_key(char *out, size_t n, const char *path, const char *key)
+{
+    snprintf(out, n, "%s.%s", path, key);
+}
+
+/* An array of base64 PNG strings. */
+static eng_status img_read_pngs(const json_t *v, const char *path, const img_shape *shape,
+                                float *out, long n, eng_error *err)
+{
+    size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
+    size_t pre = strlen(IMG_DATA_URL), blen;
+    char field[IMG_PATH_LEN], msg[IMG_MSG_LEN];
+    const char *s;
+    unsigned char *bytes;
+    long i;
+    int rc;
+
+    for (i = 0; i < n; i++) {
+        const json_t *e = json_array_get(v, (size_t)i);
+
+        img_path_index(field, sizeof field, path, i);
+        if (!json_is_string(e))
+            return eng_fail(err, ENG_EINVAL, field, "%s: expected a base64 PNG string (frame %ld)",
+                            field, i);
+        s = json_string_value(e);
+        blen = json_string_length(e);
+        if (blen >= pre && strncmp(s, IMG_DATA_URL, pre) == 0) {
+            s += pre;
+            blen -= pre;
+        }
+        if (codec_b64_decode(s, blen, &bytes, &blen) != 0)
+            return eng_fail(err, ENG_EINVAL, field, "%s: frame %ld is not valid base64", field,
+                            i);
+        rc = img_png_decode(bytes, blen, shape, out + (size_t)i * per, msg, sizeof msg);
+        free(bytes);
+        if (rc != 0)
+            return eng_fail(err, strcmp(msg, "out of memory") == 0 ? ENG_ENOMEM : ENG_EINVAL,
+                            field, "%s: frame %ld: %s", field, i, msg);
+    }
+    return ENG_OK;
+}
+
+/* Check float pixels: finite and in [0, 1]; field is the data member. */
+static eng_status img_check_pixels(const float *x, long n, const img_shape *shape,
+                                   const char *field, eng_error *err)
+{
+    size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
+    size_t total = (size_t)n * per, i, r;
+
+    for (i = 0; i < total; i++) {
+        if (x[i] >= 0.0f && x[i] <= 1.0f)
+            continue;
+        r = i % per;
+        return eng_fail(err, ENG_EINVAL, field,
+                        "%s: frame %zu, channel %zu, row %zu, column %zu: %s is not a pixel "
+                        "value in [0, 1]",
+                        field, i / per, r / ((size_t)shape->height * (size_t)shape->width),
+                        (r / (size_t)shape->width) % (size_t)shape->height,
+                        r % (size_t)shape->width,
+                        isnan(x[i]) ? "NaN" : isinf(x[i]) ? "an infinity" : "the value");
+    }
+    return ENG_OK;
+}
+
+/* A tensor object {dtype, shape, data}. *n is set from its shape. */
+static eng_status img_read_tensor(const json_t *v, const char *path, const img_shape *shape,
+                                  long max_frames, float **out, long *n, eng_error *err)
+{
+    static const char *const keys[] = {"dtype", "shape", "data", NULL};
+    char field[IMG_PATH_LEN];
+    const json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
+                 *data = json_object_get(v, "data");
+    long dims[4];
+    size_t per, count, width, blen, i;
+    unsigned char *bytes = NULL;
+    int is_u8, d;
+    eng_status st;
+
+    st = codec_check_keys(v, path, keys, err);
+    if (st != ENG_OK)
+        return st;
+    img_path_key(field, sizeof field, path, "dtype");
+    if (!json_is_string(dt) || (strcmp(json_string_value(dt), "uint8") != 0
+                                && strcmp(json_string_value(dt), "float32") != 0))
+        return eng_fail(err, ENG_EINVAL, field, "%s: expected \"uint8\" or \"float32\"", field);
+    is_u8 = strcmp(json_string_value(dt), "uint8") == 0;
+    img_path_key(field, sizeof field, path, "shape");
+    if (!json_is_array(sh) || json_array_size(sh) != 4)
+        return eng_fail(err, ENG_EINVAL, field,
+                        "%s: expected [n, channels, height, width] (4 integers)", field);
+    for (d = 0; d < 4; d++) {
+        const json_t *e = json_array_get(sh, (size_t)d);
+
+        if (!json_is_integer(e) || json_integer_value(e) < 1
+            || json_integer_value(e) > (json_int_t)1 << 40)
+            return eng_fail(err, ENG_EINVAL, field,
+                            "%s: expected [n, channels, height, width] (4 positive integers)",
+                            field);
+        dims[d] = (long)json_integer_value(e);
+    }
+    if (dims[0] > max_frames)
+        return eng_fail(err, ENG_EINVAL, field, "%s: %ld images, the limit is %ld", field, dims[0],
+                        max_frames);
+    if (dims[1] != shape->channels || dims[2] != shape->height || dims[3] != shape->width)
+        return eng_fail(err, ENG_EINVAL, field,
+                        "%s: [%ld, %ld, %ld, %ld], the model takes [n, %d, %d, %d] (channels, "
+                        "height, width)",
+                        field, dims[0], dims[1], dims[2], dims[3], shape->channels, shape->height,
+                        shape->width);
+    img_path_key(field, sizeof field, path, "data");
+    if (!json_is_string(data))
+        return eng_fail(err, ENG_EINVAL, field, "%s: expected a base64 string", field);
+    per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
+    count = (size_t)dims[0] * per;
+    width = is_u8 ? 1 : 4;
+    if (codec_b64_decode(json_string_value(data), json_string_length(data), &bytes, &blen) != 0)
+        return eng_fail(err, ENG_EINVAL, field, "%s: not valid base64", field);
+    if (blen != count * width) {
+        free(bytes);
+        return eng_fail(err, ENG_EINVAL, field,
+                        "%s: holds %zu bytes, shape [%ld, %d, %d, %d] of %s needs %zu", field,
+                        blen, dims[0], shape->channels, shape->height, shape->width,
+                        is_u8 ? "uint8" : "float32", count * width);
+    }
+    *out = malloc((count > 0 ? count : 1) * sizeof **out);
+    if (*out == NULL) {
+        free(bytes);
+        return eng_fail(err, ENG_ENOMEM, field, "out of memory for %ld images", dims[0]);
+    }
+    for (i = 0; i < count; i++) {
+        if (is_u8) {
+            (*out)[i] = (float)(((double)bytes[i] + 0.5) / 256.0);
+        } else {
+            uint32_t bits = (uint32_t)bytes[4 * i] | ((uint32_t)bytes[4 * i + 1] << 8)
+                            | ((uint32_t)bytes[4 * i + 2] << 16) | ((uint32_t)bytes[4 * i + 3] << 24);
+
+            memcpy(&(*out)[i], &bits, sizeof bits);
+        }
+    }
+    free(bytes);
+    *n = dims[0];
+    st = is_u8 ? ENG_OK : img_check_pixels(*out, *n, shape, field, err);
+    if (st != ENG_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Nested arrays n x c x h x w of numbers in [0, 1]. */
+static eng_status img_read_nested(const json_t *v, const char *path, const img_shape *shape,
+                                  float *out, long n, eng_error *err)
+{
+    long dims[4] = {n, shape->channels, shape->height, shape->width};
+    size_t count = (size_t)n * (size_t)shape->channels * (size_t)shape->height
+                   * (size_t)shape->width, i, per = count / (size_t)n, r;
+    char msg[ENG_MSG_LEN], field[IMG_PATH_LEN];
+    double *d = malloc(count * sizeof *d);
+    const char *colon;
+    size_t flen;
+
+    if (d == NULL)
+        return eng_fail(err, ENG_ENOMEM, path, "out of memory for %ld images", n);
+    if (memjson_read_array(v, path, 4, dims, 1, d, msg, sizeof msg) != VBM_OK) {
+        free(d);
+        colon = strstr(msg, ": ");
+        flen = colon != NULL ? (size_t)(colon - msg) : 0;
+        if (flen == 0 || flen >= sizeof field)
+            return eng_fail(err, ENG_EINVAL, path, "%s (images are n x %d x %d x %d)", msg,
+                            shape->channels, shape->height, shape->width);
+        memcpy(field, msg, flen);
+        field[flen] = '\0';
+        return eng_fail(err, ENG_EINVAL, field, "%s (images are n x %d x %d x %d)", msg,
+                        shape->channels, shape->height, shape->width);
+    }
+    for (i = 0; i < count; i++) {
+        if (d[i] > 1.0) {
+            r = i % per;
+            snprintf(field, sizeof field, "%s[%zu][%zu][%zu][%zu]", path, i / per,
+                     r / ((size_t)shape->height * (size_t)shape->width),
+                     (r / (size_t)shape->width) % (size_t)shape->height, r % (size_t)shape->width);
+            free(d);
+            return eng_fail(err, ENG_EINVAL, field, "%s: frame %zu: pixel values are in [0, 1]",
+                            field, i / per);
+        }
+        out[i] = (float)d[i];
+    }
+    free(d);
+    return ENG_OK;
+}
+
+eng_status img_read(const json_t *v, const char *path, const img_shape *shape, long max_frames,
+                    float **out, long *n, eng_error *err)
+{
+    size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
+    const json_t *first;
+    eng_status st;
+    long count;
+
+    *out = NULL;
+    *n = 0;
+    if (json_is_object(v))
+        return img_read_tensor(v, path, shape, max_frames, out, n, err);
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return eng_fail(err, ENG_EINVAL, path,
+                        "%s: expected a non-empty array of base64 PNG strings, a tensor "
+                        "{\"dtype\", \"shape\": [n, c, h, w], \"data\"} or nested arrays "
+                        "n x c x h x w",
+                        path);
+    if ((long)json_array_size(v) > max_frames)
+        return eng_fail(err, ENG_EINVAL, path, "%s: %zu images, the limit is %ld", path,
+                        json_array_size(v), max_frames);
+    count = (long)json_array_size(v);
+    first = json_array_get(v, 0);
+    if (!json_is_string(first) && !json_is_array(first))
+        return eng_fail(err, ENG_EINVAL, path,
+                        "%s[0]: expected a base64 PNG string or a nested array (channels x "
+                        "height x width)",
+                        path);
+    *out = malloc((size_t)count * per * sizeof **out);
+    if (*out == NULL)
+        return eng_fail(err, ENG_ENOMEM, path, "out of memory for %ld images", count);
+    if (json_is_string(first))
+        st = img_read_pngs(v, path, shape, *out, count, err);
+    else
+        st = img_read_nested(v, path, shape, *out, count, err);
+    if (st != ENG_OK) {
+        free(*out);
+        *out = NULL;
+        return st;
+    }
+    *n = count;
+    return ENG_OK;
+}
+
+/* ---- writing images -------------------------------------------------------------- */
+
+/* A raw tensor {dtype, shape [n, c, h, w], data}. */
+static json_t *img_tensor(const float *x, long n, const img_shape *shape, int is_u8)
+{
+    size_t count = (size_t)n * (size_t)shape->channels * (size_t)shape->height
+                   * (size_t)shape->width, i;
+    unsigned char *raw = malloc(count * (is_u8 ? 1 : 4) + 1);
+    char *text;
+    json_t *out;
+
+    if (raw == NULL)
+        return NULL;
+    for (i = 0; i < count; i++) {
+        if (is_u8) {
+            raw[i] = img_byte(x[i]);
+        } else {
+            float f = x[i] < 0.0f ? 0.0f : x[i] > 1.0f ? 1.0f : x[i];
+            uint32_t bits;
+
+            memcpy(&bits, &f, sizeof bits);
+            raw[4 * i] = (unsigned char)bits;
+            raw[4 * i + 1] = (unsigned char)(bits >> 8);
+            raw[4 * i + 2] = (unsigned char)(bits >> 16);
+            raw[4 * i + 3] = (unsigned char)(bits >> 24);
+        }
+    }
+    text = codec_b64_encode(raw, count * (is_u8 ? 1 : 4));
+    free(raw);
+    if (text == NULL)
+        return NULL;
+    out = json_pack("{s:s, s:[I, i, i, i], s:s}", "dtype", is_u8 ? "uint8" : "float32", "shape",
+                    (json_int_t)n, shape->channels, shape->height, shape->width, "data", text);
+    free(text);
+    return out;
+}
+
+/* Nested arrays n x c x h x w of numbers. */
+static json_t *img_nested(const float *x, long n, const img_shape *shape)
+{
+    json_t *all = json_array(), *img, *chan, *row;
+    long i, c, y, xx;
+    size_t k = 0;
+
+    for (i = 0; all != NULL && i < n; i++) {
+        img = json_array();
+        for (c = 0; img != NULL && c < shape->channels; c++) {
+            chan = json_array();
+            for (y = 0; chan != NULL && y < shape->height; y++) {
+                row = json_array();
+                for (xx = 0; row != NULL && xx < shape->width; xx++, k++) {
+                    float f = x[k] < 0.0f ? 0.0f : x[k] > 1.0f ? 1.0f : x[k];
+
+                    if (json_array_append_new(row, json_real((double)f)) != 0) {
+                        json_decref(row);
+                        row = NULL;
+                    }
+                }
+                if (row == NULL || json_array_append_new(chan, row) != 0) {
+                    json_decref(chan);
+                    chan = NULL;
+                }
+            }
+            if (chan == NULL || json_array_append_new(img, chan) != 0) {
+                json_decref(img);
+                img = NULL;
+            }
+        }
+        if (img == NULL || json_array_append_new(all, img) != 0) {
+            json_decref(all);
+            all = NULL;
+        }
+    }
+    return all;
+}
+
+eng_status img_write(const float *x, long n, const img_shape *shape, img_format fmt, json_t **out,
+                     eng_error *err)
+{
+    size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
+    char msg[IMG_MSG_LEN];
+    unsigned char *png;
+    size_t len;
+    char *text;
+    json_t *arr;
+    long i;
+
+    *out = NULL;
+    switch (fmt) {
+    case IMG_UINT8:
+    case IMG_FLOAT32:
+        *out = img_tensor(x, n, shape, fmt == IMG_UINT8);
+        break;
+    case IMG_JSON:
+        *out = img_nested(x, n, shape);
+        break;
+    case IMG_PNG:
+        if (shape->channels != 1 && shape->channels != 3)
+            return eng_fail(err, ENG_EINVAL, "format",
+                            "format \"png\" needs a model of 1 or 3 channels, this one has %d",
+                            shape->channels);
+        arr = json_array();
+        for (i = 0; arr != NULL && i < n; i++) {
+            if (img_png_encode(x + (size_t)i * per, shape, &png, &len, msg, sizeof msg) != 0) {
+                json_decref(arr);
+                return eng_fail(err, ENG_ENOMEM, NULL, "%s", msg);
+            }
+            text = codec_b64_encode(png, len);
+            free(png);
+            if (text == NULL || json_array_append_new(arr, json_string(text)) != 0) {
+                json_decref(arr);
+                arr = NULL;
+            }
+            free(text);
+        }
+        *out = arr;
+        break;
+    default:
+        return eng_fail(err, ENG_EINVAL, "format", "no image format");
+    }
+    if (*out == NULL)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory encoding %ld images", n);
+    return ENG_OK;
+}

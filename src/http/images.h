@@ -1,0 +1,79 @@
+/* images.h -- owns the wire forms of observations (images): base64 PNG (libpng), base64 raw uint8/float32 tensors of shape [n, c, h, w], nested JSON arrays; decoding them to float pixels in [0, 1] for a model's shape, and encoding images back. */
+#ifndef VBMEM_HTTP_IMAGES_H
+#define VBMEM_HTTP_IMAGES_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "engine/engine.h"
+
+#define IMG_MAX_DIM 4096 /* largest PNG width or height libpng is allowed to read */
+
+/* The shape of one observation (a model's). */
+typedef struct {
+    int channels, height, width;
+} img_shape;
+
+/* Output forms of images. */
+typedef enum {
+    IMG_NONE = 0,    /* no images */
+    IMG_PNG = 1,     /* array of base64 PNG strings, 8-bit grey or RGB */
+    IMG_UINT8 = 2,   /* {"dtype": "uint8", "shape": [n, c, h, w], "data": base64} */
+    IMG_FLOAT32 = 3, /* the same with little-endian float32 pixels in [0, 1] */
+    IMG_JSON = 4     /* n x c x h x w nested arrays of numbers in [0, 1] */
+} img_format;
+
+/* Parse the member `key` of obj ("png", "uint8", "float32", "json", or "none"
+ * when allow_none) into *out; left unchanged when the member is absent. Fails
+ * with ENG_EINVAL naming key. */
+eng_status img_opt_format(const json_t *obj, const char *key, int allow_none, img_format *out,
+                          eng_error *err);
+
+/* Parse the member `key` of obj: "mean" (0: the decoder's mean image) or
+ * "sample" (1: a draw from p(x | z)) into *sample; unchanged when absent.
+ * Fails with ENG_EINVAL naming key. */
+eng_status img_opt_pixels(const json_t *obj, const char *key, int *sample, eng_error *err);
+
+/* Decode the observations at JSON path `path` into n x c x h x w float pixels
+ * in [0, 1] (NCHW) for shape:
+ *   - an array of base64 PNG strings (an optional "data:image/png;base64,"
+ *     prefix is allowed): any PNG colour type and bit depth; 8-bit values v
+ *     become (v + 0.5) / 256 and 16-bit ones (v + 0.5) / 65536; alpha is
+ *     dropped; grey is replicated for a 3-channel shape; an RGB image is
+ *     accepted for a 1-channel shape only when every pixel is grey (R = G = B);
+ *     width and height must be the shape's (checked before any pixel memory is
+ *     allocated);
+ *   - a tensor {"dtype": "uint8" | "float32", "shape": [n, c, h, w], "data":
+ *     base64}, row-major NCHW, float32 little-endian; uint8 v becomes
+ *     (v + 0.5) / 256;
+ *   - nested arrays n x c x h x w of numbers.
+ * Float pixels must be finite and in [0, 1]. n must be in [1, max_frames]. On
+ * success *out (malloc'd, owned by the caller) holds *n images. Fails with
+ * ENG_EINVAL whose field names the member and frame (e.g. "observations[3]",
+ * "observations.data", "observations[2][0][5][7]") and whose message says what
+ * is wrong and at which frame, or ENG_ENOMEM; *out is then NULL. */
+eng_status img_read(const json_t *v, const char *path, const img_shape *shape, long max_frames,
+                    float **out, long *n, eng_error *err);
+
+/* Encode n images x (n x c x h x w floats, clamped to [0, 1]) in format fmt
+ * (not IMG_NONE): 8-bit outputs map x to min(255, floor(256 x)). On success
+ * *out is a new JSON value. Fails with ENG_EINVAL (PNG of a shape with other
+ * than 1 or 3 channels) or ENG_ENOMEM. */
+eng_status img_write(const float *x, long n, const img_shape *shape, img_format fmt, json_t **out,
+                     eng_error *err);
+
+/* Decode one PNG of len bytes into shape (as img_read describes) into out
+ * (c x h x w floats). Returns 0, or -1 with a message in msg (bad signature,
+ * libpng's own message for corrupt or truncated data, wrong size or colour
+ * channels). Never crashes on any input. */
+int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape, float *out,
+                   char *msg, size_t msglen);
+
+/* Encode one image x (c x h x w floats, c = 1 grey or 3 RGB) as an 8-bit PNG.
+ * On success *png (malloc'd) holds *len bytes and 0 is returned; -1 with a
+ * message otherwise (channels, out of memory). */
+int img_png_encode(const float *x, const img_shape *shape, unsigned char **png, size_t *len,
+                   char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,536 @@
+#!/usr/bin/python3
+"""test_images.py -- integration tests of vbmemd with hosted models and images: start the real
+daemon on the bundled Fashion-MNIST model and talk HTTP to it. Covers the model listing, sessions on
+a model, writing 64 real test-set images as PNG (and raw uint8/float32 tensors, JSON arrays),
+samples as PNG decoded back, the iterative read of App. G.2 (5 steps), the stateless encode/decode
+helpers, every 422 of an image (wrong size, wrong channels, corrupt PNG, bad base64, NaN), 404 for an
+unknown model, a models directory with a bad file, and SIGHUP reloads with sessions keeping their
+model. Every response is validated against proto/openapi.yaml.
+
+usage: test_images.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...'] [--only a,b]"""
+import base64
+import math
+import os
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon import CONTRACT, Daemon, ROOT, tensor, untensor  # noqa: E402
+import pngs  # noqa: E402
+
+BIN = None
+WRAPPER = None
+QUICK = False
+FAST = None
+MODEL = "fashion-mnist-mixture"
+BUNDLED = os.path.join(ROOT, "models", MODEL + ".safetensors")
+C = 64
+
+
+def expect(cond, msg="assertion failed"):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def ok(resp, status=200):
+    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:400]))
+    return resp.json() if resp.body else None
+
+
+def problem(resp, status, field=None, detail=None):
+    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:300]))
+    expect((resp.header("Content-Type") or "").startswith("application/problem+json"), "not problem+json")
+    p = resp.json()
+    if field is not None:
+        expect(p.get("field", "").startswith(field), "field %r, expected %r (%s)" % (p.get("field"), field, p))
+    if detail is not None:
+        expect(detail in p["detail"], "detail %r lacks %r" % (p["detail"], detail))
+    return p
+
+
+def start(*args):
+    return Daemon(BIN, *args, wrapper=WRAPPER)
+
+
+def stopped(d):
+    """Stop d; its exit status must be 0 (the tail of its stderr otherwise)."""
+    rc = d.stop()
+    expect(rc == 0, "exit status %s: %s" % (rc, "\n".join(l for l in d.lines[-40:] if '"level":"info"' not in l)))
+
+
+def episode_pngs(n, offset=0):
+    return [pngs.b64(pngs.grey_png(img)) for img in pngs.fashion_images(n, offset)]
+
+
+def new_session(c, **body):
+    r = c.request("POST", "/v1/sessions", body)
+    s = ok(r, 201)
+    return s, "/v1/sessions/" + s["id"]
+
+
+def check_pngs(images, n):
+    """Decode n base64 PNGs returned by the server: 28x28 8-bit grey."""
+    expect(isinstance(images, list) and len(images) == n, "expected %d PNGs" % n)
+    out = []
+    for b in images:
+        w, h, ch, depth, rows = pngs.read_png(base64.b64decode(b))
+        expect((w, h, ch, depth) == (28, 28, 1, 8), "PNG is %dx%d, %d channels, %d bits" % (w, h, ch, depth))
+        out.append(rows)
+    return out
+
+
+# ---- tests -------------------------------------------------------------------------------------
+
+def test_model_listing():
+    c = FAST.client()
+    lst = ok(c.request("GET", "/v1/models"))
+    expect(lst["default_model"] == MODEL and lst["failed"] == [], lst)
+    m = [x for x in lst["models"] if x["name"] == MODEL]
+    expect(len(m) == 1, "the bundled model is not listed: %s" % [x["name"] for x in lst["models"]])
+    m = m[0]
+    expect(m["default"] and m["code_size"] == C and m["observation_shape"] == [1, 28, 28], m)
+    expect(m["observation"]["likelihood"] == "gaussian" and m["memory"]["kind"] == "mixture", m)
+    expect(m["defaults"]["clusters"] == 10 and m["defaults"]["rows"] == 6 and m["solver"]["iterations"] == 10, m)
+    expect(m["provenance"]["dataset"] == "fashion-mnist" and len(m["file"]["sha256"]) == 64, m)
+    one = ok(c.request("GET", "/v1/models/" + MODEL))
+    expect(one["name"] == MODEL and one["architecture"]["code_size"] == C, one.keys())
+    problem(c.request("GET", "/v1/models/no-such-model"), 404, "name")
+    problem(c.request("POST", "/v1/models/no-such-model/encode", {"observations": episode_pngs(1)}), 404, "name")
+    problem(c.request("POST", "/v1/models/no-such-model/decode", {"codes": {"mu": [[0.0] * C]}}), 404, "name")
+    rz = ok(c.request("GET", "/readyz"))
+    expect(rz["checks"]["models_loaded"] and rz["checks"]["models"] >= 1, rz)
+
+
+def test_sessions_on_the_bundled_model():
+    c = FAST.client()
+    s, base = new_session(c)  # neither model nor code_size: the default model
+    expect(s["model"] == MODEL and s["code_size"] == C and s["kind"] == "mixture", s)
+    expect(s["clusters"] == 10 and s["rows"] == 6 and s["solver"]["iterations"] == 10, s)
+    expect(abs(s["config"]["sigma_z2"] - 1.2) < 1e-12, s["config"])
+    s2, base2 = new_session(c, model=MODEL, memory={"clusters": 4, "retain_max": 100}, solver={"iterations": 12})
+    expect(s2["clusters"] == 4 and s2["rows"] == 6 and s2["config"]["retain_max"] == 100, s2)
+    expect(s2["solver"]["iterations"] == 12 and s2["model"] == MODEL, s2)
+    s3, base3 = new_session(c, model=MODEL, code_size=C, memory={"kind": "gaussian", "rows": 8})
+    expect(s3["kind"] == "gaussian" and s3["rows"] == 8 and s3["config"]["sigma_z2"] == 1.0, s3)
+    latent, lbase = new_session(c, code_size=16)
+    expect(latent["model"] is None and latent["code_size"] == 16, latent)
+    problem(c.request("POST", "/v1/sessions", {"model": "mnist"}), 422, "model")
+    problem(c.request("POST", "/v1/sessions", {"model": 7}), 422, "model")
+    problem(c.request("POST", "/v1/sessions", {"model": MODEL, "code_size": 32}), 422, "code_size")
+    problem(c.request("POST", "/v1/sessions", {"model": MODEL, "memory": {"code_size": 32}}), 422, "memory.code_size")
+    for b in (base, base2, base3, lbase):
+        ok(c.request("DELETE", b), 204)
+
+
+def test_write_64_images_samples_and_read():
+    c = FAST.client()
+    s, base = new_session(c, memory={"retain_max": 1000})
+    imgs = episode_pngs(64)
+    w = ok(c.request("POST", base + "/episodes", {"observations": imgs, "seed": 1}))
+    expect(w["frames"] == 64 and w["version"] == 2 and w["iterations"] == 10, w)
+    expect(math.isfinite(w["elbo"]["per_frame"]) and w["timings"]["encode_s"] > 0, w)
+    expect(abs(sum(w["cluster_usage"][0]) - 64) < 1e-6, w["cluster_usage"])
+    # the same episode as codes from the encode helper gives the same memory
+    enc = ok(c.request("POST", "/v1/models/%s/encode" % MODEL, {"observations": imgs, "encoding": "base64"}))
+    s2, base2 = new_session(c, memory={"retain_max": 1000})
+    w2 = ok(c.request("POST", base2 + "/episodes", {"codes": enc["codes"], "seed": 1}))
+    expect(abs(w2["elbo"]["per_frame"] - w["elbo"]["per_frame"]) <= 1e-3 * abs(w["elbo"]["per_frame"]),
+           "images and their float32 codes give different ELBOs: %s vs %s" % (w["elbo"]["per_frame"], w2["elbo"]["per_frame"]))
+    ok(c.request("DELETE", base2), 204)
+    # append in the other encodings
+    raw = pngs.fashion_images(4, 64)
+    u8 = {"dtype": "uint8", "shape": [4, 1, 28, 28], "data": base64.b64encode(b"".join(raw)).decode()}
+    a = ok(c.request("POST", base + "/episodes", {"mode": "append", "observations": u8}))
+    expect(a["frames"] == 68, a)
+    f32 = {"dtype": "float32", "shape": [2, 1, 28, 28],
+           "data": base64.b64encode(struct.pack("<%df" % (2 * 784), *[(v + 0.5) / 256 for v in raw[0] + raw[1]])).decode()}
+    a = ok(c.request("POST", base + "/episodes", {"mode": "append", "observations": f32}))
+    expect(a["frames"] == 70, a)
+    nested = [[[[(raw[2][y * 28 + x] + 0.5) / 256 for x in range(28)] for y in range(28)]]]
+    a = ok(c.request("POST", base + "/episodes", {"mode": "append", "observations": nested}))
+    expect(a["frames"] == 71 and a["retained_codes"] == 71, a)
+    rf = ok(c.request("POST", base + "/episodes", {"mode": "refit"}))
+    expect(rf["frames"] == 71, rf)
+    # 64 samples as PNG, decoded back
+    sm = ok(c.request("POST", base + "/samples", {"count": 64, "seed": 3}))
+    expect(len(sm["codes"]) == 64 and len(sm["codes"][0]) == C, "sample codes")
+    check_pngs(sm["observations"], 64)
+    sm2 = ok(c.request("POST", base + "/samples", {"count": 64, "seed": 3}))
+    expect(sm2["observations"] == sm["observations"], "samples are not deterministic given the seed")
+    for fmt, check in (("uint8", lambda o: o["dtype"] == "uint8" and o["shape"] == [5, 1, 28, 28]
+                        and len(base64.b64decode(o["data"])) == 5 * 784),
+                       ("float32", lambda o: o["shape"] == [5, 1, 28, 28] and len(base64.b64decode(o["data"])) == 5 * 784 * 4),
+                       ("json", lambda o: len(o) == 5 and len(o[0]) == 1 and len(o[0][0]) == 28 and len(o[0][0][0]) == 28)):
+        o = ok(c.request("POST", base + "/samples", {"count": 5, "seed": 3, "format": fmt}))["observations"]
+        expect(check(o), "samples in %s: %s" % (fmt, str(o)[:200]))
+    u8s = ok(c.request("POST", base + "/samples", {"count": 5, "seed": 3, "format": "uint8"}))["observations"]
+    pngs5 = check_pngs(ok(c.request("POST", base + "/samples", {"count": 5, "seed": 3}))["observations"], 5)
+    expect(list(base64.b64decode(u8s["data"])[:784]) == sum(pngs5[0], []), "PNG and uint8 samples differ")
+    px = ok(c.request("POST", base + "/samples", {"count": 3, "seed": 3, "pixels": "sample", "format": "float32"}))
+    mean = ok(c.request("POST", base + "/samples", {"count": 3, "seed": 3, "format": "float32"}))
+    expect(px["codes"] == mean["codes"] and px["observations"] != mean["observations"], "pixel samples")
+    nofmt = ok(c.request("POST", base + "/samples", {"count": 2, "format": "none"}))
+    expect("observations" not in nofmt, "format none still returned images")
+    # a 5-step iterative read from 8 query images
+    rd = ok(c.request("POST", base + "/reads", {"observations": imgs[:8], "iterations": 5, "seed": 11}))
+    expect(len(rd["steps"]) == 5 and rd["version"] == 6, "read steps")
+    for st in rd["steps"]:
+        expect(len(st["codes"]) == 8 and len(st["codes"][0]) == C, "read codes")
+        expect(len(st["clusters"]) == 8 and all(0 <= h[0] < 10 for h in st["clusters"]), st["clusters"])
+        expect(len(st["addresses"]["s"]) == 8, "addresses")
+        check_pngs(st["observations"], 8)
+    expect("start" not in rd, "a read with a query has no start")
+    # from memory (G.2 step 1), without addresses, codes as base64
+    rm = ok(c.request("POST", base + "/reads", {"count": 4, "iterations": 5, "seed": 2, "addresses": False,
+                                              "encoding": "base64", "format": "uint8"}))
+    expect(len(rm["steps"]) == 5 and rm["start"]["codes"]["shape"] == [4, C], rm.get("start", {}).keys())
+    expect(rm["start"]["observations"]["shape"] == [4, 1, 28, 28] and "addresses" not in rm["steps"][0], "start")
+    rm2 = ok(c.request("POST", base + "/reads", {"count": 4, "iterations": 5, "seed": 2, "addresses": False,
+                                               "encoding": "base64", "format": "uint8"}))
+    expect(rm2["steps"] == rm["steps"] and rm2["start"] == rm["start"], "reads are not deterministic given the seed")
+    # from query codes on a model session: images come back too
+    rc = ok(c.request("POST", base + "/reads", {"query": {"mu": sm["codes"][:3]}, "iterations": 2, "format": "json"}))
+    expect(len(rc["steps"]) == 2 and len(rc["steps"][1]["observations"]) == 3, "read from codes")
+    ok(c.request("DELETE", base), 204)
+
+
+def test_encode_decode_helpers():
+    c = FAST.client()
+    imgs = episode_pngs(10, 100)
+    e = ok(c.request("POST", "/v1/models/%s/encode" % MODEL, {"observations": imgs}))
+    expect(e["model"] == MODEL and e["count"] == 10, e.keys())
+    mu, s2 = e["codes"]["mu"], e["codes"]["sigma2"]
+    expect(len(mu) == 10 and len(mu[0]) == C and all(v > 0 for r in s2 for v in r), "encode shapes")
+    d = ok(c.request("POST", "/v1/models/%s/decode" % MODEL, {"codes": {"mu": mu}}))
+    rec = check_pngs(d["observations"], 10)
+    # the reconstruction of a code is close to its image (mean absolute pixel error)
+    raw = pngs.fashion_images(10, 100)
+    err = sum(abs(rec[i][y][x] - raw[i][y * 28 + x]) for i in range(10) for y in range(28) for x in range(28)) / (10 * 784)
+    expect(err < 40, "reconstructions are far from the images: mean |error| %.1f of 255" % err)
+    e2 = ok(c.request("POST", "/v1/models/%s/encode" % MODEL, {"observations": d["observations"], "encoding": "base64"}))
+    expect(e2["codes"]["mu"]["shape"] == [10, C], e2["codes"]["mu"]["shape"])
+    d2 = ok(c.request("POST", "/v1/models/%s/decode" % MODEL,
+                      {"codes": {"mu": tensor(mu)}, "format": "float32", "pixels": "sample", "seed": 5}))
+    d3 = ok(c.request("POST", "/v1/models/%s/decode" % MODEL,
+                      {"codes": {"mu": tensor(mu)}, "format": "float32", "pixels": "sample", "seed": 5}))
+    expect(d2["observations"] == d3["observations"], "pixel samples are not deterministic given the seed")
+    problem(c.request("POST", "/v1/models/%s/decode" % MODEL, {"codes": {"mu": [[0.0] * (C - 1)]}}), 422, "codes.mu")
+    problem(c.request("POST", "/v1/models/%s/decode" % MODEL, {"codes": {"mu": [[0.0] * C]}, "format": "gif"}), 422, "format")
+    problem(c.request("POST", "/v1/models/%s/decode" % MODEL, {"codes": {"mu": [[0.0] * C]}, "pixels": "max"}), 422, "pixels")
+    problem(c.request("POST", "/v1/models/%s/encode" % MODEL, {}), 422, "observations")
+
+
+def test_image_errors():
+    c = FAST.client()
+    s, base = new_session(c)
+    ep = base + "/episodes"
+    img = pngs.fashion_images(3)
+    good = [pngs.b64(pngs.grey_png(i)) for i in img]
+
+    def bad(obs, field, detail=None, path=ep, key="observations"):
+        return problem(c.request("POST", path, {key: obs}), 422, field, detail)
+
+    # wrong size
+    p = bad(good[:1] + [pngs.b64(pngs.grey_png(bytes(32 * 32), 32, 32))], "observations[1]", "32x32")
+    expect("frame 1" in p["detail"], p)
+    # wrong channels: a colour RGB image for a greyscale model
+    rgb = [bytes(sum(([v, 255 - v, v // 2] for v in img[0][y * 28:(y + 1) * 28]), [])) for y in range(28)]
+    bad([pngs.b64(pngs.png(28, 28, rgb, color_type=2))], "observations[0]", "colour")
+    # corrupt PNG: bad signature, bit flips in IDAT (CRC), truncation, garbage after the signature
+    bad([pngs.b64(b"GIF89a" + bytes(100))], "observations[0]", "PNG")
+    raw = bytearray(pngs.grey_png(img[1]))
+    k = raw.index(b"IDAT") + 20
+    raw[k] ^= 0xff
+    bad(good[:2] + [pngs.b64(bytes(raw))], "observations[2]", "frame 2")
+    bad([pngs.b64(pngs.grey_png(img[1])[:120])], "observations[0]")
+    bad([pngs.b64(b"\x89PNG\r\n\x1a\n" + os.urandom(300))], "observations[0]")
+    # bad base64 (in a PNG list and in a tensor)
+    bad(["!!!not base64!!!"], "observations[0]", "base64")
+    bad({"dtype": "uint8", "shape": [1, 1, 28, 28], "data": "%%%%"}, "observations.data", "base64")
+    # NaN, infinity and out of range in float32; out of range in JSON numbers
+    vals = [0.5] * 784 * 2
+    vals[784 + 30] = float("nan")
+    nan = {"dtype": "float32", "shape": [2, 1, 28, 28], "data": base64.b64encode(struct.pack("<%df" % len(vals), *vals)).decode()}
+    p = bad(nan, "observations.data", "NaN")
+    expect("frame 1" in p["detail"] and "row 1" in p["detail"], p)
+    vals[784 + 30] = float("inf")
+    nan["data"] = base64.b64encode(struct.pack("<%df" % len(vals), *vals)).decode()
+    bad(nan, "observations.data")
+    bad([[[[1.5] * 28] * 28]], "observations[0][0][0][0]")
+    bad([[[[0.5] * 27] * 28]], "observations[0][0][0]")
+    # tensor shape and size
+    bad({"dtype": "uint8", "shape": [1, 3, 28, 28], "data": pngs.b64(bytes(3 * 784))}, "observations.shape")
+    bad({"dtype": "uint8", "shape": [1, 1, 28, 28], "data": pngs.b64(bytes(783))}, "observations.data")
+    bad({"dtype": "int16", "shape": [1, 1, 28, 28], "data": ""}, "observations.dtype")
+    bad([], "observations")
+    bad("a string", "observations")
+    # both codes and observations; observations on a latent session; images from a latent session
+    problem(c.request("POST", ep, {"observations": good, "codes": {"mu": [[0.0] * C]}}), 422, "observations")
+    latent, lbase = new_session(c, code_size=8)
+    problem(c.request("POST", lbase + "/episodes", {"observations": good}), 422, "observations")
+    problem(c.request("POST", lbase + "/samples", {"count": 1, "format": "png"}), 422, "format")
+    problem(c.request("POST", lbase + "/reads", {"observations": good}), 422, "observations")
+    # reads and the encode helper report the same way
+    bad([pngs.b64(pngs.grey_png(bytes(32 * 32), 32, 32))], "observations[0]", path=base + "/reads")
+    bad(["!!!"], "observations[0]", path="/v1/models/%s/encode" % MODEL)
+    problem(c.request("POST", base + "/reads", {"observations": good, "count": 3}), 422, "count")
+    problem(c.request("POST", base + "/reads", {"count": 5000, "iterations": 100}), 422, "iterations", "bytes")
+    problem(c.request("POST", base + "/reads", {"observations": good, "query": {"mu": [[0.0] * C]}}), 422, "observations")
+    # the session is untouched by all of this
+    expect(ok(c.request("GET", base))["version"] == 1, "a refused write changed the session")
+    ok(c.request("DELETE", base), 204)
+    ok(c.request("DELETE", lbase), 204)
+
+
+def test_png_variants():
+    """Every PNG colour type and depth the codec converts, and the ones it refuses."""
+    c = FAST.client()
+    url = "/v1/models/%s/encode" % MODEL
+    img = pngs.fashion_images(1, 7)[0]
+    rows8 = [img[y * 28:(y + 1) * 28] for y in range(28)]
+    ref = ok(c.request("POST", url, {"observations": [pngs.b64(pngs.grey_png(img))]}))["codes"]["mu"][0]
+    variants = {
+        "grey16": pngs.png(28, 28, [b"".join(struct.pack(">H", v * 256 + 128) for v in r) for r in rows8], 0, 16),
+        "grey+alpha": pngs.png(28, 28, [bytes(sum(([v, 255] for v in r), [])) for r in rows8], 4, 8),
+        "rgb-grey": pngs.png(28, 28, [bytes(sum(([v, v, v] for v in r), [])) for r in rows8], 2, 8),
+        "rgba-grey": pngs.png(28, 28, [bytes(sum(([v, v, v, 9] for v in r), [])) for r in rows8], 6, 8),
+        "palette-grey": pngs.png(28, 28, rows8, 3, 8, palette=[(v, v, v) for v in range(256)]),
+    }
+    for name, data in variants.items():
+        mu = ok(c.request("POST", url, {"observations": [pngs.b64(data)]}))["codes"]["mu"][0]
+        diff = max(abs(a - b) for a, b in zip(mu, ref))
+        expect(diff < 1e-3, "%s PNG encodes differently from the 8-bit grey one (%.2g)" % (name, diff))
+    # 1-bit grey converts (values 0 and 255 -> 0.5/256 and 255.5/256)
+    packed = [bytes(int("".join("1" if v > 127 else "0" for v in r[i:i + 8]).ljust(8, "0"), 2) for i in range(0, 28, 8)) for r in rows8]
+    ok(c.request("POST", url, {"observations": [pngs.b64(pngs.png(28, 28, packed, 0, 1))]}))
+    # a data URL prefix is accepted
+    ok(c.request("POST", url, {"observations": ["data:image/png;base64," + pngs.b64(pngs.grey_png(img))]}))
+    # a colourful palette is refused for a grey model
+    pal = pngs.png(28, 28, rows8, 3, 8, palette=[(v, 0, 255 - v) for v in range(256)])
+    problem(c.request("POST", url, {"observations": [pngs.b64(pal)]}), 422, "observations[0]", "colour")
+    # huge dimensions are refused before any pixel memory is allocated
+    huge = pngs.png(100000, 100000, [], 0, 8)
+    problem(c.request("POST", url, {"observations": [pngs.b64(huge)]}), 422, "observations[0]")
+
+
+def test_hostile_image_inputs_never_500():
+    """Malformed PNG headers and chunks, odd JSON in every image member: only 4xx, never a crash."""
+    import random
+    import zlib
+    c = FAST.client()
+    s, base = new_session(c)
+    rnd = random.Random(5)
+    sig = b"\x89PNG\r\n\x1a\n"
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xffffffff)
+
+    def ihdr(w, h, depth, ctype, interlace=0):
+        return chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, interlace))
+
+    row = bytes(29)
+    blobs = [sig, sig + ihdr(28, 28, 3, 0), sig + ihdr(28, 28, 8, 5), sig + ihdr(0, 28, 8, 0),
+             sig + ihdr(28, 28, 8, 0, 7), sig + ihdr(28, 28, 8, 0) + chunk(b"IEND", b""),
+             sig + ihdr(28, 28, 8, 0) + chunk(b"IDAT", b"") + chunk(b"IEND", b""),
+             sig + ihdr(28, 28, 8, 0) + chunk(b"IDAT", zlib.compress(row * 3)) + chunk(b"IEND", b""),
+             sig + ihdr(28, 28, 8, 0) + chunk(b"IDAT", zlib.compress(row * 28 * 50)) + chunk(b"IEND", b""),
+             sig + ihdr(28, 28, 8, 0) + chunk(b"IDAT", zlib.compress(b"\x07" * 29 * 28)) + chunk(b"IEND", b""),
+             sig + ihdr(28, 28, 8, 3) + chunk(b"PLTE", b"") + chunk(b"IDAT", zlib.compress(row * 28)),
+             sig + ihdr(28, 28, 8, 3) + chunk(b"IDAT", zlib.compress(row * 28)) + chunk(b"IEND", b""),
+             sig + ihdr(28, 28, 8, 0) + chunk(b"zTXt", b"k\x00\x00" + zlib.compress(b"x" * 10 ** 6))
+             + chunk(b"IDAT", zlib.compress(row * 28)) + chunk(b"IEND", b""),
+             sig + ihdr(2 ** 31 - 1, 2 ** 31 - 1, 16, 6)]
+    blobs += [sig + bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 400))) for _ in range(20)]
+    good = pngs.grey_png(pngs.fashion_images(1)[0])
+    for _ in range(30):
+        b = bytearray(good)
+        for _ in range(rnd.randrange(1, 6)):
+            b[rnd.randrange(8, len(b))] = rnd.randrange(256)
+        blobs.append(bytes(b))
+    values = [[pngs.b64(b)] for b in blobs]
+    values += [None, 0, True, {}, [], [None], [[]], [[[]]], [[[[]]]], ["", ""], [""], {"dtype": "uint8"},
+               {"dtype": "uint8", "shape": [1, 1, 28, 28]}, {"dtype": "float32", "shape": [0, 1, 28, 28], "data": ""},
+               {"dtype": "uint8", "shape": [2 ** 62, 1, 28, 28], "data": ""},
+               {"dtype": "uint8", "shape": [1, 1, 28, 28], "data": 5},
+               {"dtype": "uint8", "shape": [1.5, 1, 28, 28], "data": ""},
+               {"dtype": "uint8", "shape": [1, 1, 28, 28], "data": "", "extra": 1},
+               [[[[-0.5] * 28] * 28]], [[[["x"] * 28] * 28]], [[[[1e308] * 28] * 28]], [[[[0.5] * 28] * 28]] * 3 + [5]]
+    for v in values:
+        for path, key in ((base + "/episodes", "observations"), (base + "/reads", "observations"),
+                          ("/v1/models/%s/encode" % MODEL, "observations")):
+            r = c.request("POST", path, {key: v})
+            expect(r.status in (200, 422), "%s %r -> %d %s" % (path, str(v)[:80], r.status, r.body[:200]))
+    for body in ({"format": 7}, {"format": "PNG"}, {"pixels": None}, {"count": 2, "format": "json", "pixels": "sample"}):
+        expect(c.request("POST", base + "/samples", body).status in (200, 422), "samples %r" % body)
+        expect(c.request("POST", "/v1/models/%s/decode" % MODEL, dict(body, codes={"mu": [[0.0] * C]})).status in (200, 422),
+               "decode %r" % body)
+    expect(c.request("POST", "/v1/models/%s/decode" % MODEL, {"codes": {"mu": [[1e30] * C]}}).status in (200, 422), "huge codes")
+    expect(ok(c.request("GET", base))["version"] >= 1, "the session is gone")
+    ok(c.request("DELETE", base), 204)
+
+
+def test_models_dir_bad_file_and_sighup_reload():
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(BUNDLED, os.path.join(tmp, "alpha.safetensors"))
+        with open(os.path.join(tmp, "broken.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", 40) + b'{"__metadata__": {"vbmem.format": "x"}}' + b" ")
+        with open(os.path.join(tmp, "notes.txt"), "w") as f:
+            f.write("not a model\n")
+        d = start("--models-dir", tmp, "--default-model", "alpha", "--threads", "2")
+        try:
+            c = d.client()
+            logs = d.logs()
+            skipped = [l for l in logs if l.get("msg") == "model file skipped"]
+            expect(len(skipped) == 1 and skipped[0]["file"] == "broken.safetensors"
+                   and "vbmem.format" in skipped[0]["detail"], "the bad file was not logged: %s" % skipped)
+            p = problem(c.request("GET", "/readyz"), 503)
+            expect("broken.safetensors" in p["detail"], p)
+            lst = ok(c.request("GET", "/v1/models"))
+            expect([m["name"] for m in lst["models"]] == ["alpha"] and lst["failed"][0]["file"] == "broken.safetensors", lst)
+            s, base = new_session(c)
+            expect(s["model"] == "alpha", s)
+            ok(c.request("POST", base + "/episodes", {"observations": episode_pngs(16), "seed": 1}))
+            # reload: alpha goes away, beta arrives, the broken file is fixed by removal
+            os.remove(os.path.join(tmp, "broken.safetensors"))
+            os.rename(os.path.join(tmp, "alpha.safetensors"), os.path.join(tmp, "beta.safetensors"))
+            gen = lst["generation"]
+            d.signal(signal.SIGHUP)
+            deadline = time.time() + 20
+            while time.time() < deadline and ok(c.request("GET", "/v1/models"))["generation"] == gen:
+                time.sleep(0.02)
+            lst = ok(c.request("GET", "/v1/models"))
+            expect([m["name"] for m in lst["models"]] == ["beta"] and lst["failed"] == [], lst)
+            # the session keeps the model it was created with
+            sm = ok(c.request("POST", base + "/samples", {"count": 2, "seed": 1}))
+            check_pngs(sm["observations"], 2)
+            ok(c.request("POST", base + "/episodes", {"mode": "append", "observations": episode_pngs(2, 20)}))
+            problem(c.request("POST", "/v1/sessions", {"model": "alpha"}), 422, "model")
+            problem(c.request("POST", "/v1/sessions", {}), 422, "model")  # the default is gone
+            p = problem(c.request("GET", "/readyz"), 503)
+            expect("alpha" in p["detail"], p)
+            s2, _ = new_session(c, model="beta")
+            expect(s2["model"] == "beta", s2)
+            expect(any(l.get("msg") == "reloaded" and l.get("models") == 1 for l in d.logs()), "no reload log")
+        finally:
+            stopped(d)
+
+
+def test_model_session_survives_restart():
+    """With --data-dir a session keeps its model through a restart (and LRU eviction)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        d = start("--data-dir", tmp, "--max-resident", "1")
+        try:
+            c = d.client()
+            s, base = new_session(c)
+            ok(c.request("POST", base + "/episodes", {"observations": episode_pngs(16), "seed": 1}))
+            new_session(c, code_size=4)  # evicts the first (one resident session)
+            before = ok(c.request("POST", base + "/samples", {"count": 3, "seed": 2}))
+            check_pngs(before["observations"], 3)
+        finally:
+            stopped(d)
+        d = start("--data-dir", tmp)
+        try:
+            c = d.client()
+            g = ok(c.request("GET", base))
+            expect(g["model"] == MODEL and g["frames"] == 16, g)
+            after = ok(c.request("POST", base + "/samples", {"count": 3, "seed": 2}))
+            expect(after["observations"] == before["observations"], "samples changed across the restart")
+            ok(c.request("POST", base + "/episodes", {"mode": "append", "observations": episode_pngs(2, 30)}))
+        finally:
+            stopped(d)
+        # restarted without the model: codes still work, images are refused
+        d = start("--data-dir", tmp, "--models-dir", "", "--default-model", "")
+        try:
+            c = d.client()
+            expect(ok(c.request("GET", base))["model"] == MODEL, "the session forgot its model")
+            ok(c.request("POST", base + "/samples", {"count": 2, "format": "none"}))
+            problem(c.request("POST", base + "/samples", {"count": 2}), 422, "model", "not hosted")
+            problem(c.request("POST", base + "/episodes", {"observations": episode_pngs(1)}), 422, "model")
+            enc = before["codes"][:2]
+            ok(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": enc}}))
+        finally:
+            stopped(d)
+
+
+def test_latent_only_daemon():
+    """--models-dir '' hosts nothing: latent sessions work, sessions without code_size are refused."""
+    d = start("--models-dir", "", "--default-model", "")
+    try:
+        c = d.client()
+        lst = ok(c.request("GET", "/v1/models"))
+        expect(lst["models"] == [] and lst["default_model"] is None, lst)
+        ok(c.request("GET", "/readyz"))
+        problem(c.request("POST", "/v1/sessions", {}), 422, "code_size")
+        problem(c.request("POST", "/v1/sessions", {"model": MODEL}), 422, "model")
+        s, base = new_session(c, code_size=4, memory={"kind": "mixture", "rows": 2, "clusters": 2})
+        ok(c.request("POST", base + "/episodes", {"codes": {"mu": [[float(t % 2) * 3, 1, 0, t / 8] for t in range(8)]}}))
+        # a latent read without a query starts from codes sampled from memory
+        rd = ok(c.request("POST", base + "/reads", {"count": 3, "iterations": 2, "seed": 4}))
+        expect(len(rd["start"]["codes"]) == 3 and len(rd["steps"]) == 2 and len(rd["steps"][1]["codes"][0]) == 4, rd)
+        expect("observations" not in rd["steps"][0] and "observations" not in rd["start"], "images from a latent read")
+        problem(c.request("POST", base + "/reads", {"format": "png"}), 422, "format")
+        problem(c.request("POST", base + "/samples", {"pixels": "sample"}), 422, "pixels")
+    finally:
+        stopped(d)
+
+
+TESTS = [
+    test_model_listing, test_sessions_on_the_bundled_model, test_write_64_images_samples_and_read,
+    test_encode_decode_helpers, test_image_errors, test_png_variants, test_hostile_image_inputs_never_500,
+    test_models_dir_bad_file_and_sighup_reload, test_model_session_survives_restart,
+    test_latent_only_daemon,
+]
+
+
+def main():
+    global BIN, WRAPPER, QUICK, FAST
+    args = sys.argv[1:]
+    only = None
+    while args and args[0].startswith("--") or len(args) > 1:
+        a = args.pop(0)
+        if a == "--quick":
+            QUICK = True
+        elif a == "--wrapper":
+            WRAPPER = args.pop(0).split()
+        elif a == "--only":
+            only = args.pop(0).split(",")
+        else:
+            BIN = a
+    if args:
+        BIN = args[0]
+    if BIN is None:
+        print(__doc__)
+        return 2
+    BIN = os.path.abspath(BIN)
+    FAST = start("--threads", "2", "--max-body-bytes", "8000000")
+    passed = failed = 0
+    t_all = time.time()
+    try:
+        for t in TESTS:
+            if only and t.__name__ not in only and t.__name__[5:] not in only:
+                continue
+            t0 = time.time()
+            try:
+                t()
+                passed += 1
+                print("ok   %-48s %6.2fs" % (t.__name__, time.time() - t0), flush=True)
+            except Exception as e:  # noqa: BLE001
+                failed += 1
+                print("FAIL %-48s %6.2fs  %s: %s" % (t.__name__, time.time() - t0, type(e).__name__, e), flush=True)
+    finally:
+        rc = FAST.stop()
+        if rc != 0:
+            failed += 1
+            print("FAIL shared daemon exited with %s" % rc)
+            print("\n".join(FAST.lines[-20:]))
+    print("responses validated against proto/openapi.yaml: %d (%.1fs)" % (CONTRACT.checked, time.time() - t_all))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
