@@ -17,7 +17,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
   meson test -C build-asan --print-errorlogs
 
 echo "== valgrind --leak-check=full =="
-for t in build/tests/test-models build/tests/test-http-units; do
+# (test-demo, 20 episodes through the real networks, runs in the release and ASan builds only: under
+# valgrind it would take most of the CI budget)
+for t in build/tests/test-models build/tests/test-parity build/test-nets build/tests/test-http-units build/tests/test-store build/tests/test-images; do
   CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
     --error-exitcode=3 -q "$t"
 done
@@ -30,4 +32,13 @@ echo "== vbmemd integration tests under valgrind (a quick subset; release and AS
 /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight
+echo "== vbmemd with images under valgrind (all but the 64-image round, which release and ASan ran) =="
+/usr/bin/python3 tests/http/test_images.py build/vbmemd --quick \
+  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
+  --only model_listing,sessions_on_the_bundled_model,encode_decode_helpers,image_errors,png_variants,models_dir_bad_file_and_sighup_reload,model_session_survives_restart,latent_only_daemon
+echo "== durable stores under valgrind: SQLite (SIGKILL rounds, restart, backup CLI, busy and corrupt store), Redis replicas behind nginx =="
+/usr/bin/python3 tests/http/test_store.py build/vbmemd --quick \
+  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
+echo "== deploy files (nginx -t, compose and Kubernetes YAML, systemd unit) =="
+bash tests/deploy/check.sh
 echo "run-all: every test passed"

@@ -15,7 +15,9 @@ typedef enum {
     ENG_ELIMIT = 6,    /* a configured limit (sessions, memory bytes) would be exceeded */
     ENG_EBUSY = 7,     /* the job queue is full */
     ENG_ESTOPPED = 8,  /* the pool no longer accepts jobs (shutting down) */
-    ENG_EFORMAT = 9    /* an imported memory is malformed */
+    ENG_EFORMAT = 9,   /* an imported memory is malformed */
+    ENG_EUNAVAIL = 10  /* the durable store is busy, locked, unreachable or holds a corrupt
+                        * record (503 + Retry-After) */
 } eng_status;
 
 #define ENG_MSG_LEN 512

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "engine/models.h"
 #include "engine/session.h"
 
 #define SESS_MAX_STEPS 1000
@@ -60,10 +61,21 @@ static size_t sess_bytes(const vbm_memory *mem, size_t n_usage)
     return sizeof(eng_session) + eng_memory_bytes(mem) + n_usage * sizeof(double);
 }
 
+/* Initialise the writer-preferring lock and the reference count (1). */
+static void sess_init_lock(eng_session *s)
+{
+    pthread_rwlockattr_t attr;
+
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    atomic_init(&s->refs, 1);
+}
+
 eng_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, long ttl_s,
                               const unsigned char *owner, eng_session **out, eng_error *err)
 {
-    pthread_rwlockattr_t attr;
     eng_session *s;
     vbm_error verr;
     vbm_status vst;
@@ -90,11 +102,8 @@ eng_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, l
     }
     if (owner != NULL)
         memcpy(s->owner, owner, ENG_OWNER_LEN);
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&s->lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
-    atomic_init(&s->refs, 1);
+    sess_init_lock(s);
+    atomic_init(&s->model, NULL);
     s->solver = *solver;
     s->ttl_s = ttl_s;
     s->created = eng_wall();
@@ -104,6 +113,117 @@ eng_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, l
     atomic_init(&s->bytes, sess_bytes(s->mem, 0));
     *out = s;
     return ENG_OK;
+}
+
+void eng_session_set_persist(eng_session *s, eng_persist_fn fn, void *ctx)
+{
+    s->persist = fn;
+    s->persist_ctx = ctx;
+}
+
+eng_status eng_session_to_record(const eng_session *s, eng_record *rec, eng_error *err)
+{
+    size_t n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
+    long long idle_ms = (long long)(eng_now() * 1000.0) - atomic_load(&s->last_used_ms);
+    vbm_error verr;
+    vbm_status vst;
+
+    memset(rec, 0, sizeof *rec);
+    verr.msg[0] = '\0';
+    memcpy(rec->id, s->id, sizeof rec->id);
+    memcpy(rec->owner, s->owner, ENG_OWNER_LEN);
+    rec->version = s->version;
+    rec->ttl_s = s->ttl_s;
+    rec->created = s->created;
+    rec->updated = s->updated;
+    rec->used = eng_wall() - (idle_ms > 0 ? (double)idle_ms / 1000.0 : 0.0);
+    rec->solver = s->solver;
+    memcpy(rec->model_name, s->model_name, sizeof rec->model_name);
+    vst = vbm_export(s->mem, &rec->blob, &rec->blob_len, &verr);
+    if (vst != VBM_OK) {
+        memset(rec, 0, sizeof *rec);
+        return eng_fail(err, ENG_ENOMEM, NULL, "cannot export session %s: %s", s->id, verr.msg);
+    }
+    if (s->usage != NULL) {
+        rec->usage = malloc(n * sizeof *rec->usage);
+        if (rec->usage == NULL) {
+            eng_record_free(rec);
+            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        }
+        memcpy(rec->usage, s->usage, n * sizeof *rec->usage);
+        rec->n_usage = n;
+    }
+    return ENG_OK;
+}
+
+eng_status eng_session_from_record(const eng_record *rec, eng_session **out, eng_error *err)
+{
+    eng_session *s;
+    vbm_error verr;
+    vbm_status vst;
+    size_t n, i;
+    double now_wall = eng_wall(), idle;
+
+    *out = NULL;
+    verr.msg[0] = '\0';
+    if (strlen(rec->id) != ENG_ID_LEN || strspn(rec->id, "0123456789abcdef") != ENG_ID_LEN)
+        return eng_fail(err, ENG_EFORMAT, NULL, "stored session id \"%.40s\" is malformed",
+                        rec->id);
+    if (rec->ttl_s < 0 || rec->version < 1)
+        return eng_fail(err, ENG_EFORMAT, NULL, "stored session %s: bad TTL or version", rec->id);
+    s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    vst = vbm_import(rec->blob, rec->blob_len, &s->mem, &verr);
+    if (vst != VBM_OK) {
+        free(s);
+        return eng_fail(err, vst == VBM_ENOMEM ? ENG_ENOMEM : ENG_EFORMAT, NULL,
+                        "stored session %s does not import: %s", rec->id, verr.msg);
+    }
+    n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
+    if (rec->usage != NULL) {
+        s->usage = rec->n_usage == n ? malloc(n * sizeof *s->usage) : NULL;
+        if (s->usage == NULL) {
+            vbm_memory_free(s->mem);
+            free(s);
+            if (rec->n_usage != n)
+                return eng_fail(err, ENG_EFORMAT, NULL,
+                                "stored session %s: %zu usage values for %zu clusters", rec->id,
+                                rec->n_usage, n);
+            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        }
+        for (i = 0; i < n; i++)
+            s->usage[i] = rec->usage[i];
+    }
+    memcpy(s->id, rec->id, sizeof s->id);
+    memcpy(s->owner, rec->owner, ENG_OWNER_LEN);
+    sess_init_lock(s);
+    atomic_init(&s->model, NULL); /* bound on first use (eng_session_model) */
+    memcpy(s->model_name, rec->model_name, sizeof s->model_name);
+    s->model_name[ENG_MODEL_NAME_LEN] = '\0';
+    s->solver = rec->solver;
+    s->ttl_s = rec->ttl_s;
+    s->created = rec->created;
+    s->updated = rec->updated;
+    s->version = rec->version;
+    idle = now_wall - rec->used;
+    atomic_init(&s->last_used_ms,
+                (long long)(eng_now() * 1000.0) - (idle > 0.0 ? (long long)(idle * 1000.0) : 0));
+    atomic_init(&s->bytes, sess_bytes(s->mem, s->usage != NULL ? n : 0));
+    *out = s;
+    return ENG_OK;
+}
+
+void eng_record_free(eng_record *rec)
+{
+    if (rec == NULL)
+        return;
+    free(rec->blob);
+    free(rec->usage);
+    rec->blob = NULL;
+    rec->usage = NULL;
+    rec->blob_len = 0;
+    rec->n_usage = 0;
 }
 
 void eng_session_ref(eng_session *s)
@@ -116,6 +236,7 @@ void eng_session_unref(eng_session *s)
     if (s == NULL || atomic_fetch_sub(&s->refs, 1) != 1)
         return;
     pthread_rwlock_destroy(&s->lock);
+    eng_model_unref(atomic_load(&s->model));
     vbm_memory_free(s->mem);
     free(s->usage);
     free(s);
@@ -172,6 +293,7 @@ eng_status eng_session_info(eng_session *s, eng_info *info, eng_error *err)
     info->updated = s->updated;
     info->bytes = atomic_load(&s->bytes);
     info->usage = sess_usage_copy(s, &fail);
+    memcpy(info->model_name, s->model_name, sizeof info->model_name);
     pthread_rwlock_unlock(&s->lock);
     if (fail)
         return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
@@ -302,6 +424,74 @@ static eng_status sess_wrlock(eng_session *s, int64_t if_match, double *wait_s, 
     return ENG_OK;
 }
 
+/* What a durable session needs to undo a mutation whose persist failed. */
+typedef struct {
+    vbm_memory *mem;   /* the memory before the mutation (owned), NULL: nothing to undo */
+    double *usage;     /* the usage before (owned) */
+    uint64_t version;
+    double updated;
+    size_t bytes;
+} sess_undo;
+
+/* Record the undo state of s (write lock held) when s is durable; mem is the
+ * memory to keep (NULL: a clone of s->mem is taken). Fails with ENG_ENOMEM. */
+static eng_status sess_undo_take(eng_session *s, vbm_memory *mem, sess_undo *u, eng_error *err)
+{
+    vbm_error verr;
+    int fail;
+
+    memset(u, 0, sizeof *u);
+    if (s->persist == NULL)
+        return ENG_OK;
+    u->usage = sess_usage_copy(s, &fail);
+    if (fail)
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+    if (mem == NULL && vbm_memory_clone(s->mem, &mem, &verr) != VBM_OK) {
+        free(u->usage);
+        u->usage = NULL;
+        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory for the undo copy");
+    }
+    u->mem = mem;
+    u->version = s->version;
+    u->updated = s->updated;
+    u->bytes = atomic_load(&s->bytes);
+    return ENG_OK;
+}
+
+/* Free the undo state (the mutation stays). */
+static void sess_undo_drop(sess_undo *u)
+{
+    vbm_memory_free(u->mem);
+    free(u->usage);
+    memset(u, 0, sizeof *u);
+}
+
+/* Persist the mutation just made (write lock held); on failure restore the
+ * state recorded in u, freeing the current memory unless keep_current (the
+ * caller still owns it). Consumes u either way. */
+static eng_status sess_persist(eng_session *s, sess_undo *u, int keep_current, eng_error *err)
+{
+    eng_status st;
+
+    if (s->persist == NULL)
+        return ENG_OK;
+    st = s->persist(s->persist_ctx, s, u->version, err);
+    if (st == ENG_OK) {
+        sess_undo_drop(u);
+        return ENG_OK;
+    }
+    if (!keep_current)
+        vbm_memory_free(s->mem);
+    s->mem = u->mem;
+    free(s->usage);
+    s->usage = u->usage;
+    s->version = u->version;
+    s->updated = u->updated;
+    atomic_store(&s->bytes, u->bytes);
+    memset(u, 0, sizeof *u);
+    return st;
+}
+
 /* Replace-mode write in chunks of opts->chunk iterations, continuing from the
  * current posterior, until done, converged or past the time budget. */
 static vbm_status sess_write_chunked(eng_session *s, const vbm_codes *codes,
@@ -344,6 +534,7 @@ eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
     vbm_error verr;
     vbm_status vst;
     vbm_memory *backup = NULL;
+    sess_undo undo;
     eng_status st;
     double t0;
 
@@ -353,6 +544,11 @@ eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
     st = sess_wrlock(s, o->if_match, &out->wait_s, err);
     if (st != ENG_OK)
         return st;
+    st = sess_undo_take(s, NULL, &undo, err);
+    if (st != ENG_OK) {
+        pthread_rwlock_unlock(&s->lock);
+        return st;
+    }
     sess_opts(s, o, &w);
     t0 = eng_now();
     if (mode == ENG_APPEND) {
@@ -378,10 +574,15 @@ eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
     out->solve_s = eng_now() - t0;
     if (vst != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
+        sess_undo_drop(&undo);
         vbm_write_result_free(&out->res);
         return sess_lib_fail(err, vst, "codes", &verr);
     }
     st = sess_commit(s, mode == ENG_APPEND, out, o->want_addresses, err);
+    if (st == ENG_OK)
+        st = sess_persist(s, &undo, 0, err);
+    else
+        sess_undo_drop(&undo);
     pthread_rwlock_unlock(&s->lock);
     if (st != ENG_OK)
         eng_fit_out_free(out);
@@ -394,6 +595,7 @@ eng_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *
     vbm_write_opts w;
     vbm_error verr;
     vbm_status vst;
+    sess_undo undo;
     eng_status st;
     double t0;
 
@@ -402,16 +604,26 @@ eng_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *
     st = sess_wrlock(s, o->if_match, &out->wait_s, err);
     if (st != ENG_OK)
         return st;
+    st = sess_undo_take(s, NULL, &undo, err);
+    if (st != ENG_OK) {
+        pthread_rwlock_unlock(&s->lock);
+        return st;
+    }
     sess_opts(s, o, &w);
     t0 = eng_now();
     vst = vbm_resize(s->mem, H, K, &w, &out->elbo_before, &out->elbo_after, &out->res, &verr);
     out->solve_s = eng_now() - t0;
     if (vst != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
+        sess_undo_drop(&undo);
         vbm_write_result_free(&out->res);
         return sess_lib_fail(err, vst, NULL, &verr);
     }
     st = sess_commit(s, 0, out, o->want_addresses, err);
+    if (st == ENG_OK)
+        st = sess_persist(s, &undo, 0, err);
+    else
+        sess_undo_drop(&undo);
     pthread_rwlock_unlock(&s->lock);
     if (st != ENG_OK)
         eng_fit_out_free(out);
@@ -508,16 +720,30 @@ eng_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match
                                uint64_t *version, eng_error *err)
 {
     eng_status st = sess_wrlock(s, if_match, NULL, err);
+    sess_undo undo;
 
     if (st != ENG_OK)
         return st;
-    vbm_memory_free(s->mem);
+    /* The old memory itself is the undo copy: no clone needed. */
+    st = sess_undo_take(s, s->mem, &undo, err);
+    if (st != ENG_OK) {
+        pthread_rwlock_unlock(&s->lock);
+        return st;
+    }
+    if (undo.mem == NULL)
+        vbm_memory_free(s->mem);
     s->mem = mem;
     free(s->usage);
     s->usage = NULL;
     s->version++;
     s->updated = eng_wall();
     atomic_store(&s->bytes, sess_bytes(s->mem, 0));
+    st = sess_persist(s, &undo, 1, err);
+    if (st != ENG_OK) {
+        /* s->mem is the old memory again; the caller keeps ownership of mem. */
+        pthread_rwlock_unlock(&s->lock);
+        return st;
+    }
     *version = s->version;
     pthread_rwlock_unlock(&s->lock);
     return ENG_OK;

@@ -19,11 +19,25 @@ typedef struct {
     vbm_init init;
 } eng_solver;
 
+typedef struct eng_session eng_session;
+
+/* A hosted model (engine/models.h): reference counted, immutable once loaded. */
+typedef struct eng_model eng_model;
+#define ENG_MODEL_NAME_LEN 64 /* characters of a model name (its file's stem) */
+
+/* Called by the session's mutating operations (write, resize, replace) under
+ * the session's write lock, after the in-memory mutation and before the lock is
+ * released: makes the new state (version prev_version + 1) durable. A failure
+ * rolls the mutation back and is returned to the caller. Set by a durable store
+ * (eng_session_set_persist); NULL for the in-memory store. */
+typedef eng_status (*eng_persist_fn)(void *ctx, eng_session *s, uint64_t prev_version,
+                                     eng_error *err);
+
 /* A session. Fields marked "locked" are read under the read lock and written
  * under the write lock of `lock`; the rest are fixed at creation except the
  * atomics. Reference counted: the store holds one reference, every request
  * working on it holds one. */
-typedef struct eng_session {
+struct eng_session {
     char id[ENG_ID_LEN + 1];
     unsigned char owner[ENG_OWNER_LEN]; /* all zero without API keys */
     pthread_rwlock_t lock;   /* writer-preferring */
@@ -37,7 +51,30 @@ typedef struct eng_session {
     double *usage;           /* locked; G*H expected frames per cluster, NULL before any write */
     atomic_llong last_used_ms; /* monotonic milliseconds of the last request */
     atomic_size_t bytes;     /* accounted heap bytes of the session */
-} eng_session;
+    eng_persist_fn persist;  /* fixed once shared; NULL: not durable */
+    void *persist_ctx;
+    char model_name[ENG_MODEL_NAME_LEN + 1]; /* fixed at creation; "" for a latent session */
+    _Atomic(eng_model *) model; /* a reference to the model object the session uses, bound at
+                                 * creation (or on first use after a load from the store,
+                                 * eng_session_model); NULL until bound or when latent */
+};
+
+/* The durable form of a session: what a store keeps and reloads. Owns blob and
+ * usage (release with eng_record_free). */
+typedef struct {
+    char id[ENG_ID_LEN + 1];
+    unsigned char owner[ENG_OWNER_LEN];
+    uint64_t version;
+    long ttl_s;
+    double created, updated; /* wall clock seconds */
+    double used;             /* wall clock seconds of the last request (idle expiry) */
+    eng_solver solver;
+    unsigned char *blob;     /* vbm_export of the memory (posterior, prior, retained codes) */
+    size_t blob_len;
+    double *usage;           /* G*H cluster usage, NULL before any write */
+    size_t n_usage;
+    char model_name[ENG_MODEL_NAME_LEN + 1]; /* "" for a latent session */
+} eng_record;
 
 /* A consistent snapshot of a session for reporting. Owns usage. */
 typedef struct {
@@ -52,6 +89,7 @@ typedef struct {
     double created, updated;
     size_t bytes;
     double *usage; /* G*H, NULL before any write */
+    char model_name[ENG_MODEL_NAME_LEN + 1]; /* "" for a latent session */
 } eng_info;
 
 typedef enum { ENG_REPLACE = 0, ENG_APPEND = 1, ENG_REFIT = 2 } eng_mode;
@@ -123,14 +161,18 @@ void eng_info_free(eng_info *info);
 /* Write codes to the session under its write lock: mode replace (batch VB from
  * the prior), append (online VB) or refit (batch VB over retained codes plus
  * codes, which may then be NULL). Checks opts->if_match first (ENG_ECONFLICT).
- * On success the version is incremented and *out filled. Fails with
- * ENG_ECONFLICT, ENG_EINVAL (bad codes, H > T, nothing to refit; field names
- * the request member), ENG_ENUMERIC, ENG_ENOMEM; the session is then unchanged. */
+ * On success the version is incremented, the new state made durable (the
+ * persist hook, when set, before the lock is released) and *out filled. Fails
+ * with ENG_ECONFLICT, ENG_EINVAL (bad codes, H > T, nothing to refit; field
+ * names the request member), ENG_ENUMERIC, ENG_ENOMEM, and the persist hook's
+ * failures (ENG_EUNAVAIL; ENG_ECONFLICT / ENG_ENOTFOUND when the stored
+ * session moved on or is gone); the session is then unchanged. */
 eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
                              const eng_fit_opts *opts, eng_fit_out *out, eng_error *err);
 
 /* Resize the session's memory to H clusters and/or K rows (0 keeps) under its
- * write lock; out->elbo_before/after are filled. Same failures as write. */
+ * write lock, persisted like a write; out->elbo_before/after are filled. Same
+ * failures as write. */
 eng_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *opts,
                               eng_fit_out *out, eng_error *err);
 
@@ -150,10 +192,30 @@ eng_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
                             double **z, vbm_addresses **addr, uint64_t *version, eng_error *err);
 
 /* Replace the session's memory by mem under the write lock, after checking
- * if_match (< 0: none). Takes ownership of mem on success only. Usage is
- * reset. Fails with ENG_ECONFLICT. */
+ * if_match (< 0: none), persisted like a write. Takes ownership of mem on
+ * success only. Usage is reset. Fails with ENG_ECONFLICT, ENG_ENOMEM and the
+ * persist hook's failures (the session is then unchanged). */
 eng_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
                                uint64_t *version, eng_error *err);
+
+/* Make s durable through fn(ctx, ...) on every later mutation. Call before
+ * the session is shared (no lock is taken). Never fails. */
+void eng_session_set_persist(eng_session *s, eng_persist_fn fn, void *ctx);
+
+/* Fill *rec with the durable form of s (vbm_export of its memory, usage,
+ * metadata; rec->used from its last use). The caller holds s's read or write
+ * lock, or is its only user. On failure *rec owns nothing. Fails with
+ * ENG_ENOMEM. */
+eng_status eng_session_to_record(const eng_session *s, eng_record *rec, eng_error *err);
+
+/* Build a session (reference count 1, no persist hook) from a record: imports
+ * rec->blob (bit-exact) and copies the usage. The record is not consumed.
+ * Fails with ENG_EFORMAT (the blob does not import, the usage size does not
+ * match the memory, bad id or TTL: the message says which), ENG_ENOMEM. */
+eng_status eng_session_from_record(const eng_record *rec, eng_session **out, eng_error *err);
+
+/* Release what a record owns. NULL-safe; the record is left empty. */
+void eng_record_free(eng_record *rec);
 
 /* Release the arrays of a fit result. NULL-safe. */
 void eng_fit_out_free(eng_fit_out *out);

@@ -10,7 +10,17 @@ eng_status eng_store_insert(eng_store *st, eng_session *s, size_t extra_bytes, e
 
 eng_session *eng_store_lookup(eng_store *st, const char *id, const unsigned char *owner)
 {
-    return st->ops->lookup(st->impl, id, owner);
+    eng_session *s = NULL;
+
+    if (st->ops->get(st->impl, id, owner, &s, NULL) != ENG_OK)
+        return NULL;
+    return s;
+}
+
+eng_status eng_store_get(eng_store *st, const char *id, const unsigned char *owner,
+                         eng_session **out, eng_error *err)
+{
+    return st->ops->get(st->impl, id, owner, out, err);
 }
 
 eng_status eng_store_remove(eng_store *st, const char *id, const unsigned char *owner,

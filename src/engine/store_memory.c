@@ -98,7 +98,8 @@ static long mem_index(const mem_store *m, const char *id, const unsigned char *o
     return -1;
 }
 
-static eng_session *mem_lookup(void *impl, const char *id, const unsigned char *owner)
+static eng_status mem_get(void *impl, const char *id, const unsigned char *owner,
+                          eng_session **out, eng_error *err)
 {
     mem_store *m = impl;
     eng_session *s = NULL;
@@ -111,7 +112,10 @@ static eng_session *mem_lookup(void *impl, const char *id, const unsigned char *
         eng_session_ref(s);
     }
     pthread_mutex_unlock(&m->lock);
-    return s;
+    *out = s;
+    if (s == NULL)
+        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+    return ENG_OK;
 }
 
 /* Unlink item at (caller holds the lock) and return it, still referenced. */
@@ -244,7 +248,7 @@ static void mem_destroy(void *impl)
 }
 
 static const eng_store_ops mem_ops = {
-    mem_insert, mem_lookup, mem_remove, mem_list, mem_stats, mem_expire, mem_reserve, mem_destroy
+    mem_insert, mem_get, mem_remove, mem_list, mem_stats, mem_expire, mem_reserve, mem_destroy
 };
 
 eng_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,

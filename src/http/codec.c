@@ -488,19 +488,27 @@ json_t *codec_time(double wall)
 
 json_t *codec_info(const eng_info *i)
 {
-    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:{s:i, s:o, s:s}, s:I, s:I, s:I, "
-                     "s:o, s:o, s:o, s:o, s:I, s:I}",
-                     "id", i->id, "kind", vbm_kind_name(i->cfg.kind), "code_size",
-                     i->cfg.code_size, "rows", i->cfg.rows, "clusters", i->cfg.clusters,
-                     "groups", i->cfg.groups, "config", codec_config(&i->cfg), "solver",
-                     "iterations", i->solver.iterations, "tolerance",
-                     codec_number(i->solver.tolerance), "init", codec_init_name(i->solver.init),
-                     "ttl_seconds", (json_int_t)i->ttl_s, "frames", (json_int_t)i->frames,
-                     "retained_codes", (json_int_t)i->retained, "cluster_usage",
-                     codec_usage(i->usage, i->cfg.groups, i->cfg.clusters), "last_elbo",
-                     codec_number(i->last_elbo), "created", codec_time(i->created), "updated",
-                     codec_time(i->updated), "version", (json_int_t)i->version, "memory_bytes",
-                     (json_int_t)i->bytes);
+    json_t *o = json_pack(
+        "{s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:{s:i, s:o, s:s}, s:I, s:I, s:I, s:o, s:o, s:o, "
+        "s:o, s:I, s:I}",
+        "id", i->id, "kind", vbm_kind_name(i->cfg.kind), "code_size", i->cfg.code_size, "rows",
+        i->cfg.rows, "clusters", i->cfg.clusters, "groups", i->cfg.groups, "config",
+        codec_config(&i->cfg), "solver", "iterations", i->solver.iterations, "tolerance",
+        codec_number(i->solver.tolerance), "init", codec_init_name(i->solver.init), "ttl_seconds",
+        (json_int_t)i->ttl_s, "frames", (json_int_t)i->frames, "retained_codes",
+        (json_int_t)i->retained, "cluster_usage",
+        codec_usage(i->usage, i->cfg.groups, i->cfg.clusters), "last_elbo",
+        codec_number(i->last_elbo), "created", codec_time(i->created), "updated",
+        codec_time(i->updated), "version", (json_int_t)i->version, "memory_bytes",
+        (json_int_t)i->bytes);
+
+    if (o != NULL
+        && json_object_set_new(o, "model", i->model_name[0] != '\0' ? json_string(i->model_name)
+                                                                    : json_null()) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 eng_status codec_check_keys(const json_t *obj, const char *path, const char *const *allowed,

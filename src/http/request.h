@@ -132,8 +132,10 @@ void req_etag(http_req *r, uint64_t version);
  * failure sets a 400 (malformed JSON, not an object) problem and returns -1. */
 int req_body_object(http_req *r, json_t **out);
 
-/* Route handlers (routes_system.c: healthz .. models_get, inline on the HTTP
- * thread; routes_sessions.c: the rest, on pool workers). Each reads the request
+/* Route handlers (routes_system.c: healthz, readyz, metrics, and
+ * routes_models.c: models_list, models_get, inline on the HTTP thread;
+ * routes_models.c: models_encode, models_decode, and routes_sessions.c: the
+ * rest, on pool workers). Each reads the request
  * (path parameter, query arguments, body, If-Match, owner) and always leaves a
  * response in r->resp: the resource, or a problem document for every failure
  * (never a 500). They never block except on a session's lock. */
@@ -142,6 +144,8 @@ void route_readyz(http_req *r);
 void route_metrics(http_req *r);
 void route_models_list(http_req *r);
 void route_models_get(http_req *r);
+void route_models_encode(http_req *r);
+void route_models_decode(http_req *r);
 void route_sessions_create(http_req *r);
 void route_sessions_list(http_req *r);
 void route_sessions_get(http_req *r);

@@ -12,6 +12,8 @@ const http_route http_routes[] = {
     {"GET", "/metrics", route_metrics, 1, 0, 0, "metrics"},
     {"GET", "/v1/models", route_models_list, 1, 0, 1, "models_list"},
     {"GET", "/v1/models/{name}", route_models_get, 1, 0, 1, "models_get"},
+    {"POST", "/v1/models/{name}/encode", route_models_encode, 0, 1, 1, "models_encode"},
+    {"POST", "/v1/models/{name}/decode", route_models_decode, 0, 1, 1, "models_decode"},
     {"POST", "/v1/sessions", route_sessions_create, 0, 1, 1, "sessions_create"},
     {"GET", "/v1/sessions", route_sessions_list, 0, 0, 1, "sessions_list"},
     {"GET", "/v1/sessions/{id}", route_sessions_get, 0, 0, 1, "sessions_get"},

@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/models.h"
+#include "engine/recall.h"
 #include "http/codec.h"
+#include "http/observe.h"
 #include "http/request.h"
 #include "tools/memory_json.h"
 
@@ -16,15 +19,23 @@
 #define SESS_LIST_DEFAULT 50
 #define SESS_LIST_MAX 1000
 #define SESS_MAX_TTL (10L * 365 * 24 * 3600)
+#define SESS_MAX_READ_BYTES (1024.0 * 1024.0 * 1024.0) /* codes and images of one read */
 
 /* The session named by the path and visible to the caller (a new reference),
- * or NULL after setting a 404 problem. */
+ * or NULL after setting a 404 problem (503 when a durable store is busy or
+ * unavailable, or holds a corrupt record). */
 static eng_session *sess_lookup(http_req *r)
 {
-    eng_session *s = eng_store_lookup(r->srv->store, r->param, r->owner);
+    eng_session *s = NULL;
+    eng_error err;
+    eng_status st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
 
-    if (s == NULL) {
+    if (st == ENG_ENOTFOUND) {
         req_problem(r, 404, NULL, "no session %s", r->param);
+        return NULL;
+    }
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
         return NULL;
     }
     eng_session_touch(s);
@@ -132,15 +143,88 @@ static eng_status sess_read_solver(const json_t *v, const http_limits *lim, eng_
     return ENG_OK;
 }
 
+/* The model a new session uses (a new reference in *m), or NULL for a latent
+ * session: "model" when given, else the default model when "code_size" is
+ * absent and a default is configured. */
+static eng_status sess_pick_model(http_req *r, const json_t *body, eng_model **m, eng_error *err)
+{
+    eng_models *reg = r->srv->cfg.models;
+    const json_t *v = json_object_get(body, "model");
+    const char *dflt = reg != NULL ? eng_models_default_name(reg) : "";
+    eng_status st;
+
+    *m = NULL;
+    if (v == NULL && (json_object_get(body, "code_size") != NULL || dflt[0] == '\0'))
+        return ENG_OK;
+    if (v != NULL && !json_is_string(v))
+        return eng_fail(err, ENG_EINVAL, "model", "model: expected the name of a hosted model");
+    if (reg == NULL)
+        return eng_fail(err, ENG_EINVAL, "model", "model: no models are hosted");
+    st = eng_models_get(reg, v != NULL ? json_string_value(v) : dflt, m, err);
+    if (st == ENG_ENOTFOUND && v == NULL)
+        return eng_fail(err, ENG_EINVAL, "model",
+                        "model: the default model \"%s\" is not hosted (see GET /v1/models); "
+                        "name a model, or give \"code_size\" for a latent session", dflt);
+    if (st != ENG_OK) {
+        char why[ENG_MSG_LEN];
+
+        memcpy(why, err->msg, sizeof why);
+        return eng_fail(err, st == ENG_ENOTFOUND ? ENG_EINVAL : st, "model", "model: %s", why);
+    }
+    if ((*m)->info->code_size > r->srv->cfg.limits.max_code_size) {
+        eng_fail(err, ENG_EINVAL, "model", "model: its code size %d exceeds the limit %d",
+                 (*m)->info->code_size, r->srv->cfg.limits.max_code_size);
+        eng_model_unref(*m);
+        *m = NULL;
+        return ENG_EINVAL;
+    }
+    return ENG_OK;
+}
+
+/* The memory configuration object to read for a session of model m (NULL:
+ * latent) from the request's "memory" (NULL when absent): the model's trained
+ * configuration overridden member by member by the request's when the request
+ * keeps the model's kind; the request's alone when it names another kind; a
+ * mixture when neither is given. Returns a new reference, NULL when out of
+ * memory. */
+static json_t *sess_memory_object(const eng_model *m, json_t *memory)
+{
+    const json_t *kind = memory != NULL ? json_object_get(memory, "kind") : NULL;
+    vbm_config cfg;
+    json_t *merged;
+
+    if (m == NULL) {
+        if (memory != NULL)
+            return json_incref(memory);
+        return json_pack("{s:s}", "kind", "mixture");
+    }
+    eng_model_config(m, &cfg);
+    if (kind != NULL && !(json_is_string(kind)
+                          && strcmp(json_string_value(kind), vbm_kind_name(cfg.kind)) == 0))
+        return json_incref(memory);
+    merged = codec_config(&cfg);
+    if (merged != NULL && memory != NULL && json_is_object(memory)
+        && json_object_update(merged, memory) != 0) {
+        json_decref(merged);
+        return NULL;
+    }
+    if (merged != NULL && memory != NULL && !json_is_object(memory)) {
+        json_decref(merged);
+        return json_incref(memory); /* memjson_config_read names the wrong type */
+    }
+    return merged;
+}
+
 void route_sessions_create(http_req *r)
 {
     static const char *const keys[] = {"code_size", "model", "memory", "solver", "ttl_seconds",
                                        NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     char msg[ENG_MSG_LEN], qualified[ENG_MSG_LEN];
-    json_t *body, *memory, *defaults = NULL, *model;
+    json_t *body, *memory;
     eng_solver solver = {SESS_DEFAULT_ITERATIONS, 0.0, VBM_INIT_AUTO};
     eng_session *s = NULL;
+    eng_model *m = NULL;
     vbm_config cfg;
     vbm_error verr;
     eng_error err;
@@ -152,36 +236,34 @@ void route_sessions_create(http_req *r)
     if (req_body_object(r, &body) != 0)
         return;
     st = codec_check_keys(body, "", keys, &err);
-    model = json_object_get(body, "model");
-    if (st == ENG_OK && model != NULL) {
-        req_problem(r, 422, "model",
-                    "no model named %s%s%s is hosted (no models yet); create a latent session "
-                    "with \"code_size\"",
-                    json_is_string(model) ? "\"" : "",
-                    json_is_string(model) ? json_string_value(model) : "(not a string)",
-                    json_is_string(model) ? "\"" : "");
-        json_decref(body);
-        return;
-    }
-    if (st == ENG_OK && json_object_get(body, "code_size") == NULL)
+    if (st == ENG_OK)
+        st = sess_pick_model(r, body, &m, &err);
+    if (st == ENG_OK && m == NULL && json_object_get(body, "code_size") == NULL)
         st = eng_fail(&err, ENG_EINVAL, "code_size",
-                      "code_size: missing (a latent session needs the code size C)");
+                      "code_size: missing (a latent session needs the code size C; a session "
+                      "with images names a \"model\")");
+    if (m != NULL) {
+        code_size = m->info->code_size;
+        solver.iterations = m->info->iterations < lim->max_iterations ? m->info->iterations
+                                                                      : lim->max_iterations;
+    }
     if (st == ENG_OK)
         st = codec_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, &err);
+    if (st == ENG_OK && m != NULL && code_size != m->info->code_size)
+        st = eng_fail(&err, ENG_EINVAL, "code_size",
+                      "code_size: %ld differs from the code size %d of model \"%s\"", code_size,
+                      m->info->code_size, m->name);
     if (st == ENG_OK)
         st = codec_opt_long(body, "ttl_seconds", 0, SESS_MAX_TTL, &ttl, &err);
     if (st == ENG_OK && json_object_get(body, "solver") != NULL)
         st = sess_read_solver(json_object_get(body, "solver"), lim, &solver, &err);
     if (st != ENG_OK) {
         req_engine_problem(r, st, &err);
+        eng_model_unref(m);
         json_decref(body);
         return;
     }
-    memory = json_object_get(body, "memory");
-    if (memory == NULL) {
-        defaults = json_pack("{s:s}", "kind", "mixture");
-        memory = defaults;
-    }
+    memory = sess_memory_object(m, json_object_get(body, "memory"));
     if (memory == NULL
         || memjson_config_read(memory, "memory", 0, (int)code_size, &cfg, msg, sizeof msg)
                != VBM_OK) {
@@ -189,14 +271,16 @@ void route_sessions_create(http_req *r)
             req_problem(r, 503, NULL, "out of memory");
         else
             sess_memjson_problem(r, msg);
-        json_decref(defaults);
+        json_decref(memory);
+        eng_model_unref(m);
         json_decref(body);
         return;
     }
-    json_decref(defaults);
+    json_decref(memory);
     if (cfg.code_size != code_size) {
         req_problem(r, 422, "memory.code_size", "memory.code_size: %d differs from code_size %ld",
                     cfg.code_size, code_size);
+        eng_model_unref(m);
         json_decref(body);
         return;
     }
@@ -205,6 +289,7 @@ void route_sessions_create(http_req *r)
     if (vbm_config_check(&cfg, &verr) != VBM_OK) {
         memjson_qualify_message(qualified, sizeof qualified, "memory", verr.msg);
         sess_memjson_problem(r, qualified);
+        eng_model_unref(m);
         return;
     }
     eng_store_stats(r->srv->store, &count, &total);
@@ -214,9 +299,13 @@ void route_sessions_create(http_req *r)
                     "a session of this size (%.0f bytes) would bring the memory total past the "
                     "limit of %zu bytes",
                     need, lim->max_memory_bytes);
+        eng_model_unref(m);
         return;
     }
     st = eng_session_create(&cfg, &solver, ttl, r->owner, &s, &err);
+    if (st == ENG_OK)
+        eng_session_set_model(s, m);
+    eng_model_unref(m);
     if (st == ENG_OK)
         st = eng_store_insert(r->srv->store, s, 0, &err);
     if (st != ENG_OK) {
@@ -375,19 +464,21 @@ static json_t *sess_fit_json(const http_req *r, const eng_fit_out *out, double p
 
 void route_episodes(http_req *r)
 {
-    static const char *const keys[] = {"mode", "codes", "iterations", "tolerance", "seed",
-                                       "init", "addresses", NULL};
+    static const char *const keys[] = {"mode", "codes", "observations", "iterations",
+                                       "tolerance", "seed", "init", "addresses", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    double t0 = eng_now(), parse_s;
+    double t0 = eng_now(), parse_s, encode_s = 0.0;
     codec_codes codes;
     vbm_codes vc;
     eng_fit_opts o;
     eng_fit_out out;
     eng_mode mode = ENG_REPLACE;
     eng_session *s;
-    const json_t *mv, *cv;
+    eng_model *m = NULL;
+    const json_t *mv, *cv, *ov;
     json_t *body, *res;
     eng_error err;
+    int images;
     eng_status st;
 
     memset(&codes, 0, sizeof codes);
@@ -395,6 +486,13 @@ void route_episodes(http_req *r)
     if (s == NULL)
         return;
     if (req_body_object(r, &body) != 0) {
+        eng_session_unref(s);
+        return;
+    }
+    ov = json_object_get(body, "observations");
+    images = ov != NULL;
+    if (images && obs_session_model(r, s, &m) != 0) {
+        json_decref(body);
         eng_session_unref(s);
         return;
     }
@@ -414,10 +512,19 @@ void route_episodes(http_req *r)
     if (st == ENG_OK)
         st = sess_fit_opts(body, lim, &o, &err);
     cv = json_object_get(body, "codes");
-    if (st == ENG_OK && cv == NULL && mode != ENG_REFIT)
-        st = eng_fail(&err, ENG_EINVAL, "codes", "codes: missing");
+    if (st == ENG_OK && cv != NULL && ov != NULL)
+        st = eng_fail(&err, ENG_EINVAL, "observations",
+                      "observations: give codes or observations, not both");
+    if (st == ENG_OK && ov != NULL && m == NULL)
+        st = eng_fail(&err, ENG_EINVAL, "observations",
+                      "observations: this is a latent session (no model): post codes");
+    if (st == ENG_OK && cv == NULL && ov == NULL && mode != ENG_REFIT)
+        st = eng_fail(&err, ENG_EINVAL, "codes", "codes: missing (or observations)");
     if (st == ENG_OK && cv != NULL)
         st = codec_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, &err);
+    if (st == ENG_OK && ov != NULL)
+        st = obs_encode(m, ov, "observations", lim->max_frames, &codes, &encode_s, &err);
+    eng_model_unref(m);
     json_decref(body);
     if (st != ENG_OK) {
         req_engine_problem(r, st, &err);
@@ -439,6 +546,8 @@ void route_episodes(http_req *r)
     }
     metrics_solve(r->srv->metrics, out.res.iterations, out.solve_s);
     res = sess_fit_json(r, &out, parse_s);
+    if (res != NULL && images)
+        json_object_set_new(json_object_get(res, "timings"), "encode_s", json_real(encode_s));
     if (res != NULL)
         json_object_set_new(res, "mode",
                             json_string(mode == ENG_REPLACE  ? "replace"
@@ -523,17 +632,41 @@ void route_resize(http_req *r)
 
 /* ---- samples and reads -------------------------------------------------------- */
 
+/* Image options of samples and reads: "format" (default png for a session
+ * with a model, none without) and "pixels"; a latent session refuses images. */
+static eng_status sess_image_opts(const json_t *body, int has_model, img_format *fmt,
+                                  int *sample, eng_error *err)
+{
+    eng_status st;
+
+    *fmt = has_model ? IMG_PNG : IMG_NONE;
+    *sample = 0;
+    st = img_opt_format(body, "format", 1, fmt, err);
+    if (st == ENG_OK)
+        st = img_opt_pixels(body, "pixels", sample, err);
+    if (st == ENG_OK && !has_model && *fmt != IMG_NONE)
+        st = eng_fail(err, ENG_EINVAL, "format",
+                      "format: this is a latent session (no model): it has codes, not images");
+    if (st == ENG_OK && !has_model && json_object_get(body, "pixels") != NULL)
+        st = eng_fail(err, ENG_EINVAL, "pixels",
+                      "pixels: this is a latent session (no model): it has codes, not images");
+    return st;
+}
+
 void route_samples(http_req *r)
 {
-    static const char *const keys[] = {"count", "seed", "cluster", "encoding", NULL};
+    static const char *const keys[] = {"count", "seed", "cluster", "encoding", "format", "pixels",
+                                       NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     eng_session *s;
-    json_t *body;
+    eng_model *m = NULL;
+    json_t *body, *out, *images = NULL;
     eng_error err;
     uint64_t seed = 0, version = 0;
     long count = 1, cluster = -1;
-    double *z = NULL;
-    int *clusters = NULL, C = 0, G = 0, b64 = 0;
+    double *z = NULL, nets_s = 0.0;
+    int *clusters = NULL, C = 0, G = 0, b64 = 0, sample = 0;
+    img_format fmt = IMG_NONE;
     eng_status st;
 
     s = sess_lookup(r);
@@ -552,40 +685,118 @@ void route_samples(http_req *r)
         st = codec_opt_long(body, "cluster", -1, VBM_MAX_CLUSTERS, &cluster, &err);
     if (st == ENG_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
+    if (st == ENG_OK)
+        st = sess_image_opts(body, s->model_name[0] != '\0', &fmt, &sample, &err);
     json_decref(body);
+    /* codes alone ("format": "none") do not need the model */
+    if (st == ENG_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0) {
+        eng_session_unref(s);
+        return;
+    }
     if (st == ENG_OK)
         st = eng_session_sample(s, count, seed, (int)cluster, &z, &clusters, &C, &G, &version,
                                 &err);
     eng_session_unref(s);
+    if (st == ENG_OK && fmt != IMG_NONE)
+        st = obs_decode(m, z, count, sample, eng_derive_seed(seed, ENG_STREAM_PIXELS), fmt,
+                        &images, &nets_s, &err);
+    eng_model_unref(m);
     if (st != ENG_OK) {
+        free(z);
+        free(clusters);
         req_engine_problem(r, st, &err);
         return;
     }
+    out = json_pack("{s:I, s:I, s:o, s:o}", "version", (json_int_t)version, "count",
+                    (json_int_t)count, "codes", codec_matrix(z, count, C, b64), "clusters",
+                    codec_int_matrix(clusters, count, G));
+    if (out != NULL && images != NULL) {
+        if (json_object_set_new(out, "observations", images) != 0
+            || json_object_set_new(out, "timings",
+                                   json_pack("{s:f, s:f}", "nets_s", nets_s, "total_s",
+                                             eng_now() - r->t_start)) != 0) {
+            json_decref(out);
+            out = NULL;
+        }
+    } else {
+        json_decref(images);
+    }
     req_etag(r, version);
-    req_json(r, 200,
-             json_pack("{s:I, s:I, s:o, s:o}", "version", (json_int_t)version, "count",
-                       (json_int_t)count, "codes", codec_matrix(z, count, C, b64), "clusters",
-                       codec_int_matrix(clusters, count, G)));
+    req_json(r, 200, out);
     free(z);
     free(clusters);
 }
 
+/* A read of a latent session from query codes (eng_session_read). Consumes q. */
+static void sess_read_codes(http_req *r, eng_session *s, codec_codes *q, long iterations,
+                            uint64_t seed, int b64, int want_addr)
+{
+    vbm_addresses *addr = NULL;
+    vbm_codes vc;
+    json_t *steps, *step, *out;
+    eng_error err;
+    uint64_t version = 0;
+    double *z = NULL;
+    size_t block;
+    long i;
+    eng_status st;
+
+    vc.T = q->T;
+    vc.C = q->C;
+    vc.mu = q->mu;
+    vc.s2 = q->s2;
+    st = eng_session_read(s, &vc, (int)iterations, seed, &z, &addr, &version, &err);
+    if (st != ENG_OK && strncmp(err.field, "codes", 5) == 0)
+        sess_field_rebase(&err, "query", 5);
+    if (st != ENG_OK) {
+        codec_codes_free(q);
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    block = (size_t)q->T * (size_t)q->C;
+    steps = json_array();
+    for (i = 0; steps != NULL && i < iterations; i++) {
+        step = json_pack("{s:o, s:o}", "codes", codec_matrix(z + (size_t)i * block, q->T, q->C, b64),
+                         "clusters", obs_clusters(&addr[i]));
+        if (step != NULL && want_addr)
+            json_object_set_new(step, "addresses", codec_addresses(&addr[i]));
+        if (step == NULL || json_array_append_new(steps, step) != 0) {
+            json_decref(steps);
+            steps = NULL;
+        }
+    }
+    for (i = 0; i < iterations; i++)
+        vbm_addresses_free(&addr[i]);
+    free(addr);
+    free(z);
+    codec_codes_free(q);
+    out = steps != NULL ? json_pack("{s:I, s:o}", "version", (json_int_t)version, "steps", steps)
+                        : NULL;
+    req_etag(r, version);
+    req_json(r, 200, out);
+}
+
 void route_reads(http_req *r)
 {
-    static const char *const keys[] = {"query", "iterations", "seed", "encoding", "addresses",
-                                       NULL};
+    static const char *const keys[] = {"query", "observations", "count", "iterations", "seed",
+                                       "encoding", "addresses", "format", "pixels", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    vbm_addresses *addr = NULL;
+    eng_recall_query rq;
+    eng_recall_opts ro;
+    eng_recall_out res;
     codec_codes q;
     vbm_codes vc;
+    img_shape shape;
+    img_format fmt = IMG_NONE;
     eng_session *s;
-    json_t *body, *steps, *step, *out;
+    eng_model *m = NULL;
+    const json_t *qv, *ov;
+    json_t *body, *out = NULL;
     eng_error err;
-    uint64_t seed = 0, version = 0;
-    long iterations = 1, i;
-    double *z = NULL;
-    int b64 = 0, want_addr = 1;
-    size_t block;
+    uint64_t seed = 0;
+    long iterations = 1, count = 1, n = 0;
+    float *x = NULL;
+    int b64 = 0, want_addr = 1, sample = 0, C;
     eng_status st;
 
     memset(&q, 0, sizeof q);
@@ -596,6 +807,13 @@ void route_reads(http_req *r)
         eng_session_unref(s);
         return;
     }
+    if (obs_session_model(r, s, &m) != 0) {
+        json_decref(body);
+        eng_session_unref(s);
+        return;
+    }
+    qv = json_object_get(body, "query");
+    ov = json_object_get(body, "observations");
     st = codec_check_keys(body, "", keys, &err);
     if (st == ENG_OK)
         st = codec_opt_long(body, "iterations", 1, lim->max_read_steps, &iterations, &err);
@@ -605,47 +823,80 @@ void route_reads(http_req *r)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == ENG_OK)
         st = codec_opt_bool(body, "addresses", &want_addr, &err);
-    if (st == ENG_OK && json_object_get(body, "query") == NULL)
-        st = eng_fail(&err, ENG_EINVAL, "query", "query: missing");
     if (st == ENG_OK)
-        st = codec_read_codes(json_object_get(body, "query"), "query", lim->max_frames,
-                              lim->max_code_size, &q, &err);
-    json_decref(body);
-    if (st == ENG_OK) {
-        vc.T = q.T;
-        vc.C = q.C;
-        vc.mu = q.mu;
-        vc.s2 = q.s2;
-        st = eng_session_read(s, &vc, (int)iterations, seed, &z, want_addr ? &addr : NULL,
-                              &version, &err);
-        if (st != ENG_OK && strncmp(err.field, "codes", 5) == 0)
-            sess_field_rebase(&err, "query", 5);
+        st = codec_opt_long(body, "count", 1, lim->max_frames, &count, &err);
+    if (st == ENG_OK)
+        st = sess_image_opts(body, m != NULL, &fmt, &sample, &err);
+    if (st == ENG_OK && qv != NULL && ov != NULL)
+        st = eng_fail(&err, ENG_EINVAL, "observations",
+                      "observations: give query codes or observations, not both");
+    if (st == ENG_OK && ov != NULL && m == NULL)
+        st = eng_fail(&err, ENG_EINVAL, "observations",
+                      "observations: this is a latent session (no model): query with codes");
+    if (st == ENG_OK && (qv != NULL || ov != NULL) && json_object_get(body, "count") != NULL)
+        st = eng_fail(&err, ENG_EINVAL, "count",
+                      "count: frames of a read that starts from memory (no query) only");
+    if (st == ENG_OK && qv != NULL)
+        st = codec_read_codes(qv, "query", lim->max_frames, lim->max_code_size, &q, &err);
+    if (st == ENG_OK && ov != NULL) {
+        obs_shape(m, &shape);
+        st = img_read(ov, "observations", &shape, lim->max_frames, &x, &n, &err);
     }
-    eng_session_unref(s);
+    json_decref(body);
     if (st != ENG_OK) {
         codec_codes_free(&q);
+        eng_model_unref(m);
+        eng_session_unref(s);
         req_engine_problem(r, st, &err);
         return;
     }
-    block = (size_t)q.T * (size_t)q.C;
-    steps = json_array();
-    for (i = 0; steps != NULL && i < iterations; i++) {
-        step = json_pack("{s:o}", "codes", codec_matrix(z + (size_t)i * block, q.T, q.C, b64));
-        if (step != NULL && addr != NULL)
-            json_object_set_new(step, "addresses", codec_addresses(&addr[i]));
-        if (step == NULL || json_array_append_new(steps, step) != 0) {
-            json_decref(steps);
-            steps = NULL;
-        }
+    if (m == NULL && q.mu != NULL) {
+        sess_read_codes(r, s, &q, iterations, seed, b64, want_addr);
+        eng_session_unref(s);
+        return;
     }
-    for (i = 0; addr != NULL && i < iterations; i++)
-        vbm_addresses_free(&addr[i]);
-    free(addr);
-    free(z);
+    rq.T = x != NULL ? n : q.mu != NULL ? q.T : count;
+    eng_session_rdlock(s);
+    C = s->mem->cfg.code_size;
+    eng_session_unlock(s);
+    if ((double)iterations * (double)rq.T
+            * (8.0 * C + 4.0 * (m != NULL ? (double)eng_model_pixels(m) : 0.0))
+        > SESS_MAX_READ_BYTES) {
+        free(x);
+        codec_codes_free(&q);
+        eng_model_unref(m);
+        eng_session_unref(s);
+        req_problem(r, 422, "iterations",
+                    "a read of %ld steps of %ld frames would hold more than %.0f bytes of codes "
+                    "and images; read fewer frames or steps",
+                    iterations, rq.T, SESS_MAX_READ_BYTES);
+        return;
+    }
+    vc.T = q.T;
+    vc.C = q.C;
+    vc.mu = q.mu;
+    vc.s2 = q.s2;
+    rq.images = x;
+    rq.codes = q.mu != NULL ? &vc : NULL;
+    ro.steps = (int)iterations;
+    ro.seed = seed;
+    ro.pixel_sample = sample;
+    ro.want_addresses = 1; /* the per-step cluster summary needs them */
+    st = eng_session_recall(s, m, &rq, &ro, &res, &err);
+    eng_session_unref(s);
+    free(x);
     codec_codes_free(&q);
-    out = steps != NULL ? json_pack("{s:I, s:o}", "version", (json_int_t)version, "steps", steps)
-                        : NULL;
-    req_etag(r, version);
+    if (st == ENG_OK) {
+        st = obs_recall_json(r, &res, m, fmt, b64, want_addr, &out, &err);
+        if (st == ENG_OK)
+            req_etag(r, res.version);
+        eng_recall_out_free(&res);
+    }
+    eng_model_unref(m);
+    if (st != ENG_OK) {
+        req_engine_problem(r, st, &err);
+        return;
+    }
     req_json(r, 200, out);
 }
 
@@ -684,6 +935,7 @@ void route_memory_put(http_req *r)
     eng_error err;
     uint64_t version;
     size_t need;
+    int code_size;
     eng_status st;
     vbm_status vst;
 
@@ -707,6 +959,17 @@ void route_memory_put(http_req *r)
     if (mem->cfg.code_size > lim->max_code_size) {
         req_problem(r, 422, "memory.config.code_size", "code size %d exceeds the limit %d",
                     mem->cfg.code_size, lim->max_code_size);
+        vbm_memory_free(mem);
+        eng_session_unref(s);
+        return;
+    }
+    eng_session_rdlock(s);
+    code_size = s->mem->cfg.code_size; /* fixed for a session with a model: its encoder's C */
+    eng_session_unlock(s);
+    if (s->model_name[0] != '\0' && mem->cfg.code_size != code_size) {
+        req_problem(r, 422, "memory.config.code_size",
+                    "code size %d: the session's model \"%s\" has code size %d",
+                    mem->cfg.code_size, s->model_name, code_size);
         vbm_memory_free(mem);
         eng_session_unref(s);
         return;

@@ -1,6 +1,7 @@
-/* routes_system.c -- owns the handlers of /healthz, /readyz, /metrics and /v1/models (no hosted models yet: latent sessions only). */
+/* routes_system.c -- owns the handlers of /healthz, /readyz and /metrics. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,10 +12,41 @@ void route_healthz(http_req *r)
     req_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* 1 when every model file loaded and the default model (if any) is hosted;
+ * otherwise 0 with the reason in why. *n receives the number of models. */
+static int sys_models_ready(const http_server *srv, int *n, char *why, size_t whylen)
+{
+    eng_model_set *set;
+    const char *dflt;
+    int i, found = 0, ok = 1;
+
+    *n = 0;
+    if (srv->cfg.models == NULL)
+        return 1;
+    set = eng_models_snapshot(srv->cfg.models);
+    dflt = eng_models_default_name(srv->cfg.models);
+    for (i = 0; i < set->n; i++)
+        found |= strcmp(set->models[i]->name, dflt) == 0;
+    *n = set->n;
+    if (set->n_failed > 0) {
+        snprintf(why, whylen, "%d model file(s) failed to load; %.100s: %.300s", set->n_failed,
+                 set->failed[0].file, set->failed[0].msg);
+        ok = 0;
+    } else if (dflt[0] != '\0' && !found) {
+        snprintf(why, whylen, "the default model \"%s\" is not in the models directory %.300s", dflt,
+                 eng_models_dir(srv->cfg.models)[0] != '\0' ? eng_models_dir(srv->cfg.models)
+                                                            : "(none)");
+        ok = 0;
+    }
+    eng_model_set_release(set);
+    return ok;
+}
+
 void route_readyz(http_req *r)
 {
     http_server *srv = r->srv;
-    int queued = 0, depth = 0;
+    char why[ENG_MSG_LEN];
+    int queued = 0, depth = 0, nmodels = 0;
 
     eng_pool_stats(srv->pool, &queued, NULL, &depth);
     if (atomic_load(&srv->stopping)) {
@@ -26,9 +58,14 @@ void route_readyz(http_req *r)
                     depth);
         return;
     }
+    if (!sys_models_ready(srv, &nmodels, why, sizeof why)) {
+        req_problem(r, 503, NULL, "not ready: %s", why);
+        return;
+    }
     req_json(r, 200,
-             json_pack("{s:s, s:{s:b, s:b, s:i, s:i}}", "status", "ready", "checks", "store_open",
-                       1, "models_loaded", 1, "queue_depth", queued, "queue_capacity", depth));
+             json_pack("{s:s, s:{s:b, s:b, s:i, s:i, s:i}}", "status", "ready", "checks",
+                       "store_open", 1, "models_loaded", 1, "models", nmodels, "queue_depth",
+                       queued, "queue_capacity", depth));
 }
 
 void route_metrics(http_req *r)
@@ -52,16 +89,4 @@ void route_metrics(http_req *r)
     r->resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r->resp.body = text;
     r->resp.len = len;
-}
-
-void route_models_list(http_req *r)
-{
-    req_json(r, 200, json_pack("{s:[]}", "models"));
-}
-
-void route_models_get(http_req *r)
-{
-    req_problem(r, 404, "name",
-                "no model named \"%s\" is hosted (create a latent session with \"code_size\")",
-                r->param);
 }

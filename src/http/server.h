@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "engine/engine.h"
+#include "engine/models.h"
 #include "engine/pool.h"
 #include "engine/store.h"
 #include "http/auth.h"
@@ -29,6 +30,7 @@ typedef struct {
     int max_connections;
     int connection_timeout_s;
     const char *models_dir;     /* may be NULL */
+    eng_models *models;         /* borrowed (outlives the server): the hosted models; NULL: none */
     const char *data_dir;       /* may be NULL */
     http_limits limits;
 } http_server_config;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/models.h"
 #include "engine/pool.h"
 #include "engine/store.h"
 #include "http/auth.h"
@@ -19,6 +20,7 @@
 #include "http/server.h"
 #include "vbmem/vbmem.h"
 #include "vbmemd/options.h"
+#include "vbmemd/storage.h"
 
 /* Check that path (when given) is an existing directory. */
 static int main_check_dir(const hlog *lg, const char *what, const char *path)
@@ -33,6 +35,58 @@ static int main_check_dir(const hlog *lg, const char *what, const char *path)
         return -1;
     }
     return 0;
+}
+
+/* The models directory: the option when given ("" for none), else the first
+ * existing of the source tree's models/ (a build tree) and the installed
+ * DATADIR/vbmem/models (both set by meson), else none. */
+static const char *main_models_dir(const char *opt)
+{
+    static const char *const candidates[] = {VBMEM_SOURCE_MODELS_DIR, VBMEM_INSTALLED_MODELS_DIR};
+    struct stat sb;
+    size_t i;
+
+    if (opt != NULL)
+        return opt;
+    for (i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        if (stat(candidates[i], &sb) == 0 && S_ISDIR(sb.st_mode))
+            return candidates[i];
+    }
+    return "";
+}
+
+/* Log what a load of the models directory gave: one line per model, one
+ * warning with the loader's message per file that failed, and a summary
+ * event ("models loaded", or "reloaded" with the API key count when auth is
+ * given). */
+static void main_log_models(const hlog *lg, eng_models *models, const char *event,
+                            http_auth *auth)
+{
+    eng_model_set *set = eng_models_snapshot(models);
+    json_t *fields;
+    int i;
+
+    for (i = 0; i < set->n; i++) {
+        const nets_info *in = set->models[i]->info;
+
+        hlog_emit(lg, HLOG_INFO, "model", NULL,
+                  json_pack("{s:s, s:s, s:[i, i, i], s:i, s:s, s:s}", "name",
+                            set->models[i]->name, "file", set->models[i]->path,
+                            "observation_shape", in->channels, in->height, in->width,
+                            "code_size", in->code_size, "memory", in->kind, "sha256",
+                            set->models[i]->sha256));
+    }
+    for (i = 0; i < set->n_failed; i++)
+        hlog_emit(lg, HLOG_WARN, "model file skipped", NULL,
+                  json_pack("{s:s, s:s}", "file", set->failed[i].file, "detail",
+                            set->failed[i].msg));
+    fields = json_pack("{s:i, s:i, s:s, s:s}", "models", set->n, "models_failed", set->n_failed,
+                       "models_dir", eng_models_dir(models), "default_model",
+                       eng_models_default_name(models));
+    if (fields != NULL && auth != NULL)
+        json_object_set_new(fields, "api_keys", json_integer(http_auth_count(auth)));
+    hlog_event(lg, event, fields);
+    eng_model_set_release(set);
 }
 
 /* Pool threads use the cores; BLAS gets what is left per worker (at least 1). */
@@ -59,8 +113,10 @@ static int main_tune_malloc(void)
     return ok ? 0 : -1;
 }
 
-/* Wait for signals, expiring idle sessions every second, until SIGTERM/SIGINT. */
-static int main_loop(const sigset_t *set, const hlog *lg, eng_store *store, http_auth *auth)
+/* Wait for signals, expiring idle sessions every second, until SIGTERM/SIGINT;
+ * SIGHUP reloads the API keys and the models. */
+static int main_loop(const sigset_t *set, const hlog *lg, eng_store *store, http_auth *auth,
+                     eng_models *models)
 {
     struct timespec tick = {1, 0};
     eng_error err;
@@ -79,12 +135,13 @@ static int main_loop(const sigset_t *set, const hlog *lg, eng_store *store, http
             continue;
         }
         if (sig == SIGHUP) {
-            if (http_auth_reload(auth, &err) == ENG_OK)
-                hlog_event(lg, "reloaded",
-                          json_pack("{s:i, s:i}", "api_keys", http_auth_count(auth), "models", 0));
-            else
+            if (http_auth_reload(auth, &err) != ENG_OK)
                 hlog_emit(lg, HLOG_ERROR, "reload failed; keeping the previous keys", NULL,
                           json_pack("{s:s}", "detail", err.msg));
+            if (eng_models_reload(models, &err) != ENG_OK)
+                hlog_emit(lg, HLOG_ERROR, "model reload failed; keeping the previous models",
+                          NULL, json_pack("{s:s}", "detail", err.msg));
+            main_log_models(lg, models, "reloaded", auth);
             continue;
         }
         return sig;
@@ -97,15 +154,15 @@ int main(int argc, char **argv)
     vbmemd_options opt;
     hlog lg = {HLOG_INFO, stderr};
     http_server_config scfg;
-    eng_store_limits slim;
     eng_pool *pool = NULL;
     eng_store *store = NULL;
     http_auth *auth = NULL;
     http_server *srv = NULL;
+    eng_models *models = NULL;
     sigset_t set;
     eng_error err;
     double t0, left;
-    int sig, blas, rc = 1;
+    int sig, blas, durable = 0, rc = 1;
 
     if (vbmemd_options_read(argc, argv, &opt, msg, sizeof msg) != 0) {
         fprintf(stderr, "vbmemd: %s\n", msg);
@@ -121,6 +178,13 @@ int main(int argc, char **argv)
             http_server_print_routes(stdout);
         vbmemd_options_free(&opt);
         return fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (vbmemd_storage_is_command(&opt)) {
+        rc = vbmemd_storage_command(&opt, stdout, &err) == ENG_OK ? 0 : 1;
+        if (rc != 0)
+            fprintf(stderr, "vbmemd: %s\n", err.msg);
+        vbmemd_options_free(&opt);
+        return rc;
     }
     lg.level = opt.log_level;
     if (main_tune_malloc() != 0)
@@ -143,10 +207,15 @@ int main(int argc, char **argv)
                   json_pack("{s:s}", "detail", err.msg));
         goto out;
     }
+    if (eng_models_create(main_models_dir(opt.models_dir), opt.default_model, &models, &err)
+        != ENG_OK) {
+        hlog_emit(&lg, HLOG_ERROR, "cannot load models", NULL,
+                  json_pack("{s:s}", "detail", err.msg));
+        goto out;
+    }
+    main_log_models(&lg, models, "models loaded", NULL);
     blas = main_blas_threads(opt.threads);
-    slim.max_sessions = opt.limits.max_sessions;
-    slim.max_bytes = opt.limits.max_memory_bytes;
-    if (eng_store_memory_create(&slim, &store, &err) != ENG_OK
+    if (vbmemd_storage_open(&opt, &store, &durable, &err) != ENG_OK
         || eng_pool_create(opt.threads, opt.queue_depth, &pool, &err) != ENG_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot start", NULL, json_pack("{s:s}", "detail", err.msg));
         goto out;
@@ -155,7 +224,8 @@ int main(int argc, char **argv)
     scfg.listen = opt.listen;
     scfg.max_connections = opt.max_connections;
     scfg.connection_timeout_s = opt.connection_timeout_s;
-    scfg.models_dir = opt.models_dir;
+    scfg.models_dir = eng_models_dir(models);
+    scfg.models = models;
     scfg.data_dir = opt.data_dir;
     scfg.limits = opt.limits;
     if (http_server_start(&scfg, pool, store, auth, &lg, &srv, &err) != ENG_OK) {
@@ -164,12 +234,13 @@ int main(int argc, char **argv)
         goto out;
     }
     hlog_event(&lg, "listening",
-              json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:s}", "listen", opt.listen, "port",
+              json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "listen", opt.listen, "port",
                         http_server_port(srv), "threads", opt.threads, "queue_depth",
                         opt.queue_depth, "blas_threads", blas, "api_keys",
-                        http_auth_enabled(auth), "version", VBM_VERSION_STRING));
+                        http_auth_enabled(auth), "version", VBM_VERSION_STRING, "store",
+                        !durable ? "memory" : opt.redis != NULL ? "redis" : "sqlite"));
 
-    sig = main_loop(&set, &lg, store, auth);
+    sig = main_loop(&set, &lg, store, auth, models);
 
     t0 = eng_now();
     hlog_event(&lg, "shutting down",
@@ -195,6 +266,7 @@ out:
     http_server_stop(srv);
     eng_pool_free(pool);
     eng_store_free(store);
+    eng_models_free(models);
     http_auth_free(auth);
     vbmemd_options_free(&opt);
     return rc;

@@ -21,16 +21,18 @@ typedef struct {
 } opt_def;
 
 enum {
-    O_LISTEN, O_DATA_DIR, O_MODELS_DIR, O_THREADS, O_QUEUE_DEPTH, O_API_KEY_FILE, O_CONFIG,
+    O_LISTEN, O_DATA_DIR, O_MODELS_DIR, O_DEFAULT_MODEL, O_THREADS, O_QUEUE_DEPTH, O_API_KEY_FILE, O_CONFIG,
     O_LOG_LEVEL, O_MAX_BODY, O_MAX_FRAMES, O_MAX_CODE, O_MAX_SESSIONS, O_MAX_MEMORY,
     O_MAX_ITER, O_MAX_SOLVE, O_MAX_READ, O_RETRY_AFTER, O_MAX_CONN, O_CONN_TIMEOUT,
-    O_SHUTDOWN, O_HELP, O_VERSION, O_PRINT_ROUTES, O_COUNT
+    O_SHUTDOWN, O_MAX_RESIDENT, O_REDIS, O_EXPORT_ALL, O_IMPORT_ALL, O_HELP, O_VERSION, O_PRINT_ROUTES,
+    O_LIST_SESSIONS, O_COUNT
 };
 
 static const opt_def opt_defs[O_COUNT] = {
     {"listen", OPT_STR, "127.0.0.1:8080", "ADDR:PORT to listen on ([V6]:PORT for IPv6; port 0 picks one)"},
-    {"data-dir", OPT_STR, NULL, "directory for durable storage (checked; storage comes with a later release)"},
-    {"models-dir", OPT_STR, NULL, "directory of trained models (checked; none are hosted yet)"},
+    {"data-dir", OPT_STR, NULL, "directory of the durable session store (SQLite DIR/vbmem.db); none: sessions live in memory only"},
+    {"models-dir", OPT_STR, NULL, "directory of model files NAME.safetensors, reloaded on SIGHUP (default: the bundled models; \"\" for none)"},
+    {"default-model", OPT_STR, "fashion-mnist-mixture", "model of sessions created without \"model\" or \"code_size\" (\"\" for none)"},
     {"threads", OPT_INT, NULL, "solver worker threads (default: the number of online CPUs)"},
     {"queue-depth", OPT_INT, "256", "jobs that may wait for a worker; past it requests get 503"},
     {"api-key-file", OPT_STR, NULL, "file of API keys, one per line; reloaded on SIGHUP"},
@@ -48,10 +50,21 @@ static const opt_def opt_defs[O_COUNT] = {
     {"max-connections", OPT_INT, "1024", "open connections at once"},
     {"connection-timeout", OPT_INT, "60", "seconds an idle connection stays open"},
     {"shutdown-timeout", OPT_DOUBLE, "10", "seconds to finish in-flight jobs on SIGTERM/SIGINT"},
+    {"max-resident", OPT_INT, "1000", "with --data-dir: idle sessions kept in memory (least recently used leave first)"},
+    {"redis", OPT_STR, NULL, "HOST:PORT of a Redis server that replicas share as their session store (instead of --data-dir; run it with appendonly yes, appendfsync always)"},
+    {"export-all", OPT_STR, NULL, "with --data-dir: copy every stored session into the new SQLite file FILE and exit (command line only)"},
+    {"import-all", OPT_STR, NULL, "with --data-dir: copy every session of the backup FILE into the store (replacing same ids) and exit; vbmemd must not be running (command line only)"},
     {"help", OPT_FLAG, NULL, "print this help and exit"},
     {"version", OPT_FLAG, NULL, "print the version and exit"},
     {"print-routes", OPT_FLAG, NULL, "print the HTTP routes (METHOD PATH) and exit"},
+    {"list-sessions", OPT_FLAG, NULL, "with --data-dir: print every stored session as a JSON line and exit"},
 };
+
+/* Options that only the command line may give (one-shot commands). */
+static int opt_cli_only(int i)
+{
+    return i == O_EXPORT_ALL || i == O_IMPORT_ALL;
+}
 
 /* Name of the environment variable of option i into buf. */
 static void opt_env_name(int i, char *buf, size_t len)
@@ -132,7 +145,7 @@ static int opt_read_file(const char *path, char **vals, char *msg, size_t msglen
         while (isspace((unsigned char)*v))
             v++;
         i = opt_find(p, (size_t)(eq - p));
-        if (i < 0 || i == O_CONFIG || opt_defs[i].type == OPT_FLAG) {
+        if (i < 0 || i == O_CONFIG || opt_defs[i].type == OPT_FLAG || opt_cli_only(i)) {
             snprintf(msg, msglen, "config %s:%d: unknown option \"%.*s\"", path, lineno,
                      (int)(eq - p), p);
             fclose(fp);
@@ -177,7 +190,11 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
     o->listen = vals[O_LISTEN];
     o->data_dir = vals[O_DATA_DIR];
     o->models_dir = vals[O_MODELS_DIR];
+    o->default_model = vals[O_DEFAULT_MODEL];
     o->api_key_file = vals[O_API_KEY_FILE];
+    o->export_all = vals[O_EXPORT_ALL];
+    o->redis = vals[O_REDIS];
+    o->import_all = vals[O_IMPORT_ALL];
     o->config = vals[O_CONFIG];
     if (hlog_parse_level(vals[O_LOG_LEVEL], &o->log_level) != 0) {
         snprintf(msg, msglen, "--log-level: expected error, warn, info or debug, got \"%s\"",
@@ -229,14 +246,15 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         case O_MAX_CONN: o->max_connections = (int)v; break;
         case O_CONN_TIMEOUT: o->connection_timeout_s = (int)v; break;
         case O_SHUTDOWN: o->shutdown_timeout_s = d; break;
+        case O_MAX_RESIDENT: o->max_resident = v; break;
         default: break;
         }
     }
     if (o->queue_depth < 1 || o->max_connections < 1 || o->limits.max_frames < 1
         || o->limits.max_code_size < 1 || o->limits.max_sessions < 1
-        || o->limits.max_read_steps < 1) {
+        || o->limits.max_read_steps < 1 || o->max_resident < 1) {
         snprintf(msg, msglen, "queue-depth, max-connections, max-frames, max-code-size, "
-                              "max-sessions and max-read-steps must be >= 1");
+                              "max-sessions, max-read-steps and max-resident must be >= 1");
         return -1;
     }
     return 0;
@@ -273,7 +291,7 @@ int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, siz
             return -1;
     }
     for (i = 0; i < O_COUNT; i++) {
-        if (i == O_CONFIG || opt_defs[i].type == OPT_FLAG)
+        if (i == O_CONFIG || opt_defs[i].type == OPT_FLAG || opt_cli_only(i))
             continue;
         opt_env_name(i, env, sizeof env);
         e = getenv(env);
@@ -305,6 +323,8 @@ int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, siz
                 o->help = 1;
             else if (i == O_VERSION)
                 o->version = 1;
+            else if (i == O_LIST_SESSIONS)
+                o->list_sessions = 1;
             else
                 o->print_routes = 1;
             continue;
