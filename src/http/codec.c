@@ -1,4 +1,5 @@
 /* codec.c -- owns decoding of request codes and options and encoding of results as JSON. */
+#define _GNU_SOURCE /* memmem */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -35,6 +36,136 @@ static const unsigned char codec_b64_digit[256] = {
     64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
     64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64
 };
+
+/* ---- request bodies ------------------------------------------------------- */
+
+static int codec_is_b64(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' ||
+           c == '=';
+}
+
+typedef struct {
+    size_t off, len; /* a long base64 string's characters in the original body */
+} codec_span;
+
+/* Put the long strings back: every string "\u0001#K" of the parsed tree becomes
+ * span K of the body (ASCII, so no UTF-8 check is needed). */
+static int codec_restore(json_t *v, const char *body, const codec_span *spans, size_t nspans)
+{
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (s[0] == '\x01' && s[1] == '#') {
+            size_t k = (size_t)strtoul(s + 2, NULL, 10);
+            if (k < nspans && json_string_setn_nocheck(v, body + spans[k].off, spans[k].len) != 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (json_is_object(v)) {
+        const char *key;
+        json_t *e;
+        json_object_foreach(v, key, e) {
+            if (codec_restore(e, body, spans, nspans) != 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) {
+            if (!json_is_number(e) && codec_restore(e, body, spans, nspans) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+int codec_parse_body(const char *body, size_t len, size_t flags, json_t **out, json_error_t *jerr)
+{
+    codec_span *spans = NULL;
+    size_t nspans = 0, cap = 0, i = 0, o = 0;
+    char *copy = NULL;
+    json_t *v;
+
+    /* The marker "\u0001#" cannot be confused with a client's string if the body has no \u0001. */
+    if (len < 4 * CODEC_FAST_STRING || memmem(body, len, "\\u0001", 6) != NULL)
+        goto slow;
+    copy = malloc(len);
+    if (copy == NULL)
+        goto slow;
+    while (i < len) {
+        size_t start, j;
+        int plain = 1;
+        if (body[i] != '"') {
+            copy[o++] = body[i++];
+            continue;
+        }
+        start = i + 1;
+        for (j = start; j < len && body[j] != '"'; j++) {
+            if (body[j] == '\\') { /* an escape: not a plain base64 string; skip the escaped char */
+                plain = 0;
+                j++;
+                continue;
+            }
+            if (plain && !codec_is_b64((unsigned char)body[j]))
+                plain = 0;
+        }
+        if (j >= len) { /* unterminated: let jansson say where */
+            memcpy(copy + o, body + i, len - i);
+            o += len - i;
+            break;
+        }
+        if (plain && j - start >= CODEC_FAST_STRING) { /* a value, not an object key? */
+            size_t k = j + 1;
+            while (k < len && (body[k] == ' ' || body[k] == '\t' || body[k] == '\n' || body[k] == '\r'))
+                k++;
+            if (k < len && body[k] == ':')
+                plain = 0;
+        }
+        if (plain && j - start >= CODEC_FAST_STRING) {
+            char mark[40];
+            int m;
+            if (nspans == cap) {
+                codec_span *grown = realloc(spans, sizeof *spans * (cap ? 2 * cap : 8));
+                if (grown == NULL)
+                    goto slow;
+                spans = grown;
+                cap = cap ? 2 * cap : 8;
+            }
+            spans[nspans].off = start;
+            spans[nspans].len = j - start;
+            m = snprintf(mark, sizeof mark, "\"\\u0001#%zu\"", nspans);
+            nspans++;
+            memcpy(copy + o, mark, (size_t)m); /* shorter than the string it replaces */
+            o += (size_t)m;
+        } else {
+            memcpy(copy + o, body + i, j + 1 - i);
+            o += j + 1 - i;
+        }
+        i = j + 1;
+    }
+    if (nspans == 0)
+        goto slow;
+    v = json_loadb(copy, o, flags, jerr);
+    free(copy);
+    copy = NULL;
+    if (v == NULL)
+        goto slow; /* malformed: the plain parse reports the position in the client's text */
+    if (codec_restore(v, body, spans, nspans) != 0) {
+        json_decref(v);
+        goto slow; /* out of memory while restoring: the plain parse reports it */
+    }
+    free(spans);
+    *out = v;
+    return 0;
+slow:
+    free(copy);
+    free(spans);
+    *out = json_loadb(body, len, flags, jerr);
+    return *out != NULL ? 0 : -1;
+}
 
 int codec_b64_decode(const char *s, size_t n, unsigned char **out, size_t *outlen)
 {

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http/codec.h"
 #include "http/request.h"
 
 #define SRV_LISTEN_LEN 256
@@ -193,7 +194,7 @@ int req_body_object(http_req *r, json_t **out)
         req_problem(r, 400, NULL, "the request body is empty; expected a JSON object");
         return -1;
     }
-    v = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    codec_parse_body(r->body, r->body_len, JSON_REJECT_DUPLICATES, &v, &jerr);
     if (v == NULL) {
         if (json_error_code(&jerr) == json_error_out_of_memory)
             req_oom(r);
