@@ -353,6 +353,7 @@ static void sess_opts(const eng_session *s, const eng_fit_opts *o, vbm_write_opt
     w->tol = o->tolerance >= 0.0 ? o->tolerance : s->solver.tolerance;
     w->init = o->init >= 0 ? (vbm_init)o->init : s->solver.init;
     w->seed = o->seed;
+    w->max_seconds = o->max_seconds > 0.0 ? o->max_seconds : 0.0;
     w->want_addresses = 1; /* cluster usage needs q(s) */
 }
 
@@ -492,48 +493,12 @@ static eng_status sess_persist(eng_session *s, sess_undo *u, int keep_current, e
     return st;
 }
 
-/* Replace-mode write in chunks of opts->chunk iterations, continuing from the
- * current posterior, until done, converged or past the time budget. */
-static vbm_status sess_write_chunked(eng_session *s, const vbm_codes *codes,
-                                     const vbm_write_opts *w, const eng_fit_opts *o,
-                                     eng_fit_out *out, vbm_error *verr)
-{
-    double deadline = eng_now() + o->max_seconds;
-    vbm_write_opts step = *w;
-    int total = 0, left = w->max_iter;
-    vbm_status vst;
-
-    step.max_iter = left < o->chunk ? left : o->chunk;
-    vst = vbm_write(s->mem, codes, &step, &out->res, verr);
-    if (vst != VBM_OK)
-        return vst;
-    total = out->res.iterations;
-    left -= step.max_iter;
-    while (left > 0 && !out->res.converged) {
-        if (eng_now() >= deadline) {
-            out->time_limited = 1;
-            break;
-        }
-        vbm_write_result_free(&out->res);
-        step.init = VBM_INIT_CURRENT;
-        step.max_iter = left < o->chunk ? left : o->chunk;
-        vst = vbm_write(s->mem, codes, &step, &out->res, verr);
-        if (vst != VBM_OK)
-            return vst;
-        total += out->res.iterations;
-        left -= step.max_iter;
-    }
-    out->res.iterations = total;
-    return VBM_OK;
-}
-
 eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
                              const eng_fit_opts *o, eng_fit_out *out, eng_error *err)
 {
     vbm_write_opts w;
     vbm_error verr;
     vbm_status vst;
-    vbm_memory *backup = NULL;
     sess_undo undo;
     eng_status st;
     double t0;
@@ -555,23 +520,11 @@ eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
         vst = vbm_append(s->mem, codes, &w, &out->res, &verr);
     } else if (mode == ENG_REFIT) {
         vst = vbm_refit(s->mem, codes, &w, &out->res, &verr);
-    } else if (o->max_seconds > 0.0 && o->chunk > 0 && w.max_iter > o->chunk
-               && s->mem->cfg.kind != VBM_DKM) {
-        /* A chunked write commits each chunk; keep the old memory to restore it
-         * if a later chunk fails, so that failures stay transactional. */
-        vst = vbm_memory_clone(s->mem, &backup, &verr);
-        if (vst == VBM_OK)
-            vst = sess_write_chunked(s, codes, &w, o, out, &verr);
-        if (vst != VBM_OK && backup != NULL) {
-            vbm_memory_free(s->mem);
-            s->mem = backup;
-            backup = NULL;
-        }
-        vbm_memory_free(backup);
     } else {
         vst = vbm_write(s->mem, codes, &w, &out->res, &verr);
     }
     out->solve_s = eng_now() - t0;
+    out->time_limited = out->res.time_limited;
     if (vst != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
         sess_undo_drop(&undo);
@@ -613,6 +566,7 @@ eng_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *
     t0 = eng_now();
     vst = vbm_resize(s->mem, H, K, &w, &out->elbo_before, &out->elbo_after, &out->res, &verr);
     out->solve_s = eng_now() - t0;
+    out->time_limited = out->res.time_limited;
     if (vst != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
         sess_undo_drop(&undo);

@@ -101,8 +101,7 @@ typedef struct {
     int init;            /* < 0: the session's default, else a vbm_init */
     uint64_t seed;
     int want_addresses;
-    double max_seconds;  /* solver time budget (replace mode, checked between chunks); 0: none */
-    int chunk;           /* iterations per chunk when max_seconds > 0 */
+    double max_seconds;  /* solver time budget (vbm_write_opts.max_seconds: every mode and resize); 0: none */
     int64_t if_match;    /* < 0: no precondition; else the required current version */
 } eng_fit_opts;
 

@@ -15,7 +15,6 @@
 #include "tools/memory_json.h"
 
 #define SESS_DEFAULT_ITERATIONS 50
-#define SESS_CHUNK 25
 #define SESS_LIST_DEFAULT 50
 #define SESS_LIST_MAX 1000
 #define SESS_MAX_TTL (10L * 365 * 24 * 3600)
@@ -424,7 +423,6 @@ static eng_status sess_fit_opts(const json_t *body, const http_limits *lim, eng_
     o->tolerance = -1.0;
     o->init = -1;
     o->max_seconds = lim->max_solve_seconds;
-    o->chunk = SESS_CHUNK;
     st = codec_opt_long(body, "iterations", 0, lim->max_iterations, &it, err);
     if (st == ENG_OK)
         st = codec_opt_double(body, "tolerance", 0.0, 1.0, &o->tolerance, err);

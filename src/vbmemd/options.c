@@ -44,7 +44,7 @@ static const opt_def opt_defs[O_COUNT] = {
     {"max-sessions", OPT_INT, "10000", "sessions held at once (429 past it)"},
     {"max-memory-bytes", OPT_SIZE, "4294967296", "accounted bytes of all sessions (429 past it)"},
     {"max-iterations", OPT_INT, "1000", "VB iterations one request may ask for"},
-    {"max-solve-seconds", OPT_DOUBLE, "30", "solver time budget of one replace write"},
+    {"max-solve-seconds", OPT_DOUBLE, "30", "solver time budget of one write, append, refit or resize (seconds)"},
     {"max-read-steps", OPT_INT, "100", "iterations of one read"},
     {"retry-after", OPT_INT, "1", "seconds in Retry-After of 429 and 503 answers"},
     {"max-connections", OPT_INT, "1024", "open connections at once"},

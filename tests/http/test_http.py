@@ -587,7 +587,10 @@ def test_limits():
         problem(c.request("POST", base + "/episodes", {"codes": {"mu": codes(21, 4, 1)}}), 422, "codes.mu")
         problem(c.request("POST", base + "/episodes", {"codes": {"mu": tensor(codes(21, 4, 1))}}), 422, "codes.mu.shape")
         w = ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(20, 4, 1)}, "iterations": 100}))
-        expect(w["time_limited"] and w["iterations"] == 25, "the solver time budget was not applied: %s" % w)
+        expect(w["time_limited"] and w["iterations"] == 1, "the solver time budget was not applied: %s" % w)
+        # append and refit are bounded by it too
+        w = ok(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(20, 4, 2)}, "iterations": 100}))
+        expect(w["time_limited"] and w["iterations"] == 1, "append ignored the solver time budget: %s" % w)
         problem(c.request("POST", base + "/episodes", {"codes": {"mu": codes(20, 4, 1)}, "iterations": 101}), 422, "iterations")
         problem(c.request("POST", base + "/samples", {"count": 21}), 422, "count")
         problem(c.request("POST", base + "/reads", {"query": {"mu": codes(1, 4, 1)}, "iterations": 5}), 422, "iterations")
