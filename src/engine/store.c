@@ -50,6 +50,11 @@ eng_status eng_store_reserve(eng_store *st, size_t old_bytes, size_t new_bytes, 
     return st->ops->reserve(st->impl, old_bytes, new_bytes, err);
 }
 
+eng_status eng_store_ready(eng_store *st, eng_error *err)
+{
+    return st->ops->ready != NULL ? st->ops->ready(st->impl, err) : ENG_OK;
+}
+
 void eng_store_free(eng_store *st)
 {
     if (st == NULL)

@@ -26,6 +26,7 @@ typedef struct {
     long (*expire)(void *impl, long long now_ms);
     eng_status (*reserve)(void *impl, size_t old_bytes, size_t new_bytes, eng_error *err);
     void (*destroy)(void *impl);
+    eng_status (*ready)(void *impl, eng_error *err); /* NULL: always ready */
 } eng_store_ops;
 
 typedef struct {
@@ -97,6 +98,11 @@ long eng_store_expire(eng_store *st, long long now_ms);
 /* Check that replacing old_bytes by new_bytes keeps the total under the byte
  * limit; fails with ENG_ELIMIT. (Advisory: nothing is reserved.) */
 eng_status eng_store_reserve(eng_store *st, size_t old_bytes, size_t new_bytes, eng_error *err);
+
+/* Whether the store can serve requests now (for /readyz): a store shared by
+ * replicas (Redis) answers a round trip; a local one is ready while open.
+ * Fails with ENG_EUNAVAIL and a message saying why. */
+eng_status eng_store_ready(eng_store *st, eng_error *err);
 
 /* Drop the store's references and free it (a durable store records the last
  * use of its resident sessions and closes its backend). NULL is a no-op. */

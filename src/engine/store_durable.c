@@ -531,8 +531,19 @@ static void dur_destroy(void *impl)
     free(d);
 }
 
+/* Ready: a shared backend (Redis) must answer a round trip; a local one
+ * (SQLite) is ready while open (its full check is too slow for a probe). */
+static eng_status dur_ready(void *impl, eng_error *err)
+{
+    dur_store *d = impl;
+
+    if (!d->backend->shared)
+        return ENG_OK;
+    return eng_backend_check(d->backend, err);
+}
+
 static const eng_store_ops dur_ops = {
-    dur_insert, dur_get, dur_remove, dur_list, dur_stats, dur_expire, dur_reserve, dur_destroy
+    dur_insert, dur_get, dur_remove, dur_list, dur_stats, dur_expire, dur_reserve, dur_destroy, dur_ready
 };
 
 eng_status eng_store_durable_create(eng_backend *backend, const eng_store_limits *limits,

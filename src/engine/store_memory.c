@@ -248,7 +248,7 @@ static void mem_destroy(void *impl)
 }
 
 static const eng_store_ops mem_ops = {
-    mem_insert, mem_get, mem_remove, mem_list, mem_stats, mem_expire, mem_reserve, mem_destroy
+    mem_insert, mem_get, mem_remove, mem_list, mem_stats, mem_expire, mem_reserve, mem_destroy, NULL
 };
 
 eng_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,

@@ -58,6 +58,14 @@ void route_readyz(http_req *r)
                     depth);
         return;
     }
+    {
+        eng_error e;
+        e.msg[0] = '\0';
+        if (eng_store_ready(srv->store, &e) != ENG_OK) {
+            req_problem(r, 503, NULL, "not ready: the session store is unavailable: %s", e.msg);
+            return;
+        }
+    }
     if (!sys_models_ready(srv, &nmodels, why, sizeof why)) {
         req_problem(r, 503, NULL, "not ready: %s", why);
         return;

@@ -483,6 +483,13 @@ def test_replicas_redis_nginx_sigkill():
         expect(acked[0] > 20, "too few writes: %d" % acked[0])
         print("     replicas: %d acknowledged writes through nginx, %d requests failed (all within 2.5 s of the kill)"
               % (acked[0], len(failures)), flush=True)
+        # /readyz follows the shared store: ready while Redis answers, 503 (out of nginx's pool) when it does not
+        r1 = Client(daemons[1].port)
+        ok(r1.request("GET", "/readyz"))
+        redis.terminate()
+        redis.wait(10)
+        r = r1.request("GET", "/readyz", validate=False)
+        expect(r.status == 503 and "session store" in r.body.decode(), "readyz without Redis: %d %s" % (r.status, r.body[:200]))
         for d in daemons[1:]:
             expect(d.stop() == 0, "clean stop")
     finally:
