@@ -857,6 +857,55 @@ START_TEST(time_budget_stops_fit) {
 }
 END_TEST
 
+/* ---- the normal generator (ziggurat) draws a standard normal ---- */
+
+START_TEST(normal_draws_are_standard) {
+    const long n = 2000000;
+    rng_t r;
+    rng_seed(&r, 2024);
+    double s1 = 0.0, s2 = 0.0, s4 = 0.0;
+    long over1 = 0, over2 = 0, tail = 0, low = 0, high = 0;
+    /* empirical CDF at -4, -3.9, ..., 4 against Phi (Kolmogorov-Smirnov distance on a grid) */
+    enum { NG = 81 };
+    long below[NG] = {0};
+    for (long i = 0; i < n; i++) {
+        double x = rng_normal(&r);
+        ck_assert(isfinite(x));
+        s1 += x;
+        s2 += x * x;
+        s4 += x * x * x * x;
+        over1 += fabs(x) > 1.0;
+        over2 += fabs(x) > 2.0;
+        tail += fabs(x) > 3.5; /* beyond the ziggurat's base R = 3.44: the tail algorithm */
+        low += x < -3.5;
+        high += x > 3.5;
+        for (int g = 0; g < NG; g++) below[g] += x < -4.0 + 0.1 * g;
+    }
+    double mean = s1 / n, var = s2 / n - mean * mean;
+    ck_assert_double_le(fabs(mean), 0.003);
+    ck_assert_double_le(fabs(var - 1.0), 0.004);
+    ck_assert_double_le(fabs(s4 / n - 3.0), 0.03);
+    ck_assert_double_le(fabs((double)over1 / n - 0.3173105), 0.0015);
+    ck_assert_double_le(fabs((double)over2 / n - 0.0455003), 0.0006);
+    ck_assert_double_le(fabs((double)tail / n - 4.6527e-4), 6e-5);
+    ck_assert_double_le(fabs((double)low / n - 2.3263e-4), 5e-5); /* both tails, each side */
+    ck_assert_double_le(fabs((double)high / n - 2.3263e-4), 5e-5);
+    double ks = 0.0;
+    for (int g = 0; g < NG; g++) {
+        double x = -4.0 + 0.1 * g, phi = 0.5 * erfc(-x / sqrt(2.0));
+        ks = fmax(ks, fabs((double)below[g] / n - phi));
+    }
+    ck_assert_double_le(ks, 0.0015);
+    /* the fill gives the same stream as single draws */
+    double a[5], b[5];
+    rng_seed(&r, 9);
+    rng_normal_fill(&r, a, 5);
+    rng_seed(&r, 9);
+    for (int i = 0; i < 5; i++) b[i] = rng_normal(&r);
+    for (int i = 0; i < 5; i++) ck_assert(a[i] == b[i]);
+}
+END_TEST
+
 static Suite *models_suite(void) {
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("core");
@@ -885,6 +934,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, parallel_writes_match_sequential);
     tcase_add_test(tc, gram_path_equals_direct);
     tcase_add_test(tc, time_budget_stops_fit);
+    tcase_add_test(tc, normal_draws_are_standard);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -518,13 +518,18 @@ def test_graceful_shutdown_with_requests_in_flight():
     threads = [threading.Thread(target=go) for _ in range(4)]
     for t in threads:
         t.start()
-    deadline = time.time() + 20
-    while time.time() < deadline:  # wait until the jobs are inside the server
+    def gauge(text, name):
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return int(float(line.split()[1]))
+        return 0
+
+    deadline = time.time() + 30
+    while time.time() < deadline:  # wait until all four requests are inside the server (running or queued)
         m = c.request("GET", "/metrics", validate=False).body.decode()
-        if "vbmemd_jobs_in_flight 0" not in m:
+        if gauge(m, "vbmemd_jobs_in_flight") + gauge(m, "vbmemd_queue_depth") + len(statuses) >= 4:
             break
         time.sleep(0.01)
-    time.sleep(0.05)
     d.signal(signal.SIGTERM)
     for t in threads:
         t.join(120)
