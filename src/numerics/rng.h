@@ -16,10 +16,10 @@ void rng_seed(rng_t *r, uint64_t seed);
 uint64_t rng_next(rng_t *r);
 /* Uniform double in [0, 1) with 53 random bits. */
 double rng_uniform(rng_t *r);
-/* Standard normal draw (Box-Muller, one value per call; no cached state). */
+/* Standard normal draw (ziggurat, Marsaglia-Tsang / Doornik; no cached state). */
 double rng_normal(rng_t *r);
-/* Fill out[0..n) with independent standard normal draws (Box-Muller, both
- * values of each pair used: half the transcendental calls of rng_normal). */
+/* Fill out[0..n) with independent standard normal draws: the same stream as n
+ * calls of rng_normal. */
 void rng_normal_fill(rng_t *r, double *out, long n);
 /* Uniform integer in [0, n); n must be >= 1. Unbiased (rejection). */
 uint64_t rng_below(rng_t *r, uint64_t n);
