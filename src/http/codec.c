@@ -39,11 +39,17 @@ static const unsigned char codec_b64_digit[256] = {
 
 /* ---- request bodies ------------------------------------------------------- */
 
-static int codec_is_b64(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' ||
-           c == '=';
-}
+/* 1 for the characters of standard base64 (with padding), 0 otherwise. */
+static const unsigned char codec_b64_alphabet[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
 
 typedef struct {
     size_t off, len; /* a long base64 string's characters in the original body */
@@ -96,21 +102,28 @@ int codec_parse_body(const char *body, size_t len, size_t flags, json_t **out, j
     if (copy == NULL)
         goto slow;
     while (i < len) {
+        const char *q = memchr(body + i, '"', len - i);
         size_t start, j;
         int plain = 1;
-        if (body[i] != '"') {
-            copy[o++] = body[i++];
-            continue;
+        if (q == NULL) { /* no more strings: copy the rest */
+            memcpy(copy + o, body + i, len - i);
+            o += len - i;
+            break;
         }
+        memcpy(copy + o, body + i, (size_t)(q - body) - i); /* up to the opening quote */
+        o += (size_t)(q - body) - i;
+        i = (size_t)(q - body);
         start = i + 1;
-        for (j = start; j < len && body[j] != '"'; j++) {
-            if (body[j] == '\\') { /* an escape: not a plain base64 string; skip the escaped char */
+        for (j = start; j < len; j++) {
+            unsigned char c = (unsigned char)body[j];
+            if (c == '"')
+                break;
+            if (c == '\\') { /* an escape: not a plain base64 string; skip the escaped char */
                 plain = 0;
                 j++;
                 continue;
             }
-            if (plain && !codec_is_b64((unsigned char)body[j]))
-                plain = 0;
+            plain &= codec_b64_alphabet[c];
         }
         if (j >= len) { /* unterminated: let jansson say where */
             memcpy(copy + o, body + i, len - i);
