@@ -254,10 +254,9 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     }
     /* mu_bh . z_t for all h, t (cluster-major). */
     if (shift && !w->implicit) la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->zb, (int)T);
-    /* S_h W_h into Wt (free until the update): the quadratic forms mu^T S_h mu. */
-    for (int h = 0; h < H; h++)
-        la_gemm(0, 0, K, (int)T, K, 1.0, w->S + h * kk, K, w->W + (size_t)h * K * T, (int)T, 0.0,
-                w->Wt + (size_t)h * K * T, (int)T);
+    /* S_h W_h into Wt (free until the update), for the quadratic forms mu^T S_h mu. Wt holds
+     * B_h, and Sigma_w^{-1} = I + S_h / s2 with W_h = Sigma_w B_h / s2 give S_h W_h = B_h - s2 W_h. */
+    for (size_t i = 0; i < (size_t)H * K * T; i++) w->Wt[i] -= s2 * w->W[i];
     /* Per cluster, sweep the frames contiguously: e_th, KL_w and the logits. */
     double *rz = w->acc, *mm = w->acc + T, *mrb = w->acc + 2 * T, *q = w->acc + 3 * T;
     for (int h = 0; h < H; h++) {
