@@ -225,3 +225,56 @@ def untensor(t):
     T, C = t["shape"]
     vals = struct.unpack("<%df" % (T * C), base64.b64decode(t["data"]))
     return [list(vals[i * C:(i + 1) * C]) for i in range(T)]
+
+
+# ---- assertions and the runner shared by the integration test scripts ----
+
+def expect(cond, msg="assertion failed"):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def ok(resp, status=200):
+    """The response has this status; its JSON body (or None)."""
+    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:400]))
+    return resp.json() if resp.body else None
+
+
+def problem(resp, status, field=None, detail=None):
+    """An RFC 9457 problem with this status (and field prefix, and detail substring when given);
+    429 and 503 carry Retry-After. Returns the problem object."""
+    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:300]))
+    expect((resp.header("Content-Type") or "").startswith("application/problem+json"),
+           "not problem+json: %s" % resp.header("Content-Type"))
+    p = resp.json()
+    for k in ("type", "title", "status", "detail"):
+        expect(k in p, "problem lacks %s: %s" % (k, p))
+    if field is not None:
+        expect(p.get("field", "").startswith(field), "field %r, expected %r (%s)" % (p.get("field"), field, p))
+    if detail is not None:
+        expect(detail in p["detail"], "detail %r lacks %r" % (p["detail"], detail))
+    if status in (429, 503):
+        expect(resp.header("Retry-After") is not None, "no Retry-After on %d" % status)
+    return p
+
+
+def run_tests(tests, only=None, skip=(), after_each=None):
+    """Run each test function (those named in only, by full or short name, when given), print
+    one line each; after_each() runs after every test. Returns (passed, failed)."""
+    passed = failed = 0
+    for t in tests:
+        if only and t.__name__ not in only and t.__name__[5:] not in only:
+            continue
+        if t in skip:
+            continue
+        t0 = time.time()
+        try:
+            t()
+            passed += 1
+            print("ok   %-48s %6.2fs" % (t.__name__, time.time() - t0), flush=True)
+        except Exception as e:  # noqa: BLE001
+            failed += 1
+            print("FAIL %-48s %6.2fs  %s: %s" % (t.__name__, time.time() - t0, type(e).__name__, e), flush=True)
+        if after_each is not None:
+            after_each()
+    return passed, failed

@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import CONTRACT, Client, Daemon, tensor, untensor  # noqa: E402
+from daemon import CONTRACT, Client, Daemon, expect, ok, problem, run_tests, tensor, untensor  # noqa: E402
 
 BIN = None
 WRAPPER = None
@@ -42,28 +42,10 @@ def codes(T, C, seed, k=3, spread=4.0):
     return [[centers[t % k][c] + rnd.gauss(0, 0.5) for c in range(C)] for t in range(T)]
 
 
-def expect(cond, msg="assertion failed"):
-    if not cond:
-        raise AssertionError(msg)
 
 
-def ok(resp, status=200):
-    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:400]))
-    return resp.json() if resp.body else None
 
 
-def problem(resp, status, field=None):
-    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:300]))
-    expect((resp.header("Content-Type") or "").startswith("application/problem+json"),
-           "not problem+json: %s" % resp.header("Content-Type"))
-    p = resp.json()
-    for k in ("type", "title", "status", "detail"):
-        expect(k in p, "problem lacks %s: %s" % (k, p))
-    if field is not None:
-        expect(p.get("field", "").startswith(field), "field %r, expected %r (%s)" % (p.get("field"), field, p))
-    if status in (429, 503):
-        expect(resp.header("Retry-After") is not None, "no Retry-After on %d" % status)
-    return p
 
 
 def create(c, C, memory, **extra):
@@ -725,17 +707,7 @@ def main():
     passed = failed = 0
     t_all = time.time()
     try:
-        for t in TESTS:
-            if only and t.__name__ not in only and t.__name__[5:] not in only:
-                continue
-            t0 = time.time()
-            try:
-                t()
-                passed += 1
-                print("ok   %-48s %6.2fs" % (t.__name__, time.time() - t0), flush=True)
-            except Exception as e:  # noqa: BLE001
-                failed += 1
-                print("FAIL %-48s %6.2fs  %s: %s" % (t.__name__, time.time() - t0, type(e).__name__, e), flush=True)
+        passed, failed = run_tests(TESTS, only)
     finally:
         rc = FAST.stop()
         if rc != 0:

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import CONTRACT, Daemon, ROOT, tensor, untensor  # noqa: E402
+from daemon import CONTRACT, Daemon, ROOT, expect, ok, problem, run_tests, tensor, untensor  # noqa: E402
 import pngs  # noqa: E402
 
 BIN = None
@@ -31,25 +31,10 @@ BUNDLED = os.path.join(ROOT, "models", MODEL + ".safetensors")
 C = 64
 
 
-def expect(cond, msg="assertion failed"):
-    if not cond:
-        raise AssertionError(msg)
 
 
-def ok(resp, status=200):
-    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:400]))
-    return resp.json() if resp.body else None
 
 
-def problem(resp, status, field=None, detail=None):
-    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:300]))
-    expect((resp.header("Content-Type") or "").startswith("application/problem+json"), "not problem+json")
-    p = resp.json()
-    if field is not None:
-        expect(p.get("field", "").startswith(field), "field %r, expected %r (%s)" % (p.get("field"), field, p))
-    if detail is not None:
-        expect(detail in p["detail"], "detail %r lacks %r" % (p["detail"], detail))
-    return p
 
 
 def start(*args):
@@ -510,17 +495,7 @@ def main():
     passed = failed = 0
     t_all = time.time()
     try:
-        for t in TESTS:
-            if only and t.__name__ not in only and t.__name__[5:] not in only:
-                continue
-            t0 = time.time()
-            try:
-                t()
-                passed += 1
-                print("ok   %-48s %6.2fs" % (t.__name__, time.time() - t0), flush=True)
-            except Exception as e:  # noqa: BLE001
-                failed += 1
-                print("FAIL %-48s %6.2fs  %s: %s" % (t.__name__, time.time() - t0, type(e).__name__, e), flush=True)
+        passed, failed = run_tests(TESTS, only)
     finally:
         rc = FAST.stop()
         if rc != 0:

@@ -25,7 +25,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import CONTRACT, Client, Daemon, tensor  # noqa: E402
+from daemon import CONTRACT, Client, Daemon, expect, ok, run_tests, tensor  # noqa: E402
 
 BIN = None
 WRAPPER = None
@@ -35,14 +35,8 @@ MEM = {"kind": "mixture", "rows": 2, "clusters": 2, "retain_max": 200}
 C = 8
 
 
-def expect(cond, msg="assertion failed"):
-    if not cond:
-        raise AssertionError(msg)
 
 
-def ok(resp, status=200):
-    expect(resp.status == status, "expected %d, got %d: %s" % (status, resp.status, resp.body[:400]))
-    return resp.json() if resp.body else None
 
 
 STARTED = []  # every daemon a test started: killed after the test if it is still running
@@ -557,26 +551,17 @@ def main():
         print(__doc__)
         return 2
     BIN = os.path.abspath(BIN)
-    passed = failed = 0
     t_all = time.time()
-    for t in TESTS:
-        if only and t.__name__ not in only and t.__name__[5:] not in only:
-            continue
-        if WRAPPER and t is test_full_http_suite_on_sqlite:
-            continue  # test_http.py runs its own subset under valgrind
-        t0 = time.time()
-        try:
-            t()
-            passed += 1
-            print("ok   %-48s %6.2fs" % (t.__name__, time.time() - t0), flush=True)
-        except Exception as e:  # noqa: BLE001
-            failed += 1
-            print("FAIL %-48s %6.2fs  %s: %s" % (t.__name__, time.time() - t0, type(e).__name__, e), flush=True)
-        for d in STARTED:  # a failed test leaves no daemon behind
+
+    def reap():  # a failed test leaves no daemon behind
+        for d in STARTED:
             if d.proc.poll() is None:
                 d.proc.kill()
                 d.proc.wait()
         STARTED.clear()
+    # under valgrind test_http.py runs its own subset, so the whole-suite-on-SQLite test is skipped
+    skip = (test_full_http_suite_on_sqlite,) if WRAPPER else ()
+    passed, failed = run_tests(TESTS, only, skip, reap)
     print("responses validated against proto/openapi.yaml: %d (%.1fs)" % (CONTRACT.checked, time.time() - t_all))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
