@@ -278,3 +278,21 @@ def run_tests(tests, only=None, skip=(), after_each=None):
         if after_each is not None:
             after_each()
     return passed, failed
+
+
+def parse_args(args):
+    """The scripts' command line: [--quick] [--wrapper "CMD ARGS"] [--only a,b] VBMEMD.
+    Returns (absolute path of VBMEMD or None, wrapper argv or None, quick, only or None)."""
+    binary, wrapper, quick, only = None, None, False, None
+    args = list(args)
+    while args:
+        a = args.pop(0)
+        if a == "--quick":
+            quick = True
+        elif a == "--wrapper" and args:
+            wrapper = args.pop(0).split()
+        elif a == "--only" and args:
+            only = args.pop(0).split(",")
+        else:
+            binary = a
+    return (os.path.abspath(binary) if binary else None), wrapper, quick, only

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import CONTRACT, Daemon, ROOT, expect, ok, problem, run_tests, tensor, untensor  # noqa: E402
+from daemon import CONTRACT, Daemon, ROOT, expect, ok, parse_args, problem, run_tests, tensor, untensor  # noqa: E402
 import pngs  # noqa: E402
 
 BIN = None
@@ -473,24 +473,10 @@ TESTS = [
 
 def main():
     global BIN, WRAPPER, QUICK, FAST
-    args = sys.argv[1:]
-    only = None
-    while args and args[0].startswith("--") or len(args) > 1:
-        a = args.pop(0)
-        if a == "--quick":
-            QUICK = True
-        elif a == "--wrapper":
-            WRAPPER = args.pop(0).split()
-        elif a == "--only":
-            only = args.pop(0).split(",")
-        else:
-            BIN = a
-    if args:
-        BIN = args[0]
+    BIN, WRAPPER, QUICK, only = parse_args(sys.argv[1:])
     if BIN is None:
         print(__doc__)
         return 2
-    BIN = os.path.abspath(BIN)
     FAST = start("--threads", "2", "--max-body-bytes", "8000000")
     passed = failed = 0
     t_all = time.time()
