@@ -493,8 +493,19 @@ static eng_status sess_persist(eng_session *s, sess_undo *u, int keep_current, e
     return st;
 }
 
-eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
-                             const eng_fit_opts *o, eng_fit_out *out, eng_error *err)
+/* What one fit under the write lock runs: a write in a mode, or a resize. */
+typedef struct {
+    int resize;             /* 1: vbm_resize to H, K; 0: a write of codes in mode */
+    eng_mode mode;
+    const vbm_codes *codes;
+    int H, K;
+} sess_fit_job;
+
+/* The shared path of writes and resizes: take the write lock (If-Match), keep
+ * an undo copy, run libvbmem, commit the result to the session and persist it;
+ * any failure leaves the session as it was. */
+static eng_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fit_opts *o,
+                           eng_fit_out *out, eng_error *err)
 {
     vbm_write_opts w;
     vbm_error verr;
@@ -516,22 +527,23 @@ eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
     }
     sess_opts(s, o, &w);
     t0 = eng_now();
-    if (mode == ENG_APPEND) {
-        vst = vbm_append(s->mem, codes, &w, &out->res, &verr);
-    } else if (mode == ENG_REFIT) {
-        vst = vbm_refit(s->mem, codes, &w, &out->res, &verr);
-    } else {
-        vst = vbm_write(s->mem, codes, &w, &out->res, &verr);
-    }
+    if (job->resize)
+        vst = vbm_resize(s->mem, job->H, job->K, &w, &out->elbo_before, &out->elbo_after, &out->res, &verr);
+    else if (job->mode == ENG_APPEND)
+        vst = vbm_append(s->mem, job->codes, &w, &out->res, &verr);
+    else if (job->mode == ENG_REFIT)
+        vst = vbm_refit(s->mem, job->codes, &w, &out->res, &verr);
+    else
+        vst = vbm_write(s->mem, job->codes, &w, &out->res, &verr);
     out->solve_s = eng_now() - t0;
     out->time_limited = out->res.time_limited;
     if (vst != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
         sess_undo_drop(&undo);
         vbm_write_result_free(&out->res);
-        return sess_lib_fail(err, vst, "codes", &verr);
+        return sess_lib_fail(err, vst, job->resize ? NULL : "codes", &verr);
     }
-    st = sess_commit(s, mode == ENG_APPEND, out, o->want_addresses, err);
+    st = sess_commit(s, !job->resize && job->mode == ENG_APPEND, out, o->want_addresses, err);
     if (st == ENG_OK)
         st = sess_persist(s, &undo, 0, err);
     else
@@ -542,46 +554,20 @@ eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
     return st;
 }
 
+eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
+                             const eng_fit_opts *o, eng_fit_out *out, eng_error *err)
+{
+    sess_fit_job job = {0, mode, codes, 0, 0};
+
+    return sess_fit(s, &job, o, out, err);
+}
+
 eng_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *o,
                               eng_fit_out *out, eng_error *err)
 {
-    vbm_write_opts w;
-    vbm_error verr;
-    vbm_status vst;
-    sess_undo undo;
-    eng_status st;
-    double t0;
+    sess_fit_job job = {1, ENG_REPLACE, NULL, H, K};
 
-    memset(out, 0, sizeof *out);
-    verr.msg[0] = '\0';
-    st = sess_wrlock(s, o->if_match, &out->wait_s, err);
-    if (st != ENG_OK)
-        return st;
-    st = sess_undo_take(s, NULL, &undo, err);
-    if (st != ENG_OK) {
-        pthread_rwlock_unlock(&s->lock);
-        return st;
-    }
-    sess_opts(s, o, &w);
-    t0 = eng_now();
-    vst = vbm_resize(s->mem, H, K, &w, &out->elbo_before, &out->elbo_after, &out->res, &verr);
-    out->solve_s = eng_now() - t0;
-    out->time_limited = out->res.time_limited;
-    if (vst != VBM_OK) {
-        pthread_rwlock_unlock(&s->lock);
-        sess_undo_drop(&undo);
-        vbm_write_result_free(&out->res);
-        return sess_lib_fail(err, vst, NULL, &verr);
-    }
-    st = sess_commit(s, 0, out, o->want_addresses, err);
-    if (st == ENG_OK)
-        st = sess_persist(s, &undo, 0, err);
-    else
-        sess_undo_drop(&undo);
-    pthread_rwlock_unlock(&s->lock);
-    if (st != ENG_OK)
-        eng_fit_out_free(out);
-    return st;
+    return sess_fit(s, &job, o, out, err);
 }
 
 eng_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster, double **z,
