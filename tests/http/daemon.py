@@ -296,3 +296,21 @@ def parse_args(args):
         else:
             binary = a
     return (os.path.abspath(binary) if binary else None), wrapper, quick, only
+
+
+def run_with_shared_daemon(shared, tests, only=None):
+    """run_tests with a daemon the tests share, stopped at the end (a non-zero exit of it is a
+    failure); prints the totals. Returns the process exit code (0 when everything passed)."""
+    passed = failed = 0
+    t_all = time.time()
+    try:
+        passed, failed = run_tests(tests, only)
+    finally:
+        rc = shared.stop()
+        if rc != 0:
+            failed += 1
+            print("FAIL shared daemon exited with %s" % rc)
+            print("\n".join(shared.lines[-20:]))
+    print("responses validated against proto/openapi.yaml: %d (%.1fs)" % (CONTRACT.checked, time.time() - t_all))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import CONTRACT, Daemon, ROOT, expect, ok, parse_args, problem, run_tests, tensor, untensor  # noqa: E402
+from daemon import Daemon, ROOT, expect, ok, parse_args, problem, run_with_shared_daemon, tensor, untensor  # noqa: E402
 import pngs  # noqa: E402
 
 BIN = None
@@ -478,19 +478,7 @@ def main():
         print(__doc__)
         return 2
     FAST = start("--threads", "2", "--max-body-bytes", "8000000")
-    passed = failed = 0
-    t_all = time.time()
-    try:
-        passed, failed = run_tests(TESTS, only)
-    finally:
-        rc = FAST.stop()
-        if rc != 0:
-            failed += 1
-            print("FAIL shared daemon exited with %s" % rc)
-            print("\n".join(FAST.lines[-20:]))
-    print("responses validated against proto/openapi.yaml: %d (%.1fs)" % (CONTRACT.checked, time.time() - t_all))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return run_with_shared_daemon(FAST, TESTS, only)
 
 
 if __name__ == "__main__":
