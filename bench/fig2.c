@@ -1,6 +1,7 @@
 /* fig2.c -- owns the Fig. 2a reproduction: ELBO ratio DKM / VB of the Gaussian memory on episodes sampled from its own model, over a K x C grid. */
 #define _POSIX_C_SOURCE 200809L
 
+#include "common.h"
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -34,12 +35,6 @@ typedef struct {
     double secs_vb, secs_dkm;
 } episode_result;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void usage(FILE *f) {
     fprintf(f,
             "usage: bench-fig2 [--episodes N] [--seed S] [--K k1,k2,...] [--C c1,c2,...] [--T T] [--iters N]\n"
@@ -52,15 +47,6 @@ static void usage(FILE *f) {
             "  --init      VB initialisation: auto (default; q(M) means drawn from the prior), prior (R = R0),\n"
             "              random (same as auto for this model)\n"
             "  --csv       also print one raw row per episode\n");
-}
-
-static int parse_int(const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -77,7 +63,7 @@ static int parse_list(const char *s, long hi, int *out, int *n) {
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (m >= MAX_LIST) return -1;
-        if (parse_int(tok, 1, hi, &out[m]) != 0) return -1;
+        if (bench_parse_int(tok, 1, hi, &out[m]) != 0) return -1;
         m++;
     }
     if (m == 0) return -1;
@@ -111,11 +97,11 @@ static int parse_args(int argc, char **argv, fig2_opts *o) {
             o->csv = 1;
             continue;
         } else if (strcmp(a, "--episodes") == 0) {
-            bad = parse_int(v, 1, 100000, &o->episodes);
+            bad = bench_parse_int(v, 1, 100000, &o->episodes);
         } else if (strcmp(a, "--T") == 0) {
-            bad = parse_int(v, 1, 1000000, &o->T);
+            bad = bench_parse_int(v, 1, 1000000, &o->T);
         } else if (strcmp(a, "--iters") == 0) {
-            bad = parse_int(v, 0, 100000, &o->iters);
+            bad = bench_parse_int(v, 0, 100000, &o->iters);
         } else if (strcmp(a, "--seed") == 0) {
             char *end;
             errno = 0;
@@ -201,13 +187,13 @@ static int run_episode(const fig2_opts *o, int K, int C, int ep, double *R0, dou
     cfg.u0 = 1.0;
     vbm_memory *mem = NULL;
     vbm_write_result res;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (vbm_memory_create(&cfg, R0, U0, &mem, &err) || vbm_write(mem, &codes, &wo, &res, &err)) {
         fprintf(stderr, "bench-fig2: VB write failed (K=%d C=%d episode %d): %s\n", K, C, ep, err.msg);
         vbm_memory_free(mem);
         return -1;
     }
-    out->secs_vb = now_s() - t0;
+    out->secs_vb = bench_now_s() - t0;
     out->elbo_vb = res.elbo.per_frame;
     if (res.iterations != o->iters)
         fprintf(stderr, "bench-fig2: warning: VB ran %d iterations, asked %d\n", res.iterations, o->iters);
@@ -221,13 +207,13 @@ static int run_episode(const fig2_opts *o, int K, int C, int ep, double *R0, dou
     cfg.sigma_z2 = sigma_z2;
     cfg.u0 = 1.0;
     cfg.dkm_addr_var = 0.3;
-    t0 = now_s();
+    t0 = bench_now_s();
     if (vbm_memory_create(&cfg, R0, U0, &mem, &err) || vbm_write(mem, &codes, &wo, &res, &err)) {
         fprintf(stderr, "bench-fig2: DKM write failed (K=%d C=%d episode %d): %s\n", K, C, ep, err.msg);
         vbm_memory_free(mem);
         return -1;
     }
-    out->secs_dkm = now_s() - t0;
+    out->secs_dkm = bench_now_s() - t0;
     out->elbo_dkm = res.elbo.per_frame;
     vbm_write_result_free(&res);
     vbm_memory_free(mem);
@@ -287,13 +273,13 @@ int main(int argc, char **argv) {
     if (o.csv) printf("csv: K,C,episode,elbo_vb_per_frame,elbo_dkm_per_frame,ratio,secs_vb,secs_dkm\n");
     fflush(stdout);
 
-    double t_start = now_s();
+    double t_start = bench_now_s();
     long losses = 0, total = 0;
     int status = 0;
     for (int i = 0; i < o.nK && !status; i++)
         for (int j = 0; j < o.nC && !status; j++) {
             int K = o.K[i], C = o.C[j];
-            double tc = now_s();
+            double tc = bench_now_s();
             double lo = INFINITY;
             for (int ep = 0; ep < o.episodes; ep++) {
                 episode_result r;
@@ -312,10 +298,10 @@ int main(int argc, char **argv) {
             if (status) break;
             med[(size_t)i * o.nC + j] = median_of(ratios, o.episodes);
             mn[(size_t)i * o.nC + j] = lo;
-            secs[(size_t)i * o.nC + j] = now_s() - tc;
+            secs[(size_t)i * o.nC + j] = bench_now_s() - tc;
             fflush(stdout);
         }
-    double elapsed = now_s() - t_start;
+    double elapsed = bench_now_s() - t_start;
     if (!status) {
         print_grid("median ratio ELBO_DKM / ELBO_VB (rows K, columns C; > 1 means VB is better)", &o, med);
         print_grid("minimum ratio ELBO_DKM / ELBO_VB over the episodes of each cell", &o, mn);

@@ -4,6 +4,7 @@
  * the machine's float32 GEMM ceiling, all measured in the same run. Without --model it benchmarks the paper's CIFAR architecture
  * (App. F.2.1: 32x32x3, F = 64, C = 200, gaussian) with random weights it writes itself. */
 #define _POSIX_C_SOURCE 200809L
+#include "common.h"
 #include <cblas.h>
 #include <jansson.h>
 #include <math.h>
@@ -29,22 +30,6 @@ typedef struct {
     const char *root;
     const char *keep_cifar; /* write the generated CIFAR model here and keep it */
 } bench_opts;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- GEMM ceiling ---- */
 
@@ -377,18 +362,18 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
     rc |= nets_encode_ws(m, ws, x, n, mu, s2, err, sizeof err);
     rc |= nets_decode_ws(m, ws, z, n, mean, scale, err, sizeof err);
     for (int i = 0; i < res->reps && !rc; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GEMM_N, GEMM_N, GEMM_N, 1.0f, ga, GEMM_N, gb, GEMM_N,
                     0.0f, gc, GEMM_N);
-        res->ceiling[i] = 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / (now_s() - t0) * 1e-9;
+        res->ceiling[i] = 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / (bench_now_s() - t0) * 1e-9;
         for (int k = 0; k < 2; k++) {
             settle();
-            t0 = now_s();
+            t0 = bench_now_s();
             if (k == 0)
                 rc |= nets_encode_ws(m, ws, x, n, mu, s2, err, sizeof err);
             else
                 rc |= nets_decode_ws(m, ws, z, n, mean, scale, err, sizeof err);
-            res->t_ws[k][i] = now_s() - t0;
+            res->t_ws[k][i] = bench_now_s() - t0;
             if (res->have_torch) {
                 settle();
                 res->t_torch[k][i] = torch_call(&tp, k == 0 ? "encode" : "decode");
@@ -400,12 +385,12 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
         }
         for (int k = 0; k < 2; k++) {
             settle();
-            t0 = now_s();
+            t0 = bench_now_s();
             if (k == 0)
                 rc |= nets_encode(m, x, n, mu, s2, err, sizeof err);
             else
                 rc |= nets_decode(m, z, n, mean, scale, err, sizeof err);
-            res->t_alloc[k][i] = now_s() - t0;
+            res->t_alloc[k][i] = bench_now_s() - t0;
         }
     }
     if (rc) fprintf(stderr, "bench-nets: %s\n", err);
@@ -441,23 +426,23 @@ static void print_model(const bench_opts *o, const model_result *r) {
     const char *names[2] = {"encode", "decode"};
     for (int k = 0; k < 2; k++) {
         memcpy(tmp, r->t_ws[k], sizeof(double) * R);
-        double tm = median(tmp, R), tb = best_of(r->t_ws[k], R);
+        double tm = bench_median(tmp, R), tb = best_of(r->t_ws[k], R);
         memcpy(tmp, r->t_alloc[k], sizeof(double) * R);
-        double ta = median(tmp, R);
+        double ta = bench_median(tmp, R);
         for (int i = 0; i < R; i++) tmp[i] = r->flops[k] * n / r->t_ws[k][i] * 1e-9 / r->ceiling[i];
-        double frac = median(tmp, R);
+        double frac = bench_median(tmp, R);
         printf("  %-7s %9.0f %9.0f %13.0f %9.1f %10.1f%%", names[k], n / tm, n / tb, n / ta, r->flops[k] * n / tm * 1e-9,
                100.0 * frac);
         if (r->have_torch) {
             memcpy(tmp, r->t_torch[k], sizeof(double) * R);
-            double pm = median(tmp, R);
+            double pm = bench_median(tmp, R);
             for (int i = 0; i < R; i++) tmp[i] = r->t_torch[k][i] / r->t_ws[k][i];
-            printf(" %14.0f %9.2fx", n / pm, median(tmp, R));
+            printf(" %14.0f %9.2fx", n / pm, bench_median(tmp, R));
         }
         printf("\n");
     }
     memcpy(tmp, r->ceiling, sizeof(double) * R);
-    double cm = median(tmp, R); /* sorts tmp */
+    double cm = bench_median(tmp, R); /* sorts tmp */
     printf("  GEMM ceiling in these rounds: median %.1f, best %.1f GFLOP/s", cm, tmp[R - 1]);
     if (r->have_torch) printf("; PyTorch %s on the CPU, %d threads", r->torch_version, r->torch_threads);
     printf("\n");

@@ -1,6 +1,7 @@
 /* write.c -- owns the write-latency benchmark: vbm_write median time, GFLOP/s, the NumPy comparator ratio and the cost scaling in T and H. */
 #define _POSIX_C_SOURCE 200809L
 
+#include "common.h"
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -39,22 +40,6 @@ typedef struct {
 typedef struct {
     double median_s, min_s, elbo_per_frame;
 } timing;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 /* Level-3 flops of one write, counting only the BLAS-3 calls the library makes
  * (every la_gemm, and every Cholesky solve with a matrix of right-hand sides,
@@ -122,15 +107,6 @@ static void usage(FILE *f) {
             "  --no-scaling skip the T and H sweeps\n");
 }
 
-static int parse_int(const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 /* "auto", "prior", "kmeans++", "random" -> vbm_init. */
 static int parse_init(const char *s, vbm_init *out) {
     static const struct {
@@ -181,10 +157,10 @@ static int parse_args(int argc, char **argv, write_opts *o) {
             o->scaling = 0;
             takes = 0;
         } else if (strcmp(a, "--reps") == 0) {
-            bad = parse_int(v, 1, MAX_REPS, &o->reps);
+            bad = bench_parse_int(v, 1, MAX_REPS, &o->reps);
             reps_given = 1;
         } else if (strcmp(a, "--threads") == 0) {
-            bad = parse_int(v, 1, 4096, &o->threads);
+            bad = bench_parse_int(v, 1, 4096, &o->threads);
         } else if (strcmp(a, "--root") == 0) {
             o->root = v;
             bad = *v == '\0';
@@ -293,7 +269,7 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
         fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H, err.msg);
         rc = -1;
     }
-    for (double tw = now_s(); rc == 0;) {
+    for (double tw = bench_now_s(); rc == 0;) {
         if (vbm_write(mem, &codes, &wo, &res, &err)) {
             fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H, err.msg);
             rc = -1;
@@ -302,22 +278,22 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
         if (res.iterations != b->iters)
             fprintf(stderr, "bench-write: warning: %d iterations run, %d asked\n", res.iterations, b->iters);
         vbm_write_result_free(&res);
-        if (now_s() - tw >= WARMUP_S) break;
+        if (bench_now_s() - tw >= WARMUP_S) break;
     }
     for (int r = 0; r < reps && rc == 0; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         if (vbm_write(mem, &codes, &wo, &res, &err)) {
             fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H, err.msg);
             rc = -1;
             break;
         }
-        t[r] = now_s() - t0;
+        t[r] = bench_now_s() - t0;
         out->elbo_per_frame = res.elbo.per_frame;
         vbm_write_result_free(&res);
     }
     if (rc == 0) {
-        out->median_s = median(t, reps);
-        out->min_s = t[0]; /* median() sorted t */
+        out->median_s = bench_median(t, reps);
+        out->min_s = t[0]; /* bench_median() sorted t */
     }
     vbm_memory_free(mem);
     free(Z);
@@ -470,7 +446,7 @@ int main(int argc, char **argv) {
     write_opts o;
     if (parse_args(argc, argv, &o) != 0) return 2;
     if (o.threads > 0) openblas_set_num_threads(o.threads);
-    double t_start = now_s();
+    double t_start = bench_now_s();
     printf("bench-write: vbm_write latency (median of %d timed writes after >= 0.2 s of warm-up), init %s, seed %llu\n",
            o.reps, init_name(o.init), (unsigned long long)o.seed);
     print_machine();
@@ -525,6 +501,6 @@ int main(int argc, char **argv) {
         else
             printf("\nscaling: slope in T = %.3f, slope in H = %.3f (1 = linear cost)\n", sT, sH);
     }
-    printf("total run time %.1f s\n", now_s() - t_start);
+    printf("total run time %.1f s\n", bench_now_s() - t_start);
     return status;
 }
