@@ -41,6 +41,22 @@ static eng_session *sess_lookup(http_req *r)
     return s;
 }
 
+/* The session of the path and the request's JSON object body, both owned by the
+ * caller; on failure the problem is already answered, nothing is held and -1 is
+ * returned. */
+static int sess_lookup_body(http_req *r, eng_session **s, json_t **body)
+{
+    *s = sess_lookup(r);
+    if (*s == NULL)
+        return -1;
+    if (req_body_object(r, body) != 0) {
+        eng_session_unref(*s);
+        *s = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* If-Match as the engine wants it (-1: none). */
 static int64_t sess_if_match(const http_req *r)
 {
@@ -480,13 +496,8 @@ void route_episodes(http_req *r)
     eng_status st;
 
     memset(&codes, 0, sizeof codes);
-    s = sess_lookup(r);
-    if (s == NULL)
+    if (sess_lookup_body(r, &s, &body) != 0)
         return;
-    if (req_body_object(r, &body) != 0) {
-        eng_session_unref(s);
-        return;
-    }
     ov = json_object_get(body, "observations");
     images = ov != NULL;
     if (images && obs_session_model(r, s, &m) != 0) {
@@ -572,13 +583,8 @@ void route_resize(http_req *r)
     double need;
     eng_status st;
 
-    s = sess_lookup(r);
-    if (s == NULL)
+    if (sess_lookup_body(r, &s, &body) != 0)
         return;
-    if (req_body_object(r, &body) != 0) {
-        eng_session_unref(s);
-        return;
-    }
     st = codec_check_keys(body, "", keys, &err);
     if (st == ENG_OK)
         st = codec_opt_long(body, "clusters", 0, VBM_MAX_CLUSTERS, &H, &err);
@@ -667,13 +673,8 @@ void route_samples(http_req *r)
     img_format fmt = IMG_NONE;
     eng_status st;
 
-    s = sess_lookup(r);
-    if (s == NULL)
+    if (sess_lookup_body(r, &s, &body) != 0)
         return;
-    if (req_body_object(r, &body) != 0) {
-        eng_session_unref(s);
-        return;
-    }
     st = codec_check_keys(body, "", keys, &err);
     if (st == ENG_OK)
         st = codec_opt_long(body, "count", 1, lim->max_frames, &count, &err);
@@ -798,13 +799,8 @@ void route_reads(http_req *r)
     eng_status st;
 
     memset(&q, 0, sizeof q);
-    s = sess_lookup(r);
-    if (s == NULL)
+    if (sess_lookup_body(r, &s, &body) != 0)
         return;
-    if (req_body_object(r, &body) != 0) {
-        eng_session_unref(s);
-        return;
-    }
     if (obs_session_model(r, s, &m) != 0) {
         json_decref(body);
         eng_session_unref(s);
@@ -937,13 +933,8 @@ void route_memory_put(http_req *r)
     eng_status st;
     vbm_status vst;
 
-    s = sess_lookup(r);
-    if (s == NULL)
+    if (sess_lookup_body(r, &s, &body) != 0)
         return;
-    if (req_body_object(r, &body) != 0) {
-        eng_session_unref(s);
-        return;
-    }
     vst = memjson_to_memory(body, &mem, msg, sizeof msg);
     json_decref(body);
     if (vst != VBM_OK) {
