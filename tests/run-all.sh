@@ -10,6 +10,10 @@ echo "== build (debugoptimized, -Werror) =="
 ninja -C build
 meson test -C build --print-errorlogs
 
+echo "== build (release, -O3, -Werror: compile only; -O3 inlining finds warnings -O2 does not) =="
+[ -d build-o3 ] || meson setup build-o3 --buildtype=release >/dev/null
+ninja -C build-o3
+
 echo "== ASan/UBSan build =="
 [ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug >/dev/null
 ninja -C build-asan

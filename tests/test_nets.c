@@ -528,7 +528,7 @@ typedef struct {
  * data get random values (kept in ts[i].data for the reference). */
 static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int nt, long n, const float *x,
                          nets_shape *out_shape, int use_ws) {
-    st_input inp[16];
+    st_input inp[16] = {{0}};
     for (int i = 0; i < nt; i++) {
         long count = 1;
         for (int d = 0; d < ts[i].ndim; d++) count *= ts[i].shape[d];

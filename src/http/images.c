@@ -585,7 +585,7 @@ static json_t *img_tensor(const float *x, long n, const img_shape *shape, int is
 {
     size_t count = (size_t)n * (size_t)shape->channels * (size_t)shape->height
                    * (size_t)shape->width, i;
-    unsigned char *raw = malloc(count * (is_u8 ? 1 : 4) + 1);
+    unsigned char *raw = calloc(count * (is_u8 ? 1 : 4) + 1, 1);
     char *text;
     json_t *out;
 

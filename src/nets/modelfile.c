@@ -202,7 +202,7 @@ static int parse_layer(parse_ctx *c, const json_t *o, int depth, nets_layer *L) 
         break;
     }
     case NETS_L_GROUP_NORM: {
-        int ch;
+        int ch = 0;
         if (get_int(c, L, o, "groups", 1, NETS_MAX_DIM, &L->groups) || get_int(c, L, o, "channels", 1, NETS_MAX_DIM, &ch))
             return -1;
         const json_t *e = json_object_get(o, "eps");
@@ -242,7 +242,7 @@ static int parse_layer(parse_ctx *c, const json_t *o, int depth, nets_layer *L) 
         break;
     }
     case NETS_L_CROP: {
-        int h, w;
+        int h = 0, w = 0;
         if (get_int(c, L, o, "height", 1, NETS_MAX_DIM, &h) || get_int(c, L, o, "width", 1, NETS_MAX_DIM, &w)) return -1;
         if (in.rank != 3) return lfail(c, L, "input shape %s is not an image [c,h,w]", ins);
         if (h > in.h || w > in.w) return lfail(c, L, "cannot crop input shape %s to %d x %d", ins, h, w);

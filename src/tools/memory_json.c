@@ -367,7 +367,7 @@ vbm_status memjson_new_array(const double *a, int ndim, const long *dims, const 
 {
     char where[MEMJSON_PATH_LEN];
     long idx[MEMJSON_MAX_DIMS];
-    size_t total, p, rest;
+    size_t total = 0, p, rest;
     vbm_status st;
     int d;
 
