@@ -77,6 +77,8 @@ static vbm_status c_address(const vbm_memory *mem, const prior_t *prior, void *w
     int K = w->K, C = w->C;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
+    vbm_elbo unused = {0};
+    if (!elbo) elbo = &unused; /* the terms are by-products of the address step here */
     for (int k = 0; k < K; k++) {
         double r2 = 0.0;
         for (int c = 0; c < C; c++) r2 += mem->R[(size_t)k * C + c] * mem->R[(size_t)k * C + c];

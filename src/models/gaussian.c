@@ -148,7 +148,7 @@ static vbm_status g_address(const vbm_memory *mem, const prior_t *prior, void *w
     for (long t = 0; t < T; t++)
         for (int k = 0; k < K; k++) w->W[(size_t)t * K + k] = Bt[(size_t)k * T + t];
     la_chol_inverse(K, A); /* A now holds Sw */
-    return gaussian_elbo(mem, prior, w, elbo, err);
+    return elbo ? gaussian_elbo(mem, prior, w, elbo, err) : VBM_OK;
 }
 
 /* q(b) (Eq. 170-171) then q(M) (Eq. 178-179). */

@@ -411,24 +411,31 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
         res->iterations = 1;
     } else {
         st = ops->init(mem, codes, prior, init, &rng, err);
+        /* The ELBO is evaluated after every address step only when something reads it (the
+         * tolerance test or the trace); otherwise only after the last one. */
+        int every = opts->tol > 0.0 || opts->want_trace;
         for (int it = 0; !st; it++) {
+            int out_of_time = it > 0 && opts->max_seconds > 0.0 && fit_clock() - t0 >= opts->max_seconds;
+            int last = it == max_iter || out_of_time;
             vbm_elbo e = {0};
-            st = ops->address(mem, prior, work, &e, err);
+            st = ops->address(mem, prior, work, every || last ? &e : NULL, err);
             if (st) break;
-            elbo_finish(&e, codes->T);
-            res->elbo = e;
-            res->trace[it] = e.per_frame;
-            if (!isfinite(e.total)) {
-                st = vbm_fail(err, VBM_ENUMERIC, "ELBO is not finite at iteration %d", it);
-                break;
+            if (every || last) {
+                elbo_finish(&e, codes->T);
+                res->elbo = e;
+                res->trace[it] = e.per_frame;
+                if (!isfinite(e.total)) {
+                    st = vbm_fail(err, VBM_ENUMERIC, "ELBO is not finite at iteration %d", it);
+                    break;
+                }
+                if (it > 0 && opts->tol > 0.0 &&
+                    fabs(res->trace[it] - res->trace[it - 1]) <= opts->tol * fabs(res->trace[it])) {
+                    res->converged = 1;
+                    break;
+                }
             }
-            if (it > 0 && opts->tol > 0.0 && fabs(res->trace[it] - res->trace[it - 1]) <= opts->tol * fabs(res->trace[it])) {
-                res->converged = 1;
-                break;
-            }
-            if (it == max_iter) break;
-            if (it > 0 && opts->max_seconds > 0.0 && fit_clock() - t0 >= opts->max_seconds) {
-                res->time_limited = 1;
+            if (last) {
+                res->time_limited = it < max_iter;
                 break;
             }
             st = ops->update(mem, prior, work, err);

@@ -50,6 +50,16 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->Uv);
     free(w->GT);
     free(w->gs);
+    free(w->bx);
+    free(w->by);
+    free(w->bcoef);
+    free(w->bZe);
+    free(w->bAe);
+    free(w->bAm0);
+    free(w->bdots);
+    free(w->bgx);
+    free(w->bAmb);
+    free(w->bm0);
     memset(w, 0, sizeof *w);
 }
 
@@ -91,8 +101,23 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
         w->AAt = vbm_calloc((size_t)H * kk, sizeof(double));
     }
     if (w->shift_mean) w->zmu0 = vbm_calloc((size_t)H * T, sizeof(double));
+    int shift = mem->cfg.shift;
+    if (shift) {
+        w->bx = vbm_calloc((size_t)H * T, sizeof(double));
+        w->by = vbm_calloc((size_t)H * K, sizeof(double));
+        w->bcoef = vbm_calloc(2 * (size_t)H, sizeof(double));
+        w->bZe = vbm_calloc((size_t)H * T, sizeof(double));
+        w->bAe = vbm_calloc((size_t)H * K, sizeof(double));
+        w->bAm0 = vbm_calloc((size_t)H * K, sizeof(double));
+        w->bdots = vbm_calloc(3 * (size_t)H, sizeof(double));
+        w->bgx = vbm_calloc((size_t)H * T, sizeof(double));
+        w->bAmb = vbm_calloc((size_t)H * K, sizeof(double));
+        w->bm0 = vbm_calloc((size_t)H, sizeof(double));
+    }
     if (!w->G || !w->SR || !w->LQ || !w->logdetQ || !w->Wtc || !w->swc || !w->AR || !w->AR0 || !w->Uv || !w->GT ||
-        !w->gs || (w->prior_mean && (!w->AZ || !w->AAt)) || (w->shift_mean && !w->zmu0))
+        !w->gs || (w->prior_mean && (!w->AZ || !w->AAt)) || (w->shift_mean && !w->zmu0) ||
+        (shift && (!w->bx || !w->by || !w->bcoef || !w->bZe || !w->bAe || !w->bAm0 || !w->bdots || !w->bgx ||
+                   !w->bAmb || !w->bm0)))
         return vbm_fail(err, VBM_ENOMEM, "out of memory for the Gram path (T=%ld)", T);
     la_gemm(0, 1, (int)T, (int)T, cg, 1.0, Z, C, Z, C, 0.0, w->G, (int)T);
     if (w->prior_mean) {
@@ -226,10 +251,13 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
         w->trSSw[h] = tr;
         double trsw = 0.0, bb = 0.0;
         for (int k = 0; k < K; k++) trsw += Sw[(size_t)k * K + k];
-        if (shift)
+        if (shift && !w->b_implicit) {
             for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
+            w->bb[h] = bb;
+        } else if (!shift) {
+            w->bb[h] = 0.0;
+        } /* else |mu_bh|^2 was carried by the update */
         w->trSw[h] = trsw;
-        w->bb[h] = bb;
         if (w->implicit) continue; /* R_h mu_bh is carried by the Gram update */
         for (int k = 0; k < K; k++) {
             double v = 0.0;
@@ -254,24 +282,20 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     }
     /* mu_bh . z_t for all h, t (cluster-major). */
     if (shift && !w->implicit) la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->zb, (int)T);
-    /* S_h W_h into Wt (free until the update), for the quadratic forms mu^T S_h mu. Wt holds
-     * B_h, and Sigma_w^{-1} = I + S_h / s2 with W_h = Sigma_w B_h / s2 give S_h W_h = B_h - s2 W_h. */
-    for (size_t i = 0; i < (size_t)H * K * T; i++) w->Wt[i] -= s2 * w->W[i];
-    /* Per cluster, sweep the frames contiguously: e_th, KL_w and the logits. */
-    double *rz = w->acc, *mm = w->acc + T, *mrb = w->acc + 2 * T, *q = w->acc + 3 * T;
+    /* Per cluster, sweep the frames contiguously: e_th, KL_w and the logits. With B_h = R_h (Z - mu_bh)^T
+     * (in Wt) and W_h = Sigma_w B_h / s2, so that S_h W_h = B_h - s2 W_h (Sigma_w^{-1} = I + S_h / s2):
+     *   e_th = |z_t|^2 + tr V_t + |mu_bh|^2 + cg s2_bh + tr(S_h Sigma_w) - 2 mu_bh.z_t
+     *          - 2 w_t.B_t + w_t.S_h w_t = ... - w_t.B_t - s2 |w_t|^2. */
+    double *wb = w->acc, *mm = w->acc + T, half_s2 = 0.5 / s2;
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
-        const double *Wh = w->W + (size_t)h * K * T, *Ph = w->P + (size_t)h * K * T;
-        const double *SWh = w->Wt + (size_t)h * K * T;
-        memset(w->acc, 0, sizeof(double) * 4 * T);
+        const double *Wh = w->W + (size_t)h * K * T, *Bh = w->Wt + (size_t)h * K * T;
+        memset(w->acc, 0, sizeof(double) * 2 * T);
         for (int k = 0; k < K; k++) {
-            const double *wk = Wh + (size_t)k * T, *pk = Ph + (size_t)k * T, *sk = SWh + (size_t)k * T;
-            double rmb = w->Rmb[h * K + k];
+            const double *wk = Wh + (size_t)k * T, *bk = Bh + (size_t)k * T;
             for (long t = 0; t < T; t++) {
-                rz[t] += wk[t] * pk[t];
+                wb[t] += wk[t] * bk[t];
                 mm[t] += wk[t] * wk[t];
-                mrb[t] += wk[t] * rmb;
-                q[t] += wk[t] * sk[t];
             }
         }
         double eh = w->bb[h] + (shift ? cg * mem->s2_b[gh] : 0.0) + w->trSSw[h];
@@ -279,12 +303,11 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
         const double *zbh = w->zb + (size_t)h * T;
         double *Eh = w->E + (size_t)h * T, *LWh = w->LW + (size_t)h * T, *thh = w->thetaT + (size_t)h * T;
         for (long t = 0; t < T; t++) {
-            double e = w->cs.znorm[t] + w->cs.vsum[t] + eh - 2.0 * (shift ? zbh[t] : 0.0) + q[t] - 2.0 * rz[t] +
-                       2.0 * mrb[t];
+            double e = w->cs.znorm[t] + w->cs.vsum[t] + eh - 2.0 * (shift ? zbh[t] : 0.0) - wb[t] - s2 * mm[t];
             double lw = lwh + 0.5 * mm[t];
             Eh[t] = e;
             LWh[t] = lw;
-            thh[t] = -e / (2.0 * s2) - lw;
+            thh[t] = -e * half_s2 - lw;
         }
     }
     /* Per frame: q(s_t) = softmax of the logits (with the floor), and the ELBO terms. */
@@ -296,15 +319,16 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
         softmax_inplace(H, th);
         if (floor_ > 0.0 && H > 1)
             for (int h = 0; h < H; h++) th[h] = (1.0 - floor_) * th[h] + floor_ / H;
+        for (int h = 0; h < H; h++) w->thetaT[(size_t)h * T + t] = th[h];
+        if (!elbo) continue;
         for (int h = 0; h < H; h++) {
-            w->thetaT[(size_t)h * T + t] = th[h];
             if (th[h] == 0.0) continue;
             loglik += th[h] * (-0.5 * cg * log2pis2 - w->E[(size_t)h * T + t] / (2.0 * s2));
             klw += th[h] * w->LW[(size_t)h * T + t];
         }
         kls += kl_uniform_cat(H, th);
     }
-    (void)prior;
+    if (!elbo) return VBM_OK;
     elbo->loglik_codes += loglik + w->cs.entropy;
     elbo->kl_w += klw;
     elbo->kl_s += kls;
@@ -328,7 +352,10 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
         if (isnan(klm))
             return vbm_fail(err, VBM_ENUMERIC, "posterior row covariance of cluster %d is not positive definite", h);
         elbo->kl_M += klm;
-        if (shift)
+        if (shift && w->b_implicit) /* |mu_bh - mu_b0h|^2 from the carried products */
+            elbo->kl_b += kl_iso_normal_d2(cg, w->bb[h] - 2.0 * w->bm0[h] + w->bdots[3 * h + 2], mem->s2_b[gh],
+                                           prior->s2_b0[gh]);
+        else if (shift)
             elbo->kl_b += kl_iso_normal(cg, BLK_B(mem, gh), mem->s2_b[gh], prior->mu_b0 + (size_t)gh * cg,
                                         prior->s2_b0[gh]);
     }
@@ -414,6 +441,145 @@ static void weigh_addresses(mixgroup_work *w) {
     }
 }
 
+/* Begin the implicit representation of the shifts (see mixgroup_work): e_h is
+ * the explicit mu_bh now in the memory, beta_h = 1 and alpha_h, x_h, y_h = 0. */
+static void shift_begin_implicit(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
+    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+    long T = w->T;
+    size_t kc = (size_t)K * cg;
+    const double *Z = w->cs.mu + w->cs.goff;
+    memset(w->bx, 0, sizeof(double) * H * T);
+    memset(w->by, 0, sizeof(double) * H * K);
+    la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->bZe, (int)T);
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        const double *e = BLK_B(mem, gh), *m0 = prior->mu_b0 + (size_t)gh * cg, *A = prior->P0R0 + (size_t)gh * kc;
+        double ee = 0.0, em0 = 0.0, m0m0 = 0.0;
+        for (int c = 0; c < cg; c++) {
+            ee += e[c] * e[c];
+            em0 += e[c] * m0[c];
+            m0m0 += m0[c] * m0[c];
+        }
+        w->bdots[3 * h] = ee;
+        w->bdots[3 * h + 1] = em0;
+        w->bdots[3 * h + 2] = m0m0;
+        w->bcoef[2 * h] = 1.0;
+        w->bcoef[2 * h + 1] = 0.0;
+        for (int k = 0; k < K && w->prior_mean; k++) {
+            double ae = 0.0, am = 0.0;
+            for (int c = 0; c < cg; c++) {
+                ae += A[(size_t)k * cg + c] * e[c];
+                am += A[(size_t)k * cg + c] * m0[c];
+            }
+            w->bAe[h * K + k] = ae;
+            w->bAm0[h * K + k] = am;
+        }
+    }
+    w->b_implicit = 1;
+}
+
+/* q(b_h) (Eq. 198-199) on the Gram path when R_h is implicit. With v_h =
+ * Q_h^{-1} sw_h (Q_h of the last update), u_h = theta_h - Wtc_h^T v_h / s2 and
+ * c_h = swc_h . v_h / s2,
+ *   Z^T theta_h - R_h^T sw_h = Z^T u_h - P0R0_h^T v_h + mu_bh c_h,
+ * so mu_bh <- sb (mu_b0h / s2_b0 + that / s2) only moves the coefficients of
+ * the implicit representation. Then Z mu_bh, P0R0_h mu_bh, |mu_bh|^2 and
+ * mu_bh . mu_b0h follow from G x_h and the products kept since it began. */
+static vbm_status shift_update_implicit(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+    int H = w->H, K = w->K, g = w->g;
+    long T = w->T;
+    double s2 = mem->cfg.sigma_z2;
+    size_t kk = (size_t)K * K;
+    (void)err;
+    if (!w->b_implicit) shift_begin_implicit(mem, prior, w);
+    double *v = w->gs; /* K scratch */
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        memcpy(v, w->sw + h * K, sizeof(double) * K);
+        la_chol_solve(K, 1, w->LQ + h * kk, v, 1);
+        double c = 0.0;
+        for (int k = 0; k < K; k++) c += w->swc[h * K + k] * v[k];
+        double s20 = prior->s2_b0[gh];
+        double sb = 1.0 / (1.0 / s20 + w->Nh[h] / s2);
+        double f = sb / s2, gam = f * c / s2;
+        double *x = w->bx + (size_t)h * T, *y = w->by + (size_t)h * K;
+        const double *th = w->thetaT + (size_t)h * T;
+        for (long t = 0; t < T; t++) x[t] = gam * x[t] + f * th[t];
+        for (int k = 0; k < K; k++) {
+            const double *wk = w->Wtc + ((size_t)h * K + k) * T;
+            double a = f * v[k] / s2;
+            for (long t = 0; t < T; t++) x[t] -= a * wk[t];
+            y[k] = gam * y[k] - f * v[k];
+        }
+        w->bcoef[2 * h] *= gam;
+        w->bcoef[2 * h + 1] = sb / s20 + gam * w->bcoef[2 * h + 1];
+        mem->s2_b[gh] = sb;
+    }
+    la_gemm(0, 0, H, (int)T, (int)T, 1.0, w->bx, (int)T, w->G, (int)T, 0.0, w->bgx, (int)T); /* G symmetric */
+    for (int h = 0; h < H; h++) {
+        double beta = w->bcoef[2 * h], alpha = w->bcoef[2 * h + 1];
+        const double *x = w->bx + (size_t)h * T, *y = w->by + (size_t)h * K, *gx = w->bgx + (size_t)h * T;
+        const double *ze = w->bZe + (size_t)h * T, *zm0 = w->shift_mean ? w->zmu0 + (size_t)h * T : NULL;
+        double *zb = w->zb + (size_t)h * T, *amb = w->bAmb + (size_t)h * K;
+        double ee = w->bdots[3 * h], em0 = w->bdots[3 * h + 1], m0m0 = w->bdots[3 * h + 2];
+        double emb = beta * ee + alpha * em0, m0mb = beta * em0 + alpha * m0m0;
+        for (long t = 0; t < T; t++) {
+            double z = beta * ze[t] + gx[t];
+            if (zm0) z += alpha * zm0[t];
+            zb[t] = z;
+            emb += ze[t] * x[t];
+            if (zm0) m0mb += zm0[t] * x[t];
+        }
+        double xzb = 0.0, yamb = 0.0;
+        if (w->prior_mean) {
+            const double *AZh = w->AZ + (size_t)h * K * T, *AAt = w->AAt + h * kk;
+            const double *ae = w->bAe + h * K, *am0 = w->bAm0 + h * K;
+            for (int k = 0; k < K; k++) {
+                const double *azk = AZh + (size_t)k * T;
+                double a = beta * ae[k] + alpha * am0[k];
+                for (long t = 0; t < T; t++) {
+                    zb[t] += azk[t] * y[k];
+                    a += azk[t] * x[t];
+                }
+                for (int j = 0; j < K; j++) a += AAt[k * K + j] * y[j];
+                amb[k] = a;
+                emb += ae[k] * y[k];
+                m0mb += am0[k] * y[k];
+                yamb += y[k] * a;
+            }
+        }
+        for (long t = 0; t < T; t++) xzb += x[t] * zb[t];
+        w->bb[h] = beta * emb + alpha * m0mb + xzb + yamb;
+        w->bm0[h] = m0mb;
+    }
+    return VBM_OK;
+}
+
+/* Write the implicit shifts of the group back into the memory. */
+static void shift_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
+    if (!w->b_implicit) return;
+    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+    long T = w->T;
+    size_t kc = (size_t)K * cg;
+    const double *Z = w->cs.mu + w->cs.goff;
+    double *zx = w->Y; /* H x cg */
+    la_gemm(0, 0, H, cg, (int)T, 1.0, w->bx, (int)T, Z, C, 0.0, zx, cg);
+    for (int h = 0; h < H; h++) {
+        int gh = g * H + h;
+        double beta = w->bcoef[2 * h], alpha = w->bcoef[2 * h + 1];
+        const double *m0 = prior->mu_b0 + (size_t)gh * cg, *A = prior->P0R0 + (size_t)gh * kc;
+        const double *y = w->by + (size_t)h * K;
+        double *mb = BLK_B(mem, gh);
+        for (int c = 0; c < cg; c++) {
+            double v = beta * mb[c] + alpha * m0[c] + zx[(size_t)h * cg + c];
+            if (w->prior_mean)
+                for (int k = 0; k < K; k++) v += A[(size_t)k * cg + c] * y[k];
+            mb[c] = v;
+        }
+    }
+    w->b_implicit = 0;
+}
+
 /* The update of mixgroup_update (Eq. 198-199, then 206-207) on the Gram path:
  * the same posterior, but R_h is left implicit (see mixgroup_work) and the
  * statistics of the new R_h (R Z^T, R R^T, R mu_b, <P0R0, R>) are computed
@@ -430,47 +596,24 @@ static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mi
     double *M2 = w->gs, *YY = M2 + kk, *X = YY + kk, *AW = X + kk, *Q = AW + kk, *M1 = Q + kk;
     double *Amb = M1 + kk, *wzb = Amb + K, *v = wzb + K, *rhs = v + K;
     weigh_addresses(w);
-    if (shift) {
-        /* mu_bh = sb (mu_b0 / s2_b0 + (Z^T theta_h - R_h^T sw_h) / s2). With R_h implicit,
-         * R_h^T sw_h = A^T v + (Z^T Wtc_h^T v - mu_bh (swc_h . v)) / s2, v = Q_h^{-1} sw_h,
-         * so Z^T theta_h - R_h^T sw_h = Z^T u_h - A^T v + mu_bh c_h with u_h = theta_h - Wtc_h^T v / s2. */
-        double *U = w->Uv, *V = w->Uv + (size_t)H * T, *c1 = V + (size_t)H * K;
-        for (int h = 0; h < H; h++) {
-            double *u = U + (size_t)h * T;
-            memcpy(u, w->thetaT + (size_t)h * T, sizeof(double) * T);
-            c1[h] = 0.0;
-            if (!w->implicit) continue;
-            double *vh = V + (size_t)h * K;
-            memcpy(vh, w->sw + h * K, sizeof(double) * K);
-            la_chol_solve(K, 1, w->LQ + h * kk, vh, 1);
-            double c = 0.0;
-            for (int k = 0; k < K; k++) {
-                const double *wk = w->Wtc + ((size_t)h * K + k) * T;
-                double a = vh[k] / s2;
-                for (long t = 0; t < T; t++) u[t] -= a * wk[t];
-                c += w->swc[h * K + k] * vh[k];
-            }
-            c1[h] = c / s2;
-        }
+    if (shift && w->implicit) {
+        st = shift_update_implicit(mem, prior, w, err);
+        if (st) return st;
+    } else if (shift) {
+        /* First update: R_h is explicit. mu_bh = sb (mu_b0 / s2_b0 + (Z^T theta_h - R_h^T sw_h) / s2). */
         double *sz = w->Y, *Gth = w->GT; /* H x cg and H x T scratch */
-        la_gemm(0, 0, H, cg, (int)T, 1.0, U, (int)T, Z, C, 0.0, sz, cg);
+        la_gemm(0, 0, H, cg, (int)T, 1.0, w->thetaT, (int)T, Z, C, 0.0, sz, cg);
         la_gemm(0, 0, H, (int)T, (int)T, 1.0, w->thetaT, (int)T, w->G, (int)T, 0.0, Gth, (int)T);
         for (int h = 0; h < H; h++) {
             int gh = g * H + h;
             double s20 = prior->s2_b0[gh];
             double sb = 1.0 / (1.0 / s20 + w->Nh[h] / s2);
-            const double *mb0 = prior->mu_b0 + (size_t)gh * cg, *A = prior->P0R0 + (size_t)gh * kc;
-            const double *R = BLK_R(mem, gh), *vh = V + (size_t)h * K, *swh = w->sw + h * K;
+            const double *mb0 = prior->mu_b0 + (size_t)gh * cg;
+            const double *R = BLK_R(mem, gh), *swh = w->sw + h * K;
             double *mb = BLK_B(mem, gh);
             for (int c = 0; c < cg; c++) {
                 double val = sz[(size_t)h * cg + c];
-                if (!w->implicit) {
-                    for (int k = 0; k < K; k++) val -= R[(size_t)k * cg + c] * swh[k];
-                } else {
-                    if (w->prior_mean)
-                        for (int k = 0; k < K; k++) val -= A[(size_t)k * cg + c] * vh[k];
-                    val += mb[c] * c1[h];
-                }
+                for (int k = 0; k < K; k++) val -= R[(size_t)k * cg + c] * swh[k];
                 mb[c] = sb * (mb0[c] / s20 + val / s2);
             }
             /* Z mu_bh = sb (Z mu_b0 / s2_b0 + (G theta_h - P_h^T sw_h) / s2), P_h = R_h Z^T before the update */
@@ -504,11 +647,15 @@ static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mi
         memcpy(U, LQ, kk * sizeof(double));
         la_chol_inverse(K, U);
         double bb = 0.0;
-        if (shift)
+        if (shift && w->b_implicit)
+            bb = w->bb[h];
+        else if (shift)
             for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
         for (int k = 0; k < K; k++) {
             double a = 0.0, z = 0.0;
-            if (w->prior_mean && shift)
+            if (w->prior_mean && shift && w->b_implicit)
+                a = w->bAmb[h * K + k];
+            else if (w->prior_mean && shift)
                 for (int c = 0; c < cg; c++) a += A[(size_t)k * cg + c] * mb[c];
             if (shift)
                 for (long t = 0; t < T; t++) z += Wth[(size_t)k * T + t] * zb[t];
@@ -564,6 +711,7 @@ static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mi
 }
 
 void mixgroup_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
+    shift_finish(mem, prior, w);
     if (!w->implicit) return;
     int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
     long T = w->T;

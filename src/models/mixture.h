@@ -54,6 +54,22 @@ typedef struct {
     double *Uv;       /* H x T: the vectors whose products with Z give the shift update */
     double *GT;       /* HK x T: Wt G */
     double *gs;       /* 6 K^2 + 4 K scratch of the Gram update */
+    /* From the second Gram update on, the shifts are implicit too:
+     *   mu_bh = beta_h e_h + alpha_h mu_b0h + Z^T x_h + P0R0_h^T y_h,
+     * e_h being the explicit mu_bh stored in the memory when this began, and
+     * only the statistics the steps need (Z mu_bh, |mu_bh|^2, P0R0_h mu_bh,
+     * mu_bh . mu_b0h) are carried; mixgroup_finish writes mu_bh back. */
+    int b_implicit;   /* mem's mu_b of this group is stale: use the fields below */
+    double *bx;       /* H x T: x_h */
+    double *by;       /* H x K: y_h (when prior_mean) */
+    double *bcoef;    /* 2H: beta_h, alpha_h */
+    double *bZe;      /* H x T: Z e_h */
+    double *bAe;      /* H x K: P0R0_h e_h (when prior_mean) */
+    double *bAm0;     /* H x K: P0R0_h mu_b0h (when prior_mean) */
+    double *bdots;    /* 3H: |e_h|^2, e_h . mu_b0h, |mu_b0h|^2 */
+    double *bgx;      /* H x T: G x_h */
+    double *bAmb;     /* H x K: P0R0_h mu_bh */
+    double *bm0;      /* H: mu_bh . mu_b0h */
 } mixgroup_work;
 
 /* Allocate the workspace of group g for the codes. VBM_ENOMEM on failure. */
@@ -65,7 +81,8 @@ void mixgroup_work_free(mixgroup_work *w);
  * k-means++ over the code means (VBM_EINVAL when H > T). */
 vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm_codes *codes,
                          vbm_init init, rng_t *rng, vbm_error *err);
-/* q(w | s), then q(s), given q(Omega); adds this group's ELBO terms to *elbo.
+/* q(w | s), then q(s), given q(Omega); adds this group's ELBO terms to *elbo
+ * (computes none when elbo is NULL).
  * floor: the q(s) floor to apply. VBM_ENUMERIC if a factorization fails. */
 vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w,
                             vbm_elbo *elbo, vbm_error *err);

@@ -52,6 +52,8 @@ double kl_matrix_normal(int K, int cg, const double *R, const double *U, const d
                         const double *P0, double logdetU0, double *work);
 /* KL(N(mu, s2 I) || N(mu0, s20 I)) in dimension n. */
 double kl_iso_normal(int n, const double *mu, double s2, const double *mu0, double s20);
+/* The same from the squared distance d2 = |mu - mu0|^2. */
+double kl_iso_normal_d2(int n, double d2, double s2, double s20);
 /* KL(N(mu, S) || N(0, I)) in dimension K, given log det S. */
 double kl_std_normal(int K, const double *mu, int mu_stride, const double *S, double logdetS);
 /* KL(Cat(theta) || Cat(1/n)). Zero probabilities contribute zero. */
@@ -70,7 +72,9 @@ typedef struct {
      * has shifts and init asks for it). */
     vbm_status (*init)(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior,
                        vbm_init init, rng_t *rng, vbm_error *err);
-    /* q(y) <- its optimum given q(Omega); then the ELBO of (q(y), q(Omega)). */
+    /* q(y) <- its optimum given q(Omega); then the ELBO of (q(y), q(Omega)),
+     * added to *elbo. elbo may be NULL: the ELBO is then not needed, and a
+     * model may skip the work of its terms. */
     vbm_status (*address)(const vbm_memory *mem, const prior_t *prior, void *work,
                           vbm_elbo *elbo, vbm_error *err);
     /* q(Omega) <- its optimum given q(y) (shifts first, then M). */

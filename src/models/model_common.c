@@ -174,6 +174,10 @@ double kl_matrix_normal(int K, int cg, const double *R, const double *U, const d
 double kl_iso_normal(int n, const double *mu, double s2, const double *mu0, double s20) {
     double d2 = 0.0;
     for (int i = 0; i < n; i++) d2 += (mu[i] - mu0[i]) * (mu[i] - mu0[i]);
+    return kl_iso_normal_d2(n, d2, s2, s20);
+}
+
+double kl_iso_normal_d2(int n, double d2, double s2, double s20) {
     return 0.5 * (n * s2 / s20 + d2 / s20 - n - n * log(s2 / s20));
 }
 

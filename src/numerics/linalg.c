@@ -7,12 +7,66 @@
 #include <math.h>
 #include <string.h>
 
+/* Products with at most this many multiply-adds run as plain loops (below):
+ * the K x K x T and K x T x K products of the memory models (K = 6, T = 64:
+ * about 2,300 multiply-adds) cost OpenBLAS more in dispatch and packing than
+ * in arithmetic. */
+#define LA_GEMM_SMALL 8192
+
+/* Dot product with four partial sums, so that the compiler can keep four
+ * independent multiply-add chains in flight. */
+static double dot4(int n, const double *restrict x, const double *restrict y) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int p = 0;
+    for (; p + 4 <= n; p += 4) {
+        s0 += x[p] * y[p];
+        s1 += x[p + 1] * y[p + 1];
+        s2 += x[p + 2] * y[p + 2];
+        s3 += x[p + 3] * y[p + 3];
+    }
+    for (; p < n; p++) s0 += x[p] * y[p];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* The small-product path of la_gemm. Rows of C are updated with contiguous
+ * sweeps (A B and A^T B) or built from dot products of contiguous rows (A B^T). */
+static void gemm_small(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
+                       const double *B, int ldb, double beta, double *C, int ldc) {
+    for (int i = 0; i < m; i++) {
+        double *restrict c = C + (size_t)i * ldc;
+        if (beta == 0.0)
+            for (int j = 0; j < n; j++) c[j] = 0.0;
+        else if (beta != 1.0)
+            for (int j = 0; j < n; j++) c[j] *= beta;
+        if (tb && !ta) {
+            const double *a = A + (size_t)i * lda;
+            for (int j = 0; j < n; j++) c[j] += alpha * dot4(k, a, B + (size_t)j * ldb);
+        } else if (!tb) {
+            for (int p = 0; p < k; p++) {
+                double a = alpha * (ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p]);
+                const double *restrict b = B + (size_t)p * ldb;
+                for (int j = 0; j < n; j++) c[j] += a * b[j];
+            }
+        } else {
+            for (int j = 0; j < n; j++) {
+                double s = 0.0;
+                for (int p = 0; p < k; p++) s += A[(size_t)p * lda + i] * B[(size_t)j * ldb + p];
+                c[j] += alpha * s;
+            }
+        }
+    }
+}
+
 void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
              const double *B, int ldb, double beta, double *C, int ldc) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) C[(size_t)i * ldc + j] *= beta;
+        return;
+    }
+    if ((long)m * n * k <= LA_GEMM_SMALL) {
+        gemm_small(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
