@@ -119,7 +119,7 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
         (shift && (!w->bx || !w->by || !w->bcoef || !w->bZe || !w->bAe || !w->bAm0 || !w->bdots || !w->bgx ||
                    !w->bAmb || !w->bm0)))
         return vbm_fail(err, VBM_ENOMEM, "out of memory for the Gram path (T=%ld)", T);
-    la_gemm(0, 1, (int)T, (int)T, cg, 1.0, Z, C, Z, C, 0.0, w->G, (int)T);
+    la_gemm_sym((int)T, cg, 1.0, Z, C, Z, C, w->G, (int)T);
     if (w->prior_mean) {
         la_gemm(0, 1, H * K, (int)T, cg, 1.0, A, cg, Z, C, 0.0, w->AZ, (int)T);
         const double *R0 = prior->R0 + (size_t)g * H * kc;
@@ -177,6 +177,21 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     return VBM_OK;
 }
 
+/* |x - y|^2 with four partial sums (four independent add chains). */
+LA_HOT static double sqdist(int n, const double *x, const double *y) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        double d0 = x[i] - y[i], d1 = x[i + 1] - y[i + 1], d2 = x[i + 2] - y[i + 2], d3 = x[i + 3] - y[i + 3];
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+        s2 += d2 * d2;
+        s3 += d3 * d3;
+    }
+    for (; i < n; i++) s0 += (x[i] - y[i]) * (x[i] - y[i]);
+    return (s0 + s1) + (s2 + s3);
+}
+
 vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm_codes *codes,
                          vbm_init init, rng_t *rng, vbm_error *err) {
     int H = mem->cfg.clusters, K = mem->cfg.rows, cg = mem->cg, C = codes->C;
@@ -210,9 +225,7 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
         const double *zc = Z + (size_t)pick * C;
         memcpy(BLK_B(mem, g * H + h), zc, sizeof(double) * cg);
         for (long t = 0; t < T; t++) {
-            const double *z = Z + (size_t)t * C;
-            double d = 0.0;
-            for (int c = 0; c < cg; c++) d += (z[c] - zc[c]) * (z[c] - zc[c]);
+            double d = sqdist(cg, Z + (size_t)t * C, zc);
             if (h == 0 || d < d2[t]) d2[t] = d;
         }
     }
@@ -220,7 +233,7 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
     return VBM_OK;
 }
 
-vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w,
+LA_HOT vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w,
                             vbm_elbo *elbo, vbm_error *err) {
     int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
     long T = w->T;
@@ -365,7 +378,7 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
 static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err);
 static void weigh_addresses(mixgroup_work *w);
 
-vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
     if (w->gram) return mixgroup_update_gram(mem, prior, w, err);
     int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
     long T = w->T;
@@ -397,8 +410,8 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
         double N = w->Nh[h];
-        la_gemm(0, 1, K, K, (int)T, 1.0 / s2, w->Wt + (size_t)h * K * T, (int)T, w->W + (size_t)h * K * T,
-                (int)T, 0.0, Q, K);
+        la_gemm_sym(K, (int)T, 1.0 / s2, w->Wt + (size_t)h * K * T, (int)T, w->W + (size_t)h * K * T, (int)T, Q,
+                    K);
         const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
         for (size_t i = 0; i < kk; i++) Q[i] += P0[i] + N * Sw[i] / s2;
         la_symmetrize_lower(K, Q); /* guard against rounding asymmetry */
@@ -420,7 +433,7 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
 }
 
 /* Soft counts N_h, Wt_h = W_h diag(theta_h) and sw_h = Wt_h 1 (both paths). */
-static void weigh_addresses(mixgroup_work *w) {
+LA_HOT static void weigh_addresses(mixgroup_work *w) {
     int H = w->H, K = w->K;
     long T = w->T;
     for (int h = 0; h < H; h++) {
@@ -485,7 +498,7 @@ static void shift_begin_implicit(const vbm_memory *mem, const prior_t *prior, mi
  * so mu_bh <- sb (mu_b0h / s2_b0 + that / s2) only moves the coefficients of
  * the implicit representation. Then Z mu_bh, P0R0_h mu_bh, |mu_bh|^2 and
  * mu_bh . mu_b0h follow from G x_h and the products kept since it began. */
-static vbm_status shift_update_implicit(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+LA_HOT static vbm_status shift_update_implicit(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
     int H = w->H, K = w->K, g = w->g;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
@@ -556,7 +569,7 @@ static vbm_status shift_update_implicit(vbm_memory *mem, const prior_t *prior, m
 }
 
 /* Write the implicit shifts of the group back into the memory. */
-static void shift_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
+LA_HOT static void shift_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
     if (!w->b_implicit) return;
     int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
     long T = w->T;
@@ -585,7 +598,7 @@ static void shift_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w
  * statistics of the new R_h (R Z^T, R R^T, R mu_b, <P0R0, R>) are computed
  * from G = Z Z^T, so no product with the T x cg codes is formed except the one
  * that gives the explicit shifts. */
-static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+LA_HOT static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
     vbm_status st = gram_prepare(mem, prior, w, err);
     if (st) return st;
     int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g, shift = mem->cfg.shift;
@@ -637,7 +650,7 @@ static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mi
         const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk, *A = prior->P0R0 + (size_t)gh * kc;
         const double *swh = w->sw + h * K, *mb = BLK_B(mem, gh), *zb = w->zb + (size_t)h * T;
         double *LQ = w->LQ + h * kk, *U = BLK_U(mem, gh);
-        la_gemm(0, 1, K, K, (int)T, 1.0 / s2, Wth, (int)T, w->W + (size_t)h * K * T, (int)T, 0.0, Q, K);
+        la_gemm_sym(K, (int)T, 1.0 / s2, Wth, (int)T, w->W + (size_t)h * K * T, (int)T, Q, K);
         for (size_t i = 0; i < kk; i++) Q[i] += P0[i] + N * Sw[i] / s2;
         la_symmetrize_lower(K, Q);
         memcpy(LQ, Q, kk * sizeof(double));
@@ -670,7 +683,7 @@ static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mi
                                         (GTh[(size_t)k * T + t] - (shift ? swh[k] * zb[t] : 0.0)) / s2;
         la_chol_solve(K, (int)T, LQ, Ph, (int)T);
         /* Ytil Ytil^T, then R R^T = Q^{-1} Ytil Ytil^T Q^{-1} */
-        la_gemm(0, 1, K, K, (int)T, 1.0, GTh, (int)T, Wth, (int)T, 0.0, M2, K);
+        la_gemm_sym(K, (int)T, 1.0, GTh, (int)T, Wth, (int)T, M2, K); /* Wt G Wt^T */
         if (w->prior_mean) la_gemm(0, 1, K, K, (int)T, 1.0, w->AZ + (size_t)h * K * T, (int)T, Wth, (int)T, 0.0, AW, K);
         const double *AAt = w->prior_mean ? w->AAt + h * kk : NULL;
         for (int i = 0; i < K; i++)
@@ -703,14 +716,16 @@ static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mi
             for (size_t i = 0; i < kk; i++) ar += U[i] * M1[i];
         }
         w->AR[h] = ar;
-        memcpy(w->Wtc + (size_t)h * K * T, Wth, sizeof(double) * K * T);
         memcpy(w->swc + h * K, swh, sizeof(double) * K);
     }
+    double *wt = w->Wt; /* this update's Wt is kept as Wtc; the old Wtc buffer becomes scratch */
+    w->Wt = w->Wtc;
+    w->Wtc = wt;
     w->implicit = 1;
     return VBM_OK;
 }
 
-void mixgroup_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
+LA_HOT void mixgroup_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
     shift_finish(mem, prior, w);
     if (!w->implicit) return;
     int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;

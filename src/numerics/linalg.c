@@ -30,7 +30,7 @@ static double dot4(int n, const double *restrict x, const double *restrict y) {
 
 /* The small-product path of la_gemm. Rows of C are updated with contiguous
  * sweeps (A B and A^T B) or built from dot products of contiguous rows (A B^T). */
-static void gemm_small(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
+LA_HOT static void gemm_small(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
                        const double *B, int ldb, double beta, double *C, int ldc) {
     for (int i = 0; i < m; i++) {
         double *restrict c = C + (size_t)i * ldc;
@@ -73,6 +73,22 @@ void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A,
                 k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb, double *C,
+                 int ldc) {
+    if (n <= 0) return;
+    if (k > 0 && (long)n * n * k > 2 * LA_GEMM_SMALL && A == B && lda == ldb) {
+        cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, n, k, alpha, A, lda, 0.0, C, ldc);
+    } else if (k > 0 && (long)n * n * k > 2 * LA_GEMM_SMALL) {
+        la_gemm(0, 1, n, n, k, alpha, A, lda, B, ldb, 0.0, C, ldc);
+    } else {
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j <= i; j++)
+                C[(size_t)i * ldc + j] = k > 0 ? alpha * dot4(k, A + (size_t)i * lda, B + (size_t)j * ldb) : 0.0;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
+}
+
 /* A symmetric row-major matrix is the same array in column-major order, and
  * its row-major lower triangle is the column-major upper triangle. So the
  * factorizations below call the column-major LAPACK routines with 'U' on the
@@ -83,7 +99,7 @@ void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A,
  * level-3 BLAS call costs far more in dispatch and packing than its ~K^3 flops. */
 #define LA_SMALL 16
 
-int la_chol(int n, double *A) {
+LA_HOT int la_chol(int n, double *A) {
     if (n <= LA_SMALL) { /* Cholesky-Banachiewicz, row by row */
         for (int i = 0; i < n; i++) {
             double *Li = A + (size_t)i * n;
@@ -109,7 +125,7 @@ int la_chol(int n, double *A) {
     return 0;
 }
 
-int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
+LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
     if (nrhs <= 0 || n <= 0) return 0;
     if (n <= LA_SMALL) { /* forward then back substitution, each row a contiguous sweep over the rhs */
         for (int i = 0; i < n; i++) {
@@ -140,7 +156,7 @@ int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
     return 0;
 }
 
-int la_chol_inverse(int n, double *L) {
+LA_HOT int la_chol_inverse(int n, double *L) {
     if (n <= LA_SMALL) { /* (L L^T)^{-1} = L^{-T} L^{-1}: invert L in place, then the product */
         double M[LA_SMALL * LA_SMALL];
         for (int i = 0; i < n; i++) {

@@ -5,10 +5,27 @@
 
 #include <stddef.h>
 
+/* LA_HOT marks a function whose small dense loops dominate a write: GCC
+ * compiles it twice, for x86-64-v3 (AVX2, FMA) and for baseline x86-64, and
+ * the loader picks the version this CPU runs (function multi-versioning).
+ * The baseline build alone runs these loops two doubles at a time. Expands to
+ * nothing on other compilers and targets. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define LA_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define LA_HOT
+#endif
+
 /* C = alpha * op(A) op(B) + beta * C, row-major; ta/tb non-zero transpose.
  * op(A) is m x k, op(B) is k x n, C is m x n. Never fails. */
 void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
              const double *B, int ldb, double beta, double *C, int ldc);
+
+/* C = alpha A B^T (n x n) for a product the caller knows to be symmetric
+ * (A and B are n x k): only the lower triangle is computed (by a rank-k
+ * update when A is B), then mirrored, so C is exactly symmetric. Never fails. */
+void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb, double *C,
+                 int ldc);
 
 /* In-place lower Cholesky factor of the n x n symmetric matrix A (only the
  * lower triangle is read; the strict upper triangle is zeroed). Returns 0, or

@@ -123,9 +123,10 @@ static double rng_zig_tail(rng_t *r, int negative) {
     return negative ? x - RNG_ZIG_R : RNG_ZIG_R - x;
 }
 
-double rng_normal(rng_t *r) {
+/* The ziggurat draw that starts from the 64 bits b (already taken from r):
+ * the rectangle test, then the tail or wedge, drawing again on rejection. */
+static double zig_draw(rng_t *r, uint64_t b) {
     for (;;) {
-        uint64_t b = rng_next(r);
         double u = 2.0 * ((double)(b >> 11) * 0x1.0p-53) - 1.0; /* [-1, 1) */
         int i = (int)(b & 0x7F);
         if (fabs(u) < rng_zig_r[i]) return u * rng_zig_x[i];
@@ -134,11 +135,35 @@ double rng_normal(rng_t *r) {
         double f0 = exp(-0.5 * (rng_zig_x[i] * rng_zig_x[i] - x * x));
         double f1 = exp(-0.5 * (rng_zig_x[i + 1] * rng_zig_x[i + 1] - x * x));
         if (f1 + rng_uniform(r) * (f0 - f1) < 1.0) return x;
+        b = rng_next(r);
     }
 }
 
+double rng_normal(rng_t *r) { return zig_draw(r, rng_next(r)); }
+
 void rng_normal_fill(rng_t *r, double *out, long n) {
-    for (long i = 0; i < n; i++) out[i] = rng_normal(r);
+    /* The same draws as n calls of rng_normal, with the generator state in
+     * locals and the rectangle test (about 99 % of draws) inline. */
+    uint64_t s0 = r->s[0], s1 = r->s[1], s2 = r->s[2], s3 = r->s[3];
+    for (long k = 0; k < n; k++) {
+        uint64_t b = rotl(s1 * 5, 7) * 9, t = s1 << 17;
+        s2 ^= s0;
+        s3 ^= s1;
+        s1 ^= s2;
+        s0 ^= s3;
+        s2 ^= t;
+        s3 = rotl(s3, 45);
+        double u = 2.0 * ((double)(b >> 11) * 0x1.0p-53) - 1.0;
+        int i = (int)(b & 0x7F);
+        if (fabs(u) < rng_zig_r[i]) {
+            out[k] = u * rng_zig_x[i];
+            continue;
+        }
+        r->s[0] = s0, r->s[1] = s1, r->s[2] = s2, r->s[3] = s3;
+        out[k] = zig_draw(r, b);
+        s0 = r->s[0], s1 = r->s[1], s2 = r->s[2], s3 = r->s[3];
+    }
+    r->s[0] = s0, r->s[1] = s1, r->s[2] = s2, r->s[3] = s3;
 }
 
 uint64_t rng_below(rng_t *r, uint64_t n) {
