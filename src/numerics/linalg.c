@@ -15,7 +15,7 @@
 
 /* Dot product with four partial sums, so that the compiler can keep four
  * independent multiply-add chains in flight. */
-static double dot4(int n, const double *restrict x, const double *restrict y) {
+LA_HOT static double dot4(int n, const double *restrict x, const double *restrict y) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     int p = 0;
     for (; p + 4 <= n; p += 4) {
@@ -100,20 +100,21 @@ LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, co
 #define LA_SMALL 16
 
 LA_HOT int la_chol(int n, double *A) {
-    if (n <= LA_SMALL) { /* Cholesky-Banachiewicz, row by row */
+    if (n <= LA_SMALL) { /* Cholesky-Banachiewicz, row by row, with the reciprocals of the diagonal */
+        double inv[LA_SMALL];
         for (int i = 0; i < n; i++) {
             double *Li = A + (size_t)i * n;
-            for (int j = 0; j <= i; j++) {
+            for (int j = 0; j < i; j++) {
                 const double *Lj = A + (size_t)j * n;
                 double s = Li[j];
                 for (int k = 0; k < j; k++) s -= Li[k] * Lj[k];
-                if (i == j) {
-                    if (!(s > 0.0) || !isfinite(s)) return i + 1;
-                    Li[i] = sqrt(s);
-                } else {
-                    Li[j] = s / Lj[j];
-                }
+                Li[j] = s * inv[j];
             }
+            double s = Li[i];
+            for (int k = 0; k < i; k++) s -= Li[k] * Li[k];
+            if (!(s > 0.0) || !isfinite(s)) return i + 1;
+            Li[i] = sqrt(s);
+            inv[i] = 1.0 / Li[i];
             for (int j = i + 1; j < n; j++) Li[j] = 0.0;
         }
         return 0;
@@ -127,7 +128,27 @@ LA_HOT int la_chol(int n, double *A) {
 
 LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
     if (nrhs <= 0 || n <= 0) return 0;
-    if (n <= LA_SMALL) { /* forward then back substitution, each row a contiguous sweep over the rhs */
+    if (n <= LA_SMALL) {
+        /* The reciprocals of the diagonal first: independent divisions, out of the
+         * substitution's dependency chain. */
+        double inv[LA_SMALL];
+        for (int i = 0; i < n; i++) inv[i] = 1.0 / L[(size_t)i * n + i];
+        if (nrhs == 1) { /* one right-hand side (a column of stride ldb) */
+            double y[LA_SMALL];
+            for (int i = 0; i < n; i++) {
+                double v = B[(size_t)i * ldb];
+                for (int k = 0; k < i; k++) v -= L[(size_t)i * n + k] * y[k];
+                y[i] = v * inv[i];
+            }
+            for (int i = n - 1; i >= 0; i--) {
+                double v = y[i];
+                for (int k = i + 1; k < n; k++) v -= L[(size_t)k * n + i] * y[k];
+                y[i] = v * inv[i];
+            }
+            for (int i = 0; i < n; i++) B[(size_t)i * ldb] = y[i];
+            return 0;
+        }
+        /* forward then back substitution, each row a contiguous sweep over the rhs */
         for (int i = 0; i < n; i++) {
             double *bi = B + (size_t)i * ldb;
             for (int k = 0; k < i; k++) {
@@ -135,7 +156,7 @@ LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
                 const double *bk = B + (size_t)k * ldb;
                 for (int j = 0; j < nrhs; j++) bi[j] -= l * bk[j];
             }
-            double d = 1.0 / L[(size_t)i * n + i];
+            double d = inv[i];
             for (int j = 0; j < nrhs; j++) bi[j] *= d;
         }
         for (int i = n - 1; i >= 0; i--) {
@@ -145,7 +166,7 @@ LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
                 const double *bk = B + (size_t)k * ldb;
                 for (int j = 0; j < nrhs; j++) bi[j] -= l * bk[j];
             }
-            double d = 1.0 / L[(size_t)i * n + i];
+            double d = inv[i];
             for (int j = 0; j < nrhs; j++) bi[j] *= d;
         }
         return 0;
@@ -158,14 +179,15 @@ LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
 
 LA_HOT int la_chol_inverse(int n, double *L) {
     if (n <= LA_SMALL) { /* (L L^T)^{-1} = L^{-T} L^{-1}: invert L in place, then the product */
-        double M[LA_SMALL * LA_SMALL];
+        double M[LA_SMALL * LA_SMALL], inv[LA_SMALL];
+        for (int i = 0; i < n; i++) inv[i] = 1.0 / L[(size_t)i * n + i];
         for (int i = 0; i < n; i++) {
             for (int j = 0; j < i; j++) {
                 double s = 0.0;
                 for (int k = j; k < i; k++) s -= L[(size_t)i * n + k] * M[k * n + j];
-                M[i * n + j] = s / L[(size_t)i * n + i];
+                M[i * n + j] = s * inv[i];
             }
-            M[i * n + i] = 1.0 / L[(size_t)i * n + i];
+            M[i * n + i] = inv[i];
             for (int j = i + 1; j < n; j++) M[i * n + j] = 0.0;
         }
         for (int i = 0; i < n; i++)
