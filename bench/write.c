@@ -62,10 +62,11 @@ typedef struct {
  *
  * Gaussian without shift (K rows, C columns, T frames):
  *   address step:  2 K^2 C  A = R R^T / s2       + 2 T K C  Z R^T
- *                + 2 K^2 T  solve A W^T = ...    + 2 T K C  W R   (ELBO residuals)
- *                + 2 K^2 C  S = R R^T (ELBO)
+ *                + 2 K^2 T  solve A W^T = ...
+ *   ELBO (after the last address step only, as tol = 0 and no trace is asked):
+ *                  2 T K C  W R (residuals)      + 2 K^2 C  S = R R^T
  *   update step:   2 K^2 T  W^T W  + 2 K C T  W^T Z  + 2 K^2 C  solve Q R = ...
- *   flops = it * (address + update) + address */
+ *   flops = it * (address + update) + address + ELBO */
 /* Level-3 flops of one write on the path the library takes: direct, or for
  * the mixture with T <= C the Gram path (R_h implicit between iterations). */
 static int uses_gram(const bench_case *b) { return b->kind == VBM_MIXTURE && b->T <= b->C; }
@@ -74,19 +75,25 @@ static double write_flops(const bench_case *b) {
     double T = (double)b->T, H = b->H, K = b->K, C = b->C, it = b->iters;
     double addr, upd;
     if (b->kind == VBM_MIXTURE && uses_gram(b)) {
-        /* once: G = Z Z^T, the first R Z^T and mu_b Z^T, the final R = Q^{-1}(Wt Z ...);
-         * per iteration: address (Sigma_w B, S W) + update (Theta' Z, Theta G, Wt G, Q, M2, P solve, S_R solves) */
-        double once = 2 * T * T * C + 2 * H * K * C * T + 2 * T * H * C + 2 * H * K * T * C + 2 * H * K * K * C;
-        addr = 2 * H * K * K * T + 2 * H * K * K * T;
-        upd = 2 * H * T * C + 2 * H * T * T + 2 * H * K * T * T + 2 * H * K * K * T * 3 + 4 * H * K * K * K;
+        /* once: G = Z Z^T (a rank-C update: T (T+1) C), the first R Z^T and mu_b Z^T, the first
+         * update's Theta^T Z, then (from the second update on, shifts implicit) Z e_h and the
+         * final mu_b = .. + Z^T x_h, and the final R = Q^{-1}(Wt Z ..) with its solves;
+         * per iteration: address (Sigma_w B) + update (X G, Wt G, the symmetric Q and Wt G Wt^T,
+         * the R Z^T solve, the R R^T solves) */
+        double sym = H * K * (K + 1) * T, later = it >= 2 ? 2 * 2 * H * T * C : 0.0;
+        double once = T * (T + 1) * C + 2 * H * K * C * T + 2 * T * H * C + (it >= 1 ? 2 * H * C * T : 0.0) + later +
+                      2 * H * K * T * C + 2 * H * K * K * C;
+        addr = 2 * H * K * K * T;
+        upd = 2 * H * T * T + 2 * H * K * T * T + 2 * sym + 2 * H * K * K * T + 4 * H * K * K * K;
         return once + it * (addr + upd) + addr;
     }
     if (b->kind == VBM_MIXTURE) {
         addr = 2 * H * K * C * T + 2 * H * K * K * T + 2 * T * H * C + 2 * H * K * K * C;
         upd = 2 * H * C * T + 2 * H * K * T * C + 2 * H * K * K * T + 2 * H * K * K * C;
-    } else {
-        addr = 2 * K * K * C + 2 * T * K * C + 2 * K * K * T + 2 * T * K * C + 2 * K * K * C;
+    } else { /* the ELBO's W R and R R^T only after the last address step (no tol, no trace) */
+        addr = 2 * K * K * C + 2 * T * K * C + 2 * K * K * T;
         upd = 2 * K * K * T + 2 * K * C * T + 2 * K * K * C;
+        return it * (addr + upd) + addr + 2 * T * K * C + 2 * K * K * C;
     }
     return it * (addr + upd) + addr;
 }

@@ -248,7 +248,7 @@ void vbm_addresses_free(vbm_addresses *addr) {
     memset(addr, 0, sizeof *addr);
 }
 
-void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng) {
+LA_HOT void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng) {
     int K = prior->K, cg = prior->cg;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     double *L = vbm_calloc(kk, sizeof(double)), *E = vbm_calloc(kc, sizeof(double));
@@ -262,12 +262,15 @@ void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng) {
         la_chol(K, L); /* U0 was factored successfully when the prior was built */
         rng_normal_fill(rng, E, (long)kc);
         double *R = mem->R + gh * kc;
-        for (int i = 0; i < K; i++)
-            for (int c = 0; c < cg; c++) {
-                double v = prior->R0[gh * kc + (size_t)i * cg + c];
-                for (int j = 0; j <= i; j++) v += L[(size_t)i * K + j] * E[(size_t)j * cg + c];
-                R[(size_t)i * cg + c] = v;
+        for (int i = 0; i < K; i++) { /* row i of R0 + L E, as contiguous row sweeps */
+            double *restrict r = R + (size_t)i * cg;
+            memcpy(r, prior->R0 + gh * kc + (size_t)i * cg, sizeof(double) * cg);
+            for (int j = 0; j <= i; j++) {
+                double l = L[(size_t)i * K + j];
+                const double *restrict e = E + (size_t)j * cg;
+                for (int c = 0; c < cg; c++) r[c] += l * e[c];
             }
+        }
     }
     free(L);
     free(E);
