@@ -454,19 +454,29 @@ LA_HOT static void weigh_addresses(mixgroup_work *w) {
     }
 }
 
-/* Begin the implicit representation of the shifts (see mixgroup_work): e_h is
- * the explicit mu_bh now in the memory, beta_h = 1 and alpha_h, x_h, y_h = 0. */
-static void shift_begin_implicit(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
-    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+/* q(b_h) (Eq. 198-199) in the first Gram update, where R_h is still explicit:
+ *   mu_bh <- sb (mu_b0h / s2_b0 + (Z^T theta_h - R_h^T sw_h) / s2),
+ * which starts the implicit representation (see mixgroup_work) with
+ * e_h = R_h^T sw_h (stored in the memory's mu_bh), beta_h = -sb / s2,
+ * alpha_h = sb / s2_b0, x_h = sb theta_h / s2 and y_h = 0. Z e_h = P_h^T sw_h
+ * comes from P_h = R_h Z^T of the address step. */
+static void shift_begin_implicit(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
+    int H = w->H, K = w->K, cg = w->cg, g = w->g;
     long T = w->T;
+    double s2 = mem->cfg.sigma_z2;
     size_t kc = (size_t)K * cg;
-    const double *Z = w->cs.mu + w->cs.goff;
-    memset(w->bx, 0, sizeof(double) * H * T);
-    memset(w->by, 0, sizeof(double) * H * K);
-    la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->bZe, (int)T);
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
-        const double *e = BLK_B(mem, gh), *m0 = prior->mu_b0 + (size_t)gh * cg, *A = prior->P0R0 + (size_t)gh * kc;
+        const double *R = BLK_R(mem, gh), *swh = w->sw + h * K, *Ph = w->P + (size_t)h * K * T;
+        const double *m0 = prior->mu_b0 + (size_t)gh * cg, *A = prior->P0R0 + (size_t)gh * kc;
+        double *e = BLK_B(mem, gh), *ze = w->bZe + (size_t)h * T;
+        memset(e, 0, sizeof(double) * cg);
+        memset(ze, 0, sizeof(double) * T);
+        for (int k = 0; k < K; k++) {
+            const double *rk = R + (size_t)k * cg, *pk = Ph + (size_t)k * T;
+            for (int c = 0; c < cg; c++) e[c] += swh[k] * rk[c];
+            for (long t = 0; t < T; t++) ze[t] += swh[k] * pk[t];
+        }
         double ee = 0.0, em0 = 0.0, m0m0 = 0.0;
         for (int c = 0; c < cg; c++) {
             ee += e[c] * e[c];
@@ -476,8 +486,6 @@ static void shift_begin_implicit(const vbm_memory *mem, const prior_t *prior, mi
         w->bdots[3 * h] = ee;
         w->bdots[3 * h + 1] = em0;
         w->bdots[3 * h + 2] = m0m0;
-        w->bcoef[2 * h] = 1.0;
-        w->bcoef[2 * h + 1] = 0.0;
         for (int k = 0; k < K && w->prior_mean; k++) {
             double ae = 0.0, am = 0.0;
             for (int c = 0; c < cg; c++) {
@@ -487,24 +495,30 @@ static void shift_begin_implicit(const vbm_memory *mem, const prior_t *prior, mi
             w->bAe[h * K + k] = ae;
             w->bAm0[h * K + k] = am;
         }
+        double s20 = prior->s2_b0[gh];
+        double sb = 1.0 / (1.0 / s20 + w->Nh[h] / s2);
+        const double *th = w->thetaT + (size_t)h * T;
+        double *x = w->bx + (size_t)h * T;
+        for (long t = 0; t < T; t++) x[t] = sb / s2 * th[t];
+        memset(w->by + (size_t)h * K, 0, sizeof(double) * K);
+        w->bcoef[2 * h] = -sb / s2;
+        w->bcoef[2 * h + 1] = sb / s20;
+        mem->s2_b[gh] = sb;
     }
     w->b_implicit = 1;
 }
 
-/* q(b_h) (Eq. 198-199) on the Gram path when R_h is implicit. With v_h =
+/* q(b_h) (Eq. 198-199) in the later Gram updates, R_h implicit. With v_h =
  * Q_h^{-1} sw_h (Q_h of the last update), u_h = theta_h - Wtc_h^T v_h / s2 and
  * c_h = swc_h . v_h / s2,
  *   Z^T theta_h - R_h^T sw_h = Z^T u_h - P0R0_h^T v_h + mu_bh c_h,
  * so mu_bh <- sb (mu_b0h / s2_b0 + that / s2) only moves the coefficients of
- * the implicit representation. Then Z mu_bh, P0R0_h mu_bh, |mu_bh|^2 and
- * mu_bh . mu_b0h follow from G x_h and the products kept since it began. */
-LA_HOT static vbm_status shift_update_implicit(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+ * the implicit representation. */
+static void shift_step_implicit(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
     int H = w->H, K = w->K, g = w->g;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K;
-    (void)err;
-    if (!w->b_implicit) shift_begin_implicit(mem, prior, w);
     double *v = w->gs; /* K scratch */
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
@@ -528,6 +542,15 @@ LA_HOT static vbm_status shift_update_implicit(vbm_memory *mem, const prior_t *p
         w->bcoef[2 * h + 1] = sb / s20 + gam * w->bcoef[2 * h + 1];
         mem->s2_b[gh] = sb;
     }
+}
+
+/* The statistics of the implicit shifts that the steps need: Z mu_bh,
+ * P0R0_h mu_bh, |mu_bh|^2 and mu_bh . mu_b0h, from G x_h and the products
+ * kept since the representation began. */
+static void shift_stats(mixgroup_work *w) {
+    int H = w->H, K = w->K;
+    long T = w->T;
+    size_t kk = (size_t)K * K;
     la_gemm(0, 0, H, (int)T, (int)T, 1.0, w->bx, (int)T, w->G, (int)T, 0.0, w->bgx, (int)T); /* G symmetric */
     for (int h = 0; h < H; h++) {
         double beta = w->bcoef[2 * h], alpha = w->bcoef[2 * h + 1];
@@ -565,7 +588,6 @@ LA_HOT static vbm_status shift_update_implicit(vbm_memory *mem, const prior_t *p
         w->bb[h] = beta * emb + alpha * m0mb + xzb + yamb;
         w->bm0[h] = m0mb;
     }
-    return VBM_OK;
 }
 
 /* Write the implicit shifts of the group back into the memory. */
@@ -601,44 +623,19 @@ LA_HOT static void shift_finish(vbm_memory *mem, const prior_t *prior, mixgroup_
 LA_HOT static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
     vbm_status st = gram_prepare(mem, prior, w, err);
     if (st) return st;
-    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g, shift = mem->cfg.shift;
+    int H = w->H, K = w->K, g = w->g, shift = mem->cfg.shift;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
-    size_t kk = (size_t)K * K, kc = (size_t)K * cg;
-    const double *Z = w->cs.mu + w->cs.goff;
+    size_t kk = (size_t)K * K;
     double *M2 = w->gs, *YY = M2 + kk, *X = YY + kk, *AW = X + kk, *Q = AW + kk, *M1 = Q + kk;
     double *Amb = M1 + kk, *wzb = Amb + K, *v = wzb + K, *rhs = v + K;
     weigh_addresses(w);
-    if (shift && w->implicit) {
-        st = shift_update_implicit(mem, prior, w, err);
-        if (st) return st;
-    } else if (shift) {
-        /* First update: R_h is explicit. mu_bh = sb (mu_b0 / s2_b0 + (Z^T theta_h - R_h^T sw_h) / s2). */
-        double *sz = w->Y, *Gth = w->GT; /* H x cg and H x T scratch */
-        la_gemm(0, 0, H, cg, (int)T, 1.0, w->thetaT, (int)T, Z, C, 0.0, sz, cg);
-        la_gemm(0, 0, H, (int)T, (int)T, 1.0, w->thetaT, (int)T, w->G, (int)T, 0.0, Gth, (int)T);
-        for (int h = 0; h < H; h++) {
-            int gh = g * H + h;
-            double s20 = prior->s2_b0[gh];
-            double sb = 1.0 / (1.0 / s20 + w->Nh[h] / s2);
-            const double *mb0 = prior->mu_b0 + (size_t)gh * cg;
-            const double *R = BLK_R(mem, gh), *swh = w->sw + h * K;
-            double *mb = BLK_B(mem, gh);
-            for (int c = 0; c < cg; c++) {
-                double val = sz[(size_t)h * cg + c];
-                for (int k = 0; k < K; k++) val -= R[(size_t)k * cg + c] * swh[k];
-                mb[c] = sb * (mb0[c] / s20 + val / s2);
-            }
-            /* Z mu_bh = sb (Z mu_b0 / s2_b0 + (G theta_h - P_h^T sw_h) / s2), P_h = R_h Z^T before the update */
-            double *zb = w->zb + (size_t)h * T;
-            const double *Ph = w->P + (size_t)h * K * T, *gth = Gth + (size_t)h * T;
-            for (long t = 0; t < T; t++) {
-                double pt = 0.0;
-                for (int k = 0; k < K; k++) pt += Ph[(size_t)k * T + t] * swh[k];
-                zb[t] = sb * ((w->shift_mean ? w->zmu0[(size_t)h * T + t] : 0.0) / s20 + (gth[t] - pt) / s2);
-            }
-            mem->s2_b[gh] = sb;
-        }
+    if (shift) { /* q(b_h), kept implicit from the first update on */
+        if (w->implicit)
+            shift_step_implicit(mem, prior, w);
+        else
+            shift_begin_implicit(mem, prior, w);
+        shift_stats(w);
     }
     /* q(M_h): Q_h = Wt_h W_h^T / s2 + P0 + N_h Sw_h / s2; R_h = Q_h^{-1} Ytil_h with
      * Ytil_h = A_h + (Wt_h Z - sw_h mu_bh^T) / s2, kept implicit. GT = Wt G, one GEMM. */
@@ -647,8 +644,8 @@ LA_HOT static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *pr
         int gh = g * H + h;
         double N = w->Nh[h];
         const double *Wth = w->Wt + (size_t)h * K * T, *GTh = w->GT + (size_t)h * K * T;
-        const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk, *A = prior->P0R0 + (size_t)gh * kc;
-        const double *swh = w->sw + h * K, *mb = BLK_B(mem, gh), *zb = w->zb + (size_t)h * T;
+        const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
+        const double *swh = w->sw + h * K, *zb = w->zb + (size_t)h * T;
         double *LQ = w->LQ + h * kk, *U = BLK_U(mem, gh);
         la_gemm_sym(K, (int)T, 1.0 / s2, Wth, (int)T, w->W + (size_t)h * K * T, (int)T, Q, K);
         for (size_t i = 0; i < kk; i++) Q[i] += P0[i] + N * Sw[i] / s2;
@@ -659,17 +656,9 @@ LA_HOT static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *pr
         w->logdetQ[h] = la_chol_logdet(K, LQ);
         memcpy(U, LQ, kk * sizeof(double));
         la_chol_inverse(K, U);
-        double bb = 0.0;
-        if (shift && w->b_implicit)
-            bb = w->bb[h];
-        else if (shift)
-            for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
+        double bb = shift ? w->bb[h] : 0.0; /* |mu_bh|^2, from shift_stats */
         for (int k = 0; k < K; k++) {
-            double a = 0.0, z = 0.0;
-            if (w->prior_mean && shift && w->b_implicit)
-                a = w->bAmb[h * K + k];
-            else if (w->prior_mean && shift)
-                for (int c = 0; c < cg; c++) a += A[(size_t)k * cg + c] * mb[c];
+            double a = w->prior_mean && shift ? w->bAmb[h * K + k] : 0.0, z = 0.0;
             if (shift)
                 for (long t = 0; t < T; t++) z += Wth[(size_t)k * T + t] * zb[t];
             Amb[k] = a;
