@@ -29,7 +29,7 @@ vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vb
         const double *z = codes->mu + (size_t)t * C;
         double *m = w->W + (size_t)t * K;
         /* addressing mean (R R^T + I)^{-1} R z_t */
-        la_gemm(0, 1, K, K, C, 1.0, mem->R, C, mem->R, C, 0.0, A, K);
+        la_gemm_sym(K, C, 1.0, mem->R, C, mem->R, C, A, K);
         for (int k = 0; k < K; k++) A[(size_t)k * K + k] += 1.0;
         for (int k = 0; k < K; k++) {
             double v = 0.0;

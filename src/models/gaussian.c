@@ -49,7 +49,7 @@ vbm_status gaussian_elbo(const vbm_memory *mem, const prior_t *prior, gaussian_w
     /* Residuals z_t - b - R^T mu_w,t from Zhat = W R. */
     la_gemm(0, 0, (int)T, C, K, 1.0, w->W, K, mem->R, C, 0.0, w->Zhat, C);
     /* tr((R R^T + C U) Sw) */
-    la_gemm(0, 1, K, K, C, 1.0, mem->R, C, mem->R, C, 0.0, w->S, K);
+    la_gemm_sym(K, C, 1.0, mem->R, C, mem->R, C, w->S, K);
     double trS = 0.0, trSw = 0.0;
     for (int i = 0; i < K; i++) {
         trSw += w->Sw[(size_t)i * K + i];
@@ -124,7 +124,7 @@ static vbm_status g_address(const vbm_memory *mem, const prior_t *prior, void *w
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
     double *A = w->Sw;
-    la_gemm(0, 1, K, K, C, 1.0 / s2, mem->R, C, mem->R, C, 0.0, A, K);
+    la_gemm_sym(K, C, 1.0 / s2, mem->R, C, mem->R, C, A, K);
     for (int i = 0; i < K; i++) {
         for (int j = 0; j < K; j++) A[(size_t)i * K + j] += C * mem->U[(size_t)i * K + j] / s2;
         A[(size_t)i * K + i] += 1.0;

@@ -124,7 +124,7 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
         la_gemm(0, 1, H * K, (int)T, cg, 1.0, A, cg, Z, C, 0.0, w->AZ, (int)T);
         const double *R0 = prior->R0 + (size_t)g * H * kc;
         for (int h = 0; h < H; h++) {
-            la_gemm(0, 1, K, K, cg, 1.0, A + h * kc, cg, A + h * kc, cg, 0.0, w->AAt + h * kk, K);
+            la_gemm_sym(K, cg, 1.0, A + h * kc, cg, A + h * kc, cg, w->AAt + h * kk, K);
             double a = 0.0;
             for (size_t i = 0; i < kc; i++) a += A[h * kc + i] * R0[h * kc + i];
             w->AR0[h] = a;
@@ -250,7 +250,7 @@ LA_HOT vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, 
         if (w->implicit)
             memcpy(S, w->SR + h * kk, kk * sizeof(double));
         else
-            la_gemm(0, 1, K, K, cg, 1.0, R, cg, R, cg, 0.0, S, K);
+            la_gemm_sym(K, cg, 1.0, R, cg, R, cg, S, K);
         for (size_t i = 0; i < kk; i++) S[i] += cg * U[i];
         for (size_t i = 0; i < kk; i++) A[i] = S[i] / s2;
         for (int k = 0; k < K; k++) A[(size_t)k * K + k] += 1.0;

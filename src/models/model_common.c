@@ -165,7 +165,7 @@ double kl_matrix_normal(int K, int cg, const double *R, const double *U, const d
     for (size_t i = 0; i < (size_t)K * K; i++) trPU += P0[i] * U[i]; /* both symmetric */
     for (size_t i = 0; i < (size_t)K * cg; i++) D[i] = R[i] - R0[i];
     /* tr(D^T P0 D) = sum_ij P0_ij (D D^T)_ij, with D D^T from one GEMM */
-    la_gemm(0, 1, K, K, cg, 1.0, D, cg, D, cg, 0.0, PU, K);
+    la_gemm_sym(K, cg, 1.0, D, cg, D, cg, PU, K);
     double quad = 0.0;
     for (size_t i = 0; i < (size_t)K * K; i++) quad += P0[i] * PU[i];
     return 0.5 * (cg * trPU + quad - (double)K * cg - cg * logdetU + cg * logdetU0);
