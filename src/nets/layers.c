@@ -1,6 +1,8 @@
-/* layers.c -- the layer kernels (conv2d by im2col + SGEMM, conv_transpose2d by per-phase im2col + SGEMM,
- * dense by SGEMM, group norm, activations, crop, layout changes) and the executor that runs a
- * parsed layer list over a batch in a caller-provided workspace. */
+/* layers.c -- the layer kernels (conv2d, conv_transpose2d by output phases and dense: on CPUs with
+ * AVX-512F in the engine below, which packs im2col panels and multiplies them with its own kernel on
+ * the team's threads; elsewhere by im2col + cblas_sgemm), group norm, activations, crop, layout
+ * changes, and the executor that runs a parsed layer list over a batch in a caller-provided
+ * workspace. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <limits.h>
@@ -154,6 +156,8 @@ static void col_plan(const nets_layer *L, long n, long *rows, long *cols, long *
     *need = (*rows + extra) * *cols * b;
 }
 
+static long eng_need(const nets_layer *L);
+
 static size_t col_need(const nets_seq *s, long n) {
     size_t need = 0;
     for (int i = 0; i < s->n; i++) {
@@ -166,18 +170,19 @@ static size_t col_need(const nets_seq *s, long n) {
         } else if (L->type == NETS_L_RESIDUAL) {
             x = col_need(L->body, n);
         }
+        if ((size_t)eng_need(L) > x) x = (size_t)eng_need(L);
         if (x > need) need = x;
     }
     return need;
 }
 
-/* ---- a team of threads for the work between the GEMMs ----
+/* ---- a team of threads ----
  *
- * The GEMMs run on the BLAS library's threads. Everything else (im2col, bias and
- * activations, group norm, layout changes) is memory-bound work that would leave all
- * but one core idle, so each nets_seq_run call starts a team of helper threads that
- * splits these loops with it, and joins them before returning. No state is shared
- * between calls. */
+ * In the engine the team runs everything, the GEMMs included. Otherwise the GEMMs run on
+ * the BLAS library's threads, and everything else (im2col, bias and activations, group
+ * norm, layout changes) is memory-bound work that would leave all but one core idle. Each
+ * nets_seq_run call starts a team of helper threads that splits these loops with it, and
+ * joins them before returning. No state is shared between calls. */
 
 typedef void (*par_fn)(const void *ctx, long begin, long end);
 
@@ -359,6 +364,464 @@ static void from_cnhw(nets_team *t, const float *in, float *out, long n, long c,
     par_for(t, c, n * c * hw, from_cnhw_run, &j);
 }
 
+/* ---- the AVX-512 engine for convolutions and dense layers ----
+ *
+ * On x86-64 CPUs with AVX-512F every GEMM-shaped layer (conv2d, each output phase of a
+ * conv_transpose2d, dense) is computed as
+ *     out[m][dest(j)] = act(bias[m] + sum_k A[m][k] B[k][j] (+ add[m][dest(j)]))
+ * with A the weights (M x K, row-major) and B the im2col matrix, which is never stored
+ * whole: a thread packs 32 columns of it at a time (a panel, K x 32 floats that stay in
+ * L1/L2) straight from the input with masked vector loads, runs all of A over the panel
+ * 8 rows at a time with a register-blocked kernel, and stores the results with bias,
+ * residual and activation applied straight into the output. Nothing runs on the BLAS
+ * library's threads (whose spinning between calls would compete with the team): the team
+ * splits the panels. Elsewhere (other CPUs, or VBMEM_NETS_NO_AVX512 set to anything but
+ * "" or "0") the im2col + cblas_sgemm kernels below run instead. */
+
+#define NETS_PANEL 32 /* columns of a packed panel */
+#define NETS_TILE 8   /* rows of A per kernel call */
+
+/* B row k = (c, ta, tb) for c < nc, ta < na, tb < nb (in that order); column j = (img,
+ * ty, tx) of an n x ny x nx grid; B[k][j] = in[c*cs + img*is + y*W + x] with
+ * y = ty*sy + dy0 + ta*day and x = tx*sx + dx0 + tb*dbx, 0 outside the H x W image.
+ * Column j of row m of the result goes to out[m*ors + img*ois + (oy0 + ty*osy)*orow +
+ * ox0 + tx*osx]. */
+typedef struct {
+    const float *a; /* A, M x K, row stride K */
+    int M;
+    long K;
+    const float *in;
+    long cs, is;
+    int H, W;
+    int nc, na, nb;
+    int sy, sx, dy0, dx0, day, dbx;
+    long n;
+    int ny, nx;
+    float *out;
+    const float *add;  /* NULL, or a tensor laid out like out, added before act */
+    const float *bias; /* M */
+    long ors, ois, orow;
+    int oy0, ox0, osy, osx;
+    nets_act act;
+    float *slots; /* K * NETS_PANEL floats per work item */
+    long items;
+} eng_job;
+
+/* A run of at most 16 columns of a panel with the same image and row: panel columns
+ * [c0, c0 + len) are grid columns (img, ty, tx .. tx + len - 1). */
+typedef struct {
+    int c0, len, ty, tx;
+    long img;
+} eng_seg;
+
+static pthread_once_t eng_once = PTHREAD_ONCE_INIT;
+static int eng_flag;
+
+static void eng_probe(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    const char *off = getenv("VBMEM_NETS_NO_AVX512");
+    __builtin_cpu_init();
+    eng_flag = __builtin_cpu_supports("avx512f") && !(off && *off && strcmp(off, "0") != 0);
+#endif
+}
+
+/* Whether the engine runs on this CPU (probed once). */
+static int eng_available(void) {
+    pthread_once(&eng_once, eng_probe);
+    return eng_flag;
+}
+
+/* Split the panel of ncol columns starting at grid column j0 into runs; returns how many. */
+static int eng_segments(const eng_job *g, long j0, int ncol, eng_seg *seg) {
+    long per = (long)g->ny * g->nx, img = j0 / per, r = j0 % per;
+    int ty = (int)(r / g->nx), tx = (int)(r % g->nx), c = 0, ns = 0;
+    while (c < ncol) {
+        int len = g->nx - tx;
+        if (len > 16) len = 16;
+        if (len > ncol - c) len = ncol - c;
+        seg[ns++] = (eng_seg){c, len, ty, tx, img};
+        c += len;
+        tx += len;
+        if (tx == g->nx) {
+            tx = 0;
+            if (++ty == g->ny) {
+                ty = 0;
+                img++;
+            }
+        }
+    }
+    return ns;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define NETS_AVX512 __attribute__((target("avx512f")))
+
+static NETS_AVX512 inline __mmask16 eng_mask(int len) { return (__mmask16)((1u << len) - 1u); }
+
+/* exp on 16 lanes: Cephes' expf as v4_exp above, the power of two by scalef. */
+static NETS_AVX512 inline __m512 eng_exp(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    __m512 fn = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 z = _mm512_mul_ps(r, r);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_add_ps(_mm512_fmadd_ps(y, z, r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(y, fn);
+}
+
+static NETS_AVX512 inline __m512 eng_act(__m512 v, nets_act act) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    switch (act) {
+    case ACT_RELU:
+        return _mm512_max_ps(v, _mm512_setzero_ps());
+    case ACT_SWISH:
+        return _mm512_div_ps(v, _mm512_add_ps(one, eng_exp(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+    case ACT_SIGMOID:
+        return _mm512_div_ps(one, _mm512_add_ps(one, eng_exp(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+    default:
+        return v;
+    }
+}
+
+/* x[i] = act(x[i] * a + b) for len floats, 16 lanes at a time. */
+static NETS_AVX512 void eng_affine_act(float *x, const float *src, long len, float a, float b, nets_act act) {
+    const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+    for (long i = 0; i < len; i += 16) {
+        __mmask16 m = eng_mask(len - i < 16 ? (int)(len - i) : 16);
+        __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, src + i), va, vb);
+        _mm512_mask_storeu_ps(x + i, m, eng_act(v, act));
+    }
+}
+
+/* Sum of len floats (float lanes, double result). */
+static NETS_AVX512 double eng_sum(const float *p, long len) {
+    __m512 acc = _mm512_setzero_ps();
+    for (long i = 0; i < len; i += 16)
+        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(eng_mask(len - i < 16 ? (int)(len - i) : 16), p + i));
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* Sum of (p[i] - mean)^2 over len floats. */
+static NETS_AVX512 double eng_sqdev(const float *p, long len, float mean) {
+    __m512 acc = _mm512_setzero_ps(), vm = _mm512_set1_ps(mean);
+    for (long i = 0; i < len; i += 16) {
+        __mmask16 m = eng_mask(len - i < 16 ? (int)(len - i) : 16);
+        __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, p + i), vm);
+        acc = _mm512_fmadd_ps(d, d, acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* Fill the panel bp (K rows of NETS_PANEL floats) for the runs seg; columns from ncol on
+ * are zeroed. With sx == 1 each (row, run) is one masked load (the mask drops the pixels
+ * left or right of the image; masked-off lanes are never read) and one store; the masks
+ * depend only on the run and the column tap, so they are worked out once per panel. */
+static NETS_AVX512 void eng_pack(const eng_job *g, const eng_seg *seg, int ns, int ncol, float *bp) {
+    const __m512 zero = _mm512_setzero_ps();
+    if (g->sx == 1 && g->nb <= NETS_MAX_KERNEL) {
+        __mmask16 xm[NETS_PANEL][NETS_MAX_KERNEL];
+        int xo[NETS_PANEL][NETS_MAX_KERNEL];
+        for (int q = 0; q < ns; q++)
+            for (int tb = 0; tb < g->nb; tb++) {
+                int x0 = seg[q].tx + g->dx0 + tb * g->dbx;
+                int lo = x0 < 0 ? -x0 : 0, hi = g->W - x0 < seg[q].len ? g->W - x0 : seg[q].len;
+                xm[q][tb] = hi > lo ? (__mmask16)(eng_mask(hi) & ~eng_mask(lo)) : 0;
+                xo[q][tb] = hi > lo ? x0 : 0;
+            }
+        for (int c = 0; c < g->nc; c++) {
+            const float *base = g->in + c * g->cs;
+            for (int ta = 0; ta < g->na; ta++) {
+                int dy = g->dy0 + ta * g->day;
+                float *rows = bp + (long)(c * g->na + ta) * g->nb * NETS_PANEL;
+                for (int q = 0; q < ns; q++) {
+                    const eng_seg *sg = &seg[q];
+                    int y = sg->ty * g->sy + dy;
+                    float *d = rows + sg->c0;
+                    if ((unsigned)y >= (unsigned)g->H) {
+                        for (int tb = 0; tb < g->nb; tb++) _mm512_mask_storeu_ps(d + tb * NETS_PANEL, eng_mask(sg->len), zero);
+                        continue;
+                    }
+                    const float *src = base + sg->img * g->is + (long)y * g->W;
+                    if (sg->len == 16) {
+                        for (int tb = 0; tb < g->nb; tb++)
+                            _mm512_storeu_ps(d + tb * NETS_PANEL, _mm512_maskz_loadu_ps(xm[q][tb], src + xo[q][tb]));
+                    } else {
+                        for (int tb = 0; tb < g->nb; tb++)
+                            _mm512_mask_storeu_ps(d + tb * NETS_PANEL, eng_mask(sg->len),
+                                                  _mm512_maskz_loadu_ps(xm[q][tb], src + xo[q][tb]));
+                    }
+                }
+            }
+        }
+    } else {
+        const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        const __m512i vstep = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(g->sx)), vw = _mm512_set1_epi32(g->W);
+        float *row = bp;
+        for (int c = 0; c < g->nc; c++) {
+            const float *base = g->in + c * g->cs;
+            for (int ta = 0; ta < g->na; ta++) {
+                int dy = g->dy0 + ta * g->day;
+                for (int tb = 0; tb < g->nb; tb++, row += NETS_PANEL) {
+                    int dx = g->dx0 + tb * g->dbx;
+                    for (int q = 0; q < ns; q++) {
+                        const eng_seg *sg = &seg[q];
+                        __mmask16 full = eng_mask(sg->len);
+                        int y = sg->ty * g->sy + dy;
+                        if ((unsigned)y >= (unsigned)g->H) {
+                            _mm512_mask_storeu_ps(row + sg->c0, full, zero);
+                            continue;
+                        }
+                        const float *src = base + sg->img * g->is + (long)y * g->W;
+                        __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(sg->tx * g->sx + dx), vstep);
+                        __mmask16 ok = full & _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512()) &
+                                       _mm512_cmplt_epi32_mask(idx, vw);
+                        _mm512_mask_storeu_ps(row + sg->c0, full, _mm512_mask_i32gather_ps(zero, ok, idx, src, 4));
+                    }
+                }
+            }
+        }
+    }
+    if (ncol < NETS_PANEL)
+        for (long k = 0; k < g->K; k++) {
+            float *row = bp + k * NETS_PANEL;
+            if (ncol < 16) _mm512_mask_storeu_ps(row + ncol, eng_mask(16 - ncol), zero);
+            int from = ncol > 16 ? ncol : 16;
+            _mm512_mask_storeu_ps(row + from, eng_mask(NETS_PANEL - from), zero);
+        }
+}
+
+/* tile[r][0..31] = sum_k a[r][k] bp[k][0..31] for r < NETS_TILE (rows from mr on repeat
+ * row mr - 1 and are not meant to be used). */
+static NETS_AVX512 void eng_kernel(long K, const float *a, long lda, int mr, const float *bp, float *tile) {
+    __m512 c0[NETS_TILE], c1[NETS_TILE];
+    const float *ar[NETS_TILE];
+    for (int r = 0; r < NETS_TILE; r++) {
+        c0[r] = _mm512_setzero_ps();
+        c1[r] = _mm512_setzero_ps();
+        ar[r] = a + (long)(r < mr ? r : mr - 1) * lda;
+    }
+    for (long k = 0; k < K; k++) {
+        __m512 b0 = _mm512_loadu_ps(bp + k * NETS_PANEL), b1 = _mm512_loadu_ps(bp + k * NETS_PANEL + 16);
+        for (int r = 0; r < NETS_TILE; r++) {
+            __m512 av = _mm512_set1_ps(ar[r][k]);
+            c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+        }
+    }
+    for (int r = 0; r < NETS_TILE; r++) {
+        _mm512_storeu_ps(tile + r * NETS_PANEL, c0[r]);
+        _mm512_storeu_ps(tile + r * NETS_PANEL + 16, c1[r]);
+    }
+}
+
+/* Rows m0 .. m0 + mr - 1 of tile (bias, residual, activation) into the output. */
+static NETS_AVX512 void eng_store(const eng_job *g, const eng_seg *seg, int ns, int m0, int mr, const float *tile) {
+    const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i vstep = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(g->osx));
+    for (int r = 0; r < mr; r++) {
+        long m = m0 + r;
+        __m512 bias = _mm512_set1_ps(g->bias[m]);
+        float *orow = g->out + m * g->ors;
+        const float *arow = g->add ? g->add + m * g->ors : NULL;
+        for (int q = 0; q < ns; q++) {
+            const eng_seg *sg = &seg[q];
+            long off = sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow + g->ox0 + (long)sg->tx * g->osx;
+            __mmask16 full = eng_mask(sg->len);
+            __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(full, tile + r * NETS_PANEL + sg->c0), bias);
+            if (g->osx == 1) {
+                if (arow) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(full, arow + off));
+                _mm512_mask_storeu_ps(orow + off, full, eng_act(v, g->act));
+            } else {
+                if (arow) v = _mm512_add_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), full, vstep, arow + off, 4));
+                _mm512_mask_i32scatter_ps(orow + off, full, vstep, eng_act(v, g->act), 4);
+            }
+        }
+    }
+}
+
+/* Work item it: a contiguous share of the panels, with its own panel buffer. */
+static void eng_run(const void *v, long b, long e) {
+    const eng_job *g = v;
+    long N = g->n * g->ny * g->nx, P = (N + NETS_PANEL - 1) / NETS_PANEL;
+    float tile[NETS_TILE * NETS_PANEL] __attribute__((aligned(64)));
+    eng_seg seg[NETS_PANEL];
+    for (long it = b; it < e; it++) {
+        float *bp = g->slots + it * g->K * NETS_PANEL;
+        for (long p = P * it / g->items; p < P * (it + 1) / g->items; p++) {
+            long j0 = p * NETS_PANEL;
+            int ncol = N - j0 < NETS_PANEL ? (int)(N - j0) : NETS_PANEL;
+            int ns = eng_segments(g, j0, ncol, seg);
+            eng_pack(g, seg, ns, ncol, bp);
+            for (int m0 = 0; m0 < g->M; m0 += NETS_TILE) {
+                int mr = g->M - m0 < NETS_TILE ? g->M - m0 : NETS_TILE;
+                eng_kernel(g->K, g->a + (long)m0 * g->K, g->K, mr, bp, tile);
+                eng_store(g, seg, ns, m0, mr, tile);
+            }
+        }
+    }
+}
+
+/* Run a job over the team: one work item (and panel buffer) per thread. */
+static void eng_go(nets_team *t, eng_job *g) {
+    long N = g->n * g->ny * g->nx, P = (N + NETS_PANEL - 1) / NETS_PANEL;
+    g->items = P < t->n ? P : t->n;
+    par_for(t, g->items, N * (g->K + g->M), eng_run, g);
+}
+
+#else
+
+static void eng_go(nets_team *t, eng_job *g) {
+    (void)t;
+    (void)g;
+}
+
+static void eng_affine_act(float *x, const float *src, long len, float a, float b, nets_act act) {
+    (void)x, (void)src, (void)len, (void)a, (void)b, (void)act;
+}
+
+static double eng_sum(const float *p, long len) {
+    (void)p, (void)len;
+    return 0.0;
+}
+
+static double eng_sqdev(const float *p, long len, float mean) {
+    (void)p, (void)len, (void)mean;
+    return 0.0;
+}
+
+#endif
+
+/* Floats of panel buffers a layer needs in the engine (one per thread at most). */
+static long eng_need(const nets_layer *L) {
+    long K = 0;
+    if (L->type == NETS_L_CONV2D) K = (long)L->cin * L->k * L->k;
+    if (L->type == NETS_L_CONVT2D) {
+        long t = (L->k + L->stride - 1) / L->stride;
+        K = L->cin * t * t;
+    }
+    if (L->type == NETS_L_DENSE) K = L->cin;
+    return K * NETS_PANEL * NETS_MAX_THREADS;
+}
+
+/* conv2d in the engine; add (NULL or like out) is added before act. */
+static void eng_conv2d(nets_team *t, const nets_layer *L, long n, const float *in, float *out, const float *add,
+                       float *slots, nets_act act) {
+    eng_job g;
+    memset(&g, 0, sizeof g);
+    g.a = L->w;
+    g.M = L->cout;
+    g.K = (long)L->cin * L->k * L->k;
+    g.in = in;
+    g.H = L->in.h;
+    g.W = L->in.w;
+    g.is = (long)g.H * g.W;
+    g.cs = n * g.is;
+    g.nc = L->cin;
+    g.na = g.nb = L->k;
+    g.sy = g.sx = L->stride;
+    g.dy0 = -L->pad_t;
+    g.dx0 = -L->pad_l;
+    g.day = g.dbx = 1;
+    g.n = n;
+    g.ny = L->out.h;
+    g.nx = L->out.w;
+    g.out = out;
+    g.add = add;
+    g.bias = L->b;
+    g.ois = (long)L->out.h * L->out.w;
+    g.ors = n * g.ois;
+    g.orow = L->out.w;
+    g.osy = g.osx = 1;
+    g.act = act;
+    g.slots = slots;
+    eng_go(t, &g);
+}
+
+/* conv_transpose2d in the engine, phase by phase (see convt_phase_of); L may describe a
+ * cropped output (out and pad_t/pad_l moved by the crop). */
+static void eng_convt(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *slots,
+                      nets_act act) {
+    int s = L->stride;
+    const float *wp = L->wp;
+    for (int py = 0; py < s; py++)
+        for (int px = 0; px < s; px++) {
+            convt_phase p;
+            convt_phase_of(L, py, px, &p);
+            long K = (long)L->cin * p.ka * p.kb;
+            eng_job g;
+            memset(&g, 0, sizeof g);
+            g.a = wp;
+            wp += L->cout * K;
+            if (p.nqy == 0 || p.nqx == 0) continue;
+            g.M = L->cout;
+            g.K = K;
+            g.in = in;
+            g.H = L->in.h;
+            g.W = L->in.w;
+            g.is = (long)g.H * g.W;
+            g.cs = n * g.is;
+            g.nc = L->cin;
+            g.na = p.ka;
+            g.nb = p.kb;
+            g.sy = g.sx = 1;
+            g.dy0 = p.q0y;
+            g.dx0 = p.q0x;
+            g.day = g.dbx = -1;
+            g.n = n;
+            g.ny = p.nqy;
+            g.nx = p.nqx;
+            g.out = out;
+            g.bias = L->b;
+            g.ois = (long)L->out.h * L->out.w;
+            g.ors = n * g.ois;
+            g.orow = L->out.w;
+            g.oy0 = p.q0y * s + py - L->pad_t;
+            g.ox0 = p.q0x * s + px - L->pad_l;
+            g.osy = g.osx = s;
+            g.act = act;
+            g.slots = slots;
+            eng_go(t, &g);
+        }
+}
+
+/* dense in the engine: out[i][m] = act(b[m] + sum_k w[m][k] in[i][k]); the batch is the
+ * column grid (one image, one row of n columns, source stride cin). */
+static void eng_dense(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *slots,
+                      nets_act act) {
+    eng_job g;
+    memset(&g, 0, sizeof g);
+    g.a = L->w;
+    g.M = L->cout;
+    g.K = L->cin;
+    g.in = in;
+    g.H = 1;
+    g.W = (int)(n * L->cin);
+    g.nc = g.na = 1;
+    g.nb = L->cin;
+    g.sy = 1;
+    g.sx = L->cin;
+    g.dbx = 1;
+    g.n = 1;
+    g.ny = 1;
+    g.nx = (int)n;
+    g.out = out;
+    g.bias = L->b;
+    g.ors = 1;
+    g.osx = L->cout;
+    g.act = act;
+    g.slots = slots;
+    eng_go(t, &g);
+}
+
 /* ---- convolutions ---- */
 
 /* dst[y][x] = src[y + dy][x + dx] for an H x W image, 0 where that is outside the
@@ -435,6 +898,10 @@ static void im2col_run(const void *v, long rb, long re) {
 
 static void conv2d(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *col,
                    nets_act act) {
+    if (eng_available()) {
+        eng_conv2d(t, L, n, in, out, NULL, col, act);
+        return;
+    }
     long HWo = (long)L->out.h * L->out.w, ldo = n * HWo;
     if (conv_is_pointwise(L)) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->cout, (int)ldo, L->cin, 1.0f, L->w, L->cin, in,
@@ -526,6 +993,10 @@ static void phase_store_run(const void *v, long cb, long ce) {
 
 static void conv_transpose2d(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *col,
                              nets_act act) {
+    if (eng_available()) {
+        eng_convt(t, L, n, in, out, col, act);
+        return;
+    }
     int s = L->stride, cin = L->cin, cout = L->cout;
     long rows, cols, chunk, need;
     col_plan(L, n, &rows, &cols, &chunk, &need);
@@ -556,7 +1027,11 @@ static void conv_transpose2d(nets_team *t, const nets_layer *L, long n, const fl
         }
 }
 
-static void dense(nets_team *t, const nets_layer *L, long n, const float *in, float *out, nets_act act) {
+static void dense(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *col, nets_act act) {
+    if (eng_available()) {
+        eng_dense(t, L, n, in, out, col, act);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, L->cout, L->cin, 1.0f, in, L->cin, L->w, L->cin, 0.0f,
                 out, L->cout);
     (void)t;
@@ -593,6 +1068,22 @@ static void gn_run(const void *v, long b, long e) {
     }
     long cpg = C / L->groups;
     double cnt = (double)cpg * hw;
+    if (hw > 1 && eng_available()) {
+        /* the same in 16 float lanes per pass (partial sums in float, totals in double) */
+        for (long it = b; it < e; it++) {
+            long i = it / L->groups, g = it % L->groups;
+            double sum = 0.0, sq = 0.0;
+            for (long c = g * cpg; c < (g + 1) * cpg; c++) sum += eng_sum(j->in + c * cstride + i * istride, hw);
+            double mean = sum / cnt;
+            for (long c = g * cpg; c < (g + 1) * cpg; c++)
+                sq += eng_sqdev(j->in + c * cstride + i * istride, hw, (float)mean);
+            double rstd = 1.0 / sqrt(sq / cnt + L->eps);
+            for (long c = g * cpg; c < (g + 1) * cpg; c++)
+                eng_affine_act(j->out + c * cstride + i * istride, j->in + c * cstride + i * istride, hw,
+                               (float)(L->w[c] * rstd), (float)(L->b[c] - mean * L->w[c] * rstd), j->act);
+        }
+        return;
+    }
     for (long it = b; it < e; it++) {
         long i = it / L->groups, g = it % L->groups;
         double sum = 0.0, sq = 0.0;
@@ -690,6 +1181,21 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot) {
     for (int i = 0; i < s->n; i++) {
         const nets_layer *L = &s->layers[i];
         if (crop_is_identity(L)) continue;
+        /* In the engine a transposed convolution followed by a crop computes only the
+         * kept pixels: the crop moves its first kept row and column. */
+        nets_layer cropped;
+        if (L->type == NETS_L_CONVT2D && eng_available()) {
+            int j = i + 1;
+            while (j < s->n && crop_is_identity(&s->layers[j])) j++;
+            if (j < s->n && s->layers[j].type == NETS_L_CROP) {
+                cropped = *L;
+                cropped.out = s->layers[j].out;
+                cropped.pad_t += s->layers[j].pad_t;
+                cropped.pad_l += s->layers[j].pad_l;
+                L = &cropped;
+                i = j;
+            }
+        }
         /* An activation right after a compute layer (identity crops aside) is applied
          * in that layer's last pass. */
         nets_act act = ACT_NONE;
@@ -715,7 +1221,7 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot) {
             cur = o;
             break;
         case NETS_L_DENSE:
-            dense(t, L, n, e->buf[cur], e->buf[o], act);
+            dense(t, L, n, e->buf[cur], e->buf[o], e->col, act);
             cur = o;
             break;
         case NETS_L_GROUP_NORM:
@@ -750,6 +1256,20 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot) {
             cur = o;
             break;
         case NETS_L_RESIDUAL: {
+            /* In the engine a body that ends with a convolution adds the block's input
+             * (and applies the activation after the block) in that convolution's stores. */
+            const nets_seq *body = L->body;
+            int last = body->n - 1;
+            while (last >= 0 && crop_is_identity(&body->layers[last])) last--;
+            if (eng_available() && last >= 0 && body->layers[last].type == NETS_L_CONV2D) {
+                nets_seq head = *body;
+                head.n = last;
+                int r = run_seq(e, &head, cur, prot | 1u << cur);
+                int o2 = free_buf(e, r, prot | 1u << cur);
+                eng_conv2d(t, &body->layers[last], n, e->buf[r], e->buf[o2], e->buf[cur], e->col, act);
+                cur = o2;
+                break;
+            }
             long len = n * nets_shape_size(L->in);
             int r = run_seq(e, L->body, cur, prot | 1u << cur);
             if (r == cur) { /* empty body: x + x */

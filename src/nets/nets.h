@@ -67,8 +67,9 @@ typedef struct nets_workspace nets_workspace;
 nets_workspace *nets_workspace_new(void);
 void nets_workspace_free(nets_workspace *ws);
 
-/* Threads that share the work between the GEMMs of calls with this workspace (the
- * calling thread and helpers that each call starts and joins): 0, the default, is
+/* Threads that share the work of calls with this workspace (the calling thread and
+ * helpers that each call starts and joins; on CPUs with AVX-512F they run the GEMMs too,
+ * elsewhere the BLAS library's threads do and these share the work between): 0, the default, is
  * automatic: as many as the BLAS library uses when the batch is large enough to pay
  * for starting them, else 1 (nets_encode / nets_decode do the same); 1 runs that
  * work on the calling thread only (e.g. when many threads call the model at once);
