@@ -428,7 +428,8 @@ static int sweep(const write_opts *o, int vary_T, const int *vals, int n, double
     double x[16], y[16], ymin[16];
     printf("\n%s sweep (mixture, K=6, C=200, 10 iterations, %s):\n", vary_T ? "T" : "H",
            vary_T ? "H=10" : "T=640");
-    printf("  %6s  %12s  %12s  %10s  %14s\n", vary_T ? "T" : "H", "median s", "(min s)", "GFLOP/s", "us per frame");
+    printf("  %6s  %12s  %12s  %10s  %14s  %s\n", vary_T ? "T" : "H", "median s", "(min s)", "GFLOP/s", "us per frame",
+           "path");
     for (int i = 0; i < n; i++) {
         bench_case b = {VBM_MIXTURE, vary_T ? vals[i] : 640, vary_T ? 10 : vals[i], 6, 200, 10};
         timing t;
@@ -436,8 +437,8 @@ static int sweep(const write_opts *o, int vary_T, const int *vals, int n, double
         x[i] = vals[i];
         y[i] = t.median_s;
         ymin[i] = t.min_s;
-        printf("  %6d  %12.6f  %12.6f  %10.2f  %14.3f\n", vals[i], t.median_s, t.min_s, write_flops(&b) / t.median_s * 1e-9,
-               t.median_s / (double)b.T * 1e6);
+        printf("  %6d  %12.6f  %12.6f  %10.2f  %14.3f  %s\n", vals[i], t.median_s, t.min_s,
+               write_flops(&b) / t.median_s * 1e-9, t.median_s / (double)b.T * 1e6, uses_gram(&b) ? "gram" : "direct");
         fflush(stdout);
     }
     *slope = loglog_slope(x, y, n);
@@ -446,6 +447,17 @@ static int sweep(const write_opts *o, int vary_T, const int *vals, int n, double
            *slope, loglog_slope(x, ymin, n));
     printf("  least-squares line: time = %.3f ms + %.4f ms * %s (intercept = %.0f%% of the smallest case)\n",
            a * 1e3, b * 1e3, vary_T ? "T" : "H", 100.0 * a / y[0]);
+    /* The slope within each path: the Gram path (T <= C) costs O(T^2) per iteration, at most
+     * the direct path's O(T C). */
+    if (vary_T) {
+        int first_direct = 0;
+        while (first_direct < n && vals[first_direct] <= 200) first_direct++;
+        if (first_direct >= 2)
+            printf("  slope over the Gram-path points (T <= C): %.3f\n", loglog_slope(x, y, first_direct));
+        if (n - first_direct >= 2)
+            printf("  slope over the direct-path points (T > C): %.3f\n",
+                   loglog_slope(x + first_direct, y + first_direct, n - first_direct));
+    }
     return 0;
 }
 
@@ -500,10 +512,10 @@ int main(int argc, char **argv) {
            " so they agree only statistically, not digit for digit)\n");
 
     if (o.scaling) {
-        static const int Ts[] = {64, 128, 256, 512, 1024};
+        static const int Ts[] = {64, 128, 256, 512, 1024, 2048};
         static const int Hs[] = {10, 20, 40, 80, 160};
         double sT = NAN, sH = NAN;
-        if (sweep(&o, 1, Ts, 5, &sT) != 0 || sweep(&o, 0, Hs, 5, &sH) != 0)
+        if (sweep(&o, 1, Ts, 6, &sT) != 0 || sweep(&o, 0, Hs, 5, &sH) != 0)
             status = 1;
         else
             printf("\nscaling: slope in T = %.3f, slope in H = %.3f (1 = linear cost)\n", sT, sH);
