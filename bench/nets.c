@@ -309,17 +309,26 @@ typedef struct {
     double ceiling[MAX_REPS];    /* GEMM ceiling sampled in the same round, GFLOP/s */
 } model_result;
 
-/* Pause between measurements so that threads still spinning after one (BLAS,
- * OpenMP) do not run into the next. */
+/* Pause between the two sides' measurements, longer than the time worker
+ * threads keep spinning after a call (OpenBLAS: 2^28 cycles by default, about
+ * 0.1 s; OpenMP in PyTorch: less), so that one side's idle threads do not run
+ * into the other side's call. Measured: with 20 ms here PyTorch lost up to 4x
+ * in the rounds. */
 static void settle(void) {
-    struct timespec ts = {0, 20 * 1000 * 1000};
+    struct timespec ts = {0, 150 * 1000 * 1000};
     nanosleep(&ts, NULL);
 }
 
+/* Calls per side and round, back to back; the round keeps the fastest, so both
+ * sides are timed warm (caches, thread wake-up, clock ramp after the pause). */
+#define CALLS_PER_ROUND 3
+
 /* reps rounds, each: a GEMM-ceiling sample, C encode, PyTorch encode, C decode,
  * PyTorch decode (C with a reused workspace), then C encode and decode with a
- * workspace allocated by the call. Ratios are taken within a round, so a load
- * that comes and goes on a shared machine affects both sides alike. */
+ * workspace allocated by the call; each of these is the fastest of
+ * CALLS_PER_ROUND back-to-back calls, after a settle(). Ratios are taken within
+ * a round, so a load that comes and goes on a shared machine affects both sides
+ * alike. */
 static int bench_model(const bench_opts *o, const char *path, const char *label, float *ga, float *gb, float *gc,
                        model_result *res) {
     nets_model *m;
@@ -368,29 +377,39 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
         res->ceiling[i] = 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / (bench_now_s() - t0) * 1e-9;
         for (int k = 0; k < 2; k++) {
             settle();
-            t0 = bench_now_s();
-            if (k == 0)
-                rc |= nets_encode_ws(m, ws, x, n, mu, s2, err, sizeof err);
-            else
-                rc |= nets_decode_ws(m, ws, z, n, mean, scale, err, sizeof err);
-            res->t_ws[k][i] = bench_now_s() - t0;
+            res->t_ws[k][i] = INFINITY;
+            for (int c = 0; c < CALLS_PER_ROUND; c++) {
+                t0 = bench_now_s();
+                if (k == 0)
+                    rc |= nets_encode_ws(m, ws, x, n, mu, s2, err, sizeof err);
+                else
+                    rc |= nets_decode_ws(m, ws, z, n, mean, scale, err, sizeof err);
+                res->t_ws[k][i] = fmin(res->t_ws[k][i], bench_now_s() - t0);
+            }
             if (res->have_torch) {
                 settle();
-                res->t_torch[k][i] = torch_call(&tp, k == 0 ? "encode" : "decode");
-                if (!(res->t_torch[k][i] > 0)) {
-                    fprintf(stderr, "bench-nets: the PyTorch reference stopped answering\n");
-                    res->have_torch = 0;
+                res->t_torch[k][i] = INFINITY;
+                for (int c = 0; c < CALLS_PER_ROUND && res->have_torch; c++) {
+                    double tt = torch_call(&tp, k == 0 ? "encode" : "decode");
+                    if (!(tt > 0)) {
+                        fprintf(stderr, "bench-nets: the PyTorch reference stopped answering\n");
+                        res->have_torch = 0;
+                    }
+                    res->t_torch[k][i] = fmin(res->t_torch[k][i], tt);
                 }
             }
         }
         for (int k = 0; k < 2; k++) {
             settle();
-            t0 = bench_now_s();
-            if (k == 0)
-                rc |= nets_encode(m, x, n, mu, s2, err, sizeof err);
-            else
-                rc |= nets_decode(m, z, n, mean, scale, err, sizeof err);
-            res->t_alloc[k][i] = bench_now_s() - t0;
+            res->t_alloc[k][i] = INFINITY;
+            for (int c = 0; c < CALLS_PER_ROUND; c++) {
+                t0 = bench_now_s();
+                if (k == 0)
+                    rc |= nets_encode(m, x, n, mu, s2, err, sizeof err);
+                else
+                    rc |= nets_decode(m, z, n, mean, scale, err, sizeof err);
+                res->t_alloc[k][i] = fmin(res->t_alloc[k][i], bench_now_s() - t0);
+            }
         }
     }
     if (rc) fprintf(stderr, "bench-nets: %s\n", err);
