@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -470,21 +471,47 @@ static void print_model(const bench_opts *o, const model_result *r) {
 static void usage(void) {
     fprintf(stderr,
             "usage: bench-nets [--model FILE]... [--threads N] [--frames N] [--reps N] [--no-torch] [--root DIR]\n"
-            "                  [--keep-cifar FILE]\n"
+            "                  [--keep-cifar FILE] [--blas-default]\n"
             "  Images per second for nets_encode / nets_decode of one episode (default 64 frames) for each\n"
             "  --model and for the paper's CIFAR architecture (App. F.2.1, 32x32x3, F=64, C=200, random\n"
             "  weights written to a temporary file, or to --keep-cifar FILE). Each of --reps rounds (default 7)\n"
             "  times one 2048^3 float32 cblas_sgemm (the GEMM ceiling), one C call and one PyTorch call of each\n"
             "  (bench/ref/nets_torch.py --serve under --root, default \".\", /usr/bin/python3, the same number\n"
             "  of threads, default: online CPUs); the ratios are taken within rounds, so a shared machine's\n"
-            "  changing load affects both sides alike.\n");
+            "  changing load affects both sides alike. On AVX-512F CPUs the program runs itself again with\n"
+            "  OPENBLAS_CORETYPE=SkylakeX unless it names an AVX-512 core already or --blas-default is given,\n"
+            "  so that the ceiling uses OpenBLAS's fastest kernels for the machine.\n");
+}
+
+/* The ceiling must be the machine's. On an AVX-512F CPU OpenBLAS's AVX-512 kernels run the
+ * 2048^3 sgemm ~1.8x faster than its AVX2 (Haswell) ones (measured on the Zen 5 of
+ * bench/README.md), but OpenBLAS takes its kernels from OPENBLAS_CORETYPE when it is loaded,
+ * and an environment may pin AVX2 ones (the machines this was written on set
+ * OPENBLAS_CORETYPE=Haswell). So on an AVX-512F CPU whose OPENBLAS_CORETYPE is unset or names
+ * another core than SkylakeX or Cooperlake, the program runs itself again with
+ * OPENBLAS_CORETYPE=SkylakeX (the PyTorch child inherits it). --blas-default keeps the
+ * environment's choice. Returns only when no re-execution happened. */
+static void ceiling_kernels(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--blas-default") == 0) return;
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    if (core && (strcasecmp(core, "SkylakeX") == 0 || strcasecmp(core, "Cooperlake") == 0)) return;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f")) return;
+    if (setenv("OPENBLAS_CORETYPE", "SkylakeX", 1) != 0) return;
+    fflush(NULL);
+    execv("/proc/self/exe", argv);
+    perror("bench-nets: re-executing with OPENBLAS_CORETYPE=SkylakeX"); /* go on as configured */
 }
 
 int main(int argc, char **argv) {
+    ceiling_kernels(argc, argv);
     bench_opts o = {{0}, 0, (int)sysconf(_SC_NPROCESSORS_ONLN), 64, 7, 1, ".", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--model") == 0 && v && o.n_models < 8)
+        if (strcmp(a, "--blas-default") == 0)
+            continue;
+        else if (strcmp(a, "--model") == 0 && v && o.n_models < 8)
             o.models[o.n_models++] = argv[++i];
         else if (strcmp(a, "--threads") == 0 && v)
             o.threads = atoi(argv[++i]);
@@ -510,6 +537,8 @@ int main(int argc, char **argv) {
     openblas_set_num_threads(o.threads);
     printf("bench-nets: %d threads, %ld frames per call, %d rounds; medians over the rounds (C's best in brackets)\n",
            o.threads, o.frames, o.reps);
+    printf("  OpenBLAS kernels for the ceiling: %s (OPENBLAS_CORETYPE=%s)\n", openblas_get_corename(),
+           getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset");
     printf("  ratios (of ceiling, C/PyTorch) are taken within each round, then their median\n");
     fflush(stdout);
     size_t nn = (size_t)GEMM_N * GEMM_N;
