@@ -47,7 +47,6 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->AZ);
     free(w->AAt);
     free(w->zmu0);
-    free(w->Uv);
     free(w->GT);
     free(w->gs);
     free(w->bx);
@@ -93,7 +92,6 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
     w->swc = vbm_calloc((size_t)H * K, sizeof(double));
     w->AR = vbm_calloc((size_t)H, sizeof(double));
     w->AR0 = vbm_calloc((size_t)H, sizeof(double));
-    w->Uv = vbm_calloc((size_t)H * (T + K + 1), sizeof(double));
     w->GT = vbm_calloc(hkt, sizeof(double));
     w->gs = vbm_calloc(6 * kk + 4 * (size_t)K, sizeof(double));
     if (w->prior_mean) {
@@ -114,7 +112,7 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
         w->bAmb = vbm_calloc((size_t)H * K, sizeof(double));
         w->bm0 = vbm_calloc((size_t)H, sizeof(double));
     }
-    if (!w->G || !w->SR || !w->LQ || !w->logdetQ || !w->Wtc || !w->swc || !w->AR || !w->AR0 || !w->Uv || !w->GT ||
+    if (!w->G || !w->SR || !w->LQ || !w->logdetQ || !w->Wtc || !w->swc || !w->AR || !w->AR0 || !w->GT ||
         !w->gs || (w->prior_mean && (!w->AZ || !w->AAt)) || (w->shift_mean && !w->zmu0) ||
         (shift && (!w->bx || !w->by || !w->bcoef || !w->bZe || !w->bAe || !w->bAm0 || !w->bdots || !w->bgx ||
                    !w->bAmb || !w->bm0)))
@@ -155,7 +153,7 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->thetaT = vbm_calloc((size_t)T * H, sizeof(double));
     w->E = vbm_calloc((size_t)T * H, sizeof(double));
     w->LW = vbm_calloc((size_t)T * H, sizeof(double));
-    w->acc = vbm_calloc((size_t)T * 4, sizeof(double));
+    w->acc = vbm_calloc((size_t)T * 2, sizeof(double));
     w->S = vbm_calloc((size_t)H * K * K, sizeof(double));
     w->Sw = vbm_calloc((size_t)H * K * K, sizeof(double));
     w->logdetSw = vbm_calloc((size_t)H, sizeof(double));

@@ -18,7 +18,7 @@ typedef struct {
     double *thetaT;   /* H x T: the same, cluster-major for the per-cluster sweeps */
     double *E;        /* H x T: expected squared errors e_th */
     double *LW;       /* H x T: KL(q(w_t | s = h) || p(w)) */
-    double *acc;      /* 4 x T: per-frame accumulators of one cluster */
+    double *acc;      /* 2 x T: per-frame accumulators of one cluster */
     double *S;        /* H x K x K: R_h R_h^T + cg U_h */
     double *Sw;       /* H x K x K: covariance of q(w | s = h) */
     double *logdetSw; /* H */
@@ -51,7 +51,6 @@ typedef struct {
     double *AZ;       /* HK x T: P0R0_h Z^T (when prior_mean) */
     double *AAt;      /* H x K x K: P0R0_h P0R0_h^T (when prior_mean) */
     double *zmu0;     /* H x T: Z mu_b0_h (when shift_mean) */
-    double *Uv;       /* H x T: the vectors whose products with Z give the shift update */
     double *GT;       /* HK x T: Wt G */
     double *gs;       /* 6 K^2 + 4 K scratch of the Gram update */
     /* From the second Gram update on, the shifts are implicit too:
