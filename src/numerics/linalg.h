@@ -9,8 +9,9 @@
  * compiles it twice, for x86-64-v3 (AVX2, FMA) and for baseline x86-64, and
  * the loader picks the version this CPU runs (function multi-versioning).
  * The baseline build alone runs these loops two doubles at a time. Expands to
- * nothing on other compilers and targets. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+ * nothing on other compilers and targets, and under ThreadSanitizer. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__) /* ThreadSanitizer crashes in the loader's ifunc resolvers */
 #define LA_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define LA_HOT
