@@ -3,14 +3,17 @@
  * the team's threads; elsewhere by im2col + cblas_sgemm), group norm, activations, crop, layout
  * changes, and the executor that runs a parsed layer list over a batch in a caller-provided
  * workspace. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getcpu and thread affinity (Linux), see team_start */
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nets/nets_internal.h"
 
@@ -182,20 +185,42 @@ static size_t col_need(const nets_seq *s, long n) {
  * the BLAS library's threads, and everything else (im2col, bias and activations, group
  * norm, layout changes) is memory-bound work that would leave all but one core idle. Each
  * nets_seq_run call starts a team of helper threads that splits these loops with it, and
- * joins them before returning. No state is shared between calls. */
+ * joins them before returning. No state is shared between calls.
+ *
+ * A call hands the team dozens of loops, each a fraction of a millisecond. Waking a
+ * sleeping helper for each (a futex wake, and on a virtual machine the wake of a halted
+ * virtual CPU) cost as much as the loops, so an idle helper spins on the job sequence
+ * number for up to NETS_SPIN_NS before it sleeps on the condition variable. And a helper
+ * may start late or get less of a CPU than the caller (on a shared or virtual machine, or
+ * while the kernel still keeps it on the caller's CPU), so a loop is not split in equal
+ * shares: the threads take chunks of it from a shared counter until none is left, and the
+ * caller waits only for chunks that were taken, never for a helper to arrive. */
 
-typedef void (*par_fn)(const void *ctx, long begin, long end);
+#define NETS_SPIN_NS 2000000L /* how long an idle helper spins before it sleeps */
+#define NETS_CHUNKS 8         /* chunks per thread of a loop */
 
+/* fn(ctx, begin, end, worker) runs items [begin, end) of a loop on thread `worker`
+ * (0 is the caller). */
+typedef void (*par_fn)(const void *ctx, long begin, long end, int worker);
+
+/* The job fields are published like a sequence lock: the caller makes seq odd, writes
+ * them, and makes seq even again; a helper copies them between two equal even reads of
+ * seq. next holds the job (seq / 2, low 32 bits) in its high half and the next item to
+ * take in its low half, so a helper holding an old job's copy can take no item of a
+ * newer job. done counts the finished items of the current job. */
 typedef struct nets_team {
     int n; /* threads, the caller included */
     pthread_t th[NETS_MAX_THREADS];
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    unsigned long gen;
-    int pending, quit;
-    par_fn fn;
-    const void *ctx;
-    long items;
+    pthread_mutex_t mu; /* guards sleepers and the sleeping helpers' wake-up */
+    pthread_cond_t go;
+    int sleepers;
+    _Atomic unsigned long seq;
+    _Atomic(par_fn) fn;
+    _Atomic(const void *) ctx;
+    _Atomic long items, chunk;
+    _Atomic unsigned long long next;
+    _Atomic long done;
+    _Atomic int quit;
 } nets_team;
 
 typedef struct {
@@ -203,9 +228,62 @@ typedef struct {
     int i;
 } team_arg;
 
-static void team_share(const nets_team *t, int i, par_fn fn, const void *ctx, long items) {
-    long b = items * i / t->n, e = items * (i + 1) / t->n;
-    if (b < e) fn(ctx, b, e);
+/* A short pause inside a spin loop. */
+static inline void spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* Take chunks of job `job` (fields fn, ctx, items, chunk) until none is left or the
+ * team has moved on to a newer job. */
+static void team_take(nets_team *t, unsigned long job, par_fn fn, const void *ctx, long items, long chunk,
+                      int worker) {
+    unsigned long long tag = (unsigned long long)(job & 0xffffffffUL) << 32;
+    unsigned long long v = atomic_load_explicit(&t->next, memory_order_acquire);
+    for (;;) {
+        if ((v & 0xffffffff00000000ULL) != tag) return;
+        long b = (long)(v & 0xffffffffULL);
+        if (b >= items) return;
+        long e = items - b < chunk ? items : b + chunk;
+        if (!atomic_compare_exchange_weak_explicit(&t->next, &v, tag | (unsigned long long)e, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue; /* v now holds the current value */
+        fn(ctx, b, e, worker);
+        atomic_fetch_add_explicit(&t->done, e - b, memory_order_release);
+        v = atomic_load_explicit(&t->next, memory_order_acquire);
+    }
+}
+
+/* Wait until seq is even and differs from seen, or the team quits: spin, then sleep.
+ * Returns the seq seen last. */
+static unsigned long team_wait(nets_team *t, unsigned long seen) {
+    long t0 = 0;
+    for (long spins = 0;; spins++) {
+        unsigned long q = atomic_load_explicit(&t->seq, memory_order_acquire);
+        if ((q != seen && !(q & 1)) || atomic_load_explicit(&t->quit, memory_order_acquire)) return q;
+        spin_pause();
+        if ((spins & 15) == 15) sched_yield(); /* the caller may share this CPU */
+        if ((spins & 255) == 255) {
+            long now = now_ns();
+            if (t0 == 0)
+                t0 = now;
+            else if (now - t0 > NETS_SPIN_NS)
+                break;
+        }
+    }
+    pthread_mutex_lock(&t->mu);
+    t->sleepers++;
+    while (atomic_load(&t->seq) == seen && !atomic_load(&t->quit)) pthread_cond_wait(&t->go, &t->mu);
+    t->sleepers--;
+    pthread_mutex_unlock(&t->mu);
+    return seen; /* the caller looks again (seq may be odd now) */
 }
 
 static void *team_main(void *arg) {
@@ -213,78 +291,110 @@ static void *team_main(void *arg) {
     int i = ((team_arg *)arg)->i;
     unsigned long seen = 0;
     for (;;) {
-        pthread_mutex_lock(&t->mu);
-        while (t->gen == seen && !t->quit) pthread_cond_wait(&t->go, &t->mu);
-        if (t->quit) {
-            pthread_mutex_unlock(&t->mu);
-            return NULL;
-        }
-        seen = t->gen;
-        par_fn fn = t->fn;
-        const void *ctx = t->ctx;
-        long items = t->items;
-        pthread_mutex_unlock(&t->mu);
-        team_share(t, i, fn, ctx, items);
-        pthread_mutex_lock(&t->mu);
-        if (--t->pending == 0) pthread_cond_signal(&t->done);
-        pthread_mutex_unlock(&t->mu);
+        unsigned long q = team_wait(t, seen);
+        if (atomic_load_explicit(&t->quit, memory_order_acquire)) return NULL;
+        if (q == seen || (q & 1)) continue;
+        par_fn fn = atomic_load_explicit(&t->fn, memory_order_relaxed);
+        const void *ctx = atomic_load_explicit(&t->ctx, memory_order_relaxed);
+        long items = atomic_load_explicit(&t->items, memory_order_relaxed);
+        long chunk = atomic_load_explicit(&t->chunk, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&t->seq, memory_order_relaxed) != q) continue; /* changed meanwhile: look again */
+        seen = q;
+        team_take(t, q / 2, fn, ctx, items, chunk, i);
     }
 }
 
 /* Start up to want - 1 helpers (fewer if thread creation fails: the work then runs
- * on fewer threads, never fails). args must outlive the team. */
+ * on fewer threads, never fails). args must outlive the team. On Linux the helpers may
+ * run on any CPU of the caller's set but the one the caller runs on now: left to
+ * itself the kernel was seen starting every helper on the caller's CPU and moving it
+ * only milliseconds later, so that a call after a pause ran on one CPU. */
 static void team_start(nets_team *t, int want, team_arg *args) {
     memset(t, 0, sizeof *t);
     t->n = 1;
     if (want > NETS_MAX_THREADS) want = NETS_MAX_THREADS;
     if (want <= 1) return;
+    atomic_init(&t->seq, 0);
+    atomic_init(&t->fn, NULL);
+    atomic_init(&t->ctx, NULL);
+    atomic_init(&t->items, 0);
+    atomic_init(&t->chunk, 1);
+    atomic_init(&t->next, 0);
+    atomic_init(&t->done, 0);
+    atomic_init(&t->quit, 0);
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->go, NULL);
-    pthread_cond_init(&t->done, NULL);
+    pthread_attr_t attr, *pa = NULL;
+#ifdef __linux__
+    cpu_set_t others;
+    int cpu = sched_getcpu();
+    if (cpu >= 0 && cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof others, &others) == 0) {
+        CPU_CLR(cpu, &others);
+        if (CPU_COUNT(&others) > 0 && pthread_attr_init(&attr) == 0) {
+            pa = &attr;
+            if (pthread_attr_setaffinity_np(&attr, sizeof others, &others) != 0) {
+                pthread_attr_destroy(&attr);
+                pa = NULL;
+            }
+        }
+    }
+#endif
     for (int i = 1; i < want; i++) {
         args[i] = (team_arg){t, i};
-        if (pthread_create(&t->th[i], NULL, team_main, &args[i]) != 0) break;
+        if (pthread_create(&t->th[i], pa, team_main, &args[i]) != 0) break;
         t->n = i + 1;
     }
+    if (pa) pthread_attr_destroy(pa);
     if (t->n == 1) {
         pthread_mutex_destroy(&t->mu);
         pthread_cond_destroy(&t->go);
-        pthread_cond_destroy(&t->done);
     }
+}
+
+/* Wake the helpers that sleep (those that spin see the new job themselves). */
+static void team_wake(nets_team *t) {
+    pthread_mutex_lock(&t->mu);
+    if (t->sleepers > 0) pthread_cond_broadcast(&t->go);
+    pthread_mutex_unlock(&t->mu);
 }
 
 static void team_stop(nets_team *t) {
     if (t->n <= 1) return;
-    pthread_mutex_lock(&t->mu);
-    t->quit = 1;
-    pthread_cond_broadcast(&t->go);
-    pthread_mutex_unlock(&t->mu);
+    atomic_store_explicit(&t->quit, 1, memory_order_release);
+    team_wake(t);
     for (int i = 1; i < t->n; i++) pthread_join(t->th[i], NULL);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->go);
-    pthread_cond_destroy(&t->done);
 }
 
-/* fn over [0, items) split in equal ranges over the team; inline when the work
- * (about `work` floats touched) is too small to pay for waking the helpers. */
+/* fn over [0, items) on the team, in chunks taken by whichever thread is free; inline
+ * when the work (about `work` floats touched) is too small to pay for handing it to the
+ * helpers. */
 static void par_for(nets_team *t, long items, long work, par_fn fn, const void *ctx) {
     if (items <= 0) return;
-    if (t->n <= 1 || items < 2 || work < 16384) {
-        fn(ctx, 0, items);
+    if (t->n <= 1 || items < 2 || work < 16384 || items > 0x7fffffffL) {
+        fn(ctx, 0, items, 0);
         return;
     }
-    pthread_mutex_lock(&t->mu);
-    t->fn = fn;
-    t->ctx = ctx;
-    t->items = items;
-    t->pending = t->n - 1;
-    t->gen++;
-    pthread_cond_broadcast(&t->go);
-    pthread_mutex_unlock(&t->mu);
-    team_share(t, 0, fn, ctx, items);
-    pthread_mutex_lock(&t->mu);
-    while (t->pending > 0) pthread_cond_wait(&t->done, &t->mu);
-    pthread_mutex_unlock(&t->mu);
+    long chunk = items / ((long)t->n * NETS_CHUNKS);
+    if (chunk < 1) chunk = 1;
+    unsigned long q = atomic_load_explicit(&t->seq, memory_order_relaxed) + 2; /* this job's seq */
+    atomic_store_explicit(&t->seq, q - 1, memory_order_relaxed);                /* odd: fields change */
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&t->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&t->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&t->items, items, memory_order_relaxed);
+    atomic_store_explicit(&t->chunk, chunk, memory_order_relaxed);
+    atomic_store_explicit(&t->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->next, (unsigned long long)((q / 2) & 0xffffffffUL) << 32, memory_order_release);
+    atomic_store_explicit(&t->seq, q, memory_order_release);
+    team_wake(t);
+    team_take(t, q / 2, fn, ctx, items, chunk, 0);
+    for (long spins = 1; atomic_load_explicit(&t->done, memory_order_acquire) < items; spins++) {
+        spin_pause();
+        if (spins % 16 == 0) sched_yield(); /* a helper may have lost its CPU */
+    }
 }
 
 /* ---- elementwise and layout, as ranges ---- */
@@ -298,7 +408,8 @@ typedef struct {
     nets_act act;
 } ew_job;
 
-static void ew_run(const void *c, long b, long e) {
+static void ew_run(const void *c, long b, long e, int worker) {
+    (void)worker;
     const ew_job *j = c;
     long lo = b * NETS_EW_BLOCK, hi = e * NETS_EW_BLOCK < j->len ? e * NETS_EW_BLOCK : j->len;
     if (j->x && j->x != j->y)
@@ -323,7 +434,8 @@ typedef struct {
     nets_act act;
 } bias_job;
 
-static void bias_run(const void *c, long b, long e) {
+static void bias_run(const void *c, long b, long e, int worker) {
+    (void)worker;
     const bias_job *j = c;
     for (long r = b; r < e; r++) act_bias(j->y + r * j->ld, j->len, j->bias[r], j->act);
 }
@@ -340,14 +452,16 @@ typedef struct {
     long n, c, hw;
 } layout_job;
 
-static void to_cnhw_run(const void *v, long b, long e) {
+static void to_cnhw_run(const void *v, long b, long e, int worker) {
+    (void)worker;
     const layout_job *j = v;
     for (long k = b; k < e; k++)
         for (long i = 0; i < j->n; i++)
             memcpy(j->out + (k * j->n + i) * j->hw, j->in + (i * j->c + k) * j->hw, sizeof(float) * j->hw);
 }
 
-static void from_cnhw_run(const void *v, long b, long e) {
+static void from_cnhw_run(const void *v, long b, long e, int worker) {
+    (void)worker;
     const layout_job *j = v;
     for (long k = b; k < e; k++)
         for (long i = 0; i < j->n; i++)
@@ -403,8 +517,8 @@ typedef struct {
     long ors, ois, orow;
     int oy0, ox0, osy, osx;
     nets_act act;
-    float *slots; /* K * NETS_PANEL floats per work item */
-    long items;
+    float *slots; /* K * NETS_PANEL floats per thread */
+    int rows; /* direct mode (see eng_direct_rows): grid rows per panel; 0: packed panels */
 } eng_job;
 
 /* A run of at most 16 columns of a panel with the same image and row: panel columns
@@ -623,10 +737,104 @@ static NETS_AVX512 void eng_kernel(long K, const float *a, long lda, int mr, con
     }
 }
 
+/* Direct mode. When the column taps are contiguous (sx == 1), there are few taps, and
+ * the grid rows are 5 to 32 columns wide, a panel is `rows` whole grid rows (4 of up to 8
+ * columns, 2 of up to 16, or 1 of up to 32 as two runs of 16 lanes) and is never packed:
+ * the kernel loads each B row of the panel straight from the input with masked loads (the
+ * masks drop the pixels outside the image, and whole rows outside it), each run filling
+ * its own 8 or 16 lanes. For the few pixels per image of these networks packing cost as
+ * much as the multiplication. */
+#define NETS_DIRECT_TAPS 16 /* most taps (na * nb) in direct mode */
+
+/* Per panel of direct mode: for each of the 4 lane slots (grid rows) and tap t, the
+ * offset of the slot's lane 0 from the channel's base and the mask of lanes to load
+ * (0 for an unused slot or a row outside the image). */
+typedef struct {
+    long off[4][NETS_DIRECT_TAPS];
+    __mmask16 msk[4][NETS_DIRECT_TAPS];
+} eng_direct_src;
+
+/* Fill src for the ns (at most 4) runs seg of a direct-mode panel, each within one
+ * 16-lane half of the panel (slots 0, 1: half 0 and 1; with four, 0 and 1 share half 0). */
+static void eng_direct_setup(const eng_job *g, const eng_seg *seg, int ns, eng_direct_src *src) {
+    memset(src, 0, sizeof *src);
+    for (int q = 0; q < ns; q++) {
+        int sh = seg[q].c0 % 16; /* first lane of the run in its vector */
+        for (int ta = 0; ta < g->na; ta++) {
+            int y = seg[q].ty * g->sy + g->dy0 + ta * g->day;
+            if ((unsigned)y >= (unsigned)g->H) continue;
+            for (int tb = 0; tb < g->nb; tb++) {
+                int x0 = seg[q].tx + g->dx0 + tb * g->dbx;
+                int lo = x0 < 0 ? -x0 : 0, hi = g->W - x0 < seg[q].len ? g->W - x0 : seg[q].len;
+                if (hi <= lo) continue;
+                int t = ta * g->nb + tb;
+                src->msk[q][t] = (__mmask16)(((1u << hi) - (1u << lo)) << sh);
+                src->off[q][t] = seg[q].img * g->is + (long)y * g->W + x0 - sh;
+            }
+        }
+    }
+}
+
+/* tile[r][0..31] = sum_k a[r][k] B[k][0..31] for r < NETS_TILE (rows from mr on repeat row
+ * mr - 1), B read straight from the input as set up in src: with two lane slots (quad 0)
+ * each 16-lane half of a B row is one masked load, with four (quad 1) two merged ones.
+ * The row loops are unrolled by pragma: unrolled later, GCC stored all 16 accumulators to
+ * the stack on every iteration (the kernel ran at half speed). */
+static NETS_AVX512 inline __attribute__((always_inline)) void
+eng_kernel_direct_body(long K, long T, const float *in, long cs, const float *a, long lda, int mr,
+                       const eng_direct_src *src, int quad, float *tile) {
+    __m512 c0[NETS_TILE], c1[NETS_TILE];
+    const float *ar[NETS_TILE];
+    _Pragma("GCC unroll 8") for (int r = 0; r < NETS_TILE; r++) {
+        c0[r] = _mm512_setzero_ps();
+        c1[r] = _mm512_setzero_ps();
+        ar[r] = a + (long)(r < mr ? r : mr - 1) * lda;
+    }
+    /* one loop over k = (c, t), like eng_kernel's, so that the accumulators stay in registers */
+    const float *base = in;
+    for (long k = 0, t = 0; k < K; k++) {
+        __m512 b0 = _mm512_maskz_loadu_ps(src->msk[0][t], base + src->off[0][t]);
+        __m512 b1;
+        if (quad) { /* slots 0, 1 fill half 0 and slots 2, 3 half 1 */
+            b0 = _mm512_mask_loadu_ps(b0, src->msk[1][t], base + src->off[1][t]);
+            b1 = _mm512_maskz_loadu_ps(src->msk[2][t], base + src->off[2][t]);
+            b1 = _mm512_mask_loadu_ps(b1, src->msk[3][t], base + src->off[3][t]);
+        } else {
+            b1 = _mm512_maskz_loadu_ps(src->msk[1][t], base + src->off[1][t]);
+        }
+        if (++t == T) {
+            t = 0;
+            base += cs;
+        }
+        _Pragma("GCC unroll 8") for (int r = 0; r < NETS_TILE; r++) {
+            __m512 av = _mm512_set1_ps(ar[r][k]);
+            c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < NETS_TILE; r++) {
+        _mm512_storeu_ps(tile + r * NETS_PANEL, c0[r]);
+        _mm512_storeu_ps(tile + r * NETS_PANEL + 16, c1[r]);
+    }
+}
+
+/* The direct kernel for panels of two runs, one per 16-lane half (quad 0), or four
+ * (quad 1). */
+static NETS_AVX512 void eng_kernel_direct(const eng_job *g, const float *a, long lda, int mr,
+                                          const eng_direct_src *src, int quad, float *tile) {
+    long T = (long)g->na * g->nb;
+    if (quad)
+        eng_kernel_direct_body(g->K, T, g->in, g->cs, a, lda, mr, src, 1, tile);
+    else
+        eng_kernel_direct_body(g->K, T, g->in, g->cs, a, lda, mr, src, 0, tile);
+}
+
 /* Rows m0 .. m0 + mr - 1 of tile (bias, residual, activation) into the output. */
 static NETS_AVX512 void eng_store(const eng_job *g, const eng_seg *seg, int ns, int m0, int mr, const float *tile) {
     const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i vstep = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(g->osx));
+    const __m512i spread_lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i spread_hi = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
     for (int r = 0; r < mr; r++) {
         long m = m0 + r;
         __m512 bias = _mm512_set1_ps(g->bias[m]);
@@ -640,6 +848,16 @@ static NETS_AVX512 void eng_store(const eng_job *g, const eng_seg *seg, int ns, 
             if (g->osx == 1) {
                 if (arow) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(full, arow + off));
                 _mm512_mask_storeu_ps(orow + off, full, eng_act(v, g->act));
+            } else if (g->osx == 2 && !arow) {
+                /* every other pixel (a transposed convolution's phase): lanes spread to the
+                 * even lanes of two vectors, stored under masks of those lanes only */
+                v = eng_act(v, g->act);
+                unsigned lo = sg->len < 8 ? (unsigned)sg->len : 8u, hi = (unsigned)sg->len - lo;
+                _mm512_mask_storeu_ps(orow + off, (__mmask16)(0x5555u & ((1u << 2 * lo) - 1u)),
+                                      _mm512_permutexvar_ps(spread_lo, v));
+                if (hi > 0)
+                    _mm512_mask_storeu_ps(orow + off + 16, (__mmask16)(0x5555u & ((1u << 2 * hi) - 1u)),
+                                          _mm512_permutexvar_ps(spread_hi, v));
             } else {
                 if (arow) v = _mm512_add_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), full, vstep, arow + off, 4));
                 _mm512_mask_i32scatter_ps(orow + off, full, vstep, eng_act(v, g->act), 4);
@@ -648,33 +866,64 @@ static NETS_AVX512 void eng_store(const eng_job *g, const eng_seg *seg, int ns, 
     }
 }
 
-/* Work item it: a contiguous share of the panels, with its own panel buffer. */
-static void eng_run(const void *v, long b, long e) {
+/* Panels [b, e) (of grid rows in direct mode), on thread `worker`: packed panels go to
+ * that thread's panel buffer. */
+static void eng_run(const void *v, long b, long e, int worker) {
     const eng_job *g = v;
-    long N = g->n * g->ny * g->nx, P = (N + NETS_PANEL - 1) / NETS_PANEL;
+    long N = g->n * g->ny * g->nx;
     float tile[NETS_TILE * NETS_PANEL] __attribute__((aligned(64)));
     eng_seg seg[NETS_PANEL];
-    for (long it = b; it < e; it++) {
-        float *bp = g->slots + it * g->K * NETS_PANEL;
-        for (long p = P * it / g->items; p < P * (it + 1) / g->items; p++) {
-            long j0 = p * NETS_PANEL;
-            int ncol = N - j0 < NETS_PANEL ? (int)(N - j0) : NETS_PANEL;
-            int ns = eng_segments(g, j0, ncol, seg);
-            eng_pack(g, seg, ns, ncol, bp);
+    if (g->rows > 0) {
+        long NR = g->n * g->ny; /* grid rows */
+        eng_direct_src src;
+        for (long p = b; p < e; p++) {
+            int ns = 0;
+            if (g->rows == 1) { /* one grid row of 17 to 32 columns: two runs */
+                seg[0] = (eng_seg){0, 16, (int)(p % g->ny), 0, p / g->ny};
+                seg[1] = (eng_seg){16, g->nx - 16, (int)(p % g->ny), 16, p / g->ny};
+                ns = 2;
+            } else {
+                for (long row = p * g->rows; row < NR && ns < g->rows; row++, ns++)
+                    seg[ns] = (eng_seg){ns * NETS_PANEL / g->rows, g->nx, (int)(row % g->ny), 0, row / g->ny};
+            }
+            eng_direct_setup(g, seg, ns, &src);
             for (int m0 = 0; m0 < g->M; m0 += NETS_TILE) {
                 int mr = g->M - m0 < NETS_TILE ? g->M - m0 : NETS_TILE;
-                eng_kernel(g->K, g->a + (long)m0 * g->K, g->K, mr, bp, tile);
+                eng_kernel_direct(g, g->a + (long)m0 * g->K, g->K, mr, &src, g->rows == 4, tile);
                 eng_store(g, seg, ns, m0, mr, tile);
             }
+        }
+        return;
+    }
+    float *bp = g->slots + (long)worker * g->K * NETS_PANEL;
+    for (long p = b; p < e; p++) {
+        long j0 = p * NETS_PANEL;
+        int ncol = N - j0 < NETS_PANEL ? (int)(N - j0) : NETS_PANEL;
+        int ns = eng_segments(g, j0, ncol, seg);
+        eng_pack(g, seg, ns, ncol, bp);
+        for (int m0 = 0; m0 < g->M; m0 += NETS_TILE) {
+            int mr = g->M - m0 < NETS_TILE ? g->M - m0 : NETS_TILE;
+            eng_kernel(g->K, g->a + (long)m0 * g->K, g->K, mr, bp, tile);
+            eng_store(g, seg, ns, m0, mr, tile);
         }
     }
 }
 
-/* Run a job over the team: one work item (and panel buffer) per thread. */
+/* Grid rows per panel in direct mode (0: packed panels): contiguous column taps, few
+ * taps, and grid rows of 5 to 8 columns (4 rows a panel), 9 to 16 (2 rows) or 17 to 32
+ * (1 row, as two runs). */
+static int eng_direct_rows(const eng_job *g) {
+    if (g->sx != 1 || g->na * g->nb > NETS_DIRECT_TAPS || g->nx < 5 || g->nx > 32) return 0;
+    return g->nx <= 8 ? 4 : g->nx <= 16 ? 2 : 1;
+}
+
+/* Run a job over the team, its panels the items (each thread packs into its own panel
+ * buffer). */
 static void eng_go(nets_team *t, eng_job *g) {
     long N = g->n * g->ny * g->nx, P = (N + NETS_PANEL - 1) / NETS_PANEL;
-    g->items = P < t->n ? P : t->n;
-    par_for(t, g->items, N * (g->K + g->M), eng_run, g);
+    g->rows = eng_direct_rows(g);
+    if (g->rows > 0) P = (g->n * g->ny + g->rows - 1) / g->rows;
+    par_for(t, P, N * (g->K + g->M), eng_run, g);
 }
 
 #else
@@ -856,7 +1105,8 @@ typedef struct {
 
 /* col[(ci,ky,kx)][j][oy][ox] = in[ci][i0+j][oy*s+ky-pt][ox*s+kx-pl] (0 outside); items
  * are the rows (ci,ky,kx). */
-static void im2col_run(const void *v, long rb, long re) {
+static void im2col_run(const void *v, long rb, long re, int worker) {
+    (void)worker;
     const col_job *jb = v;
     const nets_layer *L = jb->L;
     int H = L->in.h, W = L->in.w, Ho = L->out.h, Wo = L->out.w, k = L->k, s = L->stride;
@@ -924,7 +1174,8 @@ static void conv2d(nets_team *t, const nets_layer *L, long n, const float *in, f
 
 /* Phase im2col: col[(ci,a,b)][j][ty][tx] = in[ci][i0+j][q0y+ty-a][q0x+tx-b] (0 outside);
  * items are the rows (ci,a,b). */
-static void im2col_phase_run(const void *v, long rb, long re) {
+static void im2col_phase_run(const void *v, long rb, long re, int worker) {
+    (void)worker;
     const col_job *jb = v;
     const nets_layer *L = jb->L;
     const convt_phase *p = jb->p;
@@ -971,7 +1222,8 @@ typedef struct {
     nets_act act;
 } phase_job;
 
-static void phase_store_run(const void *v, long cb, long ce) {
+static void phase_store_run(const void *v, long cb, long ce, int worker) {
+    (void)worker;
     const phase_job *j = v;
     const nets_layer *L = j->L;
     int Wo = L->out.w, s = L->stride, nqy = j->p->nqy, nqx = j->p->nqx;
@@ -1053,7 +1305,8 @@ typedef struct {
     nets_act act;
 } gn_job;
 
-static void gn_run(const void *v, long b, long e) {
+static void gn_run(const void *v, long b, long e, int worker) {
+    (void)worker;
     const gn_job *j = v;
     const nets_layer *L = j->L;
     long C = L->cin, n = j->n, hw, cstride, istride;
@@ -1124,7 +1377,8 @@ typedef struct {
     nets_act act;
 } crop_job;
 
-static void crop_run(const void *v, long b, long e) {
+static void crop_run(const void *v, long b, long e, int worker) {
+    (void)worker;
     const crop_job *j = v;
     const nets_layer *L = j->L;
     int H = L->in.h, W = L->in.w, h = L->out.h, w = L->out.w;
