@@ -636,6 +636,36 @@ START_TEST(test_conv2d) {
 }
 END_TEST
 
+/* Shapes that reach each mode of the AVX-512 engine (on other CPUs they check
+ * the im2col path again): stride-2 convs with output rows of 9 and more (input
+ * split into even and odd columns), the flat mode of stride-1 'same' and 1x1
+ * convs at widths from 1 to 40 (panels across rows and images, 1-3 row runs per
+ * 16 lanes), channel counts around the 16-lane and 8-row tile edges, and tiny
+ * images. */
+START_TEST(test_conv2d_engine_paths) {
+    check_conv(1, 28, 28, 32, 4, 2, 0, 5);
+    check_conv(3, 32, 32, 8, 4, 2, 0, 3);
+    check_conv(4, 13, 13, 8, 4, 2, 0, 3);
+    check_conv(5, 15, 15, 9, 4, 2, 0, 2);
+    check_conv(2, 15, 17, 3, 4, 2, 1, 3);
+    check_conv(2, 16, 20, 3, 4, 2, 1, 3);
+    check_conv(3, 13, 11, 5, 3, 2, 1, 2);
+    check_conv(3, 21, 19, 4, 3, 2, 0, 3);
+    check_conv(2, 64, 66, 3, 4, 2, 1, 2);
+    check_conv(2, 66, 64, 3, 3, 2, 0, 2);
+    check_conv(4, 13, 13, 9, 3, 1, 1, 5);
+    check_conv(3, 2, 2, 8, 3, 1, 1, 7);
+    check_conv(3, 1, 1, 8, 3, 1, 1, 7);
+    check_conv(3, 5, 5, 17, 3, 1, 1, 3);
+    check_conv(2, 40, 37, 3, 3, 1, 1, 2);
+    check_conv(2, 6, 6, 3, 5, 1, 1, 3);
+    check_conv(2, 7, 9, 3, 4, 1, 1, 3);
+    check_conv(3, 9, 9, 4, 1, 1, 1, 3);
+    check_conv(2, 3, 40, 3, 3, 1, 1, 4);
+    check_conv(2, 11, 3, 5, 5, 1, 1, 4);
+}
+END_TEST
+
 static void check_convt(int cin, int H, int W, int cout, int k, int s, int same, long n) {
     int Hf = (H - 1) * s + k, Wf = (W - 1) * s + k, Ho, Wo, off = 0;
     if (same) {
@@ -1074,6 +1104,7 @@ static Suite *nets_suite(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("layers");
     tcase_add_test(tc, test_conv2d);
+    tcase_add_test(tc, test_conv2d_engine_paths);
     tcase_add_test(tc, test_conv_transpose2d);
     tcase_add_test(tc, test_group_norm);
     tcase_add_test(tc, test_elementwise_and_shapes);

@@ -159,7 +159,7 @@ static void col_plan(const nets_layer *L, long n, long *rows, long *cols, long *
     *need = (*rows + extra) * *cols * b;
 }
 
-static long eng_need(const nets_layer *L);
+static long eng_need(const nets_layer *L, long n);
 
 static size_t col_need(const nets_seq *s, long n) {
     size_t need = 0;
@@ -173,7 +173,7 @@ static size_t col_need(const nets_seq *s, long n) {
         } else if (L->type == NETS_L_RESIDUAL) {
             x = col_need(L->body, n);
         }
-        if ((size_t)eng_need(L) > x) x = (size_t)eng_need(L);
+        if ((size_t)eng_need(L, n) > x) x = (size_t)eng_need(L, n);
         if (x > need) need = x;
     }
     return need;
@@ -518,7 +518,14 @@ typedef struct {
     int oy0, ox0, osy, osx;
     nets_act act;
     float *slots; /* K * NETS_PANEL floats per thread */
-    int rows; /* direct mode (see eng_direct_rows): grid rows per panel; 0: packed panels */
+    int rows; /* direct mode (see eng_direct_rows): grid rows per panel; 0: packed panels; -1: flat mode */
+    /* Direct mode only: the input's row stride (W when 0) and, for a stride-2 convolution
+     * whose input was deinterleaved (see eng_deinterleave), the width of the even-column
+     * half of each row (0 otherwise). */
+    int rw, half;
+    /* Whether flat mode may run (see eng_flat_setup): a convolution with stride 1 whose
+     * output grid is its input grid (oy0 = ox0 = 0, out laid out like in). */
+    int flat;
 } eng_job;
 
 /* A run of at most 16 columns of a panel with the same image and row: panel columns
@@ -676,6 +683,32 @@ static NETS_AVX512 void eng_pack(const eng_job *g, const eng_seg *seg, int ns, i
                 }
             }
         }
+    } else if (g->day == 1 && g->dbx == 1 && g->dy0 >= 0 && g->dx0 >= 0 &&
+               (long)(g->ny - 1) * g->sy + g->dy0 + g->na - 1 < g->H &&
+               (long)(g->nx - 1) * g->sx + g->dx0 + g->nb - 1 < g->W) {
+        /* every tap inside the image (a 'valid' convolution, a dense layer): each panel
+         * column has one base offset, and each B row is two gathers of base + tap offset,
+         * however many runs (images, rows) the panel spans */
+        int base[NETS_PANEL] __attribute__((aligned(64)));
+        for (int q = 0; q < ns; q++)
+            for (int l = 0; l < seg[q].len; l++)
+                base[seg[q].c0 + l] = (int)(seg[q].img * g->is + (long)seg[q].ty * g->sy * g->W +
+                                            (long)(seg[q].tx + l) * g->sx);
+        for (int c = ncol; c < NETS_PANEL; c++) base[c] = 0;
+        const __m512i b0 = _mm512_load_si512(base), b1 = _mm512_load_si512(base + 16);
+        const __mmask16 m0 = eng_mask(ncol < 16 ? ncol : 16), m1 = ncol > 16 ? eng_mask(ncol - 16) : 0;
+        float *row = bp;
+        for (int c = 0; c < g->nc; c++) {
+            const float *src = g->in + c * g->cs;
+            for (int ta = 0; ta < g->na; ta++)
+                for (int tb = 0; tb < g->nb; tb++, row += NETS_PANEL) {
+                    __m512i off = _mm512_set1_epi32((g->dy0 + ta) * g->W + g->dx0 + tb);
+                    _mm512_storeu_ps(row, _mm512_mask_i32gather_ps(zero, m0, _mm512_add_epi32(b0, off), src, 4));
+                    _mm512_storeu_ps(row + 16,
+                                     _mm512_mask_i32gather_ps(zero, m1, _mm512_add_epi32(b1, off), src, 4));
+                }
+        }
+        return; /* columns from ncol on are zero already */
     } else {
         const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
         const __m512i vstep = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(g->sx)), vw = _mm512_set1_epi32(g->W);
@@ -737,25 +770,27 @@ static NETS_AVX512 void eng_kernel(long K, const float *a, long lda, int mr, con
     }
 }
 
-/* Direct mode. When the column taps are contiguous (sx == 1), there are few taps, and
- * the grid rows are 5 to 32 columns wide, a panel is `rows` whole grid rows (4 of up to 8
- * columns, 2 of up to 16, or 1 of up to 32 as two runs of 16 lanes) and is never packed:
+/* Direct mode. When the column taps are contiguous (sx == 1, or sx == 2 on a deinterleaved
+ * input), there are few taps, and the grid rows are 5 to 32 columns wide, a panel is `rows`
+ * whole grid rows (6 of 5 columns, 4 of up to 8, 2 of up to 16, or 1 of up to 32 as two
+ * runs of 16 lanes) and is never packed:
  * the kernel loads each B row of the panel straight from the input with masked loads (the
  * masks drop the pixels outside the image, and whole rows outside it), each run filling
  * its own 8 or 16 lanes. For the few pixels per image of these networks packing cost as
  * much as the multiplication. */
 #define NETS_DIRECT_TAPS 16 /* most taps (na * nb) in direct mode */
 
-/* Per panel of direct mode: for each of the 4 lane slots (grid rows) and tap t, the
+/* Per panel of direct mode: for each of the 6 lane slots (grid rows) and tap t, the
  * offset of the slot's lane 0 from the channel's base and the mask of lanes to load
  * (0 for an unused slot or a row outside the image). */
 typedef struct {
-    long off[4][NETS_DIRECT_TAPS];
-    __mmask16 msk[4][NETS_DIRECT_TAPS];
+    long off[6][NETS_DIRECT_TAPS];
+    __mmask16 msk[6][NETS_DIRECT_TAPS];
 } eng_direct_src;
 
-/* Fill src for the ns (at most 4) runs seg of a direct-mode panel, each within one
- * 16-lane half of the panel (slots 0, 1: half 0 and 1; with four, 0 and 1 share half 0). */
+/* Fill src for the ns (at most 6) runs seg of a direct-mode panel, each within one
+ * 16-lane half of the panel: with `per` runs a half (ns = 2 * per at most), slots 0 ..
+ * per - 1 share half 0 and the others half 1. */
 static void eng_direct_setup(const eng_job *g, const eng_seg *seg, int ns, eng_direct_src *src) {
     memset(src, 0, sizeof *src);
     for (int q = 0; q < ns; q++) {
@@ -764,25 +799,82 @@ static void eng_direct_setup(const eng_job *g, const eng_seg *seg, int ns, eng_d
             int y = seg[q].ty * g->sy + g->dy0 + ta * g->day;
             if ((unsigned)y >= (unsigned)g->H) continue;
             for (int tb = 0; tb < g->nb; tb++) {
-                int x0 = seg[q].tx + g->dx0 + tb * g->dbx;
-                int lo = x0 < 0 ? -x0 : 0, hi = g->W - x0 < seg[q].len ? g->W - x0 : seg[q].len;
+                /* tap column xc of grid column tx: x = tx * sx + xc; deinterleaved, that is
+                 * entry tx + xc / 2 (rounded down) of the half of parity xc & 1 */
+                int xc = g->dx0 + tb * g->dbx, start = 0, width = g->W;
+                if (g->half) {
+                    int par = xc & 1;
+                    xc = (xc - par) / 2;
+                    start = par * g->half;
+                    width = (g->W - par + 1) / 2;
+                }
+                int x0 = seg[q].tx + xc;
+                int lo = x0 < 0 ? -x0 : 0, hi = width - x0 < seg[q].len ? width - x0 : seg[q].len;
                 if (hi <= lo) continue;
                 int t = ta * g->nb + tb;
                 src->msk[q][t] = (__mmask16)(((1u << hi) - (1u << lo)) << sh);
-                src->off[q][t] = seg[q].img * g->is + (long)y * g->W + x0 - sh;
+                src->off[q][t] = seg[q].img * g->is + (long)y * g->rw + start + x0 - sh;
+            }
+        }
+    }
+}
+
+/* Flat mode, a direct mode for a stride-1 convolution whose output grid is its input grid
+ * (a 'same' convolution, or 1 x 1): in the channel-major layout pixel j of the flattened
+ * (image, row, column) grid sits at offset j of each channel of both the input and the
+ * output, and tap (ta, tb) of output pixel j reads input offset j + dy * W + dx. So a panel
+ * is any 32 consecutive pixels, whatever the image width (all lanes used, also for images
+ * narrower than 5 or wider than 32), each 16-lane half of a B row is one masked load, and
+ * the mask drops the lanes whose tap falls outside the image (into the row or image next
+ * to it) and those past the end of the grid. Fills slots 0 and 1 of src for the panel of
+ * ncol pixels from j0 (the kernel reads only those with per = 1). */
+static void eng_flat_setup(const eng_job *g, long j0, int ncol, eng_direct_src *src) {
+    for (int h = 0; h < 2; h++) {
+        if (ncol <= 16 * h) { /* an empty half */
+            for (int t = 0; t < g->na * g->nb; t++) src->msk[h][t] = 0;
+            continue;
+        }
+        int len = ncol - 16 * h < 16 ? ncol - 16 * h : 16;
+        long j = j0 + 16 * h;
+        int x = (int)(j % g->W), y = (int)(j / g->W % g->H), lx[16], ly[16];
+        for (int l = 0; l < len; l++) {
+            lx[l] = x;
+            ly[l] = y;
+            if (++x == g->W) {
+                x = 0;
+                if (++y == g->H) y = 0;
+            }
+        }
+        unsigned xm[NETS_DIRECT_TAPS];
+        for (int tb = 0; tb < g->nb; tb++) {
+            int dx = g->dx0 + tb * g->dbx;
+            xm[tb] = 0;
+            for (int l = 0; l < len; l++)
+                if ((unsigned)(lx[l] + dx) < (unsigned)g->W) xm[tb] |= 1u << l;
+        }
+        for (int ta = 0; ta < g->na; ta++) {
+            int dy = g->dy0 + ta * g->day;
+            unsigned ym = 0;
+            for (int l = 0; l < len; l++)
+                if ((unsigned)(ly[l] + dy) < (unsigned)g->H) ym |= 1u << l;
+            for (int tb = 0; tb < g->nb; tb++) {
+                int t = ta * g->nb + tb;
+                src->msk[h][t] = (__mmask16)(ym & xm[tb]);
+                src->off[h][t] = j + (long)dy * g->W + g->dx0 + tb * g->dbx;
             }
         }
     }
 }
 
 /* tile[r][0..31] = sum_k a[r][k] B[k][0..31] for r < NETS_TILE (rows from mr on repeat row
- * mr - 1), B read straight from the input as set up in src: with two lane slots (quad 0)
- * each 16-lane half of a B row is one masked load, with four (quad 1) two merged ones.
+ * mr - 1), B read straight from the input as set up in src: each 16-lane half of a B row
+ * is `per` (1 to 3) merged masked loads, one per lane slot of the half. B rows k = (c, t)
+ * run channels outer (tapout 0) or taps outer (tapout 1; see eng_kernel_direct).
  * The row loops are unrolled by pragma: unrolled later, GCC stored all 16 accumulators to
  * the stack on every iteration (the kernel ran at half speed). */
 static NETS_AVX512 inline __attribute__((always_inline)) void
 eng_kernel_direct_body(long K, long T, const float *in, long cs, const float *a, long lda, int mr,
-                       const eng_direct_src *src, int quad, float *tile) {
+                       const eng_direct_src *src, int per, int tapout, float *tile) {
     __m512 c0[NETS_TILE], c1[NETS_TILE];
     const float *ar[NETS_TILE];
     _Pragma("GCC unroll 8") for (int r = 0; r < NETS_TILE; r++) {
@@ -790,26 +882,54 @@ eng_kernel_direct_body(long K, long T, const float *in, long cs, const float *a,
         c1[r] = _mm512_setzero_ps();
         ar[r] = a + (long)(r < mr ? r : mr - 1) * lda;
     }
-    /* one loop over k = (c, t), like eng_kernel's, so that the accumulators stay in registers */
-    const float *base = in;
-    for (long k = 0, t = 0; k < K; k++) {
-        __m512 b0 = _mm512_maskz_loadu_ps(src->msk[0][t], base + src->off[0][t]);
-        __m512 b1;
-        if (quad) { /* slots 0, 1 fill half 0 and slots 2, 3 half 1 */
-            b0 = _mm512_mask_loadu_ps(b0, src->msk[1][t], base + src->off[1][t]);
-            b1 = _mm512_maskz_loadu_ps(src->msk[2][t], base + src->off[2][t]);
-            b1 = _mm512_mask_loadu_ps(b1, src->msk[3][t], base + src->off[3][t]);
-        } else {
-            b1 = _mm512_maskz_loadu_ps(src->msk[1][t], base + src->off[1][t]);
+    if (tapout) {
+        /* taps outer, channels inner: the masks and offsets of a tap are loaded once, not once
+         * per B row (their loads were half of the kernel's loads) */
+        long C = K / T;
+        for (long t = 0; t < T; t++) {
+            __mmask16 m0[3], m1[3];
+            const float *p0[3], *p1[3];
+            _Pragma("GCC unroll 3") for (int q = 0; q < per; q++) {
+                m0[q] = src->msk[q][t];
+                m1[q] = src->msk[per + q][t];
+                p0[q] = in + src->off[q][t];
+                p1[q] = in + src->off[per + q][t];
+            }
+            for (long c = 0, ka = t; c < C; c++, ka += T) {
+                long co = c * cs;
+                __m512 b0 = _mm512_maskz_loadu_ps(m0[0], p0[0] + co);
+                __m512 b1 = _mm512_maskz_loadu_ps(m1[0], p1[0] + co);
+                _Pragma("GCC unroll 3") for (int q = 1; q < per; q++) {
+                    b0 = _mm512_mask_loadu_ps(b0, m0[q], p0[q] + co);
+                    b1 = _mm512_mask_loadu_ps(b1, m1[q], p1[q] + co);
+                }
+                _Pragma("GCC unroll 8") for (int r = 0; r < NETS_TILE; r++) {
+                    __m512 av = _mm512_set1_ps(ar[r][ka]);
+                    c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+                    c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+                }
+            }
         }
-        if (++t == T) {
-            t = 0;
-            base += cs;
-        }
-        _Pragma("GCC unroll 8") for (int r = 0; r < NETS_TILE; r++) {
-            __m512 av = _mm512_set1_ps(ar[r][k]);
-            c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    } else {
+        /* one loop over k = (c, t), like eng_kernel's, so that the accumulators stay in
+         * registers */
+        const float *base = in;
+        for (long k = 0, t = 0; k < K; k++) {
+            __m512 b0 = _mm512_maskz_loadu_ps(src->msk[0][t], base + src->off[0][t]);
+            __m512 b1 = _mm512_maskz_loadu_ps(src->msk[per][t], base + src->off[per][t]);
+            for (int q = 1; q < per; q++) {
+                b0 = _mm512_mask_loadu_ps(b0, src->msk[q][t], base + src->off[q][t]);
+                b1 = _mm512_mask_loadu_ps(b1, src->msk[per + q][t], base + src->off[per + q][t]);
+            }
+            if (++t == T) {
+                t = 0;
+                base += cs;
+            }
+            _Pragma("GCC unroll 8") for (int r = 0; r < NETS_TILE; r++) {
+                __m512 av = _mm512_set1_ps(ar[r][k]);
+                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+            }
         }
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < NETS_TILE; r++) {
@@ -818,15 +938,24 @@ eng_kernel_direct_body(long K, long T, const float *in, long cs, const float *a,
     }
 }
 
-/* The direct kernel for panels of two runs, one per 16-lane half (quad 0), or four
- * (quad 1). */
+/* The direct kernel for panels of `per` (1 to 3) runs per 16-lane half (each a copy of
+ * the body with per and the loop order constant). Taps outer for several runs a half
+ * (their tables are the most loads) and in flat mode unless the channel stride is a
+ * multiple of 256 floats: then the channels of a tap fall into the same few L1 sets, and
+ * taps outer (all channels per tap) was slower than channels outer (measured: the CIFAR
+ * decoder lost 8%, the encoders gained 10-15% where the stride is not). */
 static NETS_AVX512 void eng_kernel_direct(const eng_job *g, const float *a, long lda, int mr,
-                                          const eng_direct_src *src, int quad, float *tile) {
+                                          const eng_direct_src *src, int per, float *tile) {
     long T = (long)g->na * g->nb;
-    if (quad)
-        eng_kernel_direct_body(g->K, T, g->in, g->cs, a, lda, mr, src, 1, tile);
+    int tapout = g->rows < 0 && (g->cs & 255) != 0;
+    if (per == 3)
+        eng_kernel_direct_body(g->K, T, g->in, g->cs, a, lda, mr, src, 3, 1, tile);
+    else if (per == 2)
+        eng_kernel_direct_body(g->K, T, g->in, g->cs, a, lda, mr, src, 2, 1, tile);
+    else if (tapout)
+        eng_kernel_direct_body(g->K, T, g->in, g->cs, a, lda, mr, src, 1, 1, tile);
     else
-        eng_kernel_direct_body(g->K, T, g->in, g->cs, a, lda, mr, src, 0, tile);
+        eng_kernel_direct_body(g->K, T, g->in, g->cs, a, lda, mr, src, 1, 0, tile);
 }
 
 /* Rows m0 .. m0 + mr - 1 of tile (bias, residual, activation) into the output. */
@@ -844,8 +973,13 @@ static NETS_AVX512 void eng_store(const eng_job *g, const eng_seg *seg, int ns, 
             const eng_seg *sg = &seg[q];
             long off = sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow + g->ox0 + (long)sg->tx * g->osx;
             __mmask16 full = eng_mask(sg->len);
-            __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(full, tile + r * NETS_PANEL + sg->c0), bias);
-            if (g->osx == 1) {
+            /* an unmasked load (lanes from len on are never stored): a masked one was not
+             * forwarded from the kernel's stores of the tile and waited for them */
+            __m512 v = _mm512_add_ps(_mm512_loadu_ps(tile + r * NETS_PANEL + sg->c0), bias);
+            if (g->osx == 1 && sg->len == 16) { /* unmasked: faster where the data is not cached */
+                if (arow) v = _mm512_add_ps(v, _mm512_loadu_ps(arow + off));
+                _mm512_storeu_ps(orow + off, eng_act(v, g->act));
+            } else if (g->osx == 1) {
                 if (arow) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(full, arow + off));
                 _mm512_mask_storeu_ps(orow + off, full, eng_act(v, g->act));
             } else if (g->osx == 2 && !arow) {
@@ -866,13 +1000,54 @@ static NETS_AVX512 void eng_store(const eng_job *g, const eng_seg *seg, int ns, 
     }
 }
 
+/* Prefetch the output (to be written) and the residual (to be read) of the runs seg for
+ * all M rows, before the kernels of a panel run: the residual is the input of a block
+ * two layers back and is no longer in the cache, and waiting for it in eng_store cost
+ * more than the store's arithmetic. Only for outputs with contiguous runs (osx == 1). */
+static NETS_AVX512 void eng_prefetch(const eng_job *g, const eng_seg *seg, int ns) {
+    if (g->osx != 1) return;
+    for (int q = 0; q < ns; q++) {
+        const eng_seg *sg = &seg[q];
+        long off = sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow + g->ox0 + sg->tx;
+        for (int m = 0; m < g->M; m++) {
+            const char *o = (const char *)(g->out + m * g->ors + off);
+            _mm_prefetch(o, _MM_HINT_T0);
+            _mm_prefetch(o + 4 * (sg->len - 1), _MM_HINT_T0);
+            if (g->add) {
+                const char *a = (const char *)(g->add + m * g->ors + off);
+                _mm_prefetch(a, _MM_HINT_T0);
+                _mm_prefetch(a + 4 * (sg->len - 1), _MM_HINT_T0);
+            }
+        }
+    }
+}
+
 /* Panels [b, e) (of grid rows in direct mode), on thread `worker`: packed panels go to
  * that thread's panel buffer. */
 static void eng_run(const void *v, long b, long e, int worker) {
     const eng_job *g = v;
     long N = g->n * g->ny * g->nx;
-    float tile[NETS_TILE * NETS_PANEL] __attribute__((aligned(64)));
+    float tile[NETS_TILE * NETS_PANEL + 16] __attribute__((aligned(64))); /* + 16: see eng_store */
+    memset(tile + NETS_TILE * NETS_PANEL, 0, 16 * sizeof(float));
     eng_seg seg[NETS_PANEL];
+    if (g->rows < 0) { /* flat mode: runs of 16 pixels, given as columns of one long row */
+        eng_direct_src src;
+        for (long p = b; p < e; p++) {
+            long j0 = p * NETS_PANEL;
+            int ncol = N - j0 < NETS_PANEL ? (int)(N - j0) : NETS_PANEL;
+            int ns = ncol > 16 ? 2 : 1;
+            seg[0] = (eng_seg){0, ncol < 16 ? ncol : 16, 0, (int)j0, 0};
+            seg[1] = (eng_seg){16, ncol - 16, 0, (int)j0 + 16, 0};
+            eng_flat_setup(g, j0, ncol, &src);
+            eng_prefetch(g, seg, ns);
+            for (int m0 = 0; m0 < g->M; m0 += NETS_TILE) {
+                int mr = g->M - m0 < NETS_TILE ? g->M - m0 : NETS_TILE;
+                eng_kernel_direct(g, g->a + (long)m0 * g->K, g->K, mr, &src, 1, tile);
+                eng_store(g, seg, ns, m0, mr, tile);
+            }
+        }
+        return;
+    }
     if (g->rows > 0) {
         long NR = g->n * g->ny; /* grid rows */
         eng_direct_src src;
@@ -883,13 +1058,16 @@ static void eng_run(const void *v, long b, long e, int worker) {
                 seg[1] = (eng_seg){16, g->nx - 16, (int)(p % g->ny), 16, p / g->ny};
                 ns = 2;
             } else {
+                int per = g->rows / 2; /* runs per 16-lane half, each 16 / per lanes */
                 for (long row = p * g->rows; row < NR && ns < g->rows; row++, ns++)
-                    seg[ns] = (eng_seg){ns * NETS_PANEL / g->rows, g->nx, (int)(row % g->ny), 0, row / g->ny};
+                    seg[ns] = (eng_seg){ns / per * 16 + ns % per * (16 / per), g->nx, (int)(row % g->ny), 0,
+                                        row / g->ny};
             }
             eng_direct_setup(g, seg, ns, &src);
+            eng_prefetch(g, seg, ns);
             for (int m0 = 0; m0 < g->M; m0 += NETS_TILE) {
                 int mr = g->M - m0 < NETS_TILE ? g->M - m0 : NETS_TILE;
-                eng_kernel_direct(g, g->a + (long)m0 * g->K, g->K, mr, &src, g->rows == 4, tile);
+                eng_kernel_direct(g, g->a + (long)m0 * g->K, g->K, mr, &src, g->rows > 2 ? g->rows / 2 : 1, tile);
                 eng_store(g, seg, ns, m0, mr, tile);
             }
         }
@@ -910,23 +1088,73 @@ static void eng_run(const void *v, long b, long e, int worker) {
 }
 
 /* Grid rows per panel in direct mode (0: packed panels): contiguous column taps, few
- * taps, and grid rows of 5 to 8 columns (4 rows a panel), 9 to 16 (2 rows) or 17 to 32
- * (1 row, as two runs). */
+ * taps, and grid rows of 5 columns (6 rows a panel), 6 to 8 (4 rows), 9 to 16 (2 rows) or
+ * 17 to 32 (1 row, as two runs). */
 static int eng_direct_rows(const eng_job *g) {
-    if (g->sx != 1 || g->na * g->nb > NETS_DIRECT_TAPS || g->nx < 5 || g->nx > 32) return 0;
-    return g->nx <= 8 ? 4 : g->nx <= 16 ? 2 : 1;
+    int contiguous = g->sx == 1 || (g->sx == 2 && g->half > 0);
+    if (!contiguous || g->na * g->nb > NETS_DIRECT_TAPS || g->nx < 5 || g->nx > 32) return 0;
+    return g->nx == 5 ? 6 : g->nx <= 8 ? 4 : g->nx <= 16 ? 2 : 1;
 }
 
 /* Run a job over the team, its panels the items (each thread packs into its own panel
  * buffer). */
 static void eng_go(nets_team *t, eng_job *g) {
     long N = g->n * g->ny * g->nx, P = (N + NETS_PANEL - 1) / NETS_PANEL;
+    if (g->rw == 0) g->rw = g->W;
     g->rows = eng_direct_rows(g);
-    if (g->rows > 0) P = (g->n * g->ny + g->rows - 1) / g->rows;
+    if (g->flat && g->na * g->nb <= NETS_DIRECT_TAPS)
+        g->rows = -1; /* flat mode, panels of 32 pixels */
+    else if (g->rows > 0)
+        P = (g->n * g->ny + g->rows - 1) / g->rows;
     par_for(t, P, N * (g->K + g->M), eng_run, g);
 }
 
+/* Rows [b, e) of a deinterleave (see eng_deinterleave). */
+typedef struct {
+    const float *in;
+    float *out;
+    int W, half;
+} dil_job;
+
+static NETS_AVX512 void dil_run(const void *v, long b, long e, int worker) {
+    (void)worker;
+    const dil_job *j = v;
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    int W = j->W, h = j->half, ho = W / 2;
+    for (long r = b; r < e; r++) {
+        const float *src = j->in + r * W;
+        float *dst = j->out + r * 2 * h;
+        for (int x = 0; x < W; x += 32) {
+            int len = W - x < 32 ? W - x : 32;
+            __m512 lo = _mm512_maskz_loadu_ps(eng_mask(len < 16 ? len : 16), src + x);
+            __m512 hi = _mm512_maskz_loadu_ps(len > 16 ? eng_mask(len - 16) : 0, src + x + 16);
+            int ne = (len + 1) / 2, no = len / 2;
+            _mm512_mask_storeu_ps(dst + x / 2, eng_mask(ne), _mm512_permutex2var_ps(lo, even, hi));
+            _mm512_mask_storeu_ps(dst + h + x / 2, eng_mask(no), _mm512_permutex2var_ps(lo, odd, hi));
+        }
+        if (ho < h) dst[h + ho] = 0.0f; /* odd W: the odd half's unused last entry */
+    }
+}
+
+/* Split each of the `rows` rows of W floats of in into its even columns followed by its
+ * odd ones, rows of 2 * ((W + 1) / 2) floats in out: a stride-2 convolution's column taps
+ * become contiguous, so that it runs in direct mode. */
+static void eng_deinterleave(nets_team *t, const float *in, float *out, long rows, int W) {
+    dil_job j = {in, out, W, (W + 1) / 2};
+    par_for(t, rows, rows * W, dil_run, &j);
+}
+
 #else
+
+static int eng_direct_rows(const eng_job *g) {
+    (void)g;
+    return 0;
+}
+
+static void eng_deinterleave(nets_team *t, const float *in, float *out, long rows, int W) {
+    (void)t, (void)in, (void)out, (void)rows, (void)W;
+}
 
 static void eng_go(nets_team *t, eng_job *g) {
     (void)t;
@@ -950,9 +1178,13 @@ static double eng_sqdev(const float *p, long len, float mean) {
 #endif
 
 /* Floats of panel buffers a layer needs in the engine (one per thread at most). */
-static long eng_need(const nets_layer *L) {
+static long eng_need(const nets_layer *L, long n) {
     long K = 0;
-    if (L->type == NETS_L_CONV2D) K = (long)L->cin * L->k * L->k;
+    if (L->type == NETS_L_CONV2D) {
+        K = (long)L->cin * L->k * L->k;
+        long dil = n * L->cin * L->in.h * (long)((L->in.w + 1) / 2 * 2);
+        if (L->stride == 2 && dil > K * NETS_PANEL * NETS_MAX_THREADS) return dil;
+    }
     if (L->type == NETS_L_CONVT2D) {
         long t = (L->k + L->stride - 1) / L->stride;
         K = L->cin * t * t;
@@ -992,6 +1224,25 @@ static void eng_conv2d(nets_team *t, const nets_layer *L, long n, const float *i
     g.osy = g.osx = 1;
     g.act = act;
     g.slots = slots;
+    g.flat = L->stride == 1 && L->out.h == L->in.h && L->out.w == L->in.w;
+    if (g.sx == 2) {
+        /* stride 2: in direct mode from a deinterleaved copy of the input (in the panel
+         * buffers, which direct mode does not use), if its grid rows are 9 or more columns
+         * wide. Narrower, several rows share a 16-lane half and the kernel's merged loads
+         * and their tables made it slower than packing, whose gathers are two a B row for
+         * a 'valid' convolution (measured: the CIFAR encoder 6% faster packed). */
+        eng_job d = g;
+        d.half = (g.W + 1) / 2;
+        d.rw = 2 * d.half;
+        d.is = (long)g.H * d.rw;
+        d.cs = n * d.is;
+        d.in = slots;
+        int rows = eng_direct_rows(&d);
+        if (rows > 0 && rows <= 2) {
+            eng_deinterleave(t, in, slots, (long)L->cin * n * g.H, g.W);
+            g = d;
+        }
+    }
     eng_go(t, &g);
 }
 
@@ -1321,7 +1572,7 @@ static void gn_run(const void *v, long b, long e, int worker) {
     }
     long cpg = C / L->groups;
     double cnt = (double)cpg * hw;
-    if (hw > 1 && eng_available()) {
+    if (L->in.rank == 3 && eng_available()) {
         /* the same in 16 float lanes per pass (partial sums in float, totals in double) */
         for (long it = b; it < e; it++) {
             long i = it / L->groups, g = it % L->groups;
