@@ -830,8 +830,11 @@ static void eng_direct_setup(const eng_job *g, const eng_seg *seg, int ns, eng_d
  * ncol pixels from j0 (the kernel reads only those with per = 1). */
 static void eng_flat_setup(const eng_job *g, long j0, int ncol, eng_direct_src *src) {
     for (int h = 0; h < 2; h++) {
-        if (ncol <= 16 * h) { /* an empty half */
-            for (int t = 0; t < g->na * g->nb; t++) src->msk[h][t] = 0;
+        if (ncol <= 16 * h) { /* an empty half: nothing loaded, and no stale offset used either */
+            for (int t = 0; t < g->na * g->nb; t++) {
+                src->msk[h][t] = 0;
+                src->off[h][t] = 0;
+            }
             continue;
         }
         int len = ncol - 16 * h < 16 ? ncol - 16 * h : 16;
