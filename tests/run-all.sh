@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run-all.sh -- the whole test suite: release build + Check tests, an ASan/UBSan build of the same
-# tests, and the tests under valgrind --leak-check=full. Exits non-zero on any failure.
+# tests, a ThreadSanitizer build of the threaded ones, and the tests under valgrind --leak-check=full.
+# Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=1   # deterministic, and keeps valgrind fast
@@ -19,6 +20,12 @@ echo "== ASan/UBSan build =="
 ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --print-errorlogs
+
+echo "== ThreadSanitizer build: the thread team (fits split over a team, the networks' layers) =="
+[ -d build-tsan ] || meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug >/dev/null
+ninja -C build-tsan tests/test-models test-nets
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test-models
+TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" build-tsan/test-nets
 
 echo "== valgrind --leak-check=full =="
 # (test-demo, 20 episodes through the real networks, runs in the release and ASan builds only: under

@@ -1,6 +1,7 @@
 /* test_models.c -- Check tests of libvbmem: VB monotonicity, KL identities, a
  * hand-computed iteration, model equivalences, clustering recovery, sampling
- * moments, export/import, determinism, online/refit/resize and bad input. */
+ * moments, export/import, determinism, online/refit/resize, bad input, fits
+ * split over a thread team, and the small dense kernels of numerics/linalg. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "models/model.h"
+#include "numerics/linalg.h"
 #include "numerics/rng.h"
 #include "vbmem/vbmem.h"
 
@@ -931,6 +933,182 @@ START_TEST(normal_draws_are_standard) {
 }
 END_TEST
 
+/* ---- a fit split over a team of threads gives the same bytes as one without ---- */
+
+typedef struct {
+    vbm_kind kind;
+    int C, K, H, G;
+    long T;
+    vbm_solver solver;
+    vbm_team *team;
+    vbm_memory *m;
+    vbm_write_result res;
+} team_fit;
+
+static void *team_fit_run(void *arg) {
+    team_fit *f = arg;
+    double *mu = randn(f->T * f->C, 91, 1.5), *mu2 = randn(f->T * f->C, 92, 1.5);
+    for (long t = 0; t < f->T; t++) /* three well separated groups */
+        for (int c = 0; c < f->C; c++) {
+            mu[t * f->C + c] += 4.0 * ((t % 3) == (c % 3));
+            mu2[t * f->C + c] += 4.0 * ((t % 3) == (c % 3));
+        }
+    vbm_codes codes = {f->T, f->C, mu, NULL}, codes2 = {f->T, f->C, mu2, NULL};
+    f->m = make(f->kind, f->C, f->K, f->H, f->G);
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 9;
+    o.seed = 3;
+    o.want_addresses = 1;
+    o.solver = f->solver;
+    o.team = f->team;
+    write_ok(f->m, &codes, &o, &f->res);
+    vbm_write_result_free(&f->res);
+    vbm_error err;
+    /* online VB next: nonzero prior means and shifts in every product */
+    ck_assert_msg(vbm_append(f->m, &codes2, &o, &f->res, &err) == VBM_OK, "%s", err.msg);
+    free(mu);
+    free(mu2);
+    return NULL;
+}
+
+static void team_fit_same(const team_fit *a, const team_fit *b) {
+    size_t GH = (size_t)a->G * a->H, K = (size_t)a->K, cg = (size_t)(a->C / a->G), T = (size_t)a->T;
+    ck_assert(memcmp(a->m->R, b->m->R, sizeof(double) * GH * K * cg) == 0);
+    ck_assert(memcmp(a->m->U, b->m->U, sizeof(double) * GH * K * K) == 0);
+    ck_assert(memcmp(a->m->mu_b, b->m->mu_b, sizeof(double) * GH * cg) == 0);
+    ck_assert(memcmp(a->m->s2_b, b->m->s2_b, sizeof(double) * GH) == 0);
+    ck_assert(memcmp(&a->res.elbo, &b->res.elbo, sizeof a->res.elbo) == 0);
+    ck_assert_int_eq(a->res.iterations, b->res.iterations);
+    ck_assert(memcmp(a->res.addr.s, b->res.addr.s, sizeof(double) * T * GH) == 0);
+    ck_assert(memcmp(a->res.addr.w_mu, b->res.addr.w_mu, sizeof(double) * T * GH * K) == 0);
+    ck_assert(memcmp(a->res.addr.w_cov, b->res.addr.w_cov, sizeof(double) * GH * K * K) == 0);
+}
+
+static void team_fit_free(team_fit *f) {
+    vbm_write_result_free(&f->res);
+    vbm_memory_free(f->m);
+}
+
+START_TEST(team_gives_same_bytes) {
+    /* sizes large enough that every per-cluster loop goes to the helpers */
+    const team_fit cases[] = {
+        {.kind = VBM_MIXTURE, .C = 40, .K = 4, .H = 7, .G = 1, .T = 30, .solver = VBM_SOLVER_AUTO},   /* Gram path */
+        {.kind = VBM_MIXTURE, .C = 10, .K = 4, .H = 6, .G = 1, .T = 120, .solver = VBM_SOLVER_AUTO},  /* direct path (T > C) */
+        {.kind = VBM_TREE, .C = 60, .K = 4, .H = 6, .G = 2, .T = 28, .solver = VBM_SOLVER_AUTO},      /* G groups of clusters */
+        {.kind = VBM_MIXTURE, .C = 48, .K = 9, .H = 3, .G = 1, .T = 40, .solver = VBM_SOLVER_AUTO},   /* K > 8 rows */
+    };
+    ck_assert_ptr_null(vbm_team_new(0));
+    vbm_team_free(NULL);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        team_fit alone = cases[c];
+        team_fit_run(&alone);
+        for (int threads = 1; threads <= 3; threads++) {
+            team_fit f = cases[c];
+            f.team = vbm_team_new(threads);
+            ck_assert_ptr_nonnull(f.team);
+            team_fit_run(&f);
+            team_fit_same(&f, &alone);
+            team_fit_free(&f);
+            vbm_team_free(f.team);
+        }
+        /* two fits on one team at once: one gets the helpers, the other runs on its own thread */
+        vbm_team *team = vbm_team_new(2);
+        team_fit g[2] = {cases[c], cases[c]};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) {
+            g[i].team = team;
+            pthread_create(&th[i], NULL, team_fit_run, &g[i]);
+        }
+        for (int i = 0; i < 2; i++) {
+            pthread_join(th[i], NULL);
+            team_fit_same(&g[i], &alone);
+            team_fit_free(&g[i]);
+        }
+        vbm_team_free(team);
+        team_fit_free(&alone);
+    }
+}
+END_TEST
+
+/* ---- the small dense kernels: exact against the plain sums they stand for ---- */
+
+START_TEST(short_gemm_is_exact) {
+    /* la_gemm's short-A path (and its AVX-512 variant, when this CPU has one and
+     * VBMEM_LA_NO_AVX512 is unset) sums each element over p in order with one
+     * multiply and one add per term: the same operations as the loop below, so
+     * the same bits. */
+    const int ns[] = {1, 3, 8, 13, 16, 31, 64, 200}, ks[] = {1, 5, 64};
+    double *A = randn(8 * 70, 101, 1.0), *B = randn(70 * 210, 102, 1.0), *C0 = randn(8 * 210, 103, 1.0);
+    double *C = malloc(sizeof(double) * 8 * 210), *R = malloc(sizeof(double) * 8 * 210);
+    for (int m = 1; m <= 8; m++)
+        for (size_t in = 0; in < sizeof ns / sizeof ns[0]; in++)
+            for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++)
+                for (int bt = 0; bt < 2; bt++) {
+                    int n = ns[in], k = ks[ik], lda = 70, ldb = 210, ldc = 209;
+                    double alpha = 0.75, beta = bt ? -0.5 : 0.0;
+                    for (int i = 0; i < 8 * 209; i++) C[i] = R[i] = C0[i];
+                    la_gemm(0, 0, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++) {
+                            double s = 0.0;
+                            for (int p = 0; p < k; p++) s += A[i * lda + p] * B[p * ldb + j];
+                            R[i * ldc + j] = beta == 0.0 ? alpha * s : alpha * s + beta * R[i * ldc + j];
+                        }
+                    ck_assert_msg(memcmp(C, R, sizeof(double) * 8 * 209) == 0, "m=%d n=%d k=%d beta=%g", m, n, k,
+                                  beta);
+                }
+    free(A);
+    free(B);
+    free(C0);
+    free(C);
+    free(R);
+}
+END_TEST
+
+START_TEST(small_cholesky_solves) {
+    /* the column-block and sweep paths of la_chol_solve against a plain
+     * substitution, for right-hand sides below, at and past the block path */
+    const int nrhs[] = {1, 2, 6, 15, 16, 17, 64, 203};
+    for (int n = 1; n <= 16; n += 5) {
+        double *M = randn(n * n, 111 + n, 1.0), *Q = malloc(sizeof(double) * n * n);
+        for (int i = 0; i < n; i++) /* Q = M M^T + n I */
+            for (int j = 0; j < n; j++) {
+                double s = i == j ? n : 0.0;
+                for (int p = 0; p < n; p++) s += M[i * n + p] * M[j * n + p];
+                Q[i * n + j] = s;
+            }
+        ck_assert_int_eq(la_chol(n, Q), 0);
+        for (size_t r = 0; r < sizeof nrhs / sizeof nrhs[0]; r++) {
+            int m = nrhs[r], ld = m + 3;
+            double *B = randn((long)n * ld, 120 + m, 1.0), *X = malloc(sizeof(double) * n * ld);
+            memcpy(X, B, sizeof(double) * n * ld);
+            ck_assert_int_eq(la_chol_solve(n, m, Q, X, ld), 0);
+            for (int j = 0; j < m; j++) { /* L y = b, L^T x = y, column by column */
+                double y[16];
+                for (int i = 0; i < n; i++) {
+                    double v = B[i * ld + j];
+                    for (int p = 0; p < i; p++) v -= Q[i * n + p] * y[p];
+                    y[i] = v / Q[i * n + i];
+                }
+                for (int i = n - 1; i >= 0; i--) {
+                    double v = y[i];
+                    for (int p = i + 1; p < n; p++) v -= Q[p * n + i] * y[p];
+                    y[i] = v / Q[i * n + i];
+                }
+                for (int i = 0; i < n; i++) ck_assert_double_le(fabs(X[i * ld + j] - y[i]), 1e-12 * (1.0 + fabs(y[i])));
+            }
+            for (int i = 0; i < n; i++) /* the padding after each row is untouched */
+                for (int j = m; j < ld; j++) ck_assert(X[i * ld + j] == B[i * ld + j]);
+            free(B);
+            free(X);
+        }
+        free(M);
+        free(Q);
+    }
+}
+END_TEST
+
 static Suite *models_suite(void) {
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("core");
@@ -960,6 +1138,9 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, gram_path_equals_direct);
     tcase_add_test(tc, time_budget_stops_fit);
     tcase_add_test(tc, normal_draws_are_standard);
+    tcase_add_test(tc, team_gives_same_bytes);
+    tcase_add_test(tc, short_gemm_is_exact);
+    tcase_add_test(tc, small_cholesky_solves);
     suite_add_tcase(s, tc);
     return s;
 }

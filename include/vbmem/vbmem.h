@@ -118,6 +118,22 @@ typedef enum {
                              symmetric fixed point R = 0 */
 } vbm_init;
 
+/* A team of threads that a fit can split its work over (vbm_write_opts.team).
+ * Its helpers spin for up to 2 ms after each piece of work before they sleep,
+ * so a team pays off for a caller with idle cores and latency to win, not for
+ * a server that already runs one fit per core. One fit at a time gets the
+ * helpers; a fit that finds the team busy runs on its own thread. */
+typedef struct vbm_team vbm_team;
+
+/* Start a team of `threads` threads, the calling thread included (so threads - 1
+ * helpers; at most 64 in all). Fewer helpers than asked, when thread creation
+ * fails, is not an error. Returns NULL only when out of memory, or when threads
+ * < 1; free with vbm_team_free, after the last fit that uses it has returned. */
+vbm_team *vbm_team_new(int threads);
+
+/* Stop the helpers and free the team. NULL is a no-op. */
+void vbm_team_free(vbm_team *team);
+
 /* How the mixture and tree updates are computed; the posterior is the same. */
 typedef enum {
     VBM_SOLVER_AUTO = 0,   /* GRAM when T <= the code width of a group, else DIRECT */
@@ -136,6 +152,9 @@ typedef struct {
     vbm_solver solver;  /* update path (mixture, tree); VBM_SOLVER_AUTO by default */
     double max_seconds; /* > 0: stop after the first update at which this much wall time has
                            passed since the fit began (result->time_limited); 0: no limit */
+    vbm_team *team;     /* NULL (default): the fit runs on the calling thread. Otherwise the
+                           mixture and tree fits split their clusters over the team's threads;
+                           the result is the same, bit for bit, with or without a team. */
 } vbm_write_opts;
 
 typedef struct {

@@ -267,6 +267,10 @@ void vbm_write_opts_default(vbm_write_opts *o) {
     o->init = VBM_INIT_AUTO;
 }
 
+vbm_team *vbm_team_new(int threads) { return threads < 1 ? NULL : team_new(threads); }
+
+void vbm_team_free(vbm_team *team) { team_free(team); }
+
 void vbm_write_result_free(vbm_write_result *res) {
     if (!res) return;
     free(res->trace);
@@ -388,6 +392,13 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
     vbm_status st = ops->work_new(mem, codes, &work, err);
     if (st) return st;
     if (ops->set_solver) ops->set_solver(work, (int)opts->solver);
+    if (ops->set_team && opts->team) {
+        st = ops->set_team(work, opts->team, err);
+        if (st) {
+            ops->work_free(work);
+            return st;
+        }
+    }
     int max_iter = opts->max_iter < 0 ? 0 : opts->max_iter;
     res->trace = vbm_calloc((size_t)max_iter + 2, sizeof(double));
     if (!res->trace) {

@@ -10,9 +10,49 @@
 
 #include "numerics/linalg.h"
 
+
 #define BLK_R(mem, gh) ((mem)->R + (size_t)(gh) * (mem)->cfg.rows * (mem)->cg)
 #define BLK_U(mem, gh) ((mem)->U + (size_t)(gh) * (mem)->cfg.rows * (mem)->cfg.rows)
 #define BLK_B(mem, gh) ((mem)->mu_b + (size_t)(gh) * (mem)->cg)
+
+/* H per-cluster records, zeroed, each on its own cache lines; NULL when out of memory. */
+static mixcluster *cl_alloc(int H) {
+    void *p = NULL;
+    if (H < 1 || posix_memalign(&p, 64, sizeof(mixcluster) * (size_t)H) != 0) return NULL;
+    memset(p, 0, sizeof(mixcluster) * (size_t)H);
+    return p;
+}
+
+/* Frames per item of the q(s) loop. Fixed, so that the ELBO's sum over frames
+ * (per chunk, then over chunks in order) does not depend on the team. */
+#define FRAME_CHUNK 16
+
+/* The work of a cluster's K x K factorizations, inverses and solves, in the
+ * units of team_for's estimate (values touched): latency-bound, so worth far
+ * more than their flops. */
+#define CLUSTER_FIXED 2000L
+/* The q(s) loop runs on the team from this many logits (H T) on. */
+#define FRAMES_TEAM_MIN 65536L
+
+/* One thread's scratch set (see mixgroup_work.scr). */
+typedef struct {
+    double *A;   /* K x K */
+    double *kw;  /* 2 K^2 + K cg: kl_matrix_normal, the direct update's Q */
+    double *acc; /* 2 T: per-frame accumulators of one cluster */
+    double *gs;  /* 6 K^2 + 4 K: the Gram update */
+    double *zx;  /* cg: a row of the shifts' write-back */
+} scratch_t;
+
+static scratch_t scratch_of(const mixgroup_work *w, int worker) {
+    size_t kk = (size_t)w->K * w->K;
+    scratch_t s;
+    s.A = w->scr + (size_t)worker * w->scr_len;
+    s.kw = s.A + kk;
+    s.acc = s.kw + 2 * kk + (size_t)w->K * w->cg;
+    s.gs = s.acc + 2 * (size_t)w->T;
+    s.zx = s.gs + 6 * kk + 4 * (size_t)w->K;
+    return s;
+}
 
 void mixgroup_work_free(mixgroup_work *w) {
     codestat_free(&w->cs);
@@ -23,43 +63,54 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->thetaT);
     free(w->E);
     free(w->LW);
-    free(w->acc);
     free(w->S);
     free(w->Sw);
-    free(w->logdetSw);
-    free(w->trSSw);
-    free(w->trSw);
-    free(w->bb);
     free(w->Rmb);
     free(w->sw);
-    free(w->Nh);
     free(w->zb);
     free(w->Y);
-    free(w->scratch);
+    free(w->scr);
+    free(w->cl);
+    free(w->fel);
     free(w->G);
     free(w->SR);
     free(w->LQ);
-    free(w->logdetQ);
     free(w->Wtc);
     free(w->swc);
-    free(w->AR);
-    free(w->AR0);
     free(w->AZ);
     free(w->AAt);
     free(w->zmu0);
     free(w->GT);
-    free(w->gs);
     free(w->bx);
     free(w->by);
-    free(w->bcoef);
     free(w->bZe);
     free(w->bAe);
     free(w->bAm0);
-    free(w->bdots);
     free(w->bgx);
     free(w->bAmb);
-    free(w->bm0);
     memset(w, 0, sizeof *w);
+}
+
+/* Items per chunk of a team loop: an equal share per thread. The caller takes
+ * the first share and a helper usually the next, so a cluster tends to stay on
+ * the same thread (and its data in that core's cache) from loop to loop, and
+ * each loop costs few hand-offs between cores. */
+static long share(const mixgroup_work *w, long items) {
+    long n = team_size(w->team);
+    return (items + n - 1) / n;
+}
+
+vbm_status mixgroup_set_team(mixgroup_work *w, team_t *team, vbm_error *err) {
+    int n = team_size(team);
+    if (n > w->nscr) {
+        double *scr = vbm_calloc((size_t)n * w->scr_len, sizeof(double));
+        if (!scr) return vbm_fail(err, VBM_ENOMEM, "out of memory for the scratch of %d threads", n);
+        free(w->scr);
+        w->scr = scr;
+        w->nscr = n;
+    }
+    w->team = team;
+    return VBM_OK;
 }
 
 void mixgroup_set_solver(mixgroup_work *w, int mode) {
@@ -87,13 +138,9 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
     w->G = vbm_calloc((size_t)T * T, sizeof(double));
     w->SR = vbm_calloc((size_t)H * kk, sizeof(double));
     w->LQ = vbm_calloc((size_t)H * kk, sizeof(double));
-    w->logdetQ = vbm_calloc((size_t)H, sizeof(double));
     w->Wtc = vbm_calloc(hkt, sizeof(double));
     w->swc = vbm_calloc((size_t)H * K, sizeof(double));
-    w->AR = vbm_calloc((size_t)H, sizeof(double));
-    w->AR0 = vbm_calloc((size_t)H, sizeof(double));
     w->GT = vbm_calloc(hkt, sizeof(double));
-    w->gs = vbm_calloc(6 * kk + 4 * (size_t)K, sizeof(double));
     if (w->prior_mean) {
         w->AZ = vbm_calloc(hkt, sizeof(double));
         w->AAt = vbm_calloc((size_t)H * kk, sizeof(double));
@@ -103,19 +150,15 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
     if (shift) {
         w->bx = vbm_calloc((size_t)H * T, sizeof(double));
         w->by = vbm_calloc((size_t)H * K, sizeof(double));
-        w->bcoef = vbm_calloc(2 * (size_t)H, sizeof(double));
         w->bZe = vbm_calloc((size_t)H * T, sizeof(double));
         w->bAe = vbm_calloc((size_t)H * K, sizeof(double));
         w->bAm0 = vbm_calloc((size_t)H * K, sizeof(double));
-        w->bdots = vbm_calloc(3 * (size_t)H, sizeof(double));
         w->bgx = vbm_calloc((size_t)H * T, sizeof(double));
         w->bAmb = vbm_calloc((size_t)H * K, sizeof(double));
-        w->bm0 = vbm_calloc((size_t)H, sizeof(double));
     }
-    if (!w->G || !w->SR || !w->LQ || !w->logdetQ || !w->Wtc || !w->swc || !w->AR || !w->AR0 || !w->GT ||
-        !w->gs || (w->prior_mean && (!w->AZ || !w->AAt)) || (w->shift_mean && !w->zmu0) ||
-        (shift && (!w->bx || !w->by || !w->bcoef || !w->bZe || !w->bAe || !w->bAm0 || !w->bdots || !w->bgx ||
-                   !w->bAmb || !w->bm0)))
+    if (!w->G || !w->SR || !w->LQ || !w->Wtc || !w->swc || !w->GT ||
+        (w->prior_mean && (!w->AZ || !w->AAt)) || (w->shift_mean && !w->zmu0) ||
+        (shift && (!w->bx || !w->by || !w->bZe || !w->bAe || !w->bAm0 || !w->bgx || !w->bAmb)))
         return vbm_fail(err, VBM_ENOMEM, "out of memory for the Gram path (T=%ld)", T);
     la_gemm_sym((int)T, cg, 1.0, Z, C, Z, C, w->G, (int)T);
     if (w->prior_mean) {
@@ -125,7 +168,7 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
             la_gemm_sym(K, cg, 1.0, A + h * kc, cg, A + h * kc, cg, w->AAt + h * kk, K);
             double a = 0.0;
             for (size_t i = 0; i < kc; i++) a += A[h * kc + i] * R0[h * kc + i];
-            w->AR0[h] = a;
+            w->cl[h].AR0 = a;
         }
     }
     if (w->shift_mean) la_gemm(0, 1, H, (int)T, cg, 1.0, mb0, cg, Z, C, 0.0, w->zmu0, (int)T);
@@ -153,21 +196,19 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->thetaT = vbm_calloc((size_t)T * H, sizeof(double));
     w->E = vbm_calloc((size_t)T * H, sizeof(double));
     w->LW = vbm_calloc((size_t)T * H, sizeof(double));
-    w->acc = vbm_calloc((size_t)T * 2, sizeof(double));
     w->S = vbm_calloc((size_t)H * K * K, sizeof(double));
     w->Sw = vbm_calloc((size_t)H * K * K, sizeof(double));
-    w->logdetSw = vbm_calloc((size_t)H, sizeof(double));
-    w->trSSw = vbm_calloc((size_t)H, sizeof(double));
-    w->trSw = vbm_calloc((size_t)H, sizeof(double));
-    w->bb = vbm_calloc((size_t)H, sizeof(double));
     w->Rmb = vbm_calloc((size_t)H * K, sizeof(double));
     w->sw = vbm_calloc((size_t)H * K, sizeof(double));
-    w->Nh = vbm_calloc((size_t)H, sizeof(double));
     w->zb = vbm_calloc((size_t)T * H, sizeof(double));
     w->Y = vbm_calloc((size_t)H * K * cg, sizeof(double));
-    w->scratch = vbm_calloc(2 * (size_t)K * K + (size_t)K * cg, sizeof(double));
-    if (!w->P || !w->W || !w->Wt || !w->theta || !w->thetaT || !w->E || !w->LW || !w->acc || !w->S || !w->Sw || !w->logdetSw || !w->trSSw || !w->trSw || !w->bb ||
-        !w->Rmb || !w->sw || !w->Nh || !w->zb || !w->Y || !w->scratch) {
+    w->nscr = 1;
+    w->scr_len = 9 * (size_t)K * K + (size_t)K * cg + 2 * (size_t)T + 4 * (size_t)K + (size_t)cg;
+    w->scr = vbm_calloc(w->scr_len, sizeof(double));
+    w->fel = vbm_calloc(3 * (size_t)((T + FRAME_CHUNK - 1) / FRAME_CHUNK), sizeof(double));
+    w->cl = cl_alloc(H);
+    if (!w->P || !w->W || !w->Wt || !w->theta || !w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb ||
+        !w->sw || !w->zb || !w->Y || !w->scr || !w->cl || !w->fel) {
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
     }
@@ -231,150 +272,215 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
     return VBM_OK;
 }
 
-LA_HOT vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w,
-                            vbm_elbo *elbo, vbm_error *err) {
-    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+/* Everything of the address step that concerns cluster h alone: S_h, Sigma_w,h
+ * and its log-determinant and traces, R_h mu_bh, W_h, then the frame sweep
+ * (e_th, KL_w, the logits of q(s)), and the cluster's KL terms when the ELBO is
+ * wanted. implicit and b_implicit say how R_h and mu_bh are held (the fields of
+ * w, or the Gram update that calls this before it sets them); Bbuf is HK x T
+ * scratch. Returns 0, 2 (address precision not positive definite) or 3 (the
+ * posterior row covariance is not). */
+LA_HOT static int address_cluster(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h,
+                                  int want_elbo, int worker, int implicit, int b_implicit, double *Bbuf) {
+    int K = w->K, cg = w->cg, g = w->g, gh = g * w->H + h;
     long T = w->T;
-    double s2 = mem->cfg.sigma_z2, floor_ = mem->cfg.s_floor;
+    double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K;
-    const double *Z = w->cs.mu + w->cs.goff;
-    double *A = w->scratch;
     int shift = mem->cfg.shift;
-    /* Per cluster: S_h, Sigma_w = (I + S_h / s2)^{-1}, R_h mu_b. */
-    for (int h = 0; h < H; h++) {
-        int gh = g * H + h;
-        const double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh), *mb = BLK_B(mem, gh);
-        double *S = w->S + h * kk, *Sw = w->Sw + h * kk;
-        if (w->implicit)
-            memcpy(S, w->SR + h * kk, kk * sizeof(double));
-        else
-            la_gemm_sym(K, cg, 1.0, R, cg, R, cg, S, K);
-        for (size_t i = 0; i < kk; i++) S[i] += cg * U[i];
-        for (size_t i = 0; i < kk; i++) A[i] = S[i] / s2;
-        for (int k = 0; k < K; k++) A[(size_t)k * K + k] += 1.0;
-        if (la_chol(K, A) != 0)
-            return vbm_fail(err, VBM_ENUMERIC, "address precision of cluster %d is not positive definite", h);
-        w->logdetSw[h] = -la_chol_logdet(K, A);
-        memcpy(Sw, A, kk * sizeof(double));
-        la_chol_inverse(K, Sw);
-        double tr = 0.0;
-        for (size_t i = 0; i < kk; i++) tr += S[i] * Sw[i];
-        w->trSSw[h] = tr;
-        double trsw = 0.0, bb = 0.0;
-        for (int k = 0; k < K; k++) trsw += Sw[(size_t)k * K + k];
-        if (shift && !w->b_implicit) {
-            for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
-            w->bb[h] = bb;
-        } else if (!shift) {
-            w->bb[h] = 0.0;
-        } /* else |mu_bh|^2 was carried by the update */
-        w->trSw[h] = trsw;
-        if (w->implicit) continue; /* R_h mu_bh is carried by the Gram update */
+    scratch_t sc = scratch_of(w, worker);
+    double *A = sc.A;
+    const double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh), *mb = BLK_B(mem, gh);
+    double *S = w->S + h * kk, *Sw = w->Sw + h * kk;
+    if (implicit)
+        memcpy(S, w->SR + h * kk, kk * sizeof(double));
+    else
+        la_gemm_sym(K, cg, 1.0, R, cg, R, cg, S, K);
+    for (size_t i = 0; i < kk; i++) S[i] += cg * U[i];
+    for (size_t i = 0; i < kk; i++) A[i] = S[i] / s2;
+    for (int k = 0; k < K; k++) A[(size_t)k * K + k] += 1.0;
+    if (la_chol(K, A) != 0) return 2;
+    double logdetSw = -la_chol_logdet(K, A);
+    memcpy(Sw, A, kk * sizeof(double));
+    la_chol_inverse(K, Sw);
+    double trSSw = 0.0, trsw = 0.0;
+    for (size_t i = 0; i < kk; i++) trSSw += S[i] * Sw[i];
+    for (int k = 0; k < K; k++) trsw += Sw[(size_t)k * K + k];
+    if (shift && !b_implicit) {
+        double bb = 0.0;
+        for (int c = 0; c < cg; c++) bb += mb[c] * mb[c];
+        w->cl[h].bb = bb;
+    } else if (!shift) {
+        w->cl[h].bb = 0.0;
+    } /* else |mu_bh|^2 was carried by the update */
+    if (!implicit) /* else R_h mu_bh is carried by the Gram update */
         for (int k = 0; k < K; k++) {
             double v = 0.0;
             for (int c = 0; c < cg; c++) v += R[(size_t)k * cg + c] * mb[c];
             w->Rmb[h * K + k] = v;
         }
+    /* B_h = R_h (Z - mu_bh)^T and W_h = Sigma_w,h B_h / s2. */
+    double *Wh = w->W + (size_t)h * K * T, *Bh = Bbuf + (size_t)h * K * T;
+    const double *Ph = w->P + (size_t)h * K * T;
+    for (int k = 0; k < K; k++) {
+        double rmb = w->Rmb[h * K + k];
+        const double *pk = Ph + (size_t)k * T;
+        double *bk = Bh + (size_t)k * T;
+        for (long t = 0; t < T; t++) bk[t] = pk[t] - rmb;
     }
-    /* P = [R_1; ...; R_H] Z^T : one GEMM over all clusters (carried by the Gram update). */
-    if (!w->implicit) la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
-    for (int h = 0; h < H; h++) {
-        double *Wh = w->W + (size_t)h * K * T;
-        const double *Ph = w->P + (size_t)h * K * T;
-        double *Bh = w->Wt + (size_t)h * K * T; /* R_h (z_t - mu_bh), scratch */
-        for (int k = 0; k < K; k++) {
-            double rmb = w->Rmb[h * K + k];
-            const double *pk = Ph + (size_t)k * T;
-            double *bk = Bh + (size_t)k * T;
-            for (long t = 0; t < T; t++) bk[t] = pk[t] - rmb;
-        }
-        /* W_h = Sigma_w_h B_h / s2: one level-3 product per cluster. */
-        la_gemm(0, 0, K, (int)T, K, 1.0 / s2, w->Sw + h * kk, K, Bh, (int)T, 0.0, Wh, (int)T);
-    }
-    /* mu_bh . z_t for all h, t (cluster-major). */
-    if (shift && !w->implicit) la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->zb, (int)T);
-    /* Per cluster, sweep the frames contiguously: e_th, KL_w and the logits. With B_h = R_h (Z - mu_bh)^T
-     * (in Wt) and W_h = Sigma_w B_h / s2, so that S_h W_h = B_h - s2 W_h (Sigma_w^{-1} = I + S_h / s2):
+    la_gemm(0, 0, K, (int)T, K, 1.0 / s2, Sw, K, Bh, (int)T, 0.0, Wh, (int)T);
+    /* Sweep the frames: e_th, KL_w and the logits. With S_h W_h = B_h - s2 W_h
+     * (Sigma_w^{-1} = I + S_h / s2):
      *   e_th = |z_t|^2 + tr V_t + |mu_bh|^2 + cg s2_bh + tr(S_h Sigma_w) - 2 mu_bh.z_t
      *          - 2 w_t.B_t + w_t.S_h w_t = ... - w_t.B_t - s2 |w_t|^2. */
-    double *wb = w->acc, *mm = w->acc + T, half_s2 = 0.5 / s2;
-    for (int h = 0; h < H; h++) {
-        int gh = g * H + h;
-        const double *Wh = w->W + (size_t)h * K * T, *Bh = w->Wt + (size_t)h * K * T;
-        memset(w->acc, 0, sizeof(double) * 2 * T);
-        for (int k = 0; k < K; k++) {
-            const double *wk = Wh + (size_t)k * T, *bk = Bh + (size_t)k * T;
-            for (long t = 0; t < T; t++) {
-                wb[t] += wk[t] * bk[t];
-                mm[t] += wk[t] * wk[t];
-            }
-        }
-        double eh = w->bb[h] + (shift ? cg * mem->s2_b[gh] : 0.0) + w->trSSw[h];
-        double lwh = 0.5 * (w->trSw[h] - K - w->logdetSw[h]);
-        const double *zbh = w->zb + (size_t)h * T;
-        double *Eh = w->E + (size_t)h * T, *LWh = w->LW + (size_t)h * T, *thh = w->thetaT + (size_t)h * T;
+    double *wb = sc.acc, *mm = sc.acc + T, half_s2 = 0.5 / s2;
+    memset(sc.acc, 0, sizeof(double) * 2 * T);
+    for (int k = 0; k < K; k++) {
+        const double *wk = Wh + (size_t)k * T, *bk = Bh + (size_t)k * T;
         for (long t = 0; t < T; t++) {
-            double e = w->cs.znorm[t] + w->cs.vsum[t] + eh - 2.0 * (shift ? zbh[t] : 0.0) - wb[t] - s2 * mm[t];
-            double lw = lwh + 0.5 * mm[t];
-            Eh[t] = e;
-            LWh[t] = lw;
-            thh[t] = -e * half_s2 - lw;
+            wb[t] += wk[t] * bk[t];
+            mm[t] += wk[t] * wk[t];
         }
     }
-    /* Per frame: q(s_t) = softmax of the logits (with the floor), and the ELBO terms. */
-    double log2pis2 = log(2.0 * VBM_PI * s2);
-    double loglik = 0.0, klw = 0.0, kls = 0.0;
+    double s2b = b_implicit ? w->cl[h].s2b : mem->s2_b[gh];
+    double eh = w->cl[h].bb + (shift ? cg * s2b : 0.0) + trSSw;
+    double lwh = 0.5 * (trsw - K - logdetSw);
+    const double *zbh = w->zb + (size_t)h * T;
+    double *Eh = w->E + (size_t)h * T, *LWh = w->LW + (size_t)h * T, *thh = w->thetaT + (size_t)h * T;
     for (long t = 0; t < T; t++) {
-        double *th = w->theta + (size_t)t * H;
-        for (int h = 0; h < H; h++) th[h] = w->thetaT[(size_t)h * T + t];
-        softmax_inplace(H, th);
-        if (floor_ > 0.0 && H > 1)
-            for (int h = 0; h < H; h++) th[h] = (1.0 - floor_) * th[h] + floor_ / H;
-        for (int h = 0; h < H; h++) w->thetaT[(size_t)h * T + t] = th[h];
-        if (!elbo) continue;
-        for (int h = 0; h < H; h++) {
-            if (th[h] == 0.0) continue;
-            loglik += th[h] * (-0.5 * cg * log2pis2 - w->E[(size_t)h * T + t] / (2.0 * s2));
-            klw += th[h] * w->LW[(size_t)h * T + t];
-        }
-        kls += kl_uniform_cat(H, th);
+        double e = w->cs.znorm[t] + w->cs.vsum[t] + eh - 2.0 * (shift ? zbh[t] : 0.0) - wb[t] - s2 * mm[t];
+        double lw = lwh + 0.5 * mm[t];
+        Eh[t] = e;
+        LWh[t] = lw;
+        thh[t] = -e * half_s2 - lw;
     }
+    if (!want_elbo) return 0;
+    double klm;
+    if (implicit) { /* Eq. 254 from R R^T, <P0R0, R> and log det U = -log det Q */
+        const double *P0 = prior->P0 + (size_t)gh * kk, *SR = w->SR + h * kk;
+        double trPU = 0.0, trPS = 0.0;
+        for (size_t i = 0; i < kk; i++) {
+            trPU += P0[i] * U[i];
+            trPS += P0[i] * SR[i];
+        }
+        klm = 0.5 * (cg * trPU + trPS - 2.0 * w->cl[h].AR + w->cl[h].AR0 - (double)K * cg + cg * w->cl[h].logdetQ +
+                     cg * prior->logdetU0[gh]);
+    } else {
+        klm = kl_matrix_normal(K, cg, R, U, prior->R0 + (size_t)gh * K * cg, prior->P0 + (size_t)gh * kk,
+                               prior->logdetU0[gh], sc.kw);
+    }
+    if (isnan(klm)) return 3;
+    double klb = 0.0;
+    if (shift && b_implicit) /* |mu_bh - mu_b0h|^2 from the carried products */
+        klb = kl_iso_normal_d2(cg, w->cl[h].bb - 2.0 * w->cl[h].bm0 + w->cl[h].m0m0, s2b,
+                               prior->s2_b0[gh]);
+    else if (shift)
+        klb = kl_iso_normal(cg, mb, s2b, prior->mu_b0 + (size_t)gh * cg, prior->s2_b0[gh]);
+    w->cl[h].klm = klm;
+    w->cl[h].klb = klb;
+    return 0;
+}
+
+typedef struct {
+    const vbm_memory *mem;
+    const prior_t *prior;
+    mixgroup_work *w;
+    int want_elbo;
+} addr_job;
+
+/* The first failure recorded in hst by the last per-cluster loop, as an error. */
+static vbm_status cluster_status(const mixgroup_work *w, vbm_error *err) {
+    for (int h = 0; h < w->H; h++)
+        if (w->cl[h].st == 1)
+            return vbm_fail(err, VBM_ENUMERIC, "memory precision of cluster %d is not positive definite", h);
+        else if (w->cl[h].st == 2)
+            return vbm_fail(err, VBM_ENUMERIC, "address precision of cluster %d is not positive definite", h);
+        else if (w->cl[h].st == 3)
+            return vbm_fail(err, VBM_ENUMERIC, "posterior row covariance of cluster %d is not positive definite", h);
+    return VBM_OK;
+}
+
+static void address_run(const void *ctx, long b, long e, int worker) {
+    const addr_job *j = ctx;
+    mixgroup_work *w = j->w;
+    for (long h = b; h < e; h++)
+        w->cl[h].st = address_cluster(j->mem, j->prior, w, (int)h, j->want_elbo, worker, w->implicit, w->b_implicit, w->Wt);
+}
+
+/* q(s_t) for frames chunk*FRAME_CHUNK .. : the softmax of the logits (with the
+ * floor), and the chunk's sums of the ELBO terms over its frames. */
+static void frames_run(const void *ctx, long b, long e, int worker) {
+    (void)worker;
+    const addr_job *j = ctx;
+    const mixgroup_work *w = j->w;
+    int H = w->H, cg = w->cg;
+    long T = w->T;
+    double s2 = j->mem->cfg.sigma_z2, floor_ = j->mem->cfg.s_floor;
+    double log2pis2 = log(2.0 * VBM_PI * s2);
+    for (long c = b; c < e; c++) {
+        long t1 = (c + 1) * FRAME_CHUNK < T ? (c + 1) * FRAME_CHUNK : T;
+        double loglik = 0.0, klw = 0.0, kls = 0.0;
+        for (long t = c * FRAME_CHUNK; t < t1; t++) {
+            double *th = w->theta + (size_t)t * H;
+            for (int h = 0; h < H; h++) th[h] = w->thetaT[(size_t)h * T + t];
+            softmax_inplace(H, th);
+            if (floor_ > 0.0 && H > 1)
+                for (int h = 0; h < H; h++) th[h] = (1.0 - floor_) * th[h] + floor_ / H;
+            for (int h = 0; h < H; h++) w->thetaT[(size_t)h * T + t] = th[h];
+            if (!j->want_elbo) continue;
+            for (int h = 0; h < H; h++) {
+                if (th[h] == 0.0) continue;
+                loglik += th[h] * (-0.5 * cg * log2pis2 - w->E[(size_t)h * T + t] / (2.0 * s2));
+                klw += th[h] * w->LW[(size_t)h * T + t];
+            }
+            kls += kl_uniform_cat(H, th);
+        }
+        w->fel[3 * c] = loglik;
+        w->fel[3 * c + 1] = klw;
+        w->fel[3 * c + 2] = kls;
+    }
+}
+
+vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_elbo *elbo,
+                            vbm_error *err) {
+    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+    long T = w->T;
+    const double *Z = w->cs.mu + w->cs.goff;
+    /* P = [R_1; ...; R_H] Z^T and mu_bh . z_t: one GEMM each over all clusters
+     * (carried by the Gram update). */
+    if (!w->implicit) la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
+    if (mem->cfg.shift && !w->implicit)
+        la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->zb, (int)T);
+    addr_job j = {mem, prior, w, elbo != NULL};
+    if (w->addressed) /* the Gram update ran the per-cluster part with each cluster's update */
+        w->addressed = 0;
+    else
+        team_for(w->team, H, share(w, H), (long)H * (K * (K + 4) * T + CLUSTER_FIXED), address_run, &j);
+    vbm_status st = cluster_status(w, err);
+    if (st) return st;
+    long chunks = (T + FRAME_CHUNK - 1) / FRAME_CHUNK;
+    /* Each frame reads the logits of every cluster, which the per-cluster loops
+     * wrote on all the team's threads: moving them between cores costs more than
+     * the loop itself unless there are many frames and clusters. */
+    team_for((long)H * T >= FRAMES_TEAM_MIN ? w->team : NULL, chunks, share(w, chunks), (long)H * T * 8, frames_run,
+             &j);
     if (!elbo) return VBM_OK;
+    double loglik = 0.0, klw = 0.0, kls = 0.0;
+    for (long c = 0; c < chunks; c++) {
+        loglik += w->fel[3 * c];
+        klw += w->fel[3 * c + 1];
+        kls += w->fel[3 * c + 2];
+    }
     elbo->loglik_codes += loglik + w->cs.entropy;
     elbo->kl_w += klw;
     elbo->kl_s += kls;
-    double *kw = w->scratch;
     for (int h = 0; h < H; h++) {
-        int gh = g * H + h;
-        double klm;
-        if (w->implicit) { /* Eq. 254 from R R^T, <P0R0, R> and log det U = -log det Q */
-            const double *P0 = prior->P0 + (size_t)gh * kk, *U = BLK_U(mem, gh), *SR = w->SR + h * kk;
-            double trPU = 0.0, trPS = 0.0;
-            for (size_t i = 0; i < kk; i++) {
-                trPU += P0[i] * U[i];
-                trPS += P0[i] * SR[i];
-            }
-            klm = 0.5 * (cg * trPU + trPS - 2.0 * w->AR[h] + w->AR0[h] - (double)K * cg + cg * w->logdetQ[h] +
-                         cg * prior->logdetU0[gh]);
-        } else {
-            klm = kl_matrix_normal(K, cg, BLK_R(mem, gh), BLK_U(mem, gh), prior->R0 + (size_t)gh * K * cg,
-                                   prior->P0 + (size_t)gh * kk, prior->logdetU0[gh], kw);
-        }
-        if (isnan(klm))
-            return vbm_fail(err, VBM_ENUMERIC, "posterior row covariance of cluster %d is not positive definite", h);
-        elbo->kl_M += klm;
-        if (shift && w->b_implicit) /* |mu_bh - mu_b0h|^2 from the carried products */
-            elbo->kl_b += kl_iso_normal_d2(cg, w->bb[h] - 2.0 * w->bm0[h] + w->bdots[3 * h + 2], mem->s2_b[gh],
-                                           prior->s2_b0[gh]);
-        else if (shift)
-            elbo->kl_b += kl_iso_normal(cg, BLK_B(mem, gh), mem->s2_b[gh], prior->mu_b0 + (size_t)gh * cg,
-                                        prior->s2_b0[gh]);
+        elbo->kl_M += w->cl[h].klm;
+        elbo->kl_b += w->cl[h].klb;
     }
     return VBM_OK;
 }
 
 static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err);
-static void weigh_addresses(mixgroup_work *w);
+static void weigh_cluster(mixgroup_work *w, int h);
 
 LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
     if (w->gram) return mixgroup_update_gram(mem, prior, w, err);
@@ -383,14 +489,14 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     const double *Z = w->cs.mu + w->cs.goff;
-    weigh_addresses(w); /* Wt_h = W_h diag(theta_h); sw_h = W_h theta_h; N_h = sum_t theta_th */
+    for (int h = 0; h < H; h++) weigh_cluster(w, h);
     if (mem->cfg.shift) {
         /* q(b_h): Eq. 198-199 with the current q(M_h). Y temporarily holds Theta^T Z. */
         double *sz = w->Y;
         la_gemm(0, 0, H, cg, (int)T, 1.0, w->thetaT, (int)T, Z, C, 0.0, sz, cg);
         for (int h = 0; h < H; h++) {
             int gh = g * H + h;
-            double prec = 1.0 / prior->s2_b0[gh] + w->Nh[h] / s2;
+            double prec = 1.0 / prior->s2_b0[gh] + w->cl[h].N / s2;
             double sb = 1.0 / prec;
             const double *R = BLK_R(mem, gh), *mb0 = prior->mu_b0 + (size_t)gh * cg;
             double *mb = BLK_B(mem, gh);
@@ -404,10 +510,10 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     }
     /* q(M_h): Eq. 206-207. Y = Wt Z, one GEMM over all clusters. */
     la_gemm(0, 0, H * K, cg, (int)T, 1.0, w->Wt, (int)T, Z, C, 0.0, w->Y, cg);
-    double *Q = w->scratch;
+    double *Q = scratch_of(w, 0).kw;
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
-        double N = w->Nh[h];
+        double N = w->cl[h].N;
         la_gemm_sym(K, (int)T, 1.0 / s2, w->Wt + (size_t)h * K * T, (int)T, w->W + (size_t)h * K * T, (int)T, Q,
                     K);
         const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
@@ -430,25 +536,23 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     return VBM_OK;
 }
 
-/* Soft counts N_h, Wt_h = W_h diag(theta_h) and sw_h = Wt_h 1 (both paths). */
-LA_HOT static void weigh_addresses(mixgroup_work *w) {
-    int H = w->H, K = w->K;
+/* Soft count N_h, Wt_h = W_h diag(theta_h) and sw_h = Wt_h 1 (both paths). */
+LA_HOT static void weigh_cluster(mixgroup_work *w, int h) {
+    int K = w->K;
     long T = w->T;
-    for (int h = 0; h < H; h++) {
-        const double *Wh = w->W + (size_t)h * K * T, *th = w->thetaT + (size_t)h * T;
-        double *Wth = w->Wt + (size_t)h * K * T;
-        double N = 0.0;
-        for (long t = 0; t < T; t++) N += th[t];
-        w->Nh[h] = N;
-        for (int k = 0; k < K; k++) {
-            double sw = 0.0;
-            for (long t = 0; t < T; t++) {
-                double v = Wh[(size_t)k * T + t] * th[t];
-                Wth[(size_t)k * T + t] = v;
-                sw += v;
-            }
-            w->sw[h * K + k] = sw;
+    const double *Wh = w->W + (size_t)h * K * T, *th = w->thetaT + (size_t)h * T;
+    double *Wth = w->Wt + (size_t)h * K * T;
+    double N = 0.0;
+    for (long t = 0; t < T; t++) N += th[t];
+    w->cl[h].N = N;
+    for (int k = 0; k < K; k++) {
+        double sw = 0.0;
+        for (long t = 0; t < T; t++) {
+            double v = Wh[(size_t)k * T + t] * th[t];
+            Wth[(size_t)k * T + t] = v;
+            sw += v;
         }
+        w->sw[h * K + k] = sw;
     }
 }
 
@@ -458,52 +562,48 @@ LA_HOT static void weigh_addresses(mixgroup_work *w) {
  * e_h = R_h^T sw_h (stored in the memory's mu_bh), beta_h = -sb / s2,
  * alpha_h = sb / s2_b0, x_h = sb theta_h / s2 and y_h = 0. Z e_h = P_h^T sw_h
  * comes from P_h = R_h Z^T of the address step. */
-static void shift_begin_implicit(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
-    int H = w->H, K = w->K, cg = w->cg, g = w->g;
+LA_HOT static void shift_begin_cluster(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h) {
+    int H = w->H, K = w->K, cg = w->cg, g = w->g, gh = g * H + h;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
     size_t kc = (size_t)K * cg;
-    for (int h = 0; h < H; h++) {
-        int gh = g * H + h;
-        const double *R = BLK_R(mem, gh), *swh = w->sw + h * K, *Ph = w->P + (size_t)h * K * T;
-        const double *m0 = prior->mu_b0 + (size_t)gh * cg, *A = prior->P0R0 + (size_t)gh * kc;
-        double *e = BLK_B(mem, gh), *ze = w->bZe + (size_t)h * T;
-        memset(e, 0, sizeof(double) * cg);
-        memset(ze, 0, sizeof(double) * T);
-        for (int k = 0; k < K; k++) {
-            const double *rk = R + (size_t)k * cg, *pk = Ph + (size_t)k * T;
-            for (int c = 0; c < cg; c++) e[c] += swh[k] * rk[c];
-            for (long t = 0; t < T; t++) ze[t] += swh[k] * pk[t];
-        }
-        double ee = 0.0, em0 = 0.0, m0m0 = 0.0;
-        for (int c = 0; c < cg; c++) {
-            ee += e[c] * e[c];
-            em0 += e[c] * m0[c];
-            m0m0 += m0[c] * m0[c];
-        }
-        w->bdots[3 * h] = ee;
-        w->bdots[3 * h + 1] = em0;
-        w->bdots[3 * h + 2] = m0m0;
-        for (int k = 0; k < K && w->prior_mean; k++) {
-            double ae = 0.0, am = 0.0;
-            for (int c = 0; c < cg; c++) {
-                ae += A[(size_t)k * cg + c] * e[c];
-                am += A[(size_t)k * cg + c] * m0[c];
-            }
-            w->bAe[h * K + k] = ae;
-            w->bAm0[h * K + k] = am;
-        }
-        double s20 = prior->s2_b0[gh];
-        double sb = 1.0 / (1.0 / s20 + w->Nh[h] / s2);
-        const double *th = w->thetaT + (size_t)h * T;
-        double *x = w->bx + (size_t)h * T;
-        for (long t = 0; t < T; t++) x[t] = sb / s2 * th[t];
-        memset(w->by + (size_t)h * K, 0, sizeof(double) * K);
-        w->bcoef[2 * h] = -sb / s2;
-        w->bcoef[2 * h + 1] = sb / s20;
-        mem->s2_b[gh] = sb;
+    const double *R = BLK_R(mem, gh), *swh = w->sw + h * K, *Ph = w->P + (size_t)h * K * T;
+    const double *m0 = prior->mu_b0 + (size_t)gh * cg, *A = prior->P0R0 + (size_t)gh * kc;
+    double *e = BLK_B(mem, gh), *ze = w->bZe + (size_t)h * T;
+    memset(e, 0, sizeof(double) * cg);
+    memset(ze, 0, sizeof(double) * T);
+    for (int k = 0; k < K; k++) {
+        const double *rk = R + (size_t)k * cg, *pk = Ph + (size_t)k * T;
+        for (int c = 0; c < cg; c++) e[c] += swh[k] * rk[c];
+        for (long t = 0; t < T; t++) ze[t] += swh[k] * pk[t];
     }
-    w->b_implicit = 1;
+    double ee = 0.0, em0 = 0.0, m0m0 = 0.0;
+    for (int c = 0; c < cg; c++) {
+        ee += e[c] * e[c];
+        em0 += e[c] * m0[c];
+        m0m0 += m0[c] * m0[c];
+    }
+    w->cl[h].ee = ee;
+    w->cl[h].em0 = em0;
+    w->cl[h].m0m0 = m0m0;
+    for (int k = 0; k < K && w->prior_mean; k++) {
+        double ae = 0.0, am = 0.0;
+        for (int c = 0; c < cg; c++) {
+            ae += A[(size_t)k * cg + c] * e[c];
+            am += A[(size_t)k * cg + c] * m0[c];
+        }
+        w->bAe[h * K + k] = ae;
+        w->bAm0[h * K + k] = am;
+    }
+    double s20 = prior->s2_b0[gh];
+    double sb = 1.0 / (1.0 / s20 + w->cl[h].N / s2);
+    const double *th = w->thetaT + (size_t)h * T;
+    double *x = w->bx + (size_t)h * T;
+    for (long t = 0; t < T; t++) x[t] = sb / s2 * th[t];
+    memset(w->by + (size_t)h * K, 0, sizeof(double) * K);
+    w->cl[h].beta = -sb / s2;
+    w->cl[h].alpha = sb / s20;
+    w->cl[h].s2b = sb;
 }
 
 /* q(b_h) (Eq. 198-199) in the later Gram updates, R_h implicit. With v_h =
@@ -511,199 +611,196 @@ static void shift_begin_implicit(vbm_memory *mem, const prior_t *prior, mixgroup
  * c_h = swc_h . v_h / s2,
  *   Z^T theta_h - R_h^T sw_h = Z^T u_h - P0R0_h^T v_h + mu_bh c_h,
  * so mu_bh <- sb (mu_b0h / s2_b0 + that / s2) only moves the coefficients of
- * the implicit representation. */
-static void shift_step_implicit(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
-    int H = w->H, K = w->K, g = w->g;
+ * the implicit representation. v: K scratch. */
+LA_HOT static void shift_step_cluster(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h, double *v) {
+    int K = w->K, gh = w->g * w->H + h;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K;
-    double *v = w->gs; /* K scratch */
-    for (int h = 0; h < H; h++) {
-        int gh = g * H + h;
-        memcpy(v, w->sw + h * K, sizeof(double) * K);
-        la_chol_solve(K, 1, w->LQ + h * kk, v, 1);
-        double c = 0.0;
-        for (int k = 0; k < K; k++) c += w->swc[h * K + k] * v[k];
-        double s20 = prior->s2_b0[gh];
-        double sb = 1.0 / (1.0 / s20 + w->Nh[h] / s2);
-        double f = sb / s2, gam = f * c / s2;
-        double *x = w->bx + (size_t)h * T, *y = w->by + (size_t)h * K;
-        const double *th = w->thetaT + (size_t)h * T;
-        for (long t = 0; t < T; t++) x[t] = gam * x[t] + f * th[t];
-        for (int k = 0; k < K; k++) {
-            const double *wk = w->Wtc + ((size_t)h * K + k) * T;
-            double a = f * v[k] / s2;
-            for (long t = 0; t < T; t++) x[t] -= a * wk[t];
-            y[k] = gam * y[k] - f * v[k];
-        }
-        w->bcoef[2 * h] *= gam;
-        w->bcoef[2 * h + 1] = sb / s20 + gam * w->bcoef[2 * h + 1];
-        mem->s2_b[gh] = sb;
+    memcpy(v, w->sw + h * K, sizeof(double) * K);
+    la_chol_solve(K, 1, w->LQ + h * kk, v, 1);
+    double c = 0.0;
+    for (int k = 0; k < K; k++) c += w->swc[h * K + k] * v[k];
+    double s20 = prior->s2_b0[gh];
+    double sb = 1.0 / (1.0 / s20 + w->cl[h].N / s2);
+    double f = sb / s2, gam = f * c / s2;
+    double *x = w->bx + (size_t)h * T, *y = w->by + (size_t)h * K;
+    const double *th = w->thetaT + (size_t)h * T;
+    for (long t = 0; t < T; t++) x[t] = gam * x[t] + f * th[t];
+    for (int k = 0; k < K; k++) {
+        const double *wk = w->Wtc + ((size_t)h * K + k) * T;
+        double a = f * v[k] / s2;
+        for (long t = 0; t < T; t++) x[t] -= a * wk[t];
+        y[k] = gam * y[k] - f * v[k];
     }
+    w->cl[h].beta *= gam;
+    w->cl[h].alpha = sb / s20 + gam * w->cl[h].alpha;
+    w->cl[h].s2b = sb;
 }
 
-/* The statistics of the implicit shifts that the steps need: Z mu_bh,
- * P0R0_h mu_bh, |mu_bh|^2 and mu_bh . mu_b0h, from G x_h and the products
- * kept since the representation began. */
-static void shift_stats(mixgroup_work *w) {
-    int H = w->H, K = w->K;
+/* The statistics of cluster h's implicit shift that the steps need: Z mu_bh,
+ * P0R0_h mu_bh, |mu_bh|^2 and mu_bh . mu_b0h, from G x_h and the products kept
+ * since the representation began. */
+LA_HOT static void shift_stats_cluster(mixgroup_work *w, int h) {
+    int K = w->K;
     long T = w->T;
     size_t kk = (size_t)K * K;
-    la_gemm(0, 0, H, (int)T, (int)T, 1.0, w->bx, (int)T, w->G, (int)T, 0.0, w->bgx, (int)T); /* G symmetric */
-    for (int h = 0; h < H; h++) {
-        double beta = w->bcoef[2 * h], alpha = w->bcoef[2 * h + 1];
-        const double *x = w->bx + (size_t)h * T, *y = w->by + (size_t)h * K, *gx = w->bgx + (size_t)h * T;
-        const double *ze = w->bZe + (size_t)h * T, *zm0 = w->shift_mean ? w->zmu0 + (size_t)h * T : NULL;
-        double *zb = w->zb + (size_t)h * T, *amb = w->bAmb + (size_t)h * K;
-        double ee = w->bdots[3 * h], em0 = w->bdots[3 * h + 1], m0m0 = w->bdots[3 * h + 2];
-        double emb = beta * ee + alpha * em0, m0mb = beta * em0 + alpha * m0m0;
-        for (long t = 0; t < T; t++) {
-            double z = beta * ze[t] + gx[t];
-            if (zm0) z += alpha * zm0[t];
-            zb[t] = z;
-            emb += ze[t] * x[t];
-            if (zm0) m0mb += zm0[t] * x[t];
-        }
-        double xzb = 0.0, yamb = 0.0;
-        if (w->prior_mean) {
-            const double *AZh = w->AZ + (size_t)h * K * T, *AAt = w->AAt + h * kk;
-            const double *ae = w->bAe + h * K, *am0 = w->bAm0 + h * K;
-            for (int k = 0; k < K; k++) {
-                const double *azk = AZh + (size_t)k * T;
-                double a = beta * ae[k] + alpha * am0[k];
-                for (long t = 0; t < T; t++) {
-                    zb[t] += azk[t] * y[k];
-                    a += azk[t] * x[t];
-                }
-                for (int j = 0; j < K; j++) a += AAt[k * K + j] * y[j];
-                amb[k] = a;
-                emb += ae[k] * y[k];
-                m0mb += am0[k] * y[k];
-                yamb += y[k] * a;
-            }
-        }
-        for (long t = 0; t < T; t++) xzb += x[t] * zb[t];
-        w->bb[h] = beta * emb + alpha * m0mb + xzb + yamb;
-        w->bm0[h] = m0mb;
+    const double *x = w->bx + (size_t)h * T, *y = w->by + (size_t)h * K;
+    double *gx = w->bgx + (size_t)h * T;
+    la_gemm(0, 0, 1, (int)T, (int)T, 1.0, x, (int)T, w->G, (int)T, 0.0, gx, (int)T); /* G symmetric */
+    double beta = w->cl[h].beta, alpha = w->cl[h].alpha;
+    const double *ze = w->bZe + (size_t)h * T, *zm0 = w->shift_mean ? w->zmu0 + (size_t)h * T : NULL;
+    double *zb = w->zb + (size_t)h * T, *amb = w->bAmb + (size_t)h * K;
+    double ee = w->cl[h].ee, em0 = w->cl[h].em0, m0m0 = w->cl[h].m0m0;
+    double emb = beta * ee + alpha * em0, m0mb = beta * em0 + alpha * m0m0;
+    for (long t = 0; t < T; t++) {
+        double z = beta * ze[t] + gx[t];
+        if (zm0) z += alpha * zm0[t];
+        zb[t] = z;
+        emb += ze[t] * x[t];
+        if (zm0) m0mb += zm0[t] * x[t];
     }
+    double xzb = 0.0, yamb = 0.0;
+    if (w->prior_mean) {
+        const double *AZh = w->AZ + (size_t)h * K * T, *AAt = w->AAt + h * kk;
+        const double *ae = w->bAe + h * K, *am0 = w->bAm0 + h * K;
+        for (int k = 0; k < K; k++) {
+            const double *azk = AZh + (size_t)k * T;
+            double a = beta * ae[k] + alpha * am0[k];
+            for (long t = 0; t < T; t++) {
+                zb[t] += azk[t] * y[k];
+                a += azk[t] * x[t];
+            }
+            for (int j = 0; j < K; j++) a += AAt[k * K + j] * y[j];
+            amb[k] = a;
+            emb += ae[k] * y[k];
+            m0mb += am0[k] * y[k];
+            yamb += y[k] * a;
+        }
+    }
+    for (long t = 0; t < T; t++) xzb += x[t] * zb[t];
+    w->cl[h].bb = beta * emb + alpha * m0mb + xzb + yamb;
+    w->cl[h].bm0 = m0mb;
 }
 
-/* Write the implicit shifts of the group back into the memory. */
-LA_HOT static void shift_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
-    if (!w->b_implicit) return;
-    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+/* The Gram update of cluster h (see mixgroup_update_gram), then the per-cluster
+ * part of the next address step. Returns 0, 1 when the memory precision is not
+ * positive definite, or a failure of address_cluster. */
+LA_HOT static int update_gram_cluster(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h, int worker) {
+    int K = w->K, gh = w->g * w->H + h, shift = mem->cfg.shift;
     long T = w->T;
-    size_t kc = (size_t)K * cg;
-    const double *Z = w->cs.mu + w->cs.goff;
-    double *zx = w->Y; /* H x cg */
-    la_gemm(0, 0, H, cg, (int)T, 1.0, w->bx, (int)T, Z, C, 0.0, zx, cg);
-    for (int h = 0; h < H; h++) {
-        int gh = g * H + h;
-        double beta = w->bcoef[2 * h], alpha = w->bcoef[2 * h + 1];
-        const double *m0 = prior->mu_b0 + (size_t)gh * cg, *A = prior->P0R0 + (size_t)gh * kc;
-        const double *y = w->by + (size_t)h * K;
-        double *mb = BLK_B(mem, gh);
-        for (int c = 0; c < cg; c++) {
-            double v = beta * mb[c] + alpha * m0[c] + zx[(size_t)h * cg + c];
-            if (w->prior_mean)
-                for (int k = 0; k < K; k++) v += A[(size_t)k * cg + c] * y[k];
-            mb[c] = v;
-        }
+    double s2 = mem->cfg.sigma_z2;
+    size_t kk = (size_t)K * K;
+    double *M2 = scratch_of(w, worker).gs, *YY = M2 + kk, *X = YY + kk, *AW = X + kk, *Q = AW + kk, *M1 = Q + kk;
+    double *Amb = M1 + kk, *wzb = Amb + K, *v = wzb + K, *rhs = v + K;
+    weigh_cluster(w, h);
+    if (shift) { /* q(b_h), kept implicit from the first update on */
+        if (w->implicit)
+            shift_step_cluster(mem, prior, w, h, v);
+        else
+            shift_begin_cluster(mem, prior, w, h);
+        shift_stats_cluster(w, h);
     }
-    w->b_implicit = 0;
+    /* q(M_h): Q_h = Wt_h W_h^T / s2 + P0 + N_h Sw_h / s2; R_h = Q_h^{-1} Ytil_h with
+     * Ytil_h = A_h + (Wt_h Z - sw_h mu_bh^T) / s2, kept implicit. */
+    double N = w->cl[h].N;
+    const double *Wth = w->Wt + (size_t)h * K * T;
+    double *GTh = w->GT + (size_t)h * K * T;
+    la_gemm(0, 0, K, (int)T, (int)T, 1.0, Wth, (int)T, w->G, (int)T, 0.0, GTh, (int)T); /* Wt_h G */
+    const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
+    const double *swh = w->sw + h * K, *zb = w->zb + (size_t)h * T;
+    double *LQ = w->LQ + h * kk, *U = BLK_U(mem, gh);
+    la_gemm_sym(K, (int)T, 1.0 / s2, Wth, (int)T, w->W + (size_t)h * K * T, (int)T, Q, K);
+    for (size_t i = 0; i < kk; i++) Q[i] += P0[i] + N * Sw[i] / s2;
+    la_symmetrize_lower(K, Q);
+    memcpy(LQ, Q, kk * sizeof(double));
+    if (la_chol(K, LQ) != 0) return 1;
+    w->cl[h].logdetQ = la_chol_logdet(K, LQ);
+    memcpy(U, LQ, kk * sizeof(double));
+    la_chol_inverse(K, U);
+    double bb = shift ? w->cl[h].bb : 0.0; /* |mu_bh|^2, from shift_stats_cluster */
+    for (int k = 0; k < K; k++) {
+        double a = w->prior_mean && shift ? w->bAmb[h * K + k] : 0.0, z = 0.0;
+        if (shift)
+            for (long t = 0; t < T; t++) z += Wth[(size_t)k * T + t] * zb[t];
+        Amb[k] = a;
+        wzb[k] = z;
+    }
+    /* P_h = Q^{-1} (A Z^T + (Wt G - sw (Z mu_b)^T) / s2) */
+    double *Ph = w->P + (size_t)h * K * T;
+    for (int k = 0; k < K; k++)
+        for (long t = 0; t < T; t++)
+            Ph[(size_t)k * T + t] = (w->prior_mean ? w->AZ[((size_t)h * K + k) * T + t] : 0.0) +
+                                    (GTh[(size_t)k * T + t] - (shift ? swh[k] * zb[t] : 0.0)) / s2;
+    la_chol_solve(K, (int)T, LQ, Ph, (int)T);
+    /* Ytil Ytil^T, then R R^T = Q^{-1} Ytil Ytil^T Q^{-1} */
+    la_gemm_sym(K, (int)T, 1.0, GTh, (int)T, Wth, (int)T, M2, K); /* Wt G Wt^T */
+    if (w->prior_mean) la_gemm(0, 1, K, K, (int)T, 1.0, w->AZ + (size_t)h * K * T, (int)T, Wth, (int)T, 0.0, AW, K);
+    const double *AAt = w->prior_mean ? w->AAt + h * kk : NULL;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) {
+            double y = (M2[i * K + j] - wzb[i] * swh[j] - swh[i] * wzb[j] + bb * swh[i] * swh[j]) / (s2 * s2);
+            if (w->prior_mean)
+                y += AAt[i * K + j] + (AW[i * K + j] + AW[j * K + i] - Amb[i] * swh[j] - swh[i] * Amb[j]) / s2;
+            YY[i * K + j] = y;
+        }
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < i; j++) YY[i * K + j] = YY[j * K + i] = 0.5 * (YY[i * K + j] + YY[j * K + i]);
+    memcpy(X, YY, kk * sizeof(double));
+    la_chol_solve(K, K, LQ, X, K); /* Q^{-1} YY */
+    double *SR = w->SR + h * kk;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) SR[i * K + j] = X[j * K + i];
+    la_chol_solve(K, K, LQ, SR, K); /* Q^{-1} YY Q^{-1} */
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < i; j++) SR[i * K + j] = SR[j * K + i] = 0.5 * (SR[i * K + j] + SR[j * K + i]);
+    /* R mu_b = Q^{-1} (A mu_b + (Wt Z mu_b - sw |mu_b|^2) / s2) */
+    for (int k = 0; k < K; k++) rhs[k] = Amb[k] + (wzb[k] - swh[k] * bb) / s2;
+    la_chol_solve(K, 1, LQ, rhs, 1);
+    memcpy(w->Rmb + h * K, rhs, sizeof(double) * K);
+    /* <A, R> = tr(U (Ytil A^T)^T), Ytil A^T = A A^T + (AW^T - sw (A mu_b)^T) / s2 */
+    double ar = 0.0;
+    if (w->prior_mean) {
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) M1[i * K + j] = AAt[i * K + j] + (AW[j * K + i] - swh[i] * Amb[j]) / s2;
+        for (size_t i = 0; i < kk; i++) ar += U[i] * M1[i];
+    }
+    w->cl[h].AR = ar;
+    memcpy(w->swc + h * K, swh, sizeof(double) * K);
+    /* The next address step's work for this cluster, while its data is in this
+     * thread's cache: B_h goes to the old Wtc_h, which nothing reads any more. */
+    return address_cluster(mem, prior, w, h, 1, worker, 1, shift, w->Wtc);
+}
+
+typedef struct {
+    vbm_memory *mem;
+    const prior_t *prior;
+    mixgroup_work *w;
+} upd_job;
+
+static void update_gram_run(const void *ctx, long b, long e, int worker) {
+    const upd_job *j = ctx;
+    for (long h = b; h < e; h++) j->w->cl[h].st = update_gram_cluster(j->mem, j->prior, j->w, (int)h, worker);
 }
 
 /* The update of mixgroup_update (Eq. 198-199, then 206-207) on the Gram path:
  * the same posterior, but R_h is left implicit (see mixgroup_work) and the
  * statistics of the new R_h (R Z^T, R R^T, R mu_b, <P0R0, R>) are computed
- * from G = Z Z^T, so no product with the T x cg codes is formed except the one
- * that gives the explicit shifts. */
-LA_HOT static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
+ * from G = Z Z^T, so no product with the T x cg codes is formed. One item of
+ * the team per cluster. */
+static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
     vbm_status st = gram_prepare(mem, prior, w, err);
     if (st) return st;
-    int H = w->H, K = w->K, g = w->g, shift = mem->cfg.shift;
+    int H = w->H, K = w->K;
     long T = w->T;
-    double s2 = mem->cfg.sigma_z2;
-    size_t kk = (size_t)K * K;
-    double *M2 = w->gs, *YY = M2 + kk, *X = YY + kk, *AW = X + kk, *Q = AW + kk, *M1 = Q + kk;
-    double *Amb = M1 + kk, *wzb = Amb + K, *v = wzb + K, *rhs = v + K;
-    weigh_addresses(w);
-    if (shift) { /* q(b_h), kept implicit from the first update on */
-        if (w->implicit)
-            shift_step_implicit(mem, prior, w);
-        else
-            shift_begin_implicit(mem, prior, w);
-        shift_stats(w);
-    }
-    /* q(M_h): Q_h = Wt_h W_h^T / s2 + P0 + N_h Sw_h / s2; R_h = Q_h^{-1} Ytil_h with
-     * Ytil_h = A_h + (Wt_h Z - sw_h mu_bh^T) / s2, kept implicit. GT = Wt G, one GEMM. */
-    la_gemm(0, 0, H * K, (int)T, (int)T, 1.0, w->Wt, (int)T, w->G, (int)T, 0.0, w->GT, (int)T);
-    for (int h = 0; h < H; h++) {
-        int gh = g * H + h;
-        double N = w->Nh[h];
-        const double *Wth = w->Wt + (size_t)h * K * T, *GTh = w->GT + (size_t)h * K * T;
-        const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
-        const double *swh = w->sw + h * K, *zb = w->zb + (size_t)h * T;
-        double *LQ = w->LQ + h * kk, *U = BLK_U(mem, gh);
-        la_gemm_sym(K, (int)T, 1.0 / s2, Wth, (int)T, w->W + (size_t)h * K * T, (int)T, Q, K);
-        for (size_t i = 0; i < kk; i++) Q[i] += P0[i] + N * Sw[i] / s2;
-        la_symmetrize_lower(K, Q);
-        memcpy(LQ, Q, kk * sizeof(double));
-        if (la_chol(K, LQ) != 0)
-            return vbm_fail(err, VBM_ENUMERIC, "memory precision of cluster %d is not positive definite", h);
-        w->logdetQ[h] = la_chol_logdet(K, LQ);
-        memcpy(U, LQ, kk * sizeof(double));
-        la_chol_inverse(K, U);
-        double bb = shift ? w->bb[h] : 0.0; /* |mu_bh|^2, from shift_stats */
-        for (int k = 0; k < K; k++) {
-            double a = w->prior_mean && shift ? w->bAmb[h * K + k] : 0.0, z = 0.0;
-            if (shift)
-                for (long t = 0; t < T; t++) z += Wth[(size_t)k * T + t] * zb[t];
-            Amb[k] = a;
-            wzb[k] = z;
-        }
-        /* P_h = Q^{-1} (A Z^T + (Wt G - sw (Z mu_b)^T) / s2) */
-        double *Ph = w->P + (size_t)h * K * T;
-        for (int k = 0; k < K; k++)
-            for (long t = 0; t < T; t++)
-                Ph[(size_t)k * T + t] = (w->prior_mean ? w->AZ[((size_t)h * K + k) * T + t] : 0.0) +
-                                        (GTh[(size_t)k * T + t] - (shift ? swh[k] * zb[t] : 0.0)) / s2;
-        la_chol_solve(K, (int)T, LQ, Ph, (int)T);
-        /* Ytil Ytil^T, then R R^T = Q^{-1} Ytil Ytil^T Q^{-1} */
-        la_gemm_sym(K, (int)T, 1.0, GTh, (int)T, Wth, (int)T, M2, K); /* Wt G Wt^T */
-        if (w->prior_mean) la_gemm(0, 1, K, K, (int)T, 1.0, w->AZ + (size_t)h * K * T, (int)T, Wth, (int)T, 0.0, AW, K);
-        const double *AAt = w->prior_mean ? w->AAt + h * kk : NULL;
-        for (int i = 0; i < K; i++)
-            for (int j = 0; j < K; j++) {
-                double y = (M2[i * K + j] - wzb[i] * swh[j] - swh[i] * wzb[j] + bb * swh[i] * swh[j]) / (s2 * s2);
-                if (w->prior_mean)
-                    y += AAt[i * K + j] + (AW[i * K + j] + AW[j * K + i] - Amb[i] * swh[j] - swh[i] * Amb[j]) / s2;
-                YY[i * K + j] = y;
-            }
-        for (int i = 0; i < K; i++)
-            for (int j = 0; j < i; j++) YY[i * K + j] = YY[j * K + i] = 0.5 * (YY[i * K + j] + YY[j * K + i]);
-        memcpy(X, YY, kk * sizeof(double));
-        la_chol_solve(K, K, LQ, X, K); /* Q^{-1} YY */
-        double *SR = w->SR + h * kk;
-        for (int i = 0; i < K; i++)
-            for (int j = 0; j < K; j++) SR[i * K + j] = X[j * K + i];
-        la_chol_solve(K, K, LQ, SR, K); /* Q^{-1} YY Q^{-1} */
-        for (int i = 0; i < K; i++)
-            for (int j = 0; j < i; j++) SR[i * K + j] = SR[j * K + i] = 0.5 * (SR[i * K + j] + SR[j * K + i]);
-        /* R mu_b = Q^{-1} (A mu_b + (Wt Z mu_b - sw |mu_b|^2) / s2) */
-        for (int k = 0; k < K; k++) rhs[k] = Amb[k] + (wzb[k] - swh[k] * bb) / s2;
-        la_chol_solve(K, 1, LQ, rhs, 1);
-        memcpy(w->Rmb + h * K, rhs, sizeof(double) * K);
-        /* <A, R> = tr(U (Ytil A^T)^T), Ytil A^T = A A^T + (AW^T - sw (A mu_b)^T) / s2 */
-        double ar = 0.0;
-        if (w->prior_mean) {
-            for (int i = 0; i < K; i++)
-                for (int j = 0; j < K; j++)
-                    M1[i * K + j] = AAt[i * K + j] + (AW[j * K + i] - swh[i] * Amb[j]) / s2;
-            for (size_t i = 0; i < kk; i++) ar += U[i] * M1[i];
-        }
-        w->AR[h] = ar;
-        memcpy(w->swc + h * K, swh, sizeof(double) * K);
+    upd_job j = {mem, prior, w};
+    team_for(w->team, H, share(w, H), (long)H * (K * T * (T + 8) + CLUSTER_FIXED), update_gram_run, &j);
+    st = cluster_status(w, err);
+    if (st) return st;
+    w->addressed = 1;
+    if (mem->cfg.shift) {
+        w->b_implicit = 1;
+        for (int h = 0; h < H; h++) mem->s2_b[w->g * H + h] = w->cl[h].s2b;
     }
     double *wt = w->Wt; /* this update's Wt is kept as Wtc; the old Wtc buffer becomes scratch */
     w->Wt = w->Wtc;
@@ -712,26 +809,47 @@ LA_HOT static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *pr
     return VBM_OK;
 }
 
-LA_HOT void mixgroup_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
-    shift_finish(mem, prior, w);
-    if (!w->implicit) return;
-    int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
+/* Write cluster h's implicit shift, then its implicit R_h, back into the memory. */
+LA_HOT static void finish_cluster(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h, int worker) {
+    int K = w->K, cg = w->cg, C = w->cs.C, gh = w->g * w->H + h;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
-    const double *Z = w->cs.mu + w->cs.goff;
-    la_gemm(0, 0, H * K, cg, (int)T, 1.0, w->Wtc, (int)T, Z, C, 0.0, w->Y, cg);
-    for (int h = 0; h < H; h++) {
-        int gh = g * H + h;
-        double *R = BLK_R(mem, gh);
-        const double *mb = BLK_B(mem, gh), *Yh = w->Y + (size_t)h * kc, *A = prior->P0R0 + (size_t)gh * kc;
-        for (int k = 0; k < K; k++) {
-            double sw = w->swc[h * K + k];
-            for (int c = 0; c < cg; c++)
-                R[(size_t)k * cg + c] = A[(size_t)k * cg + c] + (Yh[(size_t)k * cg + c] - (mem->cfg.shift ? sw * mb[c] : 0.0)) / s2;
+    const double *Z = w->cs.mu + w->cs.goff, *A = prior->P0R0 + (size_t)gh * kc;
+    double *mb = BLK_B(mem, gh);
+    if (w->b_implicit) {
+        double beta = w->cl[h].beta, alpha = w->cl[h].alpha;
+        const double *m0 = prior->mu_b0 + (size_t)gh * cg, *y = w->by + (size_t)h * K;
+        double *zx = scratch_of(w, worker).zx;
+        la_gemm(0, 0, 1, cg, (int)T, 1.0, w->bx + (size_t)h * T, (int)T, Z, C, 0.0, zx, cg);
+        for (int c = 0; c < cg; c++) {
+            double v = beta * mb[c] + alpha * m0[c] + zx[c];
+            if (w->prior_mean)
+                for (int k = 0; k < K; k++) v += A[(size_t)k * cg + c] * y[k];
+            mb[c] = v;
         }
-        la_chol_solve(K, cg, w->LQ + h * kk, R, cg);
     }
+    if (!w->implicit) return;
+    double *R = BLK_R(mem, gh), *Yh = w->Y + (size_t)h * kc;
+    la_gemm(0, 0, K, cg, (int)T, 1.0, w->Wtc + (size_t)h * K * T, (int)T, Z, C, 0.0, Yh, cg);
+    for (int k = 0; k < K; k++) {
+        double sw = w->swc[h * K + k];
+        for (int c = 0; c < cg; c++)
+            R[(size_t)k * cg + c] = A[(size_t)k * cg + c] + (Yh[(size_t)k * cg + c] - (mem->cfg.shift ? sw * mb[c] : 0.0)) / s2;
+    }
+    la_chol_solve(K, cg, w->LQ + h * kk, R, cg);
+}
+
+static void finish_run(const void *ctx, long b, long e, int worker) {
+    const upd_job *j = ctx;
+    for (long h = b; h < e; h++) finish_cluster(j->mem, j->prior, j->w, (int)h, worker);
+}
+
+void mixgroup_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
+    if (!w->implicit && !w->b_implicit) return;
+    upd_job j = {mem, prior, w};
+    team_for(w->team, w->H, share(w, w->H), (long)w->H * (w->K + 1) * w->T * w->cg, finish_run, &j);
+    w->b_implicit = 0;
     w->implicit = 0;
 }
 
@@ -848,5 +966,8 @@ static void mix_set_solver(void *work, int mode) { mixgroup_set_solver(work, mod
 
 static void mix_finish(vbm_memory *mem, const prior_t *prior, void *work) { mixgroup_finish(mem, prior, work); }
 
+static vbm_status mix_set_team(void *work, team_t *team, vbm_error *err) { return mixgroup_set_team(work, team, err); }
+
 const model_ops mixture_ops = {mix_work_new,  mix_work_free, mix_init,   mix_address,    mix_update,
-                               mix_addresses, mix_read_draw, mix_sample, mix_set_solver, mix_finish};
+                               mix_addresses, mix_read_draw, mix_sample, mix_set_solver, mix_finish,
+                               mix_set_team};

@@ -6,6 +6,23 @@
 
 #include "model.h"
 
+/* The scalars of one cluster in a fit. A team's threads work on different
+ * clusters at once; kept in arrays indexed by cluster, the scalars of all
+ * clusters would share a few cache lines, which would bounce between the
+ * threads' cores on every write, so each cluster has lines of its own. */
+typedef struct {
+    double N;        /* sum_t q(s_t = h), the soft count of cluster h */
+    double bb;       /* |mu_bh|^2 */
+    double s2b;      /* variance of q(b_h), carried by the Gram update */
+    double klm, klb; /* KL of q(M_h) and of q(b_h), from the address step */
+    double logdetQ;  /* Gram path: log det Q_h */
+    double AR, AR0;  /* Gram path: <P0R0_h, R_h>, <P0R0_h, R0_h> */
+    double beta, alpha;    /* implicit shifts: coefficients of e_h and mu_b0h */
+    double ee, em0, m0m0;  /* implicit shifts: |e_h|^2, e_h . mu_b0h, |mu_b0h|^2 */
+    double bm0;      /* implicit shifts: mu_bh . mu_b0h */
+    int st;          /* 0, or which factorization of the cluster failed last */
+} __attribute__((aligned(64))) mixcluster;
+
 /* q(y) and scratch for one group and one batch of T codes. */
 typedef struct {
     int H, K, cg, g;
@@ -18,19 +35,23 @@ typedef struct {
     double *thetaT;   /* H x T: the same, cluster-major for the per-cluster sweeps */
     double *E;        /* H x T: expected squared errors e_th */
     double *LW;       /* H x T: KL(q(w_t | s = h) || p(w)) */
-    double *acc;      /* 2 x T: per-frame accumulators of one cluster */
     double *S;        /* H x K x K: R_h R_h^T + cg U_h */
     double *Sw;       /* H x K x K: covariance of q(w | s = h) */
-    double *logdetSw; /* H */
-    double *trSSw;    /* H: tr(S_h Sw_h) */
-    double *trSw;     /* H: tr(Sw_h) */
-    double *bb;       /* H: |mu_bh|^2 */
     double *Rmb;      /* H x K: R_h mu_bh */
     double *sw;       /* H x K: W_h q(s = h), the q(s)-weighted sums of the address means */
-    double *Nh;       /* H: sum_t q(s_t = h), the soft count of cluster h */
     double *zb;       /* H x T: mu_bh . z_t */
     double *Y;        /* HK x cg */
-    double *scratch;  /* 2 K^2 + K cg */
+    /* The per-cluster loops (address step, Gram update, write-back) and the
+     * per-frame loop of q(s) run on `team` when there is one; every item writes
+     * only its own cluster's or frames' outputs, and the sums over clusters and
+     * frames are taken afterwards in a fixed order, so the result does not depend
+     * on the team. Each thread has its own scratch. */
+    team_t *team;     /* NULL: all on the calling thread */
+    int nscr;         /* scratch sets: team_size(team) */
+    size_t scr_len;   /* doubles per scratch set (mixgroup_scratch) */
+    double *scr;      /* [nscr][scr_len] */
+    mixcluster *cl;   /* [H] */
+    double *fel;      /* 3 x frame chunks: log-likelihood, KL of q(w), KL of q(s) */
     /* Gram path (T <= cg): after an update R_h is kept implicitly as
      * Q_h^{-1} (P0R0_h + (Wt_h Z - sw_h mu_bh^T) / s2) and only the statistics
      * the next step needs are carried; mixgroup_finish writes R_h back. Every
@@ -40,19 +61,16 @@ typedef struct {
     int prior_mean;   /* some P0R0_h != 0 */
     int shift_mean;   /* some mu_b0_h != 0 */
     int gram_ready;   /* G and the prior products below are computed */
+    int addressed;    /* the last Gram update also ran the address step's per-cluster part */
     double *G;        /* T x T: Z Z^T */
     double *SR;       /* H x K x K: R_h R_h^T */
     double *LQ;       /* H x K x K: Cholesky factor of Q_h from the last update */
-    double *logdetQ;  /* H */
     double *Wtc;      /* HK x T: Wt of the last update */
     double *swc;      /* H x K: sw of the last update */
-    double *AR;       /* H: <P0R0_h, R_h> */
-    double *AR0;      /* H: <P0R0_h, R0_h> */
     double *AZ;       /* HK x T: P0R0_h Z^T (when prior_mean) */
     double *AAt;      /* H x K x K: P0R0_h P0R0_h^T (when prior_mean) */
     double *zmu0;     /* H x T: Z mu_b0_h (when shift_mean) */
     double *GT;       /* HK x T: Wt G */
-    double *gs;       /* 6 K^2 + 4 K scratch of the Gram update */
     /* From the second Gram update on, the shifts are implicit too:
      *   mu_bh = beta_h e_h + alpha_h mu_b0h + Z^T x_h + P0R0_h^T y_h,
      * e_h being the explicit mu_bh stored in the memory when this began, and
@@ -61,14 +79,11 @@ typedef struct {
     int b_implicit;   /* mem's mu_b of this group is stale: use the fields below */
     double *bx;       /* H x T: x_h */
     double *by;       /* H x K: y_h (when prior_mean) */
-    double *bcoef;    /* 2H: beta_h, alpha_h */
     double *bZe;      /* H x T: Z e_h */
     double *bAe;      /* H x K: P0R0_h e_h (when prior_mean) */
     double *bAm0;     /* H x K: P0R0_h mu_b0h (when prior_mean) */
-    double *bdots;    /* 3H: |e_h|^2, e_h . mu_b0h, |mu_b0h|^2 */
     double *bgx;      /* H x T: G x_h */
     double *bAmb;     /* H x K: P0R0_h mu_bh */
-    double *bm0;      /* H: mu_bh . mu_b0h */
 } mixgroup_work;
 
 /* Allocate the workspace of group g for the codes. VBM_ENOMEM on failure. */
@@ -90,6 +105,9 @@ vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work 
 /* Choose the update path: mode 0 automatic (Gram when T <= cg), 1 direct,
  * 2 Gram (falls back to direct when T > 4096). Call before the first update. */
 void mixgroup_set_solver(mixgroup_work *w, int mode);
+/* Run the group's loops on team (NULL: the calling thread), with a scratch set
+ * per thread. VBM_ENOMEM on failure (the workspace is then unchanged). */
+vbm_status mixgroup_set_team(mixgroup_work *w, team_t *team, vbm_error *err);
 /* Write back R_h of the group if the Gram path left it implicit. Never fails. */
 void mixgroup_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w);
 /* Copy q(y) of the group into the public layout (arrays already allocated). */

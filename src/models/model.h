@@ -8,6 +8,7 @@
 
 #define VBM_PI 3.14159265358979323846
 #include "numerics/rng.h"
+#include "numerics/team.h"
 
 /* The prior of one VB run, one block per (group, cluster) gh = g*H + h, with
  * the factorizations the updates need. Built from the base prior (write,
@@ -95,6 +96,10 @@ typedef struct {
     /* Optional: write back any posterior parameter the updates kept implicit;
      * called once after the last iteration of a fit. Never fails. */
     void (*finish)(vbm_memory *mem, const prior_t *prior, void *work);
+    /* Optional (NULL when the model runs on the calling thread only): split the
+     * work of later steps over team's threads, called right after work_new when
+     * the fit has a team. The result must not depend on the team. VBM_ENOMEM. */
+    vbm_status (*set_team)(void *work, team_t *team, vbm_error *err);
 } model_ops;
 
 extern const model_ops gaussian_ops;

@@ -117,5 +117,15 @@ static void t_finish(vbm_memory *mem, const prior_t *prior, void *work) {
     for (int g = 0; g < w->G; g++) mixgroup_finish(mem, prior, &w->groups[g]);
 }
 
+static vbm_status t_set_team(void *work, team_t *team, vbm_error *err) {
+    tree_work *w = work;
+    for (int g = 0; g < w->G; g++) {
+        vbm_status st = mixgroup_set_team(&w->groups[g], team, err);
+        if (st) return st;
+    }
+    return VBM_OK;
+}
+
 const model_ops tree_ops = {t_work_new,  t_work_free, t_init,   t_address,    t_update,
-                            t_addresses, t_read_draw, t_sample, t_set_solver, t_finish};
+                            t_addresses, t_read_draw, t_sample, t_set_solver, t_finish,
+                            t_set_team};

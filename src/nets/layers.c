@@ -3,19 +3,16 @@
  * the team's threads; elsewhere by im2col + cblas_sgemm), group norm, activations, crop, layout
  * changes, and the executor that runs a parsed layer list over a batch in a caller-provided
  * workspace. */
-#define _GNU_SOURCE /* sched_getcpu and thread affinity (Linux), see team_start */
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "nets/nets_internal.h"
+#include "numerics/team.h"
 
 /* im2col works on chunks of whole images: enough images for about COL_COLS GEMM
  * columns, as long as the column matrix (and, for transposed convolutions, the GEMM
@@ -181,220 +178,16 @@ static size_t col_need(const nets_seq *s, long n) {
 
 /* ---- a team of threads ----
  *
- * In the engine the team runs everything, the GEMMs included. Otherwise the GEMMs run on
- * the BLAS library's threads, and everything else (im2col, bias and activations, group
- * norm, layout changes) is memory-bound work that would leave all but one core idle. Each
- * nets_seq_run call starts a team of helper threads that splits these loops with it, and
- * joins them before returning. No state is shared between calls.
- *
- * A call hands the team dozens of loops, each a fraction of a millisecond. Waking a
- * sleeping helper for each (a futex wake, and on a virtual machine the wake of a halted
- * virtual CPU) cost as much as the loops, so an idle helper spins on the job sequence
- * number for up to NETS_SPIN_NS before it sleeps on the condition variable. And a helper
- * may start late or get less of a CPU than the caller (on a shared or virtual machine, or
- * while the kernel still keeps it on the caller's CPU), so a loop is not split in equal
- * shares: the threads take chunks of it from a shared counter until none is left, and the
- * caller waits only for chunks that were taken, never for a helper to arrive. */
+ * In the engine the team (numerics/team.h) runs everything, the GEMMs included. Otherwise
+ * the GEMMs run on the BLAS library's threads, and everything else (im2col, bias and
+ * activations, group norm, layout changes) is memory-bound work that would leave all but
+ * one core idle. Each nets_seq_run call starts a team of helper threads that splits these
+ * loops with it, and joins them before returning. No state is shared between calls. */
 
-#define NETS_SPIN_NS 2000000L /* how long an idle helper spins before it sleeps */
-#define NETS_CHUNKS 8         /* chunks per thread of a loop */
-
-/* fn(ctx, begin, end, worker) runs items [begin, end) of a loop on thread `worker`
- * (0 is the caller). */
-typedef void (*par_fn)(const void *ctx, long begin, long end, int worker);
-
-/* The job fields are published like a sequence lock: the caller makes seq odd, writes
- * them, and makes seq even again; a helper copies them between two equal even reads of
- * seq. next holds the job (seq / 2, low 32 bits) in its high half and the next item to
- * take in its low half, so a helper holding an old job's copy can take no item of a
- * newer job. done counts the finished items of the current job. */
-typedef struct nets_team {
-    int n; /* threads, the caller included */
-    pthread_t th[NETS_MAX_THREADS];
-    pthread_mutex_t mu; /* guards sleepers and the sleeping helpers' wake-up */
-    pthread_cond_t go;
-    int sleepers;
-    _Atomic unsigned long seq;
-    _Atomic(par_fn) fn;
-    _Atomic(const void *) ctx;
-    _Atomic long items, chunk;
-    _Atomic unsigned long long next;
-    _Atomic long done;
-    _Atomic int quit;
-} nets_team;
-
-typedef struct {
-    nets_team *t;
-    int i;
-} team_arg;
-
-/* A short pause inside a spin loop. */
-static inline void spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
-static long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
-/* Take chunks of job `job` (fields fn, ctx, items, chunk) until none is left or the
- * team has moved on to a newer job. */
-static void team_take(nets_team *t, unsigned long job, par_fn fn, const void *ctx, long items, long chunk,
-                      int worker) {
-    unsigned long long tag = (unsigned long long)(job & 0xffffffffUL) << 32;
-    unsigned long long v = atomic_load_explicit(&t->next, memory_order_acquire);
-    for (;;) {
-        if ((v & 0xffffffff00000000ULL) != tag) return;
-        long b = (long)(v & 0xffffffffULL);
-        if (b >= items) return;
-        long e = items - b < chunk ? items : b + chunk;
-        if (!atomic_compare_exchange_weak_explicit(&t->next, &v, tag | (unsigned long long)e, memory_order_acq_rel,
-                                                   memory_order_acquire))
-            continue; /* v now holds the current value */
-        fn(ctx, b, e, worker);
-        atomic_fetch_add_explicit(&t->done, e - b, memory_order_release);
-        v = atomic_load_explicit(&t->next, memory_order_acquire);
-    }
-}
-
-/* Wait until seq is even and differs from seen, or the team quits: spin, then sleep.
- * Returns the seq seen last. */
-static unsigned long team_wait(nets_team *t, unsigned long seen) {
-    long t0 = 0;
-    for (long spins = 0;; spins++) {
-        unsigned long q = atomic_load_explicit(&t->seq, memory_order_acquire);
-        if ((q != seen && !(q & 1)) || atomic_load_explicit(&t->quit, memory_order_acquire)) return q;
-        spin_pause();
-        if ((spins & 15) == 15) sched_yield(); /* the caller may share this CPU */
-        if ((spins & 255) == 255) {
-            long now = now_ns();
-            if (t0 == 0)
-                t0 = now;
-            else if (now - t0 > NETS_SPIN_NS)
-                break;
-        }
-    }
-    pthread_mutex_lock(&t->mu);
-    t->sleepers++;
-    while (atomic_load(&t->seq) == seen && !atomic_load(&t->quit)) pthread_cond_wait(&t->go, &t->mu);
-    t->sleepers--;
-    pthread_mutex_unlock(&t->mu);
-    return seen; /* the caller looks again (seq may be odd now) */
-}
-
-static void *team_main(void *arg) {
-    nets_team *t = ((team_arg *)arg)->t;
-    int i = ((team_arg *)arg)->i;
-    unsigned long seen = 0;
-    for (;;) {
-        unsigned long q = team_wait(t, seen);
-        if (atomic_load_explicit(&t->quit, memory_order_acquire)) return NULL;
-        if (q == seen || (q & 1)) continue;
-        par_fn fn = atomic_load_explicit(&t->fn, memory_order_relaxed);
-        const void *ctx = atomic_load_explicit(&t->ctx, memory_order_relaxed);
-        long items = atomic_load_explicit(&t->items, memory_order_relaxed);
-        long chunk = atomic_load_explicit(&t->chunk, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&t->seq, memory_order_relaxed) != q) continue; /* changed meanwhile: look again */
-        seen = q;
-        team_take(t, q / 2, fn, ctx, items, chunk, i);
-    }
-}
-
-/* Start up to want - 1 helpers (fewer if thread creation fails: the work then runs
- * on fewer threads, never fails). args must outlive the team. On Linux the helpers may
- * run on any CPU of the caller's set but the one the caller runs on now: left to
- * itself the kernel was seen starting every helper on the caller's CPU and moving it
- * only milliseconds later, so that a call after a pause ran on one CPU. */
-static void team_start(nets_team *t, int want, team_arg *args) {
-    memset(t, 0, sizeof *t);
-    t->n = 1;
-    if (want > NETS_MAX_THREADS) want = NETS_MAX_THREADS;
-    if (want <= 1) return;
-    atomic_init(&t->seq, 0);
-    atomic_init(&t->fn, NULL);
-    atomic_init(&t->ctx, NULL);
-    atomic_init(&t->items, 0);
-    atomic_init(&t->chunk, 1);
-    atomic_init(&t->next, 0);
-    atomic_init(&t->done, 0);
-    atomic_init(&t->quit, 0);
-    pthread_mutex_init(&t->mu, NULL);
-    pthread_cond_init(&t->go, NULL);
-    pthread_attr_t attr, *pa = NULL;
-#ifdef __linux__
-    cpu_set_t others;
-    int cpu = sched_getcpu();
-    if (cpu >= 0 && cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof others, &others) == 0) {
-        CPU_CLR(cpu, &others);
-        if (CPU_COUNT(&others) > 0 && pthread_attr_init(&attr) == 0) {
-            pa = &attr;
-            if (pthread_attr_setaffinity_np(&attr, sizeof others, &others) != 0) {
-                pthread_attr_destroy(&attr);
-                pa = NULL;
-            }
-        }
-    }
-#endif
-    for (int i = 1; i < want; i++) {
-        args[i] = (team_arg){t, i};
-        if (pthread_create(&t->th[i], pa, team_main, &args[i]) != 0) break;
-        t->n = i + 1;
-    }
-    if (pa) pthread_attr_destroy(pa);
-    if (t->n == 1) {
-        pthread_mutex_destroy(&t->mu);
-        pthread_cond_destroy(&t->go);
-    }
-}
-
-/* Wake the helpers that sleep (those that spin see the new job themselves). */
-static void team_wake(nets_team *t) {
-    pthread_mutex_lock(&t->mu);
-    if (t->sleepers > 0) pthread_cond_broadcast(&t->go);
-    pthread_mutex_unlock(&t->mu);
-}
-
-static void team_stop(nets_team *t) {
-    if (t->n <= 1) return;
-    atomic_store_explicit(&t->quit, 1, memory_order_release);
-    team_wake(t);
-    for (int i = 1; i < t->n; i++) pthread_join(t->th[i], NULL);
-    pthread_mutex_destroy(&t->mu);
-    pthread_cond_destroy(&t->go);
-}
-
-/* fn over [0, items) on the team, in chunks taken by whichever thread is free; inline
- * when the work (about `work` floats touched) is too small to pay for handing it to the
- * helpers. */
-static void par_for(nets_team *t, long items, long work, par_fn fn, const void *ctx) {
-    if (items <= 0) return;
-    if (t->n <= 1 || items < 2 || work < 16384 || items > 0x7fffffffL) {
-        fn(ctx, 0, items, 0);
-        return;
-    }
-    long chunk = items / ((long)t->n * NETS_CHUNKS);
-    if (chunk < 1) chunk = 1;
-    unsigned long q = atomic_load_explicit(&t->seq, memory_order_relaxed) + 2; /* this job's seq */
-    atomic_store_explicit(&t->seq, q - 1, memory_order_relaxed);                /* odd: fields change */
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&t->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&t->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&t->items, items, memory_order_relaxed);
-    atomic_store_explicit(&t->chunk, chunk, memory_order_relaxed);
-    atomic_store_explicit(&t->done, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->next, (unsigned long long)((q / 2) & 0xffffffffUL) << 32, memory_order_release);
-    atomic_store_explicit(&t->seq, q, memory_order_release);
-    team_wake(t);
-    team_take(t, q / 2, fn, ctx, items, chunk, 0);
-    for (long spins = 1; atomic_load_explicit(&t->done, memory_order_acquire) < items; spins++) {
-        spin_pause();
-        if (spins % 16 == 0) sched_yield(); /* a helper may have lost its CPU */
-    }
+/* fn over [0, items) on the team; inline when the work (about `work` floats touched) is
+ * too small to pay for handing it to the helpers. */
+static void par_for(team_t *t, long items, long work, team_fn fn, const void *ctx) {
+    team_for(t, items, 0, work, fn, ctx);
 }
 
 /* ---- elementwise and layout, as ranges ---- */
@@ -420,7 +213,7 @@ static void ew_run(const void *c, long b, long e, int worker) {
 }
 
 /* y = act(y + x) (x may be NULL; x == y doubles). */
-static void ew(nets_team *t, float *y, const float *x, long len, nets_act act) {
+static void ew(team_t *t, float *y, const float *x, long len, nets_act act) {
     if (!x && act == ACT_NONE) return;
     ew_job j = {y, x, len, act};
     par_for(t, (len + NETS_EW_BLOCK - 1) / NETS_EW_BLOCK, len, ew_run, &j);
@@ -440,7 +233,7 @@ static void bias_run(const void *c, long b, long e, int worker) {
     for (long r = b; r < e; r++) act_bias(j->y + r * j->ld, j->len, j->bias[r], j->act);
 }
 
-static void bias_rows(nets_team *t, float *y, long rows, long len, long ld, const float *bias, nets_act act) {
+static void bias_rows(team_t *t, float *y, long rows, long len, long ld, const float *bias, nets_act act) {
     bias_job j = {y, len, ld, bias, act};
     par_for(t, rows, rows * len, bias_run, &j);
 }
@@ -468,12 +261,12 @@ static void from_cnhw_run(const void *v, long b, long e, int worker) {
             memcpy(j->out + (i * j->c + k) * j->hw, j->in + (k * j->n + i) * j->hw, sizeof(float) * j->hw);
 }
 
-static void to_cnhw(nets_team *t, const float *in, float *out, long n, long c, long hw) {
+static void to_cnhw(team_t *t, const float *in, float *out, long n, long c, long hw) {
     layout_job j = {in, out, n, c, hw};
     par_for(t, c, n * c * hw, to_cnhw_run, &j);
 }
 
-static void from_cnhw(nets_team *t, const float *in, float *out, long n, long c, long hw) {
+static void from_cnhw(team_t *t, const float *in, float *out, long n, long c, long hw) {
     layout_job j = {in, out, n, c, hw};
     par_for(t, c, n * c * hw, from_cnhw_run, &j);
 }
@@ -1101,7 +894,7 @@ static int eng_direct_rows(const eng_job *g) {
 
 /* Run a job over the team, its panels the items (each thread packs into its own panel
  * buffer). */
-static void eng_go(nets_team *t, eng_job *g) {
+static void eng_go(team_t *t, eng_job *g) {
     long N = g->n * g->ny * g->nx, P = (N + NETS_PANEL - 1) / NETS_PANEL;
     if (g->rw == 0) g->rw = g->W;
     g->rows = eng_direct_rows(g);
@@ -1143,7 +936,7 @@ static NETS_AVX512 void dil_run(const void *v, long b, long e, int worker) {
 /* Split each of the `rows` rows of W floats of in into its even columns followed by its
  * odd ones, rows of 2 * ((W + 1) / 2) floats in out: a stride-2 convolution's column taps
  * become contiguous, so that it runs in direct mode. */
-static void eng_deinterleave(nets_team *t, const float *in, float *out, long rows, int W) {
+static void eng_deinterleave(team_t *t, const float *in, float *out, long rows, int W) {
     dil_job j = {in, out, W, (W + 1) / 2};
     par_for(t, rows, rows * W, dil_run, &j);
 }
@@ -1155,11 +948,11 @@ static int eng_direct_rows(const eng_job *g) {
     return 0;
 }
 
-static void eng_deinterleave(nets_team *t, const float *in, float *out, long rows, int W) {
+static void eng_deinterleave(team_t *t, const float *in, float *out, long rows, int W) {
     (void)t, (void)in, (void)out, (void)rows, (void)W;
 }
 
-static void eng_go(nets_team *t, eng_job *g) {
+static void eng_go(team_t *t, eng_job *g) {
     (void)t;
     (void)g;
 }
@@ -1197,7 +990,7 @@ static long eng_need(const nets_layer *L, long n) {
 }
 
 /* conv2d in the engine; add (NULL or like out) is added before act. */
-static void eng_conv2d(nets_team *t, const nets_layer *L, long n, const float *in, float *out, const float *add,
+static void eng_conv2d(team_t *t, const nets_layer *L, long n, const float *in, float *out, const float *add,
                        float *slots, nets_act act) {
     eng_job g;
     memset(&g, 0, sizeof g);
@@ -1251,7 +1044,7 @@ static void eng_conv2d(nets_team *t, const nets_layer *L, long n, const float *i
 
 /* conv_transpose2d in the engine, phase by phase (see convt_phase_of); L may describe a
  * cropped output (out and pad_t/pad_l moved by the crop). */
-static void eng_convt(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *slots,
+static void eng_convt(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *slots,
                       nets_act act) {
     int s = L->stride;
     const float *wp = L->wp;
@@ -1298,7 +1091,7 @@ static void eng_convt(nets_team *t, const nets_layer *L, long n, const float *in
 
 /* dense in the engine: out[i][m] = act(b[m] + sum_k w[m][k] in[i][k]); the batch is the
  * column grid (one image, one row of n columns, source stride cin). */
-static void eng_dense(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *slots,
+static void eng_dense(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *slots,
                       nets_act act) {
     eng_job g;
     memset(&g, 0, sizeof g);
@@ -1400,7 +1193,7 @@ static void im2col_run(const void *v, long rb, long re, int worker) {
     }
 }
 
-static void conv2d(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *col,
+static void conv2d(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *col,
                    nets_act act) {
     if (eng_available()) {
         eng_conv2d(t, L, n, in, out, NULL, col, act);
@@ -1497,7 +1290,7 @@ static void phase_store_run(const void *v, long cb, long ce, int worker) {
     }
 }
 
-static void conv_transpose2d(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *col,
+static void conv_transpose2d(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *col,
                              nets_act act) {
     if (eng_available()) {
         eng_convt(t, L, n, in, out, col, act);
@@ -1533,7 +1326,7 @@ static void conv_transpose2d(nets_team *t, const nets_layer *L, long n, const fl
         }
 }
 
-static void dense(nets_team *t, const nets_layer *L, long n, const float *in, float *out, float *col, nets_act act) {
+static void dense(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *col, nets_act act) {
     if (eng_available()) {
         eng_dense(t, L, n, in, out, col, act);
         return;
@@ -1618,7 +1411,7 @@ static void gn_run(const void *v, long b, long e, int worker) {
     }
 }
 
-static void group_norm(nets_team *t, const nets_layer *L, long n, const float *in, float *out, nets_act act) {
+static void group_norm(team_t *t, const nets_layer *L, long n, const float *in, float *out, nets_act act) {
     gn_job j = {L, n, in, out, act};
     par_for(t, n * L->groups, n * nets_shape_size(L->in), gn_run, &j);
 }
@@ -1643,7 +1436,7 @@ static void crop_run(const void *v, long b, long e, int worker) {
     }
 }
 
-static void center_crop(nets_team *t, const nets_layer *L, long n, const float *in, float *out, nets_act act) {
+static void center_crop(team_t *t, const nets_layer *L, long n, const float *in, float *out, nets_act act) {
     crop_job j = {L, in, out, act};
     par_for(t, (long)L->in.c * n, n * nets_shape_size(L->out), crop_run, &j);
 }
@@ -1659,7 +1452,7 @@ typedef struct {
     int nbuf;
     float *col;
     long n;
-    nets_team *team;
+    team_t *team;
 } exec_t;
 
 static int free_buf(const exec_t *e, int cur, unsigned prot) {
@@ -1685,7 +1478,7 @@ static nets_act act_of(const nets_layer *L) {
  * returns the buffer that holds the result. */
 static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot) {
     long n = e->n;
-    nets_team *t = e->team;
+    team_t *t = e->team;
     for (int i = 0; i < s->n; i++) {
         const nets_layer *L = &s->layers[i];
         if (crop_is_identity(L)) continue;
@@ -1815,27 +1608,26 @@ int nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *
         threads = openblas_get_num_threads();
         if ((double)n * s->work < 4e6) threads = 1;
     }
-    nets_team team;
-    team_arg args[NETS_MAX_THREADS];
-    team_start(&team, threads, args);
+    if (threads > NETS_MAX_THREADS) threads = NETS_MAX_THREADS;
+    team_t *team = team_new(threads); /* NULL (out of memory): everything runs on this thread */
     exec_t e;
     memset(&e, 0, sizeof e);
     e.n = n;
-    e.team = &team;
+    e.team = team;
     e.nbuf = s->depth + 2;
     for (int i = 0; i < e.nbuf; i++) e.buf[i] = ws + (size_t)i * batch_act(s, n);
     e.col = ws + (size_t)e.nbuf * batch_act(s, n);
     long isz = nets_shape_size(s->in), osz = nets_shape_size(s->out);
     if (s->in.rank == 3)
-        to_cnhw(&team, in, e.buf[0], n, s->in.c, (long)s->in.h * s->in.w);
+        to_cnhw(team, in, e.buf[0], n, s->in.c, (long)s->in.h * s->in.w);
     else
         memcpy(e.buf[0], in, sizeof(float) * n * isz);
     int r = run_seq(&e, s, 0, 0);
     if (s->out.rank == 3)
-        from_cnhw(&team, e.buf[r], out, n, s->out.c, (long)s->out.h * s->out.w);
+        from_cnhw(team, e.buf[r], out, n, s->out.c, (long)s->out.h * s->out.w);
     else
         memcpy(out, e.buf[r], sizeof(float) * n * osz);
-    team_stop(&team);
+    team_free(team);
     free(own);
     return 0;
 }

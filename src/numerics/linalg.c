@@ -5,6 +5,8 @@
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Products with at most this many multiply-adds run as plain loops (below):
@@ -12,6 +14,9 @@
  * about 2,300 multiply-adds) cost OpenBLAS more in dispatch and packing than
  * in arithmetic. */
 #define LA_GEMM_SMALL 8192
+/* Untransposed products with at most this many rows of A run in gemm_nn_short
+ * at any size. */
+#define LA_NN_ROWS 8
 
 /* Dot product with four partial sums, so that the compiler can keep four
  * independent multiply-add chains in flight. */
@@ -57,12 +62,153 @@ LA_HOT static void gemm_small(int ta, int tb, int m, int n, int k, double alpha,
     }
 }
 
+/* Four and eight doubles (GCC vector extensions: an AVX-512 register, two AVX
+ * registers or four SSE2 ones, as the function's target allows), and the same
+ * types for loads and stores at any double-aligned address. */
+typedef double la_v4 __attribute__((vector_size(32)));
+typedef double la_v4u __attribute__((vector_size(32), aligned(8)));
+typedef double la_v8 __attribute__((vector_size(64)));
+typedef double la_v8u __attribute__((vector_size(64), aligned(8)));
+
+/* C[0, R) x [j, j + 4V) = alpha A B + beta C for R <= 4 rows of A (m x k) and
+ * B (k x n), both untransposed. The tile is held in R V vector accumulators
+ * over the whole sum, so C is read and written once. Inlined with constant R
+ * and V, so that the accumulators are registers. Each element is summed over p
+ * in order, one multiply and one add per term, so every tile shape (and
+ * gemm_nn_tile8) gives the same bits. */
+static inline __attribute__((always_inline)) void gemm_nn_tile4(int R, int V, int j, int k, double alpha,
+                                                                const double *A, int lda, const double *B,
+                                                                int ldb, double beta, double *C, int ldc) {
+    la_v4 acc[4][8];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) acc[r][v] = (la_v4){0.0};
+    const double *b = B + j;
+    for (int p = 0; p < k; p++, b += ldb) {
+        la_v4 bv[8];
+        for (int v = 0; v < V; v++) bv[v] = *(const la_v4u *)(b + 4 * v);
+        for (int r = 0; r < R; r++) {
+            double a = A[(size_t)r * lda + p];
+            for (int v = 0; v < V; v++) acc[r][v] += a * bv[v];
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        la_v4u *c = (la_v4u *)(C + (size_t)r * ldc + j);
+        for (int v = 0; v < V; v++) c[v] = beta == 0.0 ? alpha * acc[r][v] : alpha * acc[r][v] + beta * c[v];
+    }
+}
+
+/* The same with vectors of 8 doubles, for AVX-512 (8V columns). */
+static inline __attribute__((always_inline)) void gemm_nn_tile8(int R, int V, int j, int k, double alpha,
+                                                                const double *A, int lda, const double *B,
+                                                                int ldb, double beta, double *C, int ldc) {
+    la_v8 acc[4][8];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) acc[r][v] = (la_v8){0.0};
+    const double *b = B + j;
+    for (int p = 0; p < k; p++, b += ldb) {
+        la_v8 bv[8];
+        for (int v = 0; v < V; v++) bv[v] = *(const la_v8u *)(b + 8 * v);
+        for (int r = 0; r < R; r++) {
+            double a = A[(size_t)r * lda + p];
+            for (int v = 0; v < V; v++) acc[r][v] += a * bv[v];
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        la_v8u *c = (la_v8u *)(C + (size_t)r * ldc + j);
+        for (int v = 0; v < V; v++) c[v] = beta == 0.0 ? alpha * acc[r][v] : alpha * acc[r][v] + beta * c[v];
+    }
+}
+
+/* C rows [0, R) = alpha A B + beta C: tiles of V vectors of 8 (wide) or 4
+ * doubles (R V accumulators: enough independent sums in flight), then of one
+ * vector, then single columns. */
+static inline __attribute__((always_inline)) void gemm_nn_rows(int wide, int R, int V, int n, int k, double alpha,
+                                                               const double *A, int lda, const double *B,
+                                                               int ldb, double beta, double *C, int ldc) {
+    int j = 0, w = wide ? 8 : 4;
+    for (; j + w * V <= n; j += w * V)
+        if (wide)
+            gemm_nn_tile8(R, V, j, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        else
+            gemm_nn_tile4(R, V, j, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    for (; j + w <= n; j += w)
+        if (wide)
+            gemm_nn_tile8(R, 1, j, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        else
+            gemm_nn_tile4(R, 1, j, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    for (; j < n; j++)
+        for (int r = 0; r < R; r++) {
+            double s = 0.0;
+            for (int p = 0; p < k; p++) s += A[(size_t)r * lda + p] * B[(size_t)p * ldb + j];
+            double *c = C + (size_t)r * ldc + j;
+            *c = beta == 0.0 ? alpha * s : alpha * s + beta * *c;
+        }
+}
+
+/* C = alpha A B + beta C for short A (m <= LA_NN_ROWS rows), untransposed: the
+ * shape of the memory models' per-cluster products (K x T times T x T, K x T
+ * times T x cg, one row of shifts times the codes), for which OpenBLAS spends
+ * more on packing B than on the arithmetic. Four rows at a time, then the
+ * rest; wide: vectors of 8 doubles (AVX-512), else of 4. */
+static inline __attribute__((always_inline)) void gemm_nn_short(int wide, int m, int n, int k, double alpha,
+                                                                const double *A, int lda, const double *B,
+                                                                int ldb, double beta, double *C, int ldc) {
+    int i = 0;
+    for (; i + 4 <= m; i += 4)
+        gemm_nn_rows(wide, 4, 2, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta, C + (size_t)i * ldc, ldc);
+    if (m - i == 3)
+        gemm_nn_rows(wide, 3, 2, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta, C + (size_t)i * ldc, ldc);
+    else if (m - i == 2)
+        gemm_nn_rows(wide, 2, 4, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta, C + (size_t)i * ldc, ldc);
+    else if (m - i == 1)
+        gemm_nn_rows(wide, 1, 8, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta, C + (size_t)i * ldc, ldc);
+}
+
+LA_HOT static void gemm_nn_short_any(int m, int n, int k, double alpha, const double *A, int lda, const double *B,
+                                     int ldb, double beta, double *C, int ldc) {
+    gemm_nn_short(0, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+#ifdef LA_AVX512
+__attribute__((target("avx512f"))) static void gemm_nn_short_avx512(int m, int n, int k, double alpha,
+                                                                   const double *A, int lda, const double *B,
+                                                                   int ldb, double beta, double *C, int ldc) {
+    gemm_nn_short(1, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static int la_avx512_flag;
+static pthread_once_t la_avx512_once = PTHREAD_ONCE_INIT;
+
+static void la_avx512_probe(void) {
+    const char *off = getenv("VBMEM_LA_NO_AVX512");
+    __builtin_cpu_init();
+    la_avx512_flag = __builtin_cpu_supports("avx512f") && !(off && *off && strcmp(off, "0") != 0);
+}
+
+int la_avx512(void) {
+    pthread_once(&la_avx512_once, la_avx512_probe);
+    return la_avx512_flag;
+}
+#else
+int la_avx512(void) { return 0; }
+#endif
+
 void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
              const double *B, int ldb, double beta, double *C, int ldc) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) C[(size_t)i * ldc + j] *= beta;
+        return;
+    }
+    if (!ta && !tb && m <= LA_NN_ROWS) {
+#ifdef LA_AVX512
+        if (la_avx512()) {
+            gemm_nn_short_avx512(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+            return;
+        }
+#endif
+        gemm_nn_short_any(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     if ((long)m * n * k <= LA_GEMM_SMALL) {
@@ -148,7 +294,31 @@ LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
             for (int i = 0; i < n; i++) B[(size_t)i * ldb] = y[i];
             return 0;
         }
-        /* forward then back substitution, each row a contiguous sweep over the rhs */
+        /* Row by row, 4 right-hand sides at a time: row i of the solution is
+         * its right-hand side minus a combination of the rows already solved,
+         * which are read, not updated, so each row of B is written once per
+         * substitution and the 4-column blocks are independent chains. */
+        int j0 = nrhs >= 16 ? nrhs & ~3 : 0; /* a few columns: the sweeps below are faster */
+        for (int i = 0; i < n; i++) {
+            double *bi = B + (size_t)i * ldb;
+            for (int j = 0; j < j0; j += 4) {
+                la_v4 v = *(const la_v4u *)(bi + j);
+                for (int k = 0; k < i; k++) v -= L[(size_t)i * n + k] * *(const la_v4u *)(B + (size_t)k * ldb + j);
+                *(la_v4u *)(bi + j) = v * inv[i];
+            }
+        }
+        for (int i = n - 1; i >= 0; i--) {
+            double *bi = B + (size_t)i * ldb;
+            for (int j = 0; j < j0; j += 4) {
+                la_v4 v = *(const la_v4u *)(bi + j);
+                for (int k = i + 1; k < n; k++) v -= L[(size_t)k * n + i] * *(const la_v4u *)(B + (size_t)k * ldb + j);
+                *(la_v4u *)(bi + j) = v * inv[i];
+            }
+        }
+        if (j0 == nrhs) return 0;
+        B += j0;
+        nrhs -= j0;
+        /* the last columns: forward then back substitution, each row a contiguous sweep */
         for (int i = 0; i < n; i++) {
             double *bi = B + (size_t)i * ldb;
             for (int k = 0; k < i; k++) {

@@ -13,9 +13,15 @@
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
     !defined(__SANITIZE_THREAD__) /* ThreadSanitizer crashes in the loader's ifunc resolvers */
 #define LA_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define LA_AVX512 /* linalg.c has AVX-512F variants of some kernels, see la_avx512 */
 #else
 #define LA_HOT
 #endif
+
+/* 1 when the kernels of this file run their AVX-512F variants: the CPU has
+ * AVX-512F and VBMEM_LA_NO_AVX512 is unset, empty or "0" (read once per
+ * process). The variants give the same bits as the others. */
+int la_avx512(void);
 
 /* C = alpha * op(A) op(B) + beta * C, row-major; ta/tb non-zero transpose.
  * op(A) is m x k, op(B) is k x n, C is m x n. Never fails. */
