@@ -70,6 +70,7 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->zb);
     free(w->Y);
     free(w->scr);
+    free(w->Zt);
     free(w->cl);
     free(w->fel);
     free(w->G);
@@ -216,21 +217,6 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     return VBM_OK;
 }
 
-/* |x - y|^2 with four partial sums (four independent add chains). */
-LA_HOT static double sqdist(int n, const double *x, const double *y) {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        double d0 = x[i] - y[i], d1 = x[i + 1] - y[i + 1], d2 = x[i + 2] - y[i + 2], d3 = x[i + 3] - y[i + 3];
-        s0 += d0 * d0;
-        s1 += d1 * d1;
-        s2 += d2 * d2;
-        s3 += d3 * d3;
-    }
-    for (; i < n; i++) s0 += (x[i] - y[i]) * (x[i] - y[i]);
-    return (s0 + s1) + (s2 + s3);
-}
-
 vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm_codes *codes,
                          vbm_init init, rng_t *rng, vbm_error *err) {
     int H = mem->cfg.clusters, K = mem->cfg.rows, cg = mem->cg, C = codes->C;
@@ -264,7 +250,7 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
         const double *zc = Z + (size_t)pick * C;
         memcpy(BLK_B(mem, g * H + h), zc, sizeof(double) * cg);
         for (long t = 0; t < T; t++) {
-            double d = sqdist(cg, Z + (size_t)t * C, zc);
+            double d = la_sqdist(cg, Z + (size_t)t * C, zc);
             if (h == 0 || d < d2[t]) d2[t] = d;
         }
     }
@@ -318,8 +304,11 @@ LA_HOT static int address_cluster(const vbm_memory *mem, const prior_t *prior, m
             w->Rmb[h * K + k] = v;
         }
     /* B_h = R_h (Z - mu_bh)^T and W_h = Sigma_w,h B_h / s2. */
-    double *Wh = w->W + (size_t)h * K * T, *Bh = Bbuf + (size_t)h * K * T;
-    const double *Ph = w->P + (size_t)h * K * T;
+    double *Wh = w->W + (size_t)h * K * T, *Bh = Bbuf + (size_t)h * K * T, *Ph = w->P + (size_t)h * K * T;
+    if (!implicit && w->Zt) { /* P_h = R_h Z^T and mu_bh . z_t here (see mixgroup_address) */
+        la_gemm(0, 0, K, (int)T, cg, 1.0, R, cg, w->Zt, (int)T, 0.0, Ph, (int)T);
+        if (shift) la_gemm(0, 0, 1, (int)T, cg, 1.0, mb, cg, w->Zt, (int)T, 0.0, w->zb + (size_t)h * T, (int)T);
+    }
     for (int k = 0; k < K; k++) {
         double rmb = w->Rmb[h * K + k];
         const double *pk = Ph + (size_t)k * T;
@@ -444,16 +433,26 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
     long T = w->T;
     const double *Z = w->cs.mu + w->cs.goff;
-    /* P = [R_1; ...; R_H] Z^T and mu_bh . z_t: one GEMM each over all clusters
-     * (carried by the Gram update). */
-    if (!w->implicit) la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
-    if (mem->cfg.shift && !w->implicit)
-        la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->zb, (int)T);
+    /* P = [R_1; ...; R_H] Z^T and mu_bh . z_t (carried by the Gram update). On
+     * the Gram path (T <= cg) this is the first step only: each cluster's share
+     * is formed with the others of its loop, from Z^T (cg x T) formed here; on
+     * the direct path, by one GEMM each over all clusters. */
+    if (!w->implicit && w->gram && !w->Zt) {
+        w->Zt = vbm_calloc((size_t)cg * T, sizeof(double));
+        if (!w->Zt) return vbm_fail(err, VBM_ENOMEM, "out of memory for the codes' transpose (T=%ld)", T);
+        for (long t = 0; t < T; t++)
+            for (int c = 0; c < cg; c++) w->Zt[(size_t)c * T + t] = Z[(size_t)t * C + c];
+    }
+    if (!w->implicit && !w->Zt) {
+        la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
+        if (mem->cfg.shift) la_gemm(0, 1, H, (int)T, cg, 1.0, BLK_B(mem, g * H), cg, Z, C, 0.0, w->zb, (int)T);
+    }
     addr_job j = {mem, prior, w, elbo != NULL};
     if (w->addressed) /* the Gram update ran the per-cluster part with each cluster's update */
         w->addressed = 0;
     else
-        team_for(w->team, H, share(w, H), (long)H * (K * (K + 4) * T + CLUSTER_FIXED), address_run, &j);
+        team_for(w->team, H, share(w, H), (long)H * (K * (K + 4 + (w->implicit ? 0 : cg)) * T + CLUSTER_FIXED),
+                 address_run, &j);
     vbm_status st = cluster_status(w, err);
     if (st) return st;
     long chunks = (T + FRAME_CHUNK - 1) / FRAME_CHUNK;

@@ -63,6 +63,7 @@ typedef struct {
     int gram_ready;   /* G and the prior products below are computed */
     int addressed;    /* the last Gram update also ran the address step's per-cluster part */
     double *G;        /* T x T: Z Z^T */
+    double *Zt;       /* cg x T: Z^T, for the first address step's products (Gram path) */
     double *SR;       /* H x K x K: R_h R_h^T */
     double *LQ;       /* H x K x K: Cholesky factor of Q_h from the last update */
     double *Wtc;      /* HK x T: Wt of the last update */

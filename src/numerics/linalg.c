@@ -18,35 +18,90 @@
  * at any size. */
 #define LA_NN_ROWS 8
 
-/* Dot product with four partial sums, so that the compiler can keep four
- * independent multiply-add chains in flight. */
-LA_HOT static double dot4(int n, const double *restrict x, const double *restrict y) {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+/* Four and eight doubles (GCC vector extensions: an AVX-512 register, two AVX
+ * registers or four SSE2 ones, as the function's target allows), and the same
+ * types for loads and stores at any double-aligned address. */
+typedef double la_v4 __attribute__((vector_size(32)));
+typedef double la_v4u __attribute__((vector_size(32), aligned(8)));
+typedef double la_v8 __attribute__((vector_size(64)));
+typedef double la_v8u __attribute__((vector_size(64), aligned(8)));
+
+/* Dot products of rows, d[r][j] = A_r . B_j (k terms) for r < R <= 2 and
+ * j < J <= 4, each with four partial sums: lane l of its vector accumulator
+ * sums the terms p = l (mod 4) of the blocks of four, the last k mod 4 terms go
+ * to lane 0, and the lanes are added as (l0 + l1) + (l2 + l3). The R J sums
+ * are independent chains, and each row of A and B is loaded once per block.
+ * Inlined with constant R and J, so that the accumulators are registers. */
+static inline __attribute__((always_inline)) void dot_tile(int R, int J, int k, const double *A, int lda,
+                                                           const double *B, int ldb, double d[2][4]) {
+    la_v4 acc[2][4];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < J; j++) acc[r][j] = (la_v4){0.0};
     int p = 0;
-    for (; p + 4 <= n; p += 4) {
-        s0 += x[p] * y[p];
-        s1 += x[p + 1] * y[p + 1];
-        s2 += x[p + 2] * y[p + 2];
-        s3 += x[p + 3] * y[p + 3];
+    for (; p + 4 <= k; p += 4) {
+        la_v4 a[2];
+        for (int r = 0; r < R; r++) a[r] = *(const la_v4u *)(A + (size_t)r * lda + p);
+        for (int j = 0; j < J; j++) {
+            la_v4 b = *(const la_v4u *)(B + (size_t)j * ldb + p);
+            for (int r = 0; r < R; r++) acc[r][j] += a[r] * b;
+        }
     }
-    for (; p < n; p++) s0 += x[p] * y[p];
-    return (s0 + s1) + (s2 + s3);
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < J; j++) {
+            double s0 = acc[r][j][0], s1 = acc[r][j][1], s2 = acc[r][j][2], s3 = acc[r][j][3];
+            for (int q = p; q < k; q++) s0 += A[(size_t)r * lda + q] * B[(size_t)j * ldb + q];
+            d[r][j] = (s0 + s1) + (s2 + s3);
+        }
+}
+
+/* C[i][j] = base + alpha A_i . B_j for i < m and j < n (j <= i only, when
+ * lower), where base is 0 when beta is 0, else beta C[i][j] (C[i][j] when beta
+ * is 1): the small A B^T products, in tiles of 2 rows by 4 columns. */
+LA_HOT static void dot_rows(int m, int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
+                            double beta, double *C, int ldc, int lower) {
+    for (int i0 = 0; i0 < m; i0 += 2) {
+        int R = m - i0 >= 2 ? 2 : 1, jend = lower ? i0 + R : n;
+        const double *Ai = A + (size_t)i0 * lda;
+        for (int j0 = 0; j0 < jend; j0 += 4) {
+            int J = jend - j0 >= 4 ? 4 : jend - j0;
+            const double *Bj = B + (size_t)j0 * ldb;
+            double d[2][4];
+            switch (R * 8 + J) {
+            case 2 * 8 + 4: dot_tile(2, 4, k, Ai, lda, Bj, ldb, d); break;
+            case 2 * 8 + 3: dot_tile(2, 3, k, Ai, lda, Bj, ldb, d); break;
+            case 2 * 8 + 2: dot_tile(2, 2, k, Ai, lda, Bj, ldb, d); break;
+            case 2 * 8 + 1: dot_tile(2, 1, k, Ai, lda, Bj, ldb, d); break;
+            case 1 * 8 + 4: dot_tile(1, 4, k, Ai, lda, Bj, ldb, d); break;
+            case 1 * 8 + 3: dot_tile(1, 3, k, Ai, lda, Bj, ldb, d); break;
+            case 1 * 8 + 2: dot_tile(1, 2, k, Ai, lda, Bj, ldb, d); break;
+            default: dot_tile(1, 1, k, Ai, lda, Bj, ldb, d); break;
+            }
+            for (int r = 0; r < R; r++)
+                for (int j = 0; j < J; j++) {
+                    if (lower && j0 + j > i0 + r) continue;
+                    double *c = C + (size_t)(i0 + r) * ldc + j0 + j;
+                    double base = beta == 0.0 ? 0.0 : beta == 1.0 ? *c : *c * beta;
+                    *c = base + alpha * d[r][j];
+                }
+        }
+    }
 }
 
 /* The small-product path of la_gemm. Rows of C are updated with contiguous
- * sweeps (A B and A^T B) or built from dot products of contiguous rows (A B^T). */
+ * sweeps (A^T B) or built from dot products of contiguous rows (A B^T, dot_rows). */
 LA_HOT static void gemm_small(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
                        const double *B, int ldb, double beta, double *C, int ldc) {
+    if (tb && !ta) {
+        dot_rows(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, 0);
+        return;
+    }
     for (int i = 0; i < m; i++) {
         double *restrict c = C + (size_t)i * ldc;
         if (beta == 0.0)
             for (int j = 0; j < n; j++) c[j] = 0.0;
         else if (beta != 1.0)
             for (int j = 0; j < n; j++) c[j] *= beta;
-        if (tb && !ta) {
-            const double *a = A + (size_t)i * lda;
-            for (int j = 0; j < n; j++) c[j] += alpha * dot4(k, a, B + (size_t)j * ldb);
-        } else if (!tb) {
+        if (!tb) {
             for (int p = 0; p < k; p++) {
                 double a = alpha * (ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p]);
                 const double *restrict b = B + (size_t)p * ldb;
@@ -62,15 +117,8 @@ LA_HOT static void gemm_small(int ta, int tb, int m, int n, int k, double alpha,
     }
 }
 
-/* Four and eight doubles (GCC vector extensions: an AVX-512 register, two AVX
- * registers or four SSE2 ones, as the function's target allows), and the same
- * types for loads and stores at any double-aligned address. */
-typedef double la_v4 __attribute__((vector_size(32)));
-typedef double la_v4u __attribute__((vector_size(32), aligned(8)));
-typedef double la_v8 __attribute__((vector_size(64)));
-typedef double la_v8u __attribute__((vector_size(64), aligned(8)));
 
-/* C[0, R) x [j, j + 4V) = alpha A B + beta C for R <= 4 rows of A (m x k) and
+/* C[0, R) x [j, j + 4V) = alpha A B + beta C for R <= 8 rows of A (m x k) and
  * B (k x n), both untransposed. The tile is held in R V vector accumulators
  * over the whole sum, so C is read and written once. Inlined with constant R
  * and V, so that the accumulators are registers. Each element is summed over p
@@ -79,7 +127,7 @@ typedef double la_v8u __attribute__((vector_size(64), aligned(8)));
 static inline __attribute__((always_inline)) void gemm_nn_tile4(int R, int V, int j, int k, double alpha,
                                                                 const double *A, int lda, const double *B,
                                                                 int ldb, double beta, double *C, int ldc) {
-    la_v4 acc[4][8];
+    la_v4 acc[8][8];
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) acc[r][v] = (la_v4){0.0};
     const double *b = B + j;
@@ -97,11 +145,11 @@ static inline __attribute__((always_inline)) void gemm_nn_tile4(int R, int V, in
     }
 }
 
-/* The same with vectors of 8 doubles, for AVX-512 (8V columns). */
+/* The same with vectors of 8 doubles, for AVX-512 (8V columns), R <= 8. */
 static inline __attribute__((always_inline)) void gemm_nn_tile8(int R, int V, int j, int k, double alpha,
                                                                 const double *A, int lda, const double *B,
                                                                 int ldb, double beta, double *C, int ldc) {
-    la_v8 acc[4][8];
+    la_v8 acc[8][8];
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) acc[r][v] = (la_v8){0.0};
     const double *b = B + j;
@@ -153,6 +201,17 @@ static inline __attribute__((always_inline)) void gemm_nn_rows(int wide, int R, 
 static inline __attribute__((always_inline)) void gemm_nn_short(int wide, int m, int n, int k, double alpha,
                                                                 const double *A, int lda, const double *B,
                                                                 int ldb, double beta, double *C, int ldc) {
+    if (wide && m >= 5) { /* 32 vector registers: all the rows in one pass over B, two vectors wide */
+        if (m == 8)
+            gemm_nn_rows(1, 8, 2, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        else if (m == 7)
+            gemm_nn_rows(1, 7, 2, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        else if (m == 6)
+            gemm_nn_rows(1, 6, 2, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        else
+            gemm_nn_rows(1, 5, 2, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     int i = 0;
     for (; i + 4 <= m; i += 4)
         gemm_nn_rows(wide, 4, 2, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta, C + (size_t)i * ldc, ldc);
@@ -219,6 +278,21 @@ void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A,
                 k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+LA_HOT double la_sqdist(int n, const double *x, const double *y) {
+    la_v4 s0 = {0.0}, s1 = {0.0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        la_v4 d0 = *(const la_v4u *)(x + i) - *(const la_v4u *)(y + i);
+        la_v4 d1 = *(const la_v4u *)(x + i + 4) - *(const la_v4u *)(y + i + 4);
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+    }
+    la_v4 t = s0 + s1;
+    double s = (t[0] + t[1]) + (t[2] + t[3]);
+    for (; i < n; i++) s += (x[i] - y[i]) * (x[i] - y[i]);
+    return s;
+}
+
 LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb, double *C,
                  int ldc) {
     if (n <= 0) return;
@@ -227,9 +301,7 @@ LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, co
     } else if (k > 0 && (long)n * n * k > 2 * LA_GEMM_SMALL) {
         la_gemm(0, 1, n, n, k, alpha, A, lda, B, ldb, 0.0, C, ldc);
     } else {
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j <= i; j++)
-                C[(size_t)i * ldc + j] = k > 0 ? alpha * dot4(k, A + (size_t)i * lda, B + (size_t)j * ldb) : 0.0;
+        dot_rows(n, n, k, alpha, A, lda, B, ldb, 0.0, C, ldc, 1);
     }
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
@@ -272,6 +344,69 @@ LA_HOT int la_chol(int n, double *A) {
     return 0;
 }
 
+/* y -= l x over n values (y[j] + (-l) x[j]: the same bits as y[j] - l x[j]),
+ * four at a time. */
+static inline __attribute__((always_inline)) void sweep_axpy(int n, double ml, const double *x, double *y) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) *(la_v4u *)(y + j) += ml * *(const la_v4u *)(x + j);
+    for (; j < n; j++) y[j] += ml * x[j];
+}
+
+/* y *= d over n values, four at a time. */
+static inline __attribute__((always_inline)) void sweep_scale(int n, double d, double *y) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) *(la_v4u *)(y + j) *= d;
+    for (; j < n; j++) y[j] *= d;
+}
+
+/* Columns [0, ncols) of (L L^T) X = B (ncols a multiple of the vector width),
+ * row by row, a vector of 4 (or 8, wide) columns at a time: row i of the
+ * solution is its right-hand side minus a combination of the rows already
+ * solved, which are read, not updated, so each row of B is written once per
+ * substitution and the column blocks are independent chains. Each column gets
+ * the operations of the sweeps in la_chol_solve, in the same order: the same
+ * bits. inv holds the reciprocals of L's diagonal. */
+static inline __attribute__((always_inline)) void chol_solve_cols(int wide, int n, int ncols, const double *L,
+                                                                  const double *inv, double *B, int ldb) {
+    for (int i = 0; i < n; i++) {
+        double *bi = B + (size_t)i * ldb;
+        for (int j = 0; j < ncols; j += wide ? 8 : 4)
+            if (wide) {
+                la_v8 v = *(const la_v8u *)(bi + j);
+                for (int k = 0; k < i; k++) v -= L[(size_t)i * n + k] * *(const la_v8u *)(B + (size_t)k * ldb + j);
+                *(la_v8u *)(bi + j) = v * inv[i];
+            } else {
+                la_v4 v = *(const la_v4u *)(bi + j);
+                for (int k = 0; k < i; k++) v -= L[(size_t)i * n + k] * *(const la_v4u *)(B + (size_t)k * ldb + j);
+                *(la_v4u *)(bi + j) = v * inv[i];
+            }
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        double *bi = B + (size_t)i * ldb;
+        for (int j = 0; j < ncols; j += wide ? 8 : 4)
+            if (wide) {
+                la_v8 v = *(const la_v8u *)(bi + j);
+                for (int k = i + 1; k < n; k++) v -= L[(size_t)k * n + i] * *(const la_v8u *)(B + (size_t)k * ldb + j);
+                *(la_v8u *)(bi + j) = v * inv[i];
+            } else {
+                la_v4 v = *(const la_v4u *)(bi + j);
+                for (int k = i + 1; k < n; k++) v -= L[(size_t)k * n + i] * *(const la_v4u *)(B + (size_t)k * ldb + j);
+                *(la_v4u *)(bi + j) = v * inv[i];
+            }
+    }
+}
+
+LA_HOT static void chol_solve_cols_any(int n, int ncols, const double *L, const double *inv, double *B, int ldb) {
+    chol_solve_cols(0, n, ncols, L, inv, B, ldb);
+}
+
+#ifdef LA_AVX512
+__attribute__((target("avx512f"))) static void chol_solve_cols_avx512(int n, int ncols, const double *L,
+                                                                     const double *inv, double *B, int ldb) {
+    chol_solve_cols(1, n, ncols, L, inv, B, ldb);
+}
+#endif
+
 LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
     if (nrhs <= 0 || n <= 0) return 0;
     if (n <= LA_SMALL) {
@@ -294,50 +429,37 @@ LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
             for (int i = 0; i < n; i++) B[(size_t)i * ldb] = y[i];
             return 0;
         }
-        /* Row by row, 4 right-hand sides at a time: row i of the solution is
-         * its right-hand side minus a combination of the rows already solved,
-         * which are read, not updated, so each row of B is written once per
-         * substitution and the 4-column blocks are independent chains. */
-        int j0 = nrhs >= 16 ? nrhs & ~3 : 0; /* a few columns: the sweeps below are faster */
-        for (int i = 0; i < n; i++) {
-            double *bi = B + (size_t)i * ldb;
-            for (int j = 0; j < j0; j += 4) {
-                la_v4 v = *(const la_v4u *)(bi + j);
-                for (int k = 0; k < i; k++) v -= L[(size_t)i * n + k] * *(const la_v4u *)(B + (size_t)k * ldb + j);
-                *(la_v4u *)(bi + j) = v * inv[i];
-            }
-        }
-        for (int i = n - 1; i >= 0; i--) {
-            double *bi = B + (size_t)i * ldb;
-            for (int j = 0; j < j0; j += 4) {
-                la_v4 v = *(const la_v4u *)(bi + j);
-                for (int k = i + 1; k < n; k++) v -= L[(size_t)k * n + i] * *(const la_v4u *)(B + (size_t)k * ldb + j);
-                *(la_v4u *)(bi + j) = v * inv[i];
+        /* Sixteen or more right-hand sides: blocks of 4 (or 8) columns, see
+         * chol_solve_cols; the rest by the sweeps below. */
+        int j0 = 0;
+        if (nrhs >= 16) {
+#ifdef LA_AVX512
+            if (la_avx512()) {
+                j0 = nrhs & ~7;
+                chol_solve_cols_avx512(n, j0, L, inv, B, ldb);
+            } else
+#endif
+            {
+                j0 = nrhs & ~3;
+                chol_solve_cols_any(n, j0, L, inv, B, ldb);
             }
         }
         if (j0 == nrhs) return 0;
         B += j0;
         nrhs -= j0;
-        /* the last columns: forward then back substitution, each row a contiguous sweep */
+        /* the last columns: forward then back substitution, each row a contiguous
+         * sweep (four columns at a time, then one) */
         for (int i = 0; i < n; i++) {
             double *bi = B + (size_t)i * ldb;
-            for (int k = 0; k < i; k++) {
-                double l = L[(size_t)i * n + k];
-                const double *bk = B + (size_t)k * ldb;
-                for (int j = 0; j < nrhs; j++) bi[j] -= l * bk[j];
-            }
-            double d = inv[i];
-            for (int j = 0; j < nrhs; j++) bi[j] *= d;
+            for (int k = 0; k < i; k++)
+                sweep_axpy(nrhs, -L[(size_t)i * n + k], B + (size_t)k * ldb, bi);
+            sweep_scale(nrhs, inv[i], bi);
         }
         for (int i = n - 1; i >= 0; i--) {
             double *bi = B + (size_t)i * ldb;
-            for (int k = i + 1; k < n; k++) {
-                double l = L[(size_t)k * n + i];
-                const double *bk = B + (size_t)k * ldb;
-                for (int j = 0; j < nrhs; j++) bi[j] -= l * bk[j];
-            }
-            double d = inv[i];
-            for (int j = 0; j < nrhs; j++) bi[j] *= d;
+            for (int k = i + 1; k < n; k++)
+                sweep_axpy(nrhs, -L[(size_t)k * n + i], B + (size_t)k * ldb, bi);
+            sweep_scale(nrhs, inv[i], bi);
         }
         return 0;
     }

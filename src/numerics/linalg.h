@@ -28,6 +28,10 @@ int la_avx512(void);
 void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
              const double *B, int ldb, double beta, double *C, int ldc);
 
+/* |x - y|^2 over n values, with eight partial sums (the same bits on every
+ * target). Never fails. */
+double la_sqdist(int n, const double *x, const double *y);
+
 /* C = alpha A B^T (n x n) for a product the caller knows to be symmetric
  * (A and B are n x k): only the lower triangle is computed (by a rank-k
  * update when A is B), then mirrored, so C is exactly symmetric. Never fails. */
