@@ -4,6 +4,7 @@
 #include "common.h"
 #include <cblas.h>
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,8 @@ typedef struct {
     const char *root; /* repository root (holds bench/ref/vb_ref.py) */
     uint64_t seed;
     int scaling;      /* run the T / H scaling sweeps */
+    int fastest;      /* compare the fastest settings of both sides at the paper's configuration */
+    int team;         /* > 1: the table's vbmem writes run on a team of this many threads */
     vbm_init init;    /* write initialisation (default VBM_INIT_AUTO) */
 } write_opts;
 
@@ -100,15 +103,21 @@ static double write_flops(const bench_case *b) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: bench-write [--reps N] [--quick] [--no-numpy] [--no-scaling] [--root DIR] [--seed S] [--threads N]\n"
+            "usage: bench-write [--reps N] [--quick] [--no-numpy] [--no-scaling] [--no-fastest] [--root DIR] [--seed S]\n"
+            "                   [--threads N] [--team N] [--init NAME]\n"
             "  Median latency of vbm_write (after 0.2 s of warm-up writes) for four configurations, its\n"
             "  level-3 GFLOP/s, the same write in the NumPy reference (bench/ref/vb_ref.py, run with\n"
             "  /usr/bin/python3 from DIR, default \".\") and the ratio numpy / vbmem, then the cost\n"
-            "  scaling of the mixture write in T and in H (least-squares slopes of log time).\n"
+            "  scaling of the mixture write in T and in H (least-squares slopes of log time). Before the\n"
+            "  sweeps, the paper's configuration is timed at each side's fastest setting on this machine:\n"
+            "  NumPy with 1 and with nproc OpenBLAS threads, vbmem on 1 thread, on a team of nproc\n"
+            "  threads (vbm_team) and with nproc OpenBLAS threads.\n"
             "  --reps N     timed writes per configuration (default 9)\n"
             "  --quick      3 reps everywhere unless --reps is given (CI smoke)\n"
             "  --no-numpy   skip the NumPy comparator\n"
             "  --threads N  OpenBLAS threads for vbmem and for the NumPy child (default: OpenBLAS default)\n"
+            "  --team N     the table's vbmem writes split over a vbm_team of N threads (default: none)\n"
+            "  --no-fastest skip the fastest-settings comparison\n"
             "  --init NAME  auto (default: random q(M) means, k-means++ shifts), prior, kmeans++ (R = R0 and\n"
             "               k-means++ shifts: the NumPy reference's initialisation), random\n"
             "  --no-scaling skip the T and H sweeps\n");
@@ -146,6 +155,8 @@ static int parse_args(int argc, char **argv, write_opts *o) {
     o->root = ".";
     o->seed = 0;
     o->scaling = 1;
+    o->fastest = 1;
+    o->team = 0;
     o->init = VBM_INIT_AUTO;
     int quick = 0, reps_given = 0;
     for (int i = 1; i < argc; i++) {
@@ -163,6 +174,11 @@ static int parse_args(int argc, char **argv, write_opts *o) {
         } else if (strcmp(a, "--no-scaling") == 0) {
             o->scaling = 0;
             takes = 0;
+        } else if (strcmp(a, "--no-fastest") == 0) {
+            o->fastest = 0;
+            takes = 0;
+        } else if (strcmp(a, "--team") == 0) {
+            bad = bench_parse_int(v, 1, 64, &o->team);
         } else if (strcmp(a, "--reps") == 0) {
             bad = bench_parse_int(v, 1, MAX_REPS, &o->reps);
             reps_given = 1;
@@ -240,7 +256,8 @@ static const char *kind_arg(vbm_kind k) { return k == VBM_MIXTURE ? "mixture" : 
 /* Time vbm_write on standard-normal exact codes: warm-up, then `reps`
  * timed writes from the base prior (each covers the codes check, the prior,
  * init, the iterations, the final address step and the ELBO). */
-static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init, vbm_solver solver, timing *out) {
+static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init, vbm_solver solver, vbm_team *team,
+                      timing *out) {
     vbm_config cfg;
     vbm_config_default(b->kind, b->C, &cfg);
     cfg.rows = b->K;
@@ -267,6 +284,7 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
     wo.seed = seed;
     wo.init = init;
     wo.solver = solver;
+    wo.team = team;
     vbm_error err = {{0}};
     vbm_memory *mem = NULL;
     vbm_write_result res;
@@ -343,8 +361,9 @@ static int json_number(const char *line, const char *key, double *out) {
     return 0;
 }
 
-/* Run the NumPy comparator for the same configuration and parse median_s. */
-static int time_numpy(const write_opts *o, const bench_case *b, timing *out) {
+/* Run the NumPy comparator for the same configuration and parse median_s;
+ * threads > 0 sets its OpenBLAS threads. */
+static int time_numpy(const write_opts *o, const bench_case *b, int threads, timing *out) {
     char script[4096];
     snprintf(script, sizeof script, "%s/bench/ref/vb_ref.py", o->root);
     if (access(script, R_OK) != 0) {
@@ -352,7 +371,7 @@ static int time_numpy(const write_opts *o, const bench_case *b, timing *out) {
         return -1;
     }
     char cmd[8192] = "";
-    if (o->threads > 0) snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=%d ", o->threads);
+    if (threads > 0) snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=%d ", threads);
     strcat(cmd, "/usr/bin/python3 ");
     if (shell_quote(cmd, sizeof cmd, script) != 0) return -1;
     size_t n = strlen(cmd);
@@ -423,8 +442,63 @@ static void describe(const bench_case *b, char *buf, size_t cap) {
         snprintf(buf, cap, "gaussian T=%-5ld K=%-3d C=%-4d it=%d (no shift)", b->T, b->K, b->C, b->iters);
 }
 
+/* The paper's configuration at each side's fastest setting on this machine (the
+ * fastest of the settings tried, each timed in this run): NumPy with 1 and with
+ * nproc OpenBLAS threads; vbmem on the calling thread alone, on a vbm_team of
+ * nproc threads (OpenBLAS on 1 thread in both), and with nproc OpenBLAS threads
+ * and no team. Prints every setting, the ratio of the fastest times, and the
+ * ratio on one thread each. Restores OpenBLAS to `threads` (0: nproc). */
+static int fastest(const write_opts *o, int threads) {
+    const bench_case b = {VBM_MIXTURE, 64, 10, 6, 200, 10};
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 1) ncpu = 1;
+    int reps = o->reps < 15 ? 15 : o->reps;
+    printf("\nfastest settings, mixture T=64 H=10 K=6 C=200 it=10 (median of %d writes each; OpenBLAS %s kernels):\n",
+           reps, openblas_get_corename());
+    write_opts on = *o;
+    on.numpy_reps = reps;
+    double np_best = INFINITY, np_one = NAN, vb_best = INFINITY, vb_one = NAN;
+    const char *np_best_name = "-", *vb_best_name = "-";
+    static const char *np_names[] = {"numpy, OpenBLAS 1 thread", "numpy, OpenBLAS nproc threads"};
+    for (int i = 0; i < 2 && o->numpy; i++) {
+        timing np;
+        if (i == 1 && ncpu == 1) break;
+        if (time_numpy(&on, &b, i == 0 ? 1 : ncpu, &np) != 0) return -1;
+        printf("  %-44s %10.6f s\n", np_names[i], np.median_s);
+        if (i == 0) np_one = np.median_s;
+        if (np.median_s < np_best) {
+            np_best = np.median_s;
+            np_best_name = np_names[i];
+        }
+    }
+    static const char *vb_names[] = {"vbmem, 1 thread (OpenBLAS 1 thread)", "vbmem, vbm_team of nproc (OpenBLAS 1 thread)",
+                                     "vbmem, OpenBLAS nproc threads, no team"};
+    for (int i = 0; i < 3; i++) {
+        if (i > 0 && ncpu == 1) break;
+        openblas_set_num_threads(i == 2 ? ncpu : 1);
+        vbm_team *team = i == 1 ? vbm_team_new(ncpu) : NULL;
+        timing t;
+        int rc = time_vbmem(&b, reps, o->seed, o->init, VBM_SOLVER_AUTO, team, &t);
+        vbm_team_free(team);
+        if (rc != 0) return -1;
+        printf("  %-44s %10.6f s   (min %.6f s)\n", vb_names[i], t.median_s, t.min_s);
+        if (i == 0) vb_one = t.median_s;
+        if (t.median_s < vb_best) {
+            vb_best = t.median_s;
+            vb_best_name = vb_names[i];
+        }
+    }
+    openblas_set_num_threads(threads > 0 ? threads : ncpu);
+    if (o->numpy) {
+        printf("  fastest numpy / fastest vbmem = %.2f   (%s / %s)\n", np_best / vb_best, np_best_name, vb_best_name);
+        printf("  one thread each: numpy / vbmem = %.2f\n", np_one / vb_one);
+    }
+    fflush(stdout);
+    return 0;
+}
+
 /* One sweep of the mixture write: vary T (vary_T) or H; print a table and the slope. */
-static int sweep(const write_opts *o, int vary_T, const int *vals, int n, double *slope) {
+static int sweep(const write_opts *o, vbm_team *team, int vary_T, const int *vals, int n, double *slope) {
     double x[16], y[16], ymin[16];
     printf("\n%s sweep (mixture, K=6, C=200, 10 iterations, %s):\n", vary_T ? "T" : "H",
            vary_T ? "H=10" : "T=640");
@@ -433,7 +507,7 @@ static int sweep(const write_opts *o, int vary_T, const int *vals, int n, double
     for (int i = 0; i < n; i++) {
         bench_case b = {VBM_MIXTURE, vary_T ? vals[i] : 640, vary_T ? 10 : vals[i], 6, 200, 10};
         timing t;
-        if (time_vbmem(&b, o->reps, o->seed, o->init, VBM_SOLVER_AUTO, &t) != 0) return -1;
+        if (time_vbmem(&b, o->reps, o->seed, o->init, VBM_SOLVER_AUTO, team, &t) != 0) return -1;
         x[i] = vals[i];
         y[i] = t.median_s;
         ymin[i] = t.min_s;
@@ -465,9 +539,16 @@ int main(int argc, char **argv) {
     write_opts o;
     if (parse_args(argc, argv, &o) != 0) return 2;
     if (o.threads > 0) openblas_set_num_threads(o.threads);
+    /* The heap settings vbmemd uses (src/vbmemd/main.c): a write's buffers stay in
+     * the heap between writes instead of being unmapped and faulted in again,
+     * which with a team's helpers running would also cost a TLB shootdown each. */
+    if (!mallopt(M_MMAP_THRESHOLD, 4 << 20) || !mallopt(M_TRIM_THRESHOLD, 64 << 20))
+        fprintf(stderr, "bench-write: mallopt refused the heap thresholds\n");
+    vbm_team *team = o.team > 1 ? vbm_team_new(o.team) : NULL;
     double t_start = bench_now_s();
     printf("bench-write: vbm_write latency (median of %d timed writes after >= 0.2 s of warm-up), init %s, seed %llu\n",
            o.reps, init_name(o.init), (unsigned long long)o.seed);
+    if (team) printf("vbmem writes in the table and the sweeps: on a vbm_team of %d threads\n", o.team);
     print_machine();
     printf("\nGFLOP/s counts only the level-3 products (GEMMs and multi-right-hand-side Cholesky solves);\n"
            "see write_flops() in bench/write.c and bench/README.md for the formula.\n");
@@ -487,18 +568,18 @@ int main(int argc, char **argv) {
         char desc[128];
         describe(b, desc, sizeof desc);
         timing t, np;
-        if (time_vbmem(b, o.reps, o.seed, o.init, VBM_SOLVER_AUTO, &t) != 0) {
+        if (time_vbmem(b, o.reps, o.seed, o.init, VBM_SOLVER_AUTO, team, &t) != 0) {
             status = 1;
             continue;
         }
         if (uses_gram(b)) { /* the same write on the direct path, for comparison */
             timing td;
-            if (time_vbmem(b, o.reps, o.seed, o.init, VBM_SOLVER_DIRECT, &td) == 0)
+            if (time_vbmem(b, o.reps, o.seed, o.init, VBM_SOLVER_DIRECT, team, &td) == 0)
                 printf("%-46s %10.6f %10.6f   (direct path; the Gram path below is %.2fx faster)\n", "  (solver=direct)",
                        td.median_s, td.min_s, td.median_s / t.median_s);
         }
         double fl = write_flops(b);
-        int have_np = o.numpy && time_numpy(&o, b, &np) == 0;
+        int have_np = o.numpy && time_numpy(&o, b, o.threads, &np) == 0;
         if (have_np)
             printf("%-46s %10.6f %10.6f %9.2f %8.2f %10.6f %8.2f %11.4f %11.4f\n", desc, t.median_s, t.min_s,
                    fl * 1e-6, fl / t.median_s * 1e-9, np.median_s, np.median_s / t.median_s, t.elbo_per_frame,
@@ -511,15 +592,18 @@ int main(int argc, char **argv) {
     printf("(elbo/frame columns: both fits use their own standard-normal codes and k-means++ draws,\n"
            " so they agree only statistically, not digit for digit)\n");
 
+    if (o.fastest && fastest(&o, o.threads) != 0) status = 1;
+
     if (o.scaling) {
         static const int Ts[] = {64, 128, 256, 512, 1024, 2048};
         static const int Hs[] = {10, 20, 40, 80, 160};
         double sT = NAN, sH = NAN;
-        if (sweep(&o, 1, Ts, 6, &sT) != 0 || sweep(&o, 0, Hs, 5, &sH) != 0)
+        if (sweep(&o, team, 1, Ts, 6, &sT) != 0 || sweep(&o, team, 0, Hs, 5, &sH) != 0)
             status = 1;
         else
             printf("\nscaling: slope in T = %.3f, slope in H = %.3f (1 = linear cost)\n", sT, sH);
     }
     printf("total run time %.1f s\n", bench_now_s() - t_start);
+    vbm_team_free(team);
     return status;
 }

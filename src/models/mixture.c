@@ -440,8 +440,9 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     if (!w->implicit && w->gram && !w->Zt) {
         w->Zt = vbm_calloc((size_t)cg * T, sizeof(double));
         if (!w->Zt) return vbm_fail(err, VBM_ENOMEM, "out of memory for the codes' transpose (T=%ld)", T);
-        for (long t = 0; t < T; t++)
-            for (int c = 0; c < cg; c++) w->Zt[(size_t)c * T + t] = Z[(size_t)t * C + c];
+        for (long t0 = 0; t0 < T; t0 += 8) /* 8 frames at a time: whole cache lines of Z^T written */
+            for (int c = 0; c < cg; c++)
+                for (long t = t0; t < T && t < t0 + 8; t++) w->Zt[(size_t)c * T + t] = Z[(size_t)t * C + c];
     }
     if (!w->implicit && !w->Zt) {
         la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
