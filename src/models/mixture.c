@@ -542,17 +542,12 @@ LA_HOT static void weigh_cluster(mixgroup_work *w, int h) {
     long T = w->T;
     const double *Wh = w->W + (size_t)h * K * T, *th = w->thetaT + (size_t)h * T;
     double *Wth = w->Wt + (size_t)h * K * T;
-    double N = 0.0;
-    for (long t = 0; t < T; t++) N += th[t];
-    w->cl[h].N = N;
+    w->cl[h].N = la_sum((int)T, th);
     for (int k = 0; k < K; k++) {
-        double sw = 0.0;
-        for (long t = 0; t < T; t++) {
-            double v = Wh[(size_t)k * T + t] * th[t];
-            Wth[(size_t)k * T + t] = v;
-            sw += v;
-        }
-        w->sw[h * K + k] = sw;
+        const double *wk = Wh + (size_t)k * T;
+        double *vk = Wth + (size_t)k * T;
+        for (long t = 0; t < T; t++) vk[t] = wk[t] * th[t];
+        w->sw[h * K + k] = la_sum((int)T, vk);
     }
 }
 
@@ -652,13 +647,11 @@ LA_HOT static void shift_stats_cluster(mixgroup_work *w, int h) {
     const double *ze = w->bZe + (size_t)h * T, *zm0 = w->shift_mean ? w->zmu0 + (size_t)h * T : NULL;
     double *zb = w->zb + (size_t)h * T, *amb = w->bAmb + (size_t)h * K;
     double ee = w->cl[h].ee, em0 = w->cl[h].em0, m0m0 = w->cl[h].m0m0;
-    double emb = beta * ee + alpha * em0, m0mb = beta * em0 + alpha * m0m0;
-    for (long t = 0; t < T; t++) {
-        double z = beta * ze[t] + gx[t];
-        if (zm0) z += alpha * zm0[t];
-        zb[t] = z;
-        emb += ze[t] * x[t];
-        if (zm0) m0mb += zm0[t] * x[t];
+    double emb = beta * ee + alpha * em0 + la_dot((int)T, ze, x), m0mb = beta * em0 + alpha * m0m0;
+    for (long t = 0; t < T; t++) zb[t] = beta * ze[t] + gx[t];
+    if (zm0) {
+        for (long t = 0; t < T; t++) zb[t] += alpha * zm0[t];
+        m0mb += la_dot((int)T, zm0, x);
     }
     double xzb = 0.0, yamb = 0.0;
     if (w->prior_mean) {
@@ -666,11 +659,8 @@ LA_HOT static void shift_stats_cluster(mixgroup_work *w, int h) {
         const double *ae = w->bAe + h * K, *am0 = w->bAm0 + h * K;
         for (int k = 0; k < K; k++) {
             const double *azk = AZh + (size_t)k * T;
-            double a = beta * ae[k] + alpha * am0[k];
-            for (long t = 0; t < T; t++) {
-                zb[t] += azk[t] * y[k];
-                a += azk[t] * x[t];
-            }
+            double a = beta * ae[k] + alpha * am0[k] + la_dot((int)T, azk, x);
+            for (long t = 0; t < T; t++) zb[t] += azk[t] * y[k];
             for (int j = 0; j < K; j++) a += AAt[k * K + j] * y[j];
             amb[k] = a;
             emb += ae[k] * y[k];
@@ -678,7 +668,7 @@ LA_HOT static void shift_stats_cluster(mixgroup_work *w, int h) {
             yamb += y[k] * a;
         }
     }
-    for (long t = 0; t < T; t++) xzb += x[t] * zb[t];
+    xzb = la_dot((int)T, x, zb);
     w->cl[h].bb = beta * emb + alpha * m0mb + xzb + yamb;
     w->cl[h].bm0 = m0mb;
 }
@@ -720,18 +710,18 @@ LA_HOT static int update_gram_cluster(vbm_memory *mem, const prior_t *prior, mix
     la_chol_inverse(K, U);
     double bb = shift ? w->cl[h].bb : 0.0; /* |mu_bh|^2, from shift_stats_cluster */
     for (int k = 0; k < K; k++) {
-        double a = w->prior_mean && shift ? w->bAmb[h * K + k] : 0.0, z = 0.0;
-        if (shift)
-            for (long t = 0; t < T; t++) z += Wth[(size_t)k * T + t] * zb[t];
-        Amb[k] = a;
-        wzb[k] = z;
+        Amb[k] = w->prior_mean && shift ? w->bAmb[h * K + k] : 0.0;
+        wzb[k] = shift ? la_dot((int)T, Wth + (size_t)k * T, zb) : 0.0;
     }
     /* P_h = Q^{-1} (A Z^T + (Wt G - sw (Z mu_b)^T) / s2) */
-    double *Ph = w->P + (size_t)h * K * T;
-    for (int k = 0; k < K; k++)
-        for (long t = 0; t < T; t++)
-            Ph[(size_t)k * T + t] = (w->prior_mean ? w->AZ[((size_t)h * K + k) * T + t] : 0.0) +
-                                    (GTh[(size_t)k * T + t] - (shift ? swh[k] * zb[t] : 0.0)) / s2;
+    double *Ph = w->P + (size_t)h * K * T, is2 = 1.0 / s2;
+    for (int k = 0; k < K; k++) {
+        const double *gk = GTh + (size_t)k * T, *azk = w->prior_mean ? w->AZ + ((size_t)h * K + k) * T : NULL;
+        double *pk = Ph + (size_t)k * T, sk = shift ? swh[k] : 0.0;
+        for (long t = 0; t < T; t++) pk[t] = (gk[t] - sk * zb[t]) * is2;
+        if (azk)
+            for (long t = 0; t < T; t++) pk[t] += azk[t];
+    }
     la_chol_solve(K, (int)T, LQ, Ph, (int)T);
     /* Ytil Ytil^T, then R R^T = Q^{-1} Ytil Ytil^T Q^{-1} */
     la_gemm_sym(K, (int)T, 1.0, GTh, (int)T, Wth, (int)T, M2, K); /* Wt G Wt^T */
@@ -813,7 +803,7 @@ static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mi
 LA_HOT static void finish_cluster(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h, int worker) {
     int K = w->K, cg = w->cg, C = w->cs.C, gh = w->g * w->H + h;
     long T = w->T;
-    double s2 = mem->cfg.sigma_z2;
+    double is2 = 1.0 / mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     const double *Z = w->cs.mu + w->cs.goff, *A = prior->P0R0 + (size_t)gh * kc;
     double *mb = BLK_B(mem, gh);
@@ -835,7 +825,7 @@ LA_HOT static void finish_cluster(vbm_memory *mem, const prior_t *prior, mixgrou
     for (int k = 0; k < K; k++) {
         double sw = w->swc[h * K + k];
         for (int c = 0; c < cg; c++)
-            R[(size_t)k * cg + c] = A[(size_t)k * cg + c] + (Yh[(size_t)k * cg + c] - (mem->cfg.shift ? sw * mb[c] : 0.0)) / s2;
+            R[(size_t)k * cg + c] = A[(size_t)k * cg + c] + (Yh[(size_t)k * cg + c] - (mem->cfg.shift ? sw * mb[c] : 0.0)) * is2;
     }
     la_chol_solve(K, cg, w->LQ + h * kk, R, cg);
 }

@@ -278,6 +278,24 @@ void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A,
                 k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+LA_HOT double la_dot(int n, const double *x, const double *y) {
+    la_v4 acc = {0.0, 0.0, 0.0, 0.0};
+    int p = 0;
+    for (; p + 4 <= n; p += 4) acc += *(const la_v4u *)(x + p) * *(const la_v4u *)(y + p);
+    double s0 = acc[0];
+    for (; p < n; p++) s0 += x[p] * y[p];
+    return (s0 + acc[1]) + (acc[2] + acc[3]);
+}
+
+LA_HOT double la_sum(int n, const double *x) {
+    la_v4 acc = {0.0, 0.0, 0.0, 0.0};
+    int p = 0;
+    for (; p + 4 <= n; p += 4) acc += *(const la_v4u *)(x + p);
+    double s0 = acc[0];
+    for (; p < n; p++) s0 += x[p];
+    return (s0 + acc[1]) + (acc[2] + acc[3]);
+}
+
 LA_HOT double la_sqdist(int n, const double *x, const double *y) {
     la_v4 s0 = {0.0}, s1 = {0.0};
     int i = 0;

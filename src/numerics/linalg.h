@@ -28,6 +28,13 @@ int la_avx512(void);
 void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
              const double *B, int ldb, double beta, double *C, int ldc);
 
+/* x . y and the sum of x over n values, each with four partial sums (terms
+ * p = l mod 4 in sum l, the last n mod 4 terms in sum 0, then (s0 + s1) +
+ * (s2 + s3)): four independent add chains, and the same bits on every target.
+ * Never fail. */
+double la_dot(int n, const double *x, const double *y);
+double la_sum(int n, const double *x);
+
 /* |x - y|^2 over n values, with eight partial sums (the same bits on every
  * target). Never fails. */
 double la_sqdist(int n, const double *x, const double *y);
