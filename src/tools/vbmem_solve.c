@@ -60,9 +60,10 @@ enum {
     SOLVE_F_CLUSTER = 1u << 12,
     SOLVE_F_CLUSTERS = 1u << 13,
     SOLVE_F_ROWS = 1u << 14,
+    SOLVE_F_THREADS = 1u << 15,
     /* the options of the fitting ops (write, append, refit, resize) */
     SOLVE_F_FIT = SOLVE_F_ITERATIONS | SOLVE_F_TOLERANCE | SOLVE_F_SEED | SOLVE_F_INIT
-                  | SOLVE_F_ADDRESSES | SOLVE_F_TRACE
+                  | SOLVE_F_ADDRESSES | SOLVE_F_TRACE | SOLVE_F_THREADS
 };
 
 typedef struct {
@@ -86,6 +87,7 @@ static const solve_field solve_fields[] = {
     {"cluster", SOLVE_F_CLUSTER},
     {"clusters", SOLVE_F_CLUSTERS},
     {"rows", SOLVE_F_ROWS},
+    {"threads", SOLVE_F_THREADS},
     {NULL, 0}
 };
 
@@ -134,6 +136,7 @@ typedef struct {
     int cluster;
     int new_H;
     int new_K;
+    vbm_team *team; /* "threads" > 1: the fit's team (opts.team) */
 } solve_job;
 
 static const char solve_usage[] =
@@ -150,7 +153,7 @@ static const char solve_usage[] =
     "  memory: a memory as printed in \"posterior\" by an earlier job\n"
     "  codes: {mu: T x C, sigma2: number or T x C}\n"
     "  iterations, tolerance, seed, init (auto|prior|kmeans++|random|current),\n"
-    "  addresses, trace, count, cluster, clusters, rows\n"
+    "  addresses, trace, threads, count, cluster, clusters, rows\n"
     "\n"
     "Exit status: 0 success; 2 the job failed ({\"error\": {status, message, field}}\n"
     "on stdout); 1 usage or I/O error (message on stderr).\n"
@@ -348,6 +351,7 @@ static vbm_status solve_get_seed(const json_t *v, uint64_t *out, solve_error *er
 static void solve_job_clear(solve_job *job)
 {
     vbm_memory_free(job->mem);
+    vbm_team_free(job->team);
     free(job->mu);
     free(job->s2);
     memset(job, 0, sizeof *job);
@@ -623,6 +627,16 @@ static vbm_status solve_parse_options(const json_t *root, solve_job *job, solve_
     if (st != VBM_OK)
         return st;
     job->opts.want_addresses = job->want_addresses;
+    x = 1;
+    st = solve_get_long(root, "threads", 1, 64, &x, err);
+    if (st != VBM_OK)
+        return st;
+    if (x > 1) {
+        job->team = vbm_team_new((int)x);
+        if (job->team == NULL)
+            return solve_fail(err, VBM_ENOMEM, "threads", "out of memory for a team of %ld threads", x);
+        job->opts.team = job->team;
+    }
 
     x = 0;
     st = solve_get_long(root, "count", 1, VBM_MAX_FRAMES, &x, err);

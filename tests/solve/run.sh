@@ -68,7 +68,20 @@ x = json.load(open(f"{d}/export.out"))
 w = json.load(open(f"{d}/../w.json")) if False else None
 PYEOF
 
-# 3. malformed jobs: exit 2 and an error naming the problem
+# 3. the same write split over a team of 3 threads: the same posterior, addresses and ELBO, bit for bit
+py "$dir/job.json" "$dir/job3.json" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1])); j["threads"] = 3; json.dump(j, open(sys.argv[2], "w"))
+PYEOF
+if run "$dir/job3.json" "$dir/w3.json"; then ok; else bad "write with threads exited non-zero: $(head -c 300 "$dir/w3.json")"; fi
+py "$dir/w.json" "$dir/w3.json" <<'PYEOF' && ok || bad "write with a team differs from the write without"
+import json, sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+for k in ("elbo", "posterior", "addresses", "iterations"):
+    assert a[k] == b[k], k
+PYEOF
+
+# 4. malformed jobs: exit 2 and an error naming the problem
 check_err() { # name json expected-substring
   printf '%s' "$2" >"$dir/e.job"
   set +e
@@ -85,6 +98,8 @@ check_err "negative variance" '{"op": "write", "model": {"kind": "gaussian", "ro
 check_err "H > T" '{"op": "write", "model": {"kind": "mixture", "clusters": 5, "rows": 1}, "codes": {"mu": [[1, 2], [3, 4]]}}' 'k-means'
 check_err "no frames" '{"op": "write", "model": {"kind": "gaussian", "rows": 1, "code_size": 2}, "codes": {"mu": []}}' 'codes'
 check_err "memory missing" '{"op": "sample", "count": 3}' 'memory'
+check_err "no threads" '{"op": "write", "model": {"kind": "mixture", "rows": 1, "clusters": 1}, "codes": {"mu": [[1, 2]]}, "threads": 0}' 'threads'
+check_err "threads on sample" '{"op": "sample", "memory": {}, "count": 3, "threads": 2}' 'threads'
 
 echo "vbmem-solve: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
