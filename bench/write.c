@@ -1,10 +1,13 @@
 /* write.c -- owns the write-latency benchmark: vbm_write median time, GFLOP/s, the NumPy comparator ratio and the cost scaling in T and H. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* CPU affinity, for the cache-line transfer timing */
 
 #include "common.h"
 #include <cblas.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -442,6 +445,57 @@ static void describe(const bench_case *b, char *buf, size_t cap) {
         snprintf(buf, cap, "gaussian T=%-5ld K=%-3d C=%-4d it=%d (no shift)", b->T, b->K, b->C, b->iters);
 }
 
+/* One-way latency of moving a cache line between two threads, each pinned to
+ * one of the first two CPUs the process may use: they bounce one counter. A
+ * team's items pay this for every line one thread writes and the other reads.
+ * Returns ns per transfer, or NAN when the process has fewer than 2 CPUs. */
+typedef struct {
+    _Atomic long *v;
+    long n;
+    int cpu;
+} bounce_arg;
+
+static void pin_to(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+static void *bounce_other(void *p) {
+    bounce_arg *a = p;
+    pin_to(a->cpu);
+    for (long i = 1; i < a->n; i += 2) {
+        while (atomic_load_explicit(a->v, memory_order_acquire) != i) {}
+        atomic_store_explicit(a->v, i + 1, memory_order_release);
+    }
+    return NULL;
+}
+
+static double line_transfer_ns(void) {
+    cpu_set_t mine;
+    int cpus[2], found = 0;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) return NAN;
+    for (int c = 0; c < CPU_SETSIZE && found < 2; c++)
+        if (CPU_ISSET(c, &mine)) cpus[found++] = c;
+    if (found < 2) return NAN;
+    static _Atomic long counter __attribute__((aligned(64)));
+    atomic_store(&counter, 0);
+    bounce_arg a = {&counter, 400000, cpus[1]};
+    pthread_t th;
+    if (pthread_create(&th, NULL, bounce_other, &a) != 0) return NAN;
+    pin_to(cpus[0]);
+    double t0 = bench_now_s();
+    for (long i = 0; i < a.n; i += 2) {
+        while (atomic_load_explicit(&counter, memory_order_acquire) != i) {}
+        atomic_store_explicit(&counter, i + 1, memory_order_release);
+    }
+    double t = bench_now_s() - t0;
+    pthread_join(th, NULL);
+    sched_setaffinity(0, sizeof mine, &mine);
+    return t / (double)a.n * 1e9;
+}
+
 /* The paper's configuration at each side's fastest setting on this machine (the
  * fastest of the settings tried, each timed in this run): NumPy with 1 and with
  * nproc OpenBLAS threads; vbmem on the calling thread alone, on a vbm_team of
@@ -489,6 +543,11 @@ static int fastest(const write_opts *o, int threads) {
         }
     }
     openblas_set_num_threads(threads > 0 ? threads : ncpu);
+    double ns = line_transfer_ns();
+    if (!isnan(ns))
+        printf("  one-way cache-line transfer between the first two CPUs: %.0f ns (a team's items pay it for\n"
+               "  every line one thread writes and the other reads)\n",
+               ns);
     if (o->numpy) {
         printf("  fastest numpy / fastest vbmem = %.2f   (%s / %s)\n", np_best / vb_best, np_best_name, vb_best_name);
         printf("  one thread each: numpy / vbmem = %.2f\n", np_one / vb_one);
