@@ -12,6 +12,7 @@
 #include "models/model.h"
 #include "numerics/linalg.h"
 #include "numerics/rng.h"
+#include "numerics/team.h"
 #include "vbmem/vbmem.h"
 
 /* ---- helpers ---- */
@@ -933,6 +934,65 @@ START_TEST(normal_draws_are_standard) {
 }
 END_TEST
 
+/* ---- the thread team runs every item of a loop exactly once ---- */
+
+typedef struct {
+    team_t *team;
+    int *hits;      /* per item */
+    int *worker_of; /* per item: the thread that ran it */
+    long items;
+} count_job;
+
+static void count_run(const void *ctx, long b, long e, int worker) {
+    const count_job *j = ctx;
+    for (long i = b; i < e; i++) {
+        j->hits[i]++;
+        j->worker_of[i] = worker;
+    }
+    /* a loop nested in an item runs on this thread alone (the team is busy), as worker 0 */
+    if (b == 0 && j->items > 3) {
+        int nested[3] = {0, 0, 0}, wk[3];
+        count_job in = {j->team, nested, wk, 3};
+        team_for(j->team, 3, 1, 1 << 20, count_run, &in);
+        for (int i = 0; i < 3; i++) ck_assert(nested[i] == 1 && wk[i] == 0);
+    }
+}
+
+START_TEST(team_runs_every_item_once) {
+    for (int threads = 1; threads <= 4; threads++) {
+        team_t *team = team_new(threads);
+        ck_assert_ptr_nonnull(team);
+        ck_assert_int_ge(team_size(team), 1);
+        ck_assert_int_le(team_size(team), threads);
+        const long sizes[] = {1, 2, 3, 7, 10, 64, 1000};
+        for (int rep = 0; rep < 50; rep++)
+            for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+                long n = sizes[z];
+                int *hits = calloc((size_t)n, sizeof(int)), *wk = calloc((size_t)n, sizeof(int));
+                count_job j = {team, hits, wk, n};
+                if (rep % 2)
+                    team_for(team, n, 0, 1 << 20, count_run, &j);
+                else
+                    team_for_shares(team, n, 1 << 20, count_run, &j);
+                for (long i = 0; i < n; i++) {
+                    ck_assert_int_eq(hits[i], 1);
+                    ck_assert(wk[i] >= 0 && wk[i] < team_size(team));
+                }
+                free(hits);
+                free(wk);
+            }
+        /* small work runs on the caller */
+        int hits[4] = {0, 0, 0, 0}, wk[4] = {9, 9, 9, 9};
+        count_job j = {team, hits, wk, 4};
+        team_for_shares(team, 4, 100, count_run, &j);
+        for (int i = 0; i < 4; i++) ck_assert(hits[i] == 1 && wk[i] == 0);
+        team_free(team);
+    }
+    team_free(NULL);
+    ck_assert_int_eq(team_size(NULL), 1);
+}
+END_TEST
+
 /* ---- a fit split over a team of threads gives the same bytes as one without ---- */
 
 typedef struct {
@@ -1138,6 +1198,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, gram_path_equals_direct);
     tcase_add_test(tc, time_budget_stops_fit);
     tcase_add_test(tc, normal_draws_are_standard);
+    tcase_add_test(tc, team_runs_every_item_once);
     tcase_add_test(tc, team_gives_same_bytes);
     tcase_add_test(tc, short_gemm_is_exact);
     tcase_add_test(tc, small_cholesky_solves);

@@ -92,15 +92,6 @@ void mixgroup_work_free(mixgroup_work *w) {
     memset(w, 0, sizeof *w);
 }
 
-/* Items per chunk of a team loop: an equal share per thread. The caller takes
- * the first share and a helper usually the next, so a cluster tends to stay on
- * the same thread (and its data in that core's cache) from loop to loop, and
- * each loop costs few hand-offs between cores. */
-static long share(const mixgroup_work *w, long items) {
-    long n = team_size(w->team);
-    return (items + n - 1) / n;
-}
-
 vbm_status mixgroup_set_team(mixgroup_work *w, team_t *team, vbm_error *err) {
     int n = team_size(team);
     if (n > w->nscr) {
@@ -452,7 +443,7 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     if (w->addressed) /* the Gram update ran the per-cluster part with each cluster's update */
         w->addressed = 0;
     else
-        team_for(w->team, H, share(w, H), (long)H * (K * (K + 4 + (w->implicit ? 0 : cg)) * T + CLUSTER_FIXED),
+        team_for_shares(w->team, H, (long)H * (K * (K + 4 + (w->implicit ? 0 : cg)) * T + CLUSTER_FIXED),
                  address_run, &j);
     vbm_status st = cluster_status(w, err);
     if (st) return st;
@@ -460,8 +451,7 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     /* Each frame reads the logits of every cluster, which the per-cluster loops
      * wrote on all the team's threads: moving them between cores costs more than
      * the loop itself unless there are many frames and clusters. */
-    team_for((long)H * T >= FRAMES_TEAM_MIN ? w->team : NULL, chunks, share(w, chunks), (long)H * T * 8, frames_run,
-             &j);
+    team_for((long)H * T >= FRAMES_TEAM_MIN ? w->team : NULL, chunks, 0, (long)H * T * 8, frames_run, &j);
     if (!elbo) return VBM_OK;
     double loglik = 0.0, klw = 0.0, kls = 0.0;
     for (long c = 0; c < chunks; c++) {
@@ -784,7 +774,7 @@ static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mi
     int H = w->H, K = w->K;
     long T = w->T;
     upd_job j = {mem, prior, w};
-    team_for(w->team, H, share(w, H), (long)H * (K * T * (T + 8) + CLUSTER_FIXED), update_gram_run, &j);
+    team_for_shares(w->team, H, (long)H * (K * T * (T + 8) + CLUSTER_FIXED), update_gram_run, &j);
     st = cluster_status(w, err);
     if (st) return st;
     w->addressed = 1;
@@ -838,7 +828,7 @@ static void finish_run(const void *ctx, long b, long e, int worker) {
 void mixgroup_finish(vbm_memory *mem, const prior_t *prior, mixgroup_work *w) {
     if (!w->implicit && !w->b_implicit) return;
     upd_job j = {mem, prior, w};
-    team_for(w->team, w->H, share(w, w->H), (long)w->H * (w->K + 1) * w->T * w->cg, finish_run, &j);
+    team_for_shares(w->team, w->H, (long)w->H * (w->K + 1) * w->T * w->cg, finish_run, &j);
     w->b_implicit = 0;
     w->implicit = 0;
 }

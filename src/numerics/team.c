@@ -51,6 +51,7 @@ struct vbm_team {
     _Atomic(team_fn) fn;
     _Atomic(const void *) ctx;
     _Atomic long items, chunk;
+    _Atomic int shares; /* 0: chunks from a counter; > 0: owned shares (team_for_shares) */
     _Atomic unsigned long long next;
     _Atomic long done;
     _Atomic int quit;
@@ -86,6 +87,29 @@ static void team_take(team_t *t, unsigned long job, team_fn fn, const void *ctx,
         fn(ctx, b, e, worker);
         atomic_fetch_add_explicit(&t->done, e - b, memory_order_release);
         v = atomic_load_explicit(&t->next, memory_order_acquire);
+    }
+}
+
+/* Take the shares of job `job` (share c: items [c chunk, (c + 1) chunk)), thread
+ * `worker`'s own share first, then any share no thread has taken, until all are
+ * taken or the team has moved on to a newer job. */
+static void team_take_shares(team_t *t, unsigned long job, team_fn fn, const void *ctx, long items, long chunk,
+                             int shares, int worker) {
+    unsigned long long tag = (unsigned long long)(job & 0xffffffffUL) << 32;
+    for (int k = 0; k < shares; k++) {
+        int c = (worker + k) % shares;
+        unsigned long long bit = 1ULL << c, v = atomic_load_explicit(&t->next, memory_order_acquire);
+        for (;;) {
+            if ((v & 0xffffffff00000000ULL) != tag) return;
+            if (v & bit) break; /* taken */
+            if (atomic_compare_exchange_weak_explicit(&t->next, &v, v | bit, memory_order_acq_rel,
+                                                      memory_order_acquire)) {
+                long b = (long)c * chunk, e = b + chunk < items ? b + chunk : items;
+                if (b < e) fn(ctx, b, e, worker);
+                atomic_fetch_add_explicit(&t->done, e > b ? e - b : 0, memory_order_release);
+                break;
+            }
+        }
     }
 }
 
@@ -130,10 +154,14 @@ static void *team_main(void *arg) {
         const void *ctx = atomic_load_explicit(&t->ctx, memory_order_relaxed);
         long items = atomic_load_explicit(&t->items, memory_order_relaxed);
         long chunk = atomic_load_explicit(&t->chunk, memory_order_relaxed);
+        int shares = atomic_load_explicit(&t->shares, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&t->seq, memory_order_relaxed) != q) continue; /* changed meanwhile: look again */
         seen = q;
-        team_take(t, q / 2, fn, ctx, items, chunk, i);
+        if (shares > 0)
+            team_take_shares(t, q / 2, fn, ctx, items, chunk, shares, i);
+        else
+            team_take(t, q / 2, fn, ctx, items, chunk, i);
     }
 }
 
@@ -152,6 +180,7 @@ team_t *team_new(int threads) {
     atomic_init(&t->ctx, NULL);
     atomic_init(&t->items, 0);
     atomic_init(&t->chunk, 1);
+    atomic_init(&t->shares, 0);
     atomic_init(&t->next, 0);
     atomic_init(&t->done, 0);
     atomic_init(&t->quit, 0);
@@ -212,15 +241,10 @@ void team_free(team_t *t) {
 
 int team_size(const team_t *t) { return t ? t->n : 1; }
 
-void team_for(team_t *t, long items, long chunk, long work, team_fn fn, const void *ctx) {
-    if (items <= 0) return;
-    if (!t || t->n <= 1 || items < 2 || work < 16384 || items > 0x7fffffffL ||
-        atomic_flag_test_and_set_explicit(&t->busy, memory_order_acquire)) {
-        fn(ctx, 0, items, 0);
-        return;
-    }
-    if (chunk <= 0) chunk = items / ((long)t->n * TEAM_CHUNKS);
-    if (chunk < 1) chunk = 1;
+/* Publish a loop (shares 0: chunks of `chunk` items from the counter; shares >
+ * 0: that many owned shares of `chunk` items), take part in it, and wait for
+ * every item. The caller holds busy. */
+static void team_run(team_t *t, long items, long chunk, int shares, team_fn fn, const void *ctx) {
     unsigned long q = atomic_load_explicit(&t->seq, memory_order_relaxed) + 2; /* this job's seq */
     atomic_store_explicit(&t->seq, q - 1, memory_order_relaxed);                /* odd: fields change */
     atomic_thread_fence(memory_order_release);
@@ -228,14 +252,46 @@ void team_for(team_t *t, long items, long chunk, long work, team_fn fn, const vo
     atomic_store_explicit(&t->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&t->items, items, memory_order_relaxed);
     atomic_store_explicit(&t->chunk, chunk, memory_order_relaxed);
+    atomic_store_explicit(&t->shares, shares, memory_order_relaxed);
     atomic_store_explicit(&t->done, 0, memory_order_relaxed);
     atomic_store_explicit(&t->next, (unsigned long long)((q / 2) & 0xffffffffUL) << 32, memory_order_release);
     atomic_store_explicit(&t->seq, q, memory_order_release);
     team_wake(t);
-    team_take(t, q / 2, fn, ctx, items, chunk, 0);
+    if (shares > 0)
+        team_take_shares(t, q / 2, fn, ctx, items, chunk, shares, 0);
+    else
+        team_take(t, q / 2, fn, ctx, items, chunk, 0);
     for (long spins = 1; atomic_load_explicit(&t->done, memory_order_acquire) < items; spins++) {
         spin_pause();
         if (spins % 1024 == 0) sched_yield(); /* a helper may have lost its CPU */
     }
+}
+
+/* Whether a loop goes to the helpers; takes busy when it does. */
+static int team_engage(team_t *t, long items, long work) {
+    return t && t->n > 1 && items >= 2 && work >= 16384 && items <= 0x7fffffffL &&
+           !atomic_flag_test_and_set_explicit(&t->busy, memory_order_acquire);
+}
+
+void team_for(team_t *t, long items, long chunk, long work, team_fn fn, const void *ctx) {
+    if (items <= 0) return;
+    if (!team_engage(t, items, work)) {
+        fn(ctx, 0, items, 0);
+        return;
+    }
+    if (chunk <= 0) chunk = items / ((long)t->n * TEAM_CHUNKS);
+    if (chunk < 1) chunk = 1;
+    team_run(t, items, chunk, 0, fn, ctx);
+    atomic_flag_clear_explicit(&t->busy, memory_order_release);
+}
+
+void team_for_shares(team_t *t, long items, long work, team_fn fn, const void *ctx) {
+    if (items <= 0) return;
+    if (!team_engage(t, items, work)) {
+        fn(ctx, 0, items, 0);
+        return;
+    }
+    int shares = t->n < 32 ? t->n : 32;
+    team_run(t, items, (items + shares - 1) / shares, shares, fn, ctx);
     atomic_flag_clear_explicit(&t->busy, memory_order_release);
 }

@@ -35,7 +35,15 @@ int team_size(const team_t *t);
  * estimate of the values the loop touches) is under 16,384, or when the team
  * is already running a loop (a loop nested in fn, or a second thread using
  * the same team): so a team is safe to share, and only one loop at a time
- * gets its helpers. Never fails. */
+ * gets its helpers. A loop run on the calling thread alone gets worker 0, also
+ * when a helper called it (nested), so per-thread state indexed by worker must
+ * not be shared between a loop and the loops nested in it. Never fails. */
 void team_for(team_t *t, long items, long chunk, long work, team_fn fn, const void *ctx);
+
+/* The same with the items in team_size(t) contiguous shares (at most 32), share
+ * i going to thread i (0 is the caller) unless that thread is late, when
+ * another takes it. Loops that touch the same data per item from one loop to
+ * the next keep it in one core's cache this way. Never fails. */
+void team_for_shares(team_t *t, long items, long work, team_fn fn, const void *ctx);
 
 #endif
