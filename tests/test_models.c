@@ -981,11 +981,11 @@ START_TEST(team_runs_every_item_once) {
                 free(hits);
                 free(wk);
             }
-        /* small work runs on the caller */
-        int hits[4] = {0, 0, 0, 0}, wk[4] = {9, 9, 9, 9};
-        count_job j = {team, hits, wk, 4};
-        team_for_shares(team, 4, 100, count_run, &j);
-        for (int i = 0; i < 4; i++) ck_assert(hits[i] == 1 && wk[i] == 0);
+        /* small work runs on the caller (3 items: no nested loop, which would then engage the team) */
+        int hits[3] = {0, 0, 0}, wk[3] = {9, 9, 9};
+        count_job j = {team, hits, wk, 3};
+        team_for_shares(team, 3, 100, count_run, &j);
+        for (int i = 0; i < 3; i++) ck_assert(hits[i] == 1 && wk[i] == 0);
         team_free(team);
     }
     team_free(NULL);
@@ -1118,6 +1118,11 @@ START_TEST(short_gemm_is_exact) {
                     ck_assert_msg(memcmp(C, R, sizeof(double) * 8 * 209) == 0, "m=%d n=%d k=%d beta=%g", m, n, k,
                                   beta);
                 }
+    /* k = 0 with beta = 0: C is set to zero, never read (BLAS semantics) */
+    for (int i = 0; i < 8 * 209; i++) C[i] = NAN;
+    la_gemm(0, 0, 3, 5, 0, 1.0, A, 70, B, 210, 0.0, C, 209);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 5; j++) ck_assert(C[i * 209 + j] == 0.0);
     free(A);
     free(B);
     free(C0);

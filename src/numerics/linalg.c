@@ -257,7 +257,7 @@ void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A,
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++) C[(size_t)i * ldc + j] *= beta;
+            for (int j = 0; j < n; j++) C[(size_t)i * ldc + j] = beta == 0.0 ? 0.0 : beta * C[(size_t)i * ldc + j];
         return;
     }
     if (!ta && !tb && m <= LA_NN_ROWS) {
