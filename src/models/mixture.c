@@ -34,23 +34,27 @@ static mixcluster *cl_alloc(int H) {
 /* The q(s) loop runs on the team from this many logits (H T) on. */
 #define FRAMES_TEAM_MIN 65536L
 
+/* Doubles of one cluster's scratch (mixgroup_work.gsc): the address step's
+ * precision A (K^2), then the Gram update's M2, YY, X, AW, Q, M1 (K^2 each) and
+ * Amb, wzb, v, rhs (K each). They live from one phase of the cluster loops to
+ * the next (see update_gram_run). */
+static size_t gsc_len(int K) { return 7 * (size_t)K * K + 4 * (size_t)K; }
+
 /* One thread's scratch set (see mixgroup_work.scr). */
 typedef struct {
-    double *A;   /* K x K */
     double *kw;  /* 2 K^2 + K cg: kl_matrix_normal, the direct update's Q */
     double *acc; /* 2 T: per-frame accumulators of one cluster */
-    double *gs;  /* 6 K^2 + 4 K: the Gram update */
     double *zx;  /* cg: a row of the shifts' write-back */
 } scratch_t;
+
+static size_t scratch_len(int K, int cg, long T) { return 2 * (size_t)K * K + (size_t)K * cg + 2 * (size_t)T + (size_t)cg; }
 
 static scratch_t scratch_of(const mixgroup_work *w, int worker) {
     size_t kk = (size_t)w->K * w->K;
     scratch_t s;
-    s.A = w->scr + (size_t)worker * w->scr_len;
-    s.kw = s.A + kk;
+    s.kw = w->scr + (size_t)worker * w->scr_len;
     s.acc = s.kw + 2 * kk + (size_t)w->K * w->cg;
-    s.gs = s.acc + 2 * (size_t)w->T;
-    s.zx = s.gs + 6 * kk + 4 * (size_t)w->K;
+    s.zx = s.acc + 2 * (size_t)w->T;
     return s;
 }
 
@@ -70,6 +74,7 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->zb);
     free(w->Y);
     free(w->scr);
+    free(w->gsc);
     free(w->Zt);
     free(w->cl);
     free(w->fel);
@@ -195,12 +200,13 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->zb = vbm_calloc((size_t)T * H, sizeof(double));
     w->Y = vbm_calloc((size_t)H * K * cg, sizeof(double));
     w->nscr = 1;
-    w->scr_len = 9 * (size_t)K * K + (size_t)K * cg + 2 * (size_t)T + 4 * (size_t)K + (size_t)cg;
+    w->scr_len = scratch_len(K, cg, T);
     w->scr = vbm_calloc(w->scr_len, sizeof(double));
+    w->gsc = vbm_calloc((size_t)H * gsc_len(K), sizeof(double));
     w->fel = vbm_calloc(3 * (size_t)((T + FRAME_CHUNK - 1) / FRAME_CHUNK), sizeof(double));
     w->cl = cl_alloc(H);
     if (!w->P || !w->W || !w->Wt || !w->theta || !w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb ||
-        !w->sw || !w->zb || !w->Y || !w->scr || !w->cl || !w->fel) {
+        !w->sw || !w->zb || !w->Y || !w->scr || !w->gsc || !w->cl || !w->fel) {
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
     }
@@ -249,24 +255,22 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
     return VBM_OK;
 }
 
-/* Everything of the address step that concerns cluster h alone: S_h, Sigma_w,h
- * and its log-determinant and traces, R_h mu_bh, W_h, then the frame sweep
- * (e_th, KL_w, the logits of q(s)), and the cluster's KL terms when the ELBO is
- * wanted. implicit and b_implicit say how R_h and mu_bh are held (the fields of
- * w, or the Gram update that calls this before it sets them); Bbuf is HK x T
- * scratch. Returns 0, 2 (address precision not positive definite) or 3 (the
- * posterior row covariance is not). */
-LA_HOT static int address_cluster(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h,
-                                  int want_elbo, int worker, int implicit, int b_implicit, double *Bbuf) {
-    int K = w->K, cg = w->cg, g = w->g, gh = g * w->H + h;
-    long T = w->T;
+/* The address step for cluster h comes in three parts, so that a loop over a
+ * range of clusters can run each part for all of them before the next (the
+ * K x K factorizations of different clusters are then independent work in
+ * flight together): address_pre forms S_h = R_h R_h^T + cg U_h and the
+ * precision A_h = I + S_h / s2 of q(w | s = h); address_factor factors it
+ * (Sigma_w,h and its log-determinant); address_post does the rest: traces,
+ * R_h mu_bh, W_h, the frame sweep (e_th, KL_w, the logits of q(s)) and the
+ * cluster's KL terms when the ELBO is wanted. implicit and b_implicit say how
+ * R_h and mu_bh are held (the fields of w, or the Gram update that calls these
+ * before it sets them); Bbuf is HK x T scratch. */
+LA_HOT static void address_pre(const vbm_memory *mem, mixgroup_work *w, int h, int implicit) {
+    int K = w->K, cg = w->cg, gh = w->g * w->H + h;
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K;
-    int shift = mem->cfg.shift;
-    scratch_t sc = scratch_of(w, worker);
-    double *A = sc.A;
-    const double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh), *mb = BLK_B(mem, gh);
-    double *S = w->S + h * kk, *Sw = w->Sw + h * kk;
+    const double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh);
+    double *S = w->S + h * kk, *A = w->gsc + (size_t)h * gsc_len(K);
     if (implicit)
         memcpy(S, w->SR + h * kk, kk * sizeof(double));
     else
@@ -274,10 +278,32 @@ LA_HOT static int address_cluster(const vbm_memory *mem, const prior_t *prior, m
     for (size_t i = 0; i < kk; i++) S[i] += cg * U[i];
     for (size_t i = 0; i < kk; i++) A[i] = S[i] / s2;
     for (int k = 0; k < K; k++) A[(size_t)k * K + k] += 1.0;
+}
+
+/* Returns 0, or 2 when the address precision is not positive definite. */
+LA_HOT static int address_factor(mixgroup_work *w, int h) {
+    int K = w->K;
+    size_t kk = (size_t)K * K;
+    double *A = w->gsc + (size_t)h * gsc_len(K), *Sw = w->Sw + h * kk;
     if (la_chol(K, A) != 0) return 2;
-    double logdetSw = -la_chol_logdet(K, A);
+    w->cl[h].logdetSw = -la_chol_logdet(K, A);
     memcpy(Sw, A, kk * sizeof(double));
     la_chol_inverse(K, Sw);
+    return 0;
+}
+
+/* Returns 0, or 3 when the posterior row covariance is not positive definite. */
+LA_HOT static int address_post(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h,
+                               int want_elbo, int worker, int implicit, int b_implicit, double *Bbuf) {
+    int K = w->K, cg = w->cg, g = w->g, gh = g * w->H + h;
+    long T = w->T;
+    double s2 = mem->cfg.sigma_z2;
+    size_t kk = (size_t)K * K;
+    int shift = mem->cfg.shift;
+    scratch_t sc = scratch_of(w, worker);
+    const double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh), *mb = BLK_B(mem, gh);
+    const double *S = w->S + h * kk, *Sw = w->Sw + h * kk;
+    double logdetSw = w->cl[h].logdetSw;
     double trSSw = 0.0, trsw = 0.0;
     for (size_t i = 0; i < kk; i++) trSSw += S[i] * Sw[i];
     for (int k = 0; k < K; k++) trsw += Sw[(size_t)k * K + k];
@@ -381,8 +407,12 @@ static vbm_status cluster_status(const mixgroup_work *w, vbm_error *err) {
 static void address_run(const void *ctx, long b, long e, int worker) {
     const addr_job *j = ctx;
     mixgroup_work *w = j->w;
+    for (long h = b; h < e; h++) address_pre(j->mem, w, (int)h, w->implicit);
+    for (long h = b; h < e; h++) w->cl[h].st = address_factor(w, (int)h);
     for (long h = b; h < e; h++)
-        w->cl[h].st = address_cluster(j->mem, j->prior, w, (int)h, j->want_elbo, worker, w->implicit, w->b_implicit, w->Wt);
+        if (!w->cl[h].st)
+            w->cl[h].st = address_post(j->mem, j->prior, w, (int)h, j->want_elbo, worker, w->implicit, w->b_implicit,
+                                       w->Wt);
 }
 
 /* q(s_t) for frames chunk*FRAME_CHUNK .. : the softmax of the logits (with the
@@ -663,20 +693,42 @@ LA_HOT static void shift_stats_cluster(mixgroup_work *w, int h) {
     w->cl[h].bm0 = m0mb;
 }
 
-/* The Gram update of cluster h (see mixgroup_update_gram), then the per-cluster
- * part of the next address step. Returns 0, 1 when the memory precision is not
- * positive definite, or a failure of address_cluster. */
-LA_HOT static int update_gram_cluster(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h, int worker) {
+/* The Gram update of cluster h (see mixgroup_update_gram), in four parts run in
+ * turn over a range of clusters by update_gram_run (see address_pre for why):
+ * update_pre forms Q_h (into LQ_h) after the q(b_h) step; update_factor factors
+ * it and forms U_h; update_mid forms R_h Z^T (P_h) and Ytil Ytil^T (YY) and the
+ * right-hand side of R_h mu_bh; update_post solves for R R^T and R mu_b and
+ * finishes. Their scratch is the cluster's (gsc). */
+typedef struct {
+    double *M2, *YY, *X, *AW, *Q, *M1, *Amb, *wzb, *v, *rhs;
+} gram_scratch;
+
+static gram_scratch gram_scratch_of(const mixgroup_work *w, int h) {
+    size_t kk = (size_t)w->K * w->K;
+    gram_scratch g;
+    g.M2 = w->gsc + (size_t)h * gsc_len(w->K) + kk; /* after the address step's A */
+    g.YY = g.M2 + kk;
+    g.X = g.YY + kk;
+    g.AW = g.X + kk;
+    g.Q = g.AW + kk;
+    g.M1 = g.Q + kk;
+    g.Amb = g.M1 + kk;
+    g.wzb = g.Amb + w->K;
+    g.v = g.wzb + w->K;
+    g.rhs = g.v + w->K;
+    return g;
+}
+
+LA_HOT static void update_pre(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h) {
     int K = w->K, gh = w->g * w->H + h, shift = mem->cfg.shift;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K;
-    double *M2 = scratch_of(w, worker).gs, *YY = M2 + kk, *X = YY + kk, *AW = X + kk, *Q = AW + kk, *M1 = Q + kk;
-    double *Amb = M1 + kk, *wzb = Amb + K, *v = wzb + K, *rhs = v + K;
+    gram_scratch g = gram_scratch_of(w, h);
     weigh_cluster(w, h);
     if (shift) { /* q(b_h), kept implicit from the first update on */
         if (w->implicit)
-            shift_step_cluster(mem, prior, w, h, v);
+            shift_step_cluster(mem, prior, w, h, g.v);
         else
             shift_begin_cluster(mem, prior, w, h);
         shift_stats_cluster(w, h);
@@ -685,23 +737,39 @@ LA_HOT static int update_gram_cluster(vbm_memory *mem, const prior_t *prior, mix
      * Ytil_h = A_h + (Wt_h Z - sw_h mu_bh^T) / s2, kept implicit. */
     double N = w->cl[h].N;
     const double *Wth = w->Wt + (size_t)h * K * T;
-    double *GTh = w->GT + (size_t)h * K * T;
-    la_gemm(0, 0, K, (int)T, (int)T, 1.0, Wth, (int)T, w->G, (int)T, 0.0, GTh, (int)T); /* Wt_h G */
+    la_gemm(0, 0, K, (int)T, (int)T, 1.0, Wth, (int)T, w->G, (int)T, 0.0, w->GT + (size_t)h * K * T,
+            (int)T); /* Wt_h G */
     const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
-    const double *swh = w->sw + h * K, *zb = w->zb + (size_t)h * T;
+    double *LQ = w->LQ + h * kk;
+    la_gemm_sym(K, (int)T, 1.0 / s2, Wth, (int)T, w->W + (size_t)h * K * T, (int)T, LQ, K);
+    for (size_t i = 0; i < kk; i++) LQ[i] += P0[i] + N * Sw[i] / s2;
+    la_symmetrize_lower(K, LQ);
+}
+
+/* Returns 0, or 1 when the memory precision is not positive definite. */
+LA_HOT static int update_factor(vbm_memory *mem, mixgroup_work *w, int h) {
+    int K = w->K, gh = w->g * w->H + h;
+    size_t kk = (size_t)K * K;
     double *LQ = w->LQ + h * kk, *U = BLK_U(mem, gh);
-    la_gemm_sym(K, (int)T, 1.0 / s2, Wth, (int)T, w->W + (size_t)h * K * T, (int)T, Q, K);
-    for (size_t i = 0; i < kk; i++) Q[i] += P0[i] + N * Sw[i] / s2;
-    la_symmetrize_lower(K, Q);
-    memcpy(LQ, Q, kk * sizeof(double));
     if (la_chol(K, LQ) != 0) return 1;
     w->cl[h].logdetQ = la_chol_logdet(K, LQ);
     memcpy(U, LQ, kk * sizeof(double));
     la_chol_inverse(K, U);
+    return 0;
+}
+
+LA_HOT static void update_mid(vbm_memory *mem, mixgroup_work *w, int h) {
+    int K = w->K, shift = mem->cfg.shift;
+    long T = w->T;
+    double s2 = mem->cfg.sigma_z2;
+    size_t kk = (size_t)K * K;
+    gram_scratch g = gram_scratch_of(w, h);
+    const double *Wth = w->Wt + (size_t)h * K * T, *GTh = w->GT + (size_t)h * K * T;
+    const double *swh = w->sw + h * K, *zb = w->zb + (size_t)h * T;
     double bb = shift ? w->cl[h].bb : 0.0; /* |mu_bh|^2, from shift_stats_cluster */
     for (int k = 0; k < K; k++) {
-        Amb[k] = w->prior_mean && shift ? w->bAmb[h * K + k] : 0.0;
-        wzb[k] = shift ? la_dot((int)T, Wth + (size_t)k * T, zb) : 0.0;
+        g.Amb[k] = w->prior_mean && shift ? w->bAmb[h * K + k] : 0.0;
+        g.wzb[k] = shift ? la_dot((int)T, Wth + (size_t)k * T, zb) : 0.0;
     }
     /* P_h = Q^{-1} (A Z^T + (Wt G - sw (Z mu_b)^T) / s2) */
     double *Ph = w->P + (size_t)h * K * T, is2 = 1.0 / s2;
@@ -712,44 +780,51 @@ LA_HOT static int update_gram_cluster(vbm_memory *mem, const prior_t *prior, mix
         if (azk)
             for (long t = 0; t < T; t++) pk[t] += azk[t];
     }
-    la_chol_solve(K, (int)T, LQ, Ph, (int)T);
-    /* Ytil Ytil^T, then R R^T = Q^{-1} Ytil Ytil^T Q^{-1} */
-    la_gemm_sym(K, (int)T, 1.0, GTh, (int)T, Wth, (int)T, M2, K); /* Wt G Wt^T */
-    if (w->prior_mean) la_gemm(0, 1, K, K, (int)T, 1.0, w->AZ + (size_t)h * K * T, (int)T, Wth, (int)T, 0.0, AW, K);
+    la_chol_solve(K, (int)T, w->LQ + h * kk, Ph, (int)T);
+    /* Ytil Ytil^T, then (update_post) R R^T = Q^{-1} Ytil Ytil^T Q^{-1} */
+    la_gemm_sym(K, (int)T, 1.0, GTh, (int)T, Wth, (int)T, g.M2, K); /* Wt G Wt^T */
+    if (w->prior_mean)
+        la_gemm(0, 1, K, K, (int)T, 1.0, w->AZ + (size_t)h * K * T, (int)T, Wth, (int)T, 0.0, g.AW, K);
     const double *AAt = w->prior_mean ? w->AAt + h * kk : NULL;
     for (int i = 0; i < K; i++)
         for (int j = 0; j < K; j++) {
-            double y = (M2[i * K + j] - wzb[i] * swh[j] - swh[i] * wzb[j] + bb * swh[i] * swh[j]) / (s2 * s2);
+            double y = (g.M2[i * K + j] - g.wzb[i] * swh[j] - swh[i] * g.wzb[j] + bb * swh[i] * swh[j]) / (s2 * s2);
             if (w->prior_mean)
-                y += AAt[i * K + j] + (AW[i * K + j] + AW[j * K + i] - Amb[i] * swh[j] - swh[i] * Amb[j]) / s2;
-            YY[i * K + j] = y;
+                y += AAt[i * K + j] + (g.AW[i * K + j] + g.AW[j * K + i] - g.Amb[i] * swh[j] - swh[i] * g.Amb[j]) / s2;
+            g.YY[i * K + j] = y;
         }
     for (int i = 0; i < K; i++)
-        for (int j = 0; j < i; j++) YY[i * K + j] = YY[j * K + i] = 0.5 * (YY[i * K + j] + YY[j * K + i]);
-    memcpy(X, YY, kk * sizeof(double));
-    la_chol_solve(K, K, LQ, X, K); /* Q^{-1} YY */
+        for (int j = 0; j < i; j++) g.YY[i * K + j] = g.YY[j * K + i] = 0.5 * (g.YY[i * K + j] + g.YY[j * K + i]);
+    /* R mu_b = Q^{-1} (A mu_b + (Wt Z mu_b - sw |mu_b|^2) / s2) */
+    for (int k = 0; k < K; k++) g.rhs[k] = g.Amb[k] + (g.wzb[k] - swh[k] * bb) / s2;
+}
+
+LA_HOT static void update_post(vbm_memory *mem, mixgroup_work *w, int h) {
+    int K = w->K, gh = w->g * w->H + h;
+    double s2 = mem->cfg.sigma_z2;
+    size_t kk = (size_t)K * K;
+    gram_scratch g = gram_scratch_of(w, h);
+    const double *LQ = w->LQ + h * kk, *U = BLK_U(mem, gh), *swh = w->sw + h * K;
+    memcpy(g.X, g.YY, kk * sizeof(double));
+    la_chol_solve(K, K, LQ, g.X, K); /* Q^{-1} YY */
     double *SR = w->SR + h * kk;
     for (int i = 0; i < K; i++)
-        for (int j = 0; j < K; j++) SR[i * K + j] = X[j * K + i];
+        for (int j = 0; j < K; j++) SR[i * K + j] = g.X[j * K + i];
     la_chol_solve(K, K, LQ, SR, K); /* Q^{-1} YY Q^{-1} */
     for (int i = 0; i < K; i++)
         for (int j = 0; j < i; j++) SR[i * K + j] = SR[j * K + i] = 0.5 * (SR[i * K + j] + SR[j * K + i]);
-    /* R mu_b = Q^{-1} (A mu_b + (Wt Z mu_b - sw |mu_b|^2) / s2) */
-    for (int k = 0; k < K; k++) rhs[k] = Amb[k] + (wzb[k] - swh[k] * bb) / s2;
-    la_chol_solve(K, 1, LQ, rhs, 1);
-    memcpy(w->Rmb + h * K, rhs, sizeof(double) * K);
+    la_chol_solve(K, 1, LQ, g.rhs, 1);
+    memcpy(w->Rmb + h * K, g.rhs, sizeof(double) * K);
     /* <A, R> = tr(U (Ytil A^T)^T), Ytil A^T = A A^T + (AW^T - sw (A mu_b)^T) / s2 */
     double ar = 0.0;
     if (w->prior_mean) {
+        const double *AAt = w->AAt + h * kk;
         for (int i = 0; i < K; i++)
-            for (int j = 0; j < K; j++) M1[i * K + j] = AAt[i * K + j] + (AW[j * K + i] - swh[i] * Amb[j]) / s2;
-        for (size_t i = 0; i < kk; i++) ar += U[i] * M1[i];
+            for (int j = 0; j < K; j++) g.M1[i * K + j] = AAt[i * K + j] + (g.AW[j * K + i] - swh[i] * g.Amb[j]) / s2;
+        for (size_t i = 0; i < kk; i++) ar += U[i] * g.M1[i];
     }
     w->cl[h].AR = ar;
     memcpy(w->swc + h * K, swh, sizeof(double) * K);
-    /* The next address step's work for this cluster, while its data is in this
-     * thread's cache: B_h goes to the old Wtc_h, which nothing reads any more. */
-    return address_cluster(mem, prior, w, h, 1, worker, 1, shift, w->Wtc);
 }
 
 typedef struct {
@@ -758,9 +833,37 @@ typedef struct {
     mixgroup_work *w;
 } upd_job;
 
+/* The Gram update of clusters [b, e), then their share of the next address
+ * step (while their data is in this thread's cache; B_h goes to the old
+ * Wtc_h, which nothing reads any more). On one thread each part runs for every
+ * cluster of the range before the next part, so that the K x K factorizations
+ * and solves of different clusters, each a chain of dependent operations,
+ * overlap (4.6 % faster at the paper's configuration). On a team each thread
+ * takes its clusters one at a time: with every thread in the same phase at
+ * once, the split fit measured 10 % slower on the two vCPUs of the benchmark
+ * machine. The arithmetic is the same either way. */
 static void update_gram_run(const void *ctx, long b, long e, int worker) {
     const upd_job *j = ctx;
-    for (long h = b; h < e; h++) j->w->cl[h].st = update_gram_cluster(j->mem, j->prior, j->w, (int)h, worker);
+    vbm_memory *mem = j->mem;
+    mixgroup_work *w = j->w;
+    int shift = mem->cfg.shift;
+    if (team_size(w->team) > 1 && e - b > 1) { /* on a team: one cluster at a time (see above) */
+        for (long h = b; h < e; h++) update_gram_run(ctx, h, h + 1, worker);
+        return;
+    }
+    for (long h = b; h < e; h++) update_pre(mem, j->prior, w, (int)h);
+    for (long h = b; h < e; h++) w->cl[h].st = update_factor(mem, w, (int)h);
+    for (long h = b; h < e; h++)
+        if (!w->cl[h].st) update_mid(mem, w, (int)h);
+    for (long h = b; h < e; h++)
+        if (!w->cl[h].st) {
+            update_post(mem, w, (int)h);
+            address_pre(mem, w, (int)h, 1);
+        }
+    for (long h = b; h < e; h++)
+        if (!w->cl[h].st) w->cl[h].st = address_factor(w, (int)h);
+    for (long h = b; h < e; h++)
+        if (!w->cl[h].st) w->cl[h].st = address_post(mem, j->prior, w, (int)h, 1, worker, 1, shift, w->Wtc);
 }
 
 /* The update of mixgroup_update (Eq. 198-199, then 206-207) on the Gram path:

@@ -14,6 +14,7 @@ typedef struct {
     double N;        /* sum_t q(s_t = h), the soft count of cluster h */
     double bb;       /* |mu_bh|^2 */
     double s2b;      /* variance of q(b_h), carried by the Gram update */
+    double logdetSw; /* log det Sigma_w,h, from the address step */
     double klm, klb; /* KL of q(M_h) and of q(b_h), from the address step */
     double logdetQ;  /* Gram path: log det Q_h */
     double AR, AR0;  /* Gram path: <P0R0_h, R_h>, <P0R0_h, R0_h> */
@@ -50,6 +51,7 @@ typedef struct {
     int nscr;         /* scratch sets: team_size(team) */
     size_t scr_len;   /* doubles per scratch set (mixgroup_scratch) */
     double *scr;      /* [nscr][scr_len] */
+    double *gsc;      /* [H][7 K^2 + 4 K]: each cluster's scratch between the phases of its loops */
     mixcluster *cl;   /* [H] */
     double *fel;      /* 3 x frame chunks: log-likelihood, KL of q(w), KL of q(s) */
     /* Gram path (T <= cg): after an update R_h is kept implicitly as
