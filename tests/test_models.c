@@ -1174,6 +1174,61 @@ START_TEST(small_cholesky_solves) {
 }
 END_TEST
 
+START_TEST(four_lane_cholesky_matches_single) {
+    /* la_chol4, la_chol_inverse4 and la_chol_solve4 give each matrix the bits
+     * la_chol, la_chol_inverse and la_chol_solve give it alone; a matrix that is
+     * not positive definite is reported in its lane only */
+    for (int n = 1; n <= 16; n += 3) {
+        double *A[4], *S[4], *B[4], *C[4];
+        size_t nn = (size_t)n * n;
+        for (int l = 0; l < 4; l++) {
+            double *M = randn((long)nn, 200 + 10 * n + l, 1.0);
+            A[l] = malloc(sizeof(double) * nn);
+            S[l] = malloc(sizeof(double) * nn);
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < n; j++) {
+                    double v = i == j ? (l == 2 && n > 1 && i == n - 1 ? -1.0 : n) : 0.0; /* lane 2: not PD */
+                    for (int p = 0; p < n; p++) v += M[i * n + p] * M[j * n + p];
+                    A[l][i * n + j] = S[l][i * n + j] = l == 2 && n > 1 && i == n - 1 && j == n - 1 ? -50.0 * n : v;
+                }
+            free(M);
+            B[l] = randn((long)n * 9, 300 + n + l, 1.0);
+            C[l] = malloc(sizeof(double) * (size_t)n * 9);
+            memcpy(C[l], B[l], sizeof(double) * (size_t)n * 9);
+        }
+        int bad = la_chol4(n, A);
+        for (int l = 0; l < 4; l++) {
+            int fail = la_chol(n, S[l]) != 0;
+            ck_assert_int_eq((bad >> l) & 1, fail);
+            if (!fail) ck_assert(memcmp(A[l], S[l], sizeof(double) * nn) == 0);
+        }
+        if (n > 1) ck_assert_int_eq(bad, 1 << 2);
+        for (int l = 0; l < 4; l++)
+            if ((bad >> l) & 1) { /* give the failed lane a valid factor for the next checks */
+                memset(A[l], 0, sizeof(double) * nn);
+                for (int i = 0; i < n; i++) A[l][i * n + i] = 2.0;
+                memcpy(S[l], A[l], sizeof(double) * nn);
+            }
+        for (int nrhs = 1; nrhs <= 9; nrhs += 8) { /* one and nine right-hand sides (row stride 9) */
+            la_chol_solve4(n, nrhs, A, B, 9);
+            for (int l = 0; l < 4; l++) {
+                la_chol_solve(n, nrhs, S[l], C[l], 9);
+                ck_assert(memcmp(B[l], C[l], sizeof(double) * (size_t)n * 9) == 0);
+            }
+        }
+        la_chol_inverse4(n, A);
+        for (int l = 0; l < 4; l++) {
+            la_chol_inverse(n, S[l]);
+            ck_assert(memcmp(A[l], S[l], sizeof(double) * nn) == 0);
+            free(A[l]);
+            free(S[l]);
+            free(B[l]);
+            free(C[l]);
+        }
+    }
+}
+END_TEST
+
 static Suite *models_suite(void) {
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("core");
@@ -1207,6 +1262,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, team_gives_same_bytes);
     tcase_add_test(tc, short_gemm_is_exact);
     tcase_add_test(tc, small_cholesky_solves);
+    tcase_add_test(tc, four_lane_cholesky_matches_single);
     suite_add_tcase(s, tc);
     return s;
 }

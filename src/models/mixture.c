@@ -693,12 +693,12 @@ LA_HOT static void shift_stats_cluster(mixgroup_work *w, int h) {
     w->cl[h].bm0 = m0mb;
 }
 
-/* The Gram update of cluster h (see mixgroup_update_gram), in four parts run in
- * turn over a range of clusters by update_gram_run (see address_pre for why):
+/* The Gram update of cluster h (see mixgroup_update_gram), in parts run in turn
+ * over a range of clusters by update_gram_run (see address_pre for why):
  * update_pre forms Q_h (into LQ_h) after the q(b_h) step; update_factor factors
  * it and forms U_h; update_mid forms R_h Z^T (P_h) and Ytil Ytil^T (YY) and the
- * right-hand side of R_h mu_bh; update_post solves for R R^T and R mu_b and
- * finishes. Their scratch is the cluster's (gsc). */
+ * right-hand side of R_h mu_bh; update_post_part and update_solve solve for
+ * R R^T and R mu_b and finish. Their scratch is the cluster's (gsc). */
 typedef struct {
     double *M2, *YY, *X, *AW, *Q, *M1, *Amb, *wzb, *v, *rhs;
 } gram_scratch;
@@ -799,32 +799,50 @@ LA_HOT static void update_mid(vbm_memory *mem, mixgroup_work *w, int h) {
     for (int k = 0; k < K; k++) g.rhs[k] = g.Amb[k] + (g.wzb[k] - swh[k] * bb) / s2;
 }
 
-LA_HOT static void update_post(vbm_memory *mem, mixgroup_work *w, int h) {
+/* update_post's Q^{-1} solves: which 0 is X = Q^{-1} YY (X holding YY), 1 is
+ * SR = Q^{-1} X^T (SR holding X^T), 2 is R mu_b = Q^{-1} rhs. */
+static void update_solve(mixgroup_work *w, int h, int which) {
+    int K = w->K;
+    size_t kk = (size_t)K * K;
+    gram_scratch g = gram_scratch_of(w, h);
+    const double *LQ = w->LQ + h * kk;
+    if (which == 0)
+        la_chol_solve(K, K, LQ, g.X, K);
+    else if (which == 1)
+        la_chol_solve(K, K, LQ, w->SR + h * kk, K);
+    else
+        la_chol_solve(K, 1, LQ, g.rhs, 1);
+}
+
+/* The parts of update_post between its solves (part 0 before the first). */
+LA_HOT static void update_post_part(vbm_memory *mem, mixgroup_work *w, int h, int part) {
     int K = w->K, gh = w->g * w->H + h;
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K;
     gram_scratch g = gram_scratch_of(w, h);
-    const double *LQ = w->LQ + h * kk, *U = BLK_U(mem, gh), *swh = w->sw + h * K;
-    memcpy(g.X, g.YY, kk * sizeof(double));
-    la_chol_solve(K, K, LQ, g.X, K); /* Q^{-1} YY */
     double *SR = w->SR + h * kk;
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < K; j++) SR[i * K + j] = g.X[j * K + i];
-    la_chol_solve(K, K, LQ, SR, K); /* Q^{-1} YY Q^{-1} */
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < i; j++) SR[i * K + j] = SR[j * K + i] = 0.5 * (SR[i * K + j] + SR[j * K + i]);
-    la_chol_solve(K, 1, LQ, g.rhs, 1);
-    memcpy(w->Rmb + h * K, g.rhs, sizeof(double) * K);
-    /* <A, R> = tr(U (Ytil A^T)^T), Ytil A^T = A A^T + (AW^T - sw (A mu_b)^T) / s2 */
-    double ar = 0.0;
-    if (w->prior_mean) {
-        const double *AAt = w->AAt + h * kk;
+    if (part == 0) {
+        memcpy(g.X, g.YY, kk * sizeof(double)); /* then Q^{-1} YY */
+    } else if (part == 1) {
         for (int i = 0; i < K; i++)
-            for (int j = 0; j < K; j++) g.M1[i * K + j] = AAt[i * K + j] + (g.AW[j * K + i] - swh[i] * g.Amb[j]) / s2;
-        for (size_t i = 0; i < kk; i++) ar += U[i] * g.M1[i];
+            for (int j = 0; j < K; j++) SR[i * K + j] = g.X[j * K + i]; /* then Q^{-1} YY Q^{-1} */
+    } else if (part == 2) {
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < i; j++) SR[i * K + j] = SR[j * K + i] = 0.5 * (SR[i * K + j] + SR[j * K + i]);
+    } else {
+        const double *U = BLK_U(mem, gh), *swh = w->sw + h * K;
+        memcpy(w->Rmb + h * K, g.rhs, sizeof(double) * K);
+        /* <A, R> = tr(U (Ytil A^T)^T), Ytil A^T = A A^T + (AW^T - sw (A mu_b)^T) / s2 */
+        double ar = 0.0;
+        if (w->prior_mean) {
+            const double *AAt = w->AAt + h * kk;
+            for (int i = 0; i < K; i++)
+                for (int j = 0; j < K; j++) g.M1[i * K + j] = AAt[i * K + j] + (g.AW[j * K + i] - swh[i] * g.Amb[j]) / s2;
+            for (size_t i = 0; i < kk; i++) ar += U[i] * g.M1[i];
+        }
+        w->cl[h].AR = ar;
+        memcpy(w->swc + h * K, swh, sizeof(double) * K);
     }
-    w->cl[h].AR = ar;
-    memcpy(w->swc + h * K, swh, sizeof(double) * K);
 }
 
 typedef struct {
@@ -832,6 +850,91 @@ typedef struct {
     const prior_t *prior;
     mixgroup_work *w;
 } upd_job;
+
+/* update_solve (which) for the clusters of [b, e) that have not failed, four at
+ * a time in vector lanes (la_chol_solve4: the same bits as one at a time). */
+static void solve_clusters(mixgroup_work *w, long b, long e, int which) {
+    int K = w->K;
+    size_t kk = (size_t)K * K;
+    if (K > 16 || e - b < 2) { /* beyond the lanes code, or one cluster: one at a time */
+        for (long h = b; h < e; h++)
+            if (!w->cl[h].st) update_solve(w, (int)h, which);
+        return;
+    }
+    double padL[16 * 16], padB[4][16 * 16];
+    memset(padL, 0, sizeof(double) * kk);
+    for (int k = 0; k < K; k++) padL[(size_t)k * K + k] = 1.0;
+    for (long h = b; h < e;) {
+        double *L[4], *B[4];
+        int n = 0;
+        for (; h < e && n < 4; h++)
+            if (!w->cl[h].st) {
+                gram_scratch g = gram_scratch_of(w, (int)h);
+                L[n] = w->LQ + h * kk;
+                B[n++] = which == 0 ? g.X : which == 1 ? w->SR + h * kk : g.rhs;
+            }
+        if (n == 0) break;
+        for (int l = n; l < 4; l++) {
+            L[l] = padL;
+            B[l] = padB[l];
+            memset(padB[l], 0, sizeof(double) * kk);
+        }
+        if (which == 2)
+            la_chol_solve4(K, 1, L, B, 1);
+        else
+            la_chol_solve4(K, K, L, B, K);
+    }
+}
+
+/* update_factor (which 0: Q_h in LQ_h -> its factor, log det Q_h and U_h) or
+ * address_factor (which 1: A_h -> log det Sigma_w,h and Sigma_w,h) for the
+ * clusters of [b, e) that have not failed, four at a time in vector lanes
+ * (la_chol4, la_chol_inverse4: the same bits as one at a time). Sets st of the
+ * clusters whose matrix is not positive definite. */
+static void factor_clusters(vbm_memory *mem, mixgroup_work *w, long b, long e, int which) {
+    int K = w->K;
+    size_t kk = (size_t)K * K;
+    if (K > 16 || e - b < 2) { /* beyond the lanes code, or one cluster: one at a time */
+        for (long h = b; h < e; h++)
+            if (!w->cl[h].st) w->cl[h].st = which ? address_factor(w, (int)h) : update_factor(mem, w, (int)h);
+        return;
+    }
+    double pad[4][16 * 16]; /* identity matrices for the lanes no cluster fills */
+    for (long h = b; h < e;) {
+        double *F[4], *I[4];
+        long hs[4];
+        int n = 0;
+        for (; h < e && n < 4; h++)
+            if (!w->cl[h].st) {
+                hs[n] = h;
+                F[n++] = which ? w->gsc + (size_t)h * gsc_len(K) : w->LQ + h * kk;
+            }
+        if (n == 0) break;
+        for (int l = n; l < 4; l++) {
+            memset(pad[l], 0, sizeof(double) * kk);
+            for (int k = 0; k < K; k++) pad[l][(size_t)k * K + k] = 1.0;
+            F[l] = pad[l];
+        }
+        int bad = la_chol4(K, F);
+        for (int l = 0; l < 4; l++) {
+            I[l] = F[l]; /* lanes without a result get inverted in place, unused */
+            if (l >= n) continue;
+            long c = hs[l];
+            if (bad >> l & 1) {
+                w->cl[c].st = which ? 2 : 1;
+                continue;
+            }
+            double *out = which ? w->Sw + c * kk : BLK_U(mem, w->g * w->H + c);
+            if (which)
+                w->cl[c].logdetSw = -la_chol_logdet(K, F[l]);
+            else
+                w->cl[c].logdetQ = la_chol_logdet(K, F[l]);
+            memcpy(out, F[l], kk * sizeof(double));
+            I[l] = out;
+        }
+        if (n > 0 && bad != (1 << n) - 1) la_chol_inverse4(K, I);
+    }
+}
 
 /* The Gram update of clusters [b, e), then their share of the next address
  * step (while their data is in this thread's cache; B_h goes to the old
@@ -851,17 +954,24 @@ static void update_gram_run(const void *ctx, long b, long e, int worker) {
         for (long h = b; h < e; h++) update_gram_run(ctx, h, h + 1, worker);
         return;
     }
-    for (long h = b; h < e; h++) update_pre(mem, j->prior, w, (int)h);
-    for (long h = b; h < e; h++) w->cl[h].st = update_factor(mem, w, (int)h);
+    for (long h = b; h < e; h++) {
+        update_pre(mem, j->prior, w, (int)h);
+        w->cl[h].st = 0;
+    }
+    factor_clusters(mem, w, b, e, 0);
     for (long h = b; h < e; h++)
         if (!w->cl[h].st) update_mid(mem, w, (int)h);
+    for (int part = 0; part < 3; part++) {
+        for (long h = b; h < e; h++)
+            if (!w->cl[h].st) update_post_part(mem, w, (int)h, part);
+        solve_clusters(w, b, e, part);
+    }
     for (long h = b; h < e; h++)
         if (!w->cl[h].st) {
-            update_post(mem, w, (int)h);
+            update_post_part(mem, w, (int)h, 3);
             address_pre(mem, w, (int)h, 1);
         }
-    for (long h = b; h < e; h++)
-        if (!w->cl[h].st) w->cl[h].st = address_factor(w, (int)h);
+    factor_clusters(mem, w, b, e, 1);
     for (long h = b; h < e; h++)
         if (!w->cl[h].st) w->cl[h].st = address_post(mem, j->prior, w, (int)h, 1, worker, 1, shift, w->Wtc);
 }

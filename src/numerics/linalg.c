@@ -514,6 +514,99 @@ LA_HOT int la_chol_inverse(int n, double *L) {
     return 0;
 }
 
+/* ---- four small matrices at once, one per vector lane ----
+ *
+ * The K x K factorizations of the models are chains of dependent operations
+ * (divisions and square roots among them), far from the arithmetic the CPU can
+ * do. The functions below run the small-matrix code above on four independent
+ * matrices at once, matrix l in lane l of every vector, with the same
+ * operations in the same order per lane, so each matrix gets exactly the bits
+ * la_chol, la_chol_inverse and la_chol_solve give it alone. */
+
+/* Gather element (i, j) of the four matrices, and scatter it back. */
+static inline __attribute__((always_inline)) void lanes_get(la_v4 *v, double *const M[4], size_t idx) {
+    *v = (la_v4){M[0][idx], M[1][idx], M[2][idx], M[3][idx]};
+}
+
+static inline __attribute__((always_inline)) void lanes_put(double *const M[4], size_t idx, const la_v4 *v) {
+    for (int l = 0; l < 4; l++) M[l][idx] = (*v)[l];
+}
+
+LA_HOT int la_chol4(int n, double *const A[4]) {
+    la_v4 L[LA_SMALL][LA_SMALL], inv[LA_SMALL];
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < i; j++) {
+            la_v4 v;
+            lanes_get(&v, A, (size_t)i * n + j);
+            for (int k = 0; k < j; k++) v -= L[i][k] * L[j][k];
+            L[i][j] = v * inv[j];
+        }
+        la_v4 v;
+        lanes_get(&v, A, (size_t)i * n + i);
+        for (int k = 0; k < i; k++) v -= L[i][k] * L[i][k];
+        for (int l = 0; l < 4; l++) {
+            if (!(v[l] > 0.0) || !isfinite(v[l])) {
+                bad |= 1 << l;
+                v[l] = 1.0; /* carry on with the other lanes; this matrix is reported */
+            }
+            v[l] = sqrt(v[l]);
+        }
+        L[i][i] = v;
+        inv[i] = 1.0 / v;
+    }
+    const la_v4 zero = {0.0, 0.0, 0.0, 0.0};
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) lanes_put(A, (size_t)i * n + j, j <= i ? &L[i][j] : &zero);
+    return bad;
+}
+
+LA_HOT void la_chol_inverse4(int n, double *const L[4]) {
+    la_v4 M[LA_SMALL][LA_SMALL], inv[LA_SMALL], Li[LA_SMALL];
+    for (int i = 0; i < n; i++) {
+        lanes_get(&inv[i], L, (size_t)i * n + i);
+        inv[i] = 1.0 / inv[i];
+    }
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < i; k++) lanes_get(&Li[k], L, (size_t)i * n + k);
+        for (int j = 0; j < i; j++) {
+            la_v4 v = {0.0, 0.0, 0.0, 0.0};
+            for (int k = j; k < i; k++) v -= Li[k] * M[k][j];
+            M[i][j] = v * inv[i];
+        }
+        M[i][i] = inv[i];
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j <= i; j++) {
+            la_v4 v = {0.0, 0.0, 0.0, 0.0};
+            for (int k = i; k < n; k++) v += M[k][i] * M[k][j];
+            lanes_put(L, (size_t)i * n + j, &v);
+            lanes_put(L, (size_t)j * n + i, &v);
+        }
+}
+
+LA_HOT void la_chol_solve4(int n, int nrhs, double *const L[4], double *const B[4], int ldb) {
+    la_v4 Lv[LA_SMALL][LA_SMALL], inv[LA_SMALL], x[LA_SMALL];
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k <= i; k++) lanes_get(&Lv[i][k], L, (size_t)i * n + k);
+        inv[i] = 1.0 / Lv[i][i];
+    }
+    for (int j = 0; j < nrhs; j++) {
+        for (int i = 0; i < n; i++) {
+            la_v4 v;
+            lanes_get(&v, B, (size_t)i * ldb + j);
+            for (int k = 0; k < i; k++) v += -Lv[i][k] * x[k];
+            x[i] = v * inv[i];
+        }
+        for (int i = n - 1; i >= 0; i--) {
+            la_v4 v = x[i];
+            for (int k = i + 1; k < n; k++) v += -Lv[k][i] * x[k];
+            x[i] = v * inv[i];
+        }
+        for (int i = 0; i < n; i++) lanes_put(B, (size_t)i * ldb + j, &x[i]);
+    }
+}
+
 double la_chol_logdet(int n, const double *L) {
     double s = 0.0;
     for (int i = 0; i < n; i++) s += log(L[(size_t)i * n + i]);

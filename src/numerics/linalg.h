@@ -54,6 +54,17 @@ int la_chol(int n, double *A);
  * factor L from la_chol. Returns 0 or the LAPACK info. */
 int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb);
 
+/* The same operations on four n x n matrices at once (n <= 16), each giving
+ * exactly the bits the single-matrix function gives it (the small-matrix code,
+ * with the matrices in vector lanes): la_chol4 factors A[0..3] in place and
+ * returns a mask with bit l set when A[l] is not positive definite (A[l] is
+ * then unspecified); la_chol_inverse4 overwrites each factor with its inverse;
+ * la_chol_solve4 solves (L_l L_l^T) X = B_l in place for each l (n x nrhs, row
+ * stride ldb), as la_chol_solve does below 16 right-hand sides. */
+int la_chol4(int n, double *const A[4]);
+void la_chol_inverse4(int n, double *const L[4]);
+void la_chol_solve4(int n, int nrhs, double *const L[4], double *const B[4], int ldb);
+
 /* Overwrite the factor L (from la_chol) with the full symmetric inverse
  * (L L^T)^{-1}. Used only where the inverse itself is a model parameter (the
  * posterior covariances U and Sigma_w). Returns 0 or the LAPACK info. */
