@@ -13,6 +13,7 @@
 #include "numerics/linalg.h"
 #include "numerics/rng.h"
 #include "numerics/team.h"
+#include "numerics/vexp.h"
 #include "vbmem/vbmem.h"
 
 /* ---- helpers ---- */
@@ -1091,6 +1092,47 @@ START_TEST(team_gives_same_bytes) {
 }
 END_TEST
 
+/* vexp_array against glibc's exp: within 1 ulp over the whole normal range
+ * (and densely near 0, where the softmax's values lie), the documented ends
+ * and NaN, and the same bits for a value wherever it sits in the array (the
+ * padded tail included). */
+START_TEST(vector_exp_matches_libm) {
+    rng_t rng;
+    rng_seed(&rng, 31);
+    long n = 20003;
+    double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * n), *z = malloc(sizeof(double) * n);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_ptr_nonnull(z);
+    for (long i = 0; i < n; i++)
+        x[i] = i % 2 ? -40.0 * rng_uniform(&rng) : -708.0 + (709.78 + 708.0) * rng_uniform(&rng);
+    vexp_array(n, x, y);
+    for (long i = 0; i < n; i++) {
+        double e = exp(x[i]), ulp = nextafter(e, INFINITY) - e;
+        ck_assert_msg(fabs(y[i] - e) <= ulp, "exp(%.17g): %.17g, glibc %.17g", x[i], y[i], e);
+    }
+    for (long s = 1; s < 8; s++) { /* shifted and short arrays: the same bits */
+        vexp_array(n - s, x + s, z);
+        ck_assert_int_eq(memcmp(z, y + s, sizeof(double) * (size_t)(n - s)), 0);
+        vexp_array(s, x + 100, z);
+        ck_assert_int_eq(memcmp(z, y + 100, sizeof(double) * (size_t)s), 0);
+    }
+    double in[8] = {0.0, -0.0, NAN, INFINITY, -INFINITY, -709.0, 710.0, 1.0}, out[8];
+    vexp_array(8, in, out);
+    ck_assert(out[0] == 1.0 && out[1] == 1.0);
+    ck_assert(isnan(out[2]));
+    ck_assert(isinf(out[3]) && out[3] > 0.0);
+    ck_assert(out[4] == 0.0 && out[5] == 0.0);
+    ck_assert(isinf(out[6]) && out[6] > 0.0);
+    ck_assert(fabs(out[7] - exp(1.0)) <= nextafter(exp(1.0), INFINITY) - exp(1.0));
+    vexp_array(n, x, x); /* in place */
+    ck_assert_int_eq(memcmp(x, y, sizeof(double) * (size_t)n), 0);
+    free(x);
+    free(y);
+    free(z);
+}
+END_TEST
+
 /* ---- the small dense kernels: exact against the plain sums they stand for ---- */
 
 START_TEST(short_gemm_is_exact) {
@@ -1261,6 +1303,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, team_runs_every_item_once);
     tcase_add_test(tc, team_gives_same_bytes);
     tcase_add_test(tc, short_gemm_is_exact);
+    tcase_add_test(tc, vector_exp_matches_libm);
     tcase_add_test(tc, small_cholesky_solves);
     tcase_add_test(tc, four_lane_cholesky_matches_single);
     suite_add_tcase(s, tc);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "numerics/linalg.h"
+#include "numerics/vexp.h"
 
 
 #define BLK_R(mem, gh) ((mem)->R + (size_t)(gh) * (mem)->cfg.rows * (mem)->cg)
@@ -43,7 +44,7 @@ static size_t gsc_len(int K) { return 7 * (size_t)K * K + 4 * (size_t)K; }
 /* One thread's scratch set (see mixgroup_work.scr). */
 typedef struct {
     double *kw;  /* 2 K^2 + K cg: kl_matrix_normal, the direct update's Q */
-    double *acc; /* 2 T: per-frame accumulators of one cluster */
+    double *acc; /* 2 T: per-frame accumulators of one cluster, or of the q(s) softmax */
     double *zx;  /* cg: a row of the shifts' write-back */
 } scratch_t;
 
@@ -63,7 +64,6 @@ void mixgroup_work_free(mixgroup_work *w) {
     free(w->P);
     free(w->W);
     free(w->Wt);
-    free(w->theta);
     free(w->thetaT);
     free(w->E);
     free(w->LW);
@@ -189,7 +189,6 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->P = vbm_calloc(hkt, sizeof(double));
     w->W = vbm_calloc(hkt, sizeof(double));
     w->Wt = vbm_calloc(hkt, sizeof(double));
-    w->theta = vbm_calloc((size_t)T * H, sizeof(double));
     w->thetaT = vbm_calloc((size_t)T * H, sizeof(double));
     w->E = vbm_calloc((size_t)T * H, sizeof(double));
     w->LW = vbm_calloc((size_t)T * H, sizeof(double));
@@ -205,7 +204,7 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->gsc = vbm_calloc((size_t)H * gsc_len(K), sizeof(double));
     w->fel = vbm_calloc(3 * (size_t)((T + FRAME_CHUNK - 1) / FRAME_CHUNK), sizeof(double));
     w->cl = cl_alloc(H);
-    if (!w->P || !w->W || !w->Wt || !w->theta || !w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb ||
+    if (!w->P || !w->W || !w->Wt || !w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb ||
         !w->sw || !w->zb || !w->Y || !w->scr || !w->gsc || !w->cl || !w->fel) {
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
@@ -415,33 +414,59 @@ static void address_run(const void *ctx, long b, long e, int worker) {
                                        w->Wt);
 }
 
-/* q(s_t) for frames chunk*FRAME_CHUNK .. : the softmax of the logits (with the
- * floor), and the chunk's sums of the ELBO terms over its frames. */
+/* q(s_t) for the frames of chunks [b, e) (FRAME_CHUNK frames each): the
+ * softmax of the logits (with the floor), and each chunk's sums of the ELBO
+ * terms over its frames. The logits are cluster-major (thetaT), so the
+ * softmax runs along rows: a frame's max and sum over clusters in cluster
+ * order, as one frame at a time would, and the exponentials in vector lanes
+ * (vexp_array), over all of thetaT at once when the range holds every frame. */
 static void frames_run(const void *ctx, long b, long e, int worker) {
-    (void)worker;
     const addr_job *j = ctx;
     const mixgroup_work *w = j->w;
     int H = w->H, cg = w->cg;
     long T = w->T;
     double s2 = j->mem->cfg.sigma_z2, floor_ = j->mem->cfg.s_floor;
     double log2pis2 = log(2.0 * VBM_PI * s2);
+    long t0 = b * FRAME_CHUNK, t1 = e * FRAME_CHUNK < T ? e * FRAME_CHUNK : T, n = t1 - t0;
+    double *mx = scratch_of(w, worker).acc, *sum = mx + T; /* per frame: max and sum over clusters */
+    for (long i = 0; i < n; i++) {
+        mx[i] = -INFINITY;
+        sum[i] = 0.0;
+    }
+    for (int h = 0; h < H; h++) {
+        const double *x = w->thetaT + (size_t)h * T + t0;
+        for (long i = 0; i < n; i++) mx[i] = x[i] > mx[i] ? x[i] : mx[i];
+    }
+    for (int h = 0; h < H; h++) {
+        double *x = w->thetaT + (size_t)h * T + t0;
+        for (long i = 0; i < n; i++) x[i] -= mx[i];
+        if (n < T) vexp_array(n, x, x);
+    }
+    if (n == T) vexp_array((long)H * T, w->thetaT, w->thetaT);
+    for (int h = 0; h < H; h++) {
+        const double *x = w->thetaT + (size_t)h * T + t0;
+        for (long i = 0; i < n; i++) sum[i] += x[i];
+    }
+    double fl = floor_ > 0.0 && H > 1 ? floor_ : 0.0, keep = 1.0 - fl, add = fl / H;
+    for (int h = 0; h < H; h++) {
+        double *x = w->thetaT + (size_t)h * T + t0;
+        for (long i = 0; i < n; i++) x[i] /= sum[i];
+        if (fl > 0.0)
+            for (long i = 0; i < n; i++) x[i] = keep * x[i] + add;
+    }
     for (long c = b; c < e; c++) {
-        long t1 = (c + 1) * FRAME_CHUNK < T ? (c + 1) * FRAME_CHUNK : T;
         double loglik = 0.0, klw = 0.0, kls = 0.0;
-        for (long t = c * FRAME_CHUNK; t < t1; t++) {
-            double *th = w->theta + (size_t)t * H;
-            for (int h = 0; h < H; h++) th[h] = w->thetaT[(size_t)h * T + t];
-            softmax_inplace(H, th);
-            if (floor_ > 0.0 && H > 1)
-                for (int h = 0; h < H; h++) th[h] = (1.0 - floor_) * th[h] + floor_ / H;
-            for (int h = 0; h < H; h++) w->thetaT[(size_t)h * T + t] = th[h];
-            if (!j->want_elbo) continue;
+        long c1 = (c + 1) * FRAME_CHUNK < T ? (c + 1) * FRAME_CHUNK : T;
+        for (long t = c * FRAME_CHUNK; t < c1 && j->want_elbo; t++) {
+            double klt = 0.0;
             for (int h = 0; h < H; h++) {
-                if (th[h] == 0.0) continue;
-                loglik += th[h] * (-0.5 * cg * log2pis2 - w->E[(size_t)h * T + t] / (2.0 * s2));
-                klw += th[h] * w->LW[(size_t)h * T + t];
+                double th = w->thetaT[(size_t)h * T + t];
+                if (th == 0.0) continue;
+                loglik += th * (-0.5 * cg * log2pis2 - w->E[(size_t)h * T + t] / (2.0 * s2));
+                klw += th * w->LW[(size_t)h * T + t];
+                klt += th * log(H * th);
             }
-            kls += kl_uniform_cat(H, th);
+            kls += klt;
         }
         w->fel[3 * c] = loglik;
         w->fel[3 * c + 1] = klw;
@@ -1052,7 +1077,7 @@ void mixgroup_export(const mixgroup_work *w, int G, vbm_addresses *out) {
     for (long t = 0; t < T; t++)
         for (int h = 0; h < H; h++) {
             size_t idx = ((size_t)t * G + g) * H + h;
-            out->s[idx] = w->theta[(size_t)t * H + h];
+            out->s[idx] = w->thetaT[(size_t)h * T + t];
             for (int k = 0; k < K; k++) out->w_mu[idx * K + k] = w->W[((size_t)h * K + k) * T + t];
         }
     if (out->w_cov) memcpy(out->w_cov + (size_t)g * H * K * K, w->Sw, sizeof(double) * H * K * K);
@@ -1063,13 +1088,14 @@ vbm_status mixgroup_read_draw(const vbm_memory *mem, const mixgroup_work *w, rng
     int H = w->H, K = w->K, cg = w->cg, g = w->g, C = w->cs.C;
     long T = w->T;
     /* Cholesky factors of every q(w | s = h) covariance, then K-vectors. */
-    double *L = vbm_calloc((size_t)H * K * K + 2 * (size_t)K, sizeof(double));
+    double *L = vbm_calloc((size_t)H * K * K + 2 * (size_t)K + (size_t)H, sizeof(double));
     if (!L) return vbm_fail(err, VBM_ENOMEM, "out of memory for a read");
-    double *wvec = L + (size_t)H * K * K, *ev = wvec + K;
+    double *wvec = L + (size_t)H * K * K, *ev = wvec + K, *sh = ev + K; /* sh: q(s_t) of one frame */
     memcpy(L, w->Sw, sizeof(double) * H * K * K);
     for (int h = 0; h < H; h++) la_chol(K, L + (size_t)h * K * K); /* Sw_h is SPD by construction */
     for (long t = 0; t < T; t++) {
-        int h = (int)rng_categorical(rng, w->theta + (size_t)t * H, H);
+        for (int c = 0; c < H; c++) sh[c] = w->thetaT[(size_t)c * T + t];
+        int h = (int)rng_categorical(rng, sh, H);
         int gh = g * H + h;
         const double *Lh = L + (size_t)h * K * K;
         for (int k = 0; k < K; k++) ev[k] = rng_normal(rng);

@@ -32,8 +32,7 @@ typedef struct {
     double *P;        /* HK x T: R_h z_t */
     double *W;        /* HK x T: means of q(w_t | s_t = h) */
     double *Wt;       /* HK x T: W scaled by q(s) */
-    double *theta;    /* T x H: q(s_t = h) */
-    double *thetaT;   /* H x T: the same, cluster-major for the per-cluster sweeps */
+    double *thetaT;   /* H x T: the logits of q(s), then q(s_t = h) (cluster-major) */
     double *E;        /* H x T: expected squared errors e_th */
     double *LW;       /* H x T: KL(q(w_t | s = h) || p(w)) */
     double *S;        /* H x K x K: R_h R_h^T + cg U_h */
