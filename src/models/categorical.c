@@ -58,9 +58,10 @@ static vbm_status c_work_new(const vbm_memory *mem, const vbm_codes *codes, void
     return VBM_OK;
 }
 
-static vbm_status c_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init, rng_t *rng,
-                         vbm_error *err) {
+static vbm_status c_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, void *work, vbm_init init,
+                         rng_t *rng, vbm_error *err) {
     (void)codes;
+    (void)work;
     (void)err;
     if (init == VBM_INIT_CURRENT) return VBM_OK;
     int K = mem->cfg.rows, C = mem->cfg.code_size;

@@ -100,9 +100,10 @@ static void g_work_free(void *work) {
     free(work);
 }
 
-static vbm_status g_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init, rng_t *rng,
-                         vbm_error *err) {
+static vbm_status g_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, void *work, vbm_init init,
+                         rng_t *rng, vbm_error *err) {
     (void)codes;
+    (void)work;
     (void)err;
     if (init == VBM_INIT_CURRENT) return VBM_OK;
     int K = mem->cfg.rows, C = mem->cfg.code_size;

@@ -421,7 +421,7 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
         res->trace[1] = e.per_frame;
         res->iterations = 1;
     } else {
-        st = ops->init(mem, codes, prior, init, &rng, err);
+        st = ops->init(mem, codes, prior, work, init, &rng, err);
         /* The ELBO is evaluated after every address step only when something reads it (the
          * tolerance test or the trace); otherwise only after the last one. */
         int every = opts->tol > 0.0 || opts->want_trace;

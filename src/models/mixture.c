@@ -119,6 +119,28 @@ void mixgroup_set_solver(mixgroup_work *w, int mode) {
         w->gram = w->T <= w->cg;
 }
 
+/* Z^T (cg x T) and G = Z Z^T (T x T) of this group's code means, each formed
+ * once per workspace (the first of k-means++, the first address step or the
+ * first Gram update that needs them). VBM_ENOMEM on failure. */
+static vbm_status gram_codes(mixgroup_work *w, vbm_error *err) {
+    int cg = w->cg, C = w->cs.C;
+    long T = w->T;
+    const double *Z = w->cs.mu + w->cs.goff;
+    if (!w->Zt) {
+        w->Zt = vbm_calloc((size_t)cg * T, sizeof(double));
+        if (!w->Zt) return vbm_fail(err, VBM_ENOMEM, "out of memory for the codes' transpose (T=%ld)", T);
+        for (long t0 = 0; t0 < T; t0 += 8) /* 8 frames at a time: whole cache lines of Z^T written */
+            for (int c = 0; c < cg; c++)
+                for (long t = t0; t < T && t < t0 + 8; t++) w->Zt[(size_t)c * T + t] = Z[(size_t)t * C + c];
+    }
+    if (!w->G) {
+        w->G = vbm_calloc((size_t)T * T, sizeof(double));
+        if (!w->G) return vbm_fail(err, VBM_ENOMEM, "out of memory for the codes' Gram matrix (T=%ld)", T);
+        la_gram((int)T, cg, Z, C, w->Zt, (int)T, w->G, (int)T);
+    }
+    return VBM_OK;
+}
+
 /* Allocate the Gram-path state and compute G = Z Z^T and the products of the
  * prior means with the codes, once per workspace. VBM_ENOMEM on failure. */
 static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w, vbm_error *err) {
@@ -132,7 +154,8 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
     for (size_t i = 0; i < (size_t)H * kc && !w->prior_mean; i++) w->prior_mean = A[i] != 0.0;
     w->shift_mean = 0;
     for (size_t i = 0; i < (size_t)H * cg && !w->shift_mean && mem->cfg.shift; i++) w->shift_mean = mb0[i] != 0.0;
-    w->G = vbm_calloc((size_t)T * T, sizeof(double));
+    vbm_status st = gram_codes(w, err);
+    if (st) return st;
     w->SR = vbm_calloc((size_t)H * kk, sizeof(double));
     w->LQ = vbm_calloc((size_t)H * kk, sizeof(double));
     w->Wtc = vbm_calloc(hkt, sizeof(double));
@@ -153,11 +176,10 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
         w->bgx = vbm_calloc((size_t)H * T, sizeof(double));
         w->bAmb = vbm_calloc((size_t)H * K, sizeof(double));
     }
-    if (!w->G || !w->SR || !w->LQ || !w->Wtc || !w->swc || !w->GT ||
+    if (!w->SR || !w->LQ || !w->Wtc || !w->swc || !w->GT ||
         (w->prior_mean && (!w->AZ || !w->AAt)) || (w->shift_mean && !w->zmu0) ||
         (shift && (!w->bx || !w->by || !w->bZe || !w->bAe || !w->bAm0 || !w->bgx || !w->bAmb)))
         return vbm_fail(err, VBM_ENOMEM, "out of memory for the Gram path (T=%ld)", T);
-    la_gemm_sym((int)T, cg, 1.0, Z, C, Z, C, w->G, (int)T);
     if (w->prior_mean) {
         la_gemm(0, 1, H * K, (int)T, cg, 1.0, A, cg, Z, C, 0.0, w->AZ, (int)T);
         const double *R0 = prior->R0 + (size_t)g * H * kc;
@@ -213,7 +235,7 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     return VBM_OK;
 }
 
-vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm_codes *codes,
+vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm_codes *codes, mixgroup_work *w,
                          vbm_init init, rng_t *rng, vbm_error *err) {
     int H = mem->cfg.clusters, K = mem->cfg.rows, cg = mem->cg, C = codes->C;
     long T = codes->T;
@@ -237,7 +259,15 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
     if (init != VBM_INIT_KMEANSPP && init != VBM_INIT_AUTO) return VBM_OK;
     if (H > T)
         return vbm_fail(err, VBM_EINVAL, "k-means++ seeding needs at least H = %d codes, got T = %ld", H, T);
-    /* k-means++ over the code means of this group (Arthur & Vassilvitskii). */
+    /* k-means++ over the code means of this group (Arthur & Vassilvitskii).
+     * On the Gram path the squared distances come from G:
+     * |z_t - z_p|^2 = G_tt + G_pp - 2 G_tp (at least 0; exactly 0 for t = p). */
+    const double *G = NULL;
+    if (w && w->gram && w->T == T) {
+        vbm_status st = gram_codes(w, err);
+        if (st) return st;
+        G = w->G;
+    }
     double *d2 = vbm_calloc((size_t)T, sizeof(double));
     if (!d2) return vbm_fail(err, VBM_ENOMEM, "out of memory for k-means++");
     const double *Z = codes->mu + (size_t)g * cg;
@@ -245,8 +275,15 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
         long pick = h == 0 ? (long)rng_below(rng, (uint64_t)T) : rng_categorical(rng, d2, T);
         const double *zc = Z + (size_t)pick * C;
         memcpy(BLK_B(mem, g * H + h), zc, sizeof(double) * cg);
+        const double *gp = G ? G + (size_t)pick * T : NULL;
         for (long t = 0; t < T; t++) {
-            double d = la_sqdist(cg, Z + (size_t)t * C, zc);
+            double d;
+            if (gp) {
+                d = G[(size_t)t * T + t] + gp[pick] - 2.0 * gp[t];
+                if (!(d > 0.0)) d = 0.0;
+            } else {
+                d = la_sqdist(cg, Z + (size_t)t * C, zc);
+            }
             if (h == 0 || d < d2[t]) d2[t] = d;
         }
     }
@@ -483,12 +520,9 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
      * the Gram path (T <= cg) this is the first step only: each cluster's share
      * is formed with the others of its loop, from Z^T (cg x T) formed here; on
      * the direct path, by one GEMM each over all clusters. */
-    if (!w->implicit && w->gram && !w->Zt) {
-        w->Zt = vbm_calloc((size_t)cg * T, sizeof(double));
-        if (!w->Zt) return vbm_fail(err, VBM_ENOMEM, "out of memory for the codes' transpose (T=%ld)", T);
-        for (long t0 = 0; t0 < T; t0 += 8) /* 8 frames at a time: whole cache lines of Z^T written */
-            for (int c = 0; c < cg; c++)
-                for (long t = t0; t < T && t < t0 + 8; t++) w->Zt[(size_t)c * T + t] = Z[(size_t)t * C + c];
+    if (!w->implicit && w->gram) {
+        vbm_status st = gram_codes(w, err);
+        if (st) return st;
     }
     if (!w->implicit && !w->Zt) {
         la_gemm(0, 1, H * K, (int)T, cg, 1.0, BLK_R(mem, g * H), cg, Z, C, 0.0, w->P, (int)T);
@@ -1142,9 +1176,9 @@ static void mix_work_free(void *work) {
     free(work);
 }
 
-static vbm_status mix_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init,
-                           rng_t *rng, vbm_error *err) {
-    return mixgroup_init(mem, 0, prior, codes, init, rng, err);
+static vbm_status mix_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, void *work,
+                           vbm_init init, rng_t *rng, vbm_error *err) {
+    return mixgroup_init(mem, 0, prior, codes, work, init, rng, err);
 }
 
 static vbm_status mix_address(const vbm_memory *mem, const prior_t *prior, void *work, vbm_elbo *elbo,

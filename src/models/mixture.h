@@ -94,8 +94,10 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
 void mixgroup_work_free(mixgroup_work *w);
 
 /* Initialise q(M_h), q(b_h) of group g: the prior, or shifts seeded by
- * k-means++ over the code means (VBM_EINVAL when H > T). */
-vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm_codes *codes,
+ * k-means++ over the code means (VBM_EINVAL when H > T; VBM_ENOMEM). w is the
+ * group's workspace for the same codes: on the Gram path the distances come
+ * from its G = Z Z^T, formed here. */
+vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm_codes *codes, mixgroup_work *w,
                          vbm_init init, rng_t *rng, vbm_error *err);
 /* q(w | s), then q(s), given q(Omega); adds this group's ELBO terms to *elbo
  * (computes none when elbo is NULL).

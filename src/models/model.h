@@ -70,8 +70,9 @@ typedef struct {
                            vbm_error *err);
     void (*work_free)(void *work);
     /* Initialise q(Omega) of mem for a batch write (k-means++ where the model
-     * has shifts and init asks for it). */
-    vbm_status (*init)(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior,
+     * has shifts and init asks for it). work is the workspace of the same
+     * codes (a model may keep what it computes from them there). */
+    vbm_status (*init)(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, void *work,
                        vbm_init init, rng_t *rng, vbm_error *err);
     /* q(y) <- its optimum given q(Omega); then the ELBO of (q(y), q(Omega)),
      * added to *elbo. elbo may be NULL: the ELBO is then not needed, and a

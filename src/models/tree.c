@@ -44,10 +44,11 @@ static vbm_status t_work_new(const vbm_memory *mem, const vbm_codes *codes, void
 }
 
 /* k-means++ runs per partition, each with its own stream derived from rng. */
-static vbm_status t_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init, rng_t *rng,
-                         vbm_error *err) {
+static vbm_status t_init(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, void *work, vbm_init init,
+                         rng_t *rng, vbm_error *err) {
+    tree_work *w = work;
     for (int g = 0; g < mem->cfg.groups; g++) {
-        vbm_status st = mixgroup_init(mem, g, prior, codes, init, rng, err);
+        vbm_status st = mixgroup_init(mem, g, prior, codes, &w->groups[g], init, rng, err);
         if (st) return st;
     }
     return VBM_OK;

@@ -311,6 +311,15 @@ LA_HOT double la_sqdist(int n, const double *x, const double *y) {
     return s;
 }
 
+void la_gram(int n, int k, const double *A, int lda, const double *At, int ldat, double *C, int ldc) {
+    for (int i0 = 0; i0 < n; i0 += LA_NN_ROWS) {
+        int r = n - i0 < LA_NN_ROWS ? n - i0 : LA_NN_ROWS;
+        la_gemm(0, 0, r, i0 + r, k, 1.0, A + (size_t)i0 * lda, lda, At, ldat, 0.0, C + (size_t)i0 * ldc, ldc);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
+}
+
 LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb, double *C,
                  int ldc) {
     if (n <= 0) return;

@@ -39,6 +39,12 @@ double la_sum(int n, const double *x);
  * target). Never fails. */
 double la_sqdist(int n, const double *x, const double *y);
 
+/* C = A A^T (n x n) for A (n x k), given also as its transpose At (k x n):
+ * the Gram matrix of A's rows. Rows of C are formed eight at a time, as
+ * short-A products of A's rows with At up to the diagonal, then mirrored; each
+ * element is a sum over k in order, so C is exactly symmetric. Never fails. */
+void la_gram(int n, int k, const double *A, int lda, const double *At, int ldat, double *C, int ldc);
+
 /* C = alpha A B^T (n x n) for a product the caller knows to be symmetric
  * (A and B are n x k): only the lower triangle is computed (by a rank-k
  * update when A is B), then mirrored, so C is exactly symmetric. Never fails. */
