@@ -1141,7 +1141,7 @@ START_TEST(short_gemm_is_exact) {
      * multiply and one add per term: the same operations as the loop below, so
      * the same bits. */
     const int ns[] = {1, 3, 8, 13, 16, 31, 64, 200}, ks[] = {1, 5, 64};
-    double *A = randn(8 * 70, 101, 1.0), *B = randn(70 * 210, 102, 1.0), *C0 = randn(8 * 210, 103, 1.0);
+    double *A = randn(21 * 70, 101, 1.0), *B = randn(70 * 210, 102, 1.0), *C0 = randn(8 * 210, 103, 1.0);
     double *C = malloc(sizeof(double) * 8 * 210), *R = malloc(sizeof(double) * 8 * 210);
     for (int m = 1; m <= 8; m++)
         for (size_t in = 0; in < sizeof ns / sizeof ns[0]; in++)
@@ -1160,6 +1160,23 @@ START_TEST(short_gemm_is_exact) {
                     ck_assert_msg(memcmp(C, R, sizeof(double) * 8 * 209) == 0, "m=%d n=%d k=%d beta=%g", m, n, k,
                                   beta);
                 }
+    /* la_gram: A A^T from A and A^T, the same plain sums, both triangles */
+    for (int n = 1; n <= 21; n += 4) {
+        int k = 37, lda = 40, ldt = 23, ldc = 22;
+        double *At = malloc(sizeof(double) * k * ldt);
+        ck_assert_ptr_nonnull(At);
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < k; p++) At[p * ldt + i] = A[i * lda + p];
+        for (int i = 0; i < 8 * 209; i++) C[i] = NAN;
+        la_gram(n, k, A, lda, At, ldt, C, ldc);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                double s = 0.0;
+                for (int p = 0; p < k; p++) s += A[i * lda + p] * A[j * lda + p];
+                ck_assert_msg(memcmp(&C[i * ldc + j], &s, sizeof s) == 0, "gram n=%d (%d, %d)", n, i, j);
+            }
+        free(At);
+    }
     /* k = 0 with beta = 0: C is set to zero, never read (BLAS semantics) */
     for (int i = 0; i < 8 * 209; i++) C[i] = NAN;
     la_gemm(0, 0, 3, 5, 0, 1.0, A, 70, B, 210, 0.0, C, 209);
