@@ -1135,6 +1135,25 @@ END_TEST
 
 /* ---- the small dense kernels: exact against the plain sums they stand for ---- */
 
+START_TEST(all_finite_finds_each_position) {
+    /* la_all_finite over every length up to 21 with one bad value at every
+     * position (the vector blocks and the tail), and huge finite values */
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    double x[21];
+    for (int n = 0; n <= 21; n++) {
+        for (int i = 0; i < n; i++) x[i] = i % 2 ? -1e308 : 1e308;
+        ck_assert_int_eq(la_all_finite(n, x), 1);
+        for (int b = 0; b < 3; b++)
+            for (int i = 0; i < n; i++) {
+                double keep = x[i];
+                x[i] = bad[b];
+                ck_assert_msg(la_all_finite(n, x) == 0, "n=%d, %g at %d", n, bad[b], i);
+                x[i] = keep;
+            }
+    }
+}
+END_TEST
+
 START_TEST(short_gemm_is_exact) {
     /* la_gemm's short-A path (and its AVX-512 variant, when this CPU has one and
      * VBMEM_LA_NO_AVX512 is unset) sums each element over p in order with one
@@ -1320,6 +1339,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, team_runs_every_item_once);
     tcase_add_test(tc, team_gives_same_bytes);
     tcase_add_test(tc, short_gemm_is_exact);
+    tcase_add_test(tc, all_finite_finds_each_position);
     tcase_add_test(tc, vector_exp_matches_libm);
     tcase_add_test(tc, small_cholesky_solves);
     tcase_add_test(tc, four_lane_cholesky_matches_single);

@@ -251,7 +251,15 @@ vbm_status vbm_codes_check(const vbm_memory *mem, const vbm_codes *codes, vbm_er
     if (codes->T > VBM_MAX_FRAMES) return vbm_fail(err, VBM_EINVAL, "codes: T = %ld exceeds %ld frames", codes->T, VBM_MAX_FRAMES);
     if (codes->C != mem->cfg.code_size)
         return vbm_fail(err, VBM_EINVAL, "codes: code size %d does not match the memory's %d", codes->C, mem->cfg.code_size);
-    for (long t = 0; t < codes->T; t++)
+    size_t n = (size_t)codes->T * codes->C;
+    int s2_ok = 1;
+    if (codes->s2) {
+        int neg = 0;
+        for (size_t i = 0; i < n; i++) neg |= codes->s2[i] < 0.0;
+        s2_ok = !neg && la_all_finite((long)n, codes->s2);
+    }
+    if (s2_ok && la_all_finite((long)n, codes->mu)) return VBM_OK;
+    for (long t = 0; t < codes->T; t++) /* find the first bad value for the message */
         for (int c = 0; c < codes->C; c++) {
             size_t i = (size_t)t * codes->C + c;
             if (!isfinite(codes->mu[i])) return vbm_fail(err, VBM_EINVAL, "codes.mu[%ld][%d]: not a finite number", t, c);

@@ -134,14 +134,12 @@ vbm_status codestat_init(codestat_t *cs, const vbm_codes *codes, int goff, int c
     const double log2pie = log(2.0 * VBM_PI) + 1.0;
     for (long t = 0; t < codes->T; t++) {
         const double *z = codes->mu + (size_t)t * codes->C + goff;
-        double n = 0.0, v = 0.0;
-        for (int d = 0; d < cg; d++) n += z[d] * z[d];
+        double n = la_dot(cg, z, z), v = 0.0;
         if (codes->s2) {
             const double *s = codes->s2 + (size_t)t * codes->C + goff;
-            for (int d = 0; d < cg; d++) {
-                v += s[d];
+            v = la_sum(cg, s);
+            for (int d = 0; d < cg; d++)
                 if (s[d] > 0.0) cs->entropy += 0.5 * (log2pie + log(s[d]));
-            }
         }
         cs->znorm[t] = n;
         cs->vsum[t] = v;

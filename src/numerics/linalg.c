@@ -320,6 +320,21 @@ void la_gram(int n, int k, const double *A, int lda, const double *At, int ldat,
         for (int j = i + 1; j < n; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
 }
 
+LA_HOT int la_all_finite(long n, const double *x) {
+    /* x * 0 is 0 for finite x and NaN for NaN or an infinity: the sums stay 0
+     * exactly when every value is finite. */
+    la_v4 a0 = {0.0}, a1 = {0.0};
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 += *(const la_v4u *)(x + i) * 0.0;
+        a1 += *(const la_v4u *)(x + i + 4) * 0.0;
+    }
+    la_v4 a = a0 + a1;
+    double s = (a[0] + a[1]) + (a[2] + a[3]);
+    for (; i < n; i++) s += x[i] * 0.0;
+    return s == 0.0;
+}
+
 LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb, double *C,
                  int ldc) {
     if (n <= 0) return;

@@ -39,6 +39,10 @@ double la_sum(int n, const double *x);
  * target). Never fails. */
 double la_sqdist(int n, const double *x, const double *y);
 
+/* 1 when every x[i] (i < n) is finite, else 0 (NaN, +-inf). One vector pass,
+ * no branch per value: for validating inputs before a fit. Never fails. */
+int la_all_finite(long n, const double *x);
+
 /* C = A A^T (n x n) for A (n x k), given also as its transpose At (k x n):
  * the Gram matrix of A's rows. Rows of C are formed eight at a time, as
  * short-A products of A's rows with At up to the diagonal, then mirrored; each
