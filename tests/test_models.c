@@ -1135,6 +1135,58 @@ END_TEST
 
 /* ---- the small dense kernels: exact against the plain sums they stand for ---- */
 
+/* The sum dot_rows forms for A_i . B_j: four lanes over the blocks of four
+ * terms, the last k mod 4 terms added to lane 0, then (l0 + l1) + (l2 + l3). */
+static double lane_dot(int k, const double *a, const double *b) {
+    double l[4] = {0.0, 0.0, 0.0, 0.0};
+    int p = 0;
+    for (; p + 4 <= k; p += 4)
+        for (int q = 0; q < 4; q++) l[q] += a[p + q] * b[p + q];
+    for (; p < k; p++) l[0] += a[p] * b[p];
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+
+START_TEST(small_abt_is_exact) {
+    /* la_gemm's small A B^T path and la_gemm_sym (dot_rows, with its AVX-512
+     * variant when this CPU has one and VBMEM_LA_NO_AVX512 is unset) against
+     * the lane sums above, bit for bit */
+    const int ks[] = {1, 3, 4, 7, 64, 65};
+    double *A = randn(9 * 70, 111, 1.0), *B = randn(9 * 70, 112, 1.0), *C0 = randn(9 * 12, 113, 1.0);
+    double C[9 * 12], R[9 * 12];
+    for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++)
+        for (int m = 1; m <= 9; m++)
+            for (int n = 1; n <= 9; n++)
+                for (int bt = 0; bt < 2; bt++) {
+                    int k = ks[ik], lda = 70, ldc = 12;
+                    double alpha = 0.75, beta = bt ? -0.5 : 0.0;
+                    memcpy(C, C0, sizeof C);
+                    memcpy(R, C0, sizeof R);
+                    la_gemm(0, 1, m, n, k, alpha, A, lda, B, lda, beta, C, ldc);
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++) {
+                            double d = lane_dot(k, A + i * lda, B + j * lda);
+                            R[i * ldc + j] = beta == 0.0 ? alpha * d : beta * R[i * ldc + j] + alpha * d;
+                        }
+                    if ((long)m * n * k <= 8192) /* the dot_rows path (larger ones go to OpenBLAS) */
+                        ck_assert_msg(memcmp(C, R, sizeof C) == 0, "A B^T m=%d n=%d k=%d beta=%g", m, n, k, beta);
+                }
+    for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++)
+        for (int n = 1; n <= 9; n++) {
+            int k = ks[ik], lda = 70, ldc = 12;
+            la_gemm_sym(n, k, 0.5, A, lda, B, lda, C, ldc);
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j <= i; j++) {
+                    double d = 0.5 * lane_dot(k, A + i * lda, B + j * lda);
+                    ck_assert_msg(memcmp(&C[i * ldc + j], &d, sizeof d) == 0 && memcmp(&C[j * ldc + i], &d, sizeof d) == 0,
+                                  "sym n=%d k=%d (%d, %d)", n, k, i, j);
+                }
+        }
+    free(A);
+    free(B);
+    free(C0);
+}
+END_TEST
+
 START_TEST(all_finite_finds_each_position) {
     /* la_all_finite over every length up to 21 with one bad value at every
      * position (the vector blocks and the tail), and huge finite values */
@@ -1339,6 +1391,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, team_runs_every_item_once);
     tcase_add_test(tc, team_gives_same_bytes);
     tcase_add_test(tc, short_gemm_is_exact);
+    tcase_add_test(tc, small_abt_is_exact);
     tcase_add_test(tc, all_finite_finds_each_position);
     tcase_add_test(tc, vector_exp_matches_libm);
     tcase_add_test(tc, small_cholesky_solves);

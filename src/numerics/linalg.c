@@ -3,6 +3,9 @@
 #include "linalg.h"
 
 #include <cblas.h>
+#ifdef __x86_64__
+#include <immintrin.h>
+#endif
 #include <lapacke.h>
 #include <math.h>
 #include <pthread.h>
@@ -56,8 +59,20 @@ static inline __attribute__((always_inline)) void dot_tile(int R, int J, int k, 
 
 /* C[i][j] = base + alpha A_i . B_j for i < m and j < n (j <= i only, when
  * lower), where base is 0 when beta is 0, else beta C[i][j] (C[i][j] when beta
- * is 1): the small A B^T products, in tiles of 2 rows by 4 columns. */
-LA_HOT static void dot_rows(int m, int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
+ * is 1): the small A B^T products. dot_rows picks dot_rows_v4 (tiles of 2 rows
+ * by 4 columns in 4-lane vectors) or, on AVX-512, dot_rows_avx512 (two rows'
+ * 4-lane sums side by side in one 8-lane vector); both give every element as
+ * dot_tile sums it. */
+static void dot_rows(int m, int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
+                     double beta, double *C, int ldc, int lower);
+
+/* C[i][j] = base + alpha d (see dot_rows) for the dot products d of a tile. */
+static inline __attribute__((always_inline)) void dot_store(double base_beta, double alpha, double d, double *c) {
+    double base = base_beta == 0.0 ? 0.0 : base_beta == 1.0 ? *c : *c * base_beta;
+    *c = base + alpha * d;
+}
+
+LA_HOT static void dot_rows_v4(int m, int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
                             double beta, double *C, int ldc, int lower) {
     for (int i0 = 0; i0 < m; i0 += 2) {
         int R = m - i0 >= 2 ? 2 : 1, jend = lower ? i0 + R : n;
@@ -79,9 +94,7 @@ LA_HOT static void dot_rows(int m, int n, int k, double alpha, const double *A, 
             for (int r = 0; r < R; r++)
                 for (int j = 0; j < J; j++) {
                     if (lower && j0 + j > i0 + r) continue;
-                    double *c = C + (size_t)(i0 + r) * ldc + j0 + j;
-                    double base = beta == 0.0 ? 0.0 : beta == 1.0 ? *c : *c * beta;
-                    *c = base + alpha * d[r][j];
+                    dot_store(beta, alpha, d[r][j], C + (size_t)(i0 + r) * ldc + j0 + j);
                 }
         }
     }
@@ -248,9 +261,106 @@ int la_avx512(void) {
     pthread_once(&la_avx512_once, la_avx512_probe);
     return la_avx512_flag;
 }
+
+/* dot_tile's sums for rows [0, R) of A (R <= 6) against rows [0, 2P) of B
+ * (P <= 3 pairs; a last odd row of B repeats the one before it, its results
+ * unused): the 4-lane accumulators of columns 2q and 2q + 1 share one 8-lane
+ * vector, so each lane adds the same terms in the same order as in dot_tile,
+ * and the lanes are added as (l0 + l1) + (l2 + l3) in vector form. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void dot_tile_pairs(int R, int P, int J, int k, const double *A,
+                                                                 int lda, const double *B, int ldb,
+                                                                 double d[6][6]) {
+    la_v8 acc[6][3];
+    const double *b[6];
+    for (int j = 0; j < 2 * P; j++) b[j] = B + (size_t)(j < J ? j : J - 1) * ldb;
+    for (int r = 0; r < R; r++)
+        for (int q = 0; q < P; q++) acc[r][q] = (la_v8){0.0};
+    int p = 0;
+    for (; p + 4 <= k; p += 4) {
+        la_v8 bv[3];
+        for (int q = 0; q < P; q++) {
+            la_v4 lo = *(const la_v4u *)(b[2 * q] + p), hi = *(const la_v4u *)(b[2 * q + 1] + p);
+            bv[q] = __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+        }
+        for (int r = 0; r < R; r++) {
+            la_v8 av = (la_v8)_mm512_broadcast_f64x4(_mm256_loadu_pd(A + (size_t)r * lda + p));
+            for (int q = 0; q < P; q++) acc[r][q] += av * bv[q];
+        }
+    }
+    if (p == k) { /* no tail terms: the lane sums in vector form */
+        for (int r = 0; r < R; r++)
+            for (int q = 0; q < P; q++) {
+                la_v8 v = acc[r][q];
+                la_v8 t = v + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+                la_v8 u = t + __builtin_shufflevector(t, t, 2, 3, 0, 1, 6, 7, 4, 5);
+                d[r][2 * q] = u[0];
+                if (2 * q + 1 < J) d[r][2 * q + 1] = u[4];
+            }
+        return;
+    }
+    for (int r = 0; r < R; r++)
+        for (int q = 0; q < P; q++)
+            for (int h = 0; h < 2 && 2 * q + h < J; h++) {
+                int j = 2 * q + h, o = 4 * h;
+                double s0 = acc[r][q][o], s1 = acc[r][q][o + 1], s2 = acc[r][q][o + 2], s3 = acc[r][q][o + 3];
+                for (int u = p; u < k; u++) s0 += A[(size_t)r * lda + u] * b[j][u];
+                d[r][j] = (s0 + s1) + (s2 + s3);
+            }
+}
+
+/* dot_rows on AVX-512: blocks of up to 6 rows by 6 columns (18 vector sums). */
+__attribute__((target("avx512f"))) static void dot_rows_avx512(int m, int n, int k, double alpha, const double *A,
+                                                              int lda, const double *B, int ldb, double beta,
+                                                              double *C, int ldc, int lower) {
+    for (int i0 = 0; i0 < m; i0 += 6) {
+        int R = m - i0 >= 6 ? 6 : m - i0, jend = lower ? i0 + R : n;
+        const double *Ai = A + (size_t)i0 * lda;
+        for (int j0 = 0; j0 < jend; j0 += 6) {
+            int J = jend - j0 >= 6 ? 6 : jend - j0, P = (J + 1) / 2;
+            const double *Bj = B + (size_t)j0 * ldb;
+            double d[6][6];
+            switch (R * 8 + P) {
+            case 6 * 8 + 3: dot_tile_pairs(6, 3, J, k, Ai, lda, Bj, ldb, d); break;
+            case 6 * 8 + 2: dot_tile_pairs(6, 2, J, k, Ai, lda, Bj, ldb, d); break;
+            case 6 * 8 + 1: dot_tile_pairs(6, 1, J, k, Ai, lda, Bj, ldb, d); break;
+            case 5 * 8 + 3: dot_tile_pairs(5, 3, J, k, Ai, lda, Bj, ldb, d); break;
+            case 5 * 8 + 2: dot_tile_pairs(5, 2, J, k, Ai, lda, Bj, ldb, d); break;
+            case 5 * 8 + 1: dot_tile_pairs(5, 1, J, k, Ai, lda, Bj, ldb, d); break;
+            case 4 * 8 + 3: dot_tile_pairs(4, 3, J, k, Ai, lda, Bj, ldb, d); break;
+            case 4 * 8 + 2: dot_tile_pairs(4, 2, J, k, Ai, lda, Bj, ldb, d); break;
+            case 4 * 8 + 1: dot_tile_pairs(4, 1, J, k, Ai, lda, Bj, ldb, d); break;
+            case 3 * 8 + 3: dot_tile_pairs(3, 3, J, k, Ai, lda, Bj, ldb, d); break;
+            case 3 * 8 + 2: dot_tile_pairs(3, 2, J, k, Ai, lda, Bj, ldb, d); break;
+            case 3 * 8 + 1: dot_tile_pairs(3, 1, J, k, Ai, lda, Bj, ldb, d); break;
+            case 2 * 8 + 3: dot_tile_pairs(2, 3, J, k, Ai, lda, Bj, ldb, d); break;
+            case 2 * 8 + 2: dot_tile_pairs(2, 2, J, k, Ai, lda, Bj, ldb, d); break;
+            case 2 * 8 + 1: dot_tile_pairs(2, 1, J, k, Ai, lda, Bj, ldb, d); break;
+            case 1 * 8 + 3: dot_tile_pairs(1, 3, J, k, Ai, lda, Bj, ldb, d); break;
+            case 1 * 8 + 2: dot_tile_pairs(1, 2, J, k, Ai, lda, Bj, ldb, d); break;
+            default: dot_tile_pairs(1, 1, J, k, Ai, lda, Bj, ldb, d); break;
+            }
+            for (int r = 0; r < R; r++)
+                for (int j = 0; j < J; j++) {
+                    if (lower && j0 + j > i0 + r) continue;
+                    dot_store(beta, alpha, d[r][j], C + (size_t)(i0 + r) * ldc + j0 + j);
+                }
+        }
+    }
+}
 #else
 int la_avx512(void) { return 0; }
 #endif
+
+static void dot_rows(int m, int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
+                     double beta, double *C, int ldc, int lower) {
+#ifdef LA_AVX512
+    if (la_avx512()) {
+        dot_rows_avx512(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, lower);
+        return;
+    }
+#endif
+    dot_rows_v4(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, lower);
+}
 
 void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
              const double *B, int ldb, double beta, double *C, int ldc) {
