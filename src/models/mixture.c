@@ -219,7 +219,6 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->Rmb = vbm_calloc((size_t)H * K, sizeof(double));
     w->sw = vbm_calloc((size_t)H * K, sizeof(double));
     w->zb = vbm_calloc((size_t)T * H, sizeof(double));
-    w->Y = vbm_calloc((size_t)H * K * cg, sizeof(double));
     w->nscr = 1;
     w->scr_len = scratch_len(K, cg, T);
     w->scr = vbm_calloc(w->scr_len, sizeof(double));
@@ -227,7 +226,7 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->fel = vbm_calloc(3 * (size_t)((T + FRAME_CHUNK - 1) / FRAME_CHUNK), sizeof(double));
     w->cl = cl_alloc(H);
     if (!w->P || !w->W || !w->Wt || !w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb ||
-        !w->sw || !w->zb || !w->Y || !w->scr || !w->gsc || !w->cl || !w->fel) {
+        !w->sw || !w->zb || !w->scr || !w->gsc || !w->cl || !w->fel) {
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
     }
@@ -568,6 +567,8 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     const double *Z = w->cs.mu + w->cs.goff;
+    if (!w->Y && !(w->Y = vbm_calloc((size_t)H * kc, sizeof(double))))
+        return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture update (H=%d, K=%d, cg=%d)", H, K, cg);
     for (int h = 0; h < H; h++) weigh_cluster(w, h);
     if (mem->cfg.shift) {
         /* q(b_h): Eq. 198-199 with the current q(M_h). Y temporarily holds Theta^T Z. */
@@ -1082,8 +1083,25 @@ LA_HOT static void finish_cluster(vbm_memory *mem, const prior_t *prior, mixgrou
         }
     }
     if (!w->implicit) return;
-    double *R = BLK_R(mem, gh), *Yh = w->Y + (size_t)h * kc;
-    la_gemm(0, 0, K, cg, (int)T, 1.0, w->Wtc + (size_t)h * K * T, (int)T, Z, C, 0.0, Yh, cg);
+    double *R = BLK_R(mem, gh), *Wc = w->Wtc + (size_t)h * K * T;
+    if (!w->prior_mean) {
+        /* R_h = Q^{-1} (Wtc_h Z - sw_h mu_bh^T) / s2 = (Q^{-1} Wtc_h / s2) Z - (Q^{-1} sw_h / s2) mu_bh^T:
+         * the solve on T columns rather than cg (Wtc_h is not read after the fit). */
+        la_chol_solve(K, (int)T, w->LQ + h * kk, Wc, (int)T);
+        la_gemm(0, 0, K, cg, (int)T, is2, Wc, (int)T, Z, C, 0.0, R, cg);
+        if (mem->cfg.shift) {
+            double *v = scratch_of(w, worker).kw;
+            memcpy(v, w->swc + h * K, sizeof(double) * K);
+            la_chol_solve(K, 1, w->LQ + h * kk, v, 1);
+            for (int k = 0; k < K; k++) {
+                double a = v[k] * is2;
+                for (int c = 0; c < cg; c++) R[(size_t)k * cg + c] -= a * mb[c];
+            }
+        }
+        return;
+    }
+    double *Yh = scratch_of(w, worker).kw; /* K cg */
+    la_gemm(0, 0, K, cg, (int)T, 1.0, Wc, (int)T, Z, C, 0.0, Yh, cg);
     for (int k = 0; k < K; k++) {
         double sw = w->swc[h * K + k];
         for (int c = 0; c < cg; c++)

@@ -40,7 +40,7 @@ typedef struct {
     double *Rmb;      /* H x K: R_h mu_bh */
     double *sw;       /* H x K: W_h q(s = h), the q(s)-weighted sums of the address means */
     double *zb;       /* H x T: mu_bh . z_t */
-    double *Y;        /* HK x cg */
+    double *Y;        /* HK x cg: the direct update's products (allocated by its first call) */
     /* The per-cluster loops (address step, Gram update, write-back) and the
      * per-frame loop of q(s) run on `team` when there is one; every item writes
      * only its own cluster's or frames' outputs, and the sums over clusters and
@@ -67,7 +67,7 @@ typedef struct {
     double *Zt;       /* cg x T: Z^T, for the first address step's products (Gram path) */
     double *SR;       /* H x K x K: R_h R_h^T */
     double *LQ;       /* H x K x K: Cholesky factor of Q_h from the last update */
-    double *Wtc;      /* HK x T: Wt of the last update */
+    double *Wtc;      /* HK x T: Wt of the last update (mixgroup_finish overwrites it) */
     double *swc;      /* H x K: sw of the last update */
     double *AZ;       /* HK x T: P0R0_h Z^T (when prior_mean) */
     double *AAt;      /* H x K x K: P0R0_h P0R0_h^T (when prior_mean) */
