@@ -720,24 +720,30 @@ LA_HOT void la_chol_inverse4(int n, double *const L[4]) {
 }
 
 LA_HOT void la_chol_solve4(int n, int nrhs, double *const L[4], double *const B[4], int ldb) {
-    la_v4 Lv[LA_SMALL][LA_SMALL], inv[LA_SMALL], x[LA_SMALL];
+    la_v4 Lv[LA_SMALL][LA_SMALL], inv[LA_SMALL], x[LA_SMALL][3];
     for (int i = 0; i < n; i++) {
         for (int k = 0; k <= i; k++) lanes_get(&Lv[i][k], L, (size_t)i * n + k);
         inv[i] = 1.0 / Lv[i][i];
     }
-    for (int j = 0; j < nrhs; j++) {
-        for (int i = 0; i < n; i++) {
-            la_v4 v;
-            lanes_get(&v, B, (size_t)i * ldb + j);
-            for (int k = 0; k < i; k++) v += -Lv[i][k] * x[k];
-            x[i] = v * inv[i];
-        }
-        for (int i = n - 1; i >= 0; i--) {
-            la_v4 v = x[i];
-            for (int k = i + 1; k < n; k++) v += -Lv[k][i] * x[k];
-            x[i] = v * inv[i];
-        }
-        for (int i = 0; i < n; i++) lanes_put(B, (size_t)i * ldb + j, &x[i]);
+    /* Columns three at a time: their substitutions are independent chains of
+     * dependent operations, so running them side by side hides the latency. */
+    for (int j0 = 0; j0 < nrhs; j0 += 3) {
+        int nj = nrhs - j0 < 3 ? nrhs - j0 : 3;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < nj; j++) {
+                la_v4 v;
+                lanes_get(&v, B, (size_t)i * ldb + j0 + j);
+                for (int k = 0; k < i; k++) v += -Lv[i][k] * x[k][j];
+                x[i][j] = v * inv[i];
+            }
+        for (int i = n - 1; i >= 0; i--)
+            for (int j = 0; j < nj; j++) {
+                la_v4 v = x[i][j];
+                for (int k = i + 1; k < n; k++) v += -Lv[k][i] * x[k][j];
+                x[i][j] = v * inv[i];
+            }
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < nj; j++) lanes_put(B, (size_t)i * ldb + j0 + j, &x[i][j]);
     }
 }
 
