@@ -239,9 +239,11 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
     int H = mem->cfg.clusters, K = mem->cfg.rows, cg = mem->cg, C = codes->C;
     long T = codes->T;
     if (init == VBM_INIT_CURRENT) return VBM_OK;
+    int random = init == VBM_INIT_AUTO || init == VBM_INIT_RANDOM;
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
-        memcpy(BLK_R(mem, gh), prior->R0 + (size_t)gh * K * cg, sizeof(double) * K * cg);
+        if (!random) /* else init_random_means writes R = R0 + chol(U0) E */
+            memcpy(BLK_R(mem, gh), prior->R0 + (size_t)gh * K * cg, sizeof(double) * K * cg);
         memcpy(BLK_U(mem, gh), prior->U0 + (size_t)gh * K * K, sizeof(double) * K * K);
         memcpy(BLK_B(mem, gh), prior->mu_b0 + (size_t)gh * cg, sizeof(double) * cg);
         mem->s2_b[gh] = prior->s2_b0[gh];

@@ -120,7 +120,9 @@ vbm_status addresses_alloc(vbm_addresses *a, long T, int G, int H, int K, int wi
                            vbm_error *err);
 
 /* Replace the posterior means R of every block by a draw from the prior,
- * R0 + chol(U0) E with E standard normal (App. F.1.2 "Random" init). */
+ * R0 + chol(U0) E with E standard normal (App. F.1.2 "Random" init); R's old
+ * contents are not read. Out of memory for its scratch, R = R0 (a valid, if
+ * symmetric, start). */
 void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng);
 
 /* Set an error message (printf-style) and return the status. */

@@ -79,8 +79,12 @@ static vbm_status prior_factor(prior_t *p, int per_group, vbm_error *err) {
             return vbm_fail(err, VBM_ENUMERIC, "prior row covariance of block %d is not positive definite", gh);
         }
         p->logdetU0[gh] = la_chol_logdet(p->K, L);
-        memcpy(p->P0R0 + gh * kc, p->R0 + gh * kc, kc * sizeof(double));
-        la_chol_solve(p->K, p->cg, L, p->P0R0 + gh * kc, p->cg);
+        int zero = 1; /* a zero prior mean (the default) gives P0R0 = 0: no solve */
+        for (size_t i = 0; i < kc && zero; i++) zero = p->R0[gh * kc + i] == 0.0;
+        if (!zero) {
+            memcpy(p->P0R0 + gh * kc, p->R0 + gh * kc, kc * sizeof(double));
+            la_chol_solve(p->K, p->cg, L, p->P0R0 + gh * kc, p->cg);
+        } /* else P0R0 stays as prior_alloc zeroed it */
         la_chol_inverse(p->K, L);
     }
     return VBM_OK;
@@ -250,7 +254,8 @@ LA_HOT void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng)
     int K = prior->K, cg = prior->cg;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     double *L = vbm_calloc(kk, sizeof(double)), *E = vbm_calloc(kc, sizeof(double));
-    if (!L || !E) { /* keep R = R0: a valid (if symmetric) start */
+    if (!L || !E) { /* R = R0: a valid (if symmetric) start */
+        memcpy(mem->R, prior->R0, (size_t)prior->GH * kc * sizeof(double));
         free(L);
         free(E);
         return;
