@@ -341,8 +341,7 @@ LA_HOT static int address_post(const vbm_memory *mem, const prior_t *prior, mixg
     const double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh), *mb = BLK_B(mem, gh);
     const double *S = w->S + h * kk, *Sw = w->Sw + h * kk;
     double logdetSw = w->cl[h].logdetSw;
-    double trSSw = 0.0, trsw = 0.0;
-    for (size_t i = 0; i < kk; i++) trSSw += S[i] * Sw[i];
+    double trSSw = la_dot((int)kk, S, Sw), trsw = 0.0; /* tr(S Sigma_w), both symmetric */
     for (int k = 0; k < K; k++) trsw += Sw[(size_t)k * K + k];
     if (shift && !b_implicit) {
         double bb = 0.0;
@@ -399,11 +398,7 @@ LA_HOT static int address_post(const vbm_memory *mem, const prior_t *prior, mixg
     double klm;
     if (implicit) { /* Eq. 254 from R R^T, <P0R0, R> and log det U = -log det Q */
         const double *P0 = prior->P0 + (size_t)gh * kk, *SR = w->SR + h * kk;
-        double trPU = 0.0, trPS = 0.0;
-        for (size_t i = 0; i < kk; i++) {
-            trPU += P0[i] * U[i];
-            trPS += P0[i] * SR[i];
-        }
+        double trPU = la_dot((int)kk, P0, U), trPS = la_dot((int)kk, P0, SR);
         klm = 0.5 * (cg * trPU + trPS - 2.0 * w->cl[h].AR + w->cl[h].AR0 - (double)K * cg + cg * w->cl[h].logdetQ +
                      cg * prior->logdetU0[gh]);
     } else {
