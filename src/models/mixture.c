@@ -679,18 +679,16 @@ LA_HOT static void shift_begin_cluster(vbm_memory *mem, const prior_t *prior, mi
 }
 
 /* q(b_h) (Eq. 198-199) in the later Gram updates, R_h implicit. With v_h =
- * Q_h^{-1} sw_h (Q_h of the last update), u_h = theta_h - Wtc_h^T v_h / s2 and
- * c_h = swc_h . v_h / s2,
+ * Q_h^{-1} sw_h (Q_h of the last update: the caller solves for it), u_h =
+ * theta_h - Wtc_h^T v_h / s2 and c_h = swc_h . v_h / s2,
  *   Z^T theta_h - R_h^T sw_h = Z^T u_h - P0R0_h^T v_h + mu_bh c_h,
  * so mu_bh <- sb (mu_b0h / s2_b0 + that / s2) only moves the coefficients of
- * the implicit representation. v: K scratch. */
-LA_HOT static void shift_step_cluster(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h, double *v) {
+ * the implicit representation. */
+LA_HOT static void shift_step_cluster(vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h,
+                                      const double *v) {
     int K = w->K, gh = w->g * w->H + h;
     long T = w->T;
     double s2 = mem->cfg.sigma_z2;
-    size_t kk = (size_t)K * K;
-    memcpy(v, w->sw + h * K, sizeof(double) * K);
-    la_chol_solve(K, 1, w->LQ + h * kk, v, 1);
     double c = 0.0;
     for (int k = 0; k < K; k++) c += w->swc[h * K + k] * v[k];
     double s20 = prior->s2_b0[gh];
@@ -782,7 +780,6 @@ LA_HOT static void update_pre(vbm_memory *mem, const prior_t *prior, mixgroup_wo
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K;
     gram_scratch g = gram_scratch_of(w, h);
-    weigh_cluster(w, h);
     if (shift) { /* q(b_h), kept implicit from the first update on */
         if (w->implicit)
             shift_step_cluster(mem, prior, w, h, g.v);
@@ -857,7 +854,8 @@ LA_HOT static void update_mid(vbm_memory *mem, mixgroup_work *w, int h) {
 }
 
 /* update_post's Q^{-1} solves: which 0 is X = Q^{-1} YY (X holding YY), 1 is
- * SR = Q^{-1} X^T (SR holding X^T), 2 is R mu_b = Q^{-1} rhs. */
+ * SR = Q^{-1} X^T (SR holding X^T), 2 is R mu_b = Q^{-1} rhs; 3 is the shift
+ * step's v = Q^{-1} sw (v holding sw; Q of the last update). */
 static void update_solve(mixgroup_work *w, int h, int which) {
     int K = w->K;
     size_t kk = (size_t)K * K;
@@ -868,7 +866,7 @@ static void update_solve(mixgroup_work *w, int h, int which) {
     else if (which == 1)
         la_chol_solve(K, K, LQ, w->SR + h * kk, K);
     else
-        la_chol_solve(K, 1, LQ, g.rhs, 1);
+        la_chol_solve(K, 1, LQ, which == 2 ? g.rhs : g.v, 1);
 }
 
 /* The parts of update_post between its solves (part 0 before the first). */
@@ -928,7 +926,7 @@ static void solve_clusters(mixgroup_work *w, long b, long e, int which) {
             if (!w->cl[h].st) {
                 gram_scratch g = gram_scratch_of(w, (int)h);
                 L[n] = w->LQ + h * kk;
-                B[n++] = which == 0 ? g.X : which == 1 ? w->SR + h * kk : g.rhs;
+                B[n++] = which == 0 ? g.X : which == 1 ? w->SR + h * kk : which == 2 ? g.rhs : g.v;
             }
         if (n == 0) break;
         for (int l = n; l < 4; l++) {
@@ -936,7 +934,7 @@ static void solve_clusters(mixgroup_work *w, long b, long e, int which) {
             B[l] = padB[l];
             memset(padB[l], 0, sizeof(double) * kk);
         }
-        if (which == 2)
+        if (which >= 2)
             la_chol_solve4(K, 1, L, B, 1);
         else
             la_chol_solve4(K, K, L, B, K);
@@ -1011,10 +1009,14 @@ static void update_gram_run(const void *ctx, long b, long e, int worker) {
         for (long h = b; h < e; h++) update_gram_run(ctx, h, h + 1, worker);
         return;
     }
+    int step = shift && w->implicit; /* the shift step needs Q_h^{-1} sw_h first */
     for (long h = b; h < e; h++) {
-        update_pre(mem, j->prior, w, (int)h);
         w->cl[h].st = 0;
+        weigh_cluster(w, (int)h);
+        if (step) memcpy(gram_scratch_of(w, (int)h).v, w->sw + h * w->K, sizeof(double) * w->K);
     }
+    if (step) solve_clusters(w, b, e, 3);
+    for (long h = b; h < e; h++) update_pre(mem, j->prior, w, (int)h);
     factor_clusters(mem, w, b, e, 0);
     for (long h = b; h < e; h++)
         if (!w->cl[h].st) update_mid(mem, w, (int)h);
