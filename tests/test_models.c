@@ -1301,6 +1301,21 @@ START_TEST(small_cholesky_solves) {
         free(M);
         free(Q);
     }
+    /* la_chol_logdet: products of the diagonal, entry by entry where they leave the normal range */
+    {
+        double D[10 * 10] = {0}, want = 0.0;
+        const double d[10] = {1e200, 1e200, 3.0, 1e-200, 1e-200, 1e-200, 0.5, 2.0, 7.0, 1e300};
+        for (int i = 0; i < 10; i++) {
+            D[i * 10 + i] = d[i];
+            want += 2.0 * log(d[i]);
+        }
+        ck_assert_double_le(fabs(la_chol_logdet(10, D) - want), 1e-12 * fabs(want));
+        ck_assert_double_le(fabs(la_chol_logdet(3, (double[]){2.0, 0, 0, 0, 3.0, 0, 0, 0, 5.0}) - 2.0 * log(30.0)), 1e-15);
+        D[3 * 10 + 3] = 0.0;
+        ck_assert(isinf(la_chol_logdet(10, D)));
+        D[3 * 10 + 3] = -1.0;
+        ck_assert(isnan(la_chol_logdet(10, D)));
+    }
 }
 END_TEST
 

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #endif
 #include <lapacke.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -749,7 +750,16 @@ LA_HOT void la_chol_solve4(int n, int nrhs, double *const L[4], double *const B[
 
 double la_chol_logdet(int n, const double *L) {
     double s = 0.0;
-    for (int i = 0; i < n; i++) s += log(L[(size_t)i * n + i]);
+    for (int i0 = 0; i0 < n; i0 += 8) { /* one log per product of up to 8 diagonal entries */
+        int i1 = i0 + 8 < n ? i0 + 8 : n;
+        double p = 1.0;
+        for (int i = i0; i < i1; i++) p *= L[(size_t)i * n + i];
+        if (p >= DBL_MIN && p <= DBL_MAX) {
+            s += log(p);
+        } else { /* the product left the normal range (or is not a number): entry by entry */
+            for (int i = i0; i < i1; i++) s += log(L[(size_t)i * n + i]);
+        }
+    }
     return 2.0 * s;
 }
 

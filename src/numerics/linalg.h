@@ -80,7 +80,9 @@ void la_chol_solve4(int n, int nrhs, double *const L[4], double *const B[4], int
  * posterior covariances U and Sigma_w). Returns 0 or the LAPACK info. */
 int la_chol_inverse(int n, double *L);
 
-/* log det(L L^T) = 2 sum log L_ii. */
+/* log det(L L^T) = 2 sum log L_ii, as the logs of products of up to eight
+ * L_ii (one log each), entry by entry where a product leaves the normal range.
+ * Not finite when some L_ii <= 0 or is not finite. */
 double la_chol_logdet(int n, const double *L);
 
 /* trace(A^{-1} B) for SPD A given its factor L, n x n B; work is n x n scratch. */
