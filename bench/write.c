@@ -83,12 +83,13 @@ static double write_flops(const bench_case *b) {
     if (b->kind == VBM_MIXTURE && uses_gram(b)) {
         /* once: G = Z Z^T (a rank-C update: T (T+1) C), the first R Z^T and mu_b Z^T, the first
          * update's Theta^T Z, then (from the second update on, shifts implicit) Z e_h and the
-         * final mu_b = .. + Z^T x_h, and the final R = Q^{-1}(Wt Z ..) with its solves;
+         * final mu_b = .. + Z^T x_h, and the final R = (Q^{-1} Wt) Z / s2 - .. (solves on T
+         * columns: the benchmark's prior mean is zero);
          * per iteration: address (Sigma_w B) + update (X G, Wt G, the symmetric Q and Wt G Wt^T,
          * the R Z^T solve, the R R^T solves) */
         double sym = H * K * (K + 1) * T, later = it >= 2 ? 2 * 2 * H * T * C : 0.0;
         double once = T * (T + 1) * C + 2 * H * K * C * T + 2 * T * H * C + (it >= 1 ? 2 * H * C * T : 0.0) + later +
-                      2 * H * K * T * C + 2 * H * K * K * C;
+                      2 * H * K * T * C + 2 * H * K * K * T;
         addr = 2 * H * K * K * T;
         upd = 2 * H * T * T + 2 * H * K * T * T + 2 * sym + 2 * H * K * K * T + 4 * H * K * K * K;
         return once + it * (addr + upd) + addr;
