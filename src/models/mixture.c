@@ -248,7 +248,7 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
         memcpy(BLK_B(mem, gh), prior->mu_b0 + (size_t)gh * cg, sizeof(double) * cg);
         mem->s2_b[gh] = prior->s2_b0[gh];
     }
-    if (init == VBM_INIT_AUTO || init == VBM_INIT_RANDOM) { /* this group's blocks only */
+    if (random) { /* this group's blocks only */
         prior_t view = *prior;
         view.GH = H;
         view.R0 += (size_t)g * H * K * cg;
