@@ -170,7 +170,7 @@ static int run_episode(const fig2_opts *o, int K, int C, int ep, double *R0, dou
         }
     }
     vbm_codes codes = {o->T, C, Z, NULL};
-    vbm_error err = {{0}};
+    vbm_error err = {0};
     vbm_write_opts wo;
     vbm_write_opts_default(&wo);
     wo.max_iter = o->iters;

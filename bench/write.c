@@ -289,7 +289,7 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
     wo.init = init;
     wo.solver = solver;
     wo.team = team;
-    vbm_error err = {{0}};
+    vbm_error err = {0};
     vbm_memory *mem = NULL;
     vbm_write_result res;
     int rc = 0;

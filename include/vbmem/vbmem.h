@@ -4,9 +4,11 @@
  *
  * Conventions used throughout:
  *  - every matrix is a dense row-major array of doubles;
- *  - every function that can fail returns a vbm_status and, on failure, writes a
- *    NUL-terminated human-readable message into the caller's vbm_error (which may
- *    be NULL when the caller does not want one);
+ *  - every function that can fail returns a vbm_status and, on failure, fills the
+ *    caller's vbm_error (which may be NULL when the caller does not want one): the
+ *    status, the field at fault and a message. vbm_error is the one error record of
+ *    the whole tree: the engine, the networks, the wire forms and the HTTP edge fill
+ *    and pass on the same record;
  *  - whoever allocates frees: objects returned through an out-pointer are owned
  *    by the caller and released with the matching *_free function;
  *  - there is no global mutable state: distinct memories may be used from
@@ -37,12 +39,55 @@ typedef enum {
     VBM_EINVAL = 1,   /* invalid argument: sizes, NaN/Inf, negative variance ... */
     VBM_ENOMEM = 2,   /* allocation failed or size beyond the guards above */
     VBM_ENUMERIC = 3, /* a factorization failed (matrix not positive definite) */
-    VBM_EFORMAT = 4   /* an imported memory is malformed */
+    VBM_EFORMAT = 4,  /* an imported memory (or a stored record, a model file) is malformed */
+    /* The statuses below are never returned by libvbmem itself: they belong to the
+     * service built on it (sessions, stores, the job pool), which reports them in
+     * the same record. */
+    VBM_ENOTFOUND = 5, /* no such session or model (or not visible to this owner) */
+    VBM_ECONFLICT = 6, /* If-Match version differs from the session's version */
+    VBM_ELIMIT = 7,    /* a configured limit (sessions, memory bytes) would be exceeded */
+    VBM_EBUSY = 8,     /* the job queue is full */
+    VBM_ESTOPPED = 9,  /* the service no longer accepts work (shutting down) */
+    VBM_EUNAVAIL = 10  /* the durable store is busy, locked, unreachable or holds a
+                        * corrupt record */
 } vbm_status;
 
+#define VBM_FIELD_LEN 128
+#define VBM_MSG_LEN 512
+
+/* The one error record. status is the failure's status (VBM_OK while none is
+ * recorded); field is the path of the input at fault, in the JSON form the wire
+ * uses ("codes.mu[3][1]", "rows", "memory.prior.U0"), or "" when the failure is
+ * not about one input; msg is a readable message. Invariant: when field is not
+ * empty, msg starts with field followed by ": ", so msg alone reads well. Fill it
+ * only with vbm_fail (and re-root it with vbm_error_rebase); never parse msg. */
 typedef struct {
-    char msg[256];
+    vbm_status status;
+    char field[VBM_FIELD_LEN];
+    char msg[VBM_MSG_LEN];
 } vbm_error;
+
+/* Record a failure in err (which may be NULL): status st, field (NULL or "" for
+ * none; truncated to VBM_FIELD_LEN - 1 bytes) and the printf-style message,
+ * which is stored after "field: " when field is not empty (truncated to
+ * VBM_MSG_LEN - 1 bytes). Returns st, so that callers can write
+ * `return vbm_fail(err, VBM_EINVAL, "rows", "K = %d is too large", K);`. Never
+ * fails. */
+vbm_status vbm_fail(vbm_error *err, vbm_status st, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Re-root the failure recorded in err under the path base (which may be ""):
+ * the field "groups" under "model" becomes "model.groups", a field that starts
+ * with an index ("[3].R") is appended without a dot ("clusters[3].R"), and a
+ * failure with no field gets base as its field. msg keeps its invariant (it
+ * starts with the new field and ": "). No effect when err is NULL or base is
+ * empty. Never fails. */
+void vbm_error_rebase(vbm_error *err, const char *base);
+
+/* Short lowercase name of a status ("ok", "invalid", "nomem",
+ * "numeric", "format", "not_found", "conflict", "limit", "busy", "stopped",
+ * "unavailable"; "unknown" for any other value). Never fails. */
+const char *vbm_status_name(vbm_status st);
 
 typedef enum {
     VBM_GAUSSIAN = 0,    /* Theorem 1 (and Theorem 3 with shift = 1) */

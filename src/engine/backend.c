@@ -66,55 +66,55 @@ void eng_backend_usage_decode(const unsigned char *b, size_t n, double *u)
     }
 }
 
-eng_status eng_backend_load(eng_backend *b, const char *id, eng_record *out, eng_error *err)
+vbm_status eng_backend_load(eng_backend *b, const char *id, eng_record *out, vbm_error *err)
 {
     return b->ops->load(b->impl, id, out, err);
 }
 
-eng_status eng_backend_save(eng_backend *b, const eng_record *rec, uint64_t expected,
-                            eng_error *err)
+vbm_status eng_backend_save(eng_backend *b, const eng_record *rec, uint64_t expected,
+                            vbm_error *err)
 {
     return b->ops->save(b->impl, rec, expected, err);
 }
 
-eng_status eng_backend_remove(eng_backend *b, const char *id, const unsigned char *owner,
-                              eng_error *err)
+vbm_status eng_backend_remove(eng_backend *b, const char *id, const unsigned char *owner,
+                              vbm_error *err)
 {
     return b->ops->remove(b->impl, id, owner, err);
 }
 
-eng_status eng_backend_list(eng_backend *b, const unsigned char *owner, const char *after,
-                            int limit, char (*ids)[ENG_ID_LEN + 1], int *n, eng_error *err)
+vbm_status eng_backend_list(eng_backend *b, const unsigned char *owner, const char *after,
+                            int limit, char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err)
 {
     return b->ops->list(b->impl, owner, after, limit, ids, n, err);
 }
 
-eng_status eng_backend_idle(eng_backend *b, double now_wall, int limit,
-                            char (*ids)[ENG_ID_LEN + 1], int *n, eng_error *err)
+vbm_status eng_backend_idle(eng_backend *b, double now_wall, int limit,
+                            char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err)
 {
     return b->ops->idle(b->impl, now_wall, limit, ids, n, err);
 }
 
-eng_status eng_backend_touch(eng_backend *b, const char *id, double used, eng_error *err)
+vbm_status eng_backend_touch(eng_backend *b, const char *id, double used, vbm_error *err)
 {
     return b->ops->touch(b->impl, id, used, err);
 }
 
-eng_status eng_backend_current(eng_backend *b, const char *id, uint64_t *version,
-                               eng_error *err)
+vbm_status eng_backend_current(eng_backend *b, const char *id, uint64_t *version,
+                               vbm_error *err)
 {
     if (b->ops->current == NULL)
-        return eng_fail(err, ENG_EINVAL, NULL, "the %s backend keeps no shared versions",
+        return vbm_fail(err, VBM_EINVAL, NULL, "the %s backend keeps no shared versions",
                         b->name);
     return b->ops->current(b->impl, id, version, err);
 }
 
-eng_status eng_backend_count(eng_backend *b, long *n, eng_error *err)
+vbm_status eng_backend_count(eng_backend *b, long *n, vbm_error *err)
 {
     return b->ops->count(b->impl, n, err);
 }
 
-eng_status eng_backend_check(eng_backend *b, eng_error *err)
+vbm_status eng_backend_check(eng_backend *b, vbm_error *err)
 {
     return b->ops->check(b->impl, err);
 }
@@ -127,54 +127,54 @@ void eng_backend_close(eng_backend *b)
 }
 
 /* Copy one record of src into dst, checking that its memory imports. */
-static eng_status backend_copy_one(eng_backend *src, eng_backend *dst, const char *id,
-                                   eng_error *err)
+static vbm_status backend_copy_one(eng_backend *src, eng_backend *dst, const char *id,
+                                   vbm_error *err)
 {
     eng_record rec, old;
     eng_session *s = NULL;
     uint64_t expected = 0;
-    eng_status st;
+    vbm_status st;
 
     st = eng_backend_load(src, id, &rec, err);
-    if (st == ENG_ENOTFOUND)
-        return ENG_OK; /* deleted since it was listed */
-    if (st != ENG_OK)
+    if (st == VBM_ENOTFOUND)
+        return VBM_OK; /* deleted since it was listed */
+    if (st != VBM_OK)
         return st;
     st = eng_session_from_record(&rec, &s, err);
     eng_session_unref(s);
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         st = eng_backend_load(dst, id, &old, err);
-        if (st == ENG_OK) {
+        if (st == VBM_OK) {
             expected = old.version;
             eng_record_free(&old);
         }
-        if (st == ENG_OK || st == ENG_ENOTFOUND)
+        if (st == VBM_OK || st == VBM_ENOTFOUND)
             st = eng_backend_save(dst, &rec, expected, err);
     }
     eng_record_free(&rec);
     return st;
 }
 
-eng_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied,
-                                eng_error *err)
+vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied,
+                                vbm_error *err)
 {
     char ids[BACKEND_PAGE][ENG_ID_LEN + 1], after[ENG_ID_LEN + 1] = "";
-    eng_status st;
+    vbm_status st;
     int n, i;
 
     *copied = 0;
     for (;;) {
         st = eng_backend_list(src, NULL, after, BACKEND_PAGE, ids, &n, err);
-        if (st != ENG_OK)
+        if (st != VBM_OK)
             return st;
         for (i = 0; i < n; i++) {
             st = backend_copy_one(src, dst, ids[i], err);
-            if (st != ENG_OK)
+            if (st != VBM_OK)
                 return st;
             (*copied)++;
         }
         if (n < BACKEND_PAGE)
-            return ENG_OK;
+            return VBM_OK;
         memcpy(after, ids[n - 1], sizeof after);
     }
 }

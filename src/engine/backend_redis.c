@@ -84,49 +84,49 @@ typedef struct {
     char prefix[64];      /* key prefix, e.g. "vbmem:" */
 } rd_store;
 
-/* Connect if needed (lock held). Fails with ENG_EUNAVAIL while unreachable. */
-static eng_status rd_connect(rd_store *q, eng_error *err)
+/* Connect if needed (lock held). Fails with VBM_EUNAVAIL while unreachable. */
+static vbm_status rd_connect(rd_store *q, vbm_error *err)
 {
     struct timeval ct = {RD_CONNECT_S, 0}, rt = {RD_COMMAND_S, 0};
     double now = eng_now();
     redisContext *c;
 
     if (q->c != NULL)
-        return ENG_OK;
+        return VBM_OK;
     if (now < q->retry_at)
-        return eng_fail(err, ENG_EUNAVAIL, NULL,
+        return vbm_fail(err, VBM_EUNAVAIL, NULL,
                         "the session store (redis %s:%d) is unreachable; next try in %.1f s",
                         q->host, q->port, q->retry_at - now);
     c = redisConnectWithTimeout(q->host, q->port, ct);
     if (c == NULL || c->err) {
-        eng_fail(err, ENG_EUNAVAIL, NULL, "the session store (redis %s:%d) is unreachable: %s",
+        vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) is unreachable: %s",
                  q->host, q->port, c != NULL ? c->errstr : "out of memory");
         redisFree(c);
         q->backoff = q->backoff > 0.0 ? q->backoff * 2.0 : RD_BACKOFF_MIN;
         if (q->backoff > RD_BACKOFF_MAX)
             q->backoff = RD_BACKOFF_MAX;
         q->retry_at = now + q->backoff;
-        return ENG_EUNAVAIL;
+        return VBM_EUNAVAIL;
     }
     redisSetTimeout(c, rt);
     q->c = c;
     q->backoff = 0.0;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Run one command (lock held). Returns the reply (free it) or NULL with
- * ENG_EUNAVAIL in err: unreachable, connection lost (dropped, reconnect on
+ * VBM_EUNAVAIL in err: unreachable, connection lost (dropped, reconnect on
  * the next call), or an error reply (its text). */
 static redisReply *rd_cmd(rd_store *q, int argc, const char **argv, const size_t *lens,
-                          eng_error *err)
+                          vbm_error *err)
 {
     redisReply *r;
 
-    if (rd_connect(q, err) != ENG_OK)
+    if (rd_connect(q, err) != VBM_OK)
         return NULL;
     r = redisCommandArgv(q->c, argc, argv, lens);
     if (r == NULL) {
-        eng_fail(err, ENG_EUNAVAIL, NULL, "the session store (redis %s:%d) failed: %s", q->host,
+        vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) failed: %s", q->host,
                  q->port, q->c->errstr[0] != '\0' ? q->c->errstr : "connection lost");
         redisFree(q->c);
         q->c = NULL;
@@ -134,7 +134,7 @@ static redisReply *rd_cmd(rd_store *q, int argc, const char **argv, const size_t
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        eng_fail(err, ENG_EUNAVAIL, NULL, "the session store (redis) refused: %.200s", r->str);
+        vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis) refused: %.200s", r->str);
         freeReplyObject(r);
         return NULL;
     }
@@ -178,7 +178,7 @@ static void rd_key(const rd_store *q, const char *id, char *out, size_t len)
 
 /* Run an EVAL of script with nkeys keys and the rest as arguments. */
 static redisReply *rd_eval(rd_store *q, const char *script, int nkeys, int argc,
-                           const char **argv, const size_t *lens, eng_error *err)
+                           const char **argv, const size_t *lens, vbm_error *err)
 {
     const char *a[64];
     size_t l[64];
@@ -186,7 +186,7 @@ static redisReply *rd_eval(rd_store *q, const char *script, int nkeys, int argc,
     int i;
 
     if (argc + 3 > 64) {
-        eng_fail(err, ENG_EUNAVAIL, NULL, "internal: too many script arguments");
+        vbm_fail(err, VBM_EUNAVAIL, NULL, "internal: too many script arguments");
         return NULL;
     }
     snprintf(nk, sizeof nk, "%d", nkeys);
@@ -203,7 +203,7 @@ static redisReply *rd_eval(rd_store *q, const char *script, int nkeys, int argc,
     return rd_cmd(q, argc + 3, a, l, err);
 }
 
-static eng_status rd_load(void *impl, const char *id, eng_record *out, eng_error *err)
+static vbm_status rd_load(void *impl, const char *id, eng_record *out, vbm_error *err)
 {
     rd_store *q = impl;
     char key[160];
@@ -213,7 +213,7 @@ static eng_status rd_load(void *impl, const char *id, eng_record *out, eng_error
     size_t i, n_usage = 0, got = 0;
     uint64_t want = 0, sum;
     int have_sum = 0;
-    eng_status st = ENG_OK;
+    vbm_status st = VBM_OK;
 
     memset(out, 0, sizeof *out);
     rd_key(q, id, key, sizeof key);
@@ -223,13 +223,13 @@ static eng_status rd_load(void *impl, const char *id, eng_record *out, eng_error
     r = rd_cmd(q, 2, argv, NULL, err);
     pthread_mutex_unlock(&q->lock);
     if (r == NULL)
-        return ENG_EUNAVAIL;
+        return VBM_EUNAVAIL;
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
         freeReplyObject(r);
-        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+        return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     }
     snprintf(out->id, sizeof out->id, "%s", id);
-    for (i = 0; i + 1 < r->elements && st == ENG_OK; i += 2) {
+    for (i = 0; i + 1 < r->elements && st == VBM_OK; i += 2) {
         f = r->element[i];
         v = r->element[i + 1];
         if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
@@ -237,7 +237,7 @@ static eng_status rd_load(void *impl, const char *id, eng_record *out, eng_error
         got++;
         if (strcmp(f->str, "owner") == 0) {
             if (rd_unhex(v->str, v->len, out->owner, ENG_OWNER_LEN) != 0)
-                st = ENG_EUNAVAIL;
+                st = VBM_EUNAVAIL;
         } else if (strcmp(f->str, "version") == 0) {
             out->version = strtoull(v->str, NULL, 10);
         } else if (strcmp(f->str, "ttl_s") == 0) {
@@ -265,36 +265,36 @@ static eng_status rd_load(void *impl, const char *id, eng_record *out, eng_error
         } else if (strcmp(f->str, "memory") == 0 && v->len > 0) {
             out->blob = malloc(v->len);
             if (out->blob == NULL)
-                st = ENG_ENOMEM;
+                st = VBM_ENOMEM;
             else
                 memcpy(out->blob, v->str, v->len);
             out->blob_len = v->len;
         }
     }
     sum = eng_backend_checksum(out->blob, out->blob_len, usage, n_usage);
-    if (st == ENG_OK && (out->blob == NULL || !have_sum || sum != want || n_usage % 8 != 0
+    if (st == VBM_OK && (out->blob == NULL || !have_sum || sum != want || n_usage % 8 != 0
                          || got < RD_NFIELDS))
-        st = ENG_EUNAVAIL;
-    if (st == ENG_OK && n_usage > 0) {
+        st = VBM_EUNAVAIL;
+    if (st == VBM_OK && n_usage > 0) {
         out->n_usage = n_usage / 8;
         out->usage = malloc(n_usage);
         if (out->usage == NULL)
-            st = ENG_ENOMEM;
+            st = VBM_ENOMEM;
         else
             eng_backend_usage_decode(usage, out->n_usage, out->usage);
     }
     freeReplyObject(r);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         eng_record_free(out);
         memset(out, 0, sizeof *out);
-        if (st == ENG_ENOMEM)
-            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory loading session %s", id);
-        return eng_fail(err, ENG_EUNAVAIL, NULL,
+        if (st == VBM_ENOMEM)
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory loading session %s", id);
+        return vbm_fail(err, VBM_EUNAVAIL, NULL,
                         "the stored record of session %s is corrupt (checksum mismatch or "
                         "missing fields)",
                         id);
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Append one argument (s, l) to an argument vector at *n. */
@@ -305,7 +305,7 @@ static void rd_arg(const char **argv, size_t *lens, int *n, const char *s, size_
     (*n)++;
 }
 
-static eng_status rd_save(void *impl, const eng_record *r, uint64_t expected, eng_error *err)
+static vbm_status rd_save(void *impl, const eng_record *r, uint64_t expected, vbm_error *err)
 {
     rd_store *q = impl;
     char key[160], gidx[96], oidx[192], owner[2 * ENG_OWNER_LEN + 1];
@@ -315,15 +315,15 @@ static eng_status rd_save(void *impl, const eng_record *r, uint64_t expected, en
     size_t lens[64];
     unsigned char *ub;
     redisReply *rep;
-    eng_status st = ENG_OK;
+    vbm_status st = VBM_OK;
     long long code;
     int n = 0, fail;
 
     if (r->blob == NULL || r->blob_len == 0)
-        return eng_fail(err, ENG_EINVAL, NULL, "session %s has no memory to store", r->id);
+        return vbm_fail(err, VBM_EINVAL, NULL, "session %s has no memory to store", r->id);
     ub = eng_backend_usage_encode(r->usage, r->n_usage, &fail);
     if (fail)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     rd_key(q, r->id, key, sizeof key);
     rd_hex(r->owner, ENG_OWNER_LEN, owner);
     snprintf(gidx, sizeof gidx, "%sids", q->prefix);
@@ -373,24 +373,24 @@ static eng_status rd_save(void *impl, const eng_record *r, uint64_t expected, en
     pthread_mutex_unlock(&q->lock);
     free(ub);
     if (rep == NULL)
-        return ENG_EUNAVAIL;
+        return VBM_EUNAVAIL;
     code = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -3;
     freeReplyObject(rep);
     if (code == -1)
-        st = eng_fail(err, ENG_ECONFLICT, NULL, "session %s already exists in the store", r->id);
+        st = vbm_fail(err, VBM_ECONFLICT, NULL, "session %s already exists in the store", r->id);
     else if (code == -2)
-        st = eng_fail(err, ENG_ENOTFOUND, "id", "no session %s (deleted or expired)", r->id);
+        st = vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s (deleted or expired)", r->id);
     else if (code > 0)
-        st = eng_fail(err, ENG_ECONFLICT, NULL,
+        st = vbm_fail(err, VBM_ECONFLICT, NULL,
                       "the stored session %s is at version %lld, not %llu", r->id, code,
                       (unsigned long long)expected);
     else if (code != 0)
-        st = eng_fail(err, ENG_EUNAVAIL, NULL, "unexpected reply from the session store");
+        st = vbm_fail(err, VBM_EUNAVAIL, NULL, "unexpected reply from the session store");
     return st;
 }
 
-static eng_status rd_remove(void *impl, const char *id, const unsigned char *owner,
-                            eng_error *err)
+static vbm_status rd_remove(void *impl, const char *id, const unsigned char *owner,
+                            vbm_error *err)
 {
     rd_store *q = impl;
     char key[160], gidx[96], oprefix[96], ohex[2 * ENG_OWNER_LEN + 1] = "";
@@ -412,16 +412,16 @@ static eng_status rd_remove(void *impl, const char *id, const unsigned char *own
     rep = rd_eval(q, rd_lua_remove, 2, 5, argv, NULL, err);
     pthread_mutex_unlock(&q->lock);
     if (rep == NULL)
-        return ENG_EUNAVAIL;
+        return VBM_EUNAVAIL;
     code = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
     freeReplyObject(rep);
     if (code != 0)
-        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
-    return ENG_OK;
+        return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
+    return VBM_OK;
 }
 
-static eng_status rd_list(void *impl, const unsigned char *owner, const char *after, int limit,
-                          char (*ids)[ENG_ID_LEN + 1], int *n, eng_error *err)
+static vbm_status rd_list(void *impl, const unsigned char *owner, const char *after, int limit,
+                          char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err)
 {
     rd_store *q = impl;
     char idx[192], gidx[96], min[ENG_ID_LEN + 8], slimit[16], kprefix[80],
@@ -453,7 +453,7 @@ static eng_status rd_list(void *impl, const unsigned char *owner, const char *af
     rep = rd_eval(q, rd_lua_list, 1, 5, argv, NULL, err);
     pthread_mutex_unlock(&q->lock);
     if (rep == NULL)
-        return ENG_EUNAVAIL;
+        return VBM_EUNAVAIL;
     for (i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && *n < limit; i++) {
         if (rep->element[i]->type != REDIS_REPLY_STRING || rep->element[i]->len != ENG_ID_LEN)
             continue;
@@ -462,12 +462,12 @@ static eng_status rd_list(void *impl, const unsigned char *owner, const char *af
         (*n)++;
     }
     freeReplyObject(rep);
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Redis expires idle sessions itself (their hash carries the TTL). */
-static eng_status rd_idle(void *impl, double now_wall, int limit, char (*ids)[ENG_ID_LEN + 1],
-                          int *n, eng_error *err)
+static vbm_status rd_idle(void *impl, double now_wall, int limit, char (*ids)[ENG_ID_LEN + 1],
+                          int *n, vbm_error *err)
 {
     (void)impl;
     (void)now_wall;
@@ -475,20 +475,20 @@ static eng_status rd_idle(void *impl, double now_wall, int limit, char (*ids)[EN
     (void)ids;
     (void)err;
     *n = 0;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* The expiry is renewed by eng_backend_current on every use: nothing to do. */
-static eng_status rd_touch(void *impl, const char *id, double used, eng_error *err)
+static vbm_status rd_touch(void *impl, const char *id, double used, vbm_error *err)
 {
     (void)impl;
     (void)id;
     (void)used;
     (void)err;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-static eng_status rd_current(void *impl, const char *id, uint64_t *version, eng_error *err)
+static vbm_status rd_current(void *impl, const char *id, uint64_t *version, vbm_error *err)
 {
     rd_store *q = impl;
     char key[160];
@@ -502,16 +502,16 @@ static eng_status rd_current(void *impl, const char *id, uint64_t *version, eng_
     rep = rd_eval(q, rd_lua_current, 1, 1, argv, NULL, err);
     pthread_mutex_unlock(&q->lock);
     if (rep == NULL)
-        return ENG_EUNAVAIL;
+        return VBM_EUNAVAIL;
     v = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
     freeReplyObject(rep);
     if (v < 1)
-        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+        return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     *version = (uint64_t)v;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-static eng_status rd_count(void *impl, long *n, eng_error *err)
+static vbm_status rd_count(void *impl, long *n, vbm_error *err)
 {
     rd_store *q = impl;
     char gidx[96];
@@ -525,13 +525,13 @@ static eng_status rd_count(void *impl, long *n, eng_error *err)
     rep = rd_cmd(q, 2, argv, NULL, err);
     pthread_mutex_unlock(&q->lock);
     if (rep == NULL)
-        return ENG_EUNAVAIL;
+        return VBM_EUNAVAIL;
     *n = rep->type == REDIS_REPLY_INTEGER ? (long)rep->integer : 0;
     freeReplyObject(rep);
-    return ENG_OK;
+    return VBM_OK;
 }
 
-static eng_status rd_check(void *impl, eng_error *err)
+static vbm_status rd_check(void *impl, vbm_error *err)
 {
     rd_store *q = impl;
     const char *argv[1] = {"PING"};
@@ -541,9 +541,9 @@ static eng_status rd_check(void *impl, eng_error *err)
     rep = rd_cmd(q, 1, argv, NULL, err);
     pthread_mutex_unlock(&q->lock);
     if (rep == NULL)
-        return ENG_EUNAVAIL;
+        return VBM_EUNAVAIL;
     freeReplyObject(rep);
-    return ENG_OK;
+    return VBM_OK;
 }
 
 static void rd_close(void *impl)
@@ -560,18 +560,18 @@ static const eng_backend_ops rd_ops = {
     rd_current
 };
 
-eng_status store_redis_open(const char *host, int port, const char *prefix, eng_backend **out,
-                            eng_error *err)
+vbm_status store_redis_open(const char *host, int port, const char *prefix, eng_backend **out,
+                            vbm_error *err)
 {
     rd_store *q;
 
     *out = NULL;
     if (strlen(host) >= sizeof ((rd_store *)0)->host || port < 1 || port > 65535
         || strlen(prefix) >= sizeof ((rd_store *)0)->prefix)
-        return eng_fail(err, ENG_EINVAL, "redis", "bad Redis address or key prefix");
+        return vbm_fail(err, VBM_EINVAL, "redis", "bad Redis address or key prefix");
     q = calloc(1, sizeof *q);
     if (q == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&q->lock, NULL);
     snprintf(q->host, sizeof q->host, "%s", host);
     q->port = port;
@@ -581,5 +581,5 @@ eng_status store_redis_open(const char *host, int port, const char *prefix, eng_
     q->base.name = "redis";
     q->base.shared = 1;
     *out = &q->base;
-    return ENG_OK;
+    return VBM_OK;
 }

@@ -78,8 +78,8 @@ typedef struct sq_pending {
     uint64_t expected;
     const unsigned char *ub; /* usage bytes (owned by the caller) */
     uint64_t sum;
-    eng_status st;
-    eng_error err;
+    vbm_status st;
+    vbm_error err;
     int done;                /* guarded by gc_lock */
     struct sq_pending *next;
 } sq_pending;
@@ -98,20 +98,20 @@ typedef struct {
 } sq_store;
 
 /* Translate a SQLite failure into an engine status and message. */
-static eng_status sq_fail(sq_store *q, int rc, eng_error *err, const char *what)
+static vbm_status sq_fail(sq_store *q, int rc, vbm_error *err, const char *what)
 {
     const char *detail = q->db != NULL ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc);
 
     switch (rc & 0xff) {
     case SQLITE_NOMEM:
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory in SQLite (%s)", what);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory in SQLite (%s)", what);
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-        return eng_fail(err, ENG_EUNAVAIL, NULL,
+        return vbm_fail(err, VBM_EUNAVAIL, NULL,
                         "the session store is busy (%s: database %s locked); retry", what,
                         q->path);
     default:
-        return eng_fail(err, ENG_EUNAVAIL, NULL, "the session store failed (%s: %s: %s)", what,
+        return vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store failed (%s: %s: %s)", what,
                         q->path, detail);
     }
 }
@@ -133,21 +133,21 @@ static void sq_reset(sqlite3_stmt *stmt)
     sqlite3_clear_bindings(stmt);
 }
 
-static eng_status sq_load(void *impl, const char *id, eng_record *out, eng_error *err)
+static vbm_status sq_load(void *impl, const char *id, eng_record *out, vbm_error *err)
 {
     sq_store *q = impl;
     sqlite3_stmt *st = q->stmt[SQ_LOAD];
     const unsigned char *owner, *mem, *usage;
     int n_owner, n_mem, n_usage, rc;
     uint64_t sum, want;
-    eng_status est = ENG_OK;
+    vbm_status est = VBM_OK;
 
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&q->lock);
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc == SQLITE_DONE) {
-        est = eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+        est = vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     } else if (rc != SQLITE_ROW) {
         est = sq_fail(q, rc, err, "load");
     } else {
@@ -161,7 +161,7 @@ static eng_status sq_load(void *impl, const char *id, eng_record *out, eng_error
         sum = eng_backend_checksum(mem, (size_t)n_mem, usage, (size_t)n_usage);
         if (n_owner != ENG_OWNER_LEN || owner == NULL || mem == NULL || n_usage % 8 != 0
             || sum != want) {
-            est = eng_fail(err, ENG_EUNAVAIL, NULL,
+            est = vbm_fail(err, VBM_EUNAVAIL, NULL,
                            "the stored record of session %s is corrupt (%s)", id,
                            sum != want ? "checksum mismatch" : "malformed columns");
         } else {
@@ -184,7 +184,7 @@ static eng_status sq_load(void *impl, const char *id, eng_record *out, eng_error
                 out->usage = malloc((size_t)n_usage);
             if (out->blob == NULL || (out->n_usage > 0 && out->usage == NULL)) {
                 eng_record_free(out);
-                est = eng_fail(err, ENG_ENOMEM, NULL, "out of memory loading session %s", id);
+                est = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory loading session %s", id);
             } else {
                 memcpy(out->blob, mem, (size_t)n_mem);
                 out->blob_len = (size_t)n_mem;
@@ -194,7 +194,7 @@ static eng_status sq_load(void *impl, const char *id, eng_record *out, eng_error
     }
     sq_reset(st);
     pthread_mutex_unlock(&q->lock);
-    if (est != ENG_OK)
+    if (est != VBM_OK)
         memset(out, 0, sizeof *out);
     return est;
 }
@@ -239,13 +239,13 @@ static int sq_apply(sq_store *q, sq_pending *p)
     sqlite3_stmt *vs = q->stmt[SQ_VERSION];
     int rc;
 
-    p->st = ENG_OK;
+    p->st = VBM_OK;
     sq_bind_record(st, r, p->ub, p->sum);
     if (p->expected > 0)
         sqlite3_bind_int64(st, 15, (sqlite3_int64)p->expected);
     rc = sq_step_done(st);
     if ((rc & 0xff) == SQLITE_CONSTRAINT) {
-        p->st = eng_fail(&p->err, ENG_ECONFLICT, NULL, "session %s already exists in the store",
+        p->st = vbm_fail(&p->err, VBM_ECONFLICT, NULL, "session %s already exists in the store",
                          r->id);
         return 0;
     }
@@ -258,12 +258,12 @@ static int sq_apply(sq_store *q, sq_pending *p)
         sqlite3_bind_text(vs, 1, r->id, -1, SQLITE_STATIC);
         rc = sqlite3_step(vs);
         if (rc == SQLITE_ROW)
-            p->st = eng_fail(&p->err, ENG_ECONFLICT, NULL,
+            p->st = vbm_fail(&p->err, VBM_ECONFLICT, NULL,
                              "the stored session %s is at version %lld, not %llu", r->id,
                              (long long)sqlite3_column_int64(vs, 0),
                              (unsigned long long)p->expected);
         else if (rc == SQLITE_DONE)
-            p->st = eng_fail(&p->err, ENG_ENOTFOUND, "id", "no session %s (deleted)", r->id);
+            p->st = vbm_fail(&p->err, VBM_ENOTFOUND, "id", "no session %s (deleted)", r->id);
         else
             p->st = sq_fail(q, rc, &p->err, "save");
         sq_reset(vs);
@@ -277,11 +277,11 @@ static int sq_apply(sq_store *q, sq_pending *p)
 static void sq_run_batch(sq_store *q, sq_pending *batch)
 {
     sq_pending *p;
-    eng_error fatal;
+    vbm_error fatal;
     int doomed = 0, rc;
 
     for (p = batch; p != NULL; p = p->next)
-        p->st = ENG_OK; /* not failed (yet) */
+        p->st = VBM_OK; /* not failed (yet) */
     pthread_mutex_lock(&q->lock);
     rc = sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
@@ -305,8 +305,8 @@ static void sq_run_batch(sq_store *q, sq_pending *batch)
         if (!sqlite3_get_autocommit(q->db))
             sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
         for (p = batch; p != NULL; p = p->next) {
-            if (p->st == ENG_OK) {
-                p->st = ENG_EUNAVAIL;
+            if (p->st == VBM_OK) {
+                p->st = VBM_EUNAVAIL;
                 p->err = fatal;
             }
         }
@@ -317,22 +317,22 @@ static void sq_run_batch(sq_store *q, sq_pending *batch)
 /* Group commit: a save joins the queue; whichever waiting thread finds no
  * commit running becomes the leader, takes every queued save and commits
  * them in one transaction; the others wait for their outcome. */
-static eng_status sq_save(void *impl, const eng_record *r, uint64_t expected, eng_error *err)
+static vbm_status sq_save(void *impl, const eng_record *r, uint64_t expected, vbm_error *err)
 {
     sq_store *q = impl;
     sq_pending me, *batch, *b, *next;
     int fail;
 
     if (r->blob == NULL || r->blob_len == 0)
-        return eng_fail(err, ENG_EINVAL, NULL, "session %s has no memory to store", r->id);
+        return vbm_fail(err, VBM_EINVAL, NULL, "session %s has no memory to store", r->id);
     memset(&me, 0, sizeof me);
     me.rec = r;
     me.expected = expected;
     me.ub = eng_backend_usage_encode(r->usage, r->n_usage, &fail);
     if (fail)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     me.sum = eng_backend_checksum(r->blob, r->blob_len, me.ub, me.ub != NULL ? 8 * r->n_usage : 0);
-    me.st = ENG_EUNAVAIL;
+    me.st = VBM_EUNAVAIL;
 
     pthread_mutex_lock(&q->gc_lock);
     if (q->tail != NULL)
@@ -360,17 +360,17 @@ static eng_status sq_save(void *impl, const eng_record *r, uint64_t expected, en
     }
     pthread_mutex_unlock(&q->gc_lock);
     free((void *)me.ub);
-    if (me.st != ENG_OK && err != NULL)
+    if (me.st != VBM_OK && err != NULL)
         *err = me.err;
     return me.st;
 }
 
-static eng_status sq_remove(void *impl, const char *id, const unsigned char *owner,
-                            eng_error *err)
+static vbm_status sq_remove(void *impl, const char *id, const unsigned char *owner,
+                            vbm_error *err)
 {
     sq_store *q = impl;
     sqlite3_stmt *st = q->stmt[owner != NULL ? SQ_DELETE_OWNER : SQ_DELETE];
-    eng_status est = ENG_OK;
+    vbm_status est = VBM_OK;
     int rc;
 
     pthread_mutex_lock(&q->lock);
@@ -381,17 +381,17 @@ static eng_status sq_remove(void *impl, const char *id, const unsigned char *own
     if (rc != SQLITE_DONE)
         est = sq_fail(q, rc, err, "delete");
     else if (sqlite3_changes(q->db) == 0)
-        est = eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+        est = vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     pthread_mutex_unlock(&q->lock);
     return est;
 }
 
 /* Collect up to limit ids from a prepared SELECT id query. Lock held. */
-static eng_status sq_collect(sq_store *q, sqlite3_stmt *st, int limit,
-                             char (*ids)[ENG_ID_LEN + 1], int *n, eng_error *err)
+static vbm_status sq_collect(sq_store *q, sqlite3_stmt *st, int limit,
+                             char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err)
 {
     const unsigned char *text;
-    eng_status est = ENG_OK;
+    vbm_status est = VBM_OK;
     int rc;
 
     *n = 0;
@@ -409,12 +409,12 @@ static eng_status sq_collect(sq_store *q, sqlite3_stmt *st, int limit,
     return est;
 }
 
-static eng_status sq_list(void *impl, const unsigned char *owner, const char *after, int limit,
-                          char (*ids)[ENG_ID_LEN + 1], int *n, eng_error *err)
+static vbm_status sq_list(void *impl, const unsigned char *owner, const char *after, int limit,
+                          char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err)
 {
     sq_store *q = impl;
     sqlite3_stmt *st = q->stmt[owner != NULL ? SQ_LIST_OWNER : SQ_LIST];
-    eng_status est;
+    vbm_status est;
 
     pthread_mutex_lock(&q->lock);
     sqlite3_bind_text(st, 1, after != NULL ? after : "", -1, SQLITE_STATIC);
@@ -426,12 +426,12 @@ static eng_status sq_list(void *impl, const unsigned char *owner, const char *af
     return est;
 }
 
-static eng_status sq_idle(void *impl, double now_wall, int limit, char (*ids)[ENG_ID_LEN + 1],
-                          int *n, eng_error *err)
+static vbm_status sq_idle(void *impl, double now_wall, int limit, char (*ids)[ENG_ID_LEN + 1],
+                          int *n, vbm_error *err)
 {
     sq_store *q = impl;
     sqlite3_stmt *st = q->stmt[SQ_IDLE];
-    eng_status est;
+    vbm_status est;
 
     pthread_mutex_lock(&q->lock);
     sqlite3_bind_double(st, 1, now_wall);
@@ -441,11 +441,11 @@ static eng_status sq_idle(void *impl, double now_wall, int limit, char (*ids)[EN
     return est;
 }
 
-static eng_status sq_touch(void *impl, const char *id, double used, eng_error *err)
+static vbm_status sq_touch(void *impl, const char *id, double used, vbm_error *err)
 {
     sq_store *q = impl;
     sqlite3_stmt *st = q->stmt[SQ_TOUCH];
-    eng_status est = ENG_OK;
+    vbm_status est = VBM_OK;
     int rc;
 
     pthread_mutex_lock(&q->lock);
@@ -458,11 +458,11 @@ static eng_status sq_touch(void *impl, const char *id, double used, eng_error *e
     return est;
 }
 
-static eng_status sq_count(void *impl, long *n, eng_error *err)
+static vbm_status sq_count(void *impl, long *n, vbm_error *err)
 {
     sq_store *q = impl;
     sqlite3_stmt *st = q->stmt[SQ_COUNT];
-    eng_status est = ENG_OK;
+    vbm_status est = VBM_OK;
     int rc;
 
     pthread_mutex_lock(&q->lock);
@@ -499,11 +499,11 @@ static int sq_pragma(sq_store *q, const char *sql, char *got, size_t len)
     return rc;
 }
 
-static eng_status sq_check(void *impl, eng_error *err)
+static vbm_status sq_check(void *impl, vbm_error *err)
 {
     sq_store *q = impl;
     char got[256];
-    eng_status est = ENG_OK;
+    vbm_status est = VBM_OK;
     int rc;
 
     pthread_mutex_lock(&q->lock);
@@ -511,7 +511,7 @@ static eng_status sq_check(void *impl, eng_error *err)
     if (rc != SQLITE_OK)
         est = sq_fail(q, rc, err, "quick_check");
     else if (strcmp(got, "ok") != 0)
-        est = eng_fail(err, ENG_EUNAVAIL, NULL, "the session store %s fails its check: %s",
+        est = vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store %s fails its check: %s",
                        q->path, got);
     pthread_mutex_unlock(&q->lock);
     return est;
@@ -540,7 +540,7 @@ static const eng_backend_ops sq_ops = {
 
 /* Bring the schema to SQ_SCHEMA_VERSION in one transaction (or, read-only,
  * check that it is there). */
-static eng_status sq_migrate(sq_store *q, int readonly, eng_error *err)
+static vbm_status sq_migrate(sq_store *q, int readonly, vbm_error *err)
 {
     char got[64];
     int rc, v, i;
@@ -556,7 +556,7 @@ static eng_status sq_migrate(sq_store *q, int readonly, eng_error *err)
     v = atoi(got);
     if (v > SQ_SCHEMA_VERSION || v < 0 || (readonly && v != SQ_SCHEMA_VERSION)) {
         sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-        return eng_fail(err, ENG_EUNAVAIL, NULL,
+        return vbm_fail(err, VBM_EUNAVAIL, NULL,
                         "%s has schema version %d; this vbmemd %s version %d", q->path, v,
                         readonly ? "reads" : "knows up to", SQ_SCHEMA_VERSION);
     }
@@ -569,50 +569,50 @@ static eng_status sq_migrate(sq_store *q, int readonly, eng_error *err)
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        eng_status est = sq_fail(q, rc, err, "migrate the schema");
+        vbm_status est = sq_fail(q, rc, err, "migrate the schema");
 
         sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
         return est;
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Take the directory lock. */
-static eng_status sq_lock_dir(sq_store *q, const char *lock_path, eng_error *err)
+static vbm_status sq_lock_dir(sq_store *q, const char *lock_path, vbm_error *err)
 {
     struct timespec pause = {0, 50 * 1000 * 1000};
     int i;
 
     q->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (q->lock_fd < 0)
-        return eng_fail(err, ENG_EUNAVAIL, NULL, "cannot open %s: %s", lock_path,
+        return vbm_fail(err, VBM_EUNAVAIL, NULL, "cannot open %s: %s", lock_path,
                         strerror(errno));
     /* Wait a little: a killed predecessor's lock goes only when it is reaped. */
     for (i = 0; flock(q->lock_fd, LOCK_EX | LOCK_NB) != 0; i++) {
         if (errno != EWOULDBLOCK || i >= SQ_LOCK_TRIES)
-            return eng_fail(err, ENG_EUNAVAIL, NULL,
+            return vbm_fail(err, VBM_EUNAVAIL, NULL,
                             "%s is locked: another vbmemd (or an import) uses this data "
                             "directory",
                             lock_path);
         nanosleep(&pause, NULL);
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status store_sqlite_open(const char *path, const char *lock_path, int readonly,
-                             eng_backend **out, eng_error *err)
+vbm_status store_sqlite_open(const char *path, const char *lock_path, int readonly,
+                             eng_backend **out, vbm_error *err)
 {
     sq_store *q;
     char got[64];
-    eng_status est = ENG_OK;
+    vbm_status est = VBM_OK;
     int rc, i, flags;
 
     *out = NULL;
     if (strlen(path) >= sizeof q->path)
-        return eng_fail(err, ENG_EINVAL, NULL, "database path too long");
+        return vbm_fail(err, VBM_EINVAL, NULL, "database path too long");
     q = calloc(1, sizeof *q);
     if (q == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&q->lock, NULL);
     pthread_mutex_init(&q->gc_lock, NULL);
     pthread_cond_init(&q->gc_cond, NULL);
@@ -625,12 +625,12 @@ eng_status store_sqlite_open(const char *path, const char *lock_path, int readon
         est = sq_lock_dir(q, lock_path, err);
     flags = (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
             | SQLITE_OPEN_NOMUTEX;
-    if (est == ENG_OK) {
+    if (est == VBM_OK) {
         rc = sqlite3_open_v2(path, &q->db, flags, NULL);
         if (rc != SQLITE_OK)
             est = sq_fail(q, rc, err, "open");
     }
-    if (est == ENG_OK) {
+    if (est == VBM_OK) {
         sqlite3_extended_result_codes(q->db, 0);
         sqlite3_busy_timeout(q->db, SQ_BUSY_MS);
         if (!readonly) {
@@ -638,38 +638,38 @@ eng_status store_sqlite_open(const char *path, const char *lock_path, int readon
             if (rc != SQLITE_OK)
                 est = sq_fail(q, rc, err, "set WAL mode");
             else if (strcmp(got, "wal") != 0)
-                est = eng_fail(err, ENG_EUNAVAIL, NULL, "%s: WAL mode refused (journal mode %s)",
+                est = vbm_fail(err, VBM_EUNAVAIL, NULL, "%s: WAL mode refused (journal mode %s)",
                                path, got);
         }
     }
-    if (est == ENG_OK) {
+    if (est == VBM_OK) {
         rc = sqlite3_exec(q->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL);
         if (rc != SQLITE_OK)
             est = sq_fail(q, rc, err, "set synchronous=FULL");
     }
-    if (est == ENG_OK)
+    if (est == VBM_OK)
         est = sq_migrate(q, readonly, err);
-    for (i = 0; est == ENG_OK && i < SQ_NSTMT; i++) {
+    for (i = 0; est == VBM_OK && i < SQ_NSTMT; i++) {
         rc = sqlite3_prepare_v3(q->db, sq_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &q->stmt[i],
                                 NULL);
         if (rc != SQLITE_OK)
             est = sq_fail(q, rc, err, "prepare");
     }
-    if (est != ENG_OK) {
+    if (est != VBM_OK) {
         sq_close(q);
         return est;
     }
     *out = &q->base;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status store_sqlite_open_dir(const char *dir, eng_backend **out, eng_error *err)
+vbm_status store_sqlite_open_dir(const char *dir, eng_backend **out, vbm_error *err)
 {
     char db[4096], lock[4096];
 
     *out = NULL;
     if ((size_t)snprintf(db, sizeof db, "%s/vbmem.db", dir) >= sizeof db
         || (size_t)snprintf(lock, sizeof lock, "%s/vbmemd.lock", dir) >= sizeof lock)
-        return eng_fail(err, ENG_EINVAL, NULL, "data directory path too long");
+        return vbm_fail(err, VBM_EINVAL, NULL, "data directory path too long");
     return store_sqlite_open(db, lock, 0, out, err);
 }

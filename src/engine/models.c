@@ -184,8 +184,8 @@ static void models_add_failure(eng_model_set *set, const char *file, const char 
 
 /* The sorted names of the directory's entries ending in MODELS_SUFFIX
  * (hidden files excluded). *names is malloc'd (free each, then the array).
- * Fails with ENG_EINVAL (unreadable directory) or ENG_ENOMEM. */
-static eng_status models_list_dir(const char *dir, char ***names, int *n, eng_error *err)
+ * Fails with VBM_EINVAL (unreadable directory) or VBM_ENOMEM. */
+static vbm_status models_list_dir(const char *dir, char ***names, int *n, vbm_error *err)
 {
     size_t suffix = strlen(MODELS_SUFFIX), len;
     struct dirent *de;
@@ -197,7 +197,7 @@ static eng_status models_list_dir(const char *dir, char ***names, int *n, eng_er
     *n = 0;
     d = opendir(dir);
     if (d == NULL)
-        return eng_fail(err, ENG_EINVAL, "models-dir", "cannot read the models directory %s: %s",
+        return vbm_fail(err, VBM_EINVAL, "models-dir", "cannot read the models directory %s: %s",
                         dir, strerror(errno));
     while ((de = readdir(d)) != NULL) {
         len = strlen(de->d_name);
@@ -221,30 +221,30 @@ static eng_status models_list_dir(const char *dir, char ***names, int *n, eng_er
         qsort(list, (size_t)count, sizeof *list, models_cmp_names);
     *names = list;
     *n = count;
-    return ENG_OK;
+    return VBM_OK;
 oom:
     closedir(d);
     for (i = 0; i < count; i++)
         free(list[i]);
     free(list);
-    return eng_fail(err, ENG_ENOMEM, NULL, "out of memory listing %s", dir);
+    return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory listing %s", dir);
 }
 
 /* Load every model file of dir into a new snapshot (one reference). */
-static eng_status models_scan(const char *dir, eng_model_set **out, eng_error *err)
+static vbm_status models_scan(const char *dir, eng_model_set **out, vbm_error *err)
 {
-    char path[4096], name[ENG_MODEL_NAME_LEN + 1], msg[ENG_MSG_LEN];
+    char path[4096], name[ENG_MODEL_NAME_LEN + 1], msg[VBM_MSG_LEN];
     size_t suffix = strlen(MODELS_SUFFIX), stem;
     eng_model_set *set;
     char **names = NULL;
     int count = 0, i;
     eng_model *m;
-    eng_status st;
+    vbm_status st;
 
     *out = NULL;
     if (dir[0] != '\0') {
         st = models_list_dir(dir, &names, &count, err);
-        if (st != ENG_OK)
+        if (st != VBM_OK)
             return st;
     }
     set = calloc(1, sizeof *set);
@@ -261,7 +261,7 @@ static eng_status models_scan(const char *dir, eng_model_set **out, eng_error *e
             free(set->failed);
             free(set);
         }
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory loading models");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory loading models");
     }
     atomic_init(&set->refs, 1);
     set->loaded_at = eng_wall();
@@ -289,47 +289,47 @@ static eng_status models_scan(const char *dir, eng_model_set **out, eng_error *e
     }
     free(names);
     *out = set;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status eng_models_create(const char *dir, const char *default_name, eng_models **out,
-                             eng_error *err)
+vbm_status eng_models_create(const char *dir, const char *default_name, eng_models **out,
+                             vbm_error *err)
 {
     eng_models *reg;
-    eng_status st;
+    vbm_status st;
 
     *out = NULL;
     if (default_name == NULL)
         default_name = "";
     if (default_name[0] != '\0' && !models_name_ok(default_name, strlen(default_name)))
-        return eng_fail(err, ENG_EINVAL, "default-model",
+        return vbm_fail(err, VBM_EINVAL, "default-model",
                         "\"%.80s\" is not a model name (1-64 characters of A-Z a-z 0-9 . _ -)",
                         default_name);
     reg = calloc(1, sizeof *reg);
     if (reg == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     reg->dir = strdup(dir != NULL ? dir : "");
     if (reg->dir == NULL) {
         free(reg);
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
     snprintf(reg->default_name, sizeof reg->default_name, "%s", default_name);
     pthread_mutex_init(&reg->lock, NULL);
     st = eng_models_reload(reg, err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         eng_models_free(reg);
         return st;
     }
     *out = reg;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status eng_models_reload(eng_models *reg, eng_error *err)
+vbm_status eng_models_reload(eng_models *reg, vbm_error *err)
 {
     eng_model_set *set = NULL, *old;
-    eng_status st = models_scan(reg->dir, &set, err);
+    vbm_status st = models_scan(reg->dir, &set, err);
 
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     pthread_mutex_lock(&reg->lock);
     old = reg->current;
@@ -337,7 +337,7 @@ eng_status eng_models_reload(eng_models *reg, eng_error *err)
     reg->current = set;
     pthread_mutex_unlock(&reg->lock);
     eng_model_set_release(old);
-    return ENG_OK;
+    return VBM_OK;
 }
 
 void eng_models_free(eng_models *reg)
@@ -371,7 +371,7 @@ const char *eng_models_default_name(const eng_models *reg)
     return reg->default_name;
 }
 
-eng_status eng_models_get(eng_models *reg, const char *name, eng_model **out, eng_error *err)
+vbm_status eng_models_get(eng_models *reg, const char *name, eng_model **out, vbm_error *err)
 {
     eng_model_set *set = eng_models_snapshot(reg);
     char hosted[256];
@@ -385,7 +385,7 @@ eng_status eng_models_get(eng_models *reg, const char *name, eng_model **out, en
             *out = set->models[i];
             eng_model_ref(*out);
             eng_model_set_release(set);
-            return ENG_OK;
+            return VBM_OK;
         }
         if (used < sizeof hosted) {
             int k = snprintf(hosted + used, sizeof hosted - used, "%s%s", i > 0 ? ", " : "",
@@ -396,7 +396,7 @@ eng_status eng_models_get(eng_models *reg, const char *name, eng_model **out, en
     }
     i = set->n;
     eng_model_set_release(set);
-    return eng_fail(err, ENG_ENOTFOUND, "name", "no model named \"%.80s\" is hosted (%s%s)", name,
+    return vbm_fail(err, VBM_ENOTFOUND, "name", "no model named \"%.80s\" is hosted (%s%s)", name,
                     i == 0 ? "none is" : "hosted: ", i == 0 ? "" : hosted);
 }
 
@@ -411,30 +411,30 @@ void eng_session_set_model(eng_session *s, eng_model *m)
     eng_model_unref(atomic_exchange(&s->model, m));
 }
 
-eng_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, eng_error *err)
+vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, vbm_error *err)
 {
     eng_model *m = atomic_load(&s->model), *expected = NULL;
     int C;
-    eng_status st;
+    vbm_status st;
 
     *out = NULL;
     if (m != NULL) {
         eng_model_ref(m);
         *out = m;
-        return ENG_OK;
+        return VBM_OK;
     }
     if (s->model_name[0] == '\0')
-        return ENG_OK;
+        return VBM_OK;
     st = eng_models_get(reg, s->model_name, &m, err);
-    if (st != ENG_OK)
-        return eng_fail(err, ENG_EINVAL, "model",
+    if (st != VBM_OK)
+        return vbm_fail(err, VBM_EINVAL, "model",
                         "the session's model \"%s\" is not hosted any more", s->model_name);
     eng_session_rdlock(s);
     C = s->mem->cfg.code_size;
     eng_session_unlock(s);
     if (m->info->code_size != C) {
         eng_model_unref(m);
-        return eng_fail(err, ENG_EINVAL, "model",
+        return vbm_fail(err, VBM_EINVAL, "model",
                         "the hosted model \"%s\" has code size %d, the session's memory %d",
                         s->model_name, m->info->code_size, C);
     }
@@ -448,5 +448,5 @@ eng_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, e
         eng_model_ref(m);
     }
     *out = m;
-    return ENG_OK;
+    return VBM_OK;
 }

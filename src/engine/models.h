@@ -30,7 +30,7 @@ struct eng_model {
  * loader's message. */
 typedef struct {
     char file[ENG_MODEL_FILE_LEN];
-    char msg[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN];
 } eng_model_failure;
 
 /* What one load of the directory produced: the models in name order and the
@@ -52,19 +52,19 @@ typedef struct eng_models eng_models;
  * with default_name the model sessions get when they name none ("" or NULL:
  * no default), and load it (eng_models_reload). Model files that do not load
  * are recorded as failures of the snapshot, not errors. On success *out is
- * owned by the caller (eng_models_free). Fails with ENG_EINVAL (dir cannot be
+ * owned by the caller (eng_models_free). Fails with VBM_EINVAL (dir cannot be
  * read, default_name is not a valid model name: the message says why),
- * ENG_ENOMEM; *out is then NULL. */
-eng_status eng_models_create(const char *dir, const char *default_name, eng_models **out,
-                             eng_error *err);
+ * VBM_ENOMEM; *out is then NULL. */
+vbm_status eng_models_create(const char *dir, const char *default_name, eng_models **out,
+                             vbm_error *err);
 
 /* Scan the directory again: every "*.safetensors" file (at most
  * ENG_MODELS_MAX, in name order) is loaded with nets_model_load; the file stem
  * is the model's name. Then the new snapshot replaces the current one at once
  * (requests that hold models or the old snapshot keep them). Fails, keeping
- * the current snapshot, with ENG_EINVAL (the directory cannot be read) or
- * ENG_ENOMEM. */
-eng_status eng_models_reload(eng_models *reg, eng_error *err);
+ * the current snapshot, with VBM_EINVAL (the directory cannot be read) or
+ * VBM_ENOMEM. */
+vbm_status eng_models_reload(eng_models *reg, vbm_error *err);
 
 /* Free the registry and drop its snapshot. NULL is a no-op. Models still
  * referenced elsewhere (sessions) live on until their last reference goes. */
@@ -84,9 +84,9 @@ const char *eng_models_dir(const eng_models *reg);
 const char *eng_models_default_name(const eng_models *reg);
 
 /* The model called name in the current snapshot, with a new reference for the
- * caller (eng_model_unref). Fails with ENG_ENOTFOUND (field "name"; the
+ * caller (eng_model_unref). Fails with VBM_ENOTFOUND (field "name"; the
  * message lists what is hosted when the list is short). */
-eng_status eng_models_get(eng_models *reg, const char *name, eng_model **out, eng_error *err);
+vbm_status eng_models_get(eng_models *reg, const char *name, eng_model **out, vbm_error *err);
 
 /* Take one more reference. Never fails. */
 void eng_model_ref(eng_model *m);
@@ -112,9 +112,9 @@ void eng_session_set_model(eng_session *s, eng_model *m);
 /* The model of session s with a new reference for the caller, or *out = NULL
  * for a latent session. A session loaded from a durable store knows only the
  * name of its model: it is looked up in reg on first use and stays bound from
- * then on. Fails with ENG_EINVAL (the session's model is not hosted any more,
+ * then on. Fails with VBM_EINVAL (the session's model is not hosted any more,
  * or the hosted model of that name has another code size than the session's
  * memory; field "model"). */
-eng_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, eng_error *err);
+vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, vbm_error *err);
 
 #endif

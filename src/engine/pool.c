@@ -67,23 +67,23 @@ static void pool_destroy(eng_pool *p, int n)
     free(p);
 }
 
-eng_status eng_pool_create(int threads, int depth, eng_pool **out, eng_error *err)
+vbm_status eng_pool_create(int threads, int depth, eng_pool **out, vbm_error *err)
 {
     eng_pool *p;
     int i;
 
     *out = NULL;
     if (threads < 1 || threads > 1024)
-        return eng_fail(err, ENG_EINVAL, "threads", "%d is outside [1, 1024]", threads);
+        return vbm_fail(err, VBM_EINVAL, "threads", "%d is outside [1, 1024]", threads);
     if (depth < 1 || depth > 1000000)
-        return eng_fail(err, ENG_EINVAL, "queue_depth", "%d is outside [1, 1000000]", depth);
+        return vbm_fail(err, VBM_EINVAL, "queue_depth", "%d is outside [1, 1000000]", depth);
     p = calloc(1, sizeof *p);
     if (p == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     p->threads = calloc((size_t)threads, sizeof *p->threads);
     if (p->threads == NULL) {
         free(p);
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
@@ -94,22 +94,22 @@ eng_status eng_pool_create(int threads, int depth, eng_pool **out, eng_error *er
     for (i = 0; i < threads; i++) {
         if (pthread_create(&p->threads[i], NULL, pool_worker, p) != 0) {
             pool_destroy(p, i);
-            return eng_fail(err, ENG_ENOMEM, NULL, "cannot start worker thread %d", i);
+            return vbm_fail(err, VBM_ENOMEM, NULL, "cannot start worker thread %d", i);
         }
     }
     *out = p;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status eng_pool_submit(eng_pool *p, eng_job *job)
+vbm_status eng_pool_submit(eng_pool *p, eng_job *job)
 {
-    eng_status st = ENG_OK;
+    vbm_status st = VBM_OK;
 
     pthread_mutex_lock(&p->lock);
     if (!p->accepting) {
-        st = ENG_ESTOPPED;
+        st = VBM_ESTOPPED;
     } else if (p->queued >= p->depth) {
-        st = ENG_EBUSY;
+        st = VBM_EBUSY;
     } else {
         job->next = NULL;
         job->queued_at = eng_now();
@@ -138,11 +138,11 @@ void eng_pool_stats(eng_pool *p, int *queued, int *running, int *depth)
     pthread_mutex_unlock(&p->lock);
 }
 
-eng_status eng_pool_drain(eng_pool *p, double seconds)
+vbm_status eng_pool_drain(eng_pool *p, double seconds)
 {
     struct timespec deadline;
     double whole;
-    eng_status st = ENG_OK;
+    vbm_status st = VBM_OK;
 
     clock_gettime(CLOCK_REALTIME, &deadline);
     whole = (double)(long)seconds;
@@ -157,7 +157,7 @@ eng_status eng_pool_drain(eng_pool *p, double seconds)
     while (p->queued > 0 || p->running > 0) {
         if (pthread_cond_timedwait(&p->idle, &p->lock, &deadline) == ETIMEDOUT) {
             if (p->queued > 0 || p->running > 0)
-                st = ENG_EBUSY;
+                st = VBM_EBUSY;
             break;
         }
     }

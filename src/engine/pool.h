@@ -20,23 +20,23 @@ typedef struct eng_pool eng_pool;
 
 /* Start `threads` worker threads (1..1024) sharing a queue of at most `depth`
  * waiting jobs (1..1000000). On success *out is owned by the caller (release
- * with eng_pool_free). Fails with ENG_EINVAL (sizes out of range) or ENG_ENOMEM
+ * with eng_pool_free). Fails with VBM_EINVAL (sizes out of range) or VBM_ENOMEM
  * (allocation or thread creation failed; nothing is left running). */
-eng_status eng_pool_create(int threads, int depth, eng_pool **out, eng_error *err);
+vbm_status eng_pool_create(int threads, int depth, eng_pool **out, vbm_error *err);
 
-/* Queue job for a worker. Returns ENG_OK, ENG_EBUSY when `depth` jobs are
- * already waiting (the job is not queued), or ENG_ESTOPPED after
+/* Queue job for a worker. Returns VBM_OK, VBM_EBUSY when `depth` jobs are
+ * already waiting (the job is not queued), or VBM_ESTOPPED after
  * eng_pool_drain began. Never blocks on the queue. */
-eng_status eng_pool_submit(eng_pool *pool, eng_job *job);
+vbm_status eng_pool_submit(eng_pool *pool, eng_job *job);
 
 /* Current number of waiting and running jobs, and the queue capacity (any
  * pointer may be NULL). Never fails. */
 void eng_pool_stats(eng_pool *pool, int *queued, int *running, int *depth);
 
 /* Stop accepting jobs, then wait until no job is queued or running or until
- * `seconds` elapse. Returns ENG_OK when the pool drained, ENG_EBUSY on timeout
+ * `seconds` elapse. Returns VBM_OK when the pool drained, VBM_EBUSY on timeout
  * (jobs are still running; the pool must then not be freed). */
-eng_status eng_pool_drain(eng_pool *pool, double seconds);
+vbm_status eng_pool_drain(eng_pool *pool, double seconds);
 
 /* Join the workers and free the pool. Requires an empty queue (after a
  * successful drain, or before any submit); waits for running jobs. NULL is a

@@ -33,25 +33,25 @@ void eng_recall_out_free(eng_recall_out *out)
     memset(out, 0, sizeof *out);
 }
 
-eng_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z,
+vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z,
                                    long n, int pixel_sample, uint64_t seed, float *out,
-                                   eng_error *err)
+                                   vbm_error *err)
 {
     size_t count = (size_t)n * (size_t)eng_model_pixels(m), i;
     int gaussian = m->info->likelihood == NETS_GAUSSIAN;
     float *scale = NULL;
-    char msg[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN];
     rng_t r;
 
     if (pixel_sample && gaussian) {
         scale = malloc(count * sizeof *scale);
         if (scale == NULL)
-            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory decoding %ld images", n);
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory decoding %ld images", n);
     }
     /* the mean goes into out; a sample is drawn from it in place */
     if (nets_decode_ws(m->net, ws, z, n, out, scale, msg, sizeof msg) != 0) {
         free(scale);
-        return eng_fail(err, ENG_EINVAL, NULL, "decoding: %s", msg);
+        return vbm_fail(err, VBM_EINVAL, NULL, "decoding: %s", msg);
     }
     if (pixel_sample) {
         rng_seed(&r, seed);
@@ -61,24 +61,24 @@ eng_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const
             out[i] = out[i] < 0.0f ? 0.0f : out[i] > 1.0f ? 1.0f : out[i];
     }
     free(scale);
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Encode T images into mu and s2 (T x C each). */
-static eng_status recall_encode(const eng_model *m, nets_workspace *ws, const float *x, long T,
-                                double *mu, double *s2, eng_error *err)
+static vbm_status recall_encode(const eng_model *m, nets_workspace *ws, const float *x, long T,
+                                double *mu, double *s2, vbm_error *err)
 {
-    char msg[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN];
 
     if (nets_encode_ws(m->net, ws, x, T, mu, s2, msg, sizeof msg) != 0)
-        return eng_fail(err, ENG_EINVAL, "observations", "encoding: %s", msg);
-    return ENG_OK;
+        return vbm_fail(err, VBM_EINVAL, "observations", "encoding: %s", msg);
+    return VBM_OK;
 }
 
 /* Allocate the arrays of out for a recall of o->steps steps of T frames. */
-static eng_status recall_alloc(eng_recall_out *out, const eng_model *m, long T, int C,
+static vbm_status recall_alloc(eng_recall_out *out, const eng_model *m, long T, int C,
                                const eng_recall_query *q, const eng_recall_opts *o,
-                               eng_error *err)
+                               vbm_error *err)
 {
     size_t TC = (size_t)T * (size_t)C, TP;
 
@@ -101,22 +101,22 @@ static eng_status recall_alloc(eng_recall_out *out, const eng_model *m, long T, 
         || (q->images == NULL && q->codes == NULL
             && (out->start_codes == NULL || (m != NULL && out->start_images == NULL)))) {
         eng_recall_out_free(out);
-        return eng_fail(err, ENG_ENOMEM, "iterations", "out of memory for %d read steps of %ld "
+        return vbm_fail(err, VBM_ENOMEM, "iterations", "out of memory for %d read steps of %ld "
                         "frames", o->steps, T);
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* The loop, with the read lock held. mu/s2 are T x C scratch arrays. */
-static eng_status recall_locked(const vbm_memory *mem, const eng_model *m, nets_workspace *ws,
+static vbm_status recall_locked(const vbm_memory *mem, const eng_model *m, nets_workspace *ws,
                                 const eng_recall_query *q, const eng_recall_opts *o,
-                                double *mu, double *s2, eng_recall_out *out, eng_error *err)
+                                double *mu, double *s2, eng_recall_out *out, vbm_error *err)
 {
     size_t TC = (size_t)out->T * (size_t)out->C, TP = (size_t)out->T * (size_t)out->P;
     vbm_codes vc = {out->T, out->C, mu, s2};
     vbm_error verr;
     vbm_status vst;
-    eng_status st = ENG_OK;
+    vbm_status st = VBM_OK;
     double t0;
     int i;
 
@@ -137,7 +137,7 @@ static eng_status recall_locked(const vbm_memory *mem, const eng_model *m, nets_
         vst = vbm_sample(mem, out->T, eng_derive_seed(o->seed, ENG_STREAM_START), -1,
                          out->start_codes, NULL, &verr);
         if (vst != VBM_OK)
-            return eng_fail(err, vst == VBM_ENOMEM ? ENG_ENOMEM : ENG_EINVAL, "count", "%s",
+            return vbm_fail(err, vst == VBM_ENOMEM ? VBM_ENOMEM : VBM_EINVAL, "count", "%s",
                             verr.msg);
         out->read_s += eng_now() - t0;
         if (m == NULL) {
@@ -148,20 +148,20 @@ static eng_status recall_locked(const vbm_memory *mem, const eng_model *m, nets_
             st = eng_model_decode_images(m, ws, out->start_codes, out->T, o->pixel_sample,
                                          eng_derive_seed(o->seed, ENG_STREAM_PIXELS),
                                          out->start_images, err);
-            if (st == ENG_OK)
+            if (st == VBM_OK)
                 st = recall_encode(m, ws, out->start_images, out->T, mu, s2, err);
             out->nets_s += eng_now() - t0;
         }
     }
-    for (i = 0; st == ENG_OK && i < o->steps; i++) {
+    for (i = 0; st == VBM_OK && i < o->steps; i++) {
         double *z = out->z + (size_t)i * TC;
 
         t0 = eng_now();
         vst = vbm_read(mem, &vc, o->seed + (uint64_t)i, z, out->addr != NULL ? &out->addr[i] : NULL,
                        &verr);
         if (vst != VBM_OK)
-            return eng_fail(err, vst == VBM_ENOMEM ? ENG_ENOMEM
-                                 : vst == VBM_ENUMERIC ? ENG_ENUMERIC : ENG_EINVAL,
+            return vbm_fail(err, vst == VBM_ENOMEM ? VBM_ENOMEM
+                                 : vst == VBM_ENUMERIC ? VBM_ENUMERIC : VBM_EINVAL,
                             "query", "read step %d: %s", i, verr.msg);
         out->read_s += eng_now() - t0;
         if (m == NULL) {
@@ -172,52 +172,52 @@ static eng_status recall_locked(const vbm_memory *mem, const eng_model *m, nets_
         st = eng_model_decode_images(m, ws, z, out->T, o->pixel_sample,
                                      eng_derive_seed(o->seed + (uint64_t)i, ENG_STREAM_STEP_PIXELS),
                                      out->x + (size_t)i * TP, err);
-        if (st == ENG_OK && i + 1 < o->steps)
+        if (st == VBM_OK && i + 1 < o->steps)
             st = recall_encode(m, ws, out->x + (size_t)i * TP, out->T, mu, s2, err);
         out->nets_s += eng_now() - t0;
     }
     return st;
 }
 
-eng_status eng_session_recall(eng_session *s, const eng_model *m, const eng_recall_query *q,
-                              const eng_recall_opts *o, eng_recall_out *out, eng_error *err)
+vbm_status eng_session_recall(eng_session *s, const eng_model *m, const eng_recall_query *q,
+                              const eng_recall_opts *o, eng_recall_out *out, vbm_error *err)
 {
     nets_workspace *ws = NULL;
     double *mu = NULL, *s2 = NULL;
     long T = q->codes != NULL ? q->codes->T : q->T;
-    eng_status st;
+    vbm_status st;
     int C;
 
     memset(out, 0, sizeof *out);
     if (o->steps < 1 || o->steps > RECALL_MAX_STEPS)
-        return eng_fail(err, ENG_EINVAL, "iterations", "must be in [1, %d], got %d",
+        return vbm_fail(err, VBM_EINVAL, "iterations", "must be in [1, %d], got %d",
                         RECALL_MAX_STEPS, o->steps);
     if (m == NULL && (q->images != NULL || q->codes != NULL))
-        return eng_fail(err, ENG_EINVAL, "observations",
+        return vbm_fail(err, VBM_EINVAL, "observations",
                         "a latent session reads codes (eng_session_read), not images");
     if (T < 1)
-        return eng_fail(err, ENG_EINVAL, "count", "must be >= 1, got %ld", T);
+        return vbm_fail(err, VBM_EINVAL, "count", "must be >= 1, got %ld", T);
     eng_session_rdlock(s);
     C = s->mem->cfg.code_size;
     if (q->codes != NULL && q->codes->C != C) {
         eng_session_unlock(s);
-        return eng_fail(err, ENG_EINVAL, "query", "the codes have %d columns, the memory's code "
+        return vbm_fail(err, VBM_EINVAL, "query", "the codes have %d columns, the memory's code "
                         "size is %d", q->codes->C, C);
     }
     if (m != NULL && m->info->code_size != C) {
         eng_session_unlock(s);
-        return eng_fail(err, ENG_EINVAL, "model", "the model's code size %d differs from the "
+        return vbm_fail(err, VBM_EINVAL, "model", "the model's code size %d differs from the "
                         "memory's %d", m->info->code_size, C);
     }
     st = recall_alloc(out, m, T, C, q, o, err);
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         mu = vbm_calloc((size_t)T * (size_t)C, sizeof *mu);
         s2 = vbm_calloc((size_t)T * (size_t)C, sizeof *s2);
         ws = m != NULL ? nets_workspace_new() : NULL;
         if (mu == NULL || s2 == NULL || (m != NULL && ws == NULL))
-            st = eng_fail(err, ENG_ENOMEM, NULL, "out of memory for a read of %ld frames", T);
+            st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a read of %ld frames", T);
     }
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         out->version = s->version;
         st = recall_locked(s->mem, m, ws, q, o, mu, s2, out, err);
     }
@@ -225,7 +225,7 @@ eng_status eng_session_recall(eng_session *s, const eng_model *m, const eng_reca
     nets_workspace_free(ws);
     free(mu);
     free(s2);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         eng_recall_out_free(out);
     return st;
 }

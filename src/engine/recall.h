@@ -54,11 +54,11 @@ typedef struct {
  * z) with seed + i and decodes the read-out z into the images the next step
  * encodes. Without a model (latent session) only an empty query is accepted:
  * the start is T codes sampled from memory (zero variances) and each step
- * reads the previous read-out. Fails with ENG_EINVAL (steps out of range,
+ * reads the previous read-out. Fails with VBM_EINVAL (steps out of range,
  * images without a model, a query that does not fit: field "query" or
- * "observations"), ENG_ENUMERIC, ENG_ENOMEM; *out is then empty. */
-eng_status eng_session_recall(eng_session *s, const eng_model *m, const eng_recall_query *q,
-                              const eng_recall_opts *o, eng_recall_out *out, eng_error *err);
+ * "observations"), VBM_ENUMERIC, VBM_ENOMEM; *out is then empty. */
+vbm_status eng_session_recall(eng_session *s, const eng_model *m, const eng_recall_query *q,
+                              const eng_recall_opts *o, eng_recall_out *out, vbm_error *err);
 
 /* Release the arrays of a recall result (each address, then the array).
  * NULL-safe; the result is left empty. */
@@ -67,10 +67,10 @@ void eng_recall_out_free(eng_recall_out *out);
 /* Decode n codes z (n x C) with model m into images out (n x P, values in
  * [0, 1]): the decoder's mean clamped to [0, 1], or with pixel_sample a draw
  * from p(x | z) using a generator seeded with seed. ws may be NULL. Fails with
- * ENG_ENOMEM or ENG_EINVAL (the decoder's message). */
-eng_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z,
+ * VBM_ENOMEM or VBM_EINVAL (the decoder's message). */
+vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z,
                                    long n, int pixel_sample, uint64_t seed, float *out,
-                                   eng_error *err);
+                                   vbm_error *err);
 
 /* A seed derived from seed for random stream `stream` (0, 1, ...): distinct
  * streams give unrelated generators. Never fails. */

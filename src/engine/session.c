@@ -31,7 +31,21 @@ size_t eng_memory_bytes(const vbm_memory *m)
            + (size_t)m->n_paths * (size_t)m->cfg.groups * sizeof(int);
 }
 
-eng_status eng_random_id(char id[ENG_ID_LEN + 1], eng_error *err)
+/* Pass on the libvbmem failure vst recorded in verr: a failure that names no field
+ * is re-rooted under deflt (when not NULL). Returns vst. */
+static vbm_status sess_lib_fail(vbm_error *err, vbm_status vst, const char *deflt,
+                                const vbm_error *verr)
+{
+    if (err == NULL)
+        return vst;
+    *err = *verr;
+    err->status = vst;
+    if (err->field[0] == '\0' && deflt != NULL)
+        vbm_error_rebase(err, deflt);
+    return vst;
+}
+
+vbm_status eng_random_id(char id[ENG_ID_LEN + 1], vbm_error *err)
 {
     static const char hex[] = "0123456789abcdef";
     unsigned char raw[ENG_ID_LEN / 2];
@@ -44,7 +58,7 @@ eng_status eng_random_id(char id[ENG_ID_LEN + 1], eng_error *err)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return eng_fail(err, ENG_ENOMEM, NULL, "getrandom failed: %s", strerror(errno));
+            return vbm_fail(err, VBM_ENOMEM, NULL, "getrandom failed: %s", strerror(errno));
         got += (size_t)n;
     }
     for (i = 0; i < ENG_ID_LEN / 2; i++) {
@@ -52,7 +66,7 @@ eng_status eng_random_id(char id[ENG_ID_LEN + 1], eng_error *err)
         id[2 * i + 1] = hex[raw[i] & 15];
     }
     id[ENG_ID_LEN] = '\0';
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Bytes accounted for a session holding mem with usage of n doubles. */
@@ -73,32 +87,32 @@ static void sess_init_lock(eng_session *s)
     atomic_init(&s->refs, 1);
 }
 
-eng_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, long ttl_s,
-                              const unsigned char *owner, eng_session **out, eng_error *err)
+vbm_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, long ttl_s,
+                              const unsigned char *owner, eng_session **out, vbm_error *err)
 {
     eng_session *s;
     vbm_error verr;
     vbm_status vst;
-    eng_status st;
+    vbm_status st;
 
     *out = NULL;
     verr.msg[0] = '\0';
     if (vbm_config_check(cfg, &verr) != VBM_OK)
-        return eng_fail(err, ENG_EINVAL, NULL, "%s", verr.msg);
+        return sess_lib_fail(err, VBM_EINVAL, NULL, &verr);
     if (ttl_s < 0)
-        return eng_fail(err, ENG_EINVAL, "ttl_seconds", "must be >= 0");
+        return vbm_fail(err, VBM_EINVAL, "ttl_seconds", "must be >= 0");
     s = calloc(1, sizeof *s);
     if (s == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     st = eng_random_id(s->id, err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         free(s);
         return st;
     }
     vst = vbm_memory_create(cfg, NULL, NULL, &s->mem, &verr);
     if (vst != VBM_OK) {
         free(s);
-        return eng_fail(err, vst == VBM_ENOMEM ? ENG_ENOMEM : ENG_EINVAL, NULL, "%s", verr.msg);
+        return sess_lib_fail(err, vst == VBM_ENOMEM ? VBM_ENOMEM : VBM_EINVAL, NULL, &verr);
     }
     if (owner != NULL)
         memcpy(s->owner, owner, ENG_OWNER_LEN);
@@ -112,7 +126,7 @@ eng_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, l
     atomic_init(&s->last_used_ms, (long long)(eng_now() * 1000.0));
     atomic_init(&s->bytes, sess_bytes(s->mem, 0));
     *out = s;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 void eng_session_set_persist(eng_session *s, eng_persist_fn fn, void *ctx)
@@ -121,7 +135,7 @@ void eng_session_set_persist(eng_session *s, eng_persist_fn fn, void *ctx)
     s->persist_ctx = ctx;
 }
 
-eng_status eng_session_to_record(const eng_session *s, eng_record *rec, eng_error *err)
+vbm_status eng_session_to_record(const eng_session *s, eng_record *rec, vbm_error *err)
 {
     size_t n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
     long long idle_ms = (long long)(eng_now() * 1000.0) - atomic_load(&s->last_used_ms);
@@ -142,21 +156,21 @@ eng_status eng_session_to_record(const eng_session *s, eng_record *rec, eng_erro
     vst = vbm_export(s->mem, &rec->blob, &rec->blob_len, &verr);
     if (vst != VBM_OK) {
         memset(rec, 0, sizeof *rec);
-        return eng_fail(err, ENG_ENOMEM, NULL, "cannot export session %s: %s", s->id, verr.msg);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "cannot export session %s: %s", s->id, verr.msg);
     }
     if (s->usage != NULL) {
         rec->usage = malloc(n * sizeof *rec->usage);
         if (rec->usage == NULL) {
             eng_record_free(rec);
-            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         }
         memcpy(rec->usage, s->usage, n * sizeof *rec->usage);
         rec->n_usage = n;
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status eng_session_from_record(const eng_record *rec, eng_session **out, eng_error *err)
+vbm_status eng_session_from_record(const eng_record *rec, eng_session **out, vbm_error *err)
 {
     eng_session *s;
     vbm_error verr;
@@ -167,17 +181,17 @@ eng_status eng_session_from_record(const eng_record *rec, eng_session **out, eng
     *out = NULL;
     verr.msg[0] = '\0';
     if (strlen(rec->id) != ENG_ID_LEN || strspn(rec->id, "0123456789abcdef") != ENG_ID_LEN)
-        return eng_fail(err, ENG_EFORMAT, NULL, "stored session id \"%.40s\" is malformed",
+        return vbm_fail(err, VBM_EFORMAT, NULL, "stored session id \"%.40s\" is malformed",
                         rec->id);
     if (rec->ttl_s < 0 || rec->version < 1)
-        return eng_fail(err, ENG_EFORMAT, NULL, "stored session %s: bad TTL or version", rec->id);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "stored session %s: bad TTL or version", rec->id);
     s = calloc(1, sizeof *s);
     if (s == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     vst = vbm_import(rec->blob, rec->blob_len, &s->mem, &verr);
     if (vst != VBM_OK) {
         free(s);
-        return eng_fail(err, vst == VBM_ENOMEM ? ENG_ENOMEM : ENG_EFORMAT, NULL,
+        return vbm_fail(err, vst == VBM_ENOMEM ? VBM_ENOMEM : VBM_EFORMAT, NULL,
                         "stored session %s does not import: %s", rec->id, verr.msg);
     }
     n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
@@ -187,10 +201,10 @@ eng_status eng_session_from_record(const eng_record *rec, eng_session **out, eng
             vbm_memory_free(s->mem);
             free(s);
             if (rec->n_usage != n)
-                return eng_fail(err, ENG_EFORMAT, NULL,
+                return vbm_fail(err, VBM_EFORMAT, NULL,
                                 "stored session %s: %zu usage values for %zu clusters", rec->id,
                                 rec->n_usage, n);
-            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         }
         for (i = 0; i < n; i++)
             s->usage[i] = rec->usage[i];
@@ -211,7 +225,7 @@ eng_status eng_session_from_record(const eng_record *rec, eng_session **out, eng
                 (long long)(eng_now() * 1000.0) - (idle > 0.0 ? (long long)(idle * 1000.0) : 0));
     atomic_init(&s->bytes, sess_bytes(s->mem, s->usage != NULL ? n : 0));
     *out = s;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 void eng_record_free(eng_record *rec)
@@ -275,7 +289,7 @@ static double *sess_usage_copy(const eng_session *s, int *fail)
     return u;
 }
 
-eng_status eng_session_info(eng_session *s, eng_info *info, eng_error *err)
+vbm_status eng_session_info(eng_session *s, eng_info *info, vbm_error *err)
 {
     int fail;
 
@@ -296,8 +310,8 @@ eng_status eng_session_info(eng_session *s, eng_info *info, eng_error *err)
     memcpy(info->model_name, s->model_name, sizeof info->model_name);
     pthread_rwlock_unlock(&s->lock);
     if (fail)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
-    return ENG_OK;
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    return VBM_OK;
 }
 
 void eng_info_free(eng_info *info)
@@ -313,36 +327,6 @@ void eng_fit_out_free(eng_fit_out *out)
     vbm_write_result_free(&out->res);
     free(out->usage);
     out->usage = NULL;
-}
-
-/* Translate a libvbmem failure. The field is the message's leading name when it
- * has one ("codes.mu[3][1]: ...", "clusters: ..."), otherwise deflt. */
-static eng_status sess_lib_fail(eng_error *err, vbm_status vst, const char *deflt,
-                                const vbm_error *verr)
-{
-    const char *colon = strstr(verr->msg, ": ");
-    char field[ENG_FIELD_LEN];
-    size_t n;
-    eng_status st;
-
-    switch (vst) {
-    case VBM_ENOMEM: st = ENG_ENOMEM; break;
-    case VBM_ENUMERIC: st = ENG_ENUMERIC; break;
-    case VBM_EFORMAT: st = ENG_EFORMAT; break;
-    default: st = ENG_EINVAL; break;
-    }
-    snprintf(field, sizeof field, "%s", deflt != NULL ? deflt : "");
-    if (colon != NULL) {
-        n = (size_t)(colon - verr->msg);
-        if (n > 0 && n < sizeof field && memchr(verr->msg, ' ', n) == NULL) {
-            memcpy(field, verr->msg, n);
-            field[n] = '\0';
-            if (strcmp(field, "refit") == 0 || strcmp(field, "read") == 0
-                || strcmp(field, "resize") == 0 || strcmp(field, "sample") == 0)
-                snprintf(field, sizeof field, "%s", deflt != NULL ? deflt : "");
-        }
-    }
-    return eng_fail(err, st, field, "%s", verr->msg);
 }
 
 /* Effective library options of a request given the session defaults. */
@@ -375,8 +359,8 @@ static void sess_usage_add(const vbm_addresses *a, double *u, int add)
 }
 
 /* After a successful fit: new usage, version, time, bytes and the out record. */
-static eng_status sess_commit(eng_session *s, int add_usage, eng_fit_out *out, int keep_addr,
-                              eng_error *err)
+static vbm_status sess_commit(eng_session *s, int add_usage, eng_fit_out *out, int keep_addr,
+                              vbm_error *err)
 {
     size_t n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
     const vbm_addresses *a = &out->res.addr;
@@ -404,12 +388,12 @@ static eng_status sess_commit(eng_session *s, int add_usage, eng_fit_out *out, i
     out->groups = s->mem->cfg.groups;
     out->usage = sess_usage_copy(s, &fail);
     if (fail)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
-    return ENG_OK;
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    return VBM_OK;
 }
 
 /* Take the write lock, recording the wait, and check the version precondition. */
-static eng_status sess_wrlock(eng_session *s, int64_t if_match, double *wait_s, eng_error *err)
+static vbm_status sess_wrlock(eng_session *s, int64_t if_match, double *wait_s, vbm_error *err)
 {
     double t0 = eng_now();
 
@@ -418,11 +402,11 @@ static eng_status sess_wrlock(eng_session *s, int64_t if_match, double *wait_s, 
         *wait_s = eng_now() - t0;
     if (if_match >= 0 && (uint64_t)if_match != s->version) {
         pthread_rwlock_unlock(&s->lock);
-        return eng_fail(err, ENG_ECONFLICT, "If-Match",
+        return vbm_fail(err, VBM_ECONFLICT, "If-Match",
                         "the session is at version %llu, not %lld",
                         (unsigned long long)s->version, (long long)if_match);
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* What a durable session needs to undo a mutation whose persist failed. */
@@ -435,28 +419,28 @@ typedef struct {
 } sess_undo;
 
 /* Record the undo state of s (write lock held) when s is durable; mem is the
- * memory to keep (NULL: a clone of s->mem is taken). Fails with ENG_ENOMEM. */
-static eng_status sess_undo_take(eng_session *s, vbm_memory *mem, sess_undo *u, eng_error *err)
+ * memory to keep (NULL: a clone of s->mem is taken). Fails with VBM_ENOMEM. */
+static vbm_status sess_undo_take(eng_session *s, vbm_memory *mem, sess_undo *u, vbm_error *err)
 {
     vbm_error verr;
     int fail;
 
     memset(u, 0, sizeof *u);
     if (s->persist == NULL)
-        return ENG_OK;
+        return VBM_OK;
     u->usage = sess_usage_copy(s, &fail);
     if (fail)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     if (mem == NULL && vbm_memory_clone(s->mem, &mem, &verr) != VBM_OK) {
         free(u->usage);
         u->usage = NULL;
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory for the undo copy");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for the undo copy");
     }
     u->mem = mem;
     u->version = s->version;
     u->updated = s->updated;
     u->bytes = atomic_load(&s->bytes);
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Free the undo state (the mutation stays). */
@@ -470,16 +454,16 @@ static void sess_undo_drop(sess_undo *u)
 /* Persist the mutation just made (write lock held); on failure restore the
  * state recorded in u, freeing the current memory unless keep_current (the
  * caller still owns it). Consumes u either way. */
-static eng_status sess_persist(eng_session *s, sess_undo *u, int keep_current, eng_error *err)
+static vbm_status sess_persist(eng_session *s, sess_undo *u, int keep_current, vbm_error *err)
 {
-    eng_status st;
+    vbm_status st;
 
     if (s->persist == NULL)
-        return ENG_OK;
+        return VBM_OK;
     st = s->persist(s->persist_ctx, s, u->version, err);
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         sess_undo_drop(u);
-        return ENG_OK;
+        return VBM_OK;
     }
     if (!keep_current)
         vbm_memory_free(s->mem);
@@ -504,24 +488,24 @@ typedef struct {
 /* The shared path of writes and resizes: take the write lock (If-Match), keep
  * an undo copy, run libvbmem, commit the result to the session and persist it;
  * any failure leaves the session as it was. */
-static eng_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fit_opts *o,
-                           eng_fit_out *out, eng_error *err)
+static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fit_opts *o,
+                           eng_fit_out *out, vbm_error *err)
 {
     vbm_write_opts w;
     vbm_error verr;
     vbm_status vst;
     sess_undo undo;
-    eng_status st;
+    vbm_status st;
     double t0;
 
     memset(out, 0, sizeof *out);
     out->elbo_before = out->elbo_after = NAN;
     verr.msg[0] = '\0';
     st = sess_wrlock(s, o->if_match, &out->wait_s, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     st = sess_undo_take(s, NULL, &undo, err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
         return st;
     }
@@ -544,34 +528,34 @@ static eng_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
         return sess_lib_fail(err, vst, job->resize ? NULL : "codes", &verr);
     }
     st = sess_commit(s, !job->resize && job->mode == ENG_APPEND, out, o->want_addresses, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = sess_persist(s, &undo, 0, err);
     else
         sess_undo_drop(&undo);
     pthread_rwlock_unlock(&s->lock);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         eng_fit_out_free(out);
     return st;
 }
 
-eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
-                             const eng_fit_opts *o, eng_fit_out *out, eng_error *err)
+vbm_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
+                             const eng_fit_opts *o, eng_fit_out *out, vbm_error *err)
 {
     sess_fit_job job = {0, mode, codes, 0, 0};
 
     return sess_fit(s, &job, o, out, err);
 }
 
-eng_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *o,
-                              eng_fit_out *out, eng_error *err)
+vbm_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *o,
+                              eng_fit_out *out, vbm_error *err)
 {
     sess_fit_job job = {1, ENG_REPLACE, NULL, H, K};
 
     return sess_fit(s, &job, o, out, err);
 }
 
-eng_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster, double **z,
-                              int **clusters, int *C, int *G, uint64_t *version, eng_error *err)
+vbm_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster, double **z,
+                              int **clusters, int *C, int *G, uint64_t *version, vbm_error *err)
 {
     vbm_error verr;
     vbm_status vst;
@@ -580,7 +564,7 @@ eng_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster
     *clusters = NULL;
     verr.msg[0] = '\0';
     if (n < 1)
-        return eng_fail(err, ENG_EINVAL, "count", "must be >= 1, got %ld", n);
+        return vbm_fail(err, VBM_EINVAL, "count", "must be >= 1, got %ld", n);
     pthread_rwlock_rdlock(&s->lock);
     *C = s->mem->cfg.code_size;
     *G = s->mem->cfg.groups;
@@ -593,7 +577,7 @@ eng_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster
         free(*clusters);
         *z = NULL;
         *clusters = NULL;
-        return eng_fail(err, ENG_ENOMEM, "count", "out of memory for %ld codes", n);
+        return vbm_fail(err, VBM_ENOMEM, "count", "out of memory for %ld codes", n);
     }
     vst = vbm_sample(s->mem, n, seed, cluster, *z, *clusters, &verr);
     pthread_rwlock_unlock(&s->lock);
@@ -604,11 +588,11 @@ eng_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster
         *clusters = NULL;
         return sess_lib_fail(err, vst, NULL, &verr);
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
-                            double **z, vbm_addresses **addr, uint64_t *version, eng_error *err)
+vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
+                            double **z, vbm_addresses **addr, uint64_t *version, vbm_error *err)
 {
     size_t block = (size_t)query->T * (size_t)query->C;
     vbm_addresses *a = NULL;
@@ -622,7 +606,7 @@ eng_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
         *addr = NULL;
     verr.msg[0] = '\0';
     if (steps < 1 || steps > SESS_MAX_STEPS)
-        return eng_fail(err, ENG_EINVAL, "iterations", "must be in [1, %d], got %d",
+        return vbm_fail(err, VBM_EINVAL, "iterations", "must be in [1, %d], got %d",
                         SESS_MAX_STEPS, steps);
     *z = vbm_calloc((size_t)steps * block, sizeof(double));
     if (addr != NULL)
@@ -631,7 +615,7 @@ eng_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
         free(*z);
         free(a);
         *z = NULL;
-        return eng_fail(err, ENG_ENOMEM, "query", "out of memory for %d read steps", steps);
+        return vbm_fail(err, VBM_ENOMEM, "query", "out of memory for %d read steps", steps);
     }
     pthread_rwlock_rdlock(&s->lock);
     *version = s->version;
@@ -653,20 +637,20 @@ eng_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
     }
     if (addr != NULL)
         *addr = a;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
-                               uint64_t *version, eng_error *err)
+vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
+                               uint64_t *version, vbm_error *err)
 {
-    eng_status st = sess_wrlock(s, if_match, NULL, err);
+    vbm_status st = sess_wrlock(s, if_match, NULL, err);
     sess_undo undo;
 
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     /* The old memory itself is the undo copy: no clone needed. */
     st = sess_undo_take(s, s->mem, &undo, err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
         return st;
     }
@@ -679,12 +663,12 @@ eng_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match
     s->updated = eng_wall();
     atomic_store(&s->bytes, sess_bytes(s->mem, 0));
     st = sess_persist(s, &undo, 1, err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         /* s->mem is the old memory again; the caller keeps ownership of mem. */
         pthread_rwlock_unlock(&s->lock);
         return st;
     }
     *version = s->version;
     pthread_rwlock_unlock(&s->lock);
-    return ENG_OK;
+    return VBM_OK;
 }

@@ -30,8 +30,8 @@ typedef struct eng_model eng_model;
  * released: makes the new state (version prev_version + 1) durable. A failure
  * rolls the mutation back and is returned to the caller. Set by a durable store
  * (eng_session_set_persist); NULL for the in-memory store. */
-typedef eng_status (*eng_persist_fn)(void *ctx, eng_session *s, uint64_t prev_version,
-                                     eng_error *err);
+typedef vbm_status (*eng_persist_fn)(void *ctx, eng_session *s, uint64_t prev_version,
+                                     vbm_error *err);
 
 /* A session. Fields marked "locked" are read under the read lock and written
  * under the write lock of `lock`; the rest are fixed at creation except the
@@ -125,15 +125,15 @@ typedef struct {
 size_t eng_memory_bytes(const vbm_memory *mem);
 
 /* Fill id with ENG_ID_LEN lowercase hex characters (and a NUL) from 128 bits
- * of getrandom(). Fails with ENG_ENOMEM when the kernel gives no randomness. */
-eng_status eng_random_id(char id[ENG_ID_LEN + 1], eng_error *err);
+ * of getrandom(). Fails with VBM_ENOMEM when the kernel gives no randomness. */
+vbm_status eng_random_id(char id[ENG_ID_LEN + 1], vbm_error *err);
 
 /* Create a session holding a fresh memory of configuration cfg (checked with
- * vbm_config_check: ENG_EINVAL naming the field), the given solver defaults,
+ * vbm_config_check: VBM_EINVAL naming the field), the given solver defaults,
  * TTL (>= 0) and owner (NULL: anonymous). Its version is 1 and its reference
- * count 1 (the caller's). Fails with ENG_EINVAL, ENG_ENOMEM. */
-eng_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, long ttl_s,
-                              const unsigned char *owner, eng_session **out, eng_error *err);
+ * count 1 (the caller's). Fails with VBM_EINVAL, VBM_ENOMEM. */
+vbm_status eng_session_create(const vbm_config *cfg, const eng_solver *solver, long ttl_s,
+                              const unsigned char *owner, eng_session **out, vbm_error *err);
 
 /* Take one more reference. Never fails. */
 void eng_session_ref(eng_session *s);
@@ -151,51 +151,51 @@ void eng_session_rdlock(eng_session *s);
 void eng_session_unlock(eng_session *s);
 
 /* Snapshot the session under its read lock into *info (release with
- * eng_info_free). Fails only with ENG_ENOMEM. */
-eng_status eng_session_info(eng_session *s, eng_info *info, eng_error *err);
+ * eng_info_free). Fails only with VBM_ENOMEM. */
+vbm_status eng_session_info(eng_session *s, eng_info *info, vbm_error *err);
 
 /* Release what an eng_info owns (its usage array). Never fails. */
 void eng_info_free(eng_info *info);
 
 /* Write codes to the session under its write lock: mode replace (batch VB from
  * the prior), append (online VB) or refit (batch VB over retained codes plus
- * codes, which may then be NULL). Checks opts->if_match first (ENG_ECONFLICT).
+ * codes, which may then be NULL). Checks opts->if_match first (VBM_ECONFLICT).
  * On success the version is incremented, the new state made durable (the
  * persist hook, when set, before the lock is released) and *out filled. Fails
- * with ENG_ECONFLICT, ENG_EINVAL (bad codes, H > T, nothing to refit; field
- * names the request member), ENG_ENUMERIC, ENG_ENOMEM, and the persist hook's
- * failures (ENG_EUNAVAIL; ENG_ECONFLICT / ENG_ENOTFOUND when the stored
+ * with VBM_ECONFLICT, VBM_EINVAL (bad codes, H > T, nothing to refit; field
+ * names the request member), VBM_ENUMERIC, VBM_ENOMEM, and the persist hook's
+ * failures (VBM_EUNAVAIL; VBM_ECONFLICT / VBM_ENOTFOUND when the stored
  * session moved on or is gone); the session is then unchanged. */
-eng_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
-                             const eng_fit_opts *opts, eng_fit_out *out, eng_error *err);
+vbm_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
+                             const eng_fit_opts *opts, eng_fit_out *out, vbm_error *err);
 
 /* Resize the session's memory to H clusters and/or K rows (0 keeps) under its
  * write lock, persisted like a write; out->elbo_before/after are filled. Same
  * failures as write. */
-eng_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *opts,
-                              eng_fit_out *out, eng_error *err);
+vbm_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *opts,
+                              eng_fit_out *out, vbm_error *err);
 
 /* Draw n codes under the read lock. On success *z (n x *C) and *clusters
  * (n x *G) are malloc'd and owned by the caller; *version is the version
- * sampled. Fails with ENG_EINVAL (n, cluster out of range), ENG_ENOMEM. */
-eng_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster, double **z,
-                              int **clusters, int *C, int *G, uint64_t *version, eng_error *err);
+ * sampled. Fails with VBM_EINVAL (n, cluster out of range), VBM_ENOMEM. */
+vbm_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster, double **z,
+                              int **clusters, int *C, int *G, uint64_t *version, vbm_error *err);
 
 /* Iterative read under the read lock: step i (0-based) runs vbm_read with seed
  * + i on the query (step 0) or on the previous step's read-out with the
  * query's variances (later steps). On success *z holds steps x T x C doubles
  * and, when addr is non-NULL, *addr an array of `steps` addresses (release
- * each with vbm_addresses_free, then free the array). Fails with ENG_EINVAL
- * (bad query), ENG_ENUMERIC, ENG_ENOMEM; nothing is then allocated. */
-eng_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
-                            double **z, vbm_addresses **addr, uint64_t *version, eng_error *err);
+ * each with vbm_addresses_free, then free the array). Fails with VBM_EINVAL
+ * (bad query), VBM_ENUMERIC, VBM_ENOMEM; nothing is then allocated. */
+vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
+                            double **z, vbm_addresses **addr, uint64_t *version, vbm_error *err);
 
 /* Replace the session's memory by mem under the write lock, after checking
  * if_match (< 0: none), persisted like a write. Takes ownership of mem on
- * success only. Usage is reset. Fails with ENG_ECONFLICT, ENG_ENOMEM and the
+ * success only. Usage is reset. Fails with VBM_ECONFLICT, VBM_ENOMEM and the
  * persist hook's failures (the session is then unchanged). */
-eng_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
-                               uint64_t *version, eng_error *err);
+vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
+                               uint64_t *version, vbm_error *err);
 
 /* Make s durable through fn(ctx, ...) on every later mutation. Call before
  * the session is shared (no lock is taken). Never fails. */
@@ -204,14 +204,14 @@ void eng_session_set_persist(eng_session *s, eng_persist_fn fn, void *ctx);
 /* Fill *rec with the durable form of s (vbm_export of its memory, usage,
  * metadata; rec->used from its last use). The caller holds s's read or write
  * lock, or is its only user. On failure *rec owns nothing. Fails with
- * ENG_ENOMEM. */
-eng_status eng_session_to_record(const eng_session *s, eng_record *rec, eng_error *err);
+ * VBM_ENOMEM. */
+vbm_status eng_session_to_record(const eng_session *s, eng_record *rec, vbm_error *err);
 
 /* Build a session (reference count 1, no persist hook) from a record: imports
  * rec->blob (bit-exact) and copies the usage. The record is not consumed.
- * Fails with ENG_EFORMAT (the blob does not import, the usage size does not
- * match the memory, bad id or TTL: the message says which), ENG_ENOMEM. */
-eng_status eng_session_from_record(const eng_record *rec, eng_session **out, eng_error *err);
+ * Fails with VBM_EFORMAT (the blob does not import, the usage size does not
+ * match the memory, bad id or TTL: the message says which), VBM_ENOMEM. */
+vbm_status eng_session_from_record(const eng_record *rec, eng_session **out, vbm_error *err);
 
 /* Release what a record owns. NULL-safe; the record is left empty. */
 void eng_record_free(eng_record *rec);

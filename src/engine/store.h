@@ -16,17 +16,17 @@ typedef struct {
 
 /* The operations of one store implementation; impl is its private state. */
 typedef struct {
-    eng_status (*insert)(void *impl, eng_session *s, size_t extra_bytes, eng_error *err);
-    eng_status (*get)(void *impl, const char *id, const unsigned char *owner, eng_session **out,
-                      eng_error *err);
-    eng_status (*remove)(void *impl, const char *id, const unsigned char *owner, eng_error *err);
-    eng_status (*list)(void *impl, const unsigned char *owner, const char *after, int limit,
-                       eng_session ***out, int *n, int *more, eng_error *err);
+    vbm_status (*insert)(void *impl, eng_session *s, size_t extra_bytes, vbm_error *err);
+    vbm_status (*get)(void *impl, const char *id, const unsigned char *owner, eng_session **out,
+                      vbm_error *err);
+    vbm_status (*remove)(void *impl, const char *id, const unsigned char *owner, vbm_error *err);
+    vbm_status (*list)(void *impl, const unsigned char *owner, const char *after, int limit,
+                       eng_session ***out, int *n, int *more, vbm_error *err);
     void (*stats)(void *impl, long *count, size_t *bytes);
     long (*expire)(void *impl, long long now_ms);
-    eng_status (*reserve)(void *impl, size_t old_bytes, size_t new_bytes, eng_error *err);
+    vbm_status (*reserve)(void *impl, size_t old_bytes, size_t new_bytes, vbm_error *err);
     void (*destroy)(void *impl);
-    eng_status (*ready)(void *impl, eng_error *err); /* NULL: always ready */
+    vbm_status (*ready)(void *impl, vbm_error *err); /* NULL: always ready */
 } eng_store_ops;
 
 typedef struct {
@@ -36,9 +36,9 @@ typedef struct {
 
 /* Create the in-memory store (a sorted table guarded by one mutex) with the
  * given limits. On success *out is owned by the caller (eng_store_free).
- * Fails with ENG_ENOMEM. */
-eng_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,
-                                   eng_error *err);
+ * Fails with VBM_ENOMEM. */
+vbm_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,
+                                   vbm_error *err);
 
 /* Create the durable store over backend (taken on success: closed by
  * eng_store_free): sessions are committed to the backend on creation and on
@@ -46,44 +46,44 @@ eng_status eng_store_memory_create(const eng_store_limits *limits, eng_store **o
  * at most max_resident (>= 1) of them stay in memory while unused (least
  * recently used first out; sessions in use are never evicted). limits count
  * stored sessions and resident bytes. On success *out is owned by the caller
- * (eng_store_free). Fails with ENG_EINVAL (max_resident), ENG_EUNAVAIL (the
- * backend cannot count its records), ENG_ENOMEM. */
-eng_status eng_store_durable_create(eng_backend *backend, const eng_store_limits *limits,
-                                    long max_resident, eng_store **out, eng_error *err);
+ * (eng_store_free). Fails with VBM_EINVAL (max_resident), VBM_EUNAVAIL (the
+ * backend cannot count its records), VBM_ENOMEM. */
+vbm_status eng_store_durable_create(eng_backend *backend, const eng_store_limits *limits,
+                                    long max_resident, eng_store **out, vbm_error *err);
 
 /* Insert s (the store takes one reference of its own), refusing with
- * ENG_ELIMIT when the session count or the byte total (plus extra_bytes, the
+ * VBM_ELIMIT when the session count or the byte total (plus extra_bytes, the
  * caller's estimate of work memory) would pass the limits. A durable store
- * commits s before returning ENG_OK and makes s's later mutations durable
- * (eng_session_set_persist). Fails also with ENG_ENOMEM, ENG_EUNAVAIL. */
-eng_status eng_store_insert(eng_store *st, eng_session *s, size_t extra_bytes, eng_error *err);
+ * commits s before returning VBM_OK and makes s's later mutations durable
+ * (eng_session_set_persist). Fails also with VBM_ENOMEM, VBM_EUNAVAIL. */
+vbm_status eng_store_insert(eng_store *st, eng_session *s, size_t extra_bytes, vbm_error *err);
 
 /* The session with this id visible to owner (NULL owner: anonymous, all zero),
  * with a new reference for the caller (eng_session_unref), or NULL (not found,
  * or any failure of eng_store_get). */
 eng_session *eng_store_lookup(eng_store *st, const char *id, const unsigned char *owner);
 
-/* Like eng_store_lookup, with the reason of a failure: ENG_ENOTFOUND (no such
- * session for this owner), ENG_EUNAVAIL (a durable store is busy or
- * unreachable, or the stored record is corrupt), ENG_ENOMEM. *out is NULL on
+/* Like eng_store_lookup, with the reason of a failure: VBM_ENOTFOUND (no such
+ * session for this owner), VBM_EUNAVAIL (a durable store is busy or
+ * unreachable, or the stored record is corrupt), VBM_ENOMEM. *out is NULL on
  * failure. */
-eng_status eng_store_get(eng_store *st, const char *id, const unsigned char *owner,
-                         eng_session **out, eng_error *err);
+vbm_status eng_store_get(eng_store *st, const char *id, const unsigned char *owner,
+                         eng_session **out, vbm_error *err);
 
 /* Remove the session from the store (dropping the store's reference; requests
  * still holding one finish normally; a durable store deletes the record first,
- * so their later writes fail with ENG_ENOTFOUND). Fails with ENG_ENOTFOUND,
- * ENG_EUNAVAIL. */
-eng_status eng_store_remove(eng_store *st, const char *id, const unsigned char *owner,
-                            eng_error *err);
+ * so their later writes fail with VBM_ENOTFOUND). Fails with VBM_ENOTFOUND,
+ * VBM_EUNAVAIL. */
+vbm_status eng_store_remove(eng_store *st, const char *id, const unsigned char *owner,
+                            vbm_error *err);
 
 /* Up to limit (>= 1) sessions of owner whose ids sort after `after` (NULL or
  * "": from the start), in id order; *out is a malloc'd array of *n referenced
  * sessions (unref each, free the array); *more is 1 when further sessions
  * follow. A durable store loads them (they count towards its resident bound
- * once released). Fails with ENG_ENOMEM, ENG_EUNAVAIL. */
-eng_status eng_store_list(eng_store *st, const unsigned char *owner, const char *after, int limit,
-                          eng_session ***out, int *n, int *more, eng_error *err);
+ * once released). Fails with VBM_ENOMEM, VBM_EUNAVAIL. */
+vbm_status eng_store_list(eng_store *st, const unsigned char *owner, const char *after, int limit,
+                          eng_session ***out, int *n, int *more, vbm_error *err);
 
 /* Number of sessions (a durable store: stored ones) and their total accounted
  * bytes (a durable store: resident ones). Never fails. */
@@ -96,13 +96,13 @@ void eng_store_stats(eng_store *st, long *count, size_t *bytes);
 long eng_store_expire(eng_store *st, long long now_ms);
 
 /* Check that replacing old_bytes by new_bytes keeps the total under the byte
- * limit; fails with ENG_ELIMIT. (Advisory: nothing is reserved.) */
-eng_status eng_store_reserve(eng_store *st, size_t old_bytes, size_t new_bytes, eng_error *err);
+ * limit; fails with VBM_ELIMIT. (Advisory: nothing is reserved.) */
+vbm_status eng_store_reserve(eng_store *st, size_t old_bytes, size_t new_bytes, vbm_error *err);
 
 /* Whether the store can serve requests now (for /readyz): a store shared by
  * replicas (Redis) answers a round trip; a local one is ready while open.
- * Fails with ENG_EUNAVAIL and a message saying why. */
-eng_status eng_store_ready(eng_store *st, eng_error *err);
+ * Fails with VBM_EUNAVAIL and a message saying why. */
+vbm_status eng_store_ready(eng_store *st, vbm_error *err);
 
 /* Drop the store's references and free it (a durable store records the last
  * use of its resident sessions and closes its backend). NULL is a no-op. */

@@ -76,8 +76,8 @@ static eng_session *dur_unlink(dur_store *d, long at)
     return s;
 }
 
-/* Add s (taking a reference) to the cache. Lock held. Fails with ENG_ENOMEM. */
-static eng_status dur_link(dur_store *d, eng_session *s, eng_error *err)
+/* Add s (taking a reference) to the cache. Lock held. Fails with VBM_ENOMEM. */
+static vbm_status dur_link(dur_store *d, eng_session *s, vbm_error *err)
 {
     dur_entry *grown;
     long at, cap;
@@ -86,7 +86,7 @@ static eng_status dur_link(dur_store *d, eng_session *s, eng_error *err)
         cap = d->cap > 0 ? 2 * d->cap : 64;
         grown = realloc(d->items, (size_t)cap * sizeof *grown);
         if (grown == NULL)
-            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         d->items = grown;
         d->cap = cap;
     }
@@ -96,7 +96,7 @@ static eng_status dur_link(dur_store *d, eng_session *s, eng_error *err)
     d->items[at].s = s;
     d->items[at].tick = ++d->tick;
     d->n++;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Wall-clock time of the last use of s. */
@@ -160,35 +160,35 @@ static void dur_drop(dur_store *d, eng_session *s)
 
 /* The persist hook of every session of this store: write-through under the
  * session's write lock, compare-and-set on the previous version. */
-static eng_status dur_persist(void *ctx, eng_session *s, uint64_t prev_version, eng_error *err)
+static vbm_status dur_persist(void *ctx, eng_session *s, uint64_t prev_version, vbm_error *err)
 {
     dur_store *d = ctx;
     eng_record rec;
-    eng_status st = eng_session_to_record(s, &rec, err);
+    vbm_status st = eng_session_to_record(s, &rec, err);
 
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     st = eng_backend_save(d->backend, &rec, prev_version, err);
     eng_record_free(&rec);
-    if (st == ENG_ECONFLICT || st == ENG_ENOTFOUND || st == ENG_EUNAVAIL)
+    if (st == VBM_ECONFLICT || st == VBM_ENOTFOUND || st == VBM_EUNAVAIL)
         dur_drop(d, s); /* the stored state is newer, gone, or unknown: reload it next time */
     return st;
 }
 
-static eng_status dur_insert(void *impl, eng_session *s, size_t extra, eng_error *err)
+static vbm_status dur_insert(void *impl, eng_session *s, size_t extra, vbm_error *err)
 {
     dur_store *d = impl;
     eng_session *gone[DUR_BATCH];
     size_t total = 0;
     eng_record rec;
-    eng_status st;
+    vbm_status st;
     long i;
     int k;
 
     pthread_mutex_lock(&d->lock);
     if (d->limits.max_sessions > 0 && d->stored >= d->limits.max_sessions) {
         pthread_mutex_unlock(&d->lock);
-        return eng_fail(err, ENG_ELIMIT, NULL, "the server holds its limit of %ld sessions",
+        return vbm_fail(err, VBM_ELIMIT, NULL, "the server holds its limit of %ld sessions",
                         d->limits.max_sessions);
     }
     k = dur_pick_evictions(d, gone, DUR_BATCH);
@@ -198,7 +198,7 @@ static eng_status dur_insert(void *impl, eng_session *s, size_t extra, eng_error
     if (d->limits.max_bytes > 0 && total > d->limits.max_bytes) {
         pthread_mutex_unlock(&d->lock);
         dur_release(d, gone, k);
-        return eng_fail(err, ENG_ELIMIT, NULL,
+        return vbm_fail(err, VBM_ELIMIT, NULL,
                         "the session would bring the resident memory to %zu bytes, past the "
                         "limit of %zu",
                         total, d->limits.max_bytes);
@@ -209,14 +209,14 @@ static eng_status dur_insert(void *impl, eng_session *s, size_t extra, eng_error
 
     eng_session_set_persist(s, dur_persist, d);
     st = eng_session_to_record(s, &rec, err);
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         st = eng_backend_save(d->backend, &rec, 0, err);
         eng_record_free(&rec);
     }
     pthread_mutex_lock(&d->lock);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = dur_link(d, s, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         d->stored--;
     k = dur_pick_evictions(d, gone, DUR_BATCH);
     pthread_mutex_unlock(&d->lock);
@@ -228,43 +228,43 @@ static eng_status dur_insert(void *impl, eng_session *s, size_t extra, eng_error
 
 /* A shared backend (replicas): check that the cached s is the stored version
  * (the stored one read first, so that a commit of this process in between
- * only makes the cache newer). ENG_ECONFLICT: stale, dropped from the cache;
- * ENG_ENOTFOUND: gone elsewhere, dropped; ENG_EUNAVAIL. */
-static eng_status dur_check_cached(dur_store *d, eng_session *s, eng_error *err)
+ * only makes the cache newer). VBM_ECONFLICT: stale, dropped from the cache;
+ * VBM_ENOTFOUND: gone elsewhere, dropped; VBM_EUNAVAIL. */
+static vbm_status dur_check_cached(dur_store *d, eng_session *s, vbm_error *err)
 {
     uint64_t stored = 0, cached;
-    eng_status st = eng_backend_current(d->backend, s->id, &stored, err);
+    vbm_status st = eng_backend_current(d->backend, s->id, &stored, err);
 
-    if (st == ENG_ENOTFOUND) {
+    if (st == VBM_ENOTFOUND) {
         dur_drop(d, s);
         return st;
     }
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     eng_session_rdlock(s);
     cached = s->version;
     eng_session_unlock(s);
     if (cached >= stored)
-        return ENG_OK;
+        return VBM_OK;
     dur_drop(d, s);
-    return ENG_ECONFLICT;
+    return VBM_ECONFLICT;
 }
 
-static eng_status dur_get(void *impl, const char *id, const unsigned char *owner,
-                          eng_session **out, eng_error *err)
+static vbm_status dur_get(void *impl, const char *id, const unsigned char *owner,
+                          eng_session **out, vbm_error *err)
 {
     dur_store *d = impl;
     const unsigned char *who = dur_owner(owner);
     eng_session *s = NULL, *gone[DUR_BATCH];
     unsigned long long gen;
     eng_record rec;
-    eng_status st;
+    vbm_status st;
     long at;
     int tries, k;
 
     *out = NULL;
     if (!dur_id_ok(id))
-        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+        return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     for (tries = 0; tries < DUR_LOAD_TRIES; tries++) {
         pthread_mutex_lock(&d->lock);
         at = dur_index(d, id);
@@ -273,22 +273,22 @@ static eng_status dur_get(void *impl, const char *id, const unsigned char *owner
             d->items[at].tick = ++d->tick;
             if (memcmp(s->owner, who, ENG_OWNER_LEN) != 0) {
                 pthread_mutex_unlock(&d->lock);
-                return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+                return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
             }
             eng_session_ref(s);
             pthread_mutex_unlock(&d->lock);
             if (!d->backend->shared) {
                 *out = s;
-                return ENG_OK;
+                return VBM_OK;
             }
             st = dur_check_cached(d, s, err);
-            if (st == ENG_OK) {
+            if (st == VBM_OK) {
                 *out = s;
-                return ENG_OK;
+                return VBM_OK;
             }
             eng_session_unref(s);
             s = NULL;
-            if (st != ENG_ECONFLICT)
+            if (st != VBM_ECONFLICT)
                 return st;
             continue; /* stale: load the stored state */
         }
@@ -296,22 +296,22 @@ static eng_status dur_get(void *impl, const char *id, const unsigned char *owner
         pthread_mutex_unlock(&d->lock);
 
         st = eng_backend_load(d->backend, id, &rec, err);
-        if (st != ENG_OK)
+        if (st != VBM_OK)
             return st;
         if (memcmp(rec.owner, who, ENG_OWNER_LEN) != 0) {
             eng_record_free(&rec);
-            return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+            return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
         }
         st = eng_session_from_record(&rec, &s, err);
         eng_record_free(&rec);
-        if (st == ENG_EFORMAT) {
+        if (st == VBM_EFORMAT) {
             /* A corrupt record is the store's failure, not the request's. */
-            char msg[ENG_MSG_LEN];
+            char msg[VBM_MSG_LEN];
 
             snprintf(msg, sizeof msg, "%s", err != NULL ? err->msg : "corrupt record");
-            return eng_fail(err, ENG_EUNAVAIL, NULL, "%s", msg);
+            return vbm_fail(err, VBM_EUNAVAIL, NULL, "%s", msg);
         }
-        if (st != ENG_OK)
+        if (st != VBM_OK)
             return st;
         eng_session_set_persist(s, dur_persist, d);
 
@@ -332,32 +332,32 @@ static eng_status dur_get(void *impl, const char *id, const unsigned char *owner
             continue;
         }
         st = dur_link(d, s, err);
-        k = st == ENG_OK ? dur_pick_evictions(d, gone, DUR_BATCH) : 0;
+        k = st == VBM_OK ? dur_pick_evictions(d, gone, DUR_BATCH) : 0;
         pthread_mutex_unlock(&d->lock);
         dur_release(d, gone, k);
-        if (st != ENG_OK) {
+        if (st != VBM_OK) {
             eng_session_unref(s);
             return st;
         }
         *out = s;
-        return ENG_OK;
+        return VBM_OK;
     }
-    return eng_fail(err, ENG_EUNAVAIL, NULL,
+    return vbm_fail(err, VBM_EUNAVAIL, NULL,
                     "session %s is being removed and loaded concurrently; retry", id);
 }
 
-static eng_status dur_remove(void *impl, const char *id, const unsigned char *owner,
-                             eng_error *err)
+static vbm_status dur_remove(void *impl, const char *id, const unsigned char *owner,
+                             vbm_error *err)
 {
     dur_store *d = impl;
     eng_session *gone = NULL;
-    eng_status st;
+    vbm_status st;
     long at;
 
     if (!dur_id_ok(id))
-        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+        return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     st = eng_backend_remove(d->backend, id, dur_owner(owner), err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     pthread_mutex_lock(&d->lock);
     d->removals++;
@@ -367,40 +367,40 @@ static eng_status dur_remove(void *impl, const char *id, const unsigned char *ow
         gone = dur_unlink(d, at);
     pthread_mutex_unlock(&d->lock);
     eng_session_unref(gone);
-    return ENG_OK;
+    return VBM_OK;
 }
 
-static eng_status dur_list(void *impl, const unsigned char *owner, const char *after, int limit,
-                           eng_session ***out, int *n, int *more, eng_error *err)
+static vbm_status dur_list(void *impl, const unsigned char *owner, const char *after, int limit,
+                           eng_session ***out, int *n, int *more, vbm_error *err)
 {
     dur_store *d = impl;
     char (*ids)[ENG_ID_LEN + 1];
     eng_session **arr;
-    eng_status st;
+    vbm_status st;
     int got = 0, i;
 
     *out = NULL;
     *n = 0;
     *more = 0;
     if (limit < 1)
-        return eng_fail(err, ENG_EINVAL, "limit", "must be >= 1");
+        return vbm_fail(err, VBM_EINVAL, "limit", "must be >= 1");
     ids = calloc((size_t)limit + 1, sizeof *ids);
     arr = calloc((size_t)limit, sizeof *arr);
     if (ids == NULL || arr == NULL) {
         free(ids);
         free(arr);
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
     st = eng_backend_list(d->backend, dur_owner(owner), after, limit + 1, ids, &got, err);
-    for (i = 0; st == ENG_OK && i < got && i < limit; i++) {
+    for (i = 0; st == VBM_OK && i < got && i < limit; i++) {
         st = dur_get(d, ids[i], owner, &arr[*n], err);
-        if (st == ENG_OK)
+        if (st == VBM_OK)
             (*n)++;
-        else if (st == ENG_ENOTFOUND)
-            st = ENG_OK; /* removed since it was listed */
+        else if (st == VBM_ENOTFOUND)
+            st = VBM_OK; /* removed since it was listed */
     }
     free(ids);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         for (i = 0; i < *n; i++)
             eng_session_unref(arr[i]);
         free(arr);
@@ -409,7 +409,7 @@ static eng_status dur_list(void *impl, const unsigned char *owner, const char *a
     }
     *more = got > limit;
     *out = arr;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 static void dur_stats(void *impl, long *count, size_t *bytes)
@@ -452,7 +452,7 @@ static int dur_expire_one(dur_store *d, const char *id, long long now_ms)
         eng_backend_touch(d->backend, id, used, NULL);
         return 0;
     }
-    if (eng_backend_remove(d->backend, id, NULL, NULL) != ENG_OK)
+    if (eng_backend_remove(d->backend, id, NULL, NULL) != VBM_OK)
         return 0;
     pthread_mutex_lock(&d->lock);
     d->removals++;
@@ -477,14 +477,14 @@ static long dur_expire(void *impl, long long now_ms)
         /* Replicas add and remove sessions too: refresh the count. */
         long stored;
 
-        if (eng_backend_count(d->backend, &stored, NULL) == ENG_OK) {
+        if (eng_backend_count(d->backend, &stored, NULL) == VBM_OK) {
             pthread_mutex_lock(&d->lock);
             d->stored = stored;
             pthread_mutex_unlock(&d->lock);
         }
     }
     for (rounds = 0; rounds < 16; rounds++) {
-        if (eng_backend_idle(d->backend, now_wall, DUR_BATCH, ids, &n, NULL) != ENG_OK)
+        if (eng_backend_idle(d->backend, now_wall, DUR_BATCH, ids, &n, NULL) != VBM_OK)
             break;
         for (i = 0; i < n; i++)
             removed += dur_expire_one(d, ids[i], now_ms);
@@ -494,24 +494,24 @@ static long dur_expire(void *impl, long long now_ms)
     return removed;
 }
 
-static eng_status dur_reserve(void *impl, size_t old_bytes, size_t new_bytes, eng_error *err)
+static vbm_status dur_reserve(void *impl, size_t old_bytes, size_t new_bytes, vbm_error *err)
 {
     dur_store *d = impl;
     size_t total = 0;
     long i;
 
     if (d->limits.max_bytes == 0 || new_bytes <= old_bytes)
-        return ENG_OK;
+        return VBM_OK;
     pthread_mutex_lock(&d->lock);
     for (i = 0; i < d->n; i++)
         total += atomic_load(&d->items[i].s->bytes);
     pthread_mutex_unlock(&d->lock);
     total = total - old_bytes + new_bytes;
     if (total > d->limits.max_bytes)
-        return eng_fail(err, ENG_ELIMIT, NULL,
+        return vbm_fail(err, VBM_ELIMIT, NULL,
                         "the memory total would reach %zu bytes, past the limit of %zu", total,
                         d->limits.max_bytes);
-    return ENG_OK;
+    return VBM_OK;
 }
 
 static void dur_destroy(void *impl)
@@ -533,12 +533,12 @@ static void dur_destroy(void *impl)
 
 /* Ready: a shared backend (Redis) must answer a round trip; a local one
  * (SQLite) is ready while open (its full check is too slow for a probe). */
-static eng_status dur_ready(void *impl, eng_error *err)
+static vbm_status dur_ready(void *impl, vbm_error *err)
 {
     dur_store *d = impl;
 
     if (!d->backend->shared)
-        return ENG_OK;
+        return VBM_OK;
     return eng_backend_check(d->backend, err);
 }
 
@@ -546,22 +546,22 @@ static const eng_store_ops dur_ops = {
     dur_insert, dur_get, dur_remove, dur_list, dur_stats, dur_expire, dur_reserve, dur_destroy, dur_ready
 };
 
-eng_status eng_store_durable_create(eng_backend *backend, const eng_store_limits *limits,
-                                    long max_resident, eng_store **out, eng_error *err)
+vbm_status eng_store_durable_create(eng_backend *backend, const eng_store_limits *limits,
+                                    long max_resident, eng_store **out, vbm_error *err)
 {
     dur_store *d;
-    eng_status st;
+    vbm_status st;
     long stored = 0;
 
     *out = NULL;
     if (max_resident < 1)
-        return eng_fail(err, ENG_EINVAL, "max-resident", "must be >= 1");
+        return vbm_fail(err, VBM_EINVAL, "max-resident", "must be >= 1");
     st = eng_backend_count(backend, &stored, err);
-    if (st != ENG_OK && !backend->shared)
+    if (st != VBM_OK && !backend->shared)
         return st; /* a shared store may be unreachable now: 503 until it is back */
     d = calloc(1, sizeof *d);
     if (d == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&d->lock, NULL);
     d->backend = backend;
     d->limits = *limits;
@@ -570,5 +570,5 @@ eng_status eng_store_durable_create(eng_backend *backend, const eng_store_limits
     d->base.ops = &dur_ops;
     d->base.impl = d;
     *out = &d->base;
-    return ENG_OK;
+    return VBM_OK;
 }

@@ -47,7 +47,7 @@ static size_t mem_total(const mem_store *m)
     return sum;
 }
 
-static eng_status mem_insert(void *impl, eng_session *s, size_t extra, eng_error *err)
+static vbm_status mem_insert(void *impl, eng_session *s, size_t extra, vbm_error *err)
 {
     mem_store *m = impl;
     eng_session **grown;
@@ -57,13 +57,13 @@ static eng_status mem_insert(void *impl, eng_session *s, size_t extra, eng_error
     pthread_mutex_lock(&m->lock);
     if (m->limits.max_sessions > 0 && m->n >= m->limits.max_sessions) {
         pthread_mutex_unlock(&m->lock);
-        return eng_fail(err, ENG_ELIMIT, NULL, "the server holds its limit of %ld sessions",
+        return vbm_fail(err, VBM_ELIMIT, NULL, "the server holds its limit of %ld sessions",
                         m->limits.max_sessions);
     }
     total = mem_total(m) + atomic_load(&s->bytes) + extra;
     if (m->limits.max_bytes > 0 && total > m->limits.max_bytes) {
         pthread_mutex_unlock(&m->lock);
-        return eng_fail(err, ENG_ELIMIT, NULL,
+        return vbm_fail(err, VBM_ELIMIT, NULL,
                         "the session would bring the memory total to %zu bytes, past the limit "
                         "of %zu",
                         total, m->limits.max_bytes);
@@ -73,7 +73,7 @@ static eng_status mem_insert(void *impl, eng_session *s, size_t extra, eng_error
         grown = realloc(m->items, (size_t)cap * sizeof *grown);
         if (grown == NULL) {
             pthread_mutex_unlock(&m->lock);
-            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         }
         m->items = grown;
         m->cap = cap;
@@ -84,7 +84,7 @@ static eng_status mem_insert(void *impl, eng_session *s, size_t extra, eng_error
     m->n++;
     eng_session_ref(s);
     pthread_mutex_unlock(&m->lock);
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Position of the session id visible to owner, or -1. Caller holds the lock. */
@@ -98,8 +98,8 @@ static long mem_index(const mem_store *m, const char *id, const unsigned char *o
     return -1;
 }
 
-static eng_status mem_get(void *impl, const char *id, const unsigned char *owner,
-                          eng_session **out, eng_error *err)
+static vbm_status mem_get(void *impl, const char *id, const unsigned char *owner,
+                          eng_session **out, vbm_error *err)
 {
     mem_store *m = impl;
     eng_session *s = NULL;
@@ -114,8 +114,8 @@ static eng_status mem_get(void *impl, const char *id, const unsigned char *owner
     pthread_mutex_unlock(&m->lock);
     *out = s;
     if (s == NULL)
-        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
-    return ENG_OK;
+        return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
+    return VBM_OK;
 }
 
 /* Unlink item at (caller holds the lock) and return it, still referenced. */
@@ -128,8 +128,8 @@ static eng_session *mem_unlink(mem_store *m, long at)
     return s;
 }
 
-static eng_status mem_remove(void *impl, const char *id, const unsigned char *owner,
-                             eng_error *err)
+static vbm_status mem_remove(void *impl, const char *id, const unsigned char *owner,
+                             vbm_error *err)
 {
     mem_store *m = impl;
     eng_session *s = NULL;
@@ -141,13 +141,13 @@ static eng_status mem_remove(void *impl, const char *id, const unsigned char *ow
         s = mem_unlink(m, at);
     pthread_mutex_unlock(&m->lock);
     if (s == NULL)
-        return eng_fail(err, ENG_ENOTFOUND, "id", "no session %s", id);
+        return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     eng_session_unref(s);
-    return ENG_OK;
+    return VBM_OK;
 }
 
-static eng_status mem_list(void *impl, const unsigned char *owner, const char *after, int limit,
-                           eng_session ***out, int *n, int *more, eng_error *err)
+static vbm_status mem_list(void *impl, const unsigned char *owner, const char *after, int limit,
+                           eng_session ***out, int *n, int *more, vbm_error *err)
 {
     mem_store *m = impl;
     const unsigned char *who = mem_owner(owner);
@@ -158,10 +158,10 @@ static eng_status mem_list(void *impl, const unsigned char *owner, const char *a
     *n = 0;
     *more = 0;
     if (limit < 1)
-        return eng_fail(err, ENG_EINVAL, "limit", "must be >= 1");
+        return vbm_fail(err, VBM_EINVAL, "limit", "must be >= 1");
     arr = calloc((size_t)limit, sizeof *arr);
     if (arr == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     pthread_mutex_lock(&m->lock);
     i = (after != NULL && after[0] != '\0') ? mem_find(m, after) : 0;
     if (i < m->n && after != NULL && strcmp(m->items[i]->id, after) == 0)
@@ -178,7 +178,7 @@ static eng_status mem_list(void *impl, const unsigned char *owner, const char *a
     }
     pthread_mutex_unlock(&m->lock);
     *out = arr;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 static void mem_stats(void *impl, long *count, size_t *bytes)
@@ -218,21 +218,21 @@ static long mem_expire(void *impl, long long now_ms)
     return removed;
 }
 
-static eng_status mem_reserve(void *impl, size_t old_bytes, size_t new_bytes, eng_error *err)
+static vbm_status mem_reserve(void *impl, size_t old_bytes, size_t new_bytes, vbm_error *err)
 {
     mem_store *m = impl;
     size_t total;
 
     if (m->limits.max_bytes == 0 || new_bytes <= old_bytes)
-        return ENG_OK;
+        return VBM_OK;
     pthread_mutex_lock(&m->lock);
     total = mem_total(m) - old_bytes + new_bytes;
     pthread_mutex_unlock(&m->lock);
     if (total > m->limits.max_bytes)
-        return eng_fail(err, ENG_ELIMIT, NULL,
+        return vbm_fail(err, VBM_ELIMIT, NULL,
                         "the memory total would reach %zu bytes, past the limit of %zu", total,
                         m->limits.max_bytes);
-    return ENG_OK;
+    return VBM_OK;
 }
 
 static void mem_destroy(void *impl)
@@ -251,18 +251,18 @@ static const eng_store_ops mem_ops = {
     mem_insert, mem_get, mem_remove, mem_list, mem_stats, mem_expire, mem_reserve, mem_destroy, NULL
 };
 
-eng_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,
-                                   eng_error *err)
+vbm_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,
+                                   vbm_error *err)
 {
     mem_store *m = calloc(1, sizeof *m);
 
     *out = NULL;
     if (m == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&m->lock, NULL);
     m->limits = *limits;
     m->base.ops = &mem_ops;
     m->base.impl = m;
     *out = &m->base;
-    return ENG_OK;
+    return VBM_OK;
 }

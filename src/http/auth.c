@@ -21,7 +21,7 @@ struct http_auth {
 };
 
 /* Read the file into a new digest table. */
-static eng_status auth_read(const char *path, unsigned char **out, int *n, eng_error *err)
+static vbm_status auth_read(const char *path, unsigned char **out, int *n, vbm_error *err)
 {
     char line[AUTH_MAX_LINE];
     unsigned char *d = NULL, *grown;
@@ -33,7 +33,7 @@ static eng_status auth_read(const char *path, unsigned char **out, int *n, eng_e
     *out = NULL;
     *n = 0;
     if (fp == NULL)
-        return eng_fail(err, ENG_EINVAL, "api_key_file", "cannot open %s: %s", path,
+        return vbm_fail(err, VBM_EINVAL, "api_key_file", "cannot open %s: %s", path,
                         strerror(errno));
     while (fgets(line, sizeof line, fp) != NULL) {
         p = line;
@@ -50,7 +50,7 @@ static eng_status auth_read(const char *path, unsigned char **out, int *n, eng_e
             if (grown == NULL) {
                 free(d);
                 fclose(fp);
-                return eng_fail(err, ENG_ENOMEM, NULL, "out of memory reading %s", path);
+                return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading %s", path);
             }
             d = grown;
         }
@@ -60,50 +60,50 @@ static eng_status auth_read(const char *path, unsigned char **out, int *n, eng_e
     if (ferror(fp)) {
         free(d);
         fclose(fp);
-        return eng_fail(err, ENG_EINVAL, "api_key_file", "error reading %s", path);
+        return vbm_fail(err, VBM_EINVAL, "api_key_file", "error reading %s", path);
     }
     fclose(fp);
     memset(line, 0, sizeof line);
     *out = d;
     *n = count;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status http_auth_create(const char *path, http_auth **out, eng_error *err)
+vbm_status http_auth_create(const char *path, http_auth **out, vbm_error *err)
 {
     http_auth *a = calloc(1, sizeof *a);
-    eng_status st;
+    vbm_status st;
 
     *out = NULL;
     if (a == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     pthread_rwlock_init(&a->lock, NULL);
     if (path != NULL && path[0] != '\0') {
         a->path = strdup(path);
         if (a->path == NULL) {
             http_auth_free(a);
-            return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         }
         st = auth_read(path, &a->digests, &a->n, err);
-        if (st != ENG_OK) {
+        if (st != VBM_OK) {
             http_auth_free(a);
             return st;
         }
     }
     *out = a;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status http_auth_reload(http_auth *a, eng_error *err)
+vbm_status http_auth_reload(http_auth *a, vbm_error *err)
 {
     unsigned char *d, *old;
     int n;
-    eng_status st;
+    vbm_status st;
 
     if (a->path == NULL)
-        return ENG_OK;
+        return VBM_OK;
     st = auth_read(a->path, &d, &n, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     pthread_rwlock_wrlock(&a->lock);
     old = a->digests;
@@ -111,7 +111,7 @@ eng_status http_auth_reload(http_auth *a, eng_error *err)
     a->n = n;
     pthread_rwlock_unlock(&a->lock);
     free(old);
-    return ENG_OK;
+    return VBM_OK;
 }
 
 int http_auth_enabled(const http_auth *a)

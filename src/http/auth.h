@@ -10,13 +10,13 @@ typedef struct http_auth http_auth;
 /* Load the key file at path (one key per line; blank lines and lines starting
  * with '#' are ignored; surrounding whitespace is trimmed). path NULL or ""
  * disables authentication. Keys are kept only as SHA-256 digests. On success
- * *out is owned by the caller (http_auth_free). Fails with ENG_EINVAL when the
- * file cannot be read, ENG_ENOMEM. */
-eng_status http_auth_create(const char *path, http_auth **out, eng_error *err);
+ * *out is owned by the caller (http_auth_free). Fails with VBM_EINVAL when the
+ * file cannot be read, VBM_ENOMEM. */
+vbm_status http_auth_create(const char *path, http_auth **out, vbm_error *err);
 
 /* Re-read the key file. On failure the previous keys stay in force and the
- * error is returned (ENG_EINVAL, ENG_ENOMEM). Returns ENG_OK without keys. */
-eng_status http_auth_reload(http_auth *a, eng_error *err);
+ * error is returned (VBM_EINVAL, VBM_ENOMEM). Returns VBM_OK without keys. */
+vbm_status http_auth_reload(http_auth *a, vbm_error *err);
 
 /* 1 when a key file is configured (even an empty one: then nothing passes). */
 int http_auth_enabled(const http_auth *a);

@@ -257,10 +257,10 @@ char *codec_b64_encode(const unsigned char *d, size_t n)
 }
 
 /* Record a memory_json message "path: reason" as a failure of field path. */
-static eng_status codec_fail_memjson(eng_error *err, const char *msg)
+static vbm_status codec_fail_memjson(vbm_error *err, const char *msg)
 {
     const char *colon = strstr(msg, ": ");
-    char field[ENG_FIELD_LEN];
+    char field[VBM_FIELD_LEN];
     size_t n = colon != NULL ? (size_t)(colon - msg) : 0;
 
     field[0] = '\0';
@@ -268,7 +268,7 @@ static eng_status codec_fail_memjson(eng_error *err, const char *msg)
         memcpy(field, msg, n);
         field[n] = '\0';
     }
-    return eng_fail(err, ENG_EINVAL, field, "%s", msg);
+    return vbm_fail(err, VBM_EINVAL, field, "%s", msg);
 }
 
 static void codec_path(char *buf, size_t len, const char *base, const char *key)
@@ -279,9 +279,9 @@ static void codec_path(char *buf, size_t len, const char *base, const char *key)
 /* Read a float32 tensor {dtype, shape, data} at path into a new array of
  * doubles. *T and *C receive the shape (when the caller passed them as 0) or
  * must match it. */
-static eng_status codec_read_tensor(const json_t *v, const char *path, long max_frames,
+static vbm_status codec_read_tensor(const json_t *v, const char *path, long max_frames,
                                     int max_code_size, long *T, long *C, int nonneg, double **out,
-                                    eng_error *err)
+                                    vbm_error *err)
 {
     static const char *const keys[] = {"dtype", "shape", "data", NULL};
     char where[CODEC_PATH_LEN];
@@ -292,50 +292,48 @@ static eng_status codec_read_tensor(const json_t *v, const char *path, long max_
     uint32_t bits;
     float f;
     double *a;
-    eng_status st;
+    vbm_status st;
 
     st = codec_check_keys(v, path, keys, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     dtype = json_object_get(v, "dtype");
     codec_path(where, sizeof where, path, "dtype");
     if (dtype == NULL || !json_is_string(dtype) || strcmp(json_string_value(dtype), "float32") != 0)
-        return eng_fail(err, ENG_EINVAL, where, "%s: must be \"float32\"", where);
+        return vbm_fail(err, VBM_EINVAL, where, "must be \"float32\"");
     shape = json_object_get(v, "shape");
     codec_path(where, sizeof where, path, "shape");
     d0 = json_array_get(shape, 0);
     d1 = json_array_get(shape, 1);
     if (!json_is_array(shape) || json_array_size(shape) != 2 || !json_is_integer(d0)
         || !json_is_integer(d1))
-        return eng_fail(err, ENG_EINVAL, where, "%s: expected [T, C] (two integers)", where);
+        return vbm_fail(err, VBM_EINVAL, where, "expected [T, C] (two integers)");
     rows = json_integer_value(d0);
     cols = json_integer_value(d1);
     if (rows < 1 || rows > max_frames)
-        return eng_fail(err, ENG_EINVAL, where, "%s: T = %lld is outside [1, %ld]", where,
+        return vbm_fail(err, VBM_EINVAL, where, "T = %lld is outside [1, %ld]",
                         (long long)rows, max_frames);
     if (cols < 1 || cols > max_code_size)
-        return eng_fail(err, ENG_EINVAL, where, "%s: C = %lld is outside [1, %d]", where,
+        return vbm_fail(err, VBM_EINVAL, where, "C = %lld is outside [1, %d]",
                         (long long)cols, max_code_size);
     if ((*T != 0 && *T != rows) || (*C != 0 && *C != cols))
-        return eng_fail(err, ENG_EINVAL, where, "%s: [%lld, %lld] does not match mu's [%ld, %ld]",
-                        where, (long long)rows, (long long)cols, *T, *C);
+        return vbm_fail(err, VBM_EINVAL, where, "[%lld, %lld] does not match mu's [%ld, %ld]", (long long)rows, (long long)cols, *T, *C);
     data = json_object_get(v, "data");
     codec_path(where, sizeof where, path, "data");
     if (!json_is_string(data))
-        return eng_fail(err, ENG_EINVAL, where, "%s: expected a base64 string", where);
+        return vbm_fail(err, VBM_EINVAL, where, "expected a base64 string");
     if (codec_b64_decode(json_string_value(data), json_string_length(data), &raw, &rawlen) != 0)
-        return eng_fail(err, ENG_EINVAL, where, "%s: not valid padded base64", where);
+        return vbm_fail(err, VBM_EINVAL, where, "not valid padded base64");
     n = (size_t)rows * (size_t)cols;
     if (rawlen != n * 4) {
         free(raw);
-        return eng_fail(err, ENG_EINVAL, where,
-                        "%s: holds %zu bytes, the shape [%lld, %lld] needs %zu", where, rawlen,
+        return vbm_fail(err, VBM_EINVAL, where, "holds %zu bytes, the shape [%lld, %lld] needs %zu", rawlen,
                         (long long)rows, (long long)cols, n * 4);
     }
     a = malloc(n * sizeof *a);
     if (a == NULL) {
         free(raw);
-        return eng_fail(err, ENG_ENOMEM, where, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, where, "out of memory");
     }
     for (i = 0; i < n; i++) {
         bits = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8
@@ -345,7 +343,7 @@ static eng_status codec_read_tensor(const json_t *v, const char *path, long max_
         if (!isfinite(a[i]) || (nonneg && a[i] < 0.0)) {
             free(raw);
             free(a);
-            return eng_fail(err, ENG_EINVAL, where, "%s: element [%zu][%zu] is %s", where,
+            return vbm_fail(err, VBM_EINVAL, where, "element [%zu][%zu] is %s",
                             i / (size_t)cols, i % (size_t)cols,
                             isfinite(f) ? "negative" : "not finite");
         }
@@ -354,32 +352,31 @@ static eng_status codec_read_tensor(const json_t *v, const char *path, long max_
     *T = rows;
     *C = cols;
     *out = a;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Read a nested T x C array at path (shape from *T, *C when non-zero). */
-static eng_status codec_read_nested(const json_t *v, const char *path, long max_frames,
+static vbm_status codec_read_nested(const json_t *v, const char *path, long max_frames,
                                     int max_code_size, long *T, long *C, int nonneg, double **out,
-                                    eng_error *err)
+                                    vbm_error *err)
 {
-    char msg[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN];
     long rows, cols, dims[2];
     double *a;
 
     if (memjson_matrix_shape(v, path, &rows, &cols, msg, sizeof msg) != VBM_OK)
         return codec_fail_memjson(err, msg);
     if (rows > max_frames)
-        return eng_fail(err, ENG_EINVAL, path, "%s: T = %ld frames, the limit is %ld", path, rows,
+        return vbm_fail(err, VBM_EINVAL, path, "T = %ld frames, the limit is %ld", rows,
                         max_frames);
     if (cols > max_code_size)
-        return eng_fail(err, ENG_EINVAL, path, "%s: C = %ld, the code size limit is %d", path,
+        return vbm_fail(err, VBM_EINVAL, path, "C = %ld, the code size limit is %d",
                         cols, max_code_size);
     if ((*T != 0 && *T != rows) || (*C != 0 && *C != cols))
-        return eng_fail(err, ENG_EINVAL, path, "%s: shape [%ld, %ld] does not match mu's [%ld, %ld]",
-                        path, rows, cols, *T, *C);
+        return vbm_fail(err, VBM_EINVAL, path, "shape [%ld, %ld] does not match mu's [%ld, %ld]", rows, cols, *T, *C);
     a = malloc((size_t)rows * (size_t)cols * sizeof *a);
     if (a == NULL)
-        return eng_fail(err, ENG_ENOMEM, path, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
     dims[0] = rows;
     dims[1] = cols;
     if (memjson_read_array(v, path, 2, dims, nonneg, a, msg, sizeof msg) != VBM_OK) {
@@ -389,25 +386,23 @@ static eng_status codec_read_nested(const json_t *v, const char *path, long max_
     *T = rows;
     *C = cols;
     *out = a;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Read M (mu or sigma2) in either form. */
-static eng_status codec_read_matrix(const json_t *v, const char *path, long max_frames,
+static vbm_status codec_read_matrix(const json_t *v, const char *path, long max_frames,
                                     int max_code_size, long *T, long *C, int nonneg, double **out,
-                                    eng_error *err)
+                                    vbm_error *err)
 {
     if (json_is_object(v))
         return codec_read_tensor(v, path, max_frames, max_code_size, T, C, nonneg, out, err);
     if (json_is_array(v))
         return codec_read_nested(v, path, max_frames, max_code_size, T, C, nonneg, out, err);
-    return eng_fail(err, ENG_EINVAL, path,
-                    "%s: expected an array of arrays of numbers or a float32 tensor object, got %s",
-                    path, memjson_type_name(v));
+    return vbm_fail(err, VBM_EINVAL, path, "expected an array of arrays of numbers or a float32 tensor object, got %s", memjson_type_name(v));
 }
 
-eng_status codec_read_codes(const json_t *v, const char *path, long max_frames, int max_code_size,
-                            codec_codes *out, eng_error *err)
+vbm_status codec_read_codes(const json_t *v, const char *path, long max_frames, int max_code_size,
+                            codec_codes *out, vbm_error *err)
 {
     static const char *const keys[] = {"mu", "sigma2", NULL};
     char where[CODEC_PATH_LEN];
@@ -415,48 +410,48 @@ eng_status codec_read_codes(const json_t *v, const char *path, long max_frames, 
     long T = 0, C = 0;
     size_t i, n;
     double x;
-    eng_status st;
+    vbm_status st;
 
     memset(out, 0, sizeof *out);
     if (!json_is_object(v))
-        return eng_fail(err, ENG_EINVAL, path, "%s: expected an object {mu, sigma2}, got %s", path,
+        return vbm_fail(err, VBM_EINVAL, path, "expected an object {mu, sigma2}, got %s",
                         memjson_type_name(v));
     st = codec_check_keys(v, path, keys, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     mu = json_object_get(v, "mu");
     codec_path(where, sizeof where, path, "mu");
     if (mu == NULL)
-        return eng_fail(err, ENG_EINVAL, where, "%s: missing", where);
+        return vbm_fail(err, VBM_EINVAL, where, "missing");
     st = codec_read_matrix(mu, where, max_frames, max_code_size, &T, &C, 0, &out->mu, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     out->T = T;
     out->C = (int)C;
     s2 = json_object_get(v, "sigma2");
     codec_path(where, sizeof where, path, "sigma2");
     if (s2 == NULL || json_is_null(s2))
-        return ENG_OK;
+        return VBM_OK;
     if (json_is_number(s2)) {
         x = json_number_value(s2);
         if (!isfinite(x) || x < 0.0) {
             codec_codes_free(out);
-            return eng_fail(err, ENG_EINVAL, where, "%s: variance must be finite and >= 0", where);
+            return vbm_fail(err, VBM_EINVAL, where, "variance must be finite and >= 0");
         }
         if (x == 0.0)
-            return ENG_OK;
+            return VBM_OK;
         n = (size_t)T * (size_t)C;
         out->s2 = malloc(n * sizeof *out->s2);
         if (out->s2 == NULL) {
             codec_codes_free(out);
-            return eng_fail(err, ENG_ENOMEM, where, "out of memory");
+            return vbm_fail(err, VBM_ENOMEM, where, "out of memory");
         }
         for (i = 0; i < n; i++)
             out->s2[i] = x;
-        return ENG_OK;
+        return VBM_OK;
     }
     st = codec_read_matrix(s2, where, max_frames, max_code_size, &T, &C, 1, &out->s2, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         codec_codes_free(out);
     return st;
 }
@@ -555,7 +550,7 @@ json_t *codec_elbo(const vbm_elbo *e)
 
 json_t *codec_addresses(const vbm_addresses *a)
 {
-    char msg[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN];
     json_t *o, *s = NULL, *w = NULL, *cov = NULL;
     long dims[4];
 
@@ -655,8 +650,8 @@ json_t *codec_info(const eng_info *i)
     return o;
 }
 
-eng_status codec_check_keys(const json_t *obj, const char *path, const char *const *allowed,
-                            eng_error *err)
+vbm_status codec_check_keys(const json_t *obj, const char *path, const char *const *allowed,
+                            vbm_error *err)
 {
     char where[CODEC_PATH_LEN];
     const char *key;
@@ -673,63 +668,63 @@ eng_status codec_check_keys(const json_t *obj, const char *path, const char *con
         }
         if (!ok) {
             codec_path(where, sizeof where, path, key);
-            return eng_fail(err, ENG_EINVAL, where, "%s: unknown member", where);
+            return vbm_fail(err, VBM_EINVAL, where, "unknown member");
         }
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status codec_opt_long(const json_t *obj, const char *key, long lo, long hi, long *out,
-                          eng_error *err)
+vbm_status codec_opt_long(const json_t *obj, const char *key, long lo, long hi, long *out,
+                          vbm_error *err)
 {
     const json_t *v = json_object_get(obj, key);
     json_int_t x;
 
     if (v == NULL)
-        return ENG_OK;
+        return VBM_OK;
     if (!json_is_integer(v))
-        return eng_fail(err, ENG_EINVAL, key, "%s: expected an integer, got %s", key,
+        return vbm_fail(err, VBM_EINVAL, key, "expected an integer, got %s",
                         memjson_type_name(v));
     x = json_integer_value(v);
     if (x < lo || x > hi)
-        return eng_fail(err, ENG_EINVAL, key, "%s: %lld is outside [%ld, %ld]", key, (long long)x,
+        return vbm_fail(err, VBM_EINVAL, key, "%lld is outside [%ld, %ld]", (long long)x,
                         lo, hi);
     *out = (long)x;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status codec_opt_double(const json_t *obj, const char *key, double lo, double hi, double *out,
-                            eng_error *err)
+vbm_status codec_opt_double(const json_t *obj, const char *key, double lo, double hi, double *out,
+                            vbm_error *err)
 {
     const json_t *v = json_object_get(obj, key);
     double x;
 
     if (v == NULL)
-        return ENG_OK;
+        return VBM_OK;
     if (!json_is_number(v))
-        return eng_fail(err, ENG_EINVAL, key, "%s: expected a number, got %s", key,
+        return vbm_fail(err, VBM_EINVAL, key, "expected a number, got %s",
                         memjson_type_name(v));
     x = json_number_value(v);
     if (!(x >= lo && x <= hi))
-        return eng_fail(err, ENG_EINVAL, key, "%s: %g is outside [%g, %g]", key, x, lo, hi);
+        return vbm_fail(err, VBM_EINVAL, key, "%g is outside [%g, %g]", x, lo, hi);
     *out = x;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status codec_opt_bool(const json_t *obj, const char *key, int *out, eng_error *err)
+vbm_status codec_opt_bool(const json_t *obj, const char *key, int *out, vbm_error *err)
 {
     const json_t *v = json_object_get(obj, key);
 
     if (v == NULL)
-        return ENG_OK;
+        return VBM_OK;
     if (!json_is_boolean(v))
-        return eng_fail(err, ENG_EINVAL, key, "%s: expected true or false, got %s", key,
+        return vbm_fail(err, VBM_EINVAL, key, "expected true or false, got %s",
                         memjson_type_name(v));
     *out = json_is_true(v) ? 1 : 0;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status codec_opt_seed(const json_t *obj, const char *key, uint64_t *out, eng_error *err)
+vbm_status codec_opt_seed(const json_t *obj, const char *key, uint64_t *out, vbm_error *err)
 {
     const json_t *v = json_object_get(obj, key);
     unsigned long long x;
@@ -738,16 +733,15 @@ eng_status codec_opt_seed(const json_t *obj, const char *key, uint64_t *out, eng
     size_t i;
 
     if (v == NULL)
-        return ENG_OK;
+        return VBM_OK;
     if (json_is_integer(v)) {
         if (json_integer_value(v) < 0)
-            return eng_fail(err, ENG_EINVAL, key, "%s: must be >= 0", key);
+            return vbm_fail(err, VBM_EINVAL, key, "must be >= 0");
         *out = (uint64_t)json_integer_value(v);
-        return ENG_OK;
+        return VBM_OK;
     }
     if (!json_is_string(v))
-        return eng_fail(err, ENG_EINVAL, key,
-                        "%s: expected an integer or a string of decimal digits, got %s", key,
+        return vbm_fail(err, VBM_EINVAL, key, "expected an integer or a string of decimal digits, got %s",
                         memjson_type_name(v));
     s = json_string_value(v);
     for (i = 0; s[i] != '\0'; i++) {
@@ -755,16 +749,16 @@ eng_status codec_opt_seed(const json_t *obj, const char *key, uint64_t *out, eng
             break;
     }
     if (i == 0 || s[i] != '\0' || i > 20)
-        return eng_fail(err, ENG_EINVAL, key, "%s: not a string of decimal digits", key);
+        return vbm_fail(err, VBM_EINVAL, key, "not a string of decimal digits");
     errno = 0;
     x = strtoull(s, &end, 10);
     if (errno == ERANGE)
-        return eng_fail(err, ENG_EINVAL, key, "%s: does not fit in 64 bits", key);
+        return vbm_fail(err, VBM_EINVAL, key, "does not fit in 64 bits");
     *out = (uint64_t)x;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status codec_opt_init(const json_t *obj, const char *key, int *out, eng_error *err)
+vbm_status codec_opt_init(const json_t *obj, const char *key, int *out, vbm_error *err)
 {
     static const vbm_init all[] = {VBM_INIT_AUTO, VBM_INIT_PRIOR, VBM_INIT_KMEANSPP,
                                    VBM_INIT_CURRENT, VBM_INIT_RANDOM};
@@ -772,33 +766,31 @@ eng_status codec_opt_init(const json_t *obj, const char *key, int *out, eng_erro
     size_t i;
 
     if (v == NULL)
-        return ENG_OK;
+        return VBM_OK;
     if (json_is_string(v)) {
         for (i = 0; i < sizeof all / sizeof all[0]; i++) {
             if (strcmp(json_string_value(v), codec_init_name(all[i])) == 0) {
                 *out = (int)all[i];
-                return ENG_OK;
+                return VBM_OK;
             }
         }
     }
-    return eng_fail(err, ENG_EINVAL, key,
-                    "%s: expected \"auto\", \"prior\", \"kmeans++\", \"current\" or \"random\"",
-                    key);
+    return vbm_fail(err, VBM_EINVAL, key, "expected \"auto\", \"prior\", \"kmeans++\", \"current\" or \"random\"");
 }
 
-eng_status codec_opt_encoding(const json_t *obj, const char *key, int *out, eng_error *err)
+vbm_status codec_opt_encoding(const json_t *obj, const char *key, int *out, vbm_error *err)
 {
     const json_t *v = json_object_get(obj, key);
 
     if (v == NULL)
-        return ENG_OK;
+        return VBM_OK;
     if (json_is_string(v) && strcmp(json_string_value(v), "json") == 0) {
         *out = 0;
-        return ENG_OK;
+        return VBM_OK;
     }
     if (json_is_string(v) && strcmp(json_string_value(v), "base64") == 0) {
         *out = 1;
-        return ENG_OK;
+        return VBM_OK;
     }
-    return eng_fail(err, ENG_EINVAL, key, "%s: expected \"json\" or \"base64\"", key);
+    return vbm_fail(err, VBM_EINVAL, key, "expected \"json\" or \"base64\"");
 }

@@ -41,11 +41,11 @@ char *codec_b64_encode(const unsigned char *data, size_t n);
  * T x C array of arrays of numbers, or a tensor {"dtype": "float32", "shape":
  * [T, C], "data": base64 of T*C little-endian float32}. S is absent (zero
  * variances), a number >= 0 for every entry, or a T x C array / tensor. T must
- * be in [1, max_frames] and C in [1, max_code_size]. Fails with ENG_EINVAL
- * naming the offending member (err->field = JSON path), or ENG_ENOMEM; *out is
+ * be in [1, max_frames] and C in [1, max_code_size]. Fails with VBM_EINVAL
+ * naming the offending member (err->field = JSON path), or VBM_ENOMEM; *out is
  * then empty. */
-eng_status codec_read_codes(const json_t *v, const char *path, long max_frames, int max_code_size,
-                            codec_codes *out, eng_error *err);
+vbm_status codec_read_codes(const json_t *v, const char *path, long max_frames, int max_code_size,
+                            codec_codes *out, vbm_error *err);
 
 /* Release a codec_codes. */
 void codec_codes_free(codec_codes *c);
@@ -80,24 +80,24 @@ json_t *codec_info(const eng_info *info);
 /* Name of an init ("auto", "prior", "kmeans++", "current", "random"). */
 const char *codec_init_name(vbm_init init);
 
-/* Reject members of obj not in the NULL-terminated list allowed: ENG_EINVAL
+/* Reject members of obj not in the NULL-terminated list allowed: VBM_EINVAL
  * with field "path.member" (or "member" when path is ""). */
-eng_status codec_check_keys(const json_t *obj, const char *path, const char *const *allowed,
-                            eng_error *err);
+vbm_status codec_check_keys(const json_t *obj, const char *path, const char *const *allowed,
+                            vbm_error *err);
 
-/* Optional members of obj (unchanged when absent). Each fails with ENG_EINVAL
+/* Optional members of obj (unchanged when absent). Each fails with VBM_EINVAL
  * naming key for a wrong type or a value outside [lo, hi]. */
-eng_status codec_opt_long(const json_t *obj, const char *key, long lo, long hi, long *out,
-                          eng_error *err);
-eng_status codec_opt_double(const json_t *obj, const char *key, double lo, double hi, double *out,
-                            eng_error *err);
-eng_status codec_opt_bool(const json_t *obj, const char *key, int *out, eng_error *err);
+vbm_status codec_opt_long(const json_t *obj, const char *key, long lo, long hi, long *out,
+                          vbm_error *err);
+vbm_status codec_opt_double(const json_t *obj, const char *key, double lo, double hi, double *out,
+                            vbm_error *err);
+vbm_status codec_opt_bool(const json_t *obj, const char *key, int *out, vbm_error *err);
 /* seed: a non-negative integer or a string of decimal digits up to 2^64 - 1. */
-eng_status codec_opt_seed(const json_t *obj, const char *key, uint64_t *out, eng_error *err);
+vbm_status codec_opt_seed(const json_t *obj, const char *key, uint64_t *out, vbm_error *err);
 /* init: one of the names of codec_init_name. */
-eng_status codec_opt_init(const json_t *obj, const char *key, int *out, eng_error *err);
+vbm_status codec_opt_init(const json_t *obj, const char *key, int *out, vbm_error *err);
 /* encoding: "json" (0) or "base64" (1). */
-eng_status codec_opt_encoding(const json_t *obj, const char *key, int *out, eng_error *err);
+vbm_status codec_opt_encoding(const json_t *obj, const char *key, int *out, vbm_error *err);
 
 /* RFC 3339 UTC time string (millisecond precision) of a wall-clock time. */
 json_t *codec_time(double wall);

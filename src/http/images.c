@@ -13,15 +13,15 @@
 #include "http/images.h"
 #include "tools/memory_json.h"
 
-#define IMG_PATH_LEN ENG_FIELD_LEN
+#define IMG_PATH_LEN VBM_FIELD_LEN
 #define IMG_MSG_LEN 256
 #define IMG_CHUNK_MAX (4L << 20) /* largest ancillary chunk libpng may inflate */
 #define IMG_DATA_URL "data:image/png;base64,"
 
 /* ---- formats ---------------------------------------------------------------- */
 
-eng_status img_opt_format(const json_t *obj, const char *key, int allow_none, img_format *out,
-                          eng_error *err)
+vbm_status img_opt_format(const json_t *obj, const char *key, int allow_none, img_format *out,
+                          vbm_error *err)
 {
     static const char *const names[] = {"none", "png", "uint8", "float32", "json"};
     const json_t *v = json_object_get(obj, key);
@@ -29,33 +29,33 @@ eng_status img_opt_format(const json_t *obj, const char *key, int allow_none, im
     int i;
 
     if (v == NULL)
-        return ENG_OK;
+        return VBM_OK;
     s = json_is_string(v) ? json_string_value(v) : "";
     for (i = allow_none ? 0 : 1; i < 5; i++) {
         if (strcmp(s, names[i]) == 0) {
             *out = (img_format)i;
-            return ENG_OK;
+            return VBM_OK;
         }
     }
-    return eng_fail(err, ENG_EINVAL, key, "%s: expected \"png\", \"uint8\", \"float32\"%s or "
-                    "\"json\"", key, allow_none ? ", \"none\"" : "");
+    return vbm_fail(err, VBM_EINVAL, key, "expected \"png\", \"uint8\", \"float32\"%s or "
+                    "\"json\"", allow_none ? ", \"none\"" : "");
 }
 
-eng_status img_opt_pixels(const json_t *obj, const char *key, int *sample, eng_error *err)
+vbm_status img_opt_pixels(const json_t *obj, const char *key, int *sample, vbm_error *err)
 {
     const json_t *v = json_object_get(obj, key);
 
     if (v == NULL)
-        return ENG_OK;
+        return VBM_OK;
     if (json_is_string(v) && strcmp(json_string_value(v), "mean") == 0) {
         *sample = 0;
-        return ENG_OK;
+        return VBM_OK;
     }
     if (json_is_string(v) && strcmp(json_string_value(v), "sample") == 0) {
         *sample = 1;
-        return ENG_OK;
+        return VBM_OK;
     }
-    return eng_fail(err, ENG_EINVAL, key, "%s: expected \"mean\" or \"sample\"", key);
+    return vbm_fail(err, VBM_EINVAL, key, "expected \"mean\" or \"sample\"");
 }
 
 /* ---- PNG decoding ------------------------------------------------------------ */
@@ -349,8 +349,8 @@ static void img_path_key(char *out, size_t n, const char *path, const char *key)
 }
 
 /* An array of base64 PNG strings. */
-static eng_status img_read_pngs(const json_t *v, const char *path, const img_shape *shape,
-                                float *out, long n, eng_error *err)
+static vbm_status img_read_pngs(const json_t *v, const char *path, const img_shape *shape,
+                                float *out, long n, vbm_error *err)
 {
     size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
     size_t pre = strlen(IMG_DATA_URL), blen;
@@ -365,8 +365,7 @@ static eng_status img_read_pngs(const json_t *v, const char *path, const img_sha
 
         img_path_index(field, sizeof field, path, i);
         if (!json_is_string(e))
-            return eng_fail(err, ENG_EINVAL, field, "%s: expected a base64 PNG string (frame %ld)",
-                            field, i);
+            return vbm_fail(err, VBM_EINVAL, field, "expected a base64 PNG string (frame %ld)", i);
         s = json_string_value(e);
         blen = json_string_length(e);
         if (blen >= pre && strncmp(s, IMG_DATA_URL, pre) == 0) {
@@ -374,20 +373,20 @@ static eng_status img_read_pngs(const json_t *v, const char *path, const img_sha
             blen -= pre;
         }
         if (codec_b64_decode(s, blen, &bytes, &blen) != 0)
-            return eng_fail(err, ENG_EINVAL, field, "%s: frame %ld is not valid base64", field,
+            return vbm_fail(err, VBM_EINVAL, field, "frame %ld is not valid base64",
                             i);
         rc = img_png_decode(bytes, blen, shape, out + (size_t)i * per, msg, sizeof msg);
         free(bytes);
         if (rc != 0)
-            return eng_fail(err, strcmp(msg, "out of memory") == 0 ? ENG_ENOMEM : ENG_EINVAL,
+            return vbm_fail(err, strcmp(msg, "out of memory") == 0 ? VBM_ENOMEM : VBM_EINVAL,
                             field, "%s: frame %ld: %s", field, i, msg);
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* Check float pixels: finite and in [0, 1]; field is the data member. */
-static eng_status img_check_pixels(const float *x, long n, const img_shape *shape,
-                                   const char *field, eng_error *err)
+static vbm_status img_check_pixels(const float *x, long n, const img_shape *shape,
+                                   const char *field, vbm_error *err)
 {
     size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
     size_t total = (size_t)n * per, i, r;
@@ -396,7 +395,7 @@ static eng_status img_check_pixels(const float *x, long n, const img_shape *shap
         if (x[i] >= 0.0f && x[i] <= 1.0f)
             continue;
         r = i % per;
-        return eng_fail(err, ENG_EINVAL, field,
+        return vbm_fail(err, VBM_EINVAL, field,
                         "%s: frame %zu, channel %zu, row %zu, column %zu: %s is not a pixel "
                         "value in [0, 1]",
                         field, i / per, r / ((size_t)shape->height * (size_t)shape->width),
@@ -404,12 +403,12 @@ static eng_status img_check_pixels(const float *x, long n, const img_shape *shap
                         r % (size_t)shape->width,
                         isnan(x[i]) ? "NaN" : isinf(x[i]) ? "an infinity" : "the value");
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* A tensor object {dtype, shape, data}. *n is set from its shape. */
-static eng_status img_read_tensor(const json_t *v, const char *path, const img_shape *shape,
-                                  long max_frames, float **out, long *n, eng_error *err)
+static vbm_status img_read_tensor(const json_t *v, const char *path, const img_shape *shape,
+                                  long max_frames, float **out, long *n, vbm_error *err)
 {
     static const char *const keys[] = {"dtype", "shape", "data", NULL};
     char field[IMG_PATH_LEN];
@@ -419,58 +418,54 @@ static eng_status img_read_tensor(const json_t *v, const char *path, const img_s
     size_t per, count, width, blen, i;
     unsigned char *bytes = NULL;
     int is_u8, d;
-    eng_status st;
+    vbm_status st;
 
     st = codec_check_keys(v, path, keys, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     img_path_key(field, sizeof field, path, "dtype");
     if (!json_is_string(dt) || (strcmp(json_string_value(dt), "uint8") != 0
                                 && strcmp(json_string_value(dt), "float32") != 0))
-        return eng_fail(err, ENG_EINVAL, field, "%s: expected \"uint8\" or \"float32\"", field);
+        return vbm_fail(err, VBM_EINVAL, field, "expected \"uint8\" or \"float32\"");
     is_u8 = strcmp(json_string_value(dt), "uint8") == 0;
     img_path_key(field, sizeof field, path, "shape");
     if (!json_is_array(sh) || json_array_size(sh) != 4)
-        return eng_fail(err, ENG_EINVAL, field,
-                        "%s: expected [n, channels, height, width] (4 integers)", field);
+        return vbm_fail(err, VBM_EINVAL, field, "expected [n, channels, height, width] (4 integers)");
     for (d = 0; d < 4; d++) {
         const json_t *e = json_array_get(sh, (size_t)d);
 
         if (!json_is_integer(e) || json_integer_value(e) < 1
             || json_integer_value(e) > (json_int_t)1 << 40)
-            return eng_fail(err, ENG_EINVAL, field,
-                            "%s: expected [n, channels, height, width] (4 positive integers)",
-                            field);
+            return vbm_fail(err, VBM_EINVAL, field, "expected [n, channels, height, width] (4 positive integers)");
         dims[d] = (long)json_integer_value(e);
     }
     if (dims[0] > max_frames)
-        return eng_fail(err, ENG_EINVAL, field, "%s: %ld images, the limit is %ld", field, dims[0],
+        return vbm_fail(err, VBM_EINVAL, field, "%ld images, the limit is %ld", dims[0],
                         max_frames);
     if (dims[1] != shape->channels || dims[2] != shape->height || dims[3] != shape->width)
-        return eng_fail(err, ENG_EINVAL, field,
+        return vbm_fail(err, VBM_EINVAL, field,
                         "%s: [%ld, %ld, %ld, %ld], the model takes [n, %d, %d, %d] (channels, "
                         "height, width)",
                         field, dims[0], dims[1], dims[2], dims[3], shape->channels, shape->height,
                         shape->width);
     img_path_key(field, sizeof field, path, "data");
     if (!json_is_string(data))
-        return eng_fail(err, ENG_EINVAL, field, "%s: expected a base64 string", field);
+        return vbm_fail(err, VBM_EINVAL, field, "expected a base64 string");
     per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
     count = (size_t)dims[0] * per;
     width = is_u8 ? 1 : 4;
     if (codec_b64_decode(json_string_value(data), json_string_length(data), &bytes, &blen) != 0)
-        return eng_fail(err, ENG_EINVAL, field, "%s: not valid base64", field);
+        return vbm_fail(err, VBM_EINVAL, field, "not valid base64");
     if (blen != count * width) {
         free(bytes);
-        return eng_fail(err, ENG_EINVAL, field,
-                        "%s: holds %zu bytes, shape [%ld, %d, %d, %d] of %s needs %zu", field,
+        return vbm_fail(err, VBM_EINVAL, field, "holds %zu bytes, shape [%ld, %d, %d, %d] of %s needs %zu",
                         blen, dims[0], shape->channels, shape->height, shape->width,
                         is_u8 ? "uint8" : "float32", count * width);
     }
     *out = malloc((count > 0 ? count : 1) * sizeof **out);
     if (*out == NULL) {
         free(bytes);
-        return eng_fail(err, ENG_ENOMEM, field, "out of memory for %ld images", dims[0]);
+        return vbm_fail(err, VBM_ENOMEM, field, "out of memory for %ld images", dims[0]);
     }
     for (i = 0; i < count; i++) {
         if (is_u8) {
@@ -484,8 +479,8 @@ static eng_status img_read_tensor(const json_t *v, const char *path, const img_s
     }
     free(bytes);
     *n = dims[0];
-    st = is_u8 ? ENG_OK : img_check_pixels(*out, *n, shape, field, err);
-    if (st != ENG_OK) {
+    st = is_u8 ? VBM_OK : img_check_pixels(*out, *n, shape, field, err);
+    if (st != VBM_OK) {
         free(*out);
         *out = NULL;
     }
@@ -493,29 +488,29 @@ static eng_status img_read_tensor(const json_t *v, const char *path, const img_s
 }
 
 /* Nested arrays n x c x h x w of numbers in [0, 1]. */
-static eng_status img_read_nested(const json_t *v, const char *path, const img_shape *shape,
-                                  float *out, long n, eng_error *err)
+static vbm_status img_read_nested(const json_t *v, const char *path, const img_shape *shape,
+                                  float *out, long n, vbm_error *err)
 {
     long dims[4] = {n, shape->channels, shape->height, shape->width};
     size_t count = (size_t)n * (size_t)shape->channels * (size_t)shape->height
                    * (size_t)shape->width, i, per = count / (size_t)n, r;
-    char msg[ENG_MSG_LEN], field[IMG_PATH_LEN];
+    char msg[VBM_MSG_LEN], field[IMG_PATH_LEN];
     double *d = malloc(count * sizeof *d);
     const char *colon;
     size_t flen;
 
     if (d == NULL)
-        return eng_fail(err, ENG_ENOMEM, path, "out of memory for %ld images", n);
+        return vbm_fail(err, VBM_ENOMEM, path, "out of memory for %ld images", n);
     if (memjson_read_array(v, path, 4, dims, 1, d, msg, sizeof msg) != VBM_OK) {
         free(d);
         colon = strstr(msg, ": ");
         flen = colon != NULL ? (size_t)(colon - msg) : 0;
         if (flen == 0 || flen >= sizeof field)
-            return eng_fail(err, ENG_EINVAL, path, "%s (images are n x %d x %d x %d)", msg,
+            return vbm_fail(err, VBM_EINVAL, path, "%s (images are n x %d x %d x %d)", msg,
                             shape->channels, shape->height, shape->width);
         memcpy(field, msg, flen);
         field[flen] = '\0';
-        return eng_fail(err, ENG_EINVAL, field, "%s (images are n x %d x %d x %d)", msg,
+        return vbm_fail(err, VBM_EINVAL, field, "%s (images are n x %d x %d x %d)", msg,
                         shape->channels, shape->height, shape->width);
     }
     for (i = 0; i < count; i++) {
@@ -525,21 +520,20 @@ static eng_status img_read_nested(const json_t *v, const char *path, const img_s
                      r / ((size_t)shape->height * (size_t)shape->width),
                      (r / (size_t)shape->width) % (size_t)shape->height, r % (size_t)shape->width);
             free(d);
-            return eng_fail(err, ENG_EINVAL, field, "%s: frame %zu: pixel values are in [0, 1]",
-                            field, i / per);
+            return vbm_fail(err, VBM_EINVAL, field, "frame %zu: pixel values are in [0, 1]", i / per);
         }
         out[i] = (float)d[i];
     }
     free(d);
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status img_read(const json_t *v, const char *path, const img_shape *shape, long max_frames,
-                    float **out, long *n, eng_error *err)
+vbm_status img_read(const json_t *v, const char *path, const img_shape *shape, long max_frames,
+                    float **out, long *n, vbm_error *err)
 {
     size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
     const json_t *first;
-    eng_status st;
+    vbm_status st;
     long count;
 
     *out = NULL;
@@ -547,35 +541,35 @@ eng_status img_read(const json_t *v, const char *path, const img_shape *shape, l
     if (json_is_object(v))
         return img_read_tensor(v, path, shape, max_frames, out, n, err);
     if (!json_is_array(v) || json_array_size(v) == 0)
-        return eng_fail(err, ENG_EINVAL, path,
+        return vbm_fail(err, VBM_EINVAL, path,
                         "%s: expected a non-empty array of base64 PNG strings, a tensor "
                         "{\"dtype\", \"shape\": [n, c, h, w], \"data\"} or nested arrays "
                         "n x c x h x w",
                         path);
     if ((long)json_array_size(v) > max_frames)
-        return eng_fail(err, ENG_EINVAL, path, "%s: %zu images, the limit is %ld", path,
+        return vbm_fail(err, VBM_EINVAL, path, "%zu images, the limit is %ld",
                         json_array_size(v), max_frames);
     count = (long)json_array_size(v);
     first = json_array_get(v, 0);
     if (!json_is_string(first) && !json_is_array(first))
-        return eng_fail(err, ENG_EINVAL, path,
+        return vbm_fail(err, VBM_EINVAL, path,
                         "%s[0]: expected a base64 PNG string or a nested array (channels x "
                         "height x width)",
                         path);
     *out = malloc((size_t)count * per * sizeof **out);
     if (*out == NULL)
-        return eng_fail(err, ENG_ENOMEM, path, "out of memory for %ld images", count);
+        return vbm_fail(err, VBM_ENOMEM, path, "out of memory for %ld images", count);
     if (json_is_string(first))
         st = img_read_pngs(v, path, shape, *out, count, err);
     else
         st = img_read_nested(v, path, shape, *out, count, err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         free(*out);
         *out = NULL;
         return st;
     }
     *n = count;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* ---- writing images -------------------------------------------------------------- */
@@ -654,8 +648,8 @@ static json_t *img_nested(const float *x, long n, const img_shape *shape)
     return all;
 }
 
-eng_status img_write(const float *x, long n, const img_shape *shape, img_format fmt, json_t **out,
-                     eng_error *err)
+vbm_status img_write(const float *x, long n, const img_shape *shape, img_format fmt, json_t **out,
+                     vbm_error *err)
 {
     size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
     char msg[IMG_MSG_LEN];
@@ -676,14 +670,14 @@ eng_status img_write(const float *x, long n, const img_shape *shape, img_format 
         break;
     case IMG_PNG:
         if (shape->channels != 1 && shape->channels != 3)
-            return eng_fail(err, ENG_EINVAL, "format",
+            return vbm_fail(err, VBM_EINVAL, "format",
                             "format \"png\" needs a model of 1 or 3 channels, this one has %d",
                             shape->channels);
         arr = json_array();
         for (i = 0; arr != NULL && i < n; i++) {
             if (img_png_encode(x + (size_t)i * per, shape, &png, &len, msg, sizeof msg) != 0) {
                 json_decref(arr);
-                return eng_fail(err, ENG_ENOMEM, NULL, "%s", msg);
+                return vbm_fail(err, VBM_ENOMEM, NULL, "%s", msg);
             }
             text = codec_b64_encode(png, len);
             free(png);
@@ -696,9 +690,9 @@ eng_status img_write(const float *x, long n, const img_shape *shape, img_format 
         *out = arr;
         break;
     default:
-        return eng_fail(err, ENG_EINVAL, "format", "no image format");
+        return vbm_fail(err, VBM_EINVAL, "format", "no image format");
     }
     if (*out == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory encoding %ld images", n);
-    return ENG_OK;
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory encoding %ld images", n);
+    return VBM_OK;
 }

@@ -26,14 +26,14 @@ typedef enum {
 
 /* Parse the member `key` of obj ("png", "uint8", "float32", "json", or "none"
  * when allow_none) into *out; left unchanged when the member is absent. Fails
- * with ENG_EINVAL naming key. */
-eng_status img_opt_format(const json_t *obj, const char *key, int allow_none, img_format *out,
-                          eng_error *err);
+ * with VBM_EINVAL naming key. */
+vbm_status img_opt_format(const json_t *obj, const char *key, int allow_none, img_format *out,
+                          vbm_error *err);
 
 /* Parse the member `key` of obj: "mean" (0: the decoder's mean image) or
  * "sample" (1: a draw from p(x | z)) into *sample; unchanged when absent.
- * Fails with ENG_EINVAL naming key. */
-eng_status img_opt_pixels(const json_t *obj, const char *key, int *sample, eng_error *err);
+ * Fails with VBM_EINVAL naming key. */
+vbm_status img_opt_pixels(const json_t *obj, const char *key, int *sample, vbm_error *err);
 
 /* Decode the observations at JSON path `path` into n x c x h x w float pixels
  * in [0, 1] (NCHW) for shape:
@@ -50,18 +50,18 @@ eng_status img_opt_pixels(const json_t *obj, const char *key, int *sample, eng_e
  *   - nested arrays n x c x h x w of numbers.
  * Float pixels must be finite and in [0, 1]. n must be in [1, max_frames]. On
  * success *out (malloc'd, owned by the caller) holds *n images. Fails with
- * ENG_EINVAL whose field names the member and frame (e.g. "observations[3]",
+ * VBM_EINVAL whose field names the member and frame (e.g. "observations[3]",
  * "observations.data", "observations[2][0][5][7]") and whose message says what
- * is wrong and at which frame, or ENG_ENOMEM; *out is then NULL. */
-eng_status img_read(const json_t *v, const char *path, const img_shape *shape, long max_frames,
-                    float **out, long *n, eng_error *err);
+ * is wrong and at which frame, or VBM_ENOMEM; *out is then NULL. */
+vbm_status img_read(const json_t *v, const char *path, const img_shape *shape, long max_frames,
+                    float **out, long *n, vbm_error *err);
 
 /* Encode n images x (n x c x h x w floats, clamped to [0, 1]) in format fmt
  * (not IMG_NONE): 8-bit outputs map x to min(255, floor(256 x)). On success
- * *out is a new JSON value. Fails with ENG_EINVAL (PNG of a shape with other
- * than 1 or 3 channels) or ENG_ENOMEM. */
-eng_status img_write(const float *x, long n, const img_shape *shape, img_format fmt, json_t **out,
-                     eng_error *err);
+ * *out is a new JSON value. Fails with VBM_EINVAL (PNG of a shape with other
+ * than 1 or 3 channels) or VBM_ENOMEM. */
+vbm_status img_write(const float *x, long n, const img_shape *shape, img_format fmt, json_t **out,
+                     vbm_error *err);
 
 /* Decode one PNG of len bytes into shape (as img_read describes) into out
  * (c x h x w floats). Returns 0, or -1 with a message in msg (bad signature,

@@ -15,7 +15,7 @@ void obs_shape(const eng_model *m, img_shape *shape)
 
 int obs_session_model(http_req *r, eng_session *s, eng_model **m)
 {
-    eng_error err;
+    vbm_error err;
 
     *m = NULL;
     if (s->model_name[0] == '\0')
@@ -25,29 +25,29 @@ int obs_session_model(http_req *r, eng_session *s, eng_model **m)
                     s->model_name);
         return -1;
     }
-    if (eng_session_model(s, r->srv->cfg.models, m, &err) != ENG_OK) {
-        req_engine_problem(r, ENG_EINVAL, &err);
+    if (eng_session_model(s, r->srv->cfg.models, m, &err) != VBM_OK) {
+        req_engine_problem(r, VBM_EINVAL, &err);
         return -1;
     }
     return 0;
 }
 
-eng_status obs_encode(const eng_model *m, const json_t *v, const char *path, long max_frames,
-                      codec_codes *out, double *nets_s, eng_error *err)
+vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, long max_frames,
+                      codec_codes *out, double *nets_s, vbm_error *err)
 {
-    char msg[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN];
     img_shape shape;
     float *x = NULL;
     size_t TC;
     long n = 0;
     double t0;
-    eng_status st;
+    vbm_status st;
 
     memset(out, 0, sizeof *out);
     *nets_s = 0.0;
     obs_shape(m, &shape);
     st = img_read(v, path, &shape, max_frames, &x, &n, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     TC = (size_t)n * (size_t)m->info->code_size;
     out->mu = malloc(TC * sizeof *out->mu);
@@ -55,43 +55,43 @@ eng_status obs_encode(const eng_model *m, const json_t *v, const char *path, lon
     if (out->mu == NULL || out->s2 == NULL) {
         free(x);
         codec_codes_free(out);
-        return eng_fail(err, ENG_ENOMEM, path, "out of memory encoding %ld images", n);
+        return vbm_fail(err, VBM_ENOMEM, path, "out of memory encoding %ld images", n);
     }
     t0 = eng_now();
     if (nets_encode(m->net, x, n, out->mu, out->s2, msg, sizeof msg) != 0) {
         free(x);
         codec_codes_free(out);
-        return eng_fail(err, ENG_EINVAL, path, "%s: encoding: %s", path, msg);
+        return vbm_fail(err, VBM_EINVAL, path, "encoding: %s", msg);
     }
     *nets_s = eng_now() - t0;
     free(x);
     out->T = n;
     out->C = m->info->code_size;
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status obs_decode(const eng_model *m, const double *z, long n, int pixel_sample,
+vbm_status obs_decode(const eng_model *m, const double *z, long n, int pixel_sample,
                       uint64_t seed, img_format fmt, json_t **out, double *nets_s,
-                      eng_error *err)
+                      vbm_error *err)
 {
     img_shape shape;
     double t0 = eng_now();
     float *x;
-    eng_status st;
+    vbm_status st;
 
     *out = NULL;
     *nets_s = 0.0;
     obs_shape(m, &shape);
     if (fmt == IMG_PNG && shape.channels != 1 && shape.channels != 3)
-        return eng_fail(err, ENG_EINVAL, "format",
+        return vbm_fail(err, VBM_EINVAL, "format",
                         "format \"png\" needs a model of 1 or 3 channels, this one has %d",
                         shape.channels);
     x = malloc((size_t)n * (size_t)eng_model_pixels(m) * sizeof *x);
     if (x == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory decoding %ld codes", n);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory decoding %ld codes", n);
     st = eng_model_decode_images(m, NULL, z, n, pixel_sample, seed, x, err);
     *nets_s = eng_now() - t0;
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = img_write(x, n, &shape, fmt, out, err);
     free(x);
     return st;
@@ -137,15 +137,15 @@ static json_t *obs_set(json_t *o, const char *key, json_t *v)
     return o;
 }
 
-eng_status obs_recall_json(const http_req *r, const eng_recall_out *out, const eng_model *m,
+vbm_status obs_recall_json(const http_req *r, const eng_recall_out *out, const eng_model *m,
                            img_format fmt, int base64, int want_addresses, json_t **json,
-                           eng_error *err)
+                           vbm_error *err)
 {
     size_t TC = (size_t)out->T * (size_t)out->C, TP = (size_t)out->T * (size_t)out->P;
     int images = m != NULL && fmt != IMG_NONE;
     json_t *steps = json_array(), *step, *img, *doc, *start = NULL;
     img_shape shape;
-    eng_status st;
+    vbm_status st;
     int i;
 
     *json = NULL;
@@ -161,7 +161,7 @@ eng_status obs_recall_json(const http_req *r, const eng_recall_out *out, const e
         }
         if (step != NULL && images) {
             st = img_write(out->x + (size_t)i * TP, out->T, &shape, fmt, &img, err);
-            if (st != ENG_OK) {
+            if (st != VBM_OK) {
                 json_decref(step);
                 json_decref(steps);
                 return st;
@@ -177,7 +177,7 @@ eng_status obs_recall_json(const http_req *r, const eng_recall_out *out, const e
         start = json_pack("{s:o}", "codes", codec_matrix(out->start_codes, out->T, out->C, base64));
         if (start != NULL && images && out->start_images != NULL) {
             st = img_write(out->start_images, out->T, &shape, fmt, &img, err);
-            if (st != ENG_OK) {
+            if (st != VBM_OK) {
                 json_decref(start);
                 json_decref(steps);
                 return st;
@@ -200,7 +200,7 @@ eng_status obs_recall_json(const http_req *r, const eng_recall_out *out, const e
     else
         json_decref(start);
     if (doc == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory building the read");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building the read");
     *json = doc;
-    return ENG_OK;
+    return VBM_OK;
 }

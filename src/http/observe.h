@@ -23,18 +23,18 @@ int obs_session_model(http_req *r, eng_session *s, eng_model **m);
 /* Read the observations at JSON path `path` (img_read, at most max_frames)
  * and encode them with model m into out (mu and s2, T x C; owned by out,
  * release with codec_codes_free). *nets_s receives the encoder's seconds.
- * Fails with ENG_EINVAL (field names the member and frame), ENG_ENOMEM; out is
+ * Fails with VBM_EINVAL (field names the member and frame), VBM_ENOMEM; out is
  * then empty. */
-eng_status obs_encode(const eng_model *m, const json_t *v, const char *path, long max_frames,
-                      codec_codes *out, double *nets_s, eng_error *err);
+vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, long max_frames,
+                      codec_codes *out, double *nets_s, vbm_error *err);
 
 /* Decode n codes z (n x C) with model m into images (the mean, or with
  * pixel_sample a draw seeded with seed) as a JSON value of format fmt in *out.
- * *nets_s receives the decoder's seconds. Fails with ENG_EINVAL (format "png"
- * for a model of other than 1 or 3 channels), ENG_ENOMEM. */
-eng_status obs_decode(const eng_model *m, const double *z, long n, int pixel_sample,
+ * *nets_s receives the decoder's seconds. Fails with VBM_EINVAL (format "png"
+ * for a model of other than 1 or 3 channels), VBM_ENOMEM. */
+vbm_status obs_decode(const eng_model *m, const double *z, long n, int pixel_sample,
                       uint64_t seed, img_format fmt, json_t **out, double *nets_s,
-                      eng_error *err);
+                      vbm_error *err);
 
 /* The most probable cluster of every frame and group of a (T x G integers),
  * the read's addressing summary. NULL when out of memory. */
@@ -43,9 +43,9 @@ json_t *obs_clusters(const vbm_addresses *a);
 /* The body of a read answered by eng_session_recall: version, steps (codes,
  * clusters, addresses when want_addresses, observations in fmt unless
  * IMG_NONE or latent), start (codes and observations of a start drawn from
- * memory) and timings. Fails with ENG_EINVAL (format) or ENG_ENOMEM. */
-eng_status obs_recall_json(const http_req *r, const eng_recall_out *out, const eng_model *m,
+ * memory) and timings. Fails with VBM_EINVAL (format) or VBM_ENOMEM. */
+vbm_status obs_recall_json(const http_req *r, const eng_recall_out *out, const eng_model *m,
                            img_format fmt, int base64, int want_addresses, json_t **json,
-                           eng_error *err);
+                           vbm_error *err);
 
 #endif

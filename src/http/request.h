@@ -120,7 +120,7 @@ void req_problem(http_req *r, int status, const char *field, const char *fmt, ..
 
 /* Set the response from an engine failure: EINVAL/ENUMERIC/EFORMAT 422,
  * ENOTFOUND 404, ECONFLICT 409, ELIMIT 429, EBUSY/ESTOPPED/ENOMEM 503. */
-void req_engine_problem(http_req *r, eng_status st, const eng_error *err);
+void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err);
 
 /* Set the response body to a text of the given content type (copied). */
 void req_text(http_req *r, int status, const char *content_type, const char *text, size_t len);

@@ -96,14 +96,14 @@ void route_models_list(http_req *r)
 static eng_model *models_lookup(http_req *r)
 {
     eng_model *m = NULL;
-    eng_error err;
+    vbm_error err;
 
     if (r->srv->cfg.models == NULL) {
         req_problem(r, 404, "name", "no model named \"%s\" is hosted (no models directory)",
                     r->param);
         return NULL;
     }
-    if (eng_models_get(r->srv->cfg.models, r->param, &m, &err) != ENG_OK) {
+    if (eng_models_get(r->srv->cfg.models, r->param, &m, &err) != VBM_OK) {
         req_problem(r, 404, "name", "%s", err.msg);
         return NULL;
     }
@@ -134,16 +134,16 @@ void route_models_encode(http_req *r)
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), t1 = 0.0, parse_s = 0.0;
     double *mu = NULL, *s2 = NULL;
-    char msg[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN];
     float *x = NULL;
     eng_model *m;
     img_shape shape;
     json_t *body, *out = NULL;
-    eng_error err;
+    vbm_error err;
     long n = 0;
     int b64 = 0;
     size_t TC = 0;
-    eng_status st;
+    vbm_status st;
 
     m = models_lookup(r);
     if (m == NULL)
@@ -154,29 +154,29 @@ void route_models_encode(http_req *r)
     }
     models_shape(m, &shape);
     st = codec_check_keys(body, "", keys, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
-    if (st == ENG_OK && json_object_get(body, "observations") == NULL)
-        st = eng_fail(&err, ENG_EINVAL, "observations", "observations: missing");
-    if (st == ENG_OK)
+    if (st == VBM_OK && json_object_get(body, "observations") == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "observations", "missing");
+    if (st == VBM_OK)
         st = img_read(json_object_get(body, "observations"), "observations", &shape,
                       lim->max_frames, &x, &n, &err);
     json_decref(body);
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         parse_s = eng_now() - t0;
         TC = (size_t)n * (size_t)m->info->code_size;
         mu = malloc(TC * sizeof *mu);
         s2 = malloc(TC * sizeof *s2);
         if (mu == NULL || s2 == NULL)
-            st = eng_fail(&err, ENG_ENOMEM, NULL, "out of memory encoding %ld images", n);
+            st = vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory encoding %ld images", n);
     }
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         t1 = eng_now();
         if (nets_encode(m->net, x, n, mu, s2, msg, sizeof msg) != 0)
-            st = eng_fail(&err, ENG_EINVAL, "observations", "encoding: %s", msg);
+            st = vbm_fail(&err, VBM_EINVAL, "observations", "encoding: %s", msg);
         t1 = eng_now() - t1;
     }
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         out = json_pack("{s:s, s:I, s:{s:o, s:o}, s:{s:f, s:f, s:f, s:f}}", "model", m->name,
                         "count", (json_int_t)n, "codes", "mu",
                         codec_matrix(mu, n, m->info->code_size, b64), "sigma2",
@@ -187,7 +187,7 @@ void route_models_encode(http_req *r)
     free(mu);
     free(s2);
     eng_model_unref(m);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         return;
     }
@@ -205,10 +205,10 @@ void route_models_decode(http_req *r)
     eng_model *m;
     img_shape shape;
     json_t *body, *images = NULL, *out = NULL;
-    eng_error err;
+    vbm_error err;
     uint64_t seed = 0;
     int sample = 0;
-    eng_status st;
+    vbm_status st;
 
     memset(&codes, 0, sizeof codes);
     m = models_lookup(r);
@@ -220,37 +220,37 @@ void route_models_decode(http_req *r)
     }
     models_shape(m, &shape);
     st = codec_check_keys(body, "", keys, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = img_opt_format(body, "format", 0, &fmt, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = img_opt_pixels(body, "pixels", &sample, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_seed(body, "seed", &seed, &err);
-    if (st == ENG_OK && json_object_get(body, "codes") == NULL)
-        st = eng_fail(&err, ENG_EINVAL, "codes", "codes: missing");
-    if (st == ENG_OK)
+    if (st == VBM_OK && json_object_get(body, "codes") == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "codes", "missing");
+    if (st == VBM_OK)
         st = codec_read_codes(json_object_get(body, "codes"), "codes", lim->max_frames,
                               lim->max_code_size, &codes, &err);
     json_decref(body);
-    if (st == ENG_OK && codes.C != m->info->code_size)
-        st = eng_fail(&err, ENG_EINVAL, "codes.mu",
-                      "codes.mu: %d columns, the model's code size is %d", codes.C,
+    if (st == VBM_OK && codes.C != m->info->code_size)
+        st = vbm_fail(&err, VBM_EINVAL, "codes.mu",
+                      "%d columns, the model's code size is %d", codes.C,
                       m->info->code_size);
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         parse_s = eng_now() - t0;
         x = malloc((size_t)codes.T * (size_t)eng_model_pixels(m) * sizeof *x);
         if (x == NULL)
-            st = eng_fail(&err, ENG_ENOMEM, NULL, "out of memory decoding %ld codes", codes.T);
+            st = vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory decoding %ld codes", codes.T);
     }
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         t1 = eng_now();
         st = eng_model_decode_images(m, NULL, codes.mu, codes.T, sample,
                                      eng_derive_seed(seed, ENG_STREAM_PIXELS), x, &err);
         t1 = eng_now() - t1;
     }
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = img_write(x, codes.T, &shape, fmt, &images, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         out = json_pack("{s:s, s:I, s:o, s:{s:f, s:f, s:f, s:f}}", "model", m->name, "count",
                         (json_int_t)codes.T, "observations", images, "timings", "queue_s",
                         r->job.started_at - r->job.queued_at, "parse_s", parse_s, "nets_s", t1,
@@ -258,7 +258,7 @@ void route_models_decode(http_req *r)
     free(x);
     codec_codes_free(&codes);
     eng_model_unref(m);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         return;
     }

@@ -26,14 +26,14 @@
 static eng_session *sess_lookup(http_req *r)
 {
     eng_session *s = NULL;
-    eng_error err;
-    eng_status st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
+    vbm_error err;
+    vbm_status st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
 
-    if (st == ENG_ENOTFOUND) {
+    if (st == VBM_ENOTFOUND) {
         req_problem(r, 404, NULL, "no session %s", r->param);
         return NULL;
     }
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         return NULL;
     }
@@ -72,11 +72,11 @@ static double sess_elapsed(const http_req *r)
 /* Respond with the session resource (status 200 or 201). */
 static void sess_respond_info(http_req *r, eng_session *s, int status)
 {
-    eng_error err;
+    vbm_error err;
     eng_info info;
-    eng_status st = eng_session_info(s, &info, &err);
+    vbm_status st = eng_session_info(s, &info, &err);
 
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         return;
     }
@@ -89,7 +89,7 @@ static void sess_respond_info(http_req *r, eng_session *s, int status)
 static void sess_memjson_problem(http_req *r, const char *msg)
 {
     const char *colon = strstr(msg, ": ");
-    char field[ENG_FIELD_LEN];
+    char field[VBM_FIELD_LEN];
     size_t n = colon != NULL ? (size_t)(colon - msg) : 0;
 
     field[0] = '\0';
@@ -101,9 +101,9 @@ static void sess_memjson_problem(http_req *r, const char *msg)
 }
 
 /* Replace the first `skip` characters of err->field by prefix (truncating). */
-static void sess_field_rebase(eng_error *err, const char *prefix, size_t skip)
+static void sess_field_rebase(vbm_error *err, const char *prefix, size_t skip)
 {
-    char field[ENG_FIELD_LEN];
+    char field[VBM_FIELD_LEN];
     size_t np = strlen(prefix), nr, cap = sizeof field - 1;
     const char *rest = err->field + (skip < strlen(err->field) ? skip : strlen(err->field));
 
@@ -131,69 +131,69 @@ static double sess_config_bytes(const vbm_config *c)
 /* ---- POST /v1/sessions ----------------------------------------------------- */
 
 /* Read the "solver" object into *sv. */
-static eng_status sess_read_solver(const json_t *v, const http_limits *lim, eng_solver *sv,
-                                   eng_error *err)
+static vbm_status sess_read_solver(const json_t *v, const http_limits *lim, eng_solver *sv,
+                                   vbm_error *err)
 {
     static const char *const keys[] = {"iterations", "tolerance", "init", NULL};
     long it = sv->iterations;
     int init = (int)sv->init;
-    eng_status st;
+    vbm_status st;
 
     if (!json_is_object(v))
-        return eng_fail(err, ENG_EINVAL, "solver", "solver: expected an object");
+        return vbm_fail(err, VBM_EINVAL, "solver", "expected an object");
     st = codec_check_keys(v, "solver", keys, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_long(v, "iterations", 0, lim->max_iterations, &it, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_double(v, "tolerance", 0.0, 1.0, &sv->tolerance, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_init(v, "init", &init, err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         if (strncmp(err->field, "solver", 6) != 0)
             sess_field_rebase(err, "solver.", 0);
         return st;
     }
     sv->iterations = (int)it;
     sv->init = (vbm_init)init;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* The model a new session uses (a new reference in *m), or NULL for a latent
  * session: "model" when given, else the default model when "code_size" is
  * absent and a default is configured. */
-static eng_status sess_pick_model(http_req *r, const json_t *body, eng_model **m, eng_error *err)
+static vbm_status sess_pick_model(http_req *r, const json_t *body, eng_model **m, vbm_error *err)
 {
     eng_models *reg = r->srv->cfg.models;
     const json_t *v = json_object_get(body, "model");
     const char *dflt = reg != NULL ? eng_models_default_name(reg) : "";
-    eng_status st;
+    vbm_status st;
 
     *m = NULL;
     if (v == NULL && (json_object_get(body, "code_size") != NULL || dflt[0] == '\0'))
-        return ENG_OK;
+        return VBM_OK;
     if (v != NULL && !json_is_string(v))
-        return eng_fail(err, ENG_EINVAL, "model", "model: expected the name of a hosted model");
+        return vbm_fail(err, VBM_EINVAL, "model", "expected the name of a hosted model");
     if (reg == NULL)
-        return eng_fail(err, ENG_EINVAL, "model", "model: no models are hosted");
+        return vbm_fail(err, VBM_EINVAL, "model", "no models are hosted");
     st = eng_models_get(reg, v != NULL ? json_string_value(v) : dflt, m, err);
-    if (st == ENG_ENOTFOUND && v == NULL)
-        return eng_fail(err, ENG_EINVAL, "model",
-                        "model: the default model \"%s\" is not hosted (see GET /v1/models); "
+    if (st == VBM_ENOTFOUND && v == NULL)
+        return vbm_fail(err, VBM_EINVAL, "model",
+                        "the default model \"%s\" is not hosted (see GET /v1/models); "
                         "name a model, or give \"code_size\" for a latent session", dflt);
-    if (st != ENG_OK) {
-        char why[ENG_MSG_LEN];
+    if (st != VBM_OK) {
+        char why[VBM_MSG_LEN];
 
         memcpy(why, err->msg, sizeof why);
-        return eng_fail(err, st == ENG_ENOTFOUND ? ENG_EINVAL : st, "model", "model: %s", why);
+        return vbm_fail(err, st == VBM_ENOTFOUND ? VBM_EINVAL : st, "model", "%s", why);
     }
     if ((*m)->info->code_size > r->srv->cfg.limits.max_code_size) {
-        eng_fail(err, ENG_EINVAL, "model", "model: its code size %d exceeds the limit %d",
+        vbm_fail(err, VBM_EINVAL, "model", "its code size %d exceeds the limit %d",
                  (*m)->info->code_size, r->srv->cfg.limits.max_code_size);
         eng_model_unref(*m);
         *m = NULL;
-        return ENG_EINVAL;
+        return VBM_EINVAL;
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
 /* The memory configuration object to read for a session of model m (NULL:
@@ -235,44 +235,44 @@ void route_sessions_create(http_req *r)
     static const char *const keys[] = {"code_size", "model", "memory", "solver", "ttl_seconds",
                                        NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    char msg[ENG_MSG_LEN], qualified[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN], qualified[VBM_MSG_LEN];
     json_t *body, *memory;
     eng_solver solver = {SESS_DEFAULT_ITERATIONS, 0.0, VBM_INIT_AUTO};
     eng_session *s = NULL;
     eng_model *m = NULL;
     vbm_config cfg;
     vbm_error verr;
-    eng_error err;
+    vbm_error err;
     long code_size = 0, ttl = 0, count = 0;
     size_t total = 0;
     double need;
-    eng_status st;
+    vbm_status st;
 
     if (req_body_object(r, &body) != 0)
         return;
     st = codec_check_keys(body, "", keys, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = sess_pick_model(r, body, &m, &err);
-    if (st == ENG_OK && m == NULL && json_object_get(body, "code_size") == NULL)
-        st = eng_fail(&err, ENG_EINVAL, "code_size",
-                      "code_size: missing (a latent session needs the code size C; a session "
+    if (st == VBM_OK && m == NULL && json_object_get(body, "code_size") == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "code_size",
+                      "missing (a latent session needs the code size C; a session "
                       "with images names a \"model\")");
     if (m != NULL) {
         code_size = m->info->code_size;
         solver.iterations = m->info->iterations < lim->max_iterations ? m->info->iterations
                                                                       : lim->max_iterations;
     }
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, &err);
-    if (st == ENG_OK && m != NULL && code_size != m->info->code_size)
-        st = eng_fail(&err, ENG_EINVAL, "code_size",
-                      "code_size: %ld differs from the code size %d of model \"%s\"", code_size,
+    if (st == VBM_OK && m != NULL && code_size != m->info->code_size)
+        st = vbm_fail(&err, VBM_EINVAL, "code_size",
+                      "%ld differs from the code size %d of model \"%s\"", code_size,
                       m->info->code_size, m->name);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_long(body, "ttl_seconds", 0, SESS_MAX_TTL, &ttl, &err);
-    if (st == ENG_OK && json_object_get(body, "solver") != NULL)
+    if (st == VBM_OK && json_object_get(body, "solver") != NULL)
         st = sess_read_solver(json_object_get(body, "solver"), lim, &solver, &err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         eng_model_unref(m);
         json_decref(body);
@@ -318,13 +318,13 @@ void route_sessions_create(http_req *r)
         return;
     }
     st = eng_session_create(&cfg, &solver, ttl, r->owner, &s, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         eng_session_set_model(s, m);
     eng_model_unref(m);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = eng_store_insert(r->srv->store, s, 0, &err);
-    if (st != ENG_OK) {
-        if (st == ENG_EINVAL && err.field[0] == '\0') {
+    if (st != VBM_OK) {
+        if (st == VBM_EINVAL && err.field[0] == '\0') {
             memjson_qualify_message(qualified, sizeof qualified, "memory", err.msg);
             sess_memjson_problem(r, qualified);
         } else {
@@ -345,12 +345,12 @@ void route_sessions_list(http_req *r)
     const char *limit_arg = req_arg(r, "limit"), *cursor = req_arg(r, "cursor");
     eng_session **items = NULL;
     json_t *out, *arr;
-    eng_error err;
+    vbm_error err;
     eng_info info;
     long limit = SESS_LIST_DEFAULT;
     char *end;
     int n = 0, more = 0, i;
-    eng_status st;
+    vbm_status st;
 
     if (limit_arg != NULL) {
         limit = strtol(limit_arg, &end, 10);
@@ -360,13 +360,13 @@ void route_sessions_list(http_req *r)
         }
     }
     st = eng_store_list(r->srv->store, r->owner, cursor, (int)limit, &items, &n, &more, &err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         return;
     }
     arr = json_array();
     for (i = 0; i < n; i++) {
-        if (arr != NULL && eng_session_info(items[i], &info, &err) == ENG_OK) {
+        if (arr != NULL && eng_session_info(items[i], &info, &err) == VBM_OK) {
             if (json_array_append_new(arr, codec_info(&info)) != 0) {
                 json_decref(arr);
                 arr = NULL;
@@ -395,8 +395,8 @@ void route_sessions_get(http_req *r)
 void route_sessions_delete(http_req *r)
 {
     eng_session *s = sess_lookup(r);
-    eng_error err;
-    eng_status st;
+    vbm_error err;
+    vbm_status st;
     uint64_t version;
 
     if (s == NULL)
@@ -414,7 +414,7 @@ void route_sessions_delete(http_req *r)
     }
     eng_session_unref(s);
     st = eng_store_remove(r->srv->store, r->param, r->owner, &err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         return;
     }
@@ -428,11 +428,11 @@ void route_sessions_delete(http_req *r)
 /* ---- fitting: episodes and resize ------------------------------------------- */
 
 /* Read the fitting options shared by episodes and resize. */
-static eng_status sess_fit_opts(const json_t *body, const http_limits *lim, eng_fit_opts *o,
-                                eng_error *err)
+static vbm_status sess_fit_opts(const json_t *body, const http_limits *lim, eng_fit_opts *o,
+                                vbm_error *err)
 {
     long it = -1;
-    eng_status st;
+    vbm_status st;
 
     memset(o, 0, sizeof *o);
     o->iterations = -1;
@@ -440,13 +440,13 @@ static eng_status sess_fit_opts(const json_t *body, const http_limits *lim, eng_
     o->init = -1;
     o->max_seconds = lim->max_solve_seconds;
     st = codec_opt_long(body, "iterations", 0, lim->max_iterations, &it, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_double(body, "tolerance", 0.0, 1.0, &o->tolerance, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_seed(body, "seed", &o->seed, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_init(body, "init", &o->init, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_bool(body, "addresses", &o->want_addresses, err);
     o->iterations = (int)it;
     return st;
@@ -491,9 +491,9 @@ void route_episodes(http_req *r)
     eng_model *m = NULL;
     const json_t *mv, *cv, *ov;
     json_t *body, *res;
-    eng_error err;
+    vbm_error err;
     int images;
-    eng_status st;
+    vbm_status st;
 
     memset(&codes, 0, sizeof codes);
     if (sess_lookup_body(r, &s, &body) != 0)
@@ -507,7 +507,7 @@ void route_episodes(http_req *r)
     }
     st = codec_check_keys(body, "", keys, &err);
     mv = json_object_get(body, "mode");
-    if (st == ENG_OK && mv != NULL) {
+    if (st == VBM_OK && mv != NULL) {
         if (json_is_string(mv) && strcmp(json_string_value(mv), "replace") == 0)
             mode = ENG_REPLACE;
         else if (json_is_string(mv) && strcmp(json_string_value(mv), "append") == 0)
@@ -515,27 +515,27 @@ void route_episodes(http_req *r)
         else if (json_is_string(mv) && strcmp(json_string_value(mv), "refit") == 0)
             mode = ENG_REFIT;
         else
-            st = eng_fail(&err, ENG_EINVAL, "mode",
-                          "mode: expected \"replace\", \"append\" or \"refit\"");
+            st = vbm_fail(&err, VBM_EINVAL, "mode",
+                          "expected \"replace\", \"append\" or \"refit\"");
     }
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = sess_fit_opts(body, lim, &o, &err);
     cv = json_object_get(body, "codes");
-    if (st == ENG_OK && cv != NULL && ov != NULL)
-        st = eng_fail(&err, ENG_EINVAL, "observations",
-                      "observations: give codes or observations, not both");
-    if (st == ENG_OK && ov != NULL && m == NULL)
-        st = eng_fail(&err, ENG_EINVAL, "observations",
-                      "observations: this is a latent session (no model): post codes");
-    if (st == ENG_OK && cv == NULL && ov == NULL && mode != ENG_REFIT)
-        st = eng_fail(&err, ENG_EINVAL, "codes", "codes: missing (or observations)");
-    if (st == ENG_OK && cv != NULL)
+    if (st == VBM_OK && cv != NULL && ov != NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "observations",
+                      "give codes or observations, not both");
+    if (st == VBM_OK && ov != NULL && m == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "observations",
+                      "this is a latent session (no model): post codes");
+    if (st == VBM_OK && cv == NULL && ov == NULL && mode != ENG_REFIT)
+        st = vbm_fail(&err, VBM_EINVAL, "codes", "missing (or observations)");
+    if (st == VBM_OK && cv != NULL)
         st = codec_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, &err);
-    if (st == ENG_OK && ov != NULL)
+    if (st == VBM_OK && ov != NULL)
         st = obs_encode(m, ov, "observations", lim->max_frames, &codes, &encode_s, &err);
     eng_model_unref(m);
     json_decref(body);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         eng_session_unref(s);
         return;
@@ -549,7 +549,7 @@ void route_episodes(http_req *r)
     st = eng_session_write(s, mode, codes.mu != NULL ? &vc : NULL, &o, &out, &err);
     codec_codes_free(&codes);
     eng_session_unref(s);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         return;
     }
@@ -577,25 +577,25 @@ void route_resize(http_req *r)
     eng_fit_out out;
     vbm_config cfg;
     json_t *body, *res;
-    eng_error err;
+    vbm_error err;
     long H = 0, K = 0;
     size_t old_bytes;
     double need;
-    eng_status st;
+    vbm_status st;
 
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
     st = codec_check_keys(body, "", keys, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_long(body, "clusters", 0, VBM_MAX_CLUSTERS, &H, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_long(body, "rows", 0, VBM_MAX_ROWS, &K, &err);
-    if (st == ENG_OK && H == 0 && K == 0)
-        st = eng_fail(&err, ENG_EINVAL, "clusters", "give clusters and/or rows (0 keeps one)");
-    if (st == ENG_OK)
+    if (st == VBM_OK && H == 0 && K == 0)
+        st = vbm_fail(&err, VBM_EINVAL, "clusters", "give clusters and/or rows (0 keeps one)");
+    if (st == VBM_OK)
         st = sess_fit_opts(body, lim, &o, &err);
     json_decref(body);
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         eng_session_rdlock(s);
         cfg = s->mem->cfg;
         eng_session_unlock(s);
@@ -606,12 +606,12 @@ void route_resize(http_req *r)
         old_bytes = atomic_load(&s->bytes);
         need = sess_config_bytes(&cfg);
         if (need > (double)lim->max_memory_bytes)
-            st = eng_fail(&err, ENG_ELIMIT, NULL, "the resized memory (%.0f bytes) exceeds the "
+            st = vbm_fail(&err, VBM_ELIMIT, NULL, "the resized memory (%.0f bytes) exceeds the "
                           "memory limit", need);
         else
             st = eng_store_reserve(r->srv->store, old_bytes, (size_t)need, &err);
     }
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         eng_session_unref(s);
         return;
@@ -619,7 +619,7 @@ void route_resize(http_req *r)
     o.if_match = sess_if_match(r);
     st = eng_session_resize(s, (int)H, (int)K, &o, &out, &err);
     eng_session_unref(s);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         return;
     }
@@ -638,22 +638,22 @@ void route_resize(http_req *r)
 
 /* Image options of samples and reads: "format" (default png for a session
  * with a model, none without) and "pixels"; a latent session refuses images. */
-static eng_status sess_image_opts(const json_t *body, int has_model, img_format *fmt,
-                                  int *sample, eng_error *err)
+static vbm_status sess_image_opts(const json_t *body, int has_model, img_format *fmt,
+                                  int *sample, vbm_error *err)
 {
-    eng_status st;
+    vbm_status st;
 
     *fmt = has_model ? IMG_PNG : IMG_NONE;
     *sample = 0;
     st = img_opt_format(body, "format", 1, fmt, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = img_opt_pixels(body, "pixels", sample, err);
-    if (st == ENG_OK && !has_model && *fmt != IMG_NONE)
-        st = eng_fail(err, ENG_EINVAL, "format",
-                      "format: this is a latent session (no model): it has codes, not images");
-    if (st == ENG_OK && !has_model && json_object_get(body, "pixels") != NULL)
-        st = eng_fail(err, ENG_EINVAL, "pixels",
-                      "pixels: this is a latent session (no model): it has codes, not images");
+    if (st == VBM_OK && !has_model && *fmt != IMG_NONE)
+        st = vbm_fail(err, VBM_EINVAL, "format",
+                      "this is a latent session (no model): it has codes, not images");
+    if (st == VBM_OK && !has_model && json_object_get(body, "pixels") != NULL)
+        st = vbm_fail(err, VBM_EINVAL, "pixels",
+                      "this is a latent session (no model): it has codes, not images");
     return st;
 }
 
@@ -665,42 +665,42 @@ void route_samples(http_req *r)
     eng_session *s;
     eng_model *m = NULL;
     json_t *body, *out, *images = NULL;
-    eng_error err;
+    vbm_error err;
     uint64_t seed = 0, version = 0;
     long count = 1, cluster = -1;
     double *z = NULL, nets_s = 0.0;
     int *clusters = NULL, C = 0, G = 0, b64 = 0, sample = 0;
     img_format fmt = IMG_NONE;
-    eng_status st;
+    vbm_status st;
 
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
     st = codec_check_keys(body, "", keys, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_long(body, "count", 1, lim->max_frames, &count, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_seed(body, "seed", &seed, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_long(body, "cluster", -1, VBM_MAX_CLUSTERS, &cluster, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = sess_image_opts(body, s->model_name[0] != '\0', &fmt, &sample, &err);
     json_decref(body);
     /* codes alone ("format": "none") do not need the model */
-    if (st == ENG_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0) {
+    if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0) {
         eng_session_unref(s);
         return;
     }
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = eng_session_sample(s, count, seed, (int)cluster, &z, &clusters, &C, &G, &version,
                                 &err);
     eng_session_unref(s);
-    if (st == ENG_OK && fmt != IMG_NONE)
+    if (st == VBM_OK && fmt != IMG_NONE)
         st = obs_decode(m, z, count, sample, eng_derive_seed(seed, ENG_STREAM_PIXELS), fmt,
                         &images, &nets_s, &err);
     eng_model_unref(m);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         free(z);
         free(clusters);
         req_engine_problem(r, st, &err);
@@ -733,21 +733,21 @@ static void sess_read_codes(http_req *r, eng_session *s, codec_codes *q, long it
     vbm_addresses *addr = NULL;
     vbm_codes vc;
     json_t *steps, *step, *out;
-    eng_error err;
+    vbm_error err;
     uint64_t version = 0;
     double *z = NULL;
     size_t block;
     long i;
-    eng_status st;
+    vbm_status st;
 
     vc.T = q->T;
     vc.C = q->C;
     vc.mu = q->mu;
     vc.s2 = q->s2;
     st = eng_session_read(s, &vc, (int)iterations, seed, &z, &addr, &version, &err);
-    if (st != ENG_OK && strncmp(err.field, "codes", 5) == 0)
+    if (st != VBM_OK && strncmp(err.field, "codes", 5) == 0)
         sess_field_rebase(&err, "query", 5);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         codec_codes_free(q);
         req_engine_problem(r, st, &err);
         return;
@@ -791,12 +791,12 @@ void route_reads(http_req *r)
     eng_model *m = NULL;
     const json_t *qv, *ov;
     json_t *body, *out = NULL;
-    eng_error err;
+    vbm_error err;
     uint64_t seed = 0;
     long iterations = 1, count = 1, n = 0;
     float *x = NULL;
     int b64 = 0, want_addr = 1, sample = 0, C;
-    eng_status st;
+    vbm_status st;
 
     memset(&q, 0, sizeof q);
     if (sess_lookup_body(r, &s, &body) != 0)
@@ -809,35 +809,35 @@ void route_reads(http_req *r)
     qv = json_object_get(body, "query");
     ov = json_object_get(body, "observations");
     st = codec_check_keys(body, "", keys, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_long(body, "iterations", 1, lim->max_read_steps, &iterations, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_seed(body, "seed", &seed, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_bool(body, "addresses", &want_addr, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = codec_opt_long(body, "count", 1, lim->max_frames, &count, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = sess_image_opts(body, m != NULL, &fmt, &sample, &err);
-    if (st == ENG_OK && qv != NULL && ov != NULL)
-        st = eng_fail(&err, ENG_EINVAL, "observations",
-                      "observations: give query codes or observations, not both");
-    if (st == ENG_OK && ov != NULL && m == NULL)
-        st = eng_fail(&err, ENG_EINVAL, "observations",
-                      "observations: this is a latent session (no model): query with codes");
-    if (st == ENG_OK && (qv != NULL || ov != NULL) && json_object_get(body, "count") != NULL)
-        st = eng_fail(&err, ENG_EINVAL, "count",
-                      "count: frames of a read that starts from memory (no query) only");
-    if (st == ENG_OK && qv != NULL)
+    if (st == VBM_OK && qv != NULL && ov != NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "observations",
+                      "give query codes or observations, not both");
+    if (st == VBM_OK && ov != NULL && m == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "observations",
+                      "this is a latent session (no model): query with codes");
+    if (st == VBM_OK && (qv != NULL || ov != NULL) && json_object_get(body, "count") != NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "count",
+                      "frames of a read that starts from memory (no query) only");
+    if (st == VBM_OK && qv != NULL)
         st = codec_read_codes(qv, "query", lim->max_frames, lim->max_code_size, &q, &err);
-    if (st == ENG_OK && ov != NULL) {
+    if (st == VBM_OK && ov != NULL) {
         obs_shape(m, &shape);
         st = img_read(ov, "observations", &shape, lim->max_frames, &x, &n, &err);
     }
     json_decref(body);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         codec_codes_free(&q);
         eng_model_unref(m);
         eng_session_unref(s);
@@ -880,14 +880,14 @@ void route_reads(http_req *r)
     eng_session_unref(s);
     free(x);
     codec_codes_free(&q);
-    if (st == ENG_OK) {
+    if (st == VBM_OK) {
         st = obs_recall_json(r, &res, m, fmt, b64, want_addr, &out, &err);
-        if (st == ENG_OK)
+        if (st == VBM_OK)
             req_etag(r, res.version);
         eng_recall_out_free(&res);
     }
     eng_model_unref(m);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         return;
     }
@@ -898,7 +898,7 @@ void route_reads(http_req *r)
 
 void route_memory_get(http_req *r)
 {
-    char msg[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN];
     eng_session *s = sess_lookup(r);
     json_t *m = NULL;
     uint64_t version;
@@ -922,15 +922,15 @@ void route_memory_get(http_req *r)
 void route_memory_put(http_req *r)
 {
     const http_limits *lim = &r->srv->cfg.limits;
-    char msg[ENG_MSG_LEN];
+    char msg[VBM_MSG_LEN];
     vbm_memory *mem = NULL;
     eng_session *s;
     json_t *body;
-    eng_error err;
+    vbm_error err;
     uint64_t version;
     size_t need;
     int code_size;
-    eng_status st;
+    vbm_status st;
     vbm_status vst;
 
     if (sess_lookup_body(r, &s, &body) != 0)
@@ -965,9 +965,9 @@ void route_memory_put(http_req *r)
     }
     need = sizeof(eng_session) + eng_memory_bytes(mem);
     st = eng_store_reserve(r->srv->store, atomic_load(&s->bytes), need, &err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         st = eng_session_replace(s, mem, sess_if_match(r), &version, &err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         vbm_memory_free(mem);
         eng_session_unref(s);
         req_engine_problem(r, st, &err);

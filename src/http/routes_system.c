@@ -45,7 +45,7 @@ static int sys_models_ready(const http_server *srv, int *n, char *why, size_t wh
 void route_readyz(http_req *r)
 {
     http_server *srv = r->srv;
-    char why[ENG_MSG_LEN];
+    char why[VBM_MSG_LEN];
     int queued = 0, depth = 0, nmodels = 0;
 
     eng_pool_stats(srv->pool, &queued, NULL, &depth);
@@ -59,9 +59,9 @@ void route_readyz(http_req *r)
         return;
     }
     {
-        eng_error e;
+        vbm_error e;
         e.msg[0] = '\0';
-        if (eng_store_ready(srv->store, &e) != ENG_OK) {
+        if (eng_store_ready(srv->store, &e) != VBM_OK) {
             req_problem(r, 503, NULL, "not ready: the session store is unavailable: %s", e.msg);
             return;
         }

@@ -120,7 +120,7 @@ static void req_problem_kind(int status, const char **slug, const char **title)
 
 void req_problem(http_req *r, int status, const char *field, const char *fmt, ...)
 {
-    char detail[ENG_MSG_LEN + 64], type[64];
+    char detail[VBM_MSG_LEN + 64], type[64];
     const char *slug, *title;
     json_t *o, *d;
     va_list ap;
@@ -168,17 +168,17 @@ void req_problem(http_req *r, int status, const char *field, const char *fmt, ..
         r->resp.retry_after = r->srv->cfg.limits.retry_after_s;
 }
 
-void req_engine_problem(http_req *r, eng_status st, const eng_error *err)
+void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err)
 {
     int status;
 
     switch (st) {
-    case ENG_EINVAL:
-    case ENG_ENUMERIC:
-    case ENG_EFORMAT: status = 422; break;
-    case ENG_ENOTFOUND: status = 404; break;
-    case ENG_ECONFLICT: status = 409; break;
-    case ENG_ELIMIT: status = 429; break;
+    case VBM_EINVAL:
+    case VBM_ENUMERIC:
+    case VBM_EFORMAT: status = 422; break;
+    case VBM_ENOTFOUND: status = 404; break;
+    case VBM_ECONFLICT: status = 409; break;
+    case VBM_ELIMIT: status = 429; break;
     default: status = 503; break;
     }
     req_problem(r, status, err->field, "%s", err->msg);
@@ -487,7 +487,7 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
 {
     http_server *srv = cls;
     http_req *r = *con_cls;
-    eng_status st;
+    vbm_status st;
 
     (void)version;
     if (r == NULL) {
@@ -536,8 +536,8 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     atomic_store(&r->state, REQ_RUNNING);
     MHD_suspend_connection(conn);
     st = eng_pool_submit(srv->pool, &r->job);
-    if (st != ENG_OK) {
-        if (st == ENG_EBUSY) {
+    if (st != VBM_OK) {
+        if (st == VBM_EBUSY) {
             metrics_rejected(srv->metrics);
             req_problem(r, 503, NULL, "the job queue is full; retry later");
         } else {
@@ -581,8 +581,8 @@ static void srv_mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* Resolve "HOST:PORT" or "[V6]:PORT" into addr. */
-static eng_status srv_resolve(const char *listen, struct sockaddr_storage *addr,
-                              socklen_t *addrlen, int *port, eng_error *err)
+static vbm_status srv_resolve(const char *listen, struct sockaddr_storage *addr,
+                              socklen_t *addrlen, int *port, vbm_error *err)
 {
     char host[SRV_LISTEN_LEN], *colon;
     const char *portstr;
@@ -593,11 +593,11 @@ static eng_status srv_resolve(const char *listen, struct sockaddr_storage *addr,
     char *end;
 
     if (listen == NULL || strlen(listen) >= sizeof host)
-        return eng_fail(err, ENG_EINVAL, "listen", "expected ADDR:PORT");
+        return vbm_fail(err, VBM_EINVAL, "listen", "expected ADDR:PORT");
     if (listen[0] == '[') {
         colon = strstr(listen, "]:");
         if (colon == NULL)
-            return eng_fail(err, ENG_EINVAL, "listen", "expected [ADDR]:PORT, got %s", listen);
+            return vbm_fail(err, VBM_EINVAL, "listen", "expected [ADDR]:PORT, got %s", listen);
         n = (size_t)(colon - listen - 1);
         memcpy(host, listen + 1, n);
         host[n] = '\0';
@@ -605,7 +605,7 @@ static eng_status srv_resolve(const char *listen, struct sockaddr_storage *addr,
     } else {
         colon = strrchr(listen, ':');
         if (colon == NULL)
-            return eng_fail(err, ENG_EINVAL, "listen", "expected ADDR:PORT, got %s", listen);
+            return vbm_fail(err, VBM_EINVAL, "listen", "expected ADDR:PORT, got %s", listen);
         n = (size_t)(colon - listen);
         memcpy(host, listen, n);
         host[n] = '\0';
@@ -614,40 +614,40 @@ static eng_status srv_resolve(const char *listen, struct sockaddr_storage *addr,
     errno = 0;
     p = strtol(portstr, &end, 10);
     if (errno != 0 || *end != '\0' || portstr[0] == '\0' || p < 0 || p > 65535)
-        return eng_fail(err, ENG_EINVAL, "listen", "bad port in %s", listen);
+        return vbm_fail(err, VBM_EINVAL, "listen", "bad port in %s", listen);
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     rc = getaddrinfo(host[0] != '\0' ? host : NULL, portstr, &hints, &res);
     if (rc != 0 || res == NULL)
-        return eng_fail(err, ENG_EINVAL, "listen", "cannot resolve %s: %s", host,
+        return vbm_fail(err, VBM_EINVAL, "listen", "cannot resolve %s: %s", host,
                         gai_strerror(rc));
     memcpy(addr, res->ai_addr, res->ai_addrlen);
     *addrlen = res->ai_addrlen;
     *port = (int)p;
     freeaddrinfo(res);
-    return ENG_OK;
+    return VBM_OK;
 }
 
-eng_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_store *store,
-                             http_auth *auth, const hlog *log, http_server **out, eng_error *err)
+vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_store *store,
+                             http_auth *auth, const hlog *log, http_server **out, vbm_error *err)
 {
     struct sockaddr_storage addr;
     socklen_t addrlen = 0;
     const union MHD_DaemonInfo *info;
     unsigned int flags;
     http_server *srv;
-    eng_status st;
+    vbm_status st;
     int port = 0, i;
 
     *out = NULL;
     st = srv_resolve(cfg->listen, &addr, &addrlen, &port, err);
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     srv = calloc(1, sizeof *srv);
     if (srv == NULL)
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     srv->cfg = *cfg;
     srv->listen = strdup(cfg->listen);
     for (i = 0; i < http_route_count() && i < METRICS_MAX_ROUTES; i++)
@@ -655,7 +655,7 @@ eng_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
     srv->metrics = metrics_create(http_route_count(), srv->route_names);
     if (srv->listen == NULL || srv->metrics == NULL) {
         http_server_stop(srv);
-        return eng_fail(err, ENG_ENOMEM, NULL, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
     srv->cfg.listen = srv->listen;
     srv->pool = pool;
@@ -680,13 +680,13 @@ eng_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
         (unsigned int)1, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         http_server_stop(srv);
-        return eng_fail(err, ENG_EBUSY, "listen", "cannot listen on %s (address in use?)",
+        return vbm_fail(err, VBM_EBUSY, "listen", "cannot listen on %s (address in use?)",
                         cfg->listen);
     }
     info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info != NULL ? info->port : port;
     *out = srv;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 int http_server_port(http_server *srv)
@@ -708,17 +708,17 @@ void http_server_begin_shutdown(http_server *srv)
         close(fd);
 }
 
-eng_status http_server_wait_idle(http_server *srv, double seconds)
+vbm_status http_server_wait_idle(http_server *srv, double seconds)
 {
     double deadline = eng_now() + seconds;
     struct timespec ts = {0, 5000000L};
 
     while (atomic_load(&srv->active) > 0) {
         if (eng_now() >= deadline)
-            return ENG_EBUSY;
+            return VBM_EBUSY;
         nanosleep(&ts, NULL);
     }
-    return ENG_OK;
+    return VBM_OK;
 }
 
 void http_server_stop(http_server *srv)

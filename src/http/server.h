@@ -41,11 +41,11 @@ typedef struct http_server http_server;
 void http_limits_default(http_limits *lim);
 
 /* Start listening. The server borrows pool, store, auth and log (they must
- * outlive it). On success *out is owned by the caller. Fails with ENG_EINVAL
- * (bad listen address), ENG_ENOMEM, or ENG_EBUSY when the socket cannot be
+ * outlive it). On success *out is owned by the caller. Fails with VBM_EINVAL
+ * (bad listen address), VBM_ENOMEM, or VBM_EBUSY when the socket cannot be
  * bound (the message says why). */
-eng_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_store *store,
-                             http_auth *auth, const hlog *log, http_server **out, eng_error *err);
+vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_store *store,
+                             http_auth *auth, const hlog *log, http_server **out, vbm_error *err);
 
 /* The TCP port actually bound. */
 int http_server_port(http_server *srv);
@@ -55,8 +55,8 @@ int http_server_port(http_server *srv);
 void http_server_begin_shutdown(http_server *srv);
 
 /* Wait up to `seconds` until no request is in progress (responses handed to
- * the network). Returns ENG_OK or ENG_EBUSY on timeout. */
-eng_status http_server_wait_idle(http_server *srv, double seconds);
+ * the network). Returns VBM_OK or VBM_EBUSY on timeout. */
+vbm_status http_server_wait_idle(http_server *srv, double seconds);
 
 /* Close every connection and free the server. NULL is a no-op. Call after
  * the pool drained (no job may still reference a request). */

@@ -34,7 +34,7 @@ static void c_work_free(void *work) {
 
 static vbm_status c_work_new(const vbm_memory *mem, const vbm_codes *codes, void **work, vbm_error *err) {
     cat_work *w = vbm_calloc(1, sizeof *w);
-    if (!w) return vbm_fail(err, VBM_ENOMEM, "out of memory");
+    if (!w) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     int K = mem->cfg.rows, C = mem->cfg.code_size;
     w->K = K;
     w->C = C;
@@ -52,7 +52,7 @@ static vbm_status c_work_new(const vbm_memory *mem, const vbm_codes *codes, void
     w->scratch = vbm_calloc(2 * (size_t)K * K + (size_t)K * C, sizeof(double));
     if (!w->theta || !w->P || !w->diagS || !w->Q || !w->scratch) {
         c_work_free(w);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for a categorical workspace (T=%ld, K=%d)", codes->T, K);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a categorical workspace (T=%ld, K=%d)", codes->T, K);
     }
     *work = w;
     return VBM_OK;
@@ -100,7 +100,7 @@ static vbm_status c_address(const vbm_memory *mem, const prior_t *prior, void *w
     elbo->loglik_codes += loglik + w->cs.entropy;
     elbo->kl_w += klw;
     double klm = kl_matrix_normal(K, C, mem->R, mem->U, prior->R0, prior->P0, prior->logdetU0[0], w->scratch);
-    if (isnan(klm)) return vbm_fail(err, VBM_ENUMERIC, "posterior row covariance U is not positive definite");
+    if (isnan(klm)) return vbm_fail(err, VBM_ENUMERIC, NULL, "posterior row covariance U is not positive definite");
     elbo->kl_M += klm;
     return VBM_OK;
 }
@@ -119,7 +119,7 @@ static vbm_status c_update(vbm_memory *mem, const prior_t *prior, void *work, vb
     }
     memcpy(mem->R, prior->P0R0, sizeof(double) * K * C);
     la_gemm(1, 0, K, C, (int)T, 1.0 / s2, w->theta, K, w->mu, C, 1.0, mem->R, C);
-    if (la_chol(K, w->Q) != 0) return vbm_fail(err, VBM_ENUMERIC, "memory precision is not positive definite");
+    if (la_chol(K, w->Q) != 0) return vbm_fail(err, VBM_ENUMERIC, NULL, "memory precision is not positive definite");
     la_chol_solve(K, C, w->Q, mem->R, C);
     memcpy(mem->U, w->Q, sizeof(double) * K * K);
     la_chol_inverse(K, mem->U);

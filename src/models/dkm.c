@@ -22,7 +22,7 @@ vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vb
         free(A);
         free(c);
         free(d);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for the DKM writer");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for the DKM writer");
     }
     vbm_status st = VBM_OK;
     for (long t = 0; t < codes->T; t++) {
@@ -37,7 +37,7 @@ vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vb
             m[k] = v;
         }
         if (la_chol(K, A) != 0) {
-            st = vbm_fail(err, VBM_ENUMERIC, "DKM addressing matrix not positive definite at frame %ld", t);
+            st = vbm_fail(err, VBM_ENUMERIC, NULL, "DKM addressing matrix not positive definite at frame %ld", t);
             break;
         }
         la_chol_solve(K, 1, A, m, 1);

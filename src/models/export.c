@@ -87,7 +87,7 @@ vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm
     w_f64s(&b, m->codes_s2, (size_t)m->n_codes * C);
     if (b.oom) {
         free(b.p);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory exporting a memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory exporting a memory");
     }
     *buf = b.p;
     *len = b.len;
@@ -126,28 +126,28 @@ static int r_f64s(rbuf *r, double *d, size_t n) {
 }
 
 static vbm_status bad(vbm_error *err, const char *what, int rc) {
-    return vbm_fail(err, VBM_EFORMAT, "memory import: %s %s", what, rc == -2 ? "holds a non-finite value" : "is truncated");
+    return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: %s %s", what, rc == -2 ? "holds a non-finite value" : "is truncated");
 }
 
 vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vbm_error *err) {
     rbuf r = {buf, len, 0};
-    if (!buf || len < 8 || memcmp(buf, MAGIC, 8) != 0) return vbm_fail(err, VBM_EFORMAT, "memory import: bad magic (not a vbmem memory)");
+    if (!buf || len < 8 || memcmp(buf, MAGIC, 8) != 0) return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: bad magic (not a vbmem memory)");
     r.off = 8;
     uint64_t ver, kind, C, K, H, G, shift, retain, frames, npaths, ncodes;
     vbm_config c;
     memset(&c, 0, sizeof c);
     double last;
     if (r_u64(&r, &ver) || ver != FORMAT_VERSION)
-        return vbm_fail(err, VBM_EFORMAT, "memory import: unsupported format version");
+        return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: unsupported format version");
     if (r_u64(&r, &kind) || r_u64(&r, &C) || r_u64(&r, &K) || r_u64(&r, &H) || r_u64(&r, &G) || r_u64(&r, &shift) ||
         r_u64(&r, &retain) || r_f64(&r, &c.sigma_z2) || r_f64(&r, &c.u0) || r_f64(&r, &c.sigma2_b0) ||
         r_f64(&r, &c.s_floor) || r_f64(&r, &c.dkm_addr_var) || r_u64(&r, &frames) || r_f64(&r, &last) ||
         r_u64(&r, &npaths) || r_u64(&r, &ncodes))
-        return vbm_fail(err, VBM_EFORMAT, "memory import: header is truncated");
+        return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
     if (kind > VBM_DKM || C > VBM_MAX_CODE_SIZE || K > VBM_MAX_ROWS || H > VBM_MAX_CLUSTERS || G > VBM_MAX_CODE_SIZE ||
         shift > 1 || retain > (uint64_t)VBM_MAX_FRAMES || frames > (uint64_t)VBM_MAX_FRAMES * 1000 ||
         ncodes > (uint64_t)VBM_MAX_FRAMES || npaths > (uint64_t)VBM_MAX_FRAMES)
-        return vbm_fail(err, VBM_EFORMAT, "memory import: header sizes out of range");
+        return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header sizes out of range");
     c.kind = (vbm_kind)kind;
     c.code_size = (int)C;
     c.rows = (int)K;
@@ -155,14 +155,15 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     c.groups = (int)G;
     c.shift = (int)shift;
     c.retain_max = (long)retain;
-    vbm_status st = vbm_config_check(&c, err);
-    if (st) return vbm_fail(err, VBM_EFORMAT, "memory import: %s", err ? err->msg : "bad config");
-    if (ncodes > retain) return vbm_fail(err, VBM_EFORMAT, "memory import: more retained codes than retain_max");
+    vbm_error cerr;
+    vbm_status st = vbm_config_check(&c, &cerr);
+    if (st) return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: %s", cerr.msg);
+    if (ncodes > retain) return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: more retained codes than retain_max");
     /* every remaining byte is accounted for: check the total before allocating */
     size_t GH = (size_t)G * H, cg = C / G;
     double need = 8.0 * ((double)K * C + K * K + C + GH * K * cg + GH * K * K + GH * cg + GH +
                          (double)npaths * (G + 1) + 2.0 * ncodes * C);
-    if (need != (double)(len - r.off)) return vbm_fail(err, VBM_EFORMAT, "memory import: body length does not match the header");
+    if (need != (double)(len - r.off)) return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: body length does not match the header");
     vbm_memory *m;
     st = vbm_memory_create(&c, NULL, NULL, &m, err);
     if (st) return st;
@@ -177,32 +178,32 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     else if ((rc = r_f64s(&r, m->mu_b, GH * cg))) st = bad(err, "mu_b", rc);
     else if ((rc = r_f64s(&r, m->s2_b, GH))) st = bad(err, "s2_b", rc);
     for (size_t i = 0; !st && i < GH; i++)
-        if (m->s2_b[i] < 0.0) st = vbm_fail(err, VBM_EFORMAT, "memory import: s2_b[%zu] is negative", i);
+        if (m->s2_b[i] < 0.0) st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: s2_b[%zu] is negative", i);
     if (!st && npaths > 0) {
         m->paths = vbm_calloc((size_t)npaths * G, sizeof(int));
         m->path_counts = vbm_calloc((size_t)npaths, sizeof(double));
-        if (!m->paths || !m->path_counts) st = vbm_fail(err, VBM_ENOMEM, "out of memory");
+        if (!m->paths || !m->path_counts) st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         m->n_paths = (long)npaths;
         for (size_t i = 0; !st && i < npaths; i++) {
             for (size_t g = 0; !st && g < G; g++) {
                 uint64_t v = 0;
-                if (r_u64(&r, &v)) st = vbm_fail(err, VBM_EFORMAT, "memory import: truncated in path %zu", i);
-                else if (v >= H) st = vbm_fail(err, VBM_EFORMAT, "memory import: path %zu names cluster %llu >= H", i, (unsigned long long)v);
+                if (r_u64(&r, &v)) st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: truncated in path %zu", i);
+                else if (v >= H) st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: path %zu names cluster %llu >= H", i, (unsigned long long)v);
                 else m->paths[i * G + g] = (int)v;
             }
             if (!st && (r_f64(&r, &m->path_counts[i]) || !(m->path_counts[i] >= 0.0) || !isfinite(m->path_counts[i])))
-                st = vbm_fail(err, VBM_EFORMAT, "memory import: path count %zu is invalid", i);
+                st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: path count %zu is invalid", i);
         }
     }
     if (!st && ncodes > 0) {
         m->codes_mu = vbm_calloc((size_t)ncodes * C, sizeof(double));
         m->codes_s2 = vbm_calloc((size_t)ncodes * C, sizeof(double));
-        if (!m->codes_mu || !m->codes_s2) st = vbm_fail(err, VBM_ENOMEM, "out of memory");
+        if (!m->codes_mu || !m->codes_s2) st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         m->n_codes = (long)ncodes;
         if (!st && (rc = r_f64s(&r, m->codes_mu, ncodes * C))) st = bad(err, "codes_mu", rc);
         if (!st && (rc = r_f64s(&r, m->codes_s2, ncodes * C))) st = bad(err, "codes_s2", rc);
         for (size_t i = 0; !st && i < ncodes * C; i++)
-            if (m->codes_s2[i] < 0.0) st = vbm_fail(err, VBM_EFORMAT, "memory import: retained variance %zu is negative", i);
+            if (m->codes_s2[i] < 0.0) st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: retained variance %zu is negative", i);
     }
     if (st) {
         vbm_memory_free(m);

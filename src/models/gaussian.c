@@ -36,7 +36,7 @@ vbm_status gaussian_work_init(gaussian_work *w, const vbm_memory *mem, const vbm
     w->scratch = vbm_calloc(2 * (size_t)K * K + (size_t)K * C, sizeof(double));
     if (!w->W || !w->Sw || !w->S || !w->Zhat || !w->scratch) {
         gaussian_work_free(w);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for a Gaussian workspace (T=%ld, K=%d)", codes->T, K);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a Gaussian workspace (T=%ld, K=%d)", codes->T, K);
     }
     return VBM_OK;
 }
@@ -76,7 +76,7 @@ vbm_status gaussian_elbo(const vbm_memory *mem, const prior_t *prior, gaussian_w
     elbo->loglik_codes += loglik + w->cs.entropy;
     elbo->kl_w += klw;
     double klm = kl_matrix_normal(K, C, mem->R, mem->U, prior->R0, prior->P0, prior->logdetU0[0], w->scratch);
-    if (isnan(klm)) return vbm_fail(err, VBM_ENUMERIC, "posterior row covariance U is not positive definite");
+    if (isnan(klm)) return vbm_fail(err, VBM_ENUMERIC, NULL, "posterior row covariance U is not positive definite");
     elbo->kl_M += klm;
     if (shift) elbo->kl_b += kl_iso_normal(C, mem->mu_b, mem->s2_b[0], prior->mu_b0, prior->s2_b0[0]);
     return VBM_OK;
@@ -84,7 +84,7 @@ vbm_status gaussian_elbo(const vbm_memory *mem, const prior_t *prior, gaussian_w
 
 static vbm_status g_work_new(const vbm_memory *mem, const vbm_codes *codes, void **work, vbm_error *err) {
     gaussian_work *w = vbm_calloc(1, sizeof *w);
-    if (!w) return vbm_fail(err, VBM_ENOMEM, "out of memory");
+    if (!w) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     vbm_status st = gaussian_work_init(w, mem, codes, err);
     if (st) {
         free(w);
@@ -130,7 +130,7 @@ static vbm_status g_address(const vbm_memory *mem, const prior_t *prior, void *w
         for (int j = 0; j < K; j++) A[(size_t)i * K + j] += C * mem->U[(size_t)i * K + j] / s2;
         A[(size_t)i * K + i] += 1.0;
     }
-    if (la_chol(K, A) != 0) return vbm_fail(err, VBM_ENUMERIC, "address precision is not positive definite");
+    if (la_chol(K, A) != 0) return vbm_fail(err, VBM_ENUMERIC, NULL, "address precision is not positive definite");
     w->logdetSw = -la_chol_logdet(K, A);
     /* Rows of W: solve A w_t = R (z_t - mu_b) / s2 for every frame: W^T = A^{-1} R (Z - 1 b^T)^T / s2. */
     double *Bt = w->Zhat; /* K x T right-hand sides (scratch) */
@@ -186,7 +186,7 @@ static vbm_status g_update(vbm_memory *mem, const prior_t *prior, void *work, vb
     }
     memcpy(mem->R, prior->P0R0, sizeof(double) * K * C);
     la_gemm(1, 0, K, C, (int)T, 1.0 / s2, w->W, K, Zc, C, 1.0, mem->R, C);
-    if (la_chol(K, Q) != 0) return vbm_fail(err, VBM_ENUMERIC, "memory precision is not positive definite");
+    if (la_chol(K, Q) != 0) return vbm_fail(err, VBM_ENUMERIC, NULL, "memory precision is not positive definite");
     la_chol_solve(K, C, Q, mem->R, C);
     memcpy(mem->U, Q, sizeof(double) * K * K);
     la_chol_inverse(K, mem->U);
@@ -229,7 +229,7 @@ static vbm_status g_sample(const vbm_memory *mem, long n, int cluster, rng_t *rn
     int K = mem->cfg.rows, C = mem->cfg.code_size;
     (void)cluster;
     double *wv = vbm_calloc((size_t)K, sizeof(double));
-    if (!wv) return vbm_fail(err, VBM_ENOMEM, "out of memory for a sample");
+    if (!wv) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a sample");
     for (long i = 0; i < n; i++) {
         for (int k = 0; k < K; k++) wv[k] = rng_normal(rng);
         draw_code(K, C, mem->R, mem->U, mem->cfg.shift ? mem->mu_b : NULL, mem->cfg.shift ? mem->s2_b[0] : 0.0,

@@ -3,6 +3,7 @@
  * reads, samples and resizing, dispatching to the model files. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,7 +27,7 @@ vbm_status vbm_kind_parse(const char *name, vbm_kind *out, vbm_error *err) {
             *out = (vbm_kind)i;
             return VBM_OK;
         }
-    return vbm_fail(err, VBM_EINVAL, "unknown memory kind \"%s\" (expected gaussian, categorical, mixture, tree or dkm)",
+    return vbm_fail(err, VBM_EINVAL, NULL, "unknown memory kind \"%s\" (expected gaussian, categorical, mixture, tree or dkm)",
                     name ? name : "(null)");
 }
 
@@ -63,34 +64,34 @@ void vbm_config_set_rows(vbm_config *cfg, int K) {
 static int pos_finite(double x) { return isfinite(x) && x > 0.0; }
 
 vbm_status vbm_config_check(const vbm_config *c, vbm_error *err) {
-    if ((int)c->kind < 0 || (int)c->kind > VBM_DKM) return vbm_fail(err, VBM_EINVAL, "kind: unknown memory kind %d", (int)c->kind);
+    if ((int)c->kind < 0 || (int)c->kind > VBM_DKM) return vbm_fail(err, VBM_EINVAL, "kind", "unknown memory kind %d", (int)c->kind);
     if (c->code_size < 1 || c->code_size > VBM_MAX_CODE_SIZE)
-        return vbm_fail(err, VBM_EINVAL, "code_size: %d is outside [1, %d]", c->code_size, VBM_MAX_CODE_SIZE);
+        return vbm_fail(err, VBM_EINVAL, "code_size", "%d is outside [1, %d]", c->code_size, VBM_MAX_CODE_SIZE);
     if (c->rows < 1 || c->rows > VBM_MAX_ROWS)
-        return vbm_fail(err, VBM_EINVAL, "rows: K = %d is outside [1, %d]", c->rows, VBM_MAX_ROWS);
+        return vbm_fail(err, VBM_EINVAL, "rows", "K = %d is outside [1, %d]", c->rows, VBM_MAX_ROWS);
     if (c->clusters < 1 || c->clusters > VBM_MAX_CLUSTERS)
-        return vbm_fail(err, VBM_EINVAL, "clusters: H = %d is outside [1, %d]", c->clusters, VBM_MAX_CLUSTERS);
+        return vbm_fail(err, VBM_EINVAL, "clusters", "H = %d is outside [1, %d]", c->clusters, VBM_MAX_CLUSTERS);
     if (c->groups < 1 || c->groups > c->code_size || c->code_size % c->groups != 0)
-        return vbm_fail(err, VBM_EINVAL, "groups: G = %d must be >= 1 and divide the code size %d", c->groups, c->code_size);
+        return vbm_fail(err, VBM_EINVAL, "groups", "G = %d must be >= 1 and divide the code size %d", c->groups, c->code_size);
     int clustered = c->kind == VBM_MIXTURE || c->kind == VBM_TREE;
     if (!clustered && c->clusters != 1)
-        return vbm_fail(err, VBM_EINVAL, "clusters: the %s model has no clusters (H must be 1, got %d)", vbm_kind_name(c->kind), c->clusters);
+        return vbm_fail(err, VBM_EINVAL, "clusters", "the %s model has no clusters (H must be 1, got %d)", vbm_kind_name(c->kind), c->clusters);
     if (c->kind != VBM_TREE && c->groups != 1)
-        return vbm_fail(err, VBM_EINVAL, "groups: only the tree model has code partitions (G must be 1, got %d)", c->groups);
+        return vbm_fail(err, VBM_EINVAL, "groups", "only the tree model has code partitions (G must be 1, got %d)", c->groups);
     if (clustered && !c->shift)
-        return vbm_fail(err, VBM_EINVAL, "shift: the %s model always has cluster shifts", vbm_kind_name(c->kind));
+        return vbm_fail(err, VBM_EINVAL, "shift", "the %s model always has cluster shifts", vbm_kind_name(c->kind));
     if ((c->kind == VBM_CATEGORICAL || c->kind == VBM_DKM) && c->shift)
-        return vbm_fail(err, VBM_EINVAL, "shift: not available for the %s model", vbm_kind_name(c->kind));
-    if (!pos_finite(c->sigma_z2)) return vbm_fail(err, VBM_EINVAL, "sigma_z2: must be a finite number > 0");
-    if (!pos_finite(c->u0)) return vbm_fail(err, VBM_EINVAL, "u0: must be a finite number > 0");
-    if (!pos_finite(c->sigma2_b0)) return vbm_fail(err, VBM_EINVAL, "sigma2_b0: must be a finite number > 0");
-    if (!pos_finite(c->dkm_addr_var)) return vbm_fail(err, VBM_EINVAL, "dkm_addr_var: must be a finite number > 0");
-    if (!(c->s_floor >= 0.0 && c->s_floor < 1.0)) return vbm_fail(err, VBM_EINVAL, "s_floor: must be in [0, 1)");
+        return vbm_fail(err, VBM_EINVAL, "shift", "not available for the %s model", vbm_kind_name(c->kind));
+    if (!pos_finite(c->sigma_z2)) return vbm_fail(err, VBM_EINVAL, "sigma_z2", "must be a finite number > 0");
+    if (!pos_finite(c->u0)) return vbm_fail(err, VBM_EINVAL, "u0", "must be a finite number > 0");
+    if (!pos_finite(c->sigma2_b0)) return vbm_fail(err, VBM_EINVAL, "sigma2_b0", "must be a finite number > 0");
+    if (!pos_finite(c->dkm_addr_var)) return vbm_fail(err, VBM_EINVAL, "dkm_addr_var", "must be a finite number > 0");
+    if (!(c->s_floor >= 0.0 && c->s_floor < 1.0)) return vbm_fail(err, VBM_EINVAL, "s_floor", "must be in [0, 1)");
     if (c->retain_max < 0 || c->retain_max > VBM_MAX_FRAMES)
-        return vbm_fail(err, VBM_EINVAL, "retain_max: %ld is outside [0, %ld]", c->retain_max, VBM_MAX_FRAMES);
+        return vbm_fail(err, VBM_EINVAL, "retain_max", "%ld is outside [0, %ld]", c->retain_max, VBM_MAX_FRAMES);
     double cells = (double)c->clusters * c->rows * (double)(c->code_size / c->groups) * c->groups;
     if (cells > (double)VBM_MAX_ELEMENTS / 4 || (double)c->clusters * c->groups * c->rows * c->rows > (double)VBM_MAX_ELEMENTS / 4)
-        return vbm_fail(err, VBM_ENOMEM, "memory of H = %d, K = %d, C = %d is too large", c->clusters, c->rows, c->code_size);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "memory of H = %d, K = %d, C = %d is too large", c->clusters, c->rows, c->code_size);
     return VBM_OK;
 }
 
@@ -113,7 +114,7 @@ void vbm_memory_free(vbm_memory *m) {
 /* Allocate the arrays of a memory for its config (everything zero). */
 static vbm_status memory_alloc(const vbm_config *cfg, vbm_memory **out, vbm_error *err) {
     vbm_memory *m = vbm_calloc(1, sizeof *m);
-    if (!m) return vbm_fail(err, VBM_ENOMEM, "out of memory");
+    if (!m) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     m->cfg = *cfg;
     m->cg = cfg->code_size / cfg->groups;
     size_t K = cfg->rows, C = cfg->code_size, GH = (size_t)cfg->groups * cfg->clusters;
@@ -127,7 +128,7 @@ static vbm_status memory_alloc(const vbm_config *cfg, vbm_memory **out, vbm_erro
     m->last_elbo = NAN;
     if (!m->R0 || !m->U0 || !m->mu_b0 || !m->R || !m->U || !m->mu_b || !m->s2_b) {
         vbm_memory_free(m);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for a memory of H = %d, K = %d, C = %d", cfg->clusters, cfg->rows,
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a memory of H = %d, K = %d, C = %d", cfg->clusters, cfg->rows,
                         cfg->code_size);
     }
     *out = m;
@@ -150,6 +151,13 @@ static void memory_reset_posterior(vbm_memory *m) {
         }
 }
 
+/* Record VBM_EINVAL at the element base[i][j] with the message text. */
+static vbm_status fail_at(vbm_error *err, const char *base, long i, long j, const char *text) {
+    char field[VBM_FIELD_LEN];
+    snprintf(field, sizeof field, "%s[%ld][%ld]", base, i, j);
+    return vbm_fail(err, VBM_EINVAL, field, "%s", text);
+}
+
 vbm_status vbm_memory_create(const vbm_config *cfg, const double *R0, const double *U0, vbm_memory **out,
                              vbm_error *err) {
     vbm_status st = vbm_config_check(cfg, err);
@@ -157,14 +165,14 @@ vbm_status vbm_memory_create(const vbm_config *cfg, const double *R0, const doub
     size_t K = cfg->rows, C = cfg->code_size;
     if (R0)
         for (size_t i = 0; i < K * C; i++)
-            if (!isfinite(R0[i])) return vbm_fail(err, VBM_EINVAL, "prior.R0[%zu][%zu]: not a finite number", i / C, i % C);
+            if (!isfinite(R0[i])) return fail_at(err, "prior.R0", (long)(i / C), (long)(i % C), "not a finite number");
     if (U0)
         for (size_t i = 0; i < K; i++)
             for (size_t j = 0; j < K; j++) {
                 double a = U0[i * K + j], b = U0[j * K + i];
-                if (!isfinite(a)) return vbm_fail(err, VBM_EINVAL, "prior.U0[%zu][%zu]: not a finite number", i, j);
+                if (!isfinite(a)) return fail_at(err, "prior.U0", (long)i, (long)j, "not a finite number");
                 if (fabs(a - b) > 1e-12 * (fabs(a) + fabs(b)))
-                    return vbm_fail(err, VBM_EINVAL, "prior.U0: not symmetric at [%zu][%zu]", i, j);
+                    return vbm_fail(err, VBM_EINVAL, "prior.U0", "not symmetric at [%zu][%zu]", i, j);
             }
     vbm_memory *m;
     st = memory_alloc(cfg, &m, err);
@@ -177,14 +185,14 @@ vbm_status vbm_memory_create(const vbm_config *cfg, const double *R0, const doub
     double *L = vbm_calloc(K * K, sizeof(double));
     if (!L) {
         vbm_memory_free(m);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
     memcpy(L, m->U0, sizeof(double) * K * K);
     int info = la_chol((int)K, L);
     free(L);
     if (info != 0) {
         vbm_memory_free(m);
-        return vbm_fail(err, VBM_EINVAL, "prior.U0: not positive definite");
+        return vbm_fail(err, VBM_EINVAL, "prior.U0", "not positive definite");
     }
     memory_reset_posterior(m);
     *out = m;
@@ -231,7 +239,7 @@ vbm_status vbm_memory_clone(const vbm_memory *src, vbm_memory **out, vbm_error *
     }
     if (fail) {
         vbm_memory_free(m);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory cloning a memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory cloning a memory");
     }
     *out = m;
     return VBM_OK;
@@ -246,11 +254,11 @@ static void memory_replace(vbm_memory *dst, vbm_memory *src) {
 }
 
 vbm_status vbm_codes_check(const vbm_memory *mem, const vbm_codes *codes, vbm_error *err) {
-    if (!codes || !codes->mu) return vbm_fail(err, VBM_EINVAL, "codes: missing");
-    if (codes->T < 1) return vbm_fail(err, VBM_EINVAL, "codes: T = %ld, need at least one frame", codes->T);
-    if (codes->T > VBM_MAX_FRAMES) return vbm_fail(err, VBM_EINVAL, "codes: T = %ld exceeds %ld frames", codes->T, VBM_MAX_FRAMES);
+    if (!codes || !codes->mu) return vbm_fail(err, VBM_EINVAL, "codes", "missing");
+    if (codes->T < 1) return vbm_fail(err, VBM_EINVAL, "codes", "T = %ld, need at least one frame", codes->T);
+    if (codes->T > VBM_MAX_FRAMES) return vbm_fail(err, VBM_EINVAL, "codes", "T = %ld exceeds %ld frames", codes->T, VBM_MAX_FRAMES);
     if (codes->C != mem->cfg.code_size)
-        return vbm_fail(err, VBM_EINVAL, "codes: code size %d does not match the memory's %d", codes->C, mem->cfg.code_size);
+        return vbm_fail(err, VBM_EINVAL, "codes", "code size %d does not match the memory's %d", codes->C, mem->cfg.code_size);
     size_t n = (size_t)codes->T * codes->C;
     int s2_ok = 1;
     if (codes->s2) {
@@ -262,9 +270,9 @@ vbm_status vbm_codes_check(const vbm_memory *mem, const vbm_codes *codes, vbm_er
     for (long t = 0; t < codes->T; t++) /* find the first bad value for the message */
         for (int c = 0; c < codes->C; c++) {
             size_t i = (size_t)t * codes->C + c;
-            if (!isfinite(codes->mu[i])) return vbm_fail(err, VBM_EINVAL, "codes.mu[%ld][%d]: not a finite number", t, c);
+            if (!isfinite(codes->mu[i])) return fail_at(err, "codes.mu", t, c, "not a finite number");
             if (codes->s2 && !(isfinite(codes->s2[i]) && codes->s2[i] >= 0.0))
-                return vbm_fail(err, VBM_EINVAL, "codes.sigma2[%ld][%d]: variance must be finite and >= 0", t, c);
+                return fail_at(err, "codes.sigma2", t, c, "variance must be finite and >= 0");
         }
     return VBM_OK;
 }
@@ -319,7 +327,7 @@ static vbm_status paths_add(vbm_memory *mem, const vbm_addresses *a, int reset, 
         free(paths);
         free(counts);
         free(cur);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for tree pseudocounts");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for tree pseudocounts");
     }
     long n = mem->n_paths;
     if (n > 0) {
@@ -364,7 +372,7 @@ static vbm_status retain_codes(vbm_memory *mem, const vbm_codes *codes, int repl
     if (!mu || !s2) {
         free(mu);
         free(s2);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory retaining %ld codes", keep);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory retaining %ld codes", keep);
     }
     for (long i = skip, j = 0; i < total; i++, j++) {
         double *dm = mu + (size_t)j * C, *ds = s2 + (size_t)j * C;
@@ -411,7 +419,7 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
     res->trace = vbm_calloc((size_t)max_iter + 2, sizeof(double));
     if (!res->trace) {
         ops->work_free(work);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
     rng_t rng;
     rng_seed(&rng, opts->seed);
@@ -444,7 +452,7 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
                 res->elbo = e;
                 res->trace[it] = e.per_frame;
                 if (!isfinite(e.total)) {
-                    st = vbm_fail(err, VBM_ENUMERIC, "ELBO is not finite at iteration %d", it);
+                    st = vbm_fail(err, VBM_ENUMERIC, NULL, "ELBO is not finite at iteration %d", it);
                     break;
                 }
                 if (it > 0 && opts->tol > 0.0 &&
@@ -473,13 +481,13 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
 
 /* The options a fit can be given; VBM_EINVAL names the bad one. */
 static vbm_status write_opts_check(const vbm_write_opts *o, vbm_error *err) {
-    if (!(o->tol >= 0.0) || !isfinite(o->tol)) return vbm_fail(err, VBM_EINVAL, "tol: must be finite and >= 0");
+    if (!(o->tol >= 0.0) || !isfinite(o->tol)) return vbm_fail(err, VBM_EINVAL, "tol", "must be finite and >= 0");
     if (!(o->max_seconds >= 0.0) || !isfinite(o->max_seconds))
-        return vbm_fail(err, VBM_EINVAL, "max_seconds: must be finite and >= 0");
+        return vbm_fail(err, VBM_EINVAL, "max_seconds", "must be finite and >= 0");
     if ((int)o->solver < VBM_SOLVER_AUTO || (int)o->solver > VBM_SOLVER_GRAM)
-        return vbm_fail(err, VBM_EINVAL, "solver: unknown value %d", (int)o->solver);
+        return vbm_fail(err, VBM_EINVAL, "solver", "unknown value %d", (int)o->solver);
     if ((int)o->init < VBM_INIT_AUTO || (int)o->init > VBM_INIT_RANDOM)
-        return vbm_fail(err, VBM_EINVAL, "init: unknown value %d", (int)o->init);
+        return vbm_fail(err, VBM_EINVAL, "init", "unknown value %d", (int)o->init);
     return VBM_OK;
 }
 
@@ -541,7 +549,7 @@ vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_op
                      vbm_error *err) {
     memset(res, 0, sizeof *res);
     if (mem->n_codes == 0 && !extra)
-        return vbm_fail(err, VBM_EINVAL, "refit: the memory retains no codes (set retain_max) and no new codes were given");
+        return vbm_fail(err, VBM_EINVAL, NULL, "refit: the memory retains no codes (set retain_max) and no new codes were given");
     int C = mem->cfg.code_size;
     if (extra) {
         vbm_status st = vbm_codes_check(mem, extra, err);
@@ -552,7 +560,7 @@ vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_op
     if (!mu || !s2) {
         free(mu);
         free(s2);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for %ld codes", T);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %ld codes", T);
     }
     if (mem->n_codes) {
         memcpy(mu, mem->codes_mu, sizeof(double) * mem->n_codes * C);
@@ -604,7 +612,7 @@ vbm_status vbm_address(const vbm_memory *mem, const vbm_codes *query, vbm_addres
 
 vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed, double *out_z, vbm_addresses *addr,
                     vbm_error *err) {
-    if (!out_z) return vbm_fail(err, VBM_EINVAL, "read: no output buffer");
+    if (!out_z) return vbm_fail(err, VBM_EINVAL, NULL, "read: no output buffer");
     rng_t rng;
     rng_seed(&rng, seed);
     return address_op(mem, query, NULL, addr, &rng, out_z, err);
@@ -612,10 +620,10 @@ vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed
 
 vbm_status vbm_sample(const vbm_memory *mem, long n, uint64_t seed, int cluster, double *out_z, int *out_s,
                       vbm_error *err) {
-    if (n < 1 || n > VBM_MAX_FRAMES) return vbm_fail(err, VBM_EINVAL, "count: %ld is outside [1, %ld]", n, VBM_MAX_FRAMES);
+    if (n < 1 || n > VBM_MAX_FRAMES) return vbm_fail(err, VBM_EINVAL, "count", "%ld is outside [1, %ld]", n, VBM_MAX_FRAMES);
     if (cluster < -1 || cluster >= mem->cfg.clusters)
-        return vbm_fail(err, VBM_EINVAL, "cluster: %d is outside [0, %d)", cluster, mem->cfg.clusters);
-    if (!out_z) return vbm_fail(err, VBM_EINVAL, "sample: no output buffer");
+        return vbm_fail(err, VBM_EINVAL, "cluster", "%d is outside [0, %d)", cluster, mem->cfg.clusters);
+    if (!out_z) return vbm_fail(err, VBM_EINVAL, NULL, "sample: no output buffer");
     rng_t rng;
     rng_seed(&rng, seed);
     return ops_for(mem->cfg.kind)->sample(mem, n, cluster, &rng, out_z, out_s, err);
@@ -637,7 +645,7 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
     vbm_config cfg = mem->cfg;
     if (new_H > 0) cfg.clusters = new_H;
     if (new_K > 0) cfg.rows = new_K;
-    if (new_H < 0 || new_K < 0) return vbm_fail(err, VBM_EINVAL, "resize: sizes must be >= 0 (0 keeps the current one)");
+    if (new_H < 0 || new_K < 0) return vbm_fail(err, VBM_EINVAL, NULL, "resize: sizes must be >= 0 (0 keeps the current one)");
     vbm_status st = vbm_config_check(&cfg, err);
     if (st) return st;
     int C = cfg.code_size, K = cfg.rows, oldK = mem->cfg.rows;
@@ -651,12 +659,12 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
         if (T > 100000) T = 100000;
     }
     mu = vbm_calloc((size_t)T * C, sizeof(double));
-    if (!mu) return vbm_fail(err, VBM_ENOMEM, "out of memory for %ld codes", T);
+    if (!mu) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %ld codes", T);
     if (mem->n_codes > 0) {
         s2 = vbm_calloc((size_t)T * C, sizeof(double));
         if (!s2) {
             free(mu);
-            return vbm_fail(err, VBM_ENOMEM, "out of memory for %ld codes", T);
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %ld codes", T);
         }
         memcpy(mu, mem->codes_mu, sizeof(double) * T * C);
         memcpy(s2, mem->codes_s2, sizeof(double) * T * C);
@@ -669,7 +677,7 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
     /* The new memory, with the base prior cut or extended to K rows. */
     double *R0 = vbm_calloc((size_t)K * C, sizeof(double)), *U0 = vbm_calloc((size_t)K * K, sizeof(double));
     vbm_memory *nm = NULL;
-    if (!st && (!R0 || !U0)) st = vbm_fail(err, VBM_ENOMEM, "out of memory");
+    if (!st && (!R0 || !U0)) st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     if (!st) {
         int keep = K < oldK ? K : oldK;
         memcpy(R0, mem->R0, sizeof(double) * keep * C);

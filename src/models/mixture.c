@@ -101,7 +101,7 @@ vbm_status mixgroup_set_team(mixgroup_work *w, team_t *team, vbm_error *err) {
     int n = team_size(team);
     if (n > w->nscr) {
         double *scr = vbm_calloc((size_t)n * w->scr_len, sizeof(double));
-        if (!scr) return vbm_fail(err, VBM_ENOMEM, "out of memory for the scratch of %d threads", n);
+        if (!scr) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for the scratch of %d threads", n);
         free(w->scr);
         w->scr = scr;
         w->nscr = n;
@@ -128,14 +128,14 @@ static vbm_status gram_codes(mixgroup_work *w, vbm_error *err) {
     const double *Z = w->cs.mu + w->cs.goff;
     if (!w->Zt) {
         w->Zt = vbm_calloc((size_t)cg * T, sizeof(double));
-        if (!w->Zt) return vbm_fail(err, VBM_ENOMEM, "out of memory for the codes' transpose (T=%ld)", T);
+        if (!w->Zt) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for the codes' transpose (T=%ld)", T);
         for (long t0 = 0; t0 < T; t0 += 8) /* 8 frames at a time: whole cache lines of Z^T written */
             for (int c = 0; c < cg; c++)
                 for (long t = t0; t < T && t < t0 + 8; t++) w->Zt[(size_t)c * T + t] = Z[(size_t)t * C + c];
     }
     if (!w->G) {
         w->G = vbm_calloc((size_t)T * T, sizeof(double));
-        if (!w->G) return vbm_fail(err, VBM_ENOMEM, "out of memory for the codes' Gram matrix (T=%ld)", T);
+        if (!w->G) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for the codes' Gram matrix (T=%ld)", T);
         la_gram((int)T, cg, Z, C, w->Zt, (int)T, w->G, (int)T);
     }
     return VBM_OK;
@@ -179,7 +179,7 @@ static vbm_status gram_prepare(const vbm_memory *mem, const prior_t *prior, mixg
     if (!w->SR || !w->LQ || !w->Wtc || !w->swc || !w->GT ||
         (w->prior_mean && (!w->AZ || !w->AAt)) || (w->shift_mean && !w->zmu0) ||
         (shift && (!w->bx || !w->by || !w->bZe || !w->bAe || !w->bAm0 || !w->bgx || !w->bAmb)))
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for the Gram path (T=%ld)", T);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for the Gram path (T=%ld)", T);
     if (w->prior_mean) {
         la_gemm(0, 1, H * K, (int)T, cg, 1.0, A, cg, Z, C, 0.0, w->AZ, (int)T);
         const double *R0 = prior->R0 + (size_t)g * H * kc;
@@ -228,7 +228,7 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     if (!w->P || !w->W || !w->Wt || !w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb ||
         !w->sw || !w->zb || !w->scr || !w->gsc || !w->cl || !w->fel) {
         mixgroup_work_free(w);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
     }
     mixgroup_set_solver(w, 0);
     return VBM_OK;
@@ -259,7 +259,7 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
     }
     if (init != VBM_INIT_KMEANSPP && init != VBM_INIT_AUTO) return VBM_OK;
     if (H > T)
-        return vbm_fail(err, VBM_EINVAL, "k-means++ seeding needs at least H = %d codes, got T = %ld", H, T);
+        return vbm_fail(err, VBM_EINVAL, NULL, "k-means++ seeding needs at least H = %d codes, got T = %ld", H, T);
     /* k-means++ over the code means of this group (Arthur & Vassilvitskii).
      * On the Gram path the squared distances come from G:
      * |z_t - z_p|^2 = G_tt + G_pp - 2 G_tp (at least 0; exactly 0 for t = p). */
@@ -270,7 +270,7 @@ vbm_status mixgroup_init(vbm_memory *mem, int g, const prior_t *prior, const vbm
         G = w->G;
     }
     double *d2 = vbm_calloc((size_t)T, sizeof(double));
-    if (!d2) return vbm_fail(err, VBM_ENOMEM, "out of memory for k-means++");
+    if (!d2) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for k-means++");
     const double *Z = codes->mu + (size_t)g * cg;
     for (int h = 0; h < H; h++) {
         long pick = h == 0 ? (long)rng_below(rng, (uint64_t)T) : rng_categorical(rng, d2, T);
@@ -428,11 +428,11 @@ typedef struct {
 static vbm_status cluster_status(const mixgroup_work *w, vbm_error *err) {
     for (int h = 0; h < w->H; h++)
         if (w->cl[h].st == 1)
-            return vbm_fail(err, VBM_ENUMERIC, "memory precision of cluster %d is not positive definite", h);
+            return vbm_fail(err, VBM_ENUMERIC, NULL, "memory precision of cluster %d is not positive definite", h);
         else if (w->cl[h].st == 2)
-            return vbm_fail(err, VBM_ENUMERIC, "address precision of cluster %d is not positive definite", h);
+            return vbm_fail(err, VBM_ENUMERIC, NULL, "address precision of cluster %d is not positive definite", h);
         else if (w->cl[h].st == 3)
-            return vbm_fail(err, VBM_ENUMERIC, "posterior row covariance of cluster %d is not positive definite", h);
+            return vbm_fail(err, VBM_ENUMERIC, NULL, "posterior row covariance of cluster %d is not positive definite", h);
     return VBM_OK;
 }
 
@@ -565,7 +565,7 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     const double *Z = w->cs.mu + w->cs.goff;
     if (!w->Y && !(w->Y = vbm_calloc((size_t)H * kc, sizeof(double))))
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for a mixture update (H=%d, K=%d, cg=%d)", H, K, cg);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a mixture update (H=%d, K=%d, cg=%d)", H, K, cg);
     for (int h = 0; h < H; h++) weigh_cluster(w, h);
     if (mem->cfg.shift) {
         /* q(b_h): Eq. 198-199 with the current q(M_h). Y temporarily holds Theta^T Z. */
@@ -605,7 +605,7 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
                     P0R0[(size_t)k * cg + c] + (Yh[(size_t)k * cg + c] - (mem->cfg.shift ? sw * mb[c] : 0.0)) / s2;
         }
         if (la_chol(K, Q) != 0)
-            return vbm_fail(err, VBM_ENUMERIC, "memory precision of cluster %d is not positive definite", h);
+            return vbm_fail(err, VBM_ENUMERIC, NULL, "memory precision of cluster %d is not positive definite", h);
         la_chol_solve(K, cg, Q, R, cg);
         memcpy(U, Q, kk * sizeof(double));
         la_chol_inverse(K, U);
@@ -1140,7 +1140,7 @@ vbm_status mixgroup_read_draw(const vbm_memory *mem, const mixgroup_work *w, rng
     long T = w->T;
     /* Cholesky factors of every q(w | s = h) covariance, then K-vectors. */
     double *L = vbm_calloc((size_t)H * K * K + 2 * (size_t)K + (size_t)H, sizeof(double));
-    if (!L) return vbm_fail(err, VBM_ENOMEM, "out of memory for a read");
+    if (!L) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a read");
     double *wvec = L + (size_t)H * K * K, *ev = wvec + K, *sh = ev + K; /* sh: q(s_t) of one frame */
     memcpy(L, w->Sw, sizeof(double) * H * K * K);
     for (int h = 0; h < H; h++) la_chol(K, L + (size_t)h * K * K); /* Sw_h is SPD by construction */
@@ -1165,7 +1165,7 @@ vbm_status mixgroup_read_draw(const vbm_memory *mem, const mixgroup_work *w, rng
 vbm_status mixgroup_sample_one(const vbm_memory *mem, int g, int h, rng_t *rng, double *out, vbm_error *err) {
     int K = mem->cfg.rows, gh = g * mem->cfg.clusters + h;
     double *wvec = vbm_calloc((size_t)K, sizeof(double));
-    if (!wvec) return vbm_fail(err, VBM_ENOMEM, "out of memory for a sample");
+    if (!wvec) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a sample");
     for (int k = 0; k < K; k++) wvec[k] = rng_normal(rng);
     draw_code(K, mem->cg, BLK_R(mem, gh), BLK_U(mem, gh), BLK_B(mem, gh), mem->s2_b[gh], mem->cfg.sigma_z2,
               wvec, rng, out);
@@ -1177,7 +1177,7 @@ vbm_status mixgroup_sample_one(const vbm_memory *mem, int g, int h, rng_t *rng, 
 
 static vbm_status mix_work_new(const vbm_memory *mem, const vbm_codes *codes, void **work, vbm_error *err) {
     mixgroup_work *w = vbm_calloc(1, sizeof *w);
-    if (!w) return vbm_fail(err, VBM_ENOMEM, "out of memory");
+    if (!w) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     vbm_status st = mixgroup_work_init(w, mem, codes, 0, err);
     if (st) {
         free(w);

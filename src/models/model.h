@@ -125,8 +125,4 @@ vbm_status addresses_alloc(vbm_addresses *a, long T, int G, int H, int K, int wi
  * symmetric, start). */
 void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng);
 
-/* Set an error message (printf-style) and return the status. */
-vbm_status vbm_fail(vbm_error *err, vbm_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 #endif

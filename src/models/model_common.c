@@ -11,16 +11,6 @@
 
 #include "numerics/linalg.h"
 
-vbm_status vbm_fail(vbm_error *err, vbm_status st, const char *fmt, ...) {
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 void *vbm_calloc(size_t n, size_t size) {
     if (n == 0) n = 1;
     if (size == 0) size = 1;
@@ -54,7 +44,7 @@ static vbm_status prior_alloc(prior_t *p, int GH, int K, int cg, vbm_error *err)
     p->s2_b0 = vbm_calloc((size_t)GH, sizeof(double));
     if (!p->R0 || !p->U0 || !p->P0 || !p->P0R0 || !p->logdetU0 || !p->mu_b0 || !p->s2_b0) {
         prior_free(p);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory building the prior");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building the prior");
     }
     return VBM_OK;
 }
@@ -76,7 +66,7 @@ static vbm_status prior_factor(prior_t *p, int per_group, vbm_error *err) {
         memcpy(L, p->U0 + gh * kk, kk * sizeof(double));
         if (la_chol(p->K, L) != 0) {
             prior_free(p);
-            return vbm_fail(err, VBM_ENUMERIC, "prior row covariance of block %d is not positive definite", gh);
+            return vbm_fail(err, VBM_ENUMERIC, NULL, "prior row covariance of block %d is not positive definite", gh);
         }
         p->logdetU0[gh] = la_chol_logdet(p->K, L);
         int zero = 1; /* a zero prior mean (the default) gives P0R0 = 0: no solve */
@@ -133,7 +123,7 @@ vbm_status codestat_init(codestat_t *cs, const vbm_codes *codes, int goff, int c
     cs->vsum = vbm_calloc((size_t)codes->T, sizeof(double));
     if (!cs->znorm || !cs->vsum) {
         codestat_free(cs);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for code statistics");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for code statistics");
     }
     const double log2pie = log(2.0 * VBM_PI) + 1.0;
     for (long t = 0; t < codes->T; t++) {
@@ -237,7 +227,7 @@ vbm_status addresses_alloc(vbm_addresses *a, long T, int G, int H, int K, int wi
     if (with_cov) a->w_cov = vbm_calloc((size_t)G * H * K * K, sizeof(double));
     if (!a->s || !a->w_mu || (with_cov && !a->w_cov)) {
         vbm_addresses_free(a);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory for %ld addresses", T);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %ld addresses", T);
     }
     return VBM_OK;
 }

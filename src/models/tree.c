@@ -25,12 +25,12 @@ static void t_work_free(void *work) {
 
 static vbm_status t_work_new(const vbm_memory *mem, const vbm_codes *codes, void **work, vbm_error *err) {
     tree_work *w = vbm_calloc(1, sizeof *w);
-    if (!w) return vbm_fail(err, VBM_ENOMEM, "out of memory");
+    if (!w) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     w->G = mem->cfg.groups;
     w->groups = vbm_calloc((size_t)w->G, sizeof *w->groups);
     if (!w->groups) {
         free(w);
-        return vbm_fail(err, VBM_ENOMEM, "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
     for (int g = 0; g < w->G; g++) {
         vbm_status st = mixgroup_work_init(&w->groups[g], mem, codes, g, err);

@@ -221,19 +221,6 @@ static vbm_status solve_fail_lib(solve_error *err, vbm_status st, const char *op
     return solve_fail(err, st, NULL, "%s: %s", op, libmsg);
 }
 
-/* Name of a status in the error object. */
-static const char *solve_status_name(vbm_status st)
-{
-    switch (st) {
-    case VBM_ENOMEM: return "nomem";
-    case VBM_ENUMERIC: return "numeric";
-    case VBM_EFORMAT: return "format";
-    case VBM_OK:
-    case VBM_EINVAL: break;
-    }
-    return "invalid";
-}
-
 /* Cut s before a UTF-8 sequence left incomplete at its end (by truncation). */
 static void solve_utf8_trim(char *s)
 {
@@ -1132,7 +1119,7 @@ static int solve_print_error(const solve_error *err)
     int rc = -1;
 
     if (root != NULL && e != NULL && json_object_set(root, "error", e) == 0
-        && json_object_set_new(e, "status", json_string(solve_status_name(err->status))) == 0
+        && json_object_set_new(e, "status", json_string(vbm_status_name(err->status))) == 0
         && json_object_set_new(e, "message", solve_text(err->msg)) == 0
         && json_object_set_new(e, "field",
                                err->field[0] != '\0' ? solve_text(err->field) : json_null())

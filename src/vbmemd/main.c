@@ -119,7 +119,7 @@ static int main_loop(const sigset_t *set, const hlog *lg, eng_store *store, http
                      eng_models *models)
 {
     struct timespec tick = {1, 0};
-    eng_error err;
+    vbm_error err;
     long n;
     int sig;
 
@@ -135,10 +135,10 @@ static int main_loop(const sigset_t *set, const hlog *lg, eng_store *store, http
             continue;
         }
         if (sig == SIGHUP) {
-            if (http_auth_reload(auth, &err) != ENG_OK)
+            if (http_auth_reload(auth, &err) != VBM_OK)
                 hlog_emit(lg, HLOG_ERROR, "reload failed; keeping the previous keys", NULL,
                           json_pack("{s:s}", "detail", err.msg));
-            if (eng_models_reload(models, &err) != ENG_OK)
+            if (eng_models_reload(models, &err) != VBM_OK)
                 hlog_emit(lg, HLOG_ERROR, "model reload failed; keeping the previous models",
                           NULL, json_pack("{s:s}", "detail", err.msg));
             main_log_models(lg, models, "reloaded", auth);
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
     http_server *srv = NULL;
     eng_models *models = NULL;
     sigset_t set;
-    eng_error err;
+    vbm_error err;
     double t0, left;
     int sig, blas, durable = 0, rc = 1;
 
@@ -180,7 +180,7 @@ int main(int argc, char **argv)
         return fflush(stdout) == 0 ? 0 : 1;
     }
     if (vbmemd_storage_is_command(&opt)) {
-        rc = vbmemd_storage_command(&opt, stdout, &err) == ENG_OK ? 0 : 1;
+        rc = vbmemd_storage_command(&opt, stdout, &err) == VBM_OK ? 0 : 1;
         if (rc != 0)
             fprintf(stderr, "vbmemd: %s\n", err.msg);
         vbmemd_options_free(&opt);
@@ -202,21 +202,21 @@ int main(int argc, char **argv)
     if (main_check_dir(&lg, "data-dir", opt.data_dir) != 0
         || main_check_dir(&lg, "models-dir", opt.models_dir) != 0)
         goto out;
-    if (http_auth_create(opt.api_key_file, &auth, &err) != ENG_OK) {
+    if (http_auth_create(opt.api_key_file, &auth, &err) != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot load API keys", NULL,
                   json_pack("{s:s}", "detail", err.msg));
         goto out;
     }
     if (eng_models_create(main_models_dir(opt.models_dir), opt.default_model, &models, &err)
-        != ENG_OK) {
+        != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot load models", NULL,
                   json_pack("{s:s}", "detail", err.msg));
         goto out;
     }
     main_log_models(&lg, models, "models loaded", NULL);
     blas = main_blas_threads(opt.threads);
-    if (vbmemd_storage_open(&opt, &store, &durable, &err) != ENG_OK
-        || eng_pool_create(opt.threads, opt.queue_depth, &pool, &err) != ENG_OK) {
+    if (vbmemd_storage_open(&opt, &store, &durable, &err) != VBM_OK
+        || eng_pool_create(opt.threads, opt.queue_depth, &pool, &err) != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot start", NULL, json_pack("{s:s}", "detail", err.msg));
         goto out;
     }
@@ -228,7 +228,7 @@ int main(int argc, char **argv)
     scfg.models = models;
     scfg.data_dir = opt.data_dir;
     scfg.limits = opt.limits;
-    if (http_server_start(&scfg, pool, store, auth, &lg, &srv, &err) != ENG_OK) {
+    if (http_server_start(&scfg, pool, store, auth, &lg, &srv, &err) != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot listen", NULL,
                   json_pack("{s:s, s:s}", "listen", opt.listen, "detail", err.msg));
         goto out;
@@ -247,7 +247,7 @@ int main(int argc, char **argv)
               json_pack("{s:s, s:f}", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
                         "deadline_s", opt.shutdown_timeout_s));
     http_server_begin_shutdown(srv);
-    if (eng_pool_drain(pool, opt.shutdown_timeout_s) != ENG_OK) {
+    if (eng_pool_drain(pool, opt.shutdown_timeout_s) != VBM_OK) {
         /* Jobs still run inside libvbmem and cannot be interrupted: leave now
          * without freeing what they use. */
         hlog_emit(&lg, HLOG_ERROR, "shutdown deadline passed with jobs still running", NULL,
@@ -255,7 +255,7 @@ int main(int argc, char **argv)
         _exit(1);
     }
     left = opt.shutdown_timeout_s - (eng_now() - t0);
-    if (http_server_wait_idle(srv, left > 0.5 ? left : 0.5) != ENG_OK)
+    if (http_server_wait_idle(srv, left > 0.5 ? left : 0.5) != VBM_OK)
         hlog_emit(&lg, HLOG_WARN, "closing connections with unsent responses", NULL, NULL);
     http_server_stop(srv);
     srv = NULL;

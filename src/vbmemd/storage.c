@@ -12,7 +12,7 @@
 #define STORAGE_PAGE 64
 
 /* Open the Redis backend of "HOST:PORT" ("[V6]:PORT" for IPv6). */
-static eng_status storage_open_redis(const char *addr, eng_backend **out, eng_error *err)
+static vbm_status storage_open_redis(const char *addr, eng_backend **out, vbm_error *err)
 {
     char host[256];
     const char *colon = strrchr(addr, ':');
@@ -21,7 +21,7 @@ static eng_status storage_open_redis(const char *addr, eng_backend **out, eng_er
     size_t n;
 
     if (colon == NULL)
-        return eng_fail(err, ENG_EINVAL, "redis", "--redis: expected HOST:PORT, got \"%s\"", addr);
+        return vbm_fail(err, VBM_EINVAL, "redis", "--redis: expected HOST:PORT, got \"%s\"", addr);
     n = (size_t)(colon - addr);
     if (n > 1 && addr[0] == '[' && addr[n - 1] == ']') {
         addr++;
@@ -29,18 +29,18 @@ static eng_status storage_open_redis(const char *addr, eng_backend **out, eng_er
     }
     port = strtol(colon + 1, &end, 10);
     if (n == 0 || n >= sizeof host || *end != '\0' || port < 1 || port > 65535)
-        return eng_fail(err, ENG_EINVAL, "redis", "--redis: expected HOST:PORT, got \"%s\"", addr);
+        return vbm_fail(err, VBM_EINVAL, "redis", "--redis: expected HOST:PORT, got \"%s\"", addr);
     memcpy(host, addr, n);
     host[n] = '\0';
     return store_redis_open(host, (int)port, "vbmem:", out, err);
 }
 
-eng_status vbmemd_storage_open(const vbmemd_options *o, eng_store **out, int *durable,
-                               eng_error *err)
+vbm_status vbmemd_storage_open(const vbmemd_options *o, eng_store **out, int *durable,
+                               vbm_error *err)
 {
     eng_store_limits lim;
     eng_backend *b = NULL;
-    eng_status st;
+    vbm_status st;
 
     *out = NULL;
     *durable = 0;
@@ -48,22 +48,22 @@ eng_status vbmemd_storage_open(const vbmemd_options *o, eng_store **out, int *du
     lim.max_bytes = o->limits.max_memory_bytes;
     if (o->redis != NULL && o->redis[0] != '\0') {
         if (o->data_dir != NULL && o->data_dir[0] != '\0')
-            return eng_fail(err, ENG_EINVAL, "redis", "give --data-dir or --redis, not both");
+            return vbm_fail(err, VBM_EINVAL, "redis", "give --data-dir or --redis, not both");
         st = storage_open_redis(o->redis, &b, err);
     } else if (o->data_dir == NULL || o->data_dir[0] == '\0') {
         return eng_store_memory_create(&lim, out, err);
     } else {
         st = store_sqlite_open_dir(o->data_dir, &b, err);
     }
-    if (st != ENG_OK)
+    if (st != VBM_OK)
         return st;
     st = eng_store_durable_create(b, &lim, o->max_resident, out, err);
-    if (st != ENG_OK) {
+    if (st != VBM_OK) {
         eng_backend_close(b);
         return st;
     }
     *durable = 1;
-    return ENG_OK;
+    return VBM_OK;
 }
 
 int vbmemd_storage_is_command(const vbmemd_options *o)
@@ -82,22 +82,22 @@ static int storage_json_safe(const char *name)
 }
 
 /* Print every stored session of b as a JSON line. */
-static eng_status storage_list(eng_backend *b, FILE *out, eng_error *err)
+static vbm_status storage_list(eng_backend *b, FILE *out, vbm_error *err)
 {
     char ids[STORAGE_PAGE][ENG_ID_LEN + 1], after[ENG_ID_LEN + 1] = "";
     eng_record rec;
-    eng_status st;
+    vbm_status st;
     int n, i, k;
 
     for (;;) {
         st = eng_backend_list(b, NULL, after, STORAGE_PAGE, ids, &n, err);
-        if (st != ENG_OK)
+        if (st != VBM_OK)
             return st;
         for (i = 0; i < n; i++) {
             st = eng_backend_load(b, ids[i], &rec, err);
-            if (st == ENG_ENOTFOUND)
+            if (st == VBM_ENOTFOUND)
                 continue;
-            if (st != ENG_OK)
+            if (st != VBM_OK)
                 return st;
             fprintf(out, "{\"id\":\"%s\",\"owner\":\"", rec.id);
             for (k = 0; k < 8; k++)
@@ -110,51 +110,51 @@ static eng_status storage_list(eng_backend *b, FILE *out, eng_error *err)
             eng_record_free(&rec);
         }
         if (n < STORAGE_PAGE)
-            return ENG_OK;
+            return VBM_OK;
         memcpy(after, ids[n - 1], sizeof after);
     }
 }
 
-eng_status vbmemd_storage_command(const vbmemd_options *o, FILE *out, eng_error *err)
+vbm_status vbmemd_storage_command(const vbmemd_options *o, FILE *out, vbm_error *err)
 {
     char db[4096];
     eng_backend *src = NULL, *dst = NULL;
     struct stat sb;
     long copied = 0;
-    eng_status st;
+    vbm_status st;
 
     if (o->data_dir == NULL || o->data_dir[0] == '\0')
-        return eng_fail(err, ENG_EINVAL, "data-dir",
+        return vbm_fail(err, VBM_EINVAL, "data-dir",
                         "--list-sessions, --export-all and --import-all need --data-dir");
     if ((size_t)snprintf(db, sizeof db, "%s/vbmem.db", o->data_dir) >= sizeof db)
-        return eng_fail(err, ENG_EINVAL, "data-dir", "data directory path too long");
+        return vbm_fail(err, VBM_EINVAL, "data-dir", "data directory path too long");
     if (o->import_all != NULL) {
         st = store_sqlite_open(o->import_all, NULL, 1, &src, err);
-        if (st == ENG_OK)
+        if (st == VBM_OK)
             st = store_sqlite_open_dir(o->data_dir, &dst, err);
-        if (st == ENG_OK)
+        if (st == VBM_OK)
             st = eng_backend_copy_all(src, dst, &copied, err);
-        if (st == ENG_OK)
+        if (st == VBM_OK)
             fprintf(out, "{\"imported\":%ld}\n", copied);
     } else if (o->export_all != NULL) {
         if (stat(o->export_all, &sb) == 0 || errno != ENOENT)
-            return eng_fail(err, ENG_EINVAL, "export-all",
+            return vbm_fail(err, VBM_EINVAL, "export-all",
                             "%s exists (or cannot be checked); give a new file", o->export_all);
         st = store_sqlite_open(db, NULL, 1, &src, err);
-        if (st == ENG_OK)
+        if (st == VBM_OK)
             st = store_sqlite_open(o->export_all, NULL, 0, &dst, err);
-        if (st == ENG_OK)
+        if (st == VBM_OK)
             st = eng_backend_copy_all(src, dst, &copied, err);
-        if (st == ENG_OK)
+        if (st == VBM_OK)
             fprintf(out, "{\"exported\":%ld}\n", copied);
     } else {
         st = store_sqlite_open(db, NULL, 1, &src, err);
-        if (st == ENG_OK)
+        if (st == VBM_OK)
             st = storage_list(src, out, err);
     }
     eng_backend_close(dst);
     eng_backend_close(src);
-    if (st == ENG_OK && fflush(out) != 0)
-        st = eng_fail(err, ENG_EUNAVAIL, NULL, "cannot write the output: %s", strerror(errno));
+    if (st == VBM_OK && fflush(out) != 0)
+        st = vbm_fail(err, VBM_EUNAVAIL, NULL, "cannot write the output: %s", strerror(errno));
     return st;
 }

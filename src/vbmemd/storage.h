@@ -13,10 +13,10 @@
  * unreachable server gives 503s until it is back), both with at most
  * o->max_resident idle sessions in memory; else the in-memory store. *durable
  * is set to 1 for a durable store. On success *out is owned by the caller (eng_store_free). Fails with
- * ENG_EUNAVAIL (database cannot be opened, is locked by another vbmemd, or is
- * from a newer schema), ENG_EINVAL, ENG_ENOMEM; the message says which. */
-eng_status vbmemd_storage_open(const vbmemd_options *o, eng_store **out, int *durable,
-                               eng_error *err);
+ * VBM_EUNAVAIL (database cannot be opened, is locked by another vbmemd, or is
+ * from a newer schema), VBM_EINVAL, VBM_ENOMEM; the message says which. */
+vbm_status vbmemd_storage_open(const vbmemd_options *o, eng_store **out, int *durable,
+                               vbm_error *err);
 
 /* 1 when the options ask for a one-shot storage command instead of serving. */
 int vbmemd_storage_is_command(const vbmemd_options *o);
@@ -27,9 +27,9 @@ int vbmemd_storage_is_command(const vbmemd_options *o);
  * (a consistent copy of every session into a new SQLite file; safe while
  * vbmemd runs), --import-all FILE (copy every session of FILE into the store,
  * replacing sessions of the same id; takes the data directory's lock, so
- * vbmemd must be stopped). Fails with ENG_EINVAL (no --data-dir, FILE exists
- * for an export), ENG_EUNAVAIL, ENG_EFORMAT (a corrupt record: nothing after
- * it is copied), ENG_ENOMEM. */
-eng_status vbmemd_storage_command(const vbmemd_options *o, FILE *out, eng_error *err);
+ * vbmemd must be stopped). Fails with VBM_EINVAL (no --data-dir, FILE exists
+ * for an export), VBM_EUNAVAIL, VBM_EFORMAT (a corrupt record: nothing after
+ * it is copied), VBM_ENOMEM. */
+vbm_status vbmemd_storage_command(const vbmemd_options *o, FILE *out, vbm_error *err);
 
 #endif

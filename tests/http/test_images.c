@@ -141,7 +141,7 @@ START_TEST(test_observation_forms)
     unsigned char u8[784];
     char *b64;
     json_t *v, *o;
-    eng_error err;
+    vbm_error err;
     long n = 0;
     int i;
 
@@ -151,7 +151,7 @@ START_TEST(test_observation_forms)
     b64 = codec_b64_encode((const unsigned char *)vals, sizeof vals);
     v = json_pack("{s:s, s:[i, i, i, i], s:s}", "dtype", "float32", "shape", 2, 1, 28, 28, "data",
                   b64);
-    ck_assert_int_eq(img_read(v, "observations", &GREY, 10, &x, &n, &err), ENG_EINVAL);
+    ck_assert_int_eq(img_read(v, "observations", &GREY, 10, &x, &n, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "observations.data");
     ck_assert_ptr_nonnull(strstr(err.msg, "frame 1, channel 0, row 2, column 5"));
     ck_assert_ptr_null(x);
@@ -163,31 +163,31 @@ START_TEST(test_observation_forms)
     b64 = codec_b64_encode(u8, sizeof u8);
     v = json_pack("{s:s, s:[i, i, i, i], s:s}", "dtype", "uint8", "shape", 1, 1, 28, 28, "data",
                   b64);
-    ck_assert_int_eq(img_read(v, "observations", &GREY, 10, &x, &n, &err), ENG_OK);
+    ck_assert_int_eq(img_read(v, "observations", &GREY, 10, &x, &n, &err), VBM_OK);
     ck_assert_int_eq(n, 1);
     ck_assert_float_eq(x[3], (float)(3.5 / 256.0));
     /* and back: uint8 output of (v + 0.5) / 256 is v */
-    ck_assert_int_eq(img_write(x, 1, &GREY, IMG_UINT8, &o, &err), ENG_OK);
+    ck_assert_int_eq(img_write(x, 1, &GREY, IMG_UINT8, &o, &err), VBM_OK);
     ck_assert_str_eq(json_string_value(json_object_get(o, "data")), b64);
     json_decref(o);
-    ck_assert_int_eq(img_write(x, 1, &GREY, IMG_JSON, &o, &err), ENG_OK);
+    ck_assert_int_eq(img_write(x, 1, &GREY, IMG_JSON, &o, &err), VBM_OK);
     ck_assert_int_eq(json_array_size(json_array_get(json_array_get(json_array_get(o, 0), 0), 27)), 28);
     json_decref(o);
     free(x);
     json_decref(v);
     v = json_pack("{s:s, s:[i, i, i, i], s:s}", "dtype", "uint8", "shape", 11, 1, 28, 28, "data",
                   b64);
-    ck_assert_int_eq(img_read(v, "observations", &GREY, 10, &x, &n, &err), ENG_EINVAL);
+    ck_assert_int_eq(img_read(v, "observations", &GREY, 10, &x, &n, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "observations.shape");
     json_decref(v);
     free(b64);
     /* PNG lists: bad base64 names the frame */
     v = json_pack("[s, s]", "iVBORw0KGgo=", "!!");
-    ck_assert_int_eq(img_read(v, "obs", &GREY, 10, &x, &n, &err), ENG_EINVAL);
+    ck_assert_int_eq(img_read(v, "obs", &GREY, 10, &x, &n, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "obs[0]");
     json_decref(v);
     v = json_pack("[[[[f]]]]", 0.5);
-    ck_assert_int_eq(img_read(v, "obs", &GREY, 10, &x, &n, &err), ENG_EINVAL);
+    ck_assert_int_eq(img_read(v, "obs", &GREY, 10, &x, &n, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "obs[0][0]"); /* 1 row of the 28 */
     json_decref(v);
 }
@@ -224,14 +224,14 @@ START_TEST(test_registry_reload_keeps_models_in_use)
     eng_models *reg = NULL;
     eng_model_set *set;
     eng_model *m = NULL, *none = NULL;
-    eng_error err;
+    vbm_error err;
     float *x = img_pattern(&GREY, 1);
     double mu[64], s2[64];
     char msg[256];
 
     models_dir(dir, sizeof dir);
-    ck_assert_int_eq(eng_models_create(dir, "bad name!", &reg, &err), ENG_EINVAL);
-    ck_assert_int_eq(eng_models_create(dir, "a", &reg, &err), ENG_OK);
+    ck_assert_int_eq(eng_models_create(dir, "bad name!", &reg, &err), VBM_EINVAL);
+    ck_assert_int_eq(eng_models_create(dir, "a", &reg, &err), VBM_OK);
     set = eng_models_snapshot(reg);
     ck_assert_int_eq(set->n, 1);
     ck_assert_int_eq(set->n_failed, 1);
@@ -241,13 +241,13 @@ START_TEST(test_registry_reload_keeps_models_in_use)
     ck_assert_int_eq(set->models[0]->info->code_size, 64);
     ck_assert_int_eq((int)strlen(set->models[0]->sha256), 64);
     eng_model_set_release(set);
-    ck_assert_int_eq(eng_models_get(reg, "nope", &none, &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_models_get(reg, "nope", &none, &err), VBM_ENOTFOUND);
     ck_assert_ptr_null(none);
-    ck_assert_int_eq(eng_models_get(reg, "a", &m, &err), ENG_OK);
+    ck_assert_int_eq(eng_models_get(reg, "a", &m, &err), VBM_OK);
     /* the file goes away and the directory is reloaded: the model in use lives on */
     snprintf(path, sizeof path, "%s/a.safetensors", dir);
     ck_assert_int_eq(unlink(path), 0);
-    ck_assert_int_eq(eng_models_reload(reg, &err), ENG_OK);
+    ck_assert_int_eq(eng_models_reload(reg, &err), VBM_OK);
     set = eng_models_snapshot(reg);
     ck_assert_int_eq(set->n, 0);
     ck_assert_uint_eq(set->generation, 2);
@@ -258,12 +258,12 @@ START_TEST(test_registry_reload_keeps_models_in_use)
     eng_models_free(reg);
     rm_dir(dir);
     /* no directory: no models, and an unreadable one is an error */
-    ck_assert_int_eq(eng_models_create("", "", &reg, &err), ENG_OK);
+    ck_assert_int_eq(eng_models_create("", "", &reg, &err), VBM_OK);
     set = eng_models_snapshot(reg);
     ck_assert_int_eq(set->n + set->n_failed, 0);
     eng_model_set_release(set);
     eng_models_free(reg);
-    ck_assert_int_eq(eng_models_create("/nonexistent/models", "", &reg, &err), ENG_EINVAL);
+    ck_assert_int_eq(eng_models_create("/nonexistent/models", "", &reg, &err), VBM_EINVAL);
     free(x);
 }
 END_TEST
@@ -282,7 +282,7 @@ START_TEST(test_recall_with_model)
     eng_recall_out a, b;
     vbm_config cfg;
     vbm_codes vc;
-    eng_error err;
+    vbm_error err;
     double *mu = malloc(16 * 64 * sizeof *mu), *s2 = malloc(16 * 64 * sizeof *s2);
     float *x = malloc(16 * 784 * sizeof *x);
     char msg[256];
@@ -295,15 +295,15 @@ START_TEST(test_recall_with_model)
         free(p);
     }
     models_dir(dir, sizeof dir);
-    ck_assert_int_eq(eng_models_create(dir, "a", &reg, &err), ENG_OK);
-    ck_assert_int_eq(eng_models_get(reg, "a", &m, &err), ENG_OK);
+    ck_assert_int_eq(eng_models_create(dir, "a", &reg, &err), VBM_OK);
+    ck_assert_int_eq(eng_models_get(reg, "a", &m, &err), VBM_OK);
     eng_model_config(m, &cfg);
     ck_assert_int_eq(cfg.clusters, 10);
     ck_assert_int_eq(cfg.rows, 6);
     cfg.clusters = 4;
-    ck_assert_int_eq(eng_session_create(&cfg, &solver, 0, NULL, &s, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_create(&cfg, &solver, 0, NULL, &s, &err), VBM_OK);
     eng_session_set_model(s, m);
-    ck_assert_int_eq(eng_session_model(s, reg, &bound, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_model(s, reg, &bound, &err), VBM_OK);
     ck_assert_ptr_eq(bound, m);
     eng_model_unref(bound);
     ck_assert_int_eq(nets_encode(m->net, x, 16, mu, s2, msg, sizeof msg), 0);
@@ -317,7 +317,7 @@ START_TEST(test_recall_with_model)
     vc.C = 64;
     vc.mu = mu;
     vc.s2 = s2;
-    ck_assert_int_eq(eng_session_write(s, ENG_REPLACE, &vc, &fo, &fout, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_write(s, ENG_REPLACE, &vc, &fo, &fout, &err), VBM_OK);
     eng_fit_out_free(&fout);
     memset(&q, 0, sizeof q);
     q.T = 3;
@@ -325,8 +325,8 @@ START_TEST(test_recall_with_model)
     o.seed = 5;
     o.pixel_sample = 0;
     o.want_addresses = 1;
-    ck_assert_int_eq(eng_session_recall(s, m, &q, &o, &a, &err), ENG_OK);
-    ck_assert_int_eq(eng_session_recall(s, m, &q, &o, &b, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_recall(s, m, &q, &o, &a, &err), VBM_OK);
+    ck_assert_int_eq(eng_session_recall(s, m, &q, &o, &b, &err), VBM_OK);
     ck_assert_int_eq(a.steps, 4);
     ck_assert_int_eq((int)a.P, 784);
     ck_assert_ptr_nonnull(a.start_images);
@@ -340,12 +340,12 @@ START_TEST(test_recall_with_model)
     q.images = x;
     q.T = 2;
     o.pixel_sample = 1;
-    ck_assert_int_eq(eng_session_recall(s, m, &q, &o, &a, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_recall(s, m, &q, &o, &a, &err), VBM_OK);
     ck_assert_ptr_null(a.start_codes);
     eng_recall_out_free(&a);
-    ck_assert_int_eq(eng_session_recall(s, NULL, &q, &o, &a, &err), ENG_EINVAL);
+    ck_assert_int_eq(eng_session_recall(s, NULL, &q, &o, &a, &err), VBM_EINVAL);
     o.steps = 0;
-    ck_assert_int_eq(eng_session_recall(s, m, &q, &o, &a, &err), ENG_EINVAL);
+    ck_assert_int_eq(eng_session_recall(s, m, &q, &o, &a, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "iterations");
     eng_session_unref(s);
     eng_model_unref(m);

@@ -136,28 +136,28 @@ START_TEST(test_codec_codes)
     json_error_t jerr;
     json_t *v = json_loads(doc, 0, &jerr), *w;
     codec_codes c;
-    eng_error err;
+    vbm_error err;
 
     ck_assert_ptr_nonnull(v);
-    ck_assert_int_eq(codec_read_codes(v, "codes", 100, 100, &c, &err), ENG_OK);
+    ck_assert_int_eq(codec_read_codes(v, "codes", 100, 100, &c, &err), VBM_OK);
     ck_assert_int_eq(c.T, 2);
     ck_assert_int_eq(c.C, 2);
     ck_assert(c.mu[0] == 1.0 && c.mu[1] == -2.0 && c.mu[2] == 0.5 && c.mu[3] == 3.0);
     ck_assert(c.s2[3] == 0.25);
     codec_codes_free(&c);
-    ck_assert_int_eq(codec_read_codes(v, "codes", 1, 100, &c, &err), ENG_EINVAL);
+    ck_assert_int_eq(codec_read_codes(v, "codes", 1, 100, &c, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "codes.mu.shape");
     json_decref(v);
     w = json_loads("{\"mu\": [[1, 2], [3]]}", 0, &jerr);
-    ck_assert_int_eq(codec_read_codes(w, "q", 100, 100, &c, &err), ENG_EINVAL);
+    ck_assert_int_eq(codec_read_codes(w, "q", 100, 100, &c, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "q.mu[1]");
     json_decref(w);
     w = json_loads("{\"mu\": [[1, 2]], \"sigma2\": [[1, -1]]}", 0, &jerr);
-    ck_assert_int_eq(codec_read_codes(w, "codes", 100, 100, &c, &err), ENG_EINVAL);
+    ck_assert_int_eq(codec_read_codes(w, "codes", 100, 100, &c, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "codes.sigma2[0][1]");
     json_decref(w);
     w = json_loads("{\"mu\": [[1, 2]], \"extra\": 1}", 0, &jerr);
-    ck_assert_int_eq(codec_read_codes(w, "codes", 100, 100, &c, &err), ENG_EINVAL);
+    ck_assert_int_eq(codec_read_codes(w, "codes", 100, 100, &c, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "codes.extra");
     json_decref(w);
 }
@@ -191,10 +191,10 @@ START_TEST(test_pool_bounded_and_drain)
     block_job jobs[4];
     struct timespec ts = {0, 2000000L};
     eng_pool *pool;
-    eng_error err;
+    vbm_error err;
 
-    ck_assert_int_eq(eng_pool_create(0, 1, &pool, &err), ENG_EINVAL);
-    ck_assert_int_eq(eng_pool_create(1, 2, &pool, &err), ENG_OK);
+    ck_assert_int_eq(eng_pool_create(0, 1, &pool, &err), VBM_EINVAL);
+    ck_assert_int_eq(eng_pool_create(1, 2, &pool, &err), VBM_OK);
     for (i = 0; i < 4; i++) {
         jobs[i].job.run = block_run;
         jobs[i].lock = &lock;
@@ -202,24 +202,24 @@ START_TEST(test_pool_bounded_and_drain)
         jobs[i].release = &release;
         jobs[i].done = &done;
     }
-    ck_assert_int_eq(eng_pool_submit(pool, &jobs[0].job), ENG_OK);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[0].job), VBM_OK);
     do { /* wait until the worker took job 0 */
         nanosleep(&ts, NULL);
         eng_pool_stats(pool, &queued, &running, &depth);
     } while (running == 0);
-    ck_assert_int_eq(eng_pool_submit(pool, &jobs[1].job), ENG_OK);
-    ck_assert_int_eq(eng_pool_submit(pool, &jobs[2].job), ENG_OK);
-    ck_assert_int_eq(eng_pool_submit(pool, &jobs[3].job), ENG_EBUSY);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[1].job), VBM_OK);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[2].job), VBM_OK);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[3].job), VBM_EBUSY);
     eng_pool_stats(pool, &queued, &running, &depth);
     ck_assert_int_eq(queued, 2);
     ck_assert_int_eq(depth, 2);
-    ck_assert_int_eq(eng_pool_drain(pool, 0.05), ENG_EBUSY); /* still blocked */
-    ck_assert_int_eq(eng_pool_submit(pool, &jobs[3].job), ENG_ESTOPPED);
+    ck_assert_int_eq(eng_pool_drain(pool, 0.05), VBM_EBUSY); /* still blocked */
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[3].job), VBM_ESTOPPED);
     pthread_mutex_lock(&lock);
     release = 1;
     pthread_cond_broadcast(&cond);
     pthread_mutex_unlock(&lock);
-    ck_assert_int_eq(eng_pool_drain(pool, 10.0), ENG_OK);
+    ck_assert_int_eq(eng_pool_drain(pool, 10.0), VBM_OK);
     ck_assert_int_eq(done, 3);
     eng_pool_free(pool);
 }
@@ -230,11 +230,11 @@ static eng_session *new_session(const unsigned char *owner, long ttl)
     eng_solver sv = {10, 0.0, VBM_INIT_AUTO};
     vbm_config cfg;
     eng_session *s;
-    eng_error err;
+    vbm_error err;
 
     vbm_config_default(VBM_GAUSSIAN, 4, &cfg);
     cfg.rows = 2;
-    ck_assert_int_eq(eng_session_create(&cfg, &sv, ttl, owner, &s, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_create(&cfg, &sv, ttl, owner, &s, &err), VBM_OK);
     return s;
 }
 
@@ -245,24 +245,24 @@ START_TEST(test_store_owners_pages_limits)
     eng_session *s[6], *got, **page;
     char cursor[ENG_ID_LEN + 1] = "";
     eng_store *st;
-    eng_error err;
+    vbm_error err;
     int i, n, more, total = 0;
     long count;
 
-    ck_assert_int_eq(eng_store_memory_create(&lim, &st, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_memory_create(&lim, &st, &err), VBM_OK);
     for (i = 0; i < 6; i++) {
         s[i] = new_session(i < 4 ? a : b, 0);
         ck_assert_uint_eq(strlen(s[i]->id), ENG_ID_LEN);
-        ck_assert_int_eq(eng_store_insert(st, s[i], 0, &err), i < 5 ? ENG_OK : ENG_ELIMIT);
+        ck_assert_int_eq(eng_store_insert(st, s[i], 0, &err), i < 5 ? VBM_OK : VBM_ELIMIT);
     }
     got = eng_store_lookup(st, s[0]->id, a);
     ck_assert_ptr_eq(got, s[0]);
     eng_session_unref(got);
     ck_assert_ptr_null(eng_store_lookup(st, s[0]->id, b));
     ck_assert_ptr_null(eng_store_lookup(st, s[0]->id, NULL));
-    ck_assert_int_eq(eng_store_remove(st, s[0]->id, b, &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_store_remove(st, s[0]->id, b, &err), VBM_ENOTFOUND);
     do {
-        ck_assert_int_eq(eng_store_list(st, a, cursor, 3, &page, &n, &more, &err), ENG_OK);
+        ck_assert_int_eq(eng_store_list(st, a, cursor, 3, &page, &n, &more, &err), VBM_OK);
         for (i = 0; i < n; i++) {
             ck_assert(memcmp(page[i]->owner, a, ENG_OWNER_LEN) == 0);
             ck_assert(strcmp(page[i]->id, cursor) > 0);
@@ -273,7 +273,7 @@ START_TEST(test_store_owners_pages_limits)
         free(page);
     } while (more);
     ck_assert_int_eq(total, 4);
-    ck_assert_int_eq(eng_store_remove(st, s[0]->id, a, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_remove(st, s[0]->id, a, &err), VBM_OK);
     eng_store_stats(st, &count, NULL);
     ck_assert_int_eq(count, 4);
     for (i = 0; i < 6; i++)
@@ -287,18 +287,18 @@ START_TEST(test_store_ttl_and_bytes)
     eng_store_limits lim = {0, 0};
     eng_session *s1 = new_session(NULL, 1), *s2 = new_session(NULL, 0);
     eng_store *st;
-    eng_error err;
+    vbm_error err;
     size_t bytes;
     long count;
 
     lim.max_bytes = atomic_load(&s1->bytes) + atomic_load(&s2->bytes);
-    ck_assert_int_eq(eng_store_memory_create(&lim, &st, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_insert(st, s1, 0, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_insert(st, s2, 1, &err), ENG_ELIMIT);
-    ck_assert_int_eq(eng_store_insert(st, s2, 0, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_memory_create(&lim, &st, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_insert(st, s1, 0, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_insert(st, s2, 1, &err), VBM_ELIMIT);
+    ck_assert_int_eq(eng_store_insert(st, s2, 0, &err), VBM_OK);
     eng_store_stats(st, &count, &bytes);
     ck_assert_uint_eq(bytes, lim.max_bytes);
-    ck_assert_int_eq(eng_store_reserve(st, 0, 1, &err), ENG_ELIMIT);
+    ck_assert_int_eq(eng_store_reserve(st, 0, 1, &err), VBM_ELIMIT);
     ck_assert_int_eq(eng_store_expire(st, atomic_load(&s1->last_used_ms) + 500), 0);
     ck_assert_int_eq(eng_store_expire(st, atomic_load(&s1->last_used_ms) + 1500), 1);
     eng_store_stats(st, &count, NULL);
@@ -316,7 +316,7 @@ START_TEST(test_session_versions)
     vbm_codes codes = {6, 4, mu, NULL};
     eng_fit_opts o;
     eng_fit_out out;
-    eng_error err;
+    vbm_error err;
     eng_info info;
     int i;
 
@@ -326,18 +326,18 @@ START_TEST(test_session_versions)
     o.iterations = o.init = -1;
     o.tolerance = -1.0;
     o.if_match = 1;
-    ck_assert_int_eq(eng_session_write(s, ENG_REPLACE, &codes, &o, &out, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_write(s, ENG_REPLACE, &codes, &o, &out, &err), VBM_OK);
     ck_assert_int_eq(out.version, 2);
     ck_assert_int_eq(out.frames, 6);
     ck_assert(fabs(out.usage[0] - 6.0) < 1e-12);
     eng_fit_out_free(&out);
-    ck_assert_int_eq(eng_session_write(s, ENG_APPEND, &codes, &o, &out, &err), ENG_ECONFLICT);
+    ck_assert_int_eq(eng_session_write(s, ENG_APPEND, &codes, &o, &out, &err), VBM_ECONFLICT);
     ck_assert_str_eq(err.field, "If-Match");
     o.if_match = -1;
     codes.C = 3;
-    ck_assert_int_eq(eng_session_write(s, ENG_APPEND, &codes, &o, &out, &err), ENG_EINVAL);
+    ck_assert_int_eq(eng_session_write(s, ENG_APPEND, &codes, &o, &out, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "codes");
-    ck_assert_int_eq(eng_session_info(s, &info, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_info(s, &info, &err), VBM_OK);
     ck_assert_int_eq(info.version, 2);
     ck_assert_int_eq(info.frames, 6);
     eng_info_free(&info);

@@ -48,7 +48,7 @@ static void teardown(void)
 static int redis_port;
 static pid_t redis_pid;
 
-static eng_status open_backend(eng_backend **b, eng_error *err)
+static vbm_status open_backend(eng_backend **b, vbm_error *err)
 {
     if (redis_port > 0)
         return store_redis_open("127.0.0.1", redis_port, "test:", b, err);
@@ -63,7 +63,7 @@ static void redis_start(void)
     socklen_t len = sizeof sa;
     char port[16];
     eng_backend *b = NULL;
-    eng_error err;
+    vbm_error err;
     int fd, i;
 
     fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -89,8 +89,8 @@ static void redis_start(void)
     }
     for (i = 0; i < 100; i++) {
         usleep(50000);
-        ck_assert_int_eq(store_redis_open("127.0.0.1", redis_port, "test:", &b, &err), ENG_OK);
-        if (eng_backend_check(b, &err) == ENG_OK) {
+        ck_assert_int_eq(store_redis_open("127.0.0.1", redis_port, "test:", &b, &err), VBM_OK);
+        if (eng_backend_check(b, &err) == VBM_OK) {
             eng_backend_close(b);
             return;
         }
@@ -132,24 +132,24 @@ static eng_session *new_session(const unsigned char *owner, long ttl)
     eng_solver sv = {10, 0.0, VBM_INIT_AUTO};
     vbm_config cfg;
     eng_session *s;
-    eng_error err;
+    vbm_error err;
 
     vbm_config_default(VBM_MIXTURE, 4, &cfg);
     cfg.rows = 2;
     cfg.clusters = 2;
     cfg.retain_max = 100;
-    ck_assert_int_eq(eng_session_create(&cfg, &sv, ttl, owner, &s, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_create(&cfg, &sv, ttl, owner, &s, &err), VBM_OK);
     return s;
 }
 
 /* Write 8 deterministic codes (seeded by k) to s. */
-static eng_status write_codes(eng_session *s, int k, eng_mode mode, eng_error *err)
+static vbm_status write_codes(eng_session *s, int k, eng_mode mode, vbm_error *err)
 {
     double mu[8 * 4];
     vbm_codes codes = {8, 4, mu, NULL};
     eng_fit_opts o;
     eng_fit_out out;
-    eng_status st;
+    vbm_status st;
     int i;
 
     for (i = 0; i < 8 * 4; i++)
@@ -161,7 +161,7 @@ static eng_status write_codes(eng_session *s, int k, eng_mode mode, eng_error *e
     o.seed = (uint64_t)k;
     o.if_match = -1;
     st = eng_session_write(s, mode, &codes, &o, &out, err);
-    if (st == ENG_OK)
+    if (st == VBM_OK)
         eng_fit_out_free(&out);
     return st;
 }
@@ -182,9 +182,9 @@ static unsigned char *export_of(eng_session *s, size_t *len, uint64_t *version)
 static eng_record record_of(eng_session *s)
 {
     eng_record rec;
-    eng_error err;
+    vbm_error err;
 
-    ck_assert_int_eq(eng_session_to_record(s, &rec, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_to_record(s, &rec, &err), VBM_OK);
     return rec;
 }
 
@@ -194,15 +194,15 @@ START_TEST(test_schema_lock_reopen)
     eng_backend *b, *b2;
     sqlite3 *db;
     sqlite3_stmt *st;
-    eng_error err;
+    vbm_error err;
 
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
     /* A second owner of the directory is refused while the first holds it. */
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b2, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b2, &err), VBM_EUNAVAIL);
     ck_assert_ptr_nonnull(strstr(err.msg, "locked"));
-    ck_assert_int_eq(eng_backend_check(b, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_check(b, &err), VBM_OK);
     eng_backend_close(b);
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
     eng_backend_close(b);
 
     db_path(path, sizeof path);
@@ -218,7 +218,7 @@ START_TEST(test_schema_lock_reopen)
     /* A database from a newer schema is refused, not misread. */
     ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_EUNAVAIL);
     ck_assert_ptr_nonnull(strstr(err.msg, "schema version 99"));
     snprintf(lock, sizeof lock, "%s/vbmemd.lock", tdir);
     ck_assert_int_eq(access(lock, F_OK), 0);
@@ -232,13 +232,13 @@ START_TEST(test_migration_from_v1)
     eng_session *s = new_session(NULL, 0), *back;
     eng_backend *b;
     eng_record rec;
-    eng_error err;
+    vbm_error err;
     sqlite3 *db;
     sqlite3_stmt *st;
 
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
     rec = record_of(s);
-    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
     eng_record_free(&rec);
     eng_backend_close(b);
     /* Turn it back into schema 1: the same rows, no model column. */
@@ -248,15 +248,15 @@ START_TEST(test_migration_from_v1)
                                       "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
 
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
-    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), VBM_OK);
     ck_assert_str_eq(rec.model_name, "");
-    ck_assert_int_eq(eng_session_from_record(&rec, &back, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_from_record(&rec, &back, &err), VBM_OK);
     eng_session_unref(back);
     snprintf(rec.model_name, sizeof rec.model_name, "%s", "fashion-mixture");
-    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), VBM_OK);
     eng_record_free(&rec);
-    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), VBM_OK);
     ck_assert_str_eq(rec.model_name, "fashion-mixture");
     eng_record_free(&rec);
     eng_backend_close(b);
@@ -276,32 +276,32 @@ START_TEST(test_cas_reload_delete)
     eng_session *s = new_session(owner, 0), *back;
     eng_backend *b;
     eng_record rec, got;
-    eng_error err;
+    vbm_error err;
     unsigned char *e1, *e2;
     size_t n1, n2;
     uint64_t v1, v2;
 
-    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    ck_assert_int_eq(open_backend(&b, &err), VBM_OK);
     rec = record_of(s);
-    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
-    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_ECONFLICT); /* exists */
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_ECONFLICT); /* exists */
     eng_record_free(&rec);
 
-    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), ENG_OK); /* version 2 */
+    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), VBM_OK); /* version 2 */
     rec = record_of(s);
-    ck_assert_int_eq(eng_backend_save(b, &rec, 2, &err), ENG_ECONFLICT); /* stored is 1 */
+    ck_assert_int_eq(eng_backend_save(b, &rec, 2, &err), VBM_ECONFLICT); /* stored is 1 */
     ck_assert_ptr_nonnull(strstr(err.msg, "version 1"));
-    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), ENG_OK);
-    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), ENG_ECONFLICT); /* lost update refused */
+    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), VBM_ECONFLICT); /* lost update refused */
     eng_record_free(&rec);
 
     /* Reload after closing: bit-exact memory, same metadata. */
     eng_backend_close(b);
-    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
-    ck_assert_int_eq(eng_backend_load(b, s->id, &got, &err), ENG_OK);
+    ck_assert_int_eq(open_backend(&b, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &got, &err), VBM_OK);
     ck_assert_int_eq(got.version, 2);
     ck_assert(memcmp(got.owner, owner, ENG_OWNER_LEN) == 0);
-    ck_assert_int_eq(eng_session_from_record(&got, &back, &err), ENG_OK);
+    ck_assert_int_eq(eng_session_from_record(&got, &back, &err), VBM_OK);
     eng_record_free(&got);
     e1 = export_of(s, &n1, &v1);
     e2 = export_of(back, &n2, &v2);
@@ -317,13 +317,13 @@ START_TEST(test_cas_reload_delete)
 
     /* Delete: by the wrong owner refused; then gone for load, save and delete. */
     ck_assert_int_eq(eng_backend_remove(b, s->id, (const unsigned char *)"other-owner-xxxxxxxxxxxxxxxxxxxx",
-                                        &err), ENG_ENOTFOUND);
-    ck_assert_int_eq(eng_backend_remove(b, s->id, owner, &err), ENG_OK);
-    ck_assert_int_eq(eng_backend_load(b, s->id, &got, &err), ENG_ENOTFOUND);
+                                        &err), VBM_ENOTFOUND);
+    ck_assert_int_eq(eng_backend_remove(b, s->id, owner, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &got, &err), VBM_ENOTFOUND);
     rec = record_of(s);
-    ck_assert_int_eq(eng_backend_save(b, &rec, 2, &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 2, &err), VBM_ENOTFOUND);
     eng_record_free(&rec);
-    ck_assert_int_eq(eng_backend_remove(b, s->id, NULL, &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_backend_remove(b, s->id, NULL, &err), VBM_ENOTFOUND);
     eng_backend_close(b);
     eng_session_unref(s);
 }
@@ -336,20 +336,20 @@ START_TEST(test_list_owners_pages)
     eng_backend *b;
     eng_session *s;
     eng_record rec;
-    eng_error err;
+    vbm_error err;
     int i, n, total = 0;
     long count;
 
-    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    ck_assert_int_eq(open_backend(&b, &err), VBM_OK);
     for (i = 0; i < 7; i++) {
         s = new_session(i < 5 ? a : c, 0);
         rec = record_of(s);
-        ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+        ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
         eng_record_free(&rec);
         eng_session_unref(s);
     }
     do {
-        ck_assert_int_eq(eng_backend_list(b, a, after, 3, ids, &n, &err), ENG_OK);
+        ck_assert_int_eq(eng_backend_list(b, a, after, 3, ids, &n, &err), VBM_OK);
         for (i = 0; i < n; i++) {
             ck_assert(strcmp(ids[i], after) > 0);
             strcpy(after, ids[i]);
@@ -360,13 +360,13 @@ START_TEST(test_list_owners_pages)
     after[0] = '\0';
     total = 0;
     do {
-        ck_assert_int_eq(eng_backend_list(b, NULL, after, 3, ids, &n, &err), ENG_OK);
+        ck_assert_int_eq(eng_backend_list(b, NULL, after, 3, ids, &n, &err), VBM_OK);
         if (n > 0)
             strcpy(after, ids[n - 1]);
         total += n;
     } while (n == 3);
     ck_assert_int_eq(total, 7);
-    ck_assert_int_eq(eng_backend_count(b, &count, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_count(b, &count, &err), VBM_OK);
     ck_assert_int_eq(count, 7);
     eng_backend_close(b);
 }
@@ -380,19 +380,19 @@ START_TEST(test_corrupt_records_rejected)
     eng_backend *b;
     eng_store *st;
     eng_record rec;
-    eng_error err;
+    vbm_error err;
     sqlite3 *db;
     char sql[256];
 
-    ck_assert_int_eq(write_codes(s, 3, ENG_REPLACE, &err), ENG_OK);
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    ck_assert_int_eq(write_codes(s, 3, ENG_REPLACE, &err), VBM_OK);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
     rec = record_of(s);
-    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
     eng_record_free(&rec);
     /* t: a record whose checksum matches but whose memory does not import. */
     rec = record_of(t);
     rec.blob[0] ^= 0xff; /* bad magic */
-    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
     eng_record_free(&rec);
     eng_backend_close(b);
 
@@ -406,17 +406,17 @@ START_TEST(test_corrupt_records_rejected)
     ck_assert_int_eq(sqlite3_changes(db), 1);
     sqlite3_close(db);
 
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
-    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), VBM_EUNAVAIL);
     ck_assert_ptr_nonnull(strstr(err.msg, "corrupt"));
-    ck_assert_int_eq(eng_backend_load(b, t->id, &rec, &err), ENG_OK);
-    ck_assert_int_eq(eng_session_from_record(&rec, &got, &err), ENG_EFORMAT);
+    ck_assert_int_eq(eng_backend_load(b, t->id, &rec, &err), VBM_OK);
+    ck_assert_int_eq(eng_session_from_record(&rec, &got, &err), VBM_EFORMAT);
     eng_record_free(&rec);
-    ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_get(st, s->id, NULL, &got, &err), ENG_EUNAVAIL);
-    ck_assert_int_eq(eng_store_get(st, t->id, NULL, &got, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_get(st, s->id, NULL, &got, &err), VBM_EUNAVAIL);
+    ck_assert_int_eq(eng_store_get(st, t->id, NULL, &got, &err), VBM_EUNAVAIL);
     ck_assert_ptr_nonnull(strstr(err.msg, "does not import"));
-    ck_assert_int_eq(eng_store_get(st, "nothex", NULL, &got, &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_store_get(st, "nothex", NULL, &got, &err), VBM_ENOTFOUND);
     eng_store_free(st);
     eng_session_unref(s);
     eng_session_unref(t);
@@ -430,49 +430,49 @@ typedef struct {
     int fail_saves;
 } flaky_backend;
 
-static eng_status flaky_load(void *impl, const char *id, eng_record *out, eng_error *err)
+static vbm_status flaky_load(void *impl, const char *id, eng_record *out, vbm_error *err)
 {
     return eng_backend_load(((flaky_backend *)impl)->real, id, out, err);
 }
 
-static eng_status flaky_save(void *impl, const eng_record *rec, uint64_t expected, eng_error *err)
+static vbm_status flaky_save(void *impl, const eng_record *rec, uint64_t expected, vbm_error *err)
 {
     flaky_backend *f = impl;
 
     if (f->fail_saves)
-        return eng_fail(err, ENG_EUNAVAIL, NULL, "injected failure");
+        return vbm_fail(err, VBM_EUNAVAIL, NULL, "injected failure");
     return eng_backend_save(f->real, rec, expected, err);
 }
 
-static eng_status flaky_remove(void *impl, const char *id, const unsigned char *owner,
-                               eng_error *err)
+static vbm_status flaky_remove(void *impl, const char *id, const unsigned char *owner,
+                               vbm_error *err)
 {
     return eng_backend_remove(((flaky_backend *)impl)->real, id, owner, err);
 }
 
-static eng_status flaky_list(void *impl, const unsigned char *owner, const char *after, int limit,
-                             char (*ids)[ENG_ID_LEN + 1], int *n, eng_error *err)
+static vbm_status flaky_list(void *impl, const unsigned char *owner, const char *after, int limit,
+                             char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err)
 {
     return eng_backend_list(((flaky_backend *)impl)->real, owner, after, limit, ids, n, err);
 }
 
-static eng_status flaky_idle(void *impl, double now, int limit, char (*ids)[ENG_ID_LEN + 1],
-                             int *n, eng_error *err)
+static vbm_status flaky_idle(void *impl, double now, int limit, char (*ids)[ENG_ID_LEN + 1],
+                             int *n, vbm_error *err)
 {
     return eng_backend_idle(((flaky_backend *)impl)->real, now, limit, ids, n, err);
 }
 
-static eng_status flaky_touch(void *impl, const char *id, double used, eng_error *err)
+static vbm_status flaky_touch(void *impl, const char *id, double used, vbm_error *err)
 {
     return eng_backend_touch(((flaky_backend *)impl)->real, id, used, err);
 }
 
-static eng_status flaky_count(void *impl, long *n, eng_error *err)
+static vbm_status flaky_count(void *impl, long *n, vbm_error *err)
 {
     return eng_backend_count(((flaky_backend *)impl)->real, n, err);
 }
 
-static eng_status flaky_check(void *impl, eng_error *err)
+static vbm_status flaky_check(void *impl, vbm_error *err)
 {
     return eng_backend_check(((flaky_backend *)impl)->real, err);
 }
@@ -496,7 +496,7 @@ START_TEST(test_failed_persist_rolls_back)
     flaky_backend *f = calloc(1, sizeof *f);
     eng_session *s = new_session(NULL, 0), *again;
     eng_store *st;
-    eng_error err;
+    vbm_error err;
     unsigned char *e1, *e2;
     size_t n1, n2;
     uint64_t v1, v2;
@@ -506,18 +506,18 @@ START_TEST(test_failed_persist_rolls_back)
     ck_assert_ptr_nonnull(f);
     f->base.ops = &flaky_ops;
     f->base.impl = f;
-    ck_assert_int_eq(open_backend(&f->real, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_durable_create(&f->base, &lim, 10, &st, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_insert(st, s, 0, &err), ENG_OK);
-    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), ENG_OK);
+    ck_assert_int_eq(open_backend(&f->real, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_durable_create(&f->base, &lim, 10, &st, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_insert(st, s, 0, &err), VBM_OK);
+    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), VBM_OK);
     e1 = export_of(s, &n1, &v1);
     ck_assert_int_eq(v1, 2);
 
     f->fail_saves = 1;
-    ck_assert_int_eq(write_codes(s, 2, ENG_APPEND, &err), ENG_EUNAVAIL);
-    ck_assert_int_eq(write_codes(s, 2, ENG_REPLACE, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(write_codes(s, 2, ENG_APPEND, &err), VBM_EUNAVAIL);
+    ck_assert_int_eq(write_codes(s, 2, ENG_REPLACE, &err), VBM_EUNAVAIL);
     ck_assert_int_eq(vbm_memory_clone(s->mem, &mem, &verr), VBM_OK);
-    ck_assert_int_eq(eng_session_replace(s, mem, -1, &v2, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(eng_session_replace(s, mem, -1, &v2, &err), VBM_EUNAVAIL);
     vbm_memory_free(mem); /* still the caller's after a failure */
     e2 = export_of(s, &n2, &v2);
     ck_assert_int_eq(v2, 2); /* unchanged: memory, version */
@@ -526,7 +526,7 @@ START_TEST(test_failed_persist_rolls_back)
     free(e2);
 
     f->fail_saves = 0;
-    ck_assert_int_eq(write_codes(s, 2, ENG_APPEND, &err), ENG_OK);
+    ck_assert_int_eq(write_codes(s, 2, ENG_APPEND, &err), VBM_OK);
     eng_store_free(st);
 
     /* What was acknowledged (version 3) is what a new store serves. */
@@ -536,9 +536,9 @@ START_TEST(test_failed_persist_rolls_back)
         free(e1);
         e1 = export_of(s, &n1, &v1);
         ck_assert_int_eq(v1, 3);
-        ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
-        ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), ENG_OK);
-        ck_assert_int_eq(eng_store_get(st, s->id, NULL, &again, &err), ENG_OK);
+        ck_assert_int_eq(open_backend(&b, &err), VBM_OK);
+        ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), VBM_OK);
+        ck_assert_int_eq(eng_store_get(st, s->id, NULL, &again, &err), VBM_OK);
         e2 = export_of(again, &n2, &v2);
         ck_assert_int_eq(v2, 3);
         ck_assert_uint_eq(n1, n2);
@@ -561,19 +561,19 @@ START_TEST(test_lru_resident_bound_and_restart)
     uint64_t ver[6], v;
     eng_backend *b;
     eng_store *st;
-    eng_error err;
+    vbm_error err;
     size_t bytes;
     long count;
     char ids[6][ENG_ID_LEN + 1];
     size_t one = 0;
     int i, round;
 
-    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_durable_create(b, &lim, 2, &st, &err), ENG_OK);
+    ck_assert_int_eq(open_backend(&b, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_durable_create(b, &lim, 2, &st, &err), VBM_OK);
     for (i = 0; i < 6; i++) {
         s[i] = new_session(NULL, 0);
-        ck_assert_int_eq(eng_store_insert(st, s[i], 0, &err), ENG_OK);
-        ck_assert_int_eq(write_codes(s[i], i, ENG_REPLACE, &err), ENG_OK);
+        ck_assert_int_eq(eng_store_insert(st, s[i], 0, &err), VBM_OK);
+        ck_assert_int_eq(write_codes(s[i], i, ENG_REPLACE, &err), VBM_OK);
         before[i] = export_of(s[i], &len[i], &ver[i]);
         strcpy(ids[i], s[i]->id);
         one = atomic_load(&s[i]->bytes);
@@ -585,7 +585,7 @@ START_TEST(test_lru_resident_bound_and_restart)
     /* Twice: from the evicting store, then from a store reopened on the file. */
     for (round = 0; round < 2; round++) {
         for (i = 0; i < 6; i++) {
-            ck_assert_int_eq(eng_store_get(st, ids[i], NULL, &got, &err), ENG_OK);
+            ck_assert_int_eq(eng_store_get(st, ids[i], NULL, &got, &err), VBM_OK);
             after = export_of(got, &n, &v);
             ck_assert_uint_eq(n, len[i]);
             ck_assert(memcmp(after, before[i], n) == 0);
@@ -594,13 +594,13 @@ START_TEST(test_lru_resident_bound_and_restart)
             eng_session_unref(got);
         }
         eng_store_free(st);
-        ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
-        ck_assert_int_eq(eng_store_durable_create(b, &lim, 2, &st, &err), ENG_OK);
+        ck_assert_int_eq(open_backend(&b, &err), VBM_OK);
+        ck_assert_int_eq(eng_store_durable_create(b, &lim, 2, &st, &err), VBM_OK);
     }
     eng_store_stats(st, &count, NULL);
     ck_assert_int_eq(count, 6);
-    ck_assert_int_eq(eng_store_remove(st, ids[0], NULL, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_get(st, ids[0], NULL, &got, &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_store_remove(st, ids[0], NULL, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_get(st, ids[0], NULL, &got, &err), VBM_ENOTFOUND);
     eng_store_free(st);
     for (i = 0; i < 6; i++)
         free(before[i]);
@@ -615,15 +615,15 @@ START_TEST(test_stored_ttl_expiry)
     char ida[ENG_ID_LEN + 1], idb[ENG_ID_LEN + 1];
     eng_backend *b;
     eng_store *st;
-    eng_error err;
+    vbm_error err;
     long count;
     long long now_ms;
 
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_durable_create(b, &lim, 1, &st, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_insert(st, a, 0, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_insert(st, keep, 0, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_insert(st, busy, 0, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_durable_create(b, &lim, 1, &st, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_insert(st, a, 0, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_insert(st, keep, 0, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_insert(st, busy, 0, &err), VBM_OK);
     strcpy(ida, a->id);
     strcpy(idb, busy->id);
     eng_session_unref(a);
@@ -635,8 +635,8 @@ START_TEST(test_stored_ttl_expiry)
     eng_session_touch(busy); /* used just now: not expired although its stored use is old */
     now_ms = (long long)(eng_now() * 1000.0);
     ck_assert_int_eq(eng_store_expire(st, now_ms), 1);
-    ck_assert_int_eq(eng_store_get(st, ida, NULL, &got, &err), ENG_ENOTFOUND);
-    ck_assert_int_eq(eng_store_get(st, idb, NULL, &got, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_get(st, ida, NULL, &got, &err), VBM_ENOTFOUND);
+    ck_assert_int_eq(eng_store_get(st, idb, NULL, &got, &err), VBM_OK);
     eng_session_unref(got);
     eng_store_stats(st, &count, NULL);
     ck_assert_int_eq(count, 2);
@@ -652,21 +652,21 @@ START_TEST(test_busy_store_is_unavailable)
     eng_store_limits lim = {0, 0};
     eng_backend *b;
     eng_store *st;
-    eng_error err;
+    vbm_error err;
     sqlite3 *db;
 
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_insert(st, s, 0, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_insert(st, s, 0, &err), VBM_OK);
     db_path(path, sizeof path);
     ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
     ck_assert_int_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), VBM_EUNAVAIL);
     ck_assert_ptr_nonnull(strstr(err.msg, "busy"));
     ck_assert_int_eq(s->version, 1);
     ck_assert_int_eq(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
-    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), ENG_OK);
+    ck_assert_int_eq(write_codes(s, 1, ENG_REPLACE, &err), VBM_OK);
     ck_assert_int_eq(s->version, 2);
     eng_session_unref(s);
     eng_store_free(st);
@@ -679,34 +679,34 @@ START_TEST(test_backup_copy_all)
     eng_backend *b, *dst, *src;
     eng_session *s;
     eng_record rec, r2;
-    eng_error err;
+    vbm_error err;
     char ids[8][ENG_ID_LEN + 1];
     long copied;
     int i, n;
 
-    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
     for (i = 0; i < 5; i++) {
         s = new_session(NULL, i);
-        ck_assert_int_eq(write_codes(s, i, ENG_REPLACE, &err), ENG_OK);
+        ck_assert_int_eq(write_codes(s, i, ENG_REPLACE, &err), VBM_OK);
         rec = record_of(s);
-        ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+        ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
         eng_record_free(&rec);
         eng_session_unref(s);
     }
     eng_backend_close(b);
     db_path(src_path, sizeof src_path);
     snprintf(dst_path, sizeof dst_path, "%s/backup.db", tdir);
-    ck_assert_int_eq(store_sqlite_open(src_path, NULL, 1, &src, &err), ENG_OK);
-    ck_assert_int_eq(store_sqlite_open(dst_path, NULL, 0, &dst, &err), ENG_OK);
-    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, &err), ENG_OK);
+    ck_assert_int_eq(store_sqlite_open(src_path, NULL, 1, &src, &err), VBM_OK);
+    ck_assert_int_eq(store_sqlite_open(dst_path, NULL, 0, &dst, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, &err), VBM_OK);
     ck_assert_int_eq(copied, 5);
     /* Copying again replaces whatever is there (restore). */
-    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, &err), ENG_OK);
-    ck_assert_int_eq(eng_backend_list(src, NULL, "", 8, ids, &n, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_list(src, NULL, "", 8, ids, &n, &err), VBM_OK);
     ck_assert_int_eq(n, 5);
     for (i = 0; i < n; i++) {
-        ck_assert_int_eq(eng_backend_load(src, ids[i], &rec, &err), ENG_OK);
-        ck_assert_int_eq(eng_backend_load(dst, ids[i], &r2, &err), ENG_OK);
+        ck_assert_int_eq(eng_backend_load(src, ids[i], &rec, &err), VBM_OK);
+        ck_assert_int_eq(eng_backend_load(dst, ids[i], &r2, &err), VBM_OK);
         ck_assert_uint_eq(rec.blob_len, r2.blob_len);
         ck_assert(memcmp(rec.blob, r2.blob, rec.blob_len) == 0);
         ck_assert_int_eq(rec.version, r2.version);
@@ -730,16 +730,16 @@ static void *saver_run(void *arg)
 {
     saver *w = arg;
     eng_record rec;
-    eng_error err;
+    vbm_error err;
     int i;
 
     for (i = 0; i < 25; i++) {
-        if (eng_session_to_record(w->s, &rec, &err) != ENG_OK) {
+        if (eng_session_to_record(w->s, &rec, &err) != VBM_OK) {
             w->fails++;
             continue;
         }
         rec.version = (uint64_t)i + 2;
-        if (eng_backend_save(w->b, &rec, (uint64_t)i + 1, &err) != ENG_OK)
+        if (eng_backend_save(w->b, &rec, (uint64_t)i + 1, &err) != VBM_OK)
             w->fails++;
         eng_record_free(&rec);
     }
@@ -752,16 +752,16 @@ START_TEST(test_concurrent_saves_group_commit)
     pthread_t th[8];
     eng_backend *b;
     eng_record rec;
-    eng_error err;
+    vbm_error err;
     int i;
 
-    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    ck_assert_int_eq(open_backend(&b, &err), VBM_OK);
     for (i = 0; i < 8; i++) {
         w[i].b = b;
         w[i].s = new_session(NULL, 0);
         w[i].fails = 0;
         rec = record_of(w[i].s);
-        ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), ENG_OK);
+        ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
         eng_record_free(&rec);
     }
     for (i = 0; i < 8; i++)
@@ -769,15 +769,15 @@ START_TEST(test_concurrent_saves_group_commit)
     for (i = 0; i < 8; i++)
         pthread_join(th[i], NULL);
     eng_backend_close(b);
-    ck_assert_int_eq(open_backend(&b, &err), ENG_OK);
+    ck_assert_int_eq(open_backend(&b, &err), VBM_OK);
     for (i = 0; i < 8; i++) {
         ck_assert_int_eq(w[i].fails, 0);
-        ck_assert_int_eq(eng_backend_load(b, w[i].s->id, &rec, &err), ENG_OK);
+        ck_assert_int_eq(eng_backend_load(b, w[i].s->id, &rec, &err), VBM_OK);
         ck_assert_int_eq(rec.version, 26);
         eng_record_free(&rec);
         eng_session_unref(w[i].s);
     }
-    ck_assert_int_eq(eng_backend_check(b, &err), ENG_OK);
+    ck_assert_int_eq(eng_backend_check(b, &err), VBM_OK);
     eng_backend_close(b);
 }
 END_TEST
@@ -791,54 +791,54 @@ START_TEST(test_redis_ttl_unreachable_replicas)
     eng_backend *b1, *b2;
     eng_store *r1, *r2;
     eng_record rec;
-    eng_error err;
+    vbm_error err;
     char sid[ENG_ID_LEN + 1];
     double t0;
 
-    ck_assert_int_eq(open_backend(&b1, &err), ENG_OK);
-    ck_assert_int_eq(open_backend(&b2, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_durable_create(b1, &lim, 10, &r1, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_durable_create(b2, &lim, 10, &r2, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_insert(r1, s, 0, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_insert(r1, k, 0, &err), ENG_OK);
+    ck_assert_int_eq(open_backend(&b1, &err), VBM_OK);
+    ck_assert_int_eq(open_backend(&b2, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_durable_create(b1, &lim, 10, &r1, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_durable_create(b2, &lim, 10, &r2, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_insert(r1, s, 0, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_insert(r1, k, 0, &err), VBM_OK);
     strcpy(sid, s->id);
 
     /* Replica 2 caches k at version 1, replica 1 writes it: replica 2 serves version 2. */
-    ck_assert_int_eq(eng_store_get(r2, k->id, NULL, &other, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_get(r2, k->id, NULL, &other, &err), VBM_OK);
     ck_assert_int_eq(other->version, 1);
     eng_session_unref(other);
-    ck_assert_int_eq(write_codes(k, 1, ENG_REPLACE, &err), ENG_OK);
-    ck_assert_int_eq(eng_store_get(r2, k->id, NULL, &other, &err), ENG_OK);
+    ck_assert_int_eq(write_codes(k, 1, ENG_REPLACE, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_get(r2, k->id, NULL, &other, &err), VBM_OK);
     ck_assert_int_eq(other->version, 2);
     /* and a write through replica 2 on its fresh copy commits version 3. */
-    ck_assert_int_eq(write_codes(other, 2, ENG_APPEND, &err), ENG_OK);
+    ck_assert_int_eq(write_codes(other, 2, ENG_APPEND, &err), VBM_OK);
     ck_assert_int_eq(other->version, 3);
     eng_session_unref(other);
     /* replica 1's copy is stale now: its write is refused, the next get reloads. */
-    ck_assert_int_eq(write_codes(k, 3, ENG_APPEND, &err), ENG_ECONFLICT);
-    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), ENG_OK);
+    ck_assert_int_eq(write_codes(k, 3, ENG_APPEND, &err), VBM_ECONFLICT);
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_OK);
     ck_assert_int_eq(got->version, 3);
     eng_session_unref(got);
 
     /* TTL 1 s: Redis expires the session. */
     eng_session_unref(s);
     sleep(2);
-    ck_assert_int_eq(eng_backend_load(b2, sid, &rec, &err), ENG_ENOTFOUND);
-    ck_assert_int_eq(eng_store_get(r1, sid, NULL, &got, &err), ENG_ENOTFOUND);
+    ck_assert_int_eq(eng_backend_load(b2, sid, &rec, &err), VBM_ENOTFOUND);
+    ck_assert_int_eq(eng_store_get(r1, sid, NULL, &got, &err), VBM_ENOTFOUND);
 
     /* The server goes away: every operation is a quick 503; it comes back: served again. */
     redis_stop();
     t0 = eng_now();
-    ck_assert_int_eq(write_codes(k, 4, ENG_APPEND, &err), ENG_EUNAVAIL);
-    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), ENG_EUNAVAIL);
-    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), ENG_EUNAVAIL);
+    ck_assert_int_eq(write_codes(k, 4, ENG_APPEND, &err), VBM_EUNAVAIL);
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_EUNAVAIL);
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_EUNAVAIL);
     ck_assert_ptr_nonnull(strstr(err.msg, "unreachable"));
     ck_assert(eng_now() - t0 < 3.0);
     redis_start();
     sleep(6); /* past the longest backoff */
-    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), ENG_OK);
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_OK);
     ck_assert_int_eq(got->version, 3); /* AOF: every acknowledged write survived */
-    ck_assert_int_eq(write_codes(got, 4, ENG_APPEND, &err), ENG_OK);
+    ck_assert_int_eq(write_codes(got, 4, ENG_APPEND, &err), VBM_OK);
     eng_session_unref(got);
     eng_session_unref(k);
     eng_store_free(r1);
