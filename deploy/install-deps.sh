@@ -6,7 +6,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  build-essential meson ninja-build pkg-config \
+  build-essential meson ninja-build pkg-config clang-format \
   libopenblas-dev liblapacke-dev libjansson-dev check \
   valgrind python3 python3-numpy python3-torch dataset-fashion-mnist \
   libmicrohttpd-dev nettle-dev libpng-dev python3-jsonschema python3-yaml curl \

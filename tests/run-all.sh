@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=1   # deterministic, and keeps valgrind fast
 
+echo "== C style (.clang-format: every tracked .c and .h file) =="
+bash tests/format-check.sh
+
 echo "== build (debugoptimized, -Werror) =="
 [ -d build ] || meson setup build >/dev/null
 ninja -C build
