@@ -33,18 +33,31 @@ json.dump({"op": "write", "model": {"kind": "mixture", "rows": 3, "clusters": 3,
 PYEOF
 if run "$dir/job.json" "$dir/w.json"; then ok; else bad "write exited non-zero: $(cat "$dir/w.json")"; fi
 
-# 2. elbo on the exported memory reproduces the write's ELBO exactly; every op runs
+# 2. elbo on the exported memory reproduces the write's ELBO exactly; every op runs, and
+#    append, refit, resize and export are checked against what proto/solve-job.md promises
 py "$dir/w.json" "$dir/job.json" "$dir" <<'PYEOF'
 import json, sys
 w = json.load(open(sys.argv[1])); job = json.load(open(sys.argv[2])); d = sys.argv[3]
 assert w["elbo"]["per_frame"] < 0 and len(w["addresses"]["s"]) == 48, "bad write result"
 mem = w["posterior"]
+assert mem["frames"] == 48 and len(mem["codes"]["mu"]) == 48, "the write must retain its 48 codes"
+# a new memory with the same configuration (and so the same default base prior) as mem
+model = dict(mem["config"])
+retained = mem["codes"]
+extra = {"mu": job["codes"]["mu"][:10]}
 ops = {
   "elbo": {"op": "elbo", "memory": mem, "codes": job["codes"]},
   "sample": {"op": "sample", "memory": mem, "count": 5, "seed": 2},
   "read": {"op": "read", "memory": mem, "codes": {"mu": job["codes"]["mu"][:2]}, "seed": 4},
-  "append": {"op": "append", "memory": mem, "codes": {"mu": job["codes"]["mu"][:10]}, "iterations": 5},
-  "refit": {"op": "refit", "memory": mem, "iterations": 5},
+  "append": {"op": "append", "memory": mem, "codes": extra, "iterations": 5},
+  "refit": {"op": "refit", "memory": mem, "iterations": 5, "seed": 7},
+  # refit is batch VB from the base prior over the retained codes (plus `codes`): the same
+  # job as a write of a new memory of the same configuration on those codes
+  "refit_ref": {"op": "write", "model": model, "codes": retained, "iterations": 5, "seed": 7},
+  "refit_extra": {"op": "refit", "memory": mem, "codes": extra, "iterations": 5, "seed": 7},
+  "refit_extra_ref": {"op": "write", "model": model, "iterations": 5, "seed": 7,
+                      "codes": {"mu": retained["mu"] + extra["mu"],
+                                "sigma2": retained["sigma2"] + [[0.0] * 8 for _ in extra["mu"]]}},
   "resize": {"op": "resize", "memory": mem, "clusters": 4, "rows": 2, "iterations": 5, "seed": 1},
   "export": {"op": "export", "memory": mem},
 }
@@ -52,20 +65,86 @@ for name, j in ops.items():
     json.dump(j, open(f"{d}/{name}.job", "w"))
 json.dump(w["elbo"]["per_frame"], open(f"{d}/expected", "w"))
 PYEOF
-for op in elbo sample read append refit resize export; do
+for op in elbo sample read append refit refit_ref refit_extra refit_extra_ref resize export; do
   if run "$dir/$op.job" "$dir/$op.out"; then ok; else bad "$op exited non-zero: $(head -c 300 "$dir/$op.out")"; fi
 done
-py "$dir" <<'PYEOF' && ok || bad "op results inconsistent"
+# the exported memory, imported again: its ELBO on the written codes
+py "$dir" <<'PYEOF'
 import json, sys
 d = sys.argv[1]
+x = json.load(open(f"{d}/export.out")); job = json.load(open(f"{d}/job.json"))
+json.dump({"op": "elbo", "memory": x["posterior"], "codes": job["codes"]}, open(f"{d}/reimport.job", "w"))
+PYEOF
+if run "$dir/reimport.job" "$dir/reimport.out"; then ok; else bad "elbo on the export exited non-zero: $(head -c 300 "$dir/reimport.out")"; fi
+py "$dir" <<'PYEOF' && ok || bad "op results inconsistent"
+import json, math, sys
+d = sys.argv[1]
 expected = json.load(open(f"{d}/expected"))
+w = json.load(open(f"{d}/w.json")); mem = w["posterior"]
+job = json.load(open(f"{d}/job.json")); extra = job["codes"]["mu"][:10]
 e = json.load(open(f"{d}/elbo.out"))
 assert e["elbo"]["per_frame"] == expected, (e["elbo"]["per_frame"], expected)
 s = json.load(open(f"{d}/sample.out")); assert len(s["codes"]) == 5 and len(s["codes"][0]) == 8
 r = json.load(open(f"{d}/read.out")); assert len(r["codes"]) == 2
+
+def check_elbo(el, T, what):
+    # every term finite, total = loglik_codes - the KLs, per_frame = total / T (both as
+    # computed in double precision: a relative 1e-12)
+    for k in ("per_frame", "total", "loglik_codes", "kl_w", "kl_s", "kl_M", "kl_b"):
+        assert isinstance(el[k], float) and math.isfinite(el[k]), (what, k, el[k])
+    assert el["T"] == T, (what, el["T"], T)
+    tot = el["loglik_codes"] - el["kl_w"] - el["kl_s"] - el["kl_M"] - el["kl_b"]
+    assert abs(tot - el["total"]) <= 1e-12 * abs(tot), (what, tot, el["total"])
+    assert abs(el["per_frame"] - el["total"] / T) <= 1e-12 * abs(el["per_frame"]), what
+
+# append: online VB with the old posterior as prior, on the 10 new codes only
+a = json.load(open(f"{d}/append.out")); ap = a["posterior"]
+check_elbo(a["elbo"], 10, "append")
+assert a["iterations"] == 5 and a["converged"] is False, (a["iterations"], a["converged"])
+assert ap["frames"] == 48 + 10, ap["frames"]
+assert ap["last_elbo"] == a["elbo"]["per_frame"]
+assert ap["config"] == mem["config"] and ap["prior"] == mem["prior"], "append changed the configuration or base prior"
+# the retained codes are the old ones followed by the new ones (given without variance: 0)
+assert ap["codes"]["mu"] == mem["codes"]["mu"] + extra, "append: retained codes"
+assert ap["codes"]["sigma2"] == mem["codes"]["sigma2"] + [[0.0] * 8] * 10, "append: retained variances"
+# the new data only add precision to the old posterior: sigma2_b' = 1 / (1 / sigma2_b + N_h /
+# sigma_z2) and U'^{-1} = U^{-1} + (PSD terms), so every cluster's shift variance shrinks (N_h > 0
+# with the s_floor) and no diagonal entry of U grows; a write from the base prior would not obey it
+old_b, new_b = mem["posterior"]["clusters"], ap["posterior"]["clusters"]
+assert len(new_b) == len(old_b) == 3
+for o, n in zip(old_b, new_b):
+    assert n["sigma2_b"] < o["sigma2_b"], ("append: sigma2_b grew", o["sigma2_b"], n["sigma2_b"])
+    for k in range(len(o["U"])):
+        assert n["U"][k][k] <= o["U"][k][k] * (1 + 1e-12), ("append: U grew", k, o["U"][k][k], n["U"][k][k])
+assert any(o["R"] != n["R"] or o["mu_b"] != n["mu_b"] for o, n in zip(old_b, new_b)), "append: posterior means unchanged"
+
+# refit: bit for bit a fresh write of the retained codes (plus the extra codes) from the base prior
+for name, T in (("refit", 48), ("refit_extra", 58)):
+    f = json.load(open(f"{d}/{name}.out")); ref = json.load(open(f"{d}/{name}_ref.out"))
+    check_elbo(f["elbo"], T, name)
+    assert f["iterations"] == 5, (name, f["iterations"])
+    assert f["elbo"] == ref["elbo"], (name, f["elbo"], ref["elbo"])
+    fp, rp = f["posterior"], ref["posterior"]
+    assert fp["posterior"] == rp["posterior"], name + ": posterior differs from a fresh write"
+    assert fp["codes"] == rp["codes"] and len(fp["codes"]["mu"]) == T, name + ": retained codes"
+    assert fp["frames"] == T and fp["config"] == mem["config"], name
+    assert fp["posterior"] != mem["posterior"], name + ": posterior unchanged"
+
+# resize: judged on the retained codes; the old memory's ELBO there is the write's
 z = json.load(open(f"{d}/resize.out")); assert z["posterior"]["config"]["clusters"] == 4 and "elbo_before" in z
+assert z["posterior"]["config"]["rows"] == 2
+assert z["elbo_before"] == expected, (z["elbo_before"], expected)
+assert z["elbo_after"] == z["elbo"]["per_frame"], (z["elbo_after"], z["elbo"]["per_frame"])
+check_elbo(z["elbo"], 48, "resize")
+
+# export: the memory given, unchanged (every double round-trips through 17 digits), and importing
+# it again gives the write's ELBO bit for bit
 x = json.load(open(f"{d}/export.out"))
-w = json.load(open(f"{d}/../w.json")) if False else None
+assert list(x) == ["op", "posterior", "seconds"], list(x)
+assert x["posterior"] == mem, "export changed the memory"
+ri = json.load(open(f"{d}/reimport.out"))
+assert ri["elbo"] == e["elbo"], (ri["elbo"], e["elbo"])
+assert ri["elbo"]["per_frame"] == expected
 PYEOF
 
 # 3. the same write split over a team of 3 threads: the same posterior, addresses and ELBO, bit for bit
