@@ -563,6 +563,85 @@ START_TEST(resize_changes_sizes) {
 }
 END_TEST
 
+/* vbm_resize moves the K-following defaults of the mixture and tree (sigma_z^2 =
+ * 0.2 K, Sigma_b0 = 0.4 K I, as vbm_config_set_rows sets them) to the new K, and
+ * keeps values that differ from the old K's defaults. The resized memory's fit
+ * is the write of a fresh memory made for the new K, bit for bit. */
+START_TEST(resize_moves_k_defaults) {
+    int C = 6;
+    long T = 40;
+    double *mu = randn(T * C, 41, 2.0);
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 5;
+    o.seed = 3;
+    vbm_kind kinds[2] = {VBM_MIXTURE, VBM_TREE};
+    for (int i = 0; i < 2; i++) {
+        vbm_config cfg;
+        vbm_config_default(kinds[i], C, &cfg); /* K = 6: sigma_z2 = 0.2 * 6, sigma2_b0 = 0.4 * 6 */
+        cfg.clusters = 3;
+        cfg.retain_max = T;
+        vbm_memory *m;
+        vbm_error err;
+        ck_assert(vbm_memory_create(&cfg, NULL, NULL, &m, &err) == VBM_OK);
+        vbm_write_result r;
+        write_ok(m, &codes, &o, &r);
+        vbm_write_result_free(&r);
+        double before, after;
+        ck_assert_msg(vbm_resize(m, 0, 4, &o, &before, &after, &r, &err) == VBM_OK, "%s", err.msg);
+        vbm_write_result_free(&r);
+        ck_assert_msg(m->cfg.sigma_z2 == 0.2 * 4, "%s: sigma_z2 %.17g after resizing K 6 -> 4",
+                      vbm_kind_name(kinds[i]), m->cfg.sigma_z2);
+        ck_assert_msg(m->cfg.sigma2_b0 == 0.4 * 4, "%s: sigma2_b0 %.17g", vbm_kind_name(kinds[i]), m->cfg.sigma2_b0);
+        ck_assert(m->s2_b[0] < 0.4 * 4); /* the fit used the new prior */
+        /* the same as a fresh memory configured for K = 4 written on the retained codes */
+        vbm_config c4 = cfg;
+        vbm_config_set_rows(&c4, 4);
+        vbm_memory *f;
+        ck_assert(vbm_memory_create(&c4, NULL, NULL, &f, &err) == VBM_OK);
+        write_ok(f, &codes, &o, &r);
+        vbm_write_result_free(&r);
+        size_t GH = (size_t)cfg.groups * cfg.clusters;
+        ck_assert(memcmp(m->R, f->R, sizeof(double) * GH * 4 * m->cg) == 0);
+        ck_assert(memcmp(m->U, f->U, sizeof(double) * GH * 4 * 4) == 0);
+        ck_assert(memcmp(m->s2_b, f->s2_b, sizeof(double) * GH) == 0);
+        vbm_memory_free(f);
+        /* K back up to 6: the defaults follow again; H alone changes nothing */
+        ck_assert(vbm_resize(m, 0, 6, &o, &before, &after, &r, &err) == VBM_OK);
+        vbm_write_result_free(&r);
+        ck_assert(m->cfg.sigma_z2 == 0.2 * 6 && m->cfg.sigma2_b0 == 0.4 * 6);
+        ck_assert(vbm_resize(m, 2, 0, &o, &before, &after, &r, &err) == VBM_OK);
+        vbm_write_result_free(&r);
+        ck_assert(m->cfg.sigma_z2 == 0.2 * 6 && m->cfg.sigma2_b0 == 0.4 * 6);
+        vbm_memory_free(m);
+        /* values set explicitly (the decimal 1.2 is not 0.2 * 6) are kept */
+        cfg.sigma_z2 = 1.2;
+        cfg.sigma2_b0 = 3.0;
+        ck_assert(vbm_memory_create(&cfg, NULL, NULL, &m, &err) == VBM_OK);
+        write_ok(m, &codes, &o, &r);
+        vbm_write_result_free(&r);
+        ck_assert(vbm_resize(m, 0, 4, &o, &before, &after, &r, &err) == VBM_OK);
+        vbm_write_result_free(&r);
+        ck_assert(m->cfg.sigma_z2 == 1.2 && m->cfg.sigma2_b0 == 3.0);
+        vbm_memory_free(m);
+    }
+    /* the other kinds have no K-following defaults */
+    vbm_memory *g = make(VBM_GAUSSIAN, C, 32, 1, 1);
+    g->cfg.retain_max = T;
+    vbm_write_result r;
+    write_ok(g, &codes, &o, &r);
+    vbm_write_result_free(&r);
+    double before, after;
+    vbm_error err;
+    ck_assert(vbm_resize(g, 0, 8, &o, &before, &after, &r, &err) == VBM_OK);
+    vbm_write_result_free(&r);
+    ck_assert(g->cfg.rows == 8 && g->cfg.sigma_z2 == 1.0 && g->cfg.sigma2_b0 == 1.0);
+    vbm_memory_free(g);
+    free(mu);
+}
+END_TEST
+
 START_TEST(read_is_deterministic) {
     int C = 8;
     long T = 40;
@@ -1395,6 +1474,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, append_from_fresh_equals_write_from_prior);
     tcase_add_test(tc, refit_uses_retained_codes);
     tcase_add_test(tc, resize_changes_sizes);
+    tcase_add_test(tc, resize_moves_k_defaults);
     tcase_add_test(tc, read_is_deterministic);
     tcase_add_test(tc, vb_beats_dkm);
     tcase_add_test(tc, bad_input_rejected);

@@ -290,7 +290,16 @@ vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed
  * max(frames, 4 * new H) pseudo-codes (at most 100000) sampled from the current
  * posterior with the given seed. elbo_before / elbo_after are the ELBO per frame
  * of the old and new memory on those same codes. When K changes the base prior
- * is truncated or extended (new rows of R0 zero, new diagonal of U0 = cfg.u0).
+ * is truncated or extended (new rows of R0 zero, new diagonal of U0 = cfg.u0),
+ * and for the mixture and tree the K-following defaults follow the new K as in
+ * vbm_config_set_rows: sigma_z2 becomes 0.2 K when it equals 0.2 * old K, and
+ * sigma2_b0 becomes 0.4 K when it equals 0.4 * old K, compared bit for bit;
+ * any other value counts as set explicitly and is kept. A configuration
+ * records no "set explicitly" flag, so this is the whole rule: the defaults
+ * survive vbm_export/vbm_import and the JSON forms of vbmem-solve and vbmemd
+ * bit for bit and keep following K, while an explicit value equal to the old
+ * default bit for bit follows K too (the decimal 1.2 is not 0.2 * 6 =
+ * 1.2000000000000002, so a user who writes 1.2 at K = 6 keeps 1.2).
  * VBM_INIT_CURRENT in opts is treated as VBM_INIT_AUTO (the sizes change, so
  * there is no current posterior to start from). On failure the memory is
  * unchanged. */

@@ -52,12 +52,27 @@ void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg) {
     }
 }
 
+/* The K-following defaults of the mixture and tree (the constants of the paper
+ * author's code: sigma_z^2 = 0.2 K, Sigma_b0 = 0.4 K I). */
+static double default_sigma_z2(int K) { return 0.2 * K; }
+static double default_sigma2_b0(int K) { return 0.4 * K; }
+
 void vbm_config_set_rows(vbm_config *cfg, int K) {
     cfg->rows = K;
     if (cfg->kind == VBM_MIXTURE || cfg->kind == VBM_TREE) {
-        cfg->sigma2_b0 = 0.4 * K;
-        cfg->sigma_z2 = 0.2 * K;
+        cfg->sigma2_b0 = default_sigma2_b0(K);
+        cfg->sigma_z2 = default_sigma_z2(K);
     }
+}
+
+/* cfg->rows was changed from old_K: move sigma_z2 and sigma2_b0 of a mixture or
+ * tree to the new K's defaults when they hold, bit for bit, the defaults of
+ * old_K (nothing records whether a value was set explicitly; one that differs
+ * from the default is kept, see vbm_resize in vbmem.h). */
+static void config_rows_follow(vbm_config *cfg, int old_K) {
+    if (cfg->kind != VBM_MIXTURE && cfg->kind != VBM_TREE) return;
+    if (cfg->sigma_z2 == default_sigma_z2(old_K)) cfg->sigma_z2 = default_sigma_z2(cfg->rows);
+    if (cfg->sigma2_b0 == default_sigma2_b0(old_K)) cfg->sigma2_b0 = default_sigma2_b0(cfg->rows);
 }
 
 static int pos_finite(double x) { return isfinite(x) && x > 0.0; }
@@ -638,6 +653,7 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
     if (new_H > 0) cfg.clusters = new_H;
     if (new_K > 0) cfg.rows = new_K;
     if (new_H < 0 || new_K < 0) return vbm_fail(err, VBM_EINVAL, "resize: sizes must be >= 0 (0 keeps the current one)");
+    config_rows_follow(&cfg, mem->cfg.rows);
     vbm_status st = vbm_config_check(&cfg, err);
     if (st) return st;
     int C = cfg.code_size, K = cfg.rows, oldK = mem->cfg.rows;
