@@ -927,7 +927,7 @@ START_TEST(bad_input_rejected) {
     cfg.rows = 2;
     double badU[4] = {1, 2, 2, 1}; /* symmetric, indefinite */
     ck_assert(vbm_memory_create(&cfg, NULL, badU, &x, &err) == VBM_EINVAL);
-    /* K-proportional defaults of the mixture follow K (App. F.2.2: 0.2 K, 0.4 K) */
+    /* K-proportional defaults of the mixture follow K (0.2 K, 0.4 K: the paper author's code) */
     vbm_config_default(VBM_MIXTURE, 10, &cfg);
     ck_assert(fabs(cfg.sigma_z2 - 1.2) < 1e-15 && fabs(cfg.sigma2_b0 - 2.4) < 1e-15);
     vbm_config_set_rows(&cfg, 3);

@@ -63,7 +63,9 @@ typedef struct {
     int shift;           /* mean shift b (always on for mixture and tree) */
     double u0;           /* default prior row covariance U0 = u0 * I_K */
     double sigma2_b0;    /* prior covariance of each shift, sigma2_b0 * I */
-    double s_floor;      /* q(s) <- (1 - s_floor) q(s) + s_floor / H; 0 disables */
+    double s_floor;      /* q(s) <- (1 - s_floor) q(s) + s_floor / H; 0 disables it and
+                            gives Theorem 4's q(s) update exactly (the default 1e-6 of
+                            mixture/tree is vbmem's own, not the paper's) */
     double dkm_addr_var; /* DKM: fixed variance of the address posterior */
     long retain_max;     /* codes retained for refit/resize (0: none), FIFO */
 } vbm_config;
@@ -195,16 +197,21 @@ typedef struct {
     double *codes_s2; /* n_codes x C */
 } vbm_memory;
 
-/* Fill *cfg with the paper's defaults for a model of the given kind and code
- * size C: gaussian/categorical/dkm: K = 32, U0 = I, sigma_z^2 = 1 (Theorems
- * 1-2, App. E.1), DKM address variance 0.3; mixture/tree: H = 10, K = 6,
- * U0 = 0.4 I, Sigma_b0 = 0.4 K I, sigma_z^2 = 0.2 K (App. F.2.2), G = 2 for
- * the tree, q(s) floor 1e-6. Never fails. */
+/* Fill *cfg with the defaults for a model of the given kind and code size C.
+ * From the paper's text: gaussian/categorical/dkm K = 32 (App. F.1.2),
+ * U0 = I (Sec. 4.3), sigma_z^2 = 1 (App. E.1); mixture/tree H = 10, K = 6,
+ * G = 2 for the tree (App. F.2.2). From the paper author's code (the text
+ * gives no value): mixture/tree U0 = 0.4 I, Sigma_b0 = 0.4 K I,
+ * sigma_z^2 = 0.2 K; DKM address variance 0.3. vbmem's own: Sigma_b0 = I for
+ * the gaussian's optional shift and the mixture/tree q(s) floor s_floor = 1e-6
+ * (0 for the other kinds; 0 gives Theorem 4's update exactly). README.md
+ * ("The engine") has the details. Never fails. */
 void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg);
 
 /* Set the number of rows K of a configuration made by vbm_config_default,
- * keeping the paper's K-proportional defaults consistent: for the mixture and
- * tree kinds sigma_z^2 = 0.2 K and Sigma_b0 = 0.4 K I follow the new K. Call it
+ * keeping the K-proportional defaults (from the paper author's code)
+ * consistent: for the mixture and tree kinds sigma_z^2 = 0.2 K and
+ * Sigma_b0 = 0.4 K I follow the new K. Call it
  * before overriding those two fields. Never fails (K is checked later by
  * vbm_config_check). */
 void vbm_config_set_rows(vbm_config *cfg, int K);
