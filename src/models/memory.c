@@ -36,14 +36,14 @@ void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg) {
     cfg->code_size = code_size;
     cfg->clusters = 1;
     cfg->groups = 1;
-    cfg->dkm_addr_var = 0.3;
+    cfg->dkm_addr_var = 0.3; /* the paper author's code; the text gives no value */
     if (kind == VBM_MIXTURE || kind == VBM_TREE) {
-        cfg->clusters = 10;
+        cfg->clusters = 10; /* H, K, G: App. F.2.2 */
         cfg->groups = kind == VBM_TREE ? 2 : 1;
-        cfg->u0 = 0.4;
+        cfg->u0 = 0.4; /* U0, Sigma_b0, sigma_z^2: the author's code */
         vbm_config_set_rows(cfg, 6);
         cfg->shift = 1;
-        cfg->s_floor = 1e-6;
+        cfg->s_floor = 1e-6; /* vbmem's own; 0 is Theorem 4's q(s) update exactly */
     } else {
         cfg->rows = 32;
         cfg->u0 = 1.0;
