@@ -171,6 +171,164 @@ START_TEST(hand_computed_iteration) {
 }
 END_TEST
 
+/* ---- q(s) with s_floor = 0 is Theorem 4's update exactly ---- */
+
+/* Inverse of the n x n matrix a (n <= 8) by Gauss-Jordan elimination with
+ * partial pivoting; returns log |det a|. a is overwritten. */
+static double gj_inverse(int n, double *a, double *inv) {
+    double logdet = 0.0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) inv[i * n + j] = i == j;
+    for (int c = 0; c < n; c++) {
+        int p = c;
+        for (int r = c + 1; r < n; r++)
+            if (fabs(a[r * n + c]) > fabs(a[p * n + c])) p = r;
+        for (int j = 0; j < n; j++) {
+            double t = a[c * n + j];
+            a[c * n + j] = a[p * n + j];
+            a[p * n + j] = t;
+            t = inv[c * n + j];
+            inv[c * n + j] = inv[p * n + j];
+            inv[p * n + j] = t;
+        }
+        double d = a[c * n + c];
+        logdet += log(fabs(d));
+        for (int j = 0; j < n; j++) {
+            a[c * n + j] /= d;
+            inv[c * n + j] /= d;
+        }
+        for (int r = 0; r < n; r++)
+            if (r != c) {
+                double f = a[r * n + c];
+                for (int j = 0; j < n; j++) {
+                    a[r * n + j] -= f * a[c * n + j];
+                    inv[r * n + j] -= f * inv[c * n + j];
+                }
+            }
+    }
+    return logdet;
+}
+
+/* q(s_t^g) and the means of q(w_t^g | s = h) of Theorem 4 (Eq. 195-196, 202-203;
+ * for the tree the same on code partition g with C replaced by C / G, App. C.5),
+ * computed term by term from the memory's q(M_h), q(b_h) for the code z_full:
+ * theta[H], wmu[H x K] (K <= 8, H <= 8). */
+static void theorem4_qs(const vbm_memory *m, const double *z_full, int g, double *theta, double *wmu) {
+    int K = m->cfg.rows, H = m->cfg.clusters, cg = m->cg;
+    double s2 = m->cfg.sigma_z2, S[64], L[64], Sw[64], r[8], mx = -INFINITY, sum = 0.0;
+    const double *z = z_full + (size_t)g * cg;
+    for (int h = 0; h < H; h++) {
+        size_t gh = (size_t)g * H + h;
+        const double *R = m->R + gh * K * cg, *U = m->U + gh * K * K, *mb = m->mu_b + gh * cg;
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) {
+                double v = cg * U[i * K + j];
+                for (int c = 0; c < cg; c++) v += R[i * cg + c] * R[j * cg + c];
+                S[i * K + j] = v;                 /* R_h R_h^T + C U_h */
+                L[i * K + j] = (i == j) + v / s2; /* the precision of Eq. 203 */
+            }
+        double logdetSw = -gj_inverse(K, L, Sw);
+        for (int k = 0; k < K; k++) { /* r = R_h (mu_z - mu_bh) */
+            r[k] = 0.0;
+            for (int c = 0; c < cg; c++) r[k] += R[k * cg + c] * (z[c] - mb[c]);
+        }
+        double *w = wmu + (size_t)h * K;
+        for (int i = 0; i < K; i++) { /* Eq. 202 */
+            w[i] = 0.0;
+            for (int j = 0; j < K; j++) w[i] += Sw[i * K + j] * r[j] / s2;
+        }
+        double quad = 0.0, trSSw = 0.0, bb = 0.0, bz = 0.0, wr = 0.0, ww = 0.0, trSw = 0.0;
+        for (int i = 0; i < K; i++) {
+            for (int j = 0; j < K; j++) {
+                quad += w[i] * S[i * K + j] * w[j];
+                trSSw += S[i * K + j] * Sw[j * K + i];
+            }
+            wr += w[i] * r[i];
+            ww += w[i] * w[i];
+            trSw += Sw[i * K + i];
+        }
+        for (int c = 0; c < cg; c++) {
+            bb += mb[c] * mb[c];
+            bz += mb[c] * z[c];
+        }
+        theta[h] = -0.5 / s2 * (quad + trSSw + bb + cg * m->s2_b[gh]) + wr / s2 + bz / s2 + 0.5 * logdetSw -
+                   0.5 * (ww + trSw); /* the logits of Eq. 195 */
+        if (theta[h] > mx) mx = theta[h];
+    }
+    for (int h = 0; h < H; h++) sum += theta[h] = exp(theta[h] - mx);
+    for (int h = 0; h < H; h++) theta[h] /= sum;
+}
+
+/* With s_floor = 0, q(s) (and q(w | s)) from vbm_address equal Theorem 4's update
+ * computed independently above, on a hand-set posterior whose far clusters give
+ * q(s) far below the default floor's 1e-6 / H; with s_floor = f they are
+ * (1 - f) q(s) + f / H. Mixture and tree. */
+START_TEST(s_floor_zero_is_theorem4) {
+    int C = 6, K = 3, H = 4;
+    long T = 5;
+    vbm_kind kinds[2] = {VBM_MIXTURE, VBM_TREE};
+    for (int i = 0; i < 2; i++) {
+        int G = kinds[i] == VBM_TREE ? 2 : 1;
+        vbm_memory *m = make(kinds[i], C, K, H, G);
+        int cg = m->cg;
+        size_t GH = (size_t)G * H;
+        double *R = randn((long)GH * K * cg, 51 + i, 0.7), *A = randn((long)GH * K * K, 53 + i, 0.5),
+               *B = randn((long)GH * cg, 55 + i, 4.0);
+        memcpy(m->R, R, sizeof(double) * GH * K * cg);
+        memcpy(m->mu_b, B, sizeof(double) * GH * cg);
+        for (size_t gh = 0; gh < GH; gh++) { /* U_h = A A^T / K + 0.05 I, SPD */
+            m->s2_b[gh] = 0.05 + 0.1 * (double)gh;
+            for (int a = 0; a < K; a++)
+                for (int b = 0; b < K; b++) {
+                    double v = a == b ? 0.05 : 0.0;
+                    for (int c = 0; c < K; c++) v += A[(gh * K + a) * K + c] * A[(gh * K + b) * K + c] / K;
+                    m->U[(gh * K + a) * K + b] = v;
+                }
+        }
+        double *mu = randn(T * C, 57 + i, 1.0), *s2 = malloc(sizeof(double) * T * C);
+        for (long j = 0; j < T * C; j++) s2[j] = 0.1 + 0.05 * (double)(j % 4); /* cancels in q(s) */
+        for (long t = 0; t < T; t++) /* frame t sits near cluster t % H of each group */
+            for (int g = 0; g < G; g++)
+                for (int c = 0; c < cg; c++) mu[t * C + g * cg + c] += B[((size_t)g * H + t % H) * cg + c];
+        vbm_codes q = {T, C, mu, s2};
+        double floors[2] = {0.0, 1e-6}, smallest = 1.0;
+        for (int f = 0; f < 2; f++) {
+            m->cfg.s_floor = floors[f];
+            vbm_addresses a;
+            vbm_error err;
+            ck_assert_msg(vbm_address(m, &q, &a, &err) == VBM_OK, "%s", err.msg);
+            for (long t = 0; t < T; t++)
+                for (int g = 0; g < G; g++) {
+                    double th[8], wm[64];
+                    theorem4_qs(m, mu + t * C, g, th, wm);
+                    for (int h = 0; h < H; h++) {
+                        double want = (1.0 - floors[f]) * th[h] + floors[f] / H;
+                        double got = a.s[((size_t)t * G + g) * H + h];
+                        if (f == 0 && want < smallest) smallest = want;
+                        ck_assert_msg(fabs(got - want) <= 1e-9 * want, "%s, s_floor %g: q(s_%ld^%d = %d) = %.17g, Eq. 195 %.17g",
+                                      vbm_kind_name(kinds[i]), floors[f], t, g, h, got, want);
+                        for (int k = 0; k < K; k++) {
+                            double gw = a.w_mu[(((size_t)t * G + g) * H + h) * K + k], ww = wm[h * K + k];
+                            ck_assert_msg(fabs(gw - ww) <= 1e-10 * (1.0 + fabs(ww)), "%s: mu_w %.17g vs %.17g",
+                                          vbm_kind_name(kinds[i]), gw, ww);
+                        }
+                    }
+                }
+            vbm_addresses_free(&a);
+        }
+        /* some q(s) lie far below the default floor's 1e-6 / H (about 1e-24 and 1e-31 here), yet above 0 */
+        ck_assert_msg(smallest > 0.0 && smallest < 1e-6 / H * 1e-6, "%s: smallest q(s) %g", vbm_kind_name(kinds[i]),
+                      smallest);
+        vbm_memory_free(m);
+        free(R);
+        free(A);
+        free(B);
+        free(mu);
+        free(s2);
+    }
+}
+END_TEST
+
 /* ---- model equivalences from the same initialisation ---- */
 
 START_TEST(mixture_h1_equals_shifted_gaussian) {
@@ -681,6 +839,85 @@ START_TEST(resize_keeps_fit) {
 }
 END_TEST
 
+/* vbm_resize moves the K-following defaults of the mixture and tree (sigma_z^2 =
+ * 0.2 K, Sigma_b0 = 0.4 K I, as vbm_config_set_rows sets them) to the new K, and
+ * keeps values that differ from the old K's defaults. The resized memory's fit
+ * is the write of a fresh memory made for the new K, bit for bit. */
+START_TEST(resize_moves_k_defaults) {
+    int C = 6;
+    long T = 40;
+    double *mu = randn(T * C, 41, 2.0);
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 5;
+    o.seed = 3;
+    vbm_kind kinds[2] = {VBM_MIXTURE, VBM_TREE};
+    for (int i = 0; i < 2; i++) {
+        vbm_config cfg;
+        vbm_config_default(kinds[i], C, &cfg); /* K = 6: sigma_z2 = 0.2 * 6, sigma2_b0 = 0.4 * 6 */
+        cfg.clusters = 3;
+        cfg.retain_max = T;
+        vbm_memory *m;
+        vbm_error err;
+        ck_assert(vbm_memory_create(&cfg, NULL, NULL, &m, &err) == VBM_OK);
+        vbm_write_result r;
+        write_ok(m, &codes, &o, &r);
+        vbm_write_result_free(&r);
+        double before, after;
+        ck_assert_msg(vbm_resize(m, 0, 4, &o, &before, &after, &r, &err) == VBM_OK, "%s", err.msg);
+        vbm_write_result_free(&r);
+        ck_assert_msg(m->cfg.sigma_z2 == 0.2 * 4, "%s: sigma_z2 %.17g after resizing K 6 -> 4",
+                      vbm_kind_name(kinds[i]), m->cfg.sigma_z2);
+        ck_assert_msg(m->cfg.sigma2_b0 == 0.4 * 4, "%s: sigma2_b0 %.17g", vbm_kind_name(kinds[i]), m->cfg.sigma2_b0);
+        ck_assert(m->s2_b[0] < 0.4 * 4); /* the fit used the new prior */
+        /* the same as a fresh memory configured for K = 4 written on the retained codes */
+        vbm_config c4 = cfg;
+        vbm_config_set_rows(&c4, 4);
+        vbm_memory *f;
+        ck_assert(vbm_memory_create(&c4, NULL, NULL, &f, &err) == VBM_OK);
+        write_ok(f, &codes, &o, &r);
+        vbm_write_result_free(&r);
+        size_t GH = (size_t)cfg.groups * cfg.clusters;
+        ck_assert(memcmp(m->R, f->R, sizeof(double) * GH * 4 * m->cg) == 0);
+        ck_assert(memcmp(m->U, f->U, sizeof(double) * GH * 4 * 4) == 0);
+        ck_assert(memcmp(m->s2_b, f->s2_b, sizeof(double) * GH) == 0);
+        vbm_memory_free(f);
+        /* K back up to 6: the defaults follow again; H alone changes nothing */
+        ck_assert(vbm_resize(m, 0, 6, &o, &before, &after, &r, &err) == VBM_OK);
+        vbm_write_result_free(&r);
+        ck_assert(m->cfg.sigma_z2 == 0.2 * 6 && m->cfg.sigma2_b0 == 0.4 * 6);
+        ck_assert(vbm_resize(m, 2, 0, &o, &before, &after, &r, &err) == VBM_OK);
+        vbm_write_result_free(&r);
+        ck_assert(m->cfg.sigma_z2 == 0.2 * 6 && m->cfg.sigma2_b0 == 0.4 * 6);
+        vbm_memory_free(m);
+        /* values set explicitly (the decimal 1.2 is not 0.2 * 6) are kept */
+        cfg.sigma_z2 = 1.2;
+        cfg.sigma2_b0 = 3.0;
+        ck_assert(vbm_memory_create(&cfg, NULL, NULL, &m, &err) == VBM_OK);
+        write_ok(m, &codes, &o, &r);
+        vbm_write_result_free(&r);
+        ck_assert(vbm_resize(m, 0, 4, &o, &before, &after, &r, &err) == VBM_OK);
+        vbm_write_result_free(&r);
+        ck_assert(m->cfg.sigma_z2 == 1.2 && m->cfg.sigma2_b0 == 3.0);
+        vbm_memory_free(m);
+    }
+    /* the other kinds have no K-following defaults */
+    vbm_memory *g = make(VBM_GAUSSIAN, C, 32, 1, 1);
+    g->cfg.retain_max = T;
+    vbm_write_result r;
+    write_ok(g, &codes, &o, &r);
+    vbm_write_result_free(&r);
+    double before, after;
+    vbm_error err;
+    ck_assert(vbm_resize(g, 0, 8, &o, &before, &after, &r, &err) == VBM_OK);
+    vbm_write_result_free(&r);
+    ck_assert(g->cfg.rows == 8 && g->cfg.sigma_z2 == 1.0 && g->cfg.sigma2_b0 == 1.0);
+    vbm_memory_free(g);
+    free(mu);
+}
+END_TEST
+
 START_TEST(read_is_deterministic) {
     int C = 8;
     long T = 40;
@@ -808,7 +1045,7 @@ START_TEST(bad_input_rejected) {
     cfg.rows = 2;
     double badU[4] = {1, 2, 2, 1}; /* symmetric, indefinite */
     ck_assert(vbm_memory_create(&cfg, NULL, badU, &x, &err) == VBM_EINVAL);
-    /* K-proportional defaults of the mixture follow K (App. F.2.2: 0.2 K, 0.4 K) */
+    /* K-proportional defaults of the mixture follow K (0.2 K, 0.4 K: the paper author's code) */
     vbm_config_default(VBM_MIXTURE, 10, &cfg);
     ck_assert(fabs(cfg.sigma_z2 - 1.2) < 1e-15 && fabs(cfg.sigma2_b0 - 2.4) < 1e-15);
     vbm_config_set_rows(&cfg, 3);
@@ -1503,6 +1740,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, elbo_monotone_tree);
     tcase_add_test(tc, kl_zero_at_prior);
     tcase_add_test(tc, hand_computed_iteration);
+    tcase_add_test(tc, s_floor_zero_is_theorem4);
     tcase_add_test(tc, mixture_h1_equals_shifted_gaussian);
     tcase_add_test(tc, tree_g1_equals_mixture);
     tcase_add_test(tc, mixture_recovers_clusters);
@@ -1514,6 +1752,7 @@ static Suite *models_suite(void) {
     tcase_add_test(tc, refit_uses_retained_codes);
     tcase_add_test(tc, resize_changes_sizes);
     tcase_add_test(tc, resize_keeps_fit);
+    tcase_add_test(tc, resize_moves_k_defaults);
     tcase_add_test(tc, read_is_deterministic);
     tcase_add_test(tc, vb_beats_dkm);
     tcase_add_test(tc, bad_input_rejected);

@@ -108,7 +108,9 @@ typedef struct {
     int shift;           /* mean shift b (always on for mixture and tree) */
     double u0;           /* default prior row covariance U0 = u0 * I_K */
     double sigma2_b0;    /* prior covariance of each shift, sigma2_b0 * I */
-    double s_floor;      /* q(s) <- (1 - s_floor) q(s) + s_floor / H; 0 disables */
+    double s_floor;      /* q(s) <- (1 - s_floor) q(s) + s_floor / H; 0 disables it and
+                            gives Theorem 4's q(s) update exactly (the default 1e-6 of
+                            mixture/tree is vbmem's own, not the paper's) */
     double dkm_addr_var; /* DKM: fixed variance of the address posterior */
     long retain_max;     /* codes retained for refit/resize (0: none), FIFO */
 } vbm_config;
@@ -240,16 +242,21 @@ typedef struct {
     double *codes_s2; /* n_codes x C */
 } vbm_memory;
 
-/* Fill *cfg with the paper's defaults for a model of the given kind and code
- * size C: gaussian/categorical/dkm: K = 32, U0 = I, sigma_z^2 = 1 (Theorems
- * 1-2, App. E.1), DKM address variance 0.3; mixture/tree: H = 10, K = 6,
- * U0 = 0.4 I, Sigma_b0 = 0.4 K I, sigma_z^2 = 0.2 K (App. F.2.2), G = 2 for
- * the tree, q(s) floor 1e-6. Never fails. */
+/* Fill *cfg with the defaults for a model of the given kind and code size C.
+ * From the paper's text: gaussian/categorical/dkm K = 32 (App. F.1.2),
+ * U0 = I (Sec. 4.3), sigma_z^2 = 1 (App. E.1); mixture/tree H = 10, K = 6,
+ * G = 2 for the tree (App. F.2.2). From the paper author's code (the text
+ * gives no value): mixture/tree U0 = 0.4 I, Sigma_b0 = 0.4 K I,
+ * sigma_z^2 = 0.2 K; DKM address variance 0.3. vbmem's own: Sigma_b0 = I for
+ * the gaussian's optional shift and the mixture/tree q(s) floor s_floor = 1e-6
+ * (0 for the other kinds; 0 gives Theorem 4's update exactly). README.md
+ * ("The engine") has the details. Never fails. */
 void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg);
 
 /* Set the number of rows K of a configuration made by vbm_config_default,
- * keeping the paper's K-proportional defaults consistent: for the mixture and
- * tree kinds sigma_z^2 = 0.2 K and Sigma_b0 = 0.4 K I follow the new K. Call it
+ * keeping the K-proportional defaults (from the paper author's code)
+ * consistent: for the mixture and tree kinds sigma_z^2 = 0.2 K and
+ * Sigma_b0 = 0.4 K I follow the new K. Call it
  * before overriding those two fields. Never fails (K is checked later by
  * vbm_config_check). */
 void vbm_config_set_rows(vbm_config *cfg, int K);
@@ -335,7 +342,16 @@ vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed
  * max(frames, 4 * new H) pseudo-codes (at most 100000) sampled from the current
  * posterior with the given seed. elbo_before / elbo_after are the ELBO per frame
  * of the old and new memory on those same codes. When K changes the base prior
- * is truncated or extended (new rows of R0 zero, new diagonal of U0 = cfg.u0).
+ * is truncated or extended (new rows of R0 zero, new diagonal of U0 = cfg.u0),
+ * and for the mixture and tree the K-following defaults follow the new K as in
+ * vbm_config_set_rows: sigma_z2 becomes 0.2 K when it equals 0.2 * old K, and
+ * sigma2_b0 becomes 0.4 K when it equals 0.4 * old K, compared bit for bit;
+ * any other value counts as set explicitly and is kept. A configuration
+ * records no "set explicitly" flag, so this is the whole rule: the defaults
+ * survive vbm_export/vbm_import and the JSON forms of vbmem-solve and vbmemd
+ * bit for bit and keep following K, while an explicit value equal to the old
+ * default bit for bit follows K too (the decimal 1.2 is not 0.2 * 6 =
+ * 1.2000000000000002, so a user who writes 1.2 at K = 6 keeps 1.2).
  * VBM_INIT_CURRENT in opts is treated as VBM_INIT_AUTO (the sizes change, so
  * there is no current posterior to start from). On failure the memory is
  * unchanged. */

@@ -99,8 +99,8 @@ void eng_model_unref(eng_model *m);
 long eng_model_pixels(const eng_model *m);
 
 /* The memory configuration the model was trained with (its vbmem.memory:
- * kind, clusters, rows, groups, sigma_z2, u0, sigma2_b0, s_floor, over the
- * paper's defaults for that kind and C = the model's code size). Never fails
+ * kind, clusters, rows, groups, sigma_z2, u0, sigma2_b0, s_floor, over
+ * vbm_config_default for that kind and C = the model's code size). Never fails
  * (the loader validated every field; vbm_config_check still applies). */
 void eng_model_config(const eng_model *m, vbm_config *cfg);
 

@@ -37,14 +37,14 @@ void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg) {
     cfg->code_size = code_size;
     cfg->clusters = 1;
     cfg->groups = 1;
-    cfg->dkm_addr_var = 0.3;
+    cfg->dkm_addr_var = 0.3; /* the paper author's code; the text gives no value */
     if (kind == VBM_MIXTURE || kind == VBM_TREE) {
-        cfg->clusters = 10;
+        cfg->clusters = 10; /* H, K, G: App. F.2.2 */
         cfg->groups = kind == VBM_TREE ? 2 : 1;
-        cfg->u0 = 0.4;
+        cfg->u0 = 0.4; /* U0, Sigma_b0, sigma_z^2: the author's code */
         vbm_config_set_rows(cfg, 6);
         cfg->shift = 1;
-        cfg->s_floor = 1e-6;
+        cfg->s_floor = 1e-6; /* vbmem's own; 0 is Theorem 4's q(s) update exactly */
     } else {
         cfg->rows = 32;
         cfg->u0 = 1.0;
@@ -53,12 +53,27 @@ void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg) {
     }
 }
 
+/* The K-following defaults of the mixture and tree (the constants of the paper
+ * author's code: sigma_z^2 = 0.2 K, Sigma_b0 = 0.4 K I). */
+static double default_sigma_z2(int K) { return 0.2 * K; }
+static double default_sigma2_b0(int K) { return 0.4 * K; }
+
 void vbm_config_set_rows(vbm_config *cfg, int K) {
     cfg->rows = K;
     if (cfg->kind == VBM_MIXTURE || cfg->kind == VBM_TREE) {
-        cfg->sigma2_b0 = 0.4 * K;
-        cfg->sigma_z2 = 0.2 * K;
+        cfg->sigma2_b0 = default_sigma2_b0(K);
+        cfg->sigma_z2 = default_sigma_z2(K);
     }
+}
+
+/* cfg->rows was changed from old_K: move sigma_z2 and sigma2_b0 of a mixture or
+ * tree to the new K's defaults when they hold, bit for bit, the defaults of
+ * old_K (nothing records whether a value was set explicitly; one that differs
+ * from the default is kept, see vbm_resize in vbmem.h). */
+static void config_rows_follow(vbm_config *cfg, int old_K) {
+    if (cfg->kind != VBM_MIXTURE && cfg->kind != VBM_TREE) return;
+    if (cfg->sigma_z2 == default_sigma_z2(old_K)) cfg->sigma_z2 = default_sigma_z2(cfg->rows);
+    if (cfg->sigma2_b0 == default_sigma2_b0(old_K)) cfg->sigma2_b0 = default_sigma2_b0(cfg->rows);
 }
 
 static int pos_finite(double x) { return isfinite(x) && x > 0.0; }
@@ -646,6 +661,7 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
     if (new_H > 0) cfg.clusters = new_H;
     if (new_K > 0) cfg.rows = new_K;
     if (new_H < 0 || new_K < 0) return vbm_fail(err, VBM_EINVAL, NULL, "resize: sizes must be >= 0 (0 keeps the current one)");
+    config_rows_follow(&cfg, mem->cfg.rows);
     vbm_status st = vbm_config_check(&cfg, err);
     if (st) return st;
     int C = cfg.code_size, K = cfg.rows, oldK = mem->cfg.rows;

@@ -13,7 +13,8 @@ LOG2PI = math.log(2.0 * math.pi)
 
 
 def memory_defaults(kind, C, K=None, H=None):
-    """The paper's hyper-parameters, as vbm_config_default (include/vbmem/vbmem.h)."""
+    """The defaults of vbm_config_default (include/vbmem/vbmem.h): sizes from the paper, the
+    mixture/tree variances from the paper author's code, the 1e-6 q(s) floor vbmem's own."""
     if kind == "mixture":
         K = 6 if K is None else K
         return {"kind": kind, "clusters": 10 if H is None else H, "rows": K, "groups": 1, "shift": True,
