@@ -1,4 +1,4 @@
-/* session.c -- owns session lifecycle (random ids, references, locking) and the locked write/append/refit/resize/sample/read/replace operations. */
+/* session.c -- owns session lifecycle (random ids, references, locking), the binding to a hosted model, and the locked write/append/refit/resize/sample/read/replace operations. */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np, getrandom */
 
 #include <errno.h>
@@ -670,5 +670,56 @@ vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match
     }
     *version = s->version;
     pthread_rwlock_unlock(&s->lock);
+    return VBM_OK;
+}
+
+void eng_session_set_model(eng_session *s, eng_model *m)
+{
+    if (m != NULL) {
+        eng_model_ref(m);
+        snprintf(s->model_name, sizeof s->model_name, "%s", m->name);
+    } else {
+        s->model_name[0] = '\0';
+    }
+    eng_model_unref(atomic_exchange(&s->model, m));
+}
+
+vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, vbm_error *err)
+{
+    eng_model *m = atomic_load(&s->model), *expected = NULL;
+    int C;
+    vbm_status st;
+
+    *out = NULL;
+    if (m != NULL) {
+        eng_model_ref(m);
+        *out = m;
+        return VBM_OK;
+    }
+    if (s->model_name[0] == '\0')
+        return VBM_OK;
+    st = eng_models_get(reg, s->model_name, &m, err);
+    if (st != VBM_OK)
+        return vbm_fail(err, VBM_EINVAL, "model",
+                        "the session's model \"%s\" is not hosted any more", s->model_name);
+    eng_session_rdlock(s);
+    C = s->mem->cfg.code_size;
+    eng_session_unlock(s);
+    if (m->info->code_size != C) {
+        eng_model_unref(m);
+        return vbm_fail(err, VBM_EINVAL, "model",
+                        "the hosted model \"%s\" has code size %d, the session's memory %d",
+                        s->model_name, m->info->code_size, C);
+    }
+    /* Bind: the session keeps this model from now on (one reference of its
+     * own). A concurrent binder may have won; then use its model. */
+    eng_model_ref(m);
+    if (!atomic_compare_exchange_strong(&s->model, &expected, m)) {
+        eng_model_unref(m); /* the session's would-be reference */
+        eng_model_unref(m); /* the caller's */
+        m = expected;
+        eng_model_ref(m);
+    }
+    *out = m;
     return VBM_OK;
 }

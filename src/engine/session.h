@@ -1,4 +1,4 @@
-/* session.h -- owns one hosted memory session: its id, owner, lock, version, solver defaults, and the locked operations on its memory. */
+/* session.h -- owns one hosted memory session: its id, owner, lock, version, solver defaults, model binding, and the locked operations on its memory. */
 #ifndef VBMEM_ENGINE_SESSION_H
 #define VBMEM_ENGINE_SESSION_H
 
@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/models.h"
 #include "vbmem/vbmem.h"
 
 #define ENG_ID_LEN 32    /* hex characters of a session id (128 random bits) */
@@ -20,10 +21,6 @@ typedef struct {
 } eng_solver;
 
 typedef struct eng_session eng_session;
-
-/* A hosted model (engine/models.h): reference counted, immutable once loaded. */
-typedef struct eng_model eng_model;
-#define ENG_MODEL_NAME_LEN 64 /* characters of a model name (its file's stem) */
 
 /* Called by the session's mutating operations (write, resize, replace) under
  * the session's write lock, after the in-memory mutation and before the lock is
@@ -218,5 +215,18 @@ void eng_record_free(eng_record *rec);
 
 /* Release the arrays of a fit result. NULL-safe. */
 void eng_fit_out_free(eng_fit_out *out);
+
+/* Bind a new session to model m (NULL: latent): records its name and takes a
+ * reference. Call before the session is shared (no lock is taken). Never
+ * fails. */
+void eng_session_set_model(eng_session *s, eng_model *m);
+
+/* The model of session s with a new reference for the caller, or *out = NULL
+ * for a latent session. A session loaded from a durable store knows only the
+ * name of its model: it is looked up in reg on first use and stays bound from
+ * then on. Fails with VBM_EINVAL (the session's model is not hosted any more,
+ * or the hosted model of that name has another code size than the session's
+ * memory; field "model"). */
+vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, vbm_error *err);
 
 #endif
