@@ -1,4 +1,4 @@
-/* session.c -- owns session lifecycle (random ids, references, locking), the binding to a hosted model, and the locked write/append/refit/resize/sample/read/replace operations. */
+/* session.c -- owns session lifecycle (random ids, references, locking), its accessors, the binding to a hosted model, and the locked write/append/refit/resize/sample/read/replace operations. */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np, getrandom */
 
 #include <errno.h>
@@ -269,6 +269,52 @@ void eng_session_rdlock(eng_session *s)
 void eng_session_unlock(eng_session *s)
 {
     pthread_rwlock_unlock(&s->lock);
+}
+
+const char *eng_session_id(const eng_session *s)
+{
+    return s->id;
+}
+
+const char *eng_session_model_name(const eng_session *s)
+{
+    return s->model_name;
+}
+
+uint64_t eng_session_version(eng_session *s)
+{
+    uint64_t v;
+
+    pthread_rwlock_rdlock(&s->lock);
+    v = s->version;
+    pthread_rwlock_unlock(&s->lock);
+    return v;
+}
+
+void eng_session_config(eng_session *s, vbm_config *cfg)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    *cfg = s->mem->cfg;
+    pthread_rwlock_unlock(&s->lock);
+}
+
+size_t eng_session_bytes(const eng_session *s)
+{
+    return atomic_load(&((eng_session *)s)->bytes);
+}
+
+size_t eng_session_footprint(const vbm_memory *mem)
+{
+    return sess_bytes(mem, 0);
+}
+
+double eng_session_config_bytes(const vbm_config *c)
+{
+    double K = c->rows, C = c->code_size, GH = (double)c->groups * c->clusters,
+           cg = (double)c->code_size / c->groups;
+
+    return (double)sizeof(vbm_memory) + (double)sizeof(eng_session)
+           + 8.0 * (K * C + K * K + C + GH * (K * cg + K * K + cg + 1.0 + 1.0));
 }
 
 /* Copy of the G*H usage array of s (NULL when s has none); *fail set on ENOMEM. */

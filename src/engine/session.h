@@ -147,6 +147,34 @@ void eng_session_touch(eng_session *s);
 void eng_session_rdlock(eng_session *s);
 void eng_session_unlock(eng_session *s);
 
+/* The session's id (ENG_ID_LEN hex characters), fixed at creation. Never
+ * fails. */
+const char *eng_session_id(const eng_session *s);
+
+/* The name of the session's model, fixed at creation (eng_session_set_model);
+ * "" for a latent session. Never fails. */
+const char *eng_session_model_name(const eng_session *s);
+
+/* The session's current version, read under its read lock. Never fails. */
+uint64_t eng_session_version(eng_session *s);
+
+/* The configuration of the session's memory now (read under its read lock;
+ * a replace may change it). Never fails. */
+void eng_session_config(eng_session *s, vbm_config *cfg);
+
+/* Heap bytes accounted for the session now (what the store's byte limit
+ * counts). Never fails. */
+size_t eng_session_bytes(const eng_session *s);
+
+/* Bytes accounted for a session holding mem and no cluster usage (what a
+ * session takes after eng_session_replace by mem). Never fails. */
+size_t eng_session_footprint(const vbm_memory *mem);
+
+/* Estimated bytes of a session holding a fresh memory of configuration cfg
+ * (double: no overflow for any configuration; used to refuse a creation or a
+ * resize before allocating). Never fails. */
+double eng_session_config_bytes(const vbm_config *cfg);
+
 /* Snapshot the session under its read lock into *info (release with
  * eng_info_free). Fails only with VBM_ENOMEM. */
 vbm_status eng_session_info(eng_session *s, eng_info *info, vbm_error *err);

@@ -118,16 +118,6 @@ static void sess_field_rebase(vbm_error *err, const char *prefix, size_t skip)
     memcpy(err->field, field, np + nr + 1);
 }
 
-/* Bytes a fresh memory of cfg will take (double: no overflow). */
-static double sess_config_bytes(const vbm_config *c)
-{
-    double K = c->rows, C = c->code_size, GH = (double)c->groups * c->clusters,
-           cg = (double)c->code_size / c->groups;
-
-    return (double)sizeof(vbm_memory) + (double)sizeof(eng_session)
-           + 8.0 * (K * C + K * K + C + GH * (K * cg + K * K + cg + 1.0 + 1.0));
-}
-
 /* ---- POST /v1/sessions ----------------------------------------------------- */
 
 /* Read the "solver" object into *sv. */
@@ -243,9 +233,7 @@ void route_sessions_create(http_req *r)
     vbm_config cfg;
     vbm_error verr;
     vbm_error err;
-    long code_size = 0, ttl = 0, count = 0;
-    size_t total = 0;
-    double need;
+    long code_size = 0, ttl = 0;
     vbm_status st;
 
     if (req_body_object(r, &body) != 0)
@@ -307,13 +295,9 @@ void route_sessions_create(http_req *r)
         eng_model_unref(m);
         return;
     }
-    eng_store_stats(r->srv->store, &count, &total);
-    need = sess_config_bytes(&cfg);
-    if (need + (double)total > (double)lim->max_memory_bytes) {
-        req_problem(r, 429, NULL,
-                    "a session of this size (%.0f bytes) would bring the memory total past the "
-                    "limit of %zu bytes",
-                    need, lim->max_memory_bytes);
+    st = eng_store_admit(r->srv->store, &cfg, &err);
+    if (st != VBM_OK) {
+        req_engine_problem(r, st, &err);
         eng_model_unref(m);
         return;
     }
@@ -575,12 +559,9 @@ void route_resize(http_req *r)
     eng_session *s;
     eng_fit_opts o;
     eng_fit_out out;
-    vbm_config cfg;
     json_t *body, *res;
     vbm_error err;
     long H = 0, K = 0;
-    size_t old_bytes;
-    double need;
     vbm_status st;
 
     if (sess_lookup_body(r, &s, &body) != 0)
@@ -595,29 +576,13 @@ void route_resize(http_req *r)
     if (st == VBM_OK)
         st = sess_fit_opts(body, lim, &o, &err);
     json_decref(body);
-    if (st == VBM_OK) {
-        eng_session_rdlock(s);
-        cfg = s->mem->cfg;
-        eng_session_unlock(s);
-        if (H > 0)
-            cfg.clusters = (int)H;
-        if (K > 0)
-            cfg.rows = (int)K;
-        old_bytes = atomic_load(&s->bytes);
-        need = sess_config_bytes(&cfg);
-        if (need > (double)lim->max_memory_bytes)
-            st = vbm_fail(&err, VBM_ELIMIT, NULL, "the resized memory (%.0f bytes) exceeds the "
-                          "memory limit", need);
-        else
-            st = eng_store_reserve(r->srv->store, old_bytes, (size_t)need, &err);
-    }
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         eng_session_unref(s);
         return;
     }
     o.if_match = sess_if_match(r);
-    st = eng_session_resize(s, (int)H, (int)K, &o, &out, &err);
+    st = eng_store_resize(r->srv->store, s, (int)H, (int)K, &o, &out, &err);
     eng_session_unref(s);
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
@@ -928,7 +893,6 @@ void route_memory_put(http_req *r)
     json_t *body;
     vbm_error err;
     uint64_t version;
-    size_t need;
     int code_size;
     vbm_status st;
     vbm_status vst;
@@ -963,10 +927,7 @@ void route_memory_put(http_req *r)
         eng_session_unref(s);
         return;
     }
-    need = sizeof(eng_session) + eng_memory_bytes(mem);
-    st = eng_store_reserve(r->srv->store, atomic_load(&s->bytes), need, &err);
-    if (st == VBM_OK)
-        st = eng_session_replace(s, mem, sess_if_match(r), &version, &err);
+    st = eng_store_replace(r->srv->store, s, mem, sess_if_match(r), &version, &err);
     if (st != VBM_OK) {
         vbm_memory_free(mem);
         eng_session_unref(s);

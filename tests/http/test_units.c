@@ -288,6 +288,11 @@ START_TEST(test_store_ttl_and_bytes)
     eng_session *s1 = new_session(NULL, 1), *s2 = new_session(NULL, 0);
     eng_store *st;
     vbm_error err;
+    vbm_config cfg;
+    vbm_memory *mem = NULL;
+    eng_fit_opts o;
+    eng_fit_out out;
+    uint64_t version = 0;
     size_t bytes;
     long count;
 
@@ -299,6 +304,25 @@ START_TEST(test_store_ttl_and_bytes)
     eng_store_stats(st, &count, &bytes);
     ck_assert_uint_eq(bytes, lim.max_bytes);
     ck_assert_int_eq(eng_store_reserve(st, 0, 1, &err), VBM_ELIMIT);
+    ck_assert_int_eq(eng_store_reserve(st, 2, 1, &err), VBM_OK); /* a shrink passes */
+    /* every check that grows the total goes through the store's limits */
+    eng_session_config(s1, &cfg);
+    ck_assert_int_eq(eng_store_admit(st, &cfg, &err), VBM_ELIMIT);
+    ck_assert_int_eq(err.status, VBM_ELIMIT);
+    o.iterations = -1;
+    o.tolerance = -1.0;
+    o.init = -1;
+    o.seed = 1;
+    o.want_addresses = 0;
+    o.max_seconds = 0.0;
+    o.if_match = -1;
+    ck_assert_int_eq(eng_store_resize(st, s1, 3, 0, &o, &out, &err), VBM_ELIMIT);
+    ck_assert_int_eq(eng_session_version(s1), 1);
+    cfg.rows = 3;
+    ck_assert_int_eq(vbm_memory_create(&cfg, NULL, NULL, &mem, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_replace(st, s1, mem, -1, &version, &err), VBM_ELIMIT);
+    vbm_memory_free(mem); /* not taken on failure */
+    ck_assert_int_eq(eng_session_version(s1), 1);
     ck_assert_int_eq(eng_store_expire(st, atomic_load(&s1->last_used_ms) + 500), 0);
     ck_assert_int_eq(eng_store_expire(st, atomic_load(&s1->last_used_ms) + 1500), 1);
     eng_store_stats(st, &count, NULL);
