@@ -1,4 +1,4 @@
-/* session.c -- owns session lifecycle (random ids, references, locking), its accessors, the binding to a hosted model, and the locked write/append/refit/resize/sample/read/replace operations. */
+/* session.c -- owns session lifecycle (random ids, references, locking), its accessors, the binding to a hosted model, and the locked write/append/refit/resize/sample/read/export/replace operations. */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np, getrandom */
 
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <sys/random.h>
 
 #include "engine/models.h"
-#include "engine/session.h"
+#include "engine/session_impl.h"
 
 #define SESS_MAX_STEPS 1000
 
@@ -296,6 +296,14 @@ void eng_session_config(eng_session *s, vbm_config *cfg)
     pthread_rwlock_rdlock(&s->lock);
     *cfg = s->mem->cfg;
     pthread_rwlock_unlock(&s->lock);
+}
+
+int eng_session_code_size(eng_session *s)
+{
+    vbm_config cfg;
+
+    eng_session_config(s, &cfg);
+    return cfg.code_size;
 }
 
 size_t eng_session_bytes(const eng_session *s)
@@ -686,6 +694,25 @@ vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
     return VBM_OK;
 }
 
+vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *version,
+                              vbm_error *err)
+{
+    vbm_error verr;
+    vbm_status vst;
+
+    *copy = NULL;
+    verr.msg[0] = '\0';
+    pthread_rwlock_rdlock(&s->lock);
+    *version = s->version;
+    vst = vbm_memory_clone(s->mem, copy, &verr);
+    pthread_rwlock_unlock(&s->lock);
+    if (vst != VBM_OK) {
+        *copy = NULL;
+        return vbm_fail(err, VBM_ENOMEM, NULL, "cannot export: %s", verr.msg);
+    }
+    return VBM_OK;
+}
+
 vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
                                uint64_t *version, vbm_error *err)
 {
@@ -748,9 +775,9 @@ vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, v
     if (st != VBM_OK)
         return vbm_fail(err, VBM_EINVAL, "model",
                         "the session's model \"%s\" is not hosted any more", s->model_name);
-    eng_session_rdlock(s);
+    pthread_rwlock_rdlock(&s->lock);
     C = s->mem->cfg.code_size;
-    eng_session_unlock(s);
+    pthread_rwlock_unlock(&s->lock);
     if (m->info->code_size != C) {
         eng_model_unref(m);
         return vbm_fail(err, VBM_EINVAL, "model",

@@ -1,9 +1,7 @@
-/* session.h -- owns one hosted memory session: its id, owner, lock, version, solver defaults, model binding, and the locked operations on its memory. */
+/* session.h -- owns one hosted memory session: its id, owner, version, solver defaults, model binding, and the locked operations on its memory. The session is opaque here: its struct and lock are engine-internal (engine/session_impl.h); callers outside src/engine use the functions below. */
 #ifndef VBMEM_ENGINE_SESSION_H
 #define VBMEM_ENGINE_SESSION_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "engine/engine.h"
@@ -20,6 +18,8 @@ typedef struct {
     vbm_init init;
 } eng_solver;
 
+/* A session (engine/session_impl.h). Reference counted: the store holds one
+ * reference, every request working on it holds one. */
 typedef struct eng_session eng_session;
 
 /* Called by the session's mutating operations (write, resize, replace) under
@@ -29,32 +29,6 @@ typedef struct eng_session eng_session;
  * (eng_session_set_persist); NULL for the in-memory store. */
 typedef vbm_status (*eng_persist_fn)(void *ctx, eng_session *s, uint64_t prev_version,
                                      vbm_error *err);
-
-/* A session. Fields marked "locked" are read under the read lock and written
- * under the write lock of `lock`; the rest are fixed at creation except the
- * atomics. Reference counted: the store holds one reference, every request
- * working on it holds one. */
-struct eng_session {
-    char id[ENG_ID_LEN + 1];
-    unsigned char owner[ENG_OWNER_LEN]; /* all zero without API keys */
-    pthread_rwlock_t lock;   /* writer-preferring */
-    atomic_int refs;
-    eng_solver solver;
-    long ttl_s;              /* idle seconds before expiry; 0: never */
-    double created;          /* wall clock */
-    vbm_memory *mem;         /* locked */
-    uint64_t version;        /* locked; 1 at creation, +1 per mutation */
-    double updated;          /* locked; wall clock of the last mutation */
-    double *usage;           /* locked; G*H expected frames per cluster, NULL before any write */
-    atomic_llong last_used_ms; /* monotonic milliseconds of the last request */
-    atomic_size_t bytes;     /* accounted heap bytes of the session */
-    eng_persist_fn persist;  /* fixed once shared; NULL: not durable */
-    void *persist_ctx;
-    char model_name[ENG_MODEL_NAME_LEN + 1]; /* fixed at creation; "" for a latent session */
-    _Atomic(eng_model *) model; /* a reference to the model object the session uses, bound at
-                                 * creation (or on first use after a load from the store,
-                                 * eng_session_model); NULL until bound or when latent */
-};
 
 /* The durable form of a session: what a store keeps and reloads. Owns blob and
  * usage (release with eng_record_free). */
@@ -142,11 +116,6 @@ void eng_session_unref(eng_session *s);
 /* Record a use now (for TTL expiry). Never fails. */
 void eng_session_touch(eng_session *s);
 
-/* Take the read lock (for callers that read s->mem directly, e.g. to export it)
- * and release it with eng_session_unlock. Never fail. */
-void eng_session_rdlock(eng_session *s);
-void eng_session_unlock(eng_session *s);
-
 /* The session's id (ENG_ID_LEN hex characters), fixed at creation. Never
  * fails. */
 const char *eng_session_id(const eng_session *s);
@@ -161,6 +130,11 @@ uint64_t eng_session_version(eng_session *s);
 /* The configuration of the session's memory now (read under its read lock;
  * a replace may change it). Never fails. */
 void eng_session_config(eng_session *s, vbm_config *cfg);
+
+/* The code size C of the session's memory now (eng_session_config's
+ * code_size; fixed for a session with a model: its encoder's C). Never
+ * fails. */
+int eng_session_code_size(eng_session *s);
 
 /* Heap bytes accounted for the session now (what the store's byte limit
  * counts). Never fails. */
@@ -214,6 +188,13 @@ vbm_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster
  * (bad query), VBM_ENUMERIC, VBM_ENOMEM; nothing is then allocated. */
 vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
                             double **z, vbm_addresses **addr, uint64_t *version, vbm_error *err);
+
+/* A copy of the session's memory taken under its read lock, with the version
+ * copied (for an export that serialises it without holding the lock). On
+ * success *copy is owned by the caller (vbm_memory_free). Fails with
+ * VBM_ENOMEM; *copy is then NULL. */
+vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *version,
+                              vbm_error *err);
 
 /* Replace the session's memory by mem under the write lock, after checking
  * if_match (< 0: none), persisted like a write. Takes ownership of mem on

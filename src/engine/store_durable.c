@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/session_impl.h"
 #include "engine/store.h"
 
 #define DUR_BATCH 64

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/session_impl.h"
 #include "engine/store.h"
 
 typedef struct {

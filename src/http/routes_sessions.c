@@ -317,7 +317,7 @@ void route_sessions_create(http_req *r)
         eng_session_unref(s);
         return;
     }
-    snprintf(r->resp.location, sizeof r->resp.location, "/v1/sessions/%s", s->id);
+    snprintf(r->resp.location, sizeof r->resp.location, "/v1/sessions/%s", eng_session_id(s));
     sess_respond_info(r, s, 201);
     eng_session_unref(s);
 }
@@ -359,7 +359,7 @@ void route_sessions_list(http_req *r)
         }
     }
     out = json_pack("{s:o, s:o}", "sessions", arr != NULL ? arr : json_array(), "next_cursor",
-                    more && n > 0 ? json_string(items[n - 1]->id) : json_null());
+                    more && n > 0 ? json_string(eng_session_id(items[n - 1])) : json_null());
     for (i = 0; i < n; i++)
         eng_session_unref(items[i]);
     free(items);
@@ -386,9 +386,7 @@ void route_sessions_delete(http_req *r)
     if (s == NULL)
         return;
     if (r->has_if_match) {
-        eng_session_rdlock(s);
-        version = s->version;
-        eng_session_unlock(s);
+        version = eng_session_version(s);
         if ((int64_t)version != r->if_match) {
             req_problem(r, 409, "If-Match", "the session is at version %llu",
                         (unsigned long long)version);
@@ -650,7 +648,7 @@ void route_samples(http_req *r)
     if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == VBM_OK)
-        st = sess_image_opts(body, s->model_name[0] != '\0', &fmt, &sample, &err);
+        st = sess_image_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
     json_decref(body);
     /* codes alone ("format": "none") do not need the model */
     if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0) {
@@ -815,9 +813,7 @@ void route_reads(http_req *r)
         return;
     }
     rq.T = x != NULL ? n : q.mu != NULL ? q.T : count;
-    eng_session_rdlock(s);
-    C = s->mem->cfg.code_size;
-    eng_session_unlock(s);
+    C = eng_session_code_size(s);
     if ((double)iterations * (double)rq.T
             * (8.0 * C + 4.0 * (m != NULL ? (double)eng_model_pixels(m) : 0.0))
         > SESS_MAX_READ_BYTES) {
@@ -866,16 +862,21 @@ void route_memory_get(http_req *r)
     char msg[VBM_MSG_LEN];
     eng_session *s = sess_lookup(r);
     json_t *m = NULL;
+    vbm_memory *mem = NULL;
+    vbm_error err;
     uint64_t version;
     vbm_status vst;
 
     if (s == NULL)
         return;
-    eng_session_rdlock(s);
-    version = s->version;
-    vst = memjson_from_memory(s->mem, &m, msg, sizeof msg);
-    eng_session_unlock(s);
+    vst = eng_session_export(s, &mem, &version, &err);
     eng_session_unref(s);
+    if (vst != VBM_OK) {
+        req_engine_problem(r, vst, &err);
+        return;
+    }
+    vst = memjson_from_memory(mem, &m, msg, sizeof msg);
+    vbm_memory_free(mem);
     if (vst != VBM_OK) {
         req_problem(r, vst == VBM_ENOMEM ? 503 : 422, NULL, "cannot export: %s", msg);
         return;
@@ -916,13 +917,11 @@ void route_memory_put(http_req *r)
         eng_session_unref(s);
         return;
     }
-    eng_session_rdlock(s);
-    code_size = s->mem->cfg.code_size; /* fixed for a session with a model: its encoder's C */
-    eng_session_unlock(s);
-    if (s->model_name[0] != '\0' && mem->cfg.code_size != code_size) {
+    code_size = eng_session_code_size(s); /* fixed for a session with a model: its encoder's C */
+    if (eng_session_model_name(s)[0] != '\0' && mem->cfg.code_size != code_size) {
         req_problem(r, 422, "memory.config.code_size",
                     "code size %d: the session's model \"%s\" has code size %d",
-                    mem->cfg.code_size, s->model_name, code_size);
+                    mem->cfg.code_size, eng_session_model_name(s), code_size);
         vbm_memory_free(mem);
         eng_session_unref(s);
         return;
