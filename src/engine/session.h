@@ -170,7 +170,8 @@ vbm_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
 
 /* Resize the session's memory to H clusters and/or K rows (0 keeps) under its
  * write lock, persisted like a write; out->elbo_before/after are filled. Same
- * failures as write. */
+ * failures as write. The store's byte limit is not checked here: a session in
+ * a store is resized through eng_store_resize. */
 vbm_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *opts,
                               eng_fit_out *out, vbm_error *err);
 
@@ -199,7 +200,9 @@ vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *versi
 /* Replace the session's memory by mem under the write lock, after checking
  * if_match (< 0: none), persisted like a write. Takes ownership of mem on
  * success only. Usage is reset. Fails with VBM_ECONFLICT, VBM_ENOMEM and the
- * persist hook's failures (the session is then unchanged). */
+ * persist hook's failures (the session is then unchanged). The store's byte
+ * limit is not checked here: a session in a store goes through
+ * eng_store_replace. */
 vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
                                uint64_t *version, vbm_error *err);
 
