@@ -1,4 +1,4 @@
-/* models.c -- owns the hosted-model registry: directory scans, model loading and hashing, reference-counted models and snapshots, the atomic swap on reload, and session-to-model binding. */
+/* models.c -- owns the hosted-model registry: directory scans, model loading and hashing, reference-counted models and snapshots, and the atomic swap on reload. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>
@@ -398,55 +398,4 @@ vbm_status eng_models_get(eng_models *reg, const char *name, eng_model **out, vb
     eng_model_set_release(set);
     return vbm_fail(err, VBM_ENOTFOUND, "name", "no model named \"%.80s\" is hosted (%s%s)", name,
                     i == 0 ? "none is" : "hosted: ", i == 0 ? "" : hosted);
-}
-
-void eng_session_set_model(eng_session *s, eng_model *m)
-{
-    if (m != NULL) {
-        eng_model_ref(m);
-        snprintf(s->model_name, sizeof s->model_name, "%s", m->name);
-    } else {
-        s->model_name[0] = '\0';
-    }
-    eng_model_unref(atomic_exchange(&s->model, m));
-}
-
-vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, vbm_error *err)
-{
-    eng_model *m = atomic_load(&s->model), *expected = NULL;
-    int C;
-    vbm_status st;
-
-    *out = NULL;
-    if (m != NULL) {
-        eng_model_ref(m);
-        *out = m;
-        return VBM_OK;
-    }
-    if (s->model_name[0] == '\0')
-        return VBM_OK;
-    st = eng_models_get(reg, s->model_name, &m, err);
-    if (st != VBM_OK)
-        return vbm_fail(err, VBM_EINVAL, "model",
-                        "the session's model \"%s\" is not hosted any more", s->model_name);
-    eng_session_rdlock(s);
-    C = s->mem->cfg.code_size;
-    eng_session_unlock(s);
-    if (m->info->code_size != C) {
-        eng_model_unref(m);
-        return vbm_fail(err, VBM_EINVAL, "model",
-                        "the hosted model \"%s\" has code size %d, the session's memory %d",
-                        s->model_name, m->info->code_size, C);
-    }
-    /* Bind: the session keeps this model from now on (one reference of its
-     * own). A concurrent binder may have won; then use its model. */
-    eng_model_ref(m);
-    if (!atomic_compare_exchange_strong(&s->model, &expected, m)) {
-        eng_model_unref(m); /* the session's would-be reference */
-        eng_model_unref(m); /* the caller's */
-        m = expected;
-        eng_model_ref(m);
-    }
-    *out = m;
-    return VBM_OK;
 }

@@ -1,4 +1,4 @@
-/* models.h -- owns the hosted-model registry: the model files of a directory loaded and validated (src/nets), reference-counted models, immutable snapshots swapped atomically on reload, and the binding of sessions to models. */
+/* models.h -- owns the hosted-model registry: the model files of a directory loaded and validated (src/nets), reference-counted models, and immutable snapshots swapped atomically on reload (sessions bind to models in engine/session.c). */
 #ifndef VBMEM_ENGINE_MODELS_H
 #define VBMEM_ENGINE_MODELS_H
 
@@ -6,15 +6,16 @@
 #include <stddef.h>
 
 #include "engine/engine.h"
-#include "engine/session.h"
 #include "nets/nets.h"
 #include "vbmem/vbmem.h"
 
 #define ENG_MODELS_MAX 256        /* model files read from one directory */
 #define ENG_MODEL_FILE_LEN 256    /* characters of a model file name kept in a failure */
+#define ENG_MODEL_NAME_LEN 64     /* characters of a model name (its file's stem) */
 
 /* One loaded model file. Immutable after loading except refs; shared by the
  * registry's snapshots and by the sessions created with it. */
+typedef struct eng_model eng_model;
 struct eng_model {
     char name[ENG_MODEL_NAME_LEN + 1]; /* the file stem: [A-Za-z0-9._-], not starting with '.' */
     char *path;                        /* the file it was loaded from (owned) */
@@ -103,18 +104,5 @@ long eng_model_pixels(const eng_model *m);
  * vbm_config_default for that kind and C = the model's code size). Never fails
  * (the loader validated every field; vbm_config_check still applies). */
 void eng_model_config(const eng_model *m, vbm_config *cfg);
-
-/* Bind a new session to model m (NULL: latent): records its name and takes a
- * reference. Call before the session is shared (no lock is taken). Never
- * fails. */
-void eng_session_set_model(eng_session *s, eng_model *m);
-
-/* The model of session s with a new reference for the caller, or *out = NULL
- * for a latent session. A session loaded from a durable store knows only the
- * name of its model: it is looked up in reg on first use and stays bound from
- * then on. Fails with VBM_EINVAL (the session's model is not hosted any more,
- * or the hosted model of that name has another code size than the session's
- * memory; field "model"). */
-vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, vbm_error *err);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/recall.h"
+#include "engine/session_impl.h"
 #include "numerics/rng.h"
 
 #define RECALL_MAX_STEPS 1000

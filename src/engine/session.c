@@ -1,4 +1,4 @@
-/* session.c -- owns session lifecycle (random ids, references, locking) and the locked write/append/refit/resize/sample/read/replace operations. */
+/* session.c -- owns session lifecycle (random ids, references, locking), its accessors, the binding to a hosted model, and the locked write/append/refit/resize/sample/read/export/replace operations. */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np, getrandom */
 
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <sys/random.h>
 
 #include "engine/models.h"
-#include "engine/session.h"
+#include "engine/session_impl.h"
 
 #define SESS_MAX_STEPS 1000
 
@@ -269,6 +269,60 @@ void eng_session_rdlock(eng_session *s)
 void eng_session_unlock(eng_session *s)
 {
     pthread_rwlock_unlock(&s->lock);
+}
+
+const char *eng_session_id(const eng_session *s)
+{
+    return s->id;
+}
+
+const char *eng_session_model_name(const eng_session *s)
+{
+    return s->model_name;
+}
+
+uint64_t eng_session_version(eng_session *s)
+{
+    uint64_t v;
+
+    pthread_rwlock_rdlock(&s->lock);
+    v = s->version;
+    pthread_rwlock_unlock(&s->lock);
+    return v;
+}
+
+void eng_session_config(eng_session *s, vbm_config *cfg)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    *cfg = s->mem->cfg;
+    pthread_rwlock_unlock(&s->lock);
+}
+
+int eng_session_code_size(eng_session *s)
+{
+    vbm_config cfg;
+
+    eng_session_config(s, &cfg);
+    return cfg.code_size;
+}
+
+size_t eng_session_bytes(const eng_session *s)
+{
+    return atomic_load(&((eng_session *)s)->bytes);
+}
+
+size_t eng_session_footprint(const vbm_memory *mem)
+{
+    return sess_bytes(mem, 0);
+}
+
+double eng_session_config_bytes(const vbm_config *c)
+{
+    double K = c->rows, C = c->code_size, GH = (double)c->groups * c->clusters,
+           cg = (double)c->code_size / c->groups;
+
+    return (double)sizeof(vbm_memory) + (double)sizeof(eng_session)
+           + 8.0 * (K * C + K * K + C + GH * (K * cg + K * K + cg + 1.0 + 1.0));
 }
 
 /* Copy of the G*H usage array of s (NULL when s has none); *fail set on ENOMEM. */
@@ -640,6 +694,25 @@ vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
     return VBM_OK;
 }
 
+vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *version,
+                              vbm_error *err)
+{
+    vbm_error verr;
+    vbm_status vst;
+
+    *copy = NULL;
+    verr.msg[0] = '\0';
+    pthread_rwlock_rdlock(&s->lock);
+    *version = s->version;
+    vst = vbm_memory_clone(s->mem, copy, &verr);
+    pthread_rwlock_unlock(&s->lock);
+    if (vst != VBM_OK) {
+        *copy = NULL;
+        return vbm_fail(err, VBM_ENOMEM, NULL, "cannot export: %s", verr.msg);
+    }
+    return VBM_OK;
+}
+
 vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
                                uint64_t *version, vbm_error *err)
 {
@@ -670,5 +743,56 @@ vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match
     }
     *version = s->version;
     pthread_rwlock_unlock(&s->lock);
+    return VBM_OK;
+}
+
+void eng_session_set_model(eng_session *s, eng_model *m)
+{
+    if (m != NULL) {
+        eng_model_ref(m);
+        snprintf(s->model_name, sizeof s->model_name, "%s", m->name);
+    } else {
+        s->model_name[0] = '\0';
+    }
+    eng_model_unref(atomic_exchange(&s->model, m));
+}
+
+vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, vbm_error *err)
+{
+    eng_model *m = atomic_load(&s->model), *expected = NULL;
+    int C;
+    vbm_status st;
+
+    *out = NULL;
+    if (m != NULL) {
+        eng_model_ref(m);
+        *out = m;
+        return VBM_OK;
+    }
+    if (s->model_name[0] == '\0')
+        return VBM_OK;
+    st = eng_models_get(reg, s->model_name, &m, err);
+    if (st != VBM_OK)
+        return vbm_fail(err, VBM_EINVAL, "model",
+                        "the session's model \"%s\" is not hosted any more", s->model_name);
+    pthread_rwlock_rdlock(&s->lock);
+    C = s->mem->cfg.code_size;
+    pthread_rwlock_unlock(&s->lock);
+    if (m->info->code_size != C) {
+        eng_model_unref(m);
+        return vbm_fail(err, VBM_EINVAL, "model",
+                        "the hosted model \"%s\" has code size %d, the session's memory %d",
+                        s->model_name, m->info->code_size, C);
+    }
+    /* Bind: the session keeps this model from now on (one reference of its
+     * own). A concurrent binder may have won; then use its model. */
+    eng_model_ref(m);
+    if (!atomic_compare_exchange_strong(&s->model, &expected, m)) {
+        eng_model_unref(m); /* the session's would-be reference */
+        eng_model_unref(m); /* the caller's */
+        m = expected;
+        eng_model_ref(m);
+    }
+    *out = m;
     return VBM_OK;
 }

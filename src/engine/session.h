@@ -1,12 +1,11 @@
-/* session.h -- owns one hosted memory session: its id, owner, lock, version, solver defaults, and the locked operations on its memory. */
+/* session.h -- owns one hosted memory session: its id, owner, version, solver defaults, model binding, and the locked operations on its memory. The session is opaque here: its struct and lock are engine-internal (engine/session_impl.h); callers outside src/engine use the functions below. */
 #ifndef VBMEM_ENGINE_SESSION_H
 #define VBMEM_ENGINE_SESSION_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/models.h"
 #include "vbmem/vbmem.h"
 
 #define ENG_ID_LEN 32    /* hex characters of a session id (128 random bits) */
@@ -19,11 +18,9 @@ typedef struct {
     vbm_init init;
 } eng_solver;
 
+/* A session (engine/session_impl.h). Reference counted: the store holds one
+ * reference, every request working on it holds one. */
 typedef struct eng_session eng_session;
-
-/* A hosted model (engine/models.h): reference counted, immutable once loaded. */
-typedef struct eng_model eng_model;
-#define ENG_MODEL_NAME_LEN 64 /* characters of a model name (its file's stem) */
 
 /* Called by the session's mutating operations (write, resize, replace) under
  * the session's write lock, after the in-memory mutation and before the lock is
@@ -32,32 +29,6 @@ typedef struct eng_model eng_model;
  * (eng_session_set_persist); NULL for the in-memory store. */
 typedef vbm_status (*eng_persist_fn)(void *ctx, eng_session *s, uint64_t prev_version,
                                      vbm_error *err);
-
-/* A session. Fields marked "locked" are read under the read lock and written
- * under the write lock of `lock`; the rest are fixed at creation except the
- * atomics. Reference counted: the store holds one reference, every request
- * working on it holds one. */
-struct eng_session {
-    char id[ENG_ID_LEN + 1];
-    unsigned char owner[ENG_OWNER_LEN]; /* all zero without API keys */
-    pthread_rwlock_t lock;   /* writer-preferring */
-    atomic_int refs;
-    eng_solver solver;
-    long ttl_s;              /* idle seconds before expiry; 0: never */
-    double created;          /* wall clock */
-    vbm_memory *mem;         /* locked */
-    uint64_t version;        /* locked; 1 at creation, +1 per mutation */
-    double updated;          /* locked; wall clock of the last mutation */
-    double *usage;           /* locked; G*H expected frames per cluster, NULL before any write */
-    atomic_llong last_used_ms; /* monotonic milliseconds of the last request */
-    atomic_size_t bytes;     /* accounted heap bytes of the session */
-    eng_persist_fn persist;  /* fixed once shared; NULL: not durable */
-    void *persist_ctx;
-    char model_name[ENG_MODEL_NAME_LEN + 1]; /* fixed at creation; "" for a latent session */
-    _Atomic(eng_model *) model; /* a reference to the model object the session uses, bound at
-                                 * creation (or on first use after a load from the store,
-                                 * eng_session_model); NULL until bound or when latent */
-};
 
 /* The durable form of a session: what a store keeps and reloads. Owns blob and
  * usage (release with eng_record_free). */
@@ -145,10 +116,38 @@ void eng_session_unref(eng_session *s);
 /* Record a use now (for TTL expiry). Never fails. */
 void eng_session_touch(eng_session *s);
 
-/* Take the read lock (for callers that read s->mem directly, e.g. to export it)
- * and release it with eng_session_unlock. Never fail. */
-void eng_session_rdlock(eng_session *s);
-void eng_session_unlock(eng_session *s);
+/* The session's id (ENG_ID_LEN hex characters), fixed at creation. Never
+ * fails. */
+const char *eng_session_id(const eng_session *s);
+
+/* The name of the session's model, fixed at creation (eng_session_set_model);
+ * "" for a latent session. Never fails. */
+const char *eng_session_model_name(const eng_session *s);
+
+/* The session's current version, read under its read lock. Never fails. */
+uint64_t eng_session_version(eng_session *s);
+
+/* The configuration of the session's memory now (read under its read lock;
+ * a replace may change it). Never fails. */
+void eng_session_config(eng_session *s, vbm_config *cfg);
+
+/* The code size C of the session's memory now (eng_session_config's
+ * code_size; fixed for a session with a model: its encoder's C). Never
+ * fails. */
+int eng_session_code_size(eng_session *s);
+
+/* Heap bytes accounted for the session now (what the store's byte limit
+ * counts). Never fails. */
+size_t eng_session_bytes(const eng_session *s);
+
+/* Bytes accounted for a session holding mem and no cluster usage (what a
+ * session takes after eng_session_replace by mem). Never fails. */
+size_t eng_session_footprint(const vbm_memory *mem);
+
+/* Estimated bytes of a session holding a fresh memory of configuration cfg
+ * (double: no overflow for any configuration; used to refuse a creation or a
+ * resize before allocating). Never fails. */
+double eng_session_config_bytes(const vbm_config *cfg);
 
 /* Snapshot the session under its read lock into *info (release with
  * eng_info_free). Fails only with VBM_ENOMEM. */
@@ -171,7 +170,8 @@ vbm_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
 
 /* Resize the session's memory to H clusters and/or K rows (0 keeps) under its
  * write lock, persisted like a write; out->elbo_before/after are filled. Same
- * failures as write. */
+ * failures as write. The store's byte limit is not checked here: a session in
+ * a store is resized through eng_store_resize. */
 vbm_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *opts,
                               eng_fit_out *out, vbm_error *err);
 
@@ -190,10 +190,19 @@ vbm_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster
 vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
                             double **z, vbm_addresses **addr, uint64_t *version, vbm_error *err);
 
+/* A copy of the session's memory taken under its read lock, with the version
+ * copied (for an export that serialises it without holding the lock). On
+ * success *copy is owned by the caller (vbm_memory_free). Fails with
+ * VBM_ENOMEM; *copy is then NULL. */
+vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *version,
+                              vbm_error *err);
+
 /* Replace the session's memory by mem under the write lock, after checking
  * if_match (< 0: none), persisted like a write. Takes ownership of mem on
  * success only. Usage is reset. Fails with VBM_ECONFLICT, VBM_ENOMEM and the
- * persist hook's failures (the session is then unchanged). */
+ * persist hook's failures (the session is then unchanged). The store's byte
+ * limit is not checked here: a session in a store goes through
+ * eng_store_replace. */
 vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
                                uint64_t *version, vbm_error *err);
 
@@ -218,5 +227,18 @@ void eng_record_free(eng_record *rec);
 
 /* Release the arrays of a fit result. NULL-safe. */
 void eng_fit_out_free(eng_fit_out *out);
+
+/* Bind a new session to model m (NULL: latent): records its name and takes a
+ * reference. Call before the session is shared (no lock is taken). Never
+ * fails. */
+void eng_session_set_model(eng_session *s, eng_model *m);
+
+/* The model of session s with a new reference for the caller, or *out = NULL
+ * for a latent session. A session loaded from a durable store knows only the
+ * name of its model: it is looked up in reg on first use and stays bound from
+ * then on. Fails with VBM_EINVAL (the session's model is not hosted any more,
+ * or the hosted model of that name has another code size than the session's
+ * memory; field "model"). */
+vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, vbm_error *err);
 
 #endif

@@ -1,4 +1,4 @@
-/* store.h -- owns the session-store interface (insert, look up, remove, list, expire, account) that the in-memory table implements and durable storage will. */
+/* store.h -- owns the session-store interface (insert, look up, remove, list, expire, account) that the in-memory table and the durable store implement, and the store limits (session count, byte total) decided once for both (store.c). */
 #ifndef VBMEM_ENGINE_STORE_H
 #define VBMEM_ENGINE_STORE_H
 
@@ -24,14 +24,16 @@ typedef struct {
                        eng_session ***out, int *n, int *more, vbm_error *err);
     void (*stats)(void *impl, long *count, size_t *bytes);
     long (*expire)(void *impl, long long now_ms);
-    vbm_status (*reserve)(void *impl, size_t old_bytes, size_t new_bytes, vbm_error *err);
     void (*destroy)(void *impl);
     vbm_status (*ready)(void *impl, vbm_error *err); /* NULL: always ready */
 } eng_store_ops;
 
+/* A store: its implementation and the limits every implementation enforces
+ * through the checks below (the one place they are decided). */
 typedef struct {
     const eng_store_ops *ops;
     void *impl;
+    eng_store_limits limits;
 } eng_store;
 
 /* Create the in-memory store (a sorted table guarded by one mutex) with the
@@ -95,9 +97,41 @@ void eng_store_stats(eng_store *st, long *count, size_t *bytes);
  * next call). */
 long eng_store_expire(eng_store *st, long long now_ms);
 
-/* Check that replacing old_bytes by new_bytes keeps the total under the byte
- * limit; fails with VBM_ELIMIT. (Advisory: nothing is reserved.) */
+/* Check that replacing old_bytes by new_bytes keeps the store's byte total
+ * (eng_store_stats) under its byte limit; a shrink always passes. Fails with
+ * VBM_ELIMIT. (Advisory: nothing is reserved.) */
 vbm_status eng_store_reserve(eng_store *st, size_t old_bytes, size_t new_bytes, vbm_error *err);
+
+/* Check that a new session of configuration cfg (eng_session_config_bytes)
+ * fits next to the store's byte total, before its memory is allocated. Fails
+ * with VBM_ELIMIT. */
+vbm_status eng_store_admit(eng_store *st, const vbm_config *cfg, vbm_error *err);
+
+/* Resize session s to H clusters and/or K rows (0 keeps) once the resized
+ * memory's estimate fits the byte limit on its own and in the store's total
+ * (eng_store_reserve against s's current bytes): eng_session_resize with its
+ * results in *out. Fails with VBM_ELIMIT (field empty; s unchanged and *out
+ * empty) and eng_session_resize's failures. */
+vbm_status eng_store_resize(eng_store *st, eng_session *s, int H, int K, const eng_fit_opts *opts,
+                            eng_fit_out *out, vbm_error *err);
+
+/* Replace s's memory by mem (eng_session_replace) once a session holding mem
+ * (eng_session_footprint) fits the store's byte total in place of s's current
+ * bytes. Takes ownership of mem on success only. Fails with VBM_ELIMIT and
+ * eng_session_replace's failures. */
+vbm_status eng_store_replace(eng_store *st, eng_session *s, vbm_memory *mem, int64_t if_match,
+                             uint64_t *version, vbm_error *err);
+
+/* For implementations, under their own lock while they insert: refuse when
+ * count sessions already reach the session limit. Fails with VBM_ELIMIT. */
+vbm_status eng_store_check_count(const eng_store *st, long count, vbm_error *err);
+
+/* For implementations, under their own lock while they insert: refuse when
+ * total (the accounted bytes with the new session and its extra bytes) passes
+ * the byte limit; what names the total in the message ("memory total",
+ * "resident memory"). Fails with VBM_ELIMIT. */
+vbm_status eng_store_check_bytes(const eng_store *st, size_t total, const char *what,
+                                 vbm_error *err);
 
 /* Whether the store can serve requests now (for /readyz): a store shared by
  * replicas (Redis) answers a round trip; a local one is ready while open.

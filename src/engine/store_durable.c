@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/session_impl.h"
 #include "engine/store.h"
 
 #define DUR_BATCH 64
@@ -27,7 +28,6 @@ typedef struct {
     long stored;             /* records in the backend (+ inserts in flight) */
     unsigned long long tick;
     unsigned long long removals; /* bumped by every removal: a load racing one retries */
-    eng_store_limits limits;
 } dur_store;
 
 static const unsigned char dur_anonymous[ENG_OWNER_LEN];
@@ -186,22 +186,20 @@ static vbm_status dur_insert(void *impl, eng_session *s, size_t extra, vbm_error
     int k;
 
     pthread_mutex_lock(&d->lock);
-    if (d->limits.max_sessions > 0 && d->stored >= d->limits.max_sessions) {
+    st = eng_store_check_count(&d->base, d->stored, err);
+    if (st != VBM_OK) {
         pthread_mutex_unlock(&d->lock);
-        return vbm_fail(err, VBM_ELIMIT, NULL, "the server holds its limit of %ld sessions",
-                        d->limits.max_sessions);
+        return st;
     }
     k = dur_pick_evictions(d, gone, DUR_BATCH);
     for (i = 0; i < d->n; i++)
         total += atomic_load(&d->items[i].s->bytes);
     total += atomic_load(&s->bytes) + extra;
-    if (d->limits.max_bytes > 0 && total > d->limits.max_bytes) {
+    st = eng_store_check_bytes(&d->base, total, "resident memory", err);
+    if (st != VBM_OK) {
         pthread_mutex_unlock(&d->lock);
         dur_release(d, gone, k);
-        return vbm_fail(err, VBM_ELIMIT, NULL,
-                        "the session would bring the resident memory to %zu bytes, past the "
-                        "limit of %zu",
-                        total, d->limits.max_bytes);
+        return st;
     }
     d->stored++; /* reserved while the insert commits */
     pthread_mutex_unlock(&d->lock);
@@ -241,9 +239,7 @@ static vbm_status dur_check_cached(dur_store *d, eng_session *s, vbm_error *err)
     }
     if (st != VBM_OK)
         return st;
-    eng_session_rdlock(s);
-    cached = s->version;
-    eng_session_unlock(s);
+    cached = eng_session_version(s);
     if (cached >= stored)
         return VBM_OK;
     dur_drop(d, s);
@@ -494,26 +490,6 @@ static long dur_expire(void *impl, long long now_ms)
     return removed;
 }
 
-static vbm_status dur_reserve(void *impl, size_t old_bytes, size_t new_bytes, vbm_error *err)
-{
-    dur_store *d = impl;
-    size_t total = 0;
-    long i;
-
-    if (d->limits.max_bytes == 0 || new_bytes <= old_bytes)
-        return VBM_OK;
-    pthread_mutex_lock(&d->lock);
-    for (i = 0; i < d->n; i++)
-        total += atomic_load(&d->items[i].s->bytes);
-    pthread_mutex_unlock(&d->lock);
-    total = total - old_bytes + new_bytes;
-    if (total > d->limits.max_bytes)
-        return vbm_fail(err, VBM_ELIMIT, NULL,
-                        "the memory total would reach %zu bytes, past the limit of %zu", total,
-                        d->limits.max_bytes);
-    return VBM_OK;
-}
-
 static void dur_destroy(void *impl)
 {
     dur_store *d = impl;
@@ -543,7 +519,7 @@ static vbm_status dur_ready(void *impl, vbm_error *err)
 }
 
 static const eng_store_ops dur_ops = {
-    dur_insert, dur_get, dur_remove, dur_list, dur_stats, dur_expire, dur_reserve, dur_destroy, dur_ready
+    dur_insert, dur_get, dur_remove, dur_list, dur_stats, dur_expire, dur_destroy, dur_ready
 };
 
 vbm_status eng_store_durable_create(eng_backend *backend, const eng_store_limits *limits,
@@ -564,7 +540,7 @@ vbm_status eng_store_durable_create(eng_backend *backend, const eng_store_limits
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&d->lock, NULL);
     d->backend = backend;
-    d->limits = *limits;
+    d->base.limits = *limits;
     d->max_resident = max_resident;
     d->stored = stored;
     d->base.ops = &dur_ops;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/session_impl.h"
 #include "engine/store.h"
 
 typedef struct {
@@ -12,7 +13,6 @@ typedef struct {
     pthread_mutex_t lock;
     eng_session **items;  /* sorted by id */
     long n, cap;
-    eng_store_limits limits;
 } mem_store;
 
 static const unsigned char mem_anonymous[ENG_OWNER_LEN];
@@ -53,20 +53,17 @@ static vbm_status mem_insert(void *impl, eng_session *s, size_t extra, vbm_error
     eng_session **grown;
     size_t total;
     long at, cap;
+    vbm_status st;
 
     pthread_mutex_lock(&m->lock);
-    if (m->limits.max_sessions > 0 && m->n >= m->limits.max_sessions) {
-        pthread_mutex_unlock(&m->lock);
-        return vbm_fail(err, VBM_ELIMIT, NULL, "the server holds its limit of %ld sessions",
-                        m->limits.max_sessions);
+    st = eng_store_check_count(&m->base, m->n, err);
+    if (st == VBM_OK) {
+        total = mem_total(m) + atomic_load(&s->bytes) + extra;
+        st = eng_store_check_bytes(&m->base, total, "memory total", err);
     }
-    total = mem_total(m) + atomic_load(&s->bytes) + extra;
-    if (m->limits.max_bytes > 0 && total > m->limits.max_bytes) {
+    if (st != VBM_OK) {
         pthread_mutex_unlock(&m->lock);
-        return vbm_fail(err, VBM_ELIMIT, NULL,
-                        "the session would bring the memory total to %zu bytes, past the limit "
-                        "of %zu",
-                        total, m->limits.max_bytes);
+        return st;
     }
     if (m->n == m->cap) {
         cap = m->cap > 0 ? 2 * m->cap : 64;
@@ -218,23 +215,6 @@ static long mem_expire(void *impl, long long now_ms)
     return removed;
 }
 
-static vbm_status mem_reserve(void *impl, size_t old_bytes, size_t new_bytes, vbm_error *err)
-{
-    mem_store *m = impl;
-    size_t total;
-
-    if (m->limits.max_bytes == 0 || new_bytes <= old_bytes)
-        return VBM_OK;
-    pthread_mutex_lock(&m->lock);
-    total = mem_total(m) - old_bytes + new_bytes;
-    pthread_mutex_unlock(&m->lock);
-    if (total > m->limits.max_bytes)
-        return vbm_fail(err, VBM_ELIMIT, NULL,
-                        "the memory total would reach %zu bytes, past the limit of %zu", total,
-                        m->limits.max_bytes);
-    return VBM_OK;
-}
-
 static void mem_destroy(void *impl)
 {
     mem_store *m = impl;
@@ -248,7 +228,7 @@ static void mem_destroy(void *impl)
 }
 
 static const eng_store_ops mem_ops = {
-    mem_insert, mem_get, mem_remove, mem_list, mem_stats, mem_expire, mem_reserve, mem_destroy, NULL
+    mem_insert, mem_get, mem_remove, mem_list, mem_stats, mem_expire, mem_destroy, NULL
 };
 
 vbm_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,
@@ -260,7 +240,7 @@ vbm_status eng_store_memory_create(const eng_store_limits *limits, eng_store **o
     if (m == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&m->lock, NULL);
-    m->limits = *limits;
+    m->base.limits = *limits;
     m->base.ops = &mem_ops;
     m->base.impl = m;
     *out = &m->base;

@@ -18,11 +18,11 @@ int obs_session_model(http_req *r, eng_session *s, eng_model **m)
     vbm_error err;
 
     *m = NULL;
-    if (s->model_name[0] == '\0')
+    if (eng_session_model_name(s)[0] == '\0')
         return 0;
     if (r->srv->cfg.models == NULL) {
         req_problem(r, 422, "model", "the session's model \"%s\" is not hosted (no models)",
-                    s->model_name);
+                    eng_session_model_name(s));
         return -1;
     }
     if (eng_session_model(s, r->srv->cfg.models, m, &err) != VBM_OK) {

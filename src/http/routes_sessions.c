@@ -118,16 +118,6 @@ static void sess_field_rebase(vbm_error *err, const char *prefix, size_t skip)
     memcpy(err->field, field, np + nr + 1);
 }
 
-/* Bytes a fresh memory of cfg will take (double: no overflow). */
-static double sess_config_bytes(const vbm_config *c)
-{
-    double K = c->rows, C = c->code_size, GH = (double)c->groups * c->clusters,
-           cg = (double)c->code_size / c->groups;
-
-    return (double)sizeof(vbm_memory) + (double)sizeof(eng_session)
-           + 8.0 * (K * C + K * K + C + GH * (K * cg + K * K + cg + 1.0 + 1.0));
-}
-
 /* ---- POST /v1/sessions ----------------------------------------------------- */
 
 /* Read the "solver" object into *sv. */
@@ -243,9 +233,7 @@ void route_sessions_create(http_req *r)
     vbm_config cfg;
     vbm_error verr;
     vbm_error err;
-    long code_size = 0, ttl = 0, count = 0;
-    size_t total = 0;
-    double need;
+    long code_size = 0, ttl = 0;
     vbm_status st;
 
     if (req_body_object(r, &body) != 0)
@@ -307,13 +295,9 @@ void route_sessions_create(http_req *r)
         eng_model_unref(m);
         return;
     }
-    eng_store_stats(r->srv->store, &count, &total);
-    need = sess_config_bytes(&cfg);
-    if (need + (double)total > (double)lim->max_memory_bytes) {
-        req_problem(r, 429, NULL,
-                    "a session of this size (%.0f bytes) would bring the memory total past the "
-                    "limit of %zu bytes",
-                    need, lim->max_memory_bytes);
+    st = eng_store_admit(r->srv->store, &cfg, &err);
+    if (st != VBM_OK) {
+        req_engine_problem(r, st, &err);
         eng_model_unref(m);
         return;
     }
@@ -333,7 +317,7 @@ void route_sessions_create(http_req *r)
         eng_session_unref(s);
         return;
     }
-    snprintf(r->resp.location, sizeof r->resp.location, "/v1/sessions/%s", s->id);
+    snprintf(r->resp.location, sizeof r->resp.location, "/v1/sessions/%s", eng_session_id(s));
     sess_respond_info(r, s, 201);
     eng_session_unref(s);
 }
@@ -375,7 +359,7 @@ void route_sessions_list(http_req *r)
         }
     }
     out = json_pack("{s:o, s:o}", "sessions", arr != NULL ? arr : json_array(), "next_cursor",
-                    more && n > 0 ? json_string(items[n - 1]->id) : json_null());
+                    more && n > 0 ? json_string(eng_session_id(items[n - 1])) : json_null());
     for (i = 0; i < n; i++)
         eng_session_unref(items[i]);
     free(items);
@@ -402,9 +386,7 @@ void route_sessions_delete(http_req *r)
     if (s == NULL)
         return;
     if (r->has_if_match) {
-        eng_session_rdlock(s);
-        version = s->version;
-        eng_session_unlock(s);
+        version = eng_session_version(s);
         if ((int64_t)version != r->if_match) {
             req_problem(r, 409, "If-Match", "the session is at version %llu",
                         (unsigned long long)version);
@@ -575,12 +557,9 @@ void route_resize(http_req *r)
     eng_session *s;
     eng_fit_opts o;
     eng_fit_out out;
-    vbm_config cfg;
     json_t *body, *res;
     vbm_error err;
     long H = 0, K = 0;
-    size_t old_bytes;
-    double need;
     vbm_status st;
 
     if (sess_lookup_body(r, &s, &body) != 0)
@@ -595,29 +574,13 @@ void route_resize(http_req *r)
     if (st == VBM_OK)
         st = sess_fit_opts(body, lim, &o, &err);
     json_decref(body);
-    if (st == VBM_OK) {
-        eng_session_rdlock(s);
-        cfg = s->mem->cfg;
-        eng_session_unlock(s);
-        if (H > 0)
-            cfg.clusters = (int)H;
-        if (K > 0)
-            cfg.rows = (int)K;
-        old_bytes = atomic_load(&s->bytes);
-        need = sess_config_bytes(&cfg);
-        if (need > (double)lim->max_memory_bytes)
-            st = vbm_fail(&err, VBM_ELIMIT, NULL, "the resized memory (%.0f bytes) exceeds the "
-                          "memory limit", need);
-        else
-            st = eng_store_reserve(r->srv->store, old_bytes, (size_t)need, &err);
-    }
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         eng_session_unref(s);
         return;
     }
     o.if_match = sess_if_match(r);
-    st = eng_session_resize(s, (int)H, (int)K, &o, &out, &err);
+    st = eng_store_resize(r->srv->store, s, (int)H, (int)K, &o, &out, &err);
     eng_session_unref(s);
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
@@ -685,7 +648,7 @@ void route_samples(http_req *r)
     if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == VBM_OK)
-        st = sess_image_opts(body, s->model_name[0] != '\0', &fmt, &sample, &err);
+        st = sess_image_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
     json_decref(body);
     /* codes alone ("format": "none") do not need the model */
     if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0) {
@@ -850,9 +813,7 @@ void route_reads(http_req *r)
         return;
     }
     rq.T = x != NULL ? n : q.mu != NULL ? q.T : count;
-    eng_session_rdlock(s);
-    C = s->mem->cfg.code_size;
-    eng_session_unlock(s);
+    C = eng_session_code_size(s);
     if ((double)iterations * (double)rq.T
             * (8.0 * C + 4.0 * (m != NULL ? (double)eng_model_pixels(m) : 0.0))
         > SESS_MAX_READ_BYTES) {
@@ -901,16 +862,21 @@ void route_memory_get(http_req *r)
     char msg[VBM_MSG_LEN];
     eng_session *s = sess_lookup(r);
     json_t *m = NULL;
+    vbm_memory *mem = NULL;
+    vbm_error err;
     uint64_t version;
     vbm_status vst;
 
     if (s == NULL)
         return;
-    eng_session_rdlock(s);
-    version = s->version;
-    vst = memjson_from_memory(s->mem, &m, msg, sizeof msg);
-    eng_session_unlock(s);
+    vst = eng_session_export(s, &mem, &version, &err);
     eng_session_unref(s);
+    if (vst != VBM_OK) {
+        req_engine_problem(r, vst, &err);
+        return;
+    }
+    vst = memjson_from_memory(mem, &m, msg, sizeof msg);
+    vbm_memory_free(mem);
     if (vst != VBM_OK) {
         req_problem(r, vst == VBM_ENOMEM ? 503 : 422, NULL, "cannot export: %s", msg);
         return;
@@ -928,7 +894,6 @@ void route_memory_put(http_req *r)
     json_t *body;
     vbm_error err;
     uint64_t version;
-    size_t need;
     int code_size;
     vbm_status st;
     vbm_status vst;
@@ -952,21 +917,16 @@ void route_memory_put(http_req *r)
         eng_session_unref(s);
         return;
     }
-    eng_session_rdlock(s);
-    code_size = s->mem->cfg.code_size; /* fixed for a session with a model: its encoder's C */
-    eng_session_unlock(s);
-    if (s->model_name[0] != '\0' && mem->cfg.code_size != code_size) {
+    code_size = eng_session_code_size(s); /* fixed for a session with a model: its encoder's C */
+    if (eng_session_model_name(s)[0] != '\0' && mem->cfg.code_size != code_size) {
         req_problem(r, 422, "memory.config.code_size",
                     "code size %d: the session's model \"%s\" has code size %d",
-                    mem->cfg.code_size, s->model_name, code_size);
+                    mem->cfg.code_size, eng_session_model_name(s), code_size);
         vbm_memory_free(mem);
         eng_session_unref(s);
         return;
     }
-    need = sizeof(eng_session) + eng_memory_bytes(mem);
-    st = eng_store_reserve(r->srv->store, atomic_load(&s->bytes), need, &err);
-    if (st == VBM_OK)
-        st = eng_session_replace(s, mem, sess_if_match(r), &version, &err);
+    st = eng_store_replace(r->srv->store, s, mem, sess_if_match(r), &version, &err);
     if (st != VBM_OK) {
         vbm_memory_free(mem);
         eng_session_unref(s);

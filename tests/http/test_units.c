@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "engine/pool.h"
-#include "engine/session.h"
+#include "engine/session_impl.h"
 #include "engine/store.h"
 #include "http/codec.h"
 #include "http/keyhash.h"
@@ -252,28 +252,28 @@ START_TEST(test_store_owners_pages_limits)
     ck_assert_int_eq(eng_store_memory_create(&lim, &st, &err), VBM_OK);
     for (i = 0; i < 6; i++) {
         s[i] = new_session(i < 4 ? a : b, 0);
-        ck_assert_uint_eq(strlen(s[i]->id), ENG_ID_LEN);
+        ck_assert_uint_eq(strlen(eng_session_id(s[i])), ENG_ID_LEN);
         ck_assert_int_eq(eng_store_insert(st, s[i], 0, &err), i < 5 ? VBM_OK : VBM_ELIMIT);
     }
-    got = eng_store_lookup(st, s[0]->id, a);
+    got = eng_store_lookup(st, eng_session_id(s[0]), a);
     ck_assert_ptr_eq(got, s[0]);
     eng_session_unref(got);
-    ck_assert_ptr_null(eng_store_lookup(st, s[0]->id, b));
-    ck_assert_ptr_null(eng_store_lookup(st, s[0]->id, NULL));
-    ck_assert_int_eq(eng_store_remove(st, s[0]->id, b, &err), VBM_ENOTFOUND);
+    ck_assert_ptr_null(eng_store_lookup(st, eng_session_id(s[0]), b));
+    ck_assert_ptr_null(eng_store_lookup(st, eng_session_id(s[0]), NULL));
+    ck_assert_int_eq(eng_store_remove(st, eng_session_id(s[0]), b, &err), VBM_ENOTFOUND);
     do {
         ck_assert_int_eq(eng_store_list(st, a, cursor, 3, &page, &n, &more, &err), VBM_OK);
         for (i = 0; i < n; i++) {
             ck_assert(memcmp(page[i]->owner, a, ENG_OWNER_LEN) == 0);
-            ck_assert(strcmp(page[i]->id, cursor) > 0);
-            strcpy(cursor, page[i]->id);
+            ck_assert(strcmp(eng_session_id(page[i]), cursor) > 0);
+            strcpy(cursor, eng_session_id(page[i]));
             eng_session_unref(page[i]);
         }
         total += n;
         free(page);
     } while (more);
     ck_assert_int_eq(total, 4);
-    ck_assert_int_eq(eng_store_remove(st, s[0]->id, a, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_remove(st, eng_session_id(s[0]), a, &err), VBM_OK);
     eng_store_stats(st, &count, NULL);
     ck_assert_int_eq(count, 4);
     for (i = 0; i < 6; i++)
@@ -288,10 +288,15 @@ START_TEST(test_store_ttl_and_bytes)
     eng_session *s1 = new_session(NULL, 1), *s2 = new_session(NULL, 0);
     eng_store *st;
     vbm_error err;
+    vbm_config cfg;
+    vbm_memory *mem = NULL;
+    eng_fit_opts o;
+    eng_fit_out out;
+    uint64_t version = 0;
     size_t bytes;
     long count;
 
-    lim.max_bytes = atomic_load(&s1->bytes) + atomic_load(&s2->bytes);
+    lim.max_bytes = eng_session_bytes(s1) + eng_session_bytes(s2);
     ck_assert_int_eq(eng_store_memory_create(&lim, &st, &err), VBM_OK);
     ck_assert_int_eq(eng_store_insert(st, s1, 0, &err), VBM_OK);
     ck_assert_int_eq(eng_store_insert(st, s2, 1, &err), VBM_ELIMIT);
@@ -299,6 +304,25 @@ START_TEST(test_store_ttl_and_bytes)
     eng_store_stats(st, &count, &bytes);
     ck_assert_uint_eq(bytes, lim.max_bytes);
     ck_assert_int_eq(eng_store_reserve(st, 0, 1, &err), VBM_ELIMIT);
+    ck_assert_int_eq(eng_store_reserve(st, 2, 1, &err), VBM_OK); /* a shrink passes */
+    /* every check that grows the total goes through the store's limits */
+    eng_session_config(s1, &cfg);
+    ck_assert_int_eq(eng_store_admit(st, &cfg, &err), VBM_ELIMIT);
+    ck_assert_int_eq(err.status, VBM_ELIMIT);
+    o.iterations = -1;
+    o.tolerance = -1.0;
+    o.init = -1;
+    o.seed = 1;
+    o.want_addresses = 0;
+    o.max_seconds = 0.0;
+    o.if_match = -1;
+    ck_assert_int_eq(eng_store_resize(st, s1, 3, 0, &o, &out, &err), VBM_ELIMIT);
+    ck_assert_int_eq(eng_session_version(s1), 1);
+    cfg.rows = 3;
+    ck_assert_int_eq(vbm_memory_create(&cfg, NULL, NULL, &mem, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_replace(st, s1, mem, -1, &version, &err), VBM_ELIMIT);
+    vbm_memory_free(mem); /* not taken on failure */
+    ck_assert_int_eq(eng_session_version(s1), 1);
     ck_assert_int_eq(eng_store_expire(st, atomic_load(&s1->last_used_ms) + 500), 0);
     ck_assert_int_eq(eng_store_expire(st, atomic_load(&s1->last_used_ms) + 1500), 1);
     eng_store_stats(st, &count, NULL);

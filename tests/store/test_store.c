@@ -18,7 +18,7 @@
 #include <sqlite3.h>
 
 #include "engine/backend.h"
-#include "engine/session.h"
+#include "engine/session_impl.h"
 #include "engine/store.h"
 
 /* A fresh temporary directory per test (removed by the fixture). */
