@@ -115,11 +115,11 @@ static void convt_phase_of(const nets_layer *L, int py, int px, convt_phase *p) 
     if (p->nqx < 0) p->nqx = 0;
 }
 
-int nets_layer_prepare(nets_layer *L) {
-    if (L->type != NETS_L_CONVT2D) return 0;
+vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err) {
+    if (L->type != NETS_L_CONVT2D) return VBM_OK;
     int k = L->k, s = L->stride, cin = L->cin, cout = L->cout;
     L->wp = malloc(sizeof(float) * (size_t)cout * cin * k * k);
-    if (!L->wp) return -1;
+    if (!L->wp) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     float *w = L->wp;
     for (int py = 0; py < s; py++)
         for (int px = 0; px < s; px++) {
@@ -131,7 +131,7 @@ int nets_layer_prepare(nets_layer *L) {
                         for (int b = 0; b < p.kb; b++)
                             *w++ = L->w[(((long)ci * cout + co) * k + py + a * s) * k + px + b * s];
         }
-    return 0;
+    return VBM_OK;
 }
 
 /* Rows of the column matrix, columns per image, images per chunk, and the floats
@@ -1594,14 +1594,14 @@ size_t nets_seq_workspace(const nets_seq *s, long n) {
     return (size_t)(s->depth + 2) * (size_t)batch_act(s, n) + col_need(s, n);
 }
 
-int nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws, int threads, char *err,
-                 size_t errlen) {
-    if (n <= 0) return nets_fail(err, errlen, "batch of %ld samples", n);
-    if (n > INT_MAX / s->max_act / 2) return nets_fail(err, errlen, "batch of %ld samples is too large", n);
+vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws, int threads,
+                        vbm_error *err) {
+    if (n <= 0) return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples", n);
+    if (n > INT_MAX / s->max_act / 2) return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples is too large", n);
     float *own = NULL;
     if (!ws) {
         own = malloc(sizeof(float) * nets_seq_workspace(s, n));
-        if (!own) return nets_fail(err, errlen, "out of memory for a batch of %ld samples", n);
+        if (!own) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a batch of %ld samples", n);
         ws = own;
     }
     if (threads <= 0) { /* automatic: the BLAS library's count, for work that pays for starting helpers */
@@ -1629,5 +1629,5 @@ int nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *
         memcpy(out, e.buf[r], sizeof(float) * n * osz);
     team_free(team);
     free(own);
-    return 0;
+    return VBM_OK;
 }
