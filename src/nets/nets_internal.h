@@ -1,5 +1,6 @@
 /* nets_internal.h -- private to src/nets (and its tests): parsed layer lists with their shapes
- * and bound weights, the model struct, the per-call workspace, and the layer executor. */
+ * and bound weights, the model struct, the per-call workspace; the functions of modelfile.c
+ * (parsing), layers.c (nets_layer_prepare) and exec.c (the executor). */
 #ifndef VBMEM_NETS_INTERNAL_H
 #define VBMEM_NETS_INTERNAL_H
 
@@ -28,6 +29,9 @@ typedef enum {
     NETS_L_CROP,
     NETS_L_RESIDUAL
 } nets_ltype;
+
+/* An activation applied in a layer's last pass (fused) or on its own. */
+typedef enum { ACT_NONE = 0, ACT_RELU, ACT_SWISH, ACT_SIGMOID } nets_act;
 
 /* Shape of one sample: rank 3 [c, h, w] or rank 1 [c] (h = w = 1).
  * In a workspace a batch of rank-3 tensors is stored channel-major, [c][n][h][w]
