@@ -140,6 +140,8 @@ static void expect_reject_buf(const unsigned char *buf, size_t len, const char *
     vbm_status rc = nets_model_load_buffer(buf, len, &m, &err);
     ck_assert_msg(rc == VBM_EFORMAT, "load accepted a bad file (wanted \"%s\")", want);
     ck_assert_msg(m == NULL, "*out not NULL on failure");
+    ck_assert_int_eq(err.status, VBM_EFORMAT);
+    ck_assert_str_eq(err.field, "");
     if (prefix)
         ck_assert_msg(strncmp(err.msg, want, strlen(want)) == 0, "message \"%s\" does not start with \"%s\"", err.msg,
                       want);
@@ -204,6 +206,8 @@ START_TEST(test_base_loads) {
     for (int i = 0; i < 3 * 36; i++) ck_assert(isfinite(mean[i]) && scale[i] > 0.001f);
     ck_assert_int_eq(nets_encode(m, x, 0, mu, s2, &err), VBM_EINVAL);
     ck_assert_str_eq(err.msg, "nets_encode: 0 images (need at least 1)");
+    ck_assert_int_eq(err.status, VBM_EINVAL);
+    ck_assert_int_eq(nets_encode(m, x, 0, mu, s2, NULL), VBM_EINVAL); /* err may be NULL */
     x[7] = NAN;
     ck_assert_int_eq(nets_encode(m, x, 3, mu, s2, &err), VBM_EINVAL);
     ck_assert_str_eq(err.msg, "nets_encode: pixel 7 is not finite");
@@ -262,6 +266,21 @@ START_TEST(test_reject_container) {
     /* truncated */
     unsigned char five[5] = {1, 0, 0, 0, 0};
     expect_reject_buf(five, 5, "header length: the file is 5 bytes, too short for the 8-byte header length", 0);
+    nets_model *none = NULL;
+    ck_assert_int_eq(nets_model_load_buffer(five, 5, &none, NULL), VBM_EFORMAT); /* err may be NULL */
+    ck_assert_ptr_null(none);
+    /* st_build refuses a bad rank */
+    {
+        int64_t sh[1] = {1};
+        float one = 1.0f;
+        st_input bad = {"w", ST_MAX_DIMS + 1, sh, &one};
+        unsigned char *b = NULL;
+        size_t blen = 0;
+        vbm_error err;
+        ck_assert_int_eq(st_build(&bad, 1, NULL, 0, &b, &blen, &err), VBM_EINVAL);
+        ck_assert_str_eq(err.msg, "tensor w: bad rank 9");
+        ck_assert_ptr_null(b);
+    }
     mspec s;
     spec_base(&s, NULL);
     size_t len;
