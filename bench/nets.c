@@ -192,13 +192,13 @@ static int write_cifar_model(const char *path) {
     for (int i = 0; i < t->n; i++) in[i] = (st_input){t->names[i], t->ndim[i], t->shape[i], t->data[i]};
     unsigned char *buf;
     size_t len;
-    char err[256];
-    int rc = st_build(in, (size_t)t->n, meta, 5, &buf, &len, err, sizeof err);
+    vbm_error err;
+    vbm_status rc = st_build(in, (size_t)t->n, meta, 5, &buf, &len, &err);
     free(arch_s);
     for (int i = 0; i < t->n; i++) free(t->data[i]);
     free(t);
-    if (rc) {
-        fprintf(stderr, "bench-nets: %s\n", err);
+    if (rc != VBM_OK) {
+        fprintf(stderr, "bench-nets: %s\n", err.msg);
         return -1;
     }
     FILE *f = fopen(path, "wb");
@@ -333,12 +333,12 @@ static void settle(void) {
 static int bench_model(const bench_opts *o, const char *path, const char *label, float *ga, float *gb, float *gc,
                        model_result *res) {
     nets_model *m;
-    char err[1024];
+    vbm_error err;
     memset(res, 0, sizeof *res);
     snprintf(res->label, sizeof res->label, "%s", label);
     snprintf(res->path, sizeof res->path, "%s", path);
-    if (nets_model_load(path, &m, err, sizeof err)) {
-        fprintf(stderr, "bench-nets: %s\n", err);
+    if (nets_model_load(path, &m, &err) != VBM_OK) {
+        fprintf(stderr, "bench-nets: %s\n", err.msg);
         return -1;
     }
     const nets_info *in = nets_model_info(m);
@@ -369,8 +369,8 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
     nets_workspace *ws = nets_workspace_new();
     int rc = 0;
     /* warm-up (also sizes the workspace) */
-    rc |= nets_encode_ws(m, ws, x, n, mu, s2, err, sizeof err);
-    rc |= nets_decode_ws(m, ws, z, n, mean, scale, err, sizeof err);
+    rc |= nets_encode_ws(m, ws, x, n, mu, s2, &err) != VBM_OK;
+    rc |= nets_decode_ws(m, ws, z, n, mean, scale, &err) != VBM_OK;
     for (int i = 0; i < res->reps && !rc; i++) {
         double t0 = bench_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GEMM_N, GEMM_N, GEMM_N, 1.0f, ga, GEMM_N, gb, GEMM_N,
@@ -382,9 +382,9 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
             for (int c = 0; c < CALLS_PER_ROUND; c++) {
                 t0 = bench_now_s();
                 if (k == 0)
-                    rc |= nets_encode_ws(m, ws, x, n, mu, s2, err, sizeof err);
+                    rc |= nets_encode_ws(m, ws, x, n, mu, s2, &err) != VBM_OK;
                 else
-                    rc |= nets_decode_ws(m, ws, z, n, mean, scale, err, sizeof err);
+                    rc |= nets_decode_ws(m, ws, z, n, mean, scale, &err) != VBM_OK;
                 res->t_ws[k][i] = fmin(res->t_ws[k][i], bench_now_s() - t0);
             }
             if (res->have_torch) {
@@ -406,14 +406,14 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
             for (int c = 0; c < CALLS_PER_ROUND; c++) {
                 t0 = bench_now_s();
                 if (k == 0)
-                    rc |= nets_encode(m, x, n, mu, s2, err, sizeof err);
+                    rc |= nets_encode(m, x, n, mu, s2, &err) != VBM_OK;
                 else
-                    rc |= nets_decode(m, z, n, mean, scale, err, sizeof err);
+                    rc |= nets_decode(m, z, n, mean, scale, &err) != VBM_OK;
                 res->t_alloc[k][i] = fmin(res->t_alloc[k][i], bench_now_s() - t0);
             }
         }
     }
-    if (rc) fprintf(stderr, "bench-nets: %s\n", err);
+    if (rc) fprintf(stderr, "bench-nets: %s\n", err.msg);
     if (o->torch) torch_stop(&tp);
     nets_workspace_free(ws);
     free(x);

@@ -122,8 +122,8 @@ static void memory_config(vbm_config *cfg) {
 }
 
 static void decode_mean(const double *z, long n, float *out) {
-    char msg[256];
-    ck_assert_msg(nets_decode(model, z, n, out, NULL, msg, sizeof msg) == 0, "%s", msg);
+    vbm_error nerr;
+    ck_assert_msg(nets_decode(model, z, n, out, NULL, &nerr) == VBM_OK, "%s", nerr.msg);
     for (long i = 0; i < n * 784; i++) out[i] = fminf(1.0f, fmaxf(0.0f, out[i]));
 }
 
@@ -136,7 +136,7 @@ START_TEST(test_memory_works) {
     long ia[T], ib[T];
     double spec_mem = 0, spec_prior = 0, comp_mem = 0, comp_ae = 0;
     int spec_mem_wins = 0;
-    char msg[256];
+    vbm_error nerr;
     vbm_error err;
     for (int e = 0; e < EPISODES; e++) {
         rng_t rng;
@@ -145,7 +145,7 @@ START_TEST(test_memory_works) {
         pick(&rng, ib, ia, T);
         to_float(ia, A);
         to_float(ib, B);
-        ck_assert_msg(nets_encode(model, A, T, mu, s2, msg, sizeof msg) == 0, "%s", msg);
+        ck_assert_msg(nets_encode(model, A, T, mu, s2, &nerr) == VBM_OK, "%s", nerr.msg);
         vbm_config cfg;
         memory_config(&cfg);
         vbm_memory *mem = NULL, *prior = NULL;
@@ -176,12 +176,12 @@ START_TEST(test_memory_works) {
             for (int p = 14 * 28; p < 784; p++) X[t * 784 + p] = 0.0f;
         for (int t = 0; t < T; t++) memcpy(X + t * 784, A + t * 784, sizeof(float) * 14 * 28);
         /* comparator: a plain encode-decode of the cue, no memory */
-        ck_assert_msg(nets_encode(model, X, T, mu, s2, msg, sizeof msg) == 0, "%s", msg);
+        ck_assert_msg(nets_encode(model, X, T, mu, s2, &nerr) == VBM_OK, "%s", nerr.msg);
         decode_mean(mu, T, S);
         comp_ae += own_nearest(S, A) / EPISODES;
         /* iterative read: encode -> read (address, draw Omega, y, z) -> decode, 5 times */
         for (int step = 0; step < READ_STEPS; step++) {
-            ck_assert_msg(nets_encode(model, X, T, mu, s2, msg, sizeof msg) == 0, "%s", msg);
+            ck_assert_msg(nets_encode(model, X, T, mu, s2, &nerr) == VBM_OK, "%s", nerr.msg);
             vbm_codes q = {T, C, mu, s2};
             ck_assert_msg(vbm_read(mem, &q, 500 + 10 * (uint64_t)e + (uint64_t)step, z, NULL, &err) == VBM_OK,
                           "%s", err.msg);
@@ -216,9 +216,9 @@ int main(void) {
         fprintf(stderr, "cannot read %s (apt-get install dataset-fashion-mnist)\n", FASHION_TEST);
         return 1;
     }
-    char msg[512];
-    if (nets_model_load(DEMO_MODEL, &model, msg, sizeof msg) != 0) {
-        fprintf(stderr, "%s\n", msg);
+    vbm_error nerr;
+    if (nets_model_load(DEMO_MODEL, &model, &nerr) != VBM_OK) {
+        fprintf(stderr, "%s\n", nerr.msg);
         free(images);
         return 1;
     }

@@ -127,23 +127,26 @@ static unsigned char *spec_build(const mspec *s, size_t *len) {
         in[i] = (st_input){s->t[i].name, s->t[i].ndim, s->t[i].shape, data[i]};
     }
     unsigned char *buf = NULL;
-    char err[256];
-    ck_assert_msg(st_build(in, (size_t)s->nt, s->meta, (size_t)s->nmeta, &buf, len, err, sizeof err) == 0, "%s", err);
+    vbm_error err;
+    ck_assert_msg(st_build(in, (size_t)s->nt, s->meta, (size_t)s->nmeta, &buf, len, &err) == VBM_OK, "%s", err.msg);
     for (int i = 0; i < s->nt; i++) free(data[i]);
     return buf;
 }
 
 /* Load must fail with exactly `want` (or, with prefix set, a message starting with it). */
 static void expect_reject_buf(const unsigned char *buf, size_t len, const char *want, int prefix) {
-    char err[512] = "";
+    vbm_error err = {0};
     nets_model *m = (nets_model *)1;
-    int rc = nets_model_load_buffer(buf, len, &m, err, sizeof err);
-    ck_assert_msg(rc == -1, "load accepted a bad file (wanted \"%s\")", want);
+    vbm_status rc = nets_model_load_buffer(buf, len, &m, &err);
+    ck_assert_msg(rc == VBM_EFORMAT, "load accepted a bad file (wanted \"%s\")", want);
     ck_assert_msg(m == NULL, "*out not NULL on failure");
+    ck_assert_int_eq(err.status, VBM_EFORMAT);
+    ck_assert_str_eq(err.field, "");
     if (prefix)
-        ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "message \"%s\" does not start with \"%s\"", err, want);
+        ck_assert_msg(strncmp(err.msg, want, strlen(want)) == 0, "message \"%s\" does not start with \"%s\"", err.msg,
+                      want);
     else
-        ck_assert_msg(strcmp(err, want) == 0, "message \"%s\", wanted \"%s\"", err, want);
+        ck_assert_msg(strcmp(err.msg, want) == 0, "message \"%s\", wanted \"%s\"", err.msg, want);
 }
 
 static void expect_reject(const mspec *s, const char *want, int prefix) {
@@ -178,8 +181,8 @@ START_TEST(test_base_loads) {
     size_t len;
     unsigned char *buf = spec_build(&s, &len);
     nets_model *m = NULL;
-    char err[512];
-    ck_assert_msg(nets_model_load_buffer(buf, len, &m, err, sizeof err) == 0, "%s", err);
+    vbm_error err;
+    ck_assert_msg(nets_model_load_buffer(buf, len, &m, &err) == VBM_OK, "%s", err.msg);
     const nets_info *in = nets_model_info(m);
     ck_assert_int_eq(in->channels, 1);
     ck_assert_int_eq(in->height, 6);
@@ -196,19 +199,21 @@ START_TEST(test_base_loads) {
     /* encode / decode run and give finite values */
     float *x = randf(3 * 36, 5, 0.3);
     double mu[6], s2[6];
-    ck_assert_msg(nets_encode(m, x, 3, mu, s2, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_encode(m, x, 3, mu, s2, &err) == VBM_OK, "%s", err.msg);
     for (int i = 0; i < 6; i++) ck_assert(isfinite(mu[i]) && s2[i] > 0);
     float mean[3 * 36], scale[3 * 36];
-    ck_assert_msg(nets_decode(m, mu, 3, mean, scale, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_decode(m, mu, 3, mean, scale, &err) == VBM_OK, "%s", err.msg);
     for (int i = 0; i < 3 * 36; i++) ck_assert(isfinite(mean[i]) && scale[i] > 0.001f);
-    ck_assert_int_eq(nets_encode(m, x, 0, mu, s2, err, sizeof err), -1);
-    ck_assert_str_eq(err, "nets_encode: 0 images (need at least 1)");
+    ck_assert_int_eq(nets_encode(m, x, 0, mu, s2, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.msg, "nets_encode: 0 images (need at least 1)");
+    ck_assert_int_eq(err.status, VBM_EINVAL);
+    ck_assert_int_eq(nets_encode(m, x, 0, mu, s2, NULL), VBM_EINVAL); /* err may be NULL */
     x[7] = NAN;
-    ck_assert_int_eq(nets_encode(m, x, 3, mu, s2, err, sizeof err), -1);
-    ck_assert_str_eq(err, "nets_encode: pixel 7 is not finite");
+    ck_assert_int_eq(nets_encode(m, x, 3, mu, s2, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.msg, "nets_encode: pixel 7 is not finite");
     mu[1] = INFINITY;
-    ck_assert_int_eq(nets_decode(m, mu, 3, mean, NULL, err, sizeof err), -1);
-    ck_assert_str_eq(err, "nets_decode: code element 1 is not finite");
+    ck_assert_int_eq(nets_decode(m, mu, 3, mean, NULL, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.msg, "nets_decode: code element 1 is not finite");
     free(x);
     nets_model_free(m);
 
@@ -222,14 +227,14 @@ START_TEST(test_base_loads) {
         s2s.scale[6] = 1e30; /* d1.weight */
         size_t blen;
         unsigned char *b2 = spec_build(&s2s, &blen);
-        ck_assert_msg(nets_model_load_buffer(b2, blen, &m, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(nets_model_load_buffer(b2, blen, &m, &err) == VBM_OK, "%s", err.msg);
         free(b2);
         float *xx = randf(3 * 36, 5, 1.0);
-        ck_assert_int_eq(nets_encode(m, xx, 3, mu, s2, err, sizeof err), -1);
-        ck_assert_str_eq(err, "nets_encode: the encoder's output for image 0 is not finite");
+        ck_assert_int_eq(nets_encode(m, xx, 3, mu, s2, &err), VBM_EINVAL);
+        ck_assert_str_eq(err.msg, "nets_encode: the encoder's output for image 0 is not finite");
         double zz[6] = {1e30, -1e30, 1e30, 1e30, -1e30, 1e30};
-        ck_assert_int_eq(nets_decode(m, zz, 3, mean, scale, err, sizeof err), -1);
-        ck_assert_str_eq(err, "nets_decode: the decoder's output for code 0 is not finite");
+        ck_assert_int_eq(nets_decode(m, zz, 3, mean, scale, &err), VBM_EINVAL);
+        ck_assert_str_eq(err.msg, "nets_decode: the decoder's output for code 0 is not finite");
         free(xx);
         nets_model_free(m);
     }
@@ -241,17 +246,17 @@ START_TEST(test_base_loads) {
     FILE *f = fdopen(fd, "wb");
     fwrite(buf, 1, len - 3, f); /* truncated */
     fclose(f);
-    ck_assert_int_eq(nets_model_load(path, &m, err, sizeof err), -1);
-    ck_assert_msg(strncmp(err, path, strlen(path)) == 0 && strstr(err, ": tensor d1.bias: data_offsets ["),
-                  "message: %s", err);
+    ck_assert_int_eq(nets_model_load(path, &m, &err), VBM_EFORMAT);
+    ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0 && strstr(err.msg, ": tensor d1.bias: data_offsets ["),
+                  "message: %s", err.msg);
     f = fopen(path, "wb");
     fwrite(buf, 1, len, f);
     fclose(f);
-    ck_assert_msg(nets_model_load(path, &m, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_model_load(path, &m, &err) == VBM_OK, "%s", err.msg);
     nets_model_free(m);
     remove(path);
-    ck_assert_int_eq(nets_model_load("/nonexistent/model.safetensors", &m, err, sizeof err), -1);
-    ck_assert_str_eq(err, "/nonexistent/model.safetensors: cannot open: No such file or directory");
+    ck_assert_int_eq(nets_model_load("/nonexistent/model.safetensors", &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.msg, "/nonexistent/model.safetensors: cannot open: No such file or directory");
     free(buf);
 }
 END_TEST
@@ -261,6 +266,21 @@ START_TEST(test_reject_container) {
     /* truncated */
     unsigned char five[5] = {1, 0, 0, 0, 0};
     expect_reject_buf(five, 5, "header length: the file is 5 bytes, too short for the 8-byte header length", 0);
+    nets_model *none = NULL;
+    ck_assert_int_eq(nets_model_load_buffer(five, 5, &none, NULL), VBM_EFORMAT); /* err may be NULL */
+    ck_assert_ptr_null(none);
+    /* st_build refuses a bad rank */
+    {
+        int64_t sh[1] = {1};
+        float one = 1.0f;
+        st_input bad = {"w", ST_MAX_DIMS + 1, sh, &one};
+        unsigned char *b = NULL;
+        size_t blen = 0;
+        vbm_error err;
+        ck_assert_int_eq(st_build(&bad, 1, NULL, 0, &b, &blen, &err), VBM_EINVAL);
+        ck_assert_str_eq(err.msg, "tensor w: bad rank 9");
+        ck_assert_ptr_null(b);
+    }
     mspec s;
     spec_base(&s, NULL);
     size_t len;
@@ -500,8 +520,8 @@ START_TEST(test_reject_metadata) {
         size_t len;
         unsigned char *buf = spec_build(&s, &len);
         nets_model *m;
-        char err[512];
-        ck_assert_msg(nets_model_load_buffer(buf, len, &m, err, sizeof err) == 0, "%s", err);
+        vbm_error err;
+        ck_assert_msg(nets_model_load_buffer(buf, len, &m, &err) == VBM_OK, "%s", err.msg);
         ck_assert_int_eq(nets_model_info(m)->groups, 2);
         nets_model_free(m);
         free(buf);
@@ -537,22 +557,22 @@ static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int 
     }
     unsigned char *buf;
     size_t len;
-    char err[512];
-    ck_assert_msg(st_build(inp, (size_t)nt, NULL, 0, &buf, &len, err, sizeof err) == 0, "%s", err);
+    vbm_error err;
+    ck_assert_msg(st_build(inp, (size_t)nt, NULL, 0, &buf, &len, &err) == VBM_OK, "%s", err.msg);
     st_file f;
-    ck_assert_msg(st_parse(buf, len, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(st_parse(buf, len, &f, &err) == VBM_OK, "%s", err.msg);
     free(buf);
     json_error_t jerr;
     json_t *list = json_loads(list_json, 0, &jerr);
     ck_assert_msg(list != NULL, "test bug: %s", jerr.text);
     nets_seq seq;
-    ck_assert_msg(nets_seq_parse(list, "test", in, &f, &seq, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_seq_parse(list, "test", in, &f, &seq, &err) == VBM_OK, "%s", err.msg);
     json_decref(list);
     for (size_t i = 0; i < f.n_tensors; i++) ck_assert_msg(f.tensors[i].used, "tensor %s unused", f.tensors[i].name);
     *out_shape = seq.out;
     float *y = malloc(sizeof(float) * n * nets_shape_size(seq.out));
     float *ws = use_ws ? malloc(sizeof(float) * nets_seq_workspace(&seq, n)) : NULL;
-    ck_assert_msg(nets_seq_run(&seq, n, x, y, ws, use_ws ? 3 : 1, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_seq_run(&seq, n, x, y, ws, use_ws ? 3 : 1, &err) == VBM_OK, "%s", err.msg);
     free(ws);
     nets_seq_free(&seq);
     st_free(&f);
@@ -887,8 +907,8 @@ START_TEST(test_sample_and_loglik) {
     size_t len;
     unsigned char *buf = spec_build(&s, &len);
     nets_model *m;
-    char err[512];
-    ck_assert_msg(nets_model_load_buffer(buf, len, &m, err, sizeof err) == 0, "%s", err);
+    vbm_error err;
+    ck_assert_msg(nets_model_load_buffer(buf, len, &m, &err) == VBM_OK, "%s", err.msg);
     free(buf);
     long n = 2000, obs = 36, tot = n * obs;
     float *mean = malloc(sizeof(float) * tot), *scale = malloc(sizeof(float) * tot), *out = malloc(sizeof(float) * tot);
@@ -946,18 +966,19 @@ static const char *data_dir(void) {
 }
 
 static nets_model *load_golden(const char *stem, st_file *io) {
-    char path[1024], err[1024];
+    char path[1024];
+    vbm_error err;
     snprintf(path, sizeof path, "%s/%s.safetensors", data_dir(), stem);
     FILE *f = fopen(path, "rb");
     ck_assert_msg(f != NULL, "golden file %s is missing: run /usr/bin/python3 train/golden_nets.py", path);
     fclose(f);
     nets_model *m;
-    ck_assert_msg(nets_model_load(path, &m, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_model_load(path, &m, &err) == VBM_OK, "%s", err.msg);
     snprintf(path, sizeof path, "%s/%s_io.safetensors", data_dir(), stem);
     size_t len;
     unsigned char *buf = read_all(path, &len);
     ck_assert_msg(buf != NULL, "golden file %s is missing: run /usr/bin/python3 train/golden_nets.py", path);
-    ck_assert_msg(st_parse(buf, len, io, err, sizeof err) == 0, "%s: %s", path, err);
+    ck_assert_msg(st_parse(buf, len, io, &err) == 0, "%s: %s", path, err.msg);
     free(buf);
     return m;
 }
@@ -981,8 +1002,8 @@ static void check_parity(const char *stem) {
                 *mean_t = io_tensor(&io, "mean", n * obs), *ll_t = io_tensor(&io, "loglik", n);
     const float *scale_t = in->likelihood == NETS_GAUSSIAN ? io_tensor(&io, "scale", n * obs) : NULL;
     double *mu = malloc(sizeof(double) * n * C), *s2 = malloc(sizeof(double) * n * C), *z = malloc(sizeof(double) * n * C);
-    char err[512];
-    ck_assert_msg(nets_encode(m, x, n, mu, s2, err, sizeof err) == 0, "%s", err);
+    vbm_error err;
+    ck_assert_msg(nets_encode(m, x, n, mu, s2, &err) == VBM_OK, "%s", err.msg);
     double worst = 0;
     for (long i = 0; i < n * C; i++) {
         double d1 = fabs(mu[i] - mu_t[i]), d2 = fabs(0.5 * log(s2[i]) - ls_t[i]);
@@ -992,7 +1013,7 @@ static void check_parity(const char *stem) {
     }
     for (long i = 0; i < n * C; i++) z[i] = z_t[i];
     float *mean = malloc(sizeof(float) * n * obs), *scale = malloc(sizeof(float) * n * obs);
-    ck_assert_msg(nets_decode(m, z, n, mean, scale, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_decode(m, z, n, mean, scale, &err) == VBM_OK, "%s", err.msg);
     for (long i = 0; i < n * obs; i++) {
         ck_assert_msg(fabs(mean[i] - mean_t[i]) <= 1e-4, "%s: mean[%ld] = %.7g, PyTorch %.7g", stem, i, mean[i],
                       mean_t[i]);
@@ -1013,9 +1034,9 @@ static void check_parity(const char *stem) {
     nets_workspace *ws = nets_workspace_new();
     nets_workspace_set_threads(ws, 3);
     double *mu3 = malloc(sizeof(double) * n * C), *s23 = malloc(sizeof(double) * n * C);
-    ck_assert_msg(nets_encode_ws(m, ws, x, n, mu3, s23, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_encode_ws(m, ws, x, n, mu3, s23, &err) == VBM_OK, "%s", err.msg);
     ck_assert(memcmp(mu3, mu, sizeof(double) * n * C) == 0 && memcmp(s23, s2, sizeof(double) * n * C) == 0);
-    ck_assert_msg(nets_decode_ws(m, ws, z, n, scale, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_decode_ws(m, ws, z, n, scale, NULL, &err) == VBM_OK, "%s", err.msg);
     ck_assert(memcmp(scale, mean, sizeof(float) * n * obs) == 0);
     free(mu3);
     free(s23);
@@ -1024,10 +1045,10 @@ static void check_parity(const char *stem) {
     double mu1[64], s21[64];
     ck_assert(C <= 64);
     for (long i = 0; i < n; i++) {
-        ck_assert_msg(nets_encode_ws(m, ws, x + i * obs, 1, mu1, s21, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(nets_encode_ws(m, ws, x + i * obs, 1, mu1, s21, &err) == VBM_OK, "%s", err.msg);
         for (long c = 0; c < C; c++) ck_assert(fabs(mu1[c] - mu[i * C + c]) <= 1e-5);
     }
-    ck_assert_msg(nets_decode_ws(m, ws, z, n, scale, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nets_decode_ws(m, ws, z, n, scale, NULL, &err) == VBM_OK, "%s", err.msg);
     ck_assert(memcmp(scale, mean, sizeof(float) * n * obs) == 0);
     nets_workspace_free(ws);
     fprintf(stderr, "parity %s: %ld frames, largest difference from PyTorch %.2e\n", stem, n, worst);
@@ -1059,8 +1080,8 @@ typedef struct {
 
 static void *enc_thread(void *arg) {
     enc_job *j = arg;
-    char err[256];
-    for (int r = 0; r < 5 && !j->rc; r++) j->rc = nets_encode(j->m, j->x, j->n, j->mu, j->s2, err, sizeof err);
+    vbm_error err;
+    for (int r = 0; r < 5 && !j->rc; r++) j->rc = nets_encode(j->m, j->x, j->n, j->mu, j->s2, &err);
     return NULL;
 }
 
@@ -1071,8 +1092,8 @@ START_TEST(test_threads) {
     long n = 5, C = in->code_size, obs = (long)in->channels * in->height * in->width;
     const float *x = io_tensor(&io, "x", n * obs);
     double mu0[64], s20[64];
-    char err[256];
-    ck_assert(nets_encode(m, x, n, mu0, s20, err, sizeof err) == 0);
+    vbm_error err;
+    ck_assert(nets_encode(m, x, n, mu0, s20, &err) == 0);
     enum { T = 4 };
     pthread_t th[T];
     enc_job jobs[T];

@@ -130,6 +130,7 @@ static int models_hash_file(const char *path, char hex[65], long long *bytes, ch
 static eng_model *models_load_one(const char *path, const char *name, char *msg, size_t msglen)
 {
     eng_model *m = calloc(1, sizeof *m);
+    vbm_error nerr;
 
     if (m == NULL) {
         snprintf(msg, msglen, "%.400s: out of memory", path);
@@ -141,8 +142,9 @@ static eng_model *models_load_one(const char *path, const char *name, char *msg,
         free(m);
         return NULL;
     }
-    if (nets_model_load(path, &m->net, msg, msglen) != 0
-        || models_hash_file(path, m->sha256, &m->file_bytes, msg, msglen) != 0) {
+    if (nets_model_load(path, &m->net, &nerr) != VBM_OK)
+        snprintf(msg, msglen, "%s", nerr.msg);
+    if (m->net == NULL || models_hash_file(path, m->sha256, &m->file_bytes, msg, msglen) != 0) {
         nets_model_free(m->net);
         free(m->path);
         free(m);

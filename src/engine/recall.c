@@ -41,7 +41,7 @@ vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const
     size_t count = (size_t)n * (size_t)eng_model_pixels(m), i;
     int gaussian = m->info->likelihood == NETS_GAUSSIAN;
     float *scale = NULL;
-    char msg[VBM_MSG_LEN];
+    vbm_error nerr;
     rng_t r;
 
     if (pixel_sample && gaussian) {
@@ -50,9 +50,9 @@ vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const
             return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory decoding %ld images", n);
     }
     /* the mean goes into out; a sample is drawn from it in place */
-    if (nets_decode_ws(m->net, ws, z, n, out, scale, msg, sizeof msg) != 0) {
+    if (nets_decode_ws(m->net, ws, z, n, out, scale, &nerr) != VBM_OK) {
         free(scale);
-        return vbm_fail(err, VBM_EINVAL, NULL, "decoding: %s", msg);
+        return vbm_fail(err, nerr.status, NULL, "decoding: %s", nerr.msg);
     }
     if (pixel_sample) {
         rng_seed(&r, seed);
@@ -69,10 +69,10 @@ vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const
 static vbm_status recall_encode(const eng_model *m, nets_workspace *ws, const float *x, long T,
                                 double *mu, double *s2, vbm_error *err)
 {
-    char msg[VBM_MSG_LEN];
+    vbm_error nerr;
 
-    if (nets_encode_ws(m->net, ws, x, T, mu, s2, msg, sizeof msg) != 0)
-        return vbm_fail(err, VBM_EINVAL, "observations", "encoding: %s", msg);
+    if (nets_encode_ws(m->net, ws, x, T, mu, s2, &nerr) != VBM_OK)
+        return vbm_fail(err, nerr.status, "observations", "encoding: %s", nerr.msg);
     return VBM_OK;
 }
 

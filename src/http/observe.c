@@ -35,7 +35,7 @@ int obs_session_model(http_req *r, eng_session *s, eng_model **m)
 vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, long max_frames,
                       codec_codes *out, double *nets_s, vbm_error *err)
 {
-    char msg[VBM_MSG_LEN];
+    vbm_error nerr;
     img_shape shape;
     float *x = NULL;
     size_t TC;
@@ -58,10 +58,10 @@ vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, lon
         return vbm_fail(err, VBM_ENOMEM, path, "out of memory encoding %ld images", n);
     }
     t0 = eng_now();
-    if (nets_encode(m->net, x, n, out->mu, out->s2, msg, sizeof msg) != 0) {
+    if (nets_encode(m->net, x, n, out->mu, out->s2, &nerr) != VBM_OK) {
         free(x);
         codec_codes_free(out);
-        return vbm_fail(err, VBM_EINVAL, path, "encoding: %s", msg);
+        return vbm_fail(err, nerr.status, path, "encoding: %s", nerr.msg);
     }
     *nets_s = eng_now() - t0;
     free(x);

@@ -134,7 +134,7 @@ void route_models_encode(http_req *r)
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), t1 = 0.0, parse_s = 0.0;
     double *mu = NULL, *s2 = NULL;
-    char msg[VBM_MSG_LEN];
+    vbm_error nerr;
     float *x = NULL;
     eng_model *m;
     img_shape shape;
@@ -172,8 +172,8 @@ void route_models_encode(http_req *r)
     }
     if (st == VBM_OK) {
         t1 = eng_now();
-        if (nets_encode(m->net, x, n, mu, s2, msg, sizeof msg) != 0)
-            st = vbm_fail(&err, VBM_EINVAL, "observations", "encoding: %s", msg);
+        if (nets_encode(m->net, x, n, mu, s2, &nerr) != VBM_OK)
+            st = vbm_fail(&err, nerr.status, "observations", "encoding: %s", nerr.msg);
         t1 = eng_now() - t1;
     }
     if (st == VBM_OK)

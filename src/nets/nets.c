@@ -50,26 +50,26 @@ static long chunk_of(const nets_seq *s, long n) {
     return c < n ? c : n;
 }
 
-int nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n, double *mu, double *s2,
-                   char *err, size_t errlen) {
-    if (!m || !x || !mu || !s2) return nets_fail(err, errlen, "nets_encode: NULL argument");
-    if (n <= 0) return nets_fail(err, errlen, "nets_encode: %ld images (need at least 1)", n);
+vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n, double *mu, double *s2,
+                          vbm_error *err) {
+    if (!m || !x || !mu || !s2) return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: NULL argument");
+    if (n <= 0) return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: %ld images (need at least 1)", n);
     const nets_info *in = &m->info;
     long obs = (long)in->channels * in->height * in->width, C = in->code_size;
     for (long i = 0; i < n * obs; i++)
-        if (!isfinite(x[i])) return nets_fail(err, errlen, "nets_encode: pixel %ld is not finite", i);
+        if (!isfinite(x[i])) return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: pixel %ld is not finite", i);
     nets_workspace local = {NULL, 0, 0};
     nets_workspace *w = ws ? ws : &local;
     long chunk = chunk_of(&m->enc, n);
     size_t seq = nets_seq_workspace(&m->enc, chunk);
     float *mem = ws_reserve(w, seq + (size_t)chunk * 2 * C);
-    if (!mem) return nets_fail(err, errlen, "nets_encode: out of memory for %ld images", chunk);
+    if (!mem) return vbm_fail(err, VBM_ENOMEM, NULL, "nets_encode: out of memory for %ld images", chunk);
     float *outb = mem + seq;
-    int rc = 0;
-    for (long i0 = 0; i0 < n && !rc; i0 += chunk) {
+    vbm_status rc = VBM_OK;
+    for (long i0 = 0; i0 < n && rc == VBM_OK; i0 += chunk) {
         long bn = n - i0 < chunk ? n - i0 : chunk;
-        rc = nets_seq_run(&m->enc, bn, x + i0 * obs, outb, mem, w->threads, err, errlen);
-        for (long i = 0; !rc && i < bn; i++) {
+        rc = nets_seq_run(&m->enc, bn, x + i0 * obs, outb, mem, w->threads, err);
+        for (long i = 0; rc == VBM_OK && i < bn; i++) {
             const float *o = outb + i * 2 * C;
             for (long c = 0; c < C; c++) {
                 double ls = o[C + c];
@@ -78,7 +78,8 @@ int nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long
                 mu[(i0 + i) * C + c] = o[c];
                 s2[(i0 + i) * C + c] = exp(2.0 * ls);
                 if (!isfinite(o[c]) || isnan(o[C + c]))
-                    rc = nets_fail(err, errlen, "nets_encode: the encoder's output for image %ld is not finite", i0 + i);
+                    rc = vbm_fail(err, VBM_EINVAL, NULL,
+                                  "nets_encode: the encoder's output for image %ld is not finite", i0 + i);
             }
         }
     }
@@ -86,36 +87,36 @@ int nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long
     return rc;
 }
 
-int nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2, char *err, size_t errlen) {
-    return nets_encode_ws(m, NULL, x, n, mu, s2, err, errlen);
+vbm_status nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2, vbm_error *err) {
+    return nets_encode_ws(m, NULL, x, n, mu, s2, err);
 }
 
 /* PyTorch's softplus (beta 1, threshold 20). */
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-int nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, long n, float *mean, float *scale,
-                   char *err, size_t errlen) {
-    if (!m || !z || !mean) return nets_fail(err, errlen, "nets_decode: NULL argument");
-    if (n <= 0) return nets_fail(err, errlen, "nets_decode: %ld codes (need at least 1)", n);
+vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, long n, float *mean, float *scale,
+                          vbm_error *err) {
+    if (!m || !z || !mean) return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: NULL argument");
+    if (n <= 0) return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: %ld codes (need at least 1)", n);
     const nets_info *in = &m->info;
     long C = in->code_size, hw = (long)in->height * in->width, obs = in->channels * hw;
     int gauss = in->likelihood == NETS_GAUSSIAN;
     long P = gauss ? 2 * obs : obs;
     for (long i = 0; i < n * C; i++)
-        if (!isfinite(z[i])) return nets_fail(err, errlen, "nets_decode: code element %ld is not finite", i);
+        if (!isfinite(z[i])) return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: code element %ld is not finite", i);
     nets_workspace local = {NULL, 0, 0};
     nets_workspace *w = ws ? ws : &local;
     long chunk = chunk_of(&m->dec, n);
     size_t seq = nets_seq_workspace(&m->dec, chunk);
     float *mem = ws_reserve(w, seq + (size_t)chunk * (C + P));
-    if (!mem) return nets_fail(err, errlen, "nets_decode: out of memory for %ld codes", chunk);
+    if (!mem) return vbm_fail(err, VBM_ENOMEM, NULL, "nets_decode: out of memory for %ld codes", chunk);
     float *zb = mem + seq, *outb = zb + chunk * C;
-    int rc = 0;
-    for (long i0 = 0; i0 < n && !rc; i0 += chunk) {
+    vbm_status rc = VBM_OK;
+    for (long i0 = 0; i0 < n && rc == VBM_OK; i0 += chunk) {
         long bn = n - i0 < chunk ? n - i0 : chunk;
         for (long j = 0; j < bn * C; j++) zb[j] = (float)z[i0 * C + j];
-        rc = nets_seq_run(&m->dec, bn, zb, outb, mem, w->threads, err, errlen);
-        for (long i = 0; !rc && i < bn; i++) {
+        rc = nets_seq_run(&m->dec, bn, zb, outb, mem, w->threads, err);
+        for (long i = 0; rc == VBM_OK && i < bn; i++) {
             const float *o = outb + i * P;
             float *mo = mean + (i0 + i) * obs;
             int finite = 1;
@@ -133,15 +134,16 @@ int nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, lon
                 }
             }
             if (!finite)
-                rc = nets_fail(err, errlen, "nets_decode: the decoder's output for code %ld is not finite", i0 + i);
+                rc = vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: the decoder's output for code %ld is not finite",
+                              i0 + i);
         }
     }
     free(local.mem);
     return rc;
 }
 
-int nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale, char *err, size_t errlen) {
-    return nets_decode_ws(m, NULL, z, n, mean, scale, err, errlen);
+vbm_status nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale, vbm_error *err) {
+    return nets_decode_ws(m, NULL, z, n, mean, scale, err);
 }
 
 static float clamp01(double v) { return v < 0.0 ? 0.0f : v > 1.0 ? 1.0f : (float)v; }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "numerics/rng.h"
+#include "vbmem/vbmem.h"
 
 typedef enum { NETS_GAUSSIAN = 0, NETS_BERNOULLI = 1 } nets_likelihood;
 
@@ -31,12 +32,16 @@ typedef struct nets_model nets_model;
 
 /* Read and validate a model file (every check of proto/model-format.md).
  * On success *out is a new model owned by the caller (free with
- * nets_model_free) and 0 is returned. On failure returns -1, *out is NULL and
- * err (errlen bytes, may be NULL) holds a precise message naming the file. */
-int nets_model_load(const char *path, nets_model **out, char *err, size_t errlen);
+ * nets_model_free) and VBM_OK is returned. On failure *out is NULL and err (may
+ * be NULL) is filled by vbm_fail with no field and a precise message that starts
+ * with "<path>: ". Fails with VBM_EINVAL (the path cannot be opened or read, or
+ * is not a regular file), VBM_EFORMAT (a malformed container or model: the
+ * message names the rule, tensor, layer or metadata key) or VBM_ENOMEM. */
+vbm_status nets_model_load(const char *path, nets_model **out, vbm_error *err);
 
-/* The same from a buffer in memory (the whole file); the buffer is not kept. */
-int nets_model_load_buffer(const unsigned char *buf, size_t len, nets_model **out, char *err, size_t errlen);
+/* The same from a buffer in memory (the whole file); the buffer is not kept.
+ * Fails with VBM_EFORMAT or VBM_ENOMEM (the message without a path). */
+vbm_status nets_model_load_buffer(const unsigned char *buf, size_t len, nets_model **out, vbm_error *err);
 
 void nets_model_free(nets_model *m);
 
@@ -46,18 +51,20 @@ const nets_info *nets_model_info(const nets_model *m);
 /* Encode n images x (n x channels x height x width, values in [0, 1]) into code
  * means mu (n x C) and variances s2 = sigma^2 (n x C), in double for the VB
  * solver. A model may be used by several threads at once (each call allocates
- * its own workspace). Returns 0, or -1 with a message (out of memory, n <= 0, a
- * NULL pointer, a pixel that is not finite, or an encoder output that is not:
- * NaN, or an infinite mean; log sigma is clamped as the format says). */
-int nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2, char *err, size_t errlen);
+ * its own workspace). Returns VBM_OK; fails with VBM_ENOMEM, or VBM_EINVAL for
+ * n <= 0, a NULL pointer, a pixel that is not finite, or an encoder output that
+ * is not (NaN, or an infinite mean; log sigma is clamped as the format says).
+ * err (may be NULL) then holds "nets_encode: ..." (no field). */
+vbm_status nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2, vbm_error *err);
 
 /* Decode n codes z (n x C) into the likelihood's per-pixel parameters:
  * mean (n x channels x height x width; for bernoulli the probabilities) and, for
  * gaussian, scale (same shape; may be NULL when not wanted; ignored for
- * bernoulli). Returns 0, or -1 with a message (out of memory, n <= 0, a NULL
- * pointer, a code element that is not finite, or a decoder output that is not:
- * an infinite logit is allowed for bernoulli). Thread-safe like nets_encode. */
-int nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale, char *err, size_t errlen);
+ * bernoulli). Returns VBM_OK; fails with VBM_ENOMEM, or VBM_EINVAL for n <= 0,
+ * a NULL pointer, a code element that is not finite, or a decoder output that is
+ * not (an infinite logit is allowed for bernoulli). err (may be NULL) then holds
+ * "nets_decode: ..." (no field). Thread-safe like nets_encode. */
+vbm_status nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale, vbm_error *err);
 
 /* A reusable workspace for nets_encode_ws / nets_decode_ws: scratch memory that
  * grows to the largest batch seen and is kept between calls (one per thread; a
@@ -79,10 +86,10 @@ void nets_workspace_set_threads(nets_workspace *ws, int threads);
 /* nets_encode / nets_decode with the caller's workspace (ws may be NULL: then
  * they allocate and free one, exactly like nets_encode / nets_decode). Same
  * contracts and failures. */
-int nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n, double *mu, double *s2,
-                   char *err, size_t errlen);
-int nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, long n, float *mean, float *scale,
-                   char *err, size_t errlen);
+vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n, double *mu, double *s2,
+                          vbm_error *err);
+vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, long n, float *mean, float *scale,
+                          vbm_error *err);
 
 /* Draw pixels from the decoded distribution: gaussian mean + scale * N(0,1),
  * bernoulli 1 with probability mean; results clamped to [0, 1]. Every draw comes

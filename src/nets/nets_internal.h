@@ -1,5 +1,6 @@
 /* nets_internal.h -- private to src/nets (and its tests): parsed layer lists with their shapes
- * and bound weights, the model struct, the per-call workspace, and the layer executor. */
+ * and bound weights, the model struct, the per-call workspace; the functions of modelfile.c
+ * (parsing), layers.c (nets_layer_prepare) and exec.c (the executor). */
 #ifndef VBMEM_NETS_INTERNAL_H
 #define VBMEM_NETS_INTERNAL_H
 
@@ -28,6 +29,9 @@ typedef enum {
     NETS_L_CROP,
     NETS_L_RESIDUAL
 } nets_ltype;
+
+/* An activation applied in a layer's last pass (fused) or on its own. */
+typedef enum { ACT_NONE = 0, ACT_RELU, ACT_SWISH, ACT_SIGMOID } nets_act;
 
 /* Shape of one sample: rank 3 [c, h, w] or rank 1 [c] (h = w = 1).
  * In a workspace a batch of rank-3 tensors is stored channel-major, [c][n][h][w]
@@ -76,25 +80,27 @@ struct nets_workspace {
     int threads; /* 0: as many as the BLAS library uses */
 };
 
-/* Write a message (printf-style) into err and return -1. */
-int nets_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
 /* "[c,h,w]" or "[c]". */
 void nets_shape_str(nets_shape s, char *buf, size_t len);
-long nets_shape_size(nets_shape s);
+
+/* Elements of one sample of shape s. */
+static inline long nets_shape_size(nets_shape s) { return (long)s.c * s.h * s.w; }
 
 /* Parse a JSON layer list (a jansson array passed as void * so that this header
  * does not need jansson), chain shapes from `in`, check every field, bind and mark
  * the tensors of file f. `which` ("encoder"/"decoder") labels unnamed layers.
- * On success fills *out (free with nets_seq_free) and returns 0; -1 with a
- * message otherwise. */
-int nets_seq_parse(const void *list, const char *which, nets_shape in, st_file *f, nets_seq *out, char *err,
-                   size_t errlen);
+ * On success fills *out (free with nets_seq_free) and returns VBM_OK. Fails with
+ * VBM_EFORMAT (a bad layer: the message names it, "layer <label> (<type>): ...")
+ * or VBM_ENOMEM; then *out is empty and err (may be NULL) holds the message (no
+ * field). */
+vbm_status nets_seq_parse(const void *list, const char *which, nets_shape in, st_file *f, nets_seq *out,
+                          vbm_error *err);
 void nets_seq_free(nets_seq *s);
 
 /* Precompute what a bound layer needs at run time (the per-phase weights of a
- * transposed convolution). Returns 0, or -1 when out of memory. */
-int nets_layer_prepare(nets_layer *L);
+ * transposed convolution). Returns VBM_OK, or VBM_ENOMEM (err filled, may be
+ * NULL). */
+vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err);
 
 /* Floats of workspace nets_seq_run needs for a batch of n samples. */
 size_t nets_seq_workspace(const nets_seq *s, long n);
@@ -104,9 +110,9 @@ size_t nets_seq_workspace(const nets_seq *s, long n);
  * ws must hold nets_seq_workspace(s, n) floats (NULL: allocate). The work
  * between GEMMs is shared by `threads` threads (the caller and helpers started
  * and joined by this call; <= 0: automatic, the BLAS library's thread count when
- * the batch is large enough to pay for starting helpers, else 1). Returns 0, or
- * -1 with a message (out of memory). */
-int nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws, int threads, char *err,
-                 size_t errlen);
+ * the batch is large enough to pay for starting helpers, else 1). Returns VBM_OK;
+ * fails with VBM_EINVAL (n <= 0, or a batch too large to index) or VBM_ENOMEM
+ * (no ws given and none could be allocated), err (may be NULL) filled. */
+vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws, int threads, vbm_error *err);
 
 #endif

@@ -5,20 +5,9 @@
 
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int st_fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* "[3,5]" into buf (truncated with "..." when long). */
 static void st_shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
@@ -97,25 +86,26 @@ static int st_get_uint(const json_t *v, uint64_t *out) {
 }
 
 /* Fill one tensor entry from its header object; checks dtype, shape, size. */
-static int st_parse_entry(const char *name, json_t *e, st_tensor *t, char *err, size_t errlen) {
-    if (!json_is_object(e)) return st_fail(err, errlen, "tensor %s: header entry is not an object", name);
+static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_error *err) {
+    if (!json_is_object(e)) return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: header entry is not an object", name);
     json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"),
            *off = json_object_get(e, "data_offsets");
-    if (!json_is_string(dt)) return st_fail(err, errlen, "tensor %s: dtype is missing or not a string", name);
+    if (!json_is_string(dt))
+        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: dtype is missing or not a string", name);
     if (strcmp(json_string_value(dt), "F32") != 0)
-        return st_fail(err, errlen, "tensor %s: dtype %.32s is not supported (F32 only)", name,
-                       json_string_value(dt));
+        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: dtype %.32s is not supported (F32 only)", name,
+                        json_string_value(dt));
     if (!json_is_array(sh) || json_array_size(sh) > ST_MAX_DIMS)
-        return st_fail(err, errlen, "tensor %s: shape must be a list of at most %d non-negative integers", name,
-                       ST_MAX_DIMS);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: shape must be a list of at most %d non-negative integers",
+                        name, ST_MAX_DIMS);
     t->ndim = (int)json_array_size(sh);
     size_t count = 1;
     int big = 0;
     for (int i = 0; i < t->ndim; i++) {
         uint64_t d;
         if (st_get_uint(json_array_get(sh, (size_t)i), &d) || d > (uint64_t)INT64_MAX)
-            return st_fail(err, errlen, "tensor %s: shape must be a list of at most %d non-negative integers",
-                           name, ST_MAX_DIMS);
+            return vbm_fail(err, VBM_EFORMAT, NULL,
+                            "tensor %s: shape must be a list of at most %d non-negative integers", name, ST_MAX_DIMS);
         t->shape[i] = (int64_t)d;
         if (d > ST_MAX_VALUES) big = 1;
     }
@@ -133,46 +123,47 @@ static int st_parse_entry(const char *name, json_t *e, st_tensor *t, char *err, 
             count *= (size_t)t->shape[i];
         }
         if (big)
-            return st_fail(err, errlen, "tensor %s: shape %s has more than %zu elements", name, sbuf,
-                           (size_t)ST_MAX_VALUES);
+            return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: shape %s has more than %zu elements", name, sbuf,
+                            (size_t)ST_MAX_VALUES);
     }
     t->count = count;
     uint64_t b, en;
     if (!json_is_array(off) || json_array_size(off) != 2 || st_get_uint(json_array_get(off, 0), &b) ||
         st_get_uint(json_array_get(off, 1), &en))
-        return st_fail(err, errlen, "tensor %s: data_offsets must be two non-negative integers [begin, end]", name);
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "tensor %s: data_offsets must be two non-negative integers [begin, end]", name);
     if (en < b)
-        return st_fail(err, errlen, "tensor %s: data_offsets [%llu,%llu] end before they begin", name,
-                       (unsigned long long)b, (unsigned long long)en);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: data_offsets [%llu,%llu] end before they begin", name,
+                        (unsigned long long)b, (unsigned long long)en);
     if (en - b != 4 * (uint64_t)count)
-        return st_fail(err, errlen, "tensor %s: %llu bytes do not hold shape %s of F32", name,
-                       (unsigned long long)(en - b), sbuf);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: %llu bytes do not hold shape %s of F32", name,
+                        (unsigned long long)(en - b), sbuf);
     t->begin = (size_t)b;
     t->end = (size_t)en;
     if ((uint64_t)t->begin != b || (uint64_t)t->end != en)
-        return st_fail(err, errlen, "tensor %s: data_offsets [%llu,%llu] outside the data section", name,
-                       (unsigned long long)b, (unsigned long long)en);
-    return 0;
+        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: data_offsets [%llu,%llu] outside the data section", name,
+                        (unsigned long long)b, (unsigned long long)en);
+    return VBM_OK;
 }
 
-static int st_parse_meta(json_t *meta, st_file *f, char *err, size_t errlen) {
-    if (!json_is_object(meta)) return st_fail(err, errlen, "header: __metadata__ is not an object");
+static vbm_status st_parse_meta(json_t *meta, st_file *f, vbm_error *err) {
+    if (!json_is_object(meta)) return vbm_fail(err, VBM_EFORMAT, NULL, "header: __metadata__ is not an object");
     size_t n = json_object_size(meta);
     f->meta_keys = calloc(n ? n : 1, sizeof(char *));
     f->meta_values = calloc(n ? n : 1, sizeof(char *));
-    if (!f->meta_keys || !f->meta_values) return st_fail(err, errlen, "out of memory reading the header");
+    if (!f->meta_keys || !f->meta_values) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
     const char *key;
     json_t *v;
     json_object_foreach(meta, key, v) {
         if (!json_is_string(v))
-            return st_fail(err, errlen, "header: __metadata__ value of %s is not a string", key);
+            return vbm_fail(err, VBM_EFORMAT, NULL, "header: __metadata__ value of %s is not a string", key);
         f->meta_keys[f->n_meta] = strdup(key);
         f->meta_values[f->n_meta] = strdup(json_string_value(v));
         f->n_meta++;
         if (!f->meta_keys[f->n_meta - 1] || !f->meta_values[f->n_meta - 1])
-            return st_fail(err, errlen, "out of memory reading the header");
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
     }
-    return 0;
+    return VBM_OK;
 }
 
 static float st_load_f32(const unsigned char *p) {
@@ -182,48 +173,53 @@ static float st_load_f32(const unsigned char *p) {
     return x;
 }
 
-static int st_parse_inner(const unsigned char *buf, size_t len, st_file *f, json_t **root, char *err,
-                          size_t errlen) {
+static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *f, json_t **root, vbm_error *err) {
     if (!buf || len < 8)
-        return st_fail(err, errlen, "header length: the file is %zu bytes, too short for the 8-byte header length",
-                       buf ? len : (size_t)0);
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "header length: the file is %zu bytes, too short for the 8-byte header length",
+                        buf ? len : (size_t)0);
     uint64_t N = 0;
     for (int i = 7; i >= 0; i--) N = N << 8 | buf[i];
-    if (N < 2) return st_fail(err, errlen, "header length %llu is below 2", (unsigned long long)N);
+    if (N < 2) return vbm_fail(err, VBM_EFORMAT, NULL, "header length %llu is below 2", (unsigned long long)N);
     if (N > ST_MAX_HEADER)
-        return st_fail(err, errlen, "header length %llu exceeds the limit of %llu bytes (16 MiB)",
-                       (unsigned long long)N, (unsigned long long)ST_MAX_HEADER);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "header length %llu exceeds the limit of %llu bytes (16 MiB)",
+                        (unsigned long long)N, (unsigned long long)ST_MAX_HEADER);
     if (N > len - 8)
-        return st_fail(err, errlen, "header length %llu runs past the end of the %zu-byte file",
-                       (unsigned long long)N, len);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "header length %llu runs past the end of the %zu-byte file",
+                        (unsigned long long)N, len);
     size_t data_len = len - 8 - (size_t)N;
     const unsigned char *data = buf + 8 + N;
     json_error_t jerr;
     *root = json_loadb((const char *)buf + 8, (size_t)N, JSON_REJECT_DUPLICATES, &jerr);
-    if (!*root) return st_fail(err, errlen, "header is not JSON: %s (at byte %d)", jerr.text, jerr.position);
-    if (!json_is_object(*root)) return st_fail(err, errlen, "header is not a JSON object");
+    if (!*root)
+        return vbm_fail(err, VBM_EFORMAT, NULL, "header is not JSON: %s (at byte %d)", jerr.text, jerr.position);
+    if (!json_is_object(*root)) return vbm_fail(err, VBM_EFORMAT, NULL, "header is not a JSON object");
     if (data_len / 4 > ST_MAX_VALUES)
-        return st_fail(err, errlen, "the data section has %zu bytes, more than the limit of %zu float32 values",
-                       data_len, (size_t)ST_MAX_VALUES);
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "the data section has %zu bytes, more than the limit of %zu float32 values", data_len,
+                        (size_t)ST_MAX_VALUES);
 
     size_t n = json_object_size(*root);
     f->tensors = calloc(n ? n : 1, sizeof(st_tensor));
-    if (!f->tensors) return st_fail(err, errlen, "out of memory reading the header");
+    if (!f->tensors) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
     const char *key;
     json_t *v;
     json_object_foreach(*root, key, v) {
         if (strcmp(key, "__metadata__") == 0) {
-            if (st_parse_meta(v, f, err, errlen)) return -1;
+            vbm_status st = st_parse_meta(v, f, err);
+            if (st != VBM_OK) return st;
             continue;
         }
         st_tensor *t = &f->tensors[f->n_tensors];
         t->name = strdup(key);
-        if (!t->name) return st_fail(err, errlen, "out of memory reading the header");
+        if (!t->name) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
         f->n_tensors++;
-        if (st_parse_entry(key, v, t, err, errlen)) return -1;
+        vbm_status st = st_parse_entry(key, v, t, err);
+        if (st != VBM_OK) return st;
         if (t->end > data_len)
-            return st_fail(err, errlen, "tensor %s: data_offsets [%zu,%zu] outside the data section (%zu bytes)", key,
-                           t->begin, t->end, data_len);
+            return vbm_fail(err, VBM_EFORMAT, NULL,
+                            "tensor %s: data_offsets [%zu,%zu] outside the data section (%zu bytes)", key, t->begin,
+                            t->end, data_len);
     }
 
     /* Offsets: sorted by begin, each tensor must start where the previous ended. */
@@ -233,7 +229,7 @@ static int st_parse_inner(const unsigned char *buf, size_t len, st_file *f, json
     if (!idx || !tmp || !f->by_name) {
         free(idx);
         free(tmp);
-        return st_fail(err, errlen, "out of memory reading the header");
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
     }
     for (size_t i = 0; i < nt; i++) idx[i] = f->by_name[i] = i;
     st_msort(idx, tmp, nt, f->tensors, 1);
@@ -245,19 +241,21 @@ static int st_parse_inner(const unsigned char *buf, size_t len, st_file *f, json
         const st_tensor *t = &f->tensors[idx[i]];
         if (t->begin < at) {
             free(idx);
-            return st_fail(err, errlen, "tensors %s and %s overlap (data_offsets [%zu,%zu] and [%zu,%zu])",
-                           prev->name, t->name, prev->begin, prev->end, t->begin, t->end);
+            return vbm_fail(err, VBM_EFORMAT, NULL, "tensors %s and %s overlap (data_offsets [%zu,%zu] and [%zu,%zu])",
+                            prev->name, t->name, prev->begin, prev->end, t->begin, t->end);
         }
         if (t->begin > at) {
             free(idx);
-            return st_fail(err, errlen, "data section bytes [%zu,%zu) are not covered by any tensor", at, t->begin);
+            return vbm_fail(err, VBM_EFORMAT, NULL, "data section bytes [%zu,%zu) are not covered by any tensor", at,
+                            t->begin);
         }
         if (t->end > at || !prev) prev = t;
         if (t->end > at) at = t->end;
     }
     if (at != data_len) {
         free(idx);
-        return st_fail(err, errlen, "data section bytes [%zu,%zu) are not covered by any tensor", at, data_len);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "data section bytes [%zu,%zu) are not covered by any tensor", at,
+                        data_len);
     }
 
     /* Values: the data section is now exactly a float32 array. */
@@ -265,7 +263,7 @@ static int st_parse_inner(const unsigned char *buf, size_t len, st_file *f, json
     f->values = malloc((f->n_values ? f->n_values : 1) * sizeof(float));
     if (!f->values) {
         free(idx);
-        return st_fail(err, errlen, "out of memory for %zu weights", f->n_values);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %zu weights", f->n_values);
     }
     for (size_t i = 0; i < f->n_values; i++) f->values[i] = st_load_f32(data + 4 * i);
     for (size_t i = 0; i < nt; i++) {
@@ -274,19 +272,19 @@ static int st_parse_inner(const unsigned char *buf, size_t len, st_file *f, json
         for (size_t j = 0; j < t->count; j++)
             if (!isfinite(t->data[j])) {
                 free(idx);
-                return st_fail(err, errlen, "tensor %s: element %zu is not finite", t->name, j);
+                return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: element %zu is not finite", t->name, j);
             }
     }
     free(idx);
-    return 0;
+    return VBM_OK;
 }
 
-int st_parse(const unsigned char *buf, size_t len, st_file *out, char *err, size_t errlen) {
+vbm_status st_parse(const unsigned char *buf, size_t len, st_file *out, vbm_error *err) {
     memset(out, 0, sizeof *out);
     json_t *root = NULL;
-    int rc = st_parse_inner(buf, len, out, &root, err, errlen);
+    vbm_status rc = st_parse_inner(buf, len, out, &root, err);
     json_decref(root);
-    if (rc) st_free(out);
+    if (rc != VBM_OK) st_free(out);
     return rc;
 }
 
@@ -294,22 +292,22 @@ static void st_put_u64(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-int st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta, unsigned char **out,
-             size_t *outlen, char *err, size_t errlen) {
+vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta, unsigned char **out,
+                    size_t *outlen, vbm_error *err) {
     *out = NULL;
     *outlen = 0;
     json_t *root = json_object();
-    if (!root) return st_fail(err, errlen, "out of memory building a header");
+    if (!root) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building a header");
     size_t off = 0;
-    int rc = 0;
+    vbm_status rc = VBM_OK;
     if (n_meta) {
         json_t *m = json_object();
         for (size_t i = 0; m && i < n_meta; i++) json_object_set_new(m, meta[2 * i], json_string(meta[2 * i + 1]));
-        if (!m || json_object_set_new(root, "__metadata__", m)) rc = st_fail(err, errlen, "bad metadata");
+        if (!m || json_object_set_new(root, "__metadata__", m)) rc = vbm_fail(err, VBM_EINVAL, NULL, "bad metadata");
     }
     for (size_t i = 0; !rc && i < n; i++) {
         if (t[i].ndim < 0 || t[i].ndim > ST_MAX_DIMS) {
-            rc = st_fail(err, errlen, "tensor %s: bad rank %d", t[i].name, t[i].ndim);
+            rc = vbm_fail(err, VBM_EINVAL, NULL, "tensor %s: bad rank %d", t[i].name, t[i].ndim);
             break;
         }
         size_t count = 1;
@@ -320,19 +318,20 @@ int st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta
         }
         json_t *e = json_pack("{s:s,s:o,s:[I,I]}", "dtype", "F32", "shape", sh, "data_offsets", (json_int_t)off,
                               (json_int_t)(off + 4 * count));
-        if (!e || json_object_set_new(root, t[i].name, e)) rc = st_fail(err, errlen, "tensor %s: bad entry", t[i].name);
+        if (!e || json_object_set_new(root, t[i].name, e))
+            rc = vbm_fail(err, VBM_EINVAL, NULL, "tensor %s: bad entry", t[i].name);
         off += 4 * count;
     }
     char *hdr = rc ? NULL : json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (rc) return rc;
-    if (!hdr) return st_fail(err, errlen, "out of memory building a header");
+    if (!hdr) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building a header");
     size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
     size_t total = 8 + hl + pad + off;
     unsigned char *buf = malloc(total);
     if (!buf) {
         free(hdr);
-        return st_fail(err, errlen, "out of memory building a %zu-byte file", total);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building a %zu-byte file", total);
     }
     st_put_u64(buf, hl + pad);
     memcpy(buf + 8, hdr, hl);
@@ -350,5 +349,5 @@ int st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta
     }
     *out = buf;
     *outlen = total;
-    return 0;
+    return VBM_OK;
 }

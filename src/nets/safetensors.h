@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vbmem/vbmem.h"
+
 #define ST_MAX_HEADER ((uint64_t)16 << 20) /* bytes of JSON header */
 #define ST_MAX_DIMS 8
 #define ST_MAX_VALUES ((size_t)1 << 28)    /* float32 values in one file (1 GiB) */
@@ -41,10 +43,11 @@ typedef struct {
  * size equals the offsets, offsets inside the data section, no overlaps, the
  * tensors covering the data section exactly, every value finite, at most
  * ST_MAX_VALUES values; __metadata__ (optional here) maps strings to strings.
- * On success fills *out (owned by the caller, st_free) and returns 0; on failure
- * returns -1, leaves *out empty and writes a precise message into err. The
- * buffer is not kept. */
-int st_parse(const unsigned char *buf, size_t len, st_file *out, char *err, size_t errlen);
+ * On success fills *out (owned by the caller, st_free) and returns VBM_OK. Fails
+ * with VBM_EFORMAT (a broken rule; the message names the tensor, offsets or header
+ * part) or VBM_ENOMEM; then *out is left empty and err (may be NULL) is filled by
+ * vbm_fail with no field. The buffer is not kept. */
+vbm_status st_parse(const unsigned char *buf, size_t len, st_file *out, vbm_error *err);
 
 /* Release everything a parsed file owns and zero it. Safe on a zeroed struct. */
 void st_free(st_file *f);
@@ -67,8 +70,10 @@ typedef struct {
  * and n_meta metadata pairs (meta[2i] key, meta[2i+1] value; may be 0 pairs, and
  * then no __metadata__ is written). The header is padded with spaces to a multiple
  * of 8 bytes. On success *out is a malloc'd buffer of *outlen bytes owned by the
- * caller and 0 is returned; -1 with a message on bad input or out of memory. */
-int st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta, unsigned char **out,
-             size_t *outlen, char *err, size_t errlen);
+ * caller and VBM_OK is returned. Fails with VBM_EINVAL (a rank outside [0,
+ * ST_MAX_DIMS], metadata or an entry that cannot be stored) or VBM_ENOMEM; then
+ * *out is NULL and err (may be NULL) holds the message (no field). */
+vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta, unsigned char **out,
+                    size_t *outlen, vbm_error *err);
 
 #endif

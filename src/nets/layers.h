@@ -1,0 +1,49 @@
+/* layers.h -- private to src/nets: the layers over a batch (layers.c), as the executor (exec.c)
+ * runs them. A batch of rank-3 samples is channel-major ([c][n][h][w]), of rank-1 samples
+ * row-major ([n][c]); t is the call's team (NULL: everything on the calling thread). None of
+ * these can fail: the executor has sized every buffer (nets_seq_workspace). */
+#ifndef VBMEM_NETS_LAYERS_H
+#define VBMEM_NETS_LAYERS_H
+
+#include <stddef.h>
+
+#include "nets/nets_internal.h"
+#include "numerics/team.h"
+
+/* Whether the convolutions run in the AVX-512 engine (kernels_avx512.h). Only then may
+ * nets_layer_conv2d take a residual (add) and nets_layer_convt2d a layer whose output
+ * is cropped (out and pad_t/pad_l moved by the crop). */
+int nets_layer_fused(void);
+
+/* Floats of scratch (im2col matrix, or the engine's panel buffers) layer L needs for n
+ * samples: the `col` argument below. 0 for layers without any (a residual's body is
+ * the executor's to add). */
+size_t nets_layer_scratch(const nets_layer *L, long n);
+
+/* out = act(conv2d(in) (+ add)); add must be NULL unless nets_layer_fused(), else a
+ * tensor laid out like out. in and out do not overlap. */
+void nets_layer_conv2d(team_t *t, const nets_layer *L, long n, const float *in, float *out, const float *add,
+                       float *col, nets_act act);
+
+/* out = act(conv_transpose2d(in)), computed by output phases; in and out do not overlap. */
+void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *col,
+                        nets_act act);
+
+/* out[i] = act(W in[i] + b) for the n rows of in; in and out do not overlap. */
+void nets_layer_dense(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *col, nets_act act);
+
+/* Group norm (per sample and group: mean and biased variance in double, then the
+ * per-channel affine map) followed by act; in and out may be the same array. */
+void nets_layer_group_norm(team_t *t, const nets_layer *L, long n, const float *in, float *out, nets_act act);
+
+/* out = act(the centre L->out.h x L->out.w window of each channel of in). */
+void nets_layer_crop(team_t *t, const nets_layer *L, long n, const float *in, float *out, nets_act act);
+
+/* y = act(y + x) over len floats (x may be NULL: y = act(y); x == y doubles). */
+void nets_ew(team_t *t, float *y, const float *x, long len, nets_act act);
+
+/* [n][c][hw] -> [c][n][hw] and back. */
+void nets_to_cnhw(team_t *t, const float *in, float *out, long n, long c, long hw);
+void nets_from_cnhw(team_t *t, const float *in, float *out, long n, long c, long hw);
+
+#endif
