@@ -46,7 +46,8 @@ vbm_status vbm_fail(vbm_error *err, vbm_status st, const char *field, const char
 
 void vbm_error_rebase(vbm_error *err, const char *base)
 {
-    char field[VBM_FIELD_LEN], msg[VBM_MSG_LEN];
+    /* room for base, a dot and the old field: vbm_fail truncates to VBM_FIELD_LEN */
+    char field[2 * VBM_FIELD_LEN + 2], msg[VBM_MSG_LEN];
     const char *text;
     size_t flen;
 
@@ -59,11 +60,11 @@ void vbm_error_rebase(vbm_error *err, const char *base)
         && strncmp(err->msg + flen, ": ", 2) == 0)
         text = err->msg + flen + 2;
     if (flen == 0)
-        snprintf(field, sizeof field, "%s", base);
+        snprintf(field, sizeof field, "%.*s", VBM_FIELD_LEN, base);
     else if (err->field[0] == '[')
-        snprintf(field, sizeof field, "%s%s", base, err->field);
+        snprintf(field, sizeof field, "%.*s%s", VBM_FIELD_LEN, base, err->field);
     else
-        snprintf(field, sizeof field, "%s.%s", base, err->field);
+        snprintf(field, sizeof field, "%.*s.%s", VBM_FIELD_LEN, base, err->field);
     snprintf(msg, sizeof msg, "%s", text);
     vbm_fail(err, err->status, field, "%s", msg);
 }
