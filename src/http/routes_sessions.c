@@ -140,7 +140,7 @@ static vbm_status sess_read_solver(const json_t *v, const http_limits *lim, eng_
         st = wire_opt_init(v, "init", &init, err);
     if (st != VBM_OK) {
         if (strncmp(err->field, "solver", 6) != 0)
-            sess_field_rebase(err, "solver.", 0);
+            vbm_error_rebase(err, "solver");
         return st;
     }
     sv->iterations = (int)it;

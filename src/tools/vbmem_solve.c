@@ -397,7 +397,8 @@ static vbm_status solve_parse_options(const json_t *root, solve_job *job, vbm_er
     if (x > 1) {
         job->team = vbm_team_new((int)x);
         if (job->team == NULL)
-            return vbm_fail(err, VBM_ENOMEM, "threads", "out of memory for a team of %ld threads", x);
+            return vbm_fail(err, VBM_ENOMEM, "threads", "out of memory for a team of %ld threads",
+                            x);
         job->opts.team = job->team;
     }
 

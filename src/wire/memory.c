@@ -5,17 +5,15 @@
 
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 /* Relative tolerance of the symmetry check of imported row covariances. */
 #define WIRE_MEMORY_SYM_TOL 1e-8
 
 /* buf <- path + "." + key + "[i]"; returns buf. */
-static const char *memjson_sub(char *buf, size_t len, const char *path, const char *key, long i)
+static const char *memform_sub(char *buf, size_t len, const char *path, const char *key, long i)
 {
     if (snprintf(buf, len, "%s.%s[%ld]", path, key, i) < 0)
         buf[0] = '\0';
@@ -23,14 +21,14 @@ static const char *memjson_sub(char *buf, size_t len, const char *path, const ch
 }
 
 /* buf <- path + "." + key; returns buf. */
-static const char *memjson_key(char *buf, size_t len, const char *path, const char *key)
+static const char *memform_key(char *buf, size_t len, const char *path, const char *key)
 {
     wire_path_key(buf, len, path, key);
     return buf;
 }
 
 /* buf <- path + "[i][j]"; returns buf. */
-static const char *memjson_entry(char *buf, size_t len, const char *path, long i, long j)
+static const char *memform_entry(char *buf, size_t len, const char *path, long i, long j)
 {
     if (snprintf(buf, len, "%s[%ld][%ld]", path, i, j) < 0)
         buf[0] = '\0';
@@ -38,7 +36,7 @@ static const char *memjson_entry(char *buf, size_t len, const char *path, long i
 }
 
 /* Record VBM_EINVAL at path + "." + key with the message text. */
-static vbm_status memjson_fail_sub(vbm_error *err, const char *path, const char *key,
+static vbm_status memform_fail_sub(vbm_error *err, const char *path, const char *key,
                                    const char *text)
 {
     char where[WIRE_PATH_LEN];
@@ -48,7 +46,7 @@ static vbm_status memjson_fail_sub(vbm_error *err, const char *path, const char 
 }
 
 /* Fetch the required member key of obj found at path, or fail naming it. */
-static vbm_status memjson_require(const json_t *obj, const char *path, const char *key,
+static vbm_status memform_require(const json_t *obj, const char *path, const char *key,
                                   json_t **val, vbm_error *err)
 {
     char where[WIRE_PATH_LEN];
@@ -62,13 +60,13 @@ static vbm_status memjson_require(const json_t *obj, const char *path, const cha
 }
 
 /* Names of the twelve configuration fields, NULL-terminated. */
-static const char *const memjson_config_keys[] = {
+static const char *const memform_config_keys[] = {
     "kind", "code_size", "rows", "clusters", "groups", "sigma_z2", "shift",
     "u0", "sigma2_b0", "s_floor", "dkm_addr_var", "retain_max", NULL
 };
 
 /* Read the optional (or, when required, mandatory) int member key of obj. */
-static vbm_status memjson_config_int(const json_t *obj, const char *path, const char *key,
+static vbm_status memform_config_int(const json_t *obj, const char *path, const char *key,
                                      int required, long lo, long hi, int *out, vbm_error *err)
 {
     char where[WIRE_PATH_LEN];
@@ -86,7 +84,7 @@ static vbm_status memjson_config_int(const json_t *obj, const char *path, const 
 }
 
 /* Read the optional (or mandatory) double member key of obj. */
-static vbm_status memjson_config_double(const json_t *obj, const char *path, const char *key,
+static vbm_status memform_config_double(const json_t *obj, const char *path, const char *key,
                                         int required, double *out, vbm_error *err)
 {
     char where[WIRE_PATH_LEN];
@@ -113,7 +111,7 @@ vbm_status wire_config_read(const json_t *obj, const char *path, int complete, i
 
     if (!json_is_object(obj))
         return vbm_fail(err, VBM_EINVAL, path, "expected an object, got %s", wire_type_name(obj));
-    st = wire_check_keys(obj, path, memjson_config_keys, err);
+    st = wire_check_keys(obj, path, memform_config_keys, err);
     if (st != VBM_OK)
         return st;
 
@@ -124,7 +122,10 @@ vbm_status wire_config_read(const json_t *obj, const char *path, int complete, i
     if (!json_is_string(v))
         return vbm_fail(err, VBM_EINVAL, where, "expected a string, got %s", wire_type_name(v));
     if (vbm_kind_parse(json_string_value(v), &kind, NULL) != VBM_OK)
-        return vbm_fail(err, VBM_EINVAL, where, "unknown kind \"%s\" (expected gaussian, categorical, mixture, tree or dkm)", json_string_value(v));
+        return vbm_fail(
+            err, VBM_EINVAL, where,
+            "unknown kind \"%s\" (expected gaussian, categorical, mixture, tree or dkm)",
+            json_string_value(v));
 
     wire_path_key(where, sizeof where, path, "code_size");
     v = json_object_get(obj, "code_size");
@@ -139,17 +140,17 @@ vbm_status wire_config_read(const json_t *obj, const char *path, int complete, i
 
     vbm_config_default(kind, code_size, cfg);
 
-    st = memjson_config_int(obj, path, "rows", complete, 1, VBM_MAX_ROWS, &cfg->rows, err);
+    st = memform_config_int(obj, path, "rows", complete, 1, VBM_MAX_ROWS, &cfg->rows, err);
     if (st == VBM_OK) /* the K-proportional defaults follow K unless given below */
         vbm_config_set_rows(cfg, cfg->rows);
     if (st == VBM_OK)
-        st = memjson_config_int(obj, path, "clusters", complete, 1, VBM_MAX_CLUSTERS,
+        st = memform_config_int(obj, path, "clusters", complete, 1, VBM_MAX_CLUSTERS,
                                 &cfg->clusters, err);
     if (st == VBM_OK)
-        st = memjson_config_int(obj, path, "groups", complete, 1, VBM_MAX_CODE_SIZE, &cfg->groups,
+        st = memform_config_int(obj, path, "groups", complete, 1, VBM_MAX_CODE_SIZE, &cfg->groups,
                                  err);
     if (st == VBM_OK)
-        st = memjson_config_double(obj, path, "sigma_z2", complete, &cfg->sigma_z2, err);
+        st = memform_config_double(obj, path, "sigma_z2", complete, &cfg->sigma_z2, err);
     if (st != VBM_OK)
         return st;
 
@@ -157,19 +158,20 @@ vbm_status wire_config_read(const json_t *obj, const char *path, int complete, i
     v = json_object_get(obj, "shift");
     if (v != NULL) {
         if (!json_is_boolean(v))
-            return vbm_fail(err, VBM_EINVAL, where, "expected true or false, got %s", wire_type_name(v));
+            return vbm_fail(err, VBM_EINVAL, where, "expected true or false, got %s",
+                            wire_type_name(v));
         cfg->shift = json_is_true(v) ? 1 : 0;
     } else if (complete) {
         return vbm_fail(err, VBM_EINVAL, where, "missing");
     }
 
-    st = memjson_config_double(obj, path, "u0", complete, &cfg->u0, err);
+    st = memform_config_double(obj, path, "u0", complete, &cfg->u0, err);
     if (st == VBM_OK)
-        st = memjson_config_double(obj, path, "sigma2_b0", complete, &cfg->sigma2_b0, err);
+        st = memform_config_double(obj, path, "sigma2_b0", complete, &cfg->sigma2_b0, err);
     if (st == VBM_OK)
-        st = memjson_config_double(obj, path, "s_floor", complete, &cfg->s_floor, err);
+        st = memform_config_double(obj, path, "s_floor", complete, &cfg->s_floor, err);
     if (st == VBM_OK)
-        st = memjson_config_double(obj, path, "dkm_addr_var", complete, &cfg->dkm_addr_var, err);
+        st = memform_config_double(obj, path, "dkm_addr_var", complete, &cfg->dkm_addr_var, err);
     if (st != VBM_OK)
         return st;
 
@@ -190,7 +192,7 @@ vbm_status wire_config_read(const json_t *obj, const char *path, int complete, i
 
 /* obj[key] = val (val stolen, may be NULL); 0, or -1 when val is NULL or on
  * allocation failure. */
-static int memjson_set(json_t *obj, const char *key, json_t *val)
+static int memform_set(json_t *obj, const char *key, json_t *val)
 {
     return json_object_set_new(obj, key, val);
 }
@@ -207,7 +209,7 @@ json_t *wire_config(const vbm_config *c)
 }
 
 /* obj[key] = nested array of a (shape ndim/dims), naming it path in errors. */
-static vbm_status memjson_set_array(json_t *obj, const char *key, const double *a, int ndim,
+static vbm_status memform_set_array(json_t *obj, const char *key, const double *a, int ndim,
                                     const long *dims, const char *path, vbm_error *err)
 {
     json_t *arr;
@@ -222,7 +224,7 @@ static vbm_status memjson_set_array(json_t *obj, const char *key, const double *
 }
 
 /* Check that a configuration's scalar doubles are finite (JSON cannot hold others). */
-static vbm_status memjson_config_finite(const vbm_config *c, vbm_error *err)
+static vbm_status memform_config_finite(const vbm_config *c, vbm_error *err)
 {
     if (!isfinite(c->sigma_z2))
         return vbm_fail(err, VBM_EINVAL, "memory.config.sigma_z2", "not finite");
@@ -238,7 +240,7 @@ static vbm_status memjson_config_finite(const vbm_config *c, vbm_error *err)
 }
 
 /* Append the posterior blocks of mem to the array arr. */
-static vbm_status memjson_encode_posterior(const vbm_memory *mem, json_t *arr, vbm_error *err)
+static vbm_status memform_encode_posterior(const vbm_memory *mem, json_t *arr, vbm_error *err)
 {
     char where[WIRE_PATH_LEN], path[WIRE_PATH_LEN];
     long K = mem->cfg.rows, G = mem->cfg.groups, H = mem->cfg.clusters, cg = mem->cg;
@@ -251,33 +253,33 @@ static vbm_status memjson_encode_posterior(const vbm_memory *mem, json_t *arr, v
             gh = g * H + h;
             wire_path_index(path, sizeof path, "memory.posterior.clusters", gh);
             if (!isfinite(mem->s2_b[gh]))
-                return memjson_fail_sub(err, path, "sigma2_b", "not finite");
+                return memform_fail_sub(err, path, "sigma2_b", "not finite");
             blk = json_object();
             if (blk == NULL || json_array_append_new(arr, blk) != 0)
                 return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
-            if (memjson_set(blk, "group", json_integer(g)) != 0
-                || memjson_set(blk, "cluster", json_integer(h)) != 0)
+            if (memform_set(blk, "group", json_integer(g)) != 0
+                || memform_set(blk, "cluster", json_integer(h)) != 0)
                 return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
             dims[0] = K;
             dims[1] = cg;
             wire_path_key(where, sizeof where, path, "R");
-            st = memjson_set_array(blk, "R", mem->R + (size_t)gh * (size_t)(K * cg), 2, dims,
+            st = memform_set_array(blk, "R", mem->R + (size_t)gh * (size_t)(K * cg), 2, dims,
                                    where, err);
             if (st != VBM_OK)
                 return st;
             dims[1] = K;
             wire_path_key(where, sizeof where, path, "U");
-            st = memjson_set_array(blk, "U", mem->U + (size_t)gh * (size_t)(K * K), 2, dims,
+            st = memform_set_array(blk, "U", mem->U + (size_t)gh * (size_t)(K * K), 2, dims,
                                    where, err);
             if (st != VBM_OK)
                 return st;
             dims[0] = cg;
             wire_path_key(where, sizeof where, path, "mu_b");
-            st = memjson_set_array(blk, "mu_b", mem->mu_b + (size_t)gh * (size_t)cg, 1, dims,
+            st = memform_set_array(blk, "mu_b", mem->mu_b + (size_t)gh * (size_t)cg, 1, dims,
                                    where, err);
             if (st != VBM_OK)
                 return st;
-            if (memjson_set(blk, "sigma2_b", json_real(mem->s2_b[gh])) != 0)
+            if (memform_set(blk, "sigma2_b", json_real(mem->s2_b[gh])) != 0)
                 return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
         }
     }
@@ -285,7 +287,7 @@ static vbm_status memjson_encode_posterior(const vbm_memory *mem, json_t *arr, v
 }
 
 /* Append the tree path counts of mem to the array arr. */
-static vbm_status memjson_encode_paths(const vbm_memory *mem, json_t *arr, vbm_error *err)
+static vbm_status memform_encode_paths(const vbm_memory *mem, json_t *arr, vbm_error *err)
 {
     char path[WIRE_PATH_LEN], where[WIRE_PATH_LEN];
     long G = mem->cfg.groups, p, g, dims[1];
@@ -298,11 +300,11 @@ static vbm_status memjson_encode_paths(const vbm_memory *mem, json_t *arr, vbm_e
         s = mem->paths + (size_t)p * (size_t)G;
         for (g = 0; g < G; g++) {
             if (s[g] < 0 || s[g] >= mem->cfg.clusters)
-                return vbm_fail(err, VBM_EINVAL, memjson_sub(where, sizeof where, path, "s", g),
+                return vbm_fail(err, VBM_EINVAL, memform_sub(where, sizeof where, path, "s", g),
                                 "cluster %d out of range [0, %d)", s[g], mem->cfg.clusters);
         }
         if (!isfinite(mem->path_counts[p]))
-            return memjson_fail_sub(err, path, "count", "not finite");
+            return memform_fail_sub(err, path, "count", "not finite");
         item = json_object();
         if (item == NULL || json_array_append_new(arr, item) != 0)
             return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
@@ -310,79 +312,79 @@ static vbm_status memjson_encode_paths(const vbm_memory *mem, json_t *arr, vbm_e
         st = wire_new_int_array(s, 1, dims, path, &sarr, err);
         if (st != VBM_OK)
             return st;
-        if (memjson_set(item, "s", sarr) != 0
-            || memjson_set(item, "count", json_real(mem->path_counts[p])) != 0)
+        if (memform_set(item, "s", sarr) != 0
+            || memform_set(item, "count", json_real(mem->path_counts[p])) != 0)
             return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
     }
     return VBM_OK;
 }
 
 /* Fill root with every member of the memory form. */
-static vbm_status memjson_encode(const vbm_memory *mem, json_t *root, vbm_error *err)
+static vbm_status memform_encode(const vbm_memory *mem, json_t *root, vbm_error *err)
 {
     long K = mem->cfg.rows, C = mem->cfg.code_size, dims[2];
     json_t *obj, *arr;
     vbm_status st;
 
-    if (memjson_set(root, "format", json_string(WIRE_MEMORY_FORMAT)) != 0
-        || memjson_set(root, "version", json_integer(WIRE_MEMORY_VERSION)) != 0)
+    if (memform_set(root, "format", json_string(WIRE_MEMORY_FORMAT)) != 0
+        || memform_set(root, "version", json_integer(WIRE_MEMORY_VERSION)) != 0)
         return vbm_fail(err, VBM_ENOMEM, "memory", "out of memory");
-    st = memjson_config_finite(&mem->cfg, err);
+    st = memform_config_finite(&mem->cfg, err);
     if (st != VBM_OK)
         return st;
-    if (memjson_set(root, "config", wire_config(&mem->cfg)) != 0)
+    if (memform_set(root, "config", wire_config(&mem->cfg)) != 0)
         return vbm_fail(err, VBM_ENOMEM, "memory.config", "out of memory");
 
     obj = json_object();
-    if (memjson_set(root, "prior", obj) != 0)
+    if (memform_set(root, "prior", obj) != 0)
         return vbm_fail(err, VBM_ENOMEM, "memory.prior", "out of memory");
     dims[0] = K;
     dims[1] = C;
-    st = memjson_set_array(obj, "R0", mem->R0, 2, dims, "memory.prior.R0", err);
+    st = memform_set_array(obj, "R0", mem->R0, 2, dims, "memory.prior.R0", err);
     if (st != VBM_OK)
         return st;
     dims[1] = K;
-    st = memjson_set_array(obj, "U0", mem->U0, 2, dims, "memory.prior.U0", err);
+    st = memform_set_array(obj, "U0", mem->U0, 2, dims, "memory.prior.U0", err);
     if (st != VBM_OK)
         return st;
     dims[0] = C;
-    st = memjson_set_array(obj, "mu_b0", mem->mu_b0, 1, dims, "memory.prior.mu_b0", err);
+    st = memform_set_array(obj, "mu_b0", mem->mu_b0, 1, dims, "memory.prior.mu_b0", err);
     if (st != VBM_OK)
         return st;
 
     obj = json_object();
-    if (memjson_set(root, "posterior", obj) != 0)
+    if (memform_set(root, "posterior", obj) != 0)
         return vbm_fail(err, VBM_ENOMEM, "memory.posterior", "out of memory");
     arr = json_array();
-    if (memjson_set(obj, "clusters", arr) != 0)
+    if (memform_set(obj, "clusters", arr) != 0)
         return vbm_fail(err, VBM_ENOMEM, "memory.posterior", "out of memory");
-    st = memjson_encode_posterior(mem, arr, err);
+    st = memform_encode_posterior(mem, arr, err);
     if (st != VBM_OK)
         return st;
 
     arr = json_array();
-    if (memjson_set(root, "paths", arr) != 0)
+    if (memform_set(root, "paths", arr) != 0)
         return vbm_fail(err, VBM_ENOMEM, "memory.paths", "out of memory");
-    st = memjson_encode_paths(mem, arr, err);
+    st = memform_encode_paths(mem, arr, err);
     if (st != VBM_OK)
         return st;
 
-    if (memjson_set(root, "frames", json_integer(mem->frames)) != 0
-        || memjson_set(root, "last_elbo",
+    if (memform_set(root, "frames", json_integer(mem->frames)) != 0
+        || memform_set(root, "last_elbo",
                        isfinite(mem->last_elbo) ? json_real(mem->last_elbo) : json_null())
                != 0)
         return vbm_fail(err, VBM_ENOMEM, "memory", "out of memory");
 
     if (mem->n_codes > 0) {
         obj = json_object();
-        if (memjson_set(root, "codes", obj) != 0)
+        if (memform_set(root, "codes", obj) != 0)
             return vbm_fail(err, VBM_ENOMEM, "memory.codes", "out of memory");
         dims[0] = mem->n_codes;
         dims[1] = C;
-        st = memjson_set_array(obj, "mu", mem->codes_mu, 2, dims, "memory.codes.mu", err);
+        st = memform_set_array(obj, "mu", mem->codes_mu, 2, dims, "memory.codes.mu", err);
         if (st != VBM_OK)
             return st;
-        st = memjson_set_array(obj, "sigma2", mem->codes_s2, 2, dims, "memory.codes.sigma2", err);
+        st = memform_set_array(obj, "sigma2", mem->codes_s2, 2, dims, "memory.codes.sigma2", err);
         if (st != VBM_OK)
             return st;
     }
@@ -411,7 +413,7 @@ vbm_status wire_memory_to_json(const vbm_memory *mem, json_t **out, vbm_error *e
     root = json_object();
     if (root == NULL)
         return vbm_fail(err, VBM_ENOMEM, "memory", "out of memory");
-    st = memjson_encode(mem, root, err);
+    st = memform_encode(mem, root, err);
     if (st != VBM_OK) {
         json_decref(root);
         return st;
@@ -424,7 +426,7 @@ vbm_status wire_memory_to_json(const vbm_memory *mem, json_t **out, vbm_error *e
 
 /* Check that the K x K matrix U at path is symmetric positive definite (Cholesky
  * of its lower triangle in work, K*K doubles). */
-static vbm_status memjson_check_spd(const double *U, long K, double *work, const char *path,
+static vbm_status memform_check_spd(const double *U, long K, double *work, const char *path,
                                     vbm_error *err)
 {
     char where[WIRE_PATH_LEN];
@@ -433,7 +435,7 @@ static vbm_status memjson_check_spd(const double *U, long K, double *work, const
 
     for (i = 0; i < K; i++) {
         if (!(U[i * K + i] > 0))
-            return vbm_fail(err, VBM_EINVAL, memjson_entry(where, sizeof where, path, i, i),
+            return vbm_fail(err, VBM_EINVAL, memform_entry(where, sizeof where, path, i, i),
                             "a diagonal entry must be > 0, got %.17g", U[i * K + i]);
     }
     for (i = 0; i < K; i++) {
@@ -442,7 +444,7 @@ static vbm_status memjson_check_spd(const double *U, long K, double *work, const
             b = U[j * K + i];
             tol = WIRE_MEMORY_SYM_TOL * sqrt(U[i * K + i] * U[j * K + j]);
             if (fabs(a - b) > tol)
-                return vbm_fail(err, VBM_EINVAL, memjson_entry(where, sizeof where, path, i, j),
+                return vbm_fail(err, VBM_EINVAL, memform_entry(where, sizeof where, path, i, j),
                                 "not symmetric (%.17g, but [%ld][%ld] is %.17g)", a, j, i, b);
         }
     }
@@ -451,7 +453,8 @@ static vbm_status memjson_check_spd(const double *U, long K, double *work, const
         for (k = 0; k < j; k++)
             d -= work[j * K + k] * work[j * K + k];
         if (!(d > 0) || !isfinite(d))
-            return vbm_fail(err, VBM_EINVAL, path, "not positive definite (Cholesky pivot %ld is %.3g)", j, d);
+            return vbm_fail(err, VBM_EINVAL, path,
+                            "not positive definite (Cholesky pivot %ld is %.3g)", j, d);
         work[j * K + j] = sqrt(d);
         for (i = j + 1; i < K; i++) {
             a = U[i * K + j];
@@ -464,7 +467,7 @@ static vbm_status memjson_check_spd(const double *U, long K, double *work, const
 }
 
 /* Require v to be an object with only the given keys. */
-static vbm_status memjson_object_at(const json_t *v, const char *path,
+static vbm_status memform_object_at(const json_t *v, const char *path,
                                     const char *const *allowed, vbm_error *err)
 {
     if (v == NULL)
@@ -476,7 +479,7 @@ static vbm_status memjson_object_at(const json_t *v, const char *path,
 
 /* Read the prior's R0 and U0 into fresh buffers (*R0, *U0 owned by the caller,
  * set even on failure). */
-static vbm_status memjson_decode_prior(const json_t *prior, const vbm_config *cfg, double **R0,
+static vbm_status memform_decode_prior(const json_t *prior, const vbm_config *cfg, double **R0,
                                        double **U0, vbm_error *err)
 {
     static const char *const keys[] = {"R0", "U0", "mu_b0", NULL};
@@ -486,14 +489,14 @@ static vbm_status memjson_decode_prior(const json_t *prior, const vbm_config *cf
 
     *R0 = NULL;
     *U0 = NULL;
-    st = memjson_object_at(prior, "memory.prior", keys, err);
+    st = memform_object_at(prior, "memory.prior", keys, err);
     if (st != VBM_OK)
         return st;
     *R0 = vbm_calloc((size_t)(K * C), sizeof(double));
     *U0 = vbm_calloc((size_t)(K * K), sizeof(double));
     if (*R0 == NULL || *U0 == NULL)
         return vbm_fail(err, VBM_ENOMEM, "memory.prior", "out of memory");
-    st = memjson_require(prior, "memory.prior", "R0", &v, err);
+    st = memform_require(prior, "memory.prior", "R0", &v, err);
     if (st != VBM_OK)
         return st;
     dims[0] = K;
@@ -501,7 +504,7 @@ static vbm_status memjson_decode_prior(const json_t *prior, const vbm_config *cf
     st = wire_read_array(v, "memory.prior.R0", 2, dims, 0, *R0, err);
     if (st != VBM_OK)
         return st;
-    st = memjson_require(prior, "memory.prior", "U0", &v, err);
+    st = memform_require(prior, "memory.prior", "U0", &v, err);
     if (st != VBM_OK)
         return st;
     dims[1] = K;
@@ -509,11 +512,11 @@ static vbm_status memjson_decode_prior(const json_t *prior, const vbm_config *cf
     if (st != VBM_OK)
         return st;
     /* mu_b0 must exist too; it is read after the memory is created. */
-    return memjson_require(prior, "memory.prior", "mu_b0", &v, err);
+    return memform_require(prior, "memory.prior", "mu_b0", &v, err);
 }
 
 /* Without a shift, a posterior block's mu_b (cg values) and sigma2_b must be 0. */
-static vbm_status memjson_check_no_shift(const double *mu_b, long cg, double s2_b,
+static vbm_status memform_check_no_shift(const double *mu_b, long cg, double s2_b,
                                          const char *path, vbm_error *err)
 {
     char where[WIRE_PATH_LEN];
@@ -521,17 +524,17 @@ static vbm_status memjson_check_no_shift(const double *mu_b, long cg, double s2_
 
     for (j = 0; j < cg; j++) {
         if (mu_b[j] != 0)
-            return vbm_fail(err, VBM_EINVAL, memjson_sub(where, sizeof where, path, "mu_b", j),
+            return vbm_fail(err, VBM_EINVAL, memform_sub(where, sizeof where, path, "mu_b", j),
                             "must be 0 when config.shift is false, got %.17g", mu_b[j]);
     }
     if (s2_b != 0)
-        return vbm_fail(err, VBM_EINVAL, memjson_key(where, sizeof where, path, "sigma2_b"),
+        return vbm_fail(err, VBM_EINVAL, memform_key(where, sizeof where, path, "sigma2_b"),
                         "must be 0 when config.shift is false, got %.17g", s2_b);
     return VBM_OK;
 }
 
 /* Read the posterior blocks into mem (K*K doubles of scratch in work). */
-static vbm_status memjson_decode_posterior(const json_t *post, vbm_memory *mem, double *work,
+static vbm_status memform_decode_posterior(const json_t *post, vbm_memory *mem, double *work,
                                            vbm_error *err)
 {
     static const char *const keys[] = {"clusters", NULL};
@@ -543,24 +546,25 @@ static vbm_status memjson_decode_posterior(const json_t *post, vbm_memory *mem, 
     double *U;
     vbm_status st;
 
-    st = memjson_object_at(post, "memory.posterior", keys, err);
+    st = memform_object_at(post, "memory.posterior", keys, err);
     if (st != VBM_OK)
         return st;
-    st = memjson_require(post, "memory.posterior", "clusters", &arr, err);
+    st = memform_require(post, "memory.posterior", "clusters", &arr, err);
     if (st != VBM_OK)
         return st;
     if (!json_is_array(arr))
         return vbm_fail(err, VBM_EINVAL, "memory.posterior.clusters", "expected an array, got %s",
                             wire_type_name(arr));
     if (json_array_size(arr) != (size_t)(G * H))
-        return vbm_fail(err, VBM_EINVAL, "memory.posterior.clusters", "expected %ld blocks (groups %ld x clusters %ld), got %zu",
-                            G * H, G, H, json_array_size(arr));
+        return vbm_fail(err, VBM_EINVAL, "memory.posterior.clusters",
+                        "expected %ld blocks (groups %ld x clusters %ld), got %zu", G * H, G, H,
+                        json_array_size(arr));
     for (g = 0; g < G; g++) {
         for (h = 0; h < H; h++) {
             gh = g * H + h;
             wire_path_index(path, sizeof path, "memory.posterior.clusters", gh);
             blk = json_array_get(arr, (size_t)gh);
-            st = memjson_object_at(blk, path, blk_keys, err);
+            st = memform_object_at(blk, path, blk_keys, err);
             if (st != VBM_OK)
                 return st;
 
@@ -586,7 +590,7 @@ static vbm_status memjson_decode_posterior(const json_t *post, vbm_memory *mem, 
             U = mem->U + (size_t)gh * (size_t)(K * K);
             st = wire_read_array(json_object_get(blk, "U"), where, 2, dims, 0, U, err);
             if (st == VBM_OK)
-                st = memjson_check_spd(U, K, work, where, err);
+                st = memform_check_spd(U, K, work, where, err);
             if (st != VBM_OK)
                 return st;
 
@@ -602,10 +606,11 @@ static vbm_status memjson_decode_posterior(const json_t *post, vbm_memory *mem, 
             if (st != VBM_OK)
                 return st;
             if (mem->cfg.shift && !(mem->s2_b[gh] > 0))
-                return vbm_fail(err, VBM_EINVAL, where, "the shift variance must be > 0, got %.17g", mem->s2_b[gh]);
+                return vbm_fail(err, VBM_EINVAL, where, "the shift variance must be > 0, got %.17g",
+                                mem->s2_b[gh]);
             if (!mem->cfg.shift) {
-                st = memjson_check_no_shift(mem->mu_b + (size_t)gh * (size_t)cg, cg,
-                                            mem->s2_b[gh], path, err);
+                st = memform_check_no_shift(mem->mu_b + (size_t)gh * (size_t)cg, cg, mem->s2_b[gh],
+                                            path, err);
                 if (st != VBM_OK)
                     return st;
             }
@@ -619,10 +624,10 @@ typedef struct {
     long n;
     int *s;         /* n x G */
     double *counts; /* n */
-} memjson_paths;
+} memform_paths;
 
 /* Read the optional "paths" member v (NULL: none) into *out. */
-static vbm_status memjson_decode_paths(const json_t *v, const vbm_config *cfg, memjson_paths *out,
+static vbm_status memform_decode_paths(const json_t *v, const vbm_config *cfg, memform_paths *out,
                                        vbm_error *err)
 {
     static const char *const keys[] = {"s", "count", NULL};
@@ -643,8 +648,9 @@ static vbm_status memjson_decode_paths(const json_t *v, const vbm_config *cfg, m
     if (n == 0)
         return VBM_OK;
     if (cfg->kind != VBM_TREE)
-        return vbm_fail(err, VBM_EINVAL, "memory.paths", "only the tree model keeps path counts (kind is %s)",
-                            vbm_kind_name(cfg->kind));
+        return vbm_fail(err, VBM_EINVAL, "memory.paths",
+                        "only the tree model keeps path counts (kind is %s)",
+                        vbm_kind_name(cfg->kind));
     out->s = vbm_calloc((size_t)(n * G), sizeof(int));
     out->counts = vbm_calloc((size_t)n, sizeof(double));
     if (out->s == NULL || out->counts == NULL)
@@ -653,7 +659,7 @@ static vbm_status memjson_decode_paths(const json_t *v, const vbm_config *cfg, m
     for (p = 0; p < n; p++) {
         wire_path_index(path, sizeof path, "memory.paths", p);
         item = json_array_get(v, (size_t)p);
-        st = memjson_object_at(item, path, keys, err);
+        st = memform_object_at(item, path, keys, err);
         if (st != VBM_OK)
             return st;
         wire_path_key(where, sizeof where, path, "s");
@@ -663,7 +669,9 @@ static vbm_status memjson_decode_paths(const json_t *v, const vbm_config *cfg, m
         if (!json_is_array(s))
             return vbm_fail(err, VBM_EINVAL, where, "expected an array, got %s", wire_type_name(s));
         if (json_array_size(s) != (size_t)G)
-            return vbm_fail(err, VBM_EINVAL, where, "expected an array of %ld clusters (one per group), got %zu", G, json_array_size(s));
+            return vbm_fail(err, VBM_EINVAL, where,
+                            "expected an array of %ld clusters (one per group), got %zu", G,
+                            json_array_size(s));
         for (g = 0; g < G; g++) {
             if (snprintf(where, sizeof where, "%s.s[%ld]", path, g) < 0)
                 where[0] = '\0';
@@ -678,7 +686,8 @@ static vbm_status memjson_decode_paths(const json_t *v, const vbm_config *cfg, m
         if (st != VBM_OK)
             return st;
         if (!(out->counts[p] > 0))
-            return vbm_fail(err, VBM_EINVAL, where, "a count must be > 0, got %.17g", out->counts[p]);
+            return vbm_fail(err, VBM_EINVAL, where, "a count must be > 0, got %.17g",
+                            out->counts[p]);
     }
     return VBM_OK;
 }
@@ -688,10 +697,10 @@ typedef struct {
     long n;
     double *mu; /* n x C */
     double *s2; /* n x C */
-} memjson_codes;
+} memform_codes;
 
 /* Read the optional "codes" member v (NULL: none) into *out. */
-static vbm_status memjson_decode_codes(const json_t *v, const vbm_config *cfg, memjson_codes *out,
+static vbm_status memform_decode_codes(const json_t *v, const vbm_config *cfg, memform_codes *out,
                                        vbm_error *err)
 {
     static const char *const keys[] = {"mu", "sigma2", NULL};
@@ -701,19 +710,20 @@ static vbm_status memjson_decode_codes(const json_t *v, const vbm_config *cfg, m
 
     if (v == NULL)
         return VBM_OK;
-    st = memjson_object_at(v, "memory.codes", keys, err);
+    st = memform_object_at(v, "memory.codes", keys, err);
     if (st == VBM_OK)
-        st = memjson_require(v, "memory.codes", "mu", &mu, err);
+        st = memform_require(v, "memory.codes", "mu", &mu, err);
     if (st == VBM_OK)
-        st = memjson_require(v, "memory.codes", "sigma2", &s2, err);
+        st = memform_require(v, "memory.codes", "sigma2", &s2, err);
     if (st != VBM_OK)
         return st;
     if (!json_is_array(mu))
         return vbm_fail(err, VBM_EINVAL, "memory.codes.mu", "expected an array, got %s",
                             wire_type_name(mu));
     if (json_array_size(mu) > (size_t)cfg->retain_max)
-        return vbm_fail(err, VBM_EINVAL, "memory.codes.mu", "%zu retained codes exceed config.retain_max (%ld)",
-                            json_array_size(mu), cfg->retain_max);
+        return vbm_fail(err, VBM_EINVAL, "memory.codes.mu",
+                        "%zu retained codes exceed config.retain_max (%ld)", json_array_size(mu),
+                        cfg->retain_max);
     if (json_array_size(mu) > (size_t)(VBM_MAX_ELEMENTS / C))
         return vbm_fail(err, VBM_EINVAL, "memory.codes.mu", "too many codes (%zu)",
                             json_array_size(mu));
@@ -736,7 +746,7 @@ static vbm_status memjson_decode_codes(const json_t *v, const vbm_config *cfg, m
 }
 
 /* Check the header members (format, version) of a memory object. */
-static vbm_status memjson_decode_header(const json_t *json, vbm_error *err)
+static vbm_status memform_decode_header(const json_t *json, vbm_error *err)
 {
     static const char *const keys[] = {"format", "version", "config", "prior", "posterior",
                                        "paths", "frames", "last_elbo", "codes", NULL};
@@ -744,29 +754,29 @@ static vbm_status memjson_decode_header(const json_t *json, vbm_error *err)
     long version = 0;
     vbm_status st;
 
-    st = memjson_object_at(json, "memory", keys, err);
+    st = memform_object_at(json, "memory", keys, err);
     if (st == VBM_OK)
-        st = memjson_require(json, "memory", "format", &v, err);
+        st = memform_require(json, "memory", "format", &v, err);
     if (st != VBM_OK)
         return st;
     if (!json_is_string(v) || strcmp(json_string_value(v), WIRE_MEMORY_FORMAT) != 0)
         return vbm_fail(err, VBM_EINVAL, "memory.format", "expected \"%s\"",
                             WIRE_MEMORY_FORMAT);
-    st = memjson_require(json, "memory", "version", &v, err);
+    st = memform_require(json, "memory", "version", &v, err);
     if (st != VBM_OK)
         return st;
     if (!json_is_integer(v) || json_integer_value(v) != WIRE_MEMORY_VERSION) {
         st = wire_get_long(v, "memory.version", LONG_MIN, LONG_MAX, &version, err);
         if (st != VBM_OK)
             return st;
-        return vbm_fail(err, VBM_EINVAL, "memory.version", "unsupported version %ld (expected %d)", version,
-                            WIRE_MEMORY_VERSION);
+        return vbm_fail(err, VBM_EINVAL, "memory.version", "unsupported version %ld (expected %d)",
+                        version, WIRE_MEMORY_VERSION);
     }
     return VBM_OK;
 }
 
 /* Read the scalar bookkeeping members (frames, last_elbo) into mem. */
-static vbm_status memjson_decode_bookkeeping(const json_t *json, vbm_memory *mem, vbm_error *err)
+static vbm_status memform_decode_bookkeeping(const json_t *json, vbm_memory *mem, vbm_error *err)
 {
     json_t *v;
     vbm_status st;
@@ -787,8 +797,8 @@ static vbm_status memjson_decode_bookkeeping(const json_t *json, vbm_memory *mem
 
 /* Decode everything except the header into a new memory *out. Buffers in paths
  * and codes are owned by the caller. */
-static vbm_status memjson_decode(const json_t *json, vbm_memory **out, memjson_paths *paths,
-                                 memjson_codes *codes, vbm_error *err)
+static vbm_status memform_decode(const json_t *json, vbm_memory **out, memform_paths *paths,
+                                 memform_codes *codes, vbm_error *err)
 {
     vbm_config cfg;
     vbm_memory *mem = NULL;
@@ -798,7 +808,7 @@ static vbm_status memjson_decode(const json_t *json, vbm_memory **out, memjson_p
     vbm_status st;
 
     memset(&cfg, 0, sizeof cfg);
-    st = memjson_require(json, "memory", "config", &v, err);
+    st = memform_require(json, "memory", "config", &v, err);
     if (st == VBM_OK)
         st = wire_config_read(v, "memory.config", 1, 0, &cfg, err);
     if (st != VBM_OK)
@@ -809,9 +819,9 @@ static vbm_status memjson_decode(const json_t *json, vbm_memory **out, memjson_p
         return st;
     }
 
-    st = memjson_require(json, "memory", "prior", &v, err);
+    st = memform_require(json, "memory", "prior", &v, err);
     if (st == VBM_OK)
-        st = memjson_decode_prior(v, &cfg, &R0, &U0, err);
+        st = memform_decode_prior(v, &cfg, &R0, &U0, err);
     if (st == VBM_OK) {
         st = vbm_memory_create(&cfg, R0, U0, &mem, err);
         if (st != VBM_OK)
@@ -831,16 +841,16 @@ static vbm_status memjson_decode(const json_t *json, vbm_memory **out, memjson_p
             st = vbm_fail(err, VBM_ENOMEM, "memory.posterior", "out of memory");
     }
     if (st == VBM_OK)
-        st = memjson_require(json, "memory", "posterior", &v, err);
+        st = memform_require(json, "memory", "posterior", &v, err);
     if (st == VBM_OK)
-        st = memjson_decode_posterior(v, mem, work, err);
+        st = memform_decode_posterior(v, mem, work, err);
     free(work);
     if (st == VBM_OK)
-        st = memjson_decode_paths(json_object_get(json, "paths"), &cfg, paths, err);
+        st = memform_decode_paths(json_object_get(json, "paths"), &cfg, paths, err);
     if (st == VBM_OK)
-        st = memjson_decode_bookkeeping(json, mem, err);
+        st = memform_decode_bookkeeping(json, mem, err);
     if (st == VBM_OK)
-        st = memjson_decode_codes(json_object_get(json, "codes"), &cfg, codes, err);
+        st = memform_decode_codes(json_object_get(json, "codes"), &cfg, codes, err);
     if (st != VBM_OK) {
         vbm_memory_free(mem);
         return st;
@@ -872,16 +882,16 @@ static vbm_status memjson_decode(const json_t *json, vbm_memory **out, memjson_p
  * then NULL and nothing leaks. */
 vbm_status wire_memory_from_json(const json_t *json, vbm_memory **out, vbm_error *err)
 {
-    memjson_paths paths = {0, NULL, NULL};
-    memjson_codes codes = {0, NULL, NULL};
+    memform_paths paths = {0, NULL, NULL};
+    memform_codes codes = {0, NULL, NULL};
     vbm_status st;
 
     if (out == NULL)
         return vbm_fail(err, VBM_EINVAL, "memory", "no output given");
     *out = NULL;
-    st = memjson_decode_header(json, err);
+    st = memform_decode_header(json, err);
     if (st == VBM_OK)
-        st = memjson_decode(json, out, &paths, &codes, err);
+        st = memform_decode(json, out, &paths, &codes, err);
     free(paths.s);
     free(paths.counts);
     free(codes.mu);

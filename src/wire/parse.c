@@ -221,7 +221,8 @@ static long parse_hex4(const unsigned char *p)
 
 /* Decode the escapes of the string body [s, e) (no '"', no raw byte < 0x20)
  * into ps->buf; *n is the decoded length. */
-static int parse_unescape(parse_state *ps, const unsigned char *s, const unsigned char *e, size_t *n)
+static int parse_unescape(parse_state *ps, const unsigned char *s, const unsigned char *e,
+                          size_t *n)
 {
     size_t o = 0;
     long u, lo;
