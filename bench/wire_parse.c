@@ -95,32 +95,42 @@ static wb_buf wb_body(int T, int C, const char *fmt)
     return b;
 }
 
-/* Median seconds of reps parses (and frees) of body, by jansson or by wire_parse. */
-static double wb_time(const wb_buf *b, int use_wire, int reps)
+/* One parse (and free) of body by jansson or by wire_parse; seconds. */
+static double wb_once(const wb_buf *b, int use_wire)
 {
-    double *t = malloc(sizeof(double) * (size_t)reps), t0, med;
     json_error_t jerr;
     json_t *v;
+    double t0 = bench_now_s();
+
+    if (use_wire) {
+        if (wire_parse(b->s, b->len, JSON_REJECT_DUPLICATES, &v, &jerr) != 0)
+            v = NULL;
+    } else {
+        v = json_loadb(b->s, b->len, JSON_REJECT_DUPLICATES, &jerr);
+    }
+    if (v == NULL) {
+        fprintf(stderr, "bench-wire: the body does not parse: %s\n", jerr.text);
+        exit(1);
+    }
+    json_decref(v);
+    return bench_now_s() - t0;
+}
+
+/* Medians of reps parses of body by each, interleaved (jansson, wire_parse,
+ * jansson, ...) so that both see the same load. */
+static void wb_time(const wb_buf *b, int reps, double *tj, double *tw)
+{
+    double *a = malloc(sizeof(double) * (size_t)reps), *w = malloc(sizeof(double) * (size_t)reps);
     int r;
 
     for (r = 0; r < reps; r++) {
-        t0 = bench_now_s();
-        if (use_wire) {
-            if (wire_parse(b->s, b->len, JSON_REJECT_DUPLICATES, &v, &jerr) != 0)
-                v = NULL;
-        } else {
-            v = json_loadb(b->s, b->len, JSON_REJECT_DUPLICATES, &jerr);
-        }
-        if (v == NULL) {
-            fprintf(stderr, "bench-wire: the body does not parse: %s\n", jerr.text);
-            exit(1);
-        }
-        json_decref(v);
-        t[r] = bench_now_s() - t0;
+        a[r] = wb_once(b, 0);
+        w[r] = wb_once(b, 1);
     }
-    med = bench_median(t, reps);
-    free(t);
-    return med;
+    *tj = bench_median(a, reps);
+    *tw = bench_median(w, reps);
+    free(a);
+    free(w);
 }
 
 /* usage: bench-wire [REPS]; prints one JSON line per body form. */
@@ -139,8 +149,7 @@ int main(int argc, char **argv)
     }
     for (i = 0; i < 4; i++) {
         b = wb_body(64, 200, fmts[i]);
-        tj = wb_time(&b, 0, reps);
-        tw = wb_time(&b, 1, reps);
+        wb_time(&b, reps, &tj, &tw);
         printf("{\"body\": \"%s\", \"bytes\": %zu, \"reps\": %d, \"json_loadb_ms\": %.3f, "
                "\"wire_parse_ms\": %.3f, \"ratio\": %.2f}\n",
                names[i], b.len, reps, 1e3 * tj, 1e3 * tw, tj / tw);

@@ -6,6 +6,7 @@
 _Static_assert(sizeof(json_int_t) == 8, "json_int_t must be 64 bits");
 
 #include <errno.h>
+#include <float.h>
 #include <locale.h>
 #include <math.h>
 #include <stdint.h>
@@ -90,11 +91,67 @@ static int parse_is_digit(const unsigned char *p, const unsigned char *end)
     return p < end && *p >= '0' && *p <= '9';
 }
 
+#if defined(__x86_64__) && LDBL_MANT_DIG == 64
+/* Exact powers of ten in x87 extended precision: 10^k = 2^k 5^k with 5^k < 2^64 for k <= 27. */
+static const long double parse_pow10l[28] = {
+    1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
+    1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
+    1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L
+};
+
+/* Whether long double arithmetic really carries 64 significant bits here (not
+ * under an emulator that computes it in double precision). */
+static int parse_wide_ok(void)
+{
+    static const volatile long double three = 3.0L;
+    long double third = 1.0L / three;
+    uint64_t m;
+
+    memcpy(&m, &third, sizeof m);
+    return (m & 0x7FF) != 0;
+}
+
+/* mant * 10^e10 (mant < 2^64 exact, |e10| <= 27, so the result is a normal
+ * double) correctly rounded into *x, from one extended-precision operation on
+ * exact operands (error <= 1/2 of its 64-bit ulp) rounded to double. Correct
+ * unless that result lies within 2 of its 64-bit ulps of a midpoint between
+ * doubles (its 11 low bits near 0x400): then 0, and strtod decides. */
+static int parse_wide(uint64_t mant, long e10, double *x)
+{
+    static int ok = -1;
+    long double r = (long double)mant;
+    uint64_t m;
+    unsigned low;
+
+    if (ok < 0)
+        ok = parse_wide_ok(); /* racing first calls compute the same value */
+    if (!ok)
+        return 0;
+    r = e10 < 0 ? r / parse_pow10l[-e10] : r * parse_pow10l[e10];
+    memcpy(&m, &r, sizeof m); /* x87 extended: the 64-bit significand first */
+    low = (unsigned)(m & 0x7FF);
+    if (low >= 0x3FE && low <= 0x402)
+        return 0;
+    *x = (double)r;
+    return 1;
+}
+#else
+static int parse_wide(uint64_t mant, long e10, double *x)
+{
+    (void)mant;
+    (void)e10;
+    (void)x;
+    return 0;
+}
+#endif
+
 /* The number at ps->p: a JSON integer when it has neither fraction nor exponent
  * (as jansson: it must fit json_int_t, else jansson reports it), otherwise a
  * real equal to strtod's, bit for bit: up to 2^53 significant and 10^|e| with
  * |e| <= 22, one exact multiplication or division gives the correctly rounded
- * value (Clinger); anything else goes to strtod. */
+ * value (Clinger); up to 19 digits and |e| <= 27, one x87 extended operation
+ * does unless it lands near a midpoint (parse_wide); anything else goes to
+ * strtod. */
 static int parse_number(parse_state *ps, json_t **out)
 {
     const unsigned char *p = ps->p, *end = ps->end, *start = p, *digits;
@@ -175,6 +232,10 @@ static int parse_number(parse_state *ps, json_t **out)
     if (!dropped && mant <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
         x = (double)mant;
         x = e10 < 0 ? x / parse_pow10[-e10] : x * parse_pow10[e10];
+        *out = json_real(neg ? -x : x);
+        return *out != NULL ? 0 : -1;
+    }
+    if (!dropped && mant != 0 && e10 >= -27 && e10 <= 27 && parse_wide(mant, e10, &x)) {
         *out = json_real(neg ? -x : x);
         return *out != NULL ? 0 : -1;
     }

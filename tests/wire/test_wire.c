@@ -238,6 +238,46 @@ START_TEST(test_numbers_random)
 }
 END_TEST
 
+/* 15 to 19 significant digits with |exponent| <= 27 (the extended-precision
+ * path), and integers at and next to midpoints between doubles above 2^53. */
+START_TEST(test_numbers_wide)
+{
+    enum { BATCH = 500 };
+    char *tok[BATCH];
+    char buf[BATCH][64];
+    int round, k, nd, dot, e, j, s;
+    uint64_t m;
+
+    for (round = 0; round < 400; round++) {
+        for (k = 0; k < BATCH; k++) {
+            if (k % 5 == 0) { /* a midpoint k 2^s + 2^(s-1), or one off it, as a real */
+                s = 1 + (int)(rng_next() % 11);
+                m = ((rng_next() >> 11) | (UINT64_C(1) << 52)) << s;
+                m += (UINT64_C(1) << (s - 1)) + (uint64_t)((int)(rng_next() % 3) - 1);
+                snprintf(buf[k], sizeof buf[k], rng_next() % 2 ? "%llu.0" : "%llu0e-1",
+                         (unsigned long long)m);
+            } else {
+                nd = 15 + (int)(rng_next() % 5);
+                dot = (int)(rng_next() % (uint64_t)(nd + 1));
+                j = 0;
+                if (rng_next() % 2)
+                    buf[k][j++] = '-';
+                buf[k][j++] = (char)('1' + rng_next() % 9);
+                for (e = 1; e < nd; e++) {
+                    if (e == dot)
+                        buf[k][j++] = '.';
+                    buf[k][j++] = (char)('0' + rng_next() % 10);
+                }
+                e = (int)(rng_next() % 50) - 25;
+                snprintf(buf[k] + j, sizeof buf[k] - (size_t)j, "e%d", e);
+            }
+            tok[k] = buf[k];
+        }
+        check_tokens(tok, BATCH);
+    }
+}
+END_TEST
+
 START_TEST(test_trees_equal)
 {
     static const char *const docs[] = {
@@ -433,6 +473,7 @@ static Suite *wire_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_numbers_edges);
     tcase_add_test(tc, test_numbers_random);
+    tcase_add_test(tc, test_numbers_wide);
     tcase_add_test(tc, test_trees_equal);
     tcase_add_test(tc, test_malformed);
     tcase_add_test(tc, test_fuzz);
