@@ -9,6 +9,7 @@ _Static_assert(sizeof(json_int_t) == 8, "json_int_t must be 64 bits");
 #include <float.h>
 #include <locale.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,14 +119,17 @@ static int parse_wide_ok(void)
  * doubles (its 11 low bits near 0x400): then 0, and strtod decides. */
 static int parse_wide(uint64_t mant, long e10, double *x)
 {
-    static int ok = -1;
+    static atomic_int ok = -1; /* racing first calls store the same value */
     long double r = (long double)mant;
     uint64_t m;
     unsigned low;
+    int wide = atomic_load_explicit(&ok, memory_order_relaxed);
 
-    if (ok < 0)
-        ok = parse_wide_ok(); /* racing first calls compute the same value */
-    if (!ok)
+    if (wide < 0) {
+        wide = parse_wide_ok();
+        atomic_store_explicit(&ok, wide, memory_order_relaxed);
+    }
+    if (!wide)
         return 0;
     r = e10 < 0 ? r / parse_pow10l[-e10] : r * parse_pow10l[e10];
     memcpy(&m, &r, sizeof m); /* x87 extended: the 64-bit significand first */
