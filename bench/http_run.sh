@@ -2,8 +2,11 @@
 # http_run.sh -- runs the vbmemd HTTP benchmark on loopback: starts build/vbmemd on an ephemeral
 # port, drives it with build/bench-http (latent writes with JSON and base64 codes at 1, 8 and 64
 # clients, samples), prints one JSON line per run and a Markdown table, and stops the daemon.
+# First, in the same run, build/bench/bench-wire times the parse of the write bodies by json_loadb
+# and by the daemon's reader (wire_parse) and prints their ratio.
 # Bounded: every run stops after REQUESTS requests or SECONDS seconds.
-# usage: bench/http_run.sh [BUILD_DIR]   (env: REQUESTS, SECONDS_MAX, ITERATIONS, THREADS)
+# usage: bench/http_run.sh [BUILD_DIR]   (env: REQUESTS, SECONDS_MAX, ITERATIONS, THREADS;
+#        QUICK=1: only write-b64 and write-json at 8 clients)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -11,6 +14,11 @@ REQUESTS=${REQUESTS:-3000}
 SECONDS_MAX=${SECONDS_MAX:-15}
 ITERATIONS=${ITERATIONS:-10}
 THREADS=${THREADS:-$(nproc)}
+QUICK=${QUICK:-0}
+if [ -x "$BUILD/bench/bench-wire" ]; then
+  echo "body parse, json_loadb against wire_parse (median of 200, parse + free, one thread):"
+  "$BUILD/bench/bench-wire" 200
+fi
 log=$(mktemp)
 trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -f "$log"' EXIT
 OPENBLAS_NUM_THREADS=1 "$BUILD/vbmemd" --listen 127.0.0.1:0 --threads "$THREADS" --queue-depth 1024 \
@@ -33,15 +41,19 @@ run() {
   echo "$out"
   results+=("$out")
 }
-for mode in write-b64 write-json; do
-  for c in 1 8 64; do run --mode "$mode" --clients "$c"; done
-done
-run --mode append-b64 --clients 8
-# the server's own ceiling: the same write with 0 VB iterations (initialisation and one ELBO)
-run --mode write-b64 --clients 8 --iterations 0
-for mode in samples samples-b64; do
-  for c in 1 8; do run --mode "$mode" --clients "$c" --samples 64; done
-done
+if [ "$QUICK" = 1 ]; then
+  for mode in write-b64 write-json; do run --mode "$mode" --clients 8; done
+else
+  for mode in write-b64 write-json; do
+    for c in 1 8 64; do run --mode "$mode" --clients "$c"; done
+  done
+  run --mode append-b64 --clients 8
+  # the server's own ceiling: the same write with 0 VB iterations (initialisation and one ELBO)
+  run --mode write-b64 --clients 8 --iterations 0
+  for mode in samples samples-b64; do
+    for c in 1 8; do run --mode "$mode" --clients "$c" --samples 64; done
+  done
+fi
 echo
 echo "| mode | clients | VB iterations | requests | req/s | p50 ms | p99 ms | max ms | mean solve ms | daemon CPU ms/req | request bytes | samples/s |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"

@@ -11,7 +11,7 @@
 
 #include "http/codec.h"
 #include "http/images.h"
-#include "tools/memory_json.h"
+#include "wire/values.h"
 
 #define IMG_PATH_LEN VBM_FIELD_LEN
 #define IMG_MSG_LEN 256
@@ -105,14 +105,14 @@ static unsigned img_sample(const unsigned char *row, size_t k, int depth)
  * float pixels. Returns 0, or -1 with a message for channels that cannot be
  * converted. */
 static int img_convert(unsigned char *const *rows, int channels, int depth,
-                       const img_shape *shape, float *out, char *msg, size_t msglen)
+                       const img_shape *shape, float *out, vbm_error *err)
 {
     int colour = channels >= 3 ? 3 : 1, y, x, c;
     size_t plane = (size_t)shape->height * (size_t)shape->width;
     double scale = depth == 16 ? 1.0 / 65536.0 : 1.0 / 256.0;
 
     if (shape->channels != 1 && shape->channels != 3) {
-        snprintf(msg, msglen, "the model takes %d channels; PNG gives 1 (grey) or 3 (RGB)",
+        vbm_fail(err, VBM_EINVAL, NULL, "the model takes %d channels; PNG gives 1 (grey) or 3 (RGB)",
                  shape->channels);
         return -1;
     }
@@ -123,8 +123,7 @@ static int img_convert(unsigned char *const *rows, int channels, int depth,
                 unsigned r = img_sample(rows[y], k, depth);
 
                 if (img_sample(rows[y], k + 1, depth) != r || img_sample(rows[y], k + 2, depth) != r) {
-                    snprintf(msg, msglen,
-                             "a colour (RGB) image for a greyscale model (pixel at row %d, "
+                    vbm_fail(err, VBM_EINVAL, NULL, "a colour (RGB) image for a greyscale model (pixel at row %d, "
                              "column %d is not grey); send grey images", y, x);
                     return -1;
                 }
@@ -147,7 +146,7 @@ static int img_convert(unsigned char *const *rows, int channels, int depth,
 }
 
 int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape, float *out,
-                   char *msg, size_t msglen)
+                   vbm_error *err)
 {
     png_structp png;
     png_infop info;
@@ -160,12 +159,12 @@ int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape,
     size_t rowbytes;
 
     if (len < 8 || png_sig_cmp(buf, 0, 8) != 0) {
-        snprintf(msg, msglen, "not a PNG image (bad signature)");
+        vbm_fail(err, VBM_EINVAL, NULL, "not a PNG image (bad signature)");
         return -1;
     }
     rd = calloc(1, sizeof *rd);
     if (rd == NULL) {
-        snprintf(msg, msglen, "out of memory");
+        vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         return -1;
     }
     rd->buf = buf;
@@ -175,11 +174,11 @@ int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape,
     if (png == NULL || info == NULL) {
         png_destroy_read_struct(png != NULL ? &png : NULL, NULL, NULL);
         free(rd);
-        snprintf(msg, msglen, "out of memory");
+        vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         return -1;
     }
     if (setjmp(png_jmpbuf(png))) {
-        snprintf(msg, msglen, "corrupt PNG: %s", rd->msg[0] != '\0' ? rd->msg : "libpng error");
+        vbm_fail(err, VBM_EINVAL, NULL, "corrupt PNG: %s", rd->msg[0] != '\0' ? rd->msg : "libpng error");
         goto done;
     }
     png_set_read_fn(png, rd, img_png_read);
@@ -189,7 +188,7 @@ int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape,
     w = png_get_image_width(png, info);
     h = png_get_image_height(png, info);
     if ((long)w != shape->width || (long)h != shape->height) {
-        snprintf(msg, msglen, "the image is %lux%lu (width x height), the model takes %dx%d",
+        vbm_fail(err, VBM_EINVAL, NULL, "the image is %lux%lu (width x height), the model takes %dx%d",
                  (unsigned long)w, (unsigned long)h, shape->width, shape->height);
         goto done;
     }
@@ -206,20 +205,20 @@ int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape,
     rowbytes = png_get_rowbytes(png, info);
     if ((depth != 8 && depth != 16) || channels < 1 || channels > 4
         || rowbytes < (size_t)w * (size_t)channels * (size_t)(depth / 8)) {
-        snprintf(msg, msglen, "unsupported PNG layout (%d channels of %d bits)", channels, depth);
+        vbm_fail(err, VBM_EINVAL, NULL, "unsupported PNG layout (%d channels of %d bits)", channels, depth);
         goto done;
     }
     pix = malloc(rowbytes * h);
     rows = malloc(h * sizeof *rows);
     if (pix == NULL || rows == NULL) {
-        snprintf(msg, msglen, "out of memory");
+        vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         goto done;
     }
     for (y = 0; y < h; y++)
         rows[y] = pix + (size_t)y * rowbytes;
     png_read_image(png, rows);
     png_read_end(png, NULL);
-    rc = img_convert(rows, channels, depth, shape, out, msg, msglen);
+    rc = img_convert(rows, channels, depth, shape, out, err);
 done:
     png_destroy_read_struct(&png, &info, NULL);
     free(rows);
@@ -272,7 +271,7 @@ static unsigned char img_byte(float x)
 }
 
 int img_png_encode(const float *x, const img_shape *shape, unsigned char **png_out, size_t *len,
-                   char *msg, size_t msglen)
+                   vbm_error *err)
 {
     size_t plane = (size_t)shape->height * (size_t)shape->width;
     png_structp png;
@@ -285,13 +284,13 @@ int img_png_encode(const float *x, const img_shape *shape, unsigned char **png_o
     *png_out = NULL;
     *len = 0;
     if (shape->channels != 1 && shape->channels != 3) {
-        snprintf(msg, msglen, "PNG holds 1 (grey) or 3 (RGB) channels, the model has %d",
+        vbm_fail(err, VBM_EINVAL, NULL, "PNG holds 1 (grey) or 3 (RGB) channels, the model has %d",
                  shape->channels);
         return -1;
     }
     wr = calloc(1, sizeof *wr);
     if (wr == NULL) {
-        snprintf(msg, msglen, "out of memory");
+        vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         return -1;
     }
     png = png_create_write_struct(PNG_LIBPNG_VER_STRING, wr->msg, img_png_error, img_png_warning);
@@ -299,11 +298,11 @@ int img_png_encode(const float *x, const img_shape *shape, unsigned char **png_o
     if (png == NULL || info == NULL) {
         png_destroy_write_struct(png != NULL ? &png : NULL, NULL);
         free(wr);
-        snprintf(msg, msglen, "out of memory");
+        vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         return -1;
     }
     if (setjmp(png_jmpbuf(png))) {
-        snprintf(msg, msglen, "PNG encoding failed: %s", wr->msg);
+        vbm_fail(err, VBM_ENOMEM, NULL, "PNG encoding failed: %s", wr->msg);
         goto done;
     }
     png_set_write_fn(png, wr, img_png_write, img_png_flush);
@@ -354,9 +353,10 @@ static vbm_status img_read_pngs(const json_t *v, const char *path, const img_sha
 {
     size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
     size_t pre = strlen(IMG_DATA_URL), blen;
-    char field[IMG_PATH_LEN], msg[IMG_MSG_LEN];
+    char field[IMG_PATH_LEN];
     const char *s;
     unsigned char *bytes;
+    vbm_error why;
     long i;
     int rc;
 
@@ -372,14 +372,13 @@ static vbm_status img_read_pngs(const json_t *v, const char *path, const img_sha
             s += pre;
             blen -= pre;
         }
-        if (codec_b64_decode(s, blen, &bytes, &blen) != 0)
+        if (wire_b64_decode(s, blen, &bytes, &blen) != 0)
             return vbm_fail(err, VBM_EINVAL, field, "frame %ld is not valid base64",
                             i);
-        rc = img_png_decode(bytes, blen, shape, out + (size_t)i * per, msg, sizeof msg);
+        rc = img_png_decode(bytes, blen, shape, out + (size_t)i * per, &why);
         free(bytes);
-        if (rc != 0)
-            return vbm_fail(err, strcmp(msg, "out of memory") == 0 ? VBM_ENOMEM : VBM_EINVAL,
-                            field, "%s: frame %ld: %s", field, i, msg);
+        if (rc != 0) /* why has no field: its message is the bare reason */
+            return vbm_fail(err, why.status, field, "frame %ld: %s", i, why.msg);
     }
     return VBM_OK;
 }
@@ -396,9 +395,9 @@ static vbm_status img_check_pixels(const float *x, long n, const img_shape *shap
             continue;
         r = i % per;
         return vbm_fail(err, VBM_EINVAL, field,
-                        "%s: frame %zu, channel %zu, row %zu, column %zu: %s is not a pixel "
+                        "frame %zu, channel %zu, row %zu, column %zu: %s is not a pixel "
                         "value in [0, 1]",
-                        field, i / per, r / ((size_t)shape->height * (size_t)shape->width),
+                        i / per, r / ((size_t)shape->height * (size_t)shape->width),
                         (r / (size_t)shape->width) % (size_t)shape->height,
                         r % (size_t)shape->width,
                         isnan(x[i]) ? "NaN" : isinf(x[i]) ? "an infinity" : "the value");
@@ -420,7 +419,7 @@ static vbm_status img_read_tensor(const json_t *v, const char *path, const img_s
     int is_u8, d;
     vbm_status st;
 
-    st = codec_check_keys(v, path, keys, err);
+    st = wire_check_keys(v, path, keys, err);
     if (st != VBM_OK)
         return st;
     img_path_key(field, sizeof field, path, "dtype");
@@ -444,9 +443,9 @@ static vbm_status img_read_tensor(const json_t *v, const char *path, const img_s
                         max_frames);
     if (dims[1] != shape->channels || dims[2] != shape->height || dims[3] != shape->width)
         return vbm_fail(err, VBM_EINVAL, field,
-                        "%s: [%ld, %ld, %ld, %ld], the model takes [n, %d, %d, %d] (channels, "
+                        "[%ld, %ld, %ld, %ld], the model takes [n, %d, %d, %d] (channels, "
                         "height, width)",
-                        field, dims[0], dims[1], dims[2], dims[3], shape->channels, shape->height,
+                        dims[0], dims[1], dims[2], dims[3], shape->channels, shape->height,
                         shape->width);
     img_path_key(field, sizeof field, path, "data");
     if (!json_is_string(data))
@@ -454,7 +453,7 @@ static vbm_status img_read_tensor(const json_t *v, const char *path, const img_s
     per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
     count = (size_t)dims[0] * per;
     width = is_u8 ? 1 : 4;
-    if (codec_b64_decode(json_string_value(data), json_string_length(data), &bytes, &blen) != 0)
+    if (wire_b64_decode(json_string_value(data), json_string_length(data), &bytes, &blen) != 0)
         return vbm_fail(err, VBM_EINVAL, field, "not valid base64");
     if (blen != count * width) {
         free(bytes);
@@ -494,24 +493,16 @@ static vbm_status img_read_nested(const json_t *v, const char *path, const img_s
     long dims[4] = {n, shape->channels, shape->height, shape->width};
     size_t count = (size_t)n * (size_t)shape->channels * (size_t)shape->height
                    * (size_t)shape->width, i, per = count / (size_t)n, r;
-    char msg[VBM_MSG_LEN], field[IMG_PATH_LEN];
+    char field[IMG_PATH_LEN];
     double *d = malloc(count * sizeof *d);
-    const char *colon;
-    size_t flen;
+    vbm_status st;
 
     if (d == NULL)
         return vbm_fail(err, VBM_ENOMEM, path, "out of memory for %ld images", n);
-    if (memjson_read_array(v, path, 4, dims, 1, d, msg, sizeof msg) != VBM_OK) {
+    st = wire_read_array(v, path, 4, dims, 1, d, err);
+    if (st != VBM_OK) {
         free(d);
-        colon = strstr(msg, ": ");
-        flen = colon != NULL ? (size_t)(colon - msg) : 0;
-        if (flen == 0 || flen >= sizeof field)
-            return vbm_fail(err, VBM_EINVAL, path, "%s (images are n x %d x %d x %d)", msg,
-                            shape->channels, shape->height, shape->width);
-        memcpy(field, msg, flen);
-        field[flen] = '\0';
-        return vbm_fail(err, VBM_EINVAL, field, "%s (images are n x %d x %d x %d)", msg,
-                        shape->channels, shape->height, shape->width);
+        return st;
     }
     for (i = 0; i < count; i++) {
         if (d[i] > 1.0) {
@@ -542,10 +533,9 @@ vbm_status img_read(const json_t *v, const char *path, const img_shape *shape, l
         return img_read_tensor(v, path, shape, max_frames, out, n, err);
     if (!json_is_array(v) || json_array_size(v) == 0)
         return vbm_fail(err, VBM_EINVAL, path,
-                        "%s: expected a non-empty array of base64 PNG strings, a tensor "
+                        "expected a non-empty array of base64 PNG strings, a tensor "
                         "{\"dtype\", \"shape\": [n, c, h, w], \"data\"} or nested arrays "
-                        "n x c x h x w",
-                        path);
+                        "n x c x h x w");
     if ((long)json_array_size(v) > max_frames)
         return vbm_fail(err, VBM_EINVAL, path, "%zu images, the limit is %ld",
                         json_array_size(v), max_frames);
@@ -599,7 +589,7 @@ static json_t *img_tensor(const float *x, long n, const img_shape *shape, int is
             raw[4 * i + 3] = (unsigned char)(bits >> 24);
         }
     }
-    text = codec_b64_encode(raw, count * (is_u8 ? 1 : 4));
+    text = wire_b64_encode(raw, count * (is_u8 ? 1 : 4));
     free(raw);
     if (text == NULL)
         return NULL;
@@ -652,7 +642,6 @@ vbm_status img_write(const float *x, long n, const img_shape *shape, img_format 
                      vbm_error *err)
 {
     size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
-    char msg[IMG_MSG_LEN];
     unsigned char *png;
     size_t len;
     char *text;
@@ -675,11 +664,11 @@ vbm_status img_write(const float *x, long n, const img_shape *shape, img_format 
                             shape->channels);
         arr = json_array();
         for (i = 0; arr != NULL && i < n; i++) {
-            if (img_png_encode(x + (size_t)i * per, shape, &png, &len, msg, sizeof msg) != 0) {
+            if (img_png_encode(x + (size_t)i * per, shape, &png, &len, err) != 0) {
                 json_decref(arr);
-                return vbm_fail(err, VBM_ENOMEM, NULL, "%s", msg);
+                return err != NULL ? err->status : VBM_ENOMEM;
             }
-            text = codec_b64_encode(png, len);
+            text = wire_b64_encode(png, len);
             free(png);
             if (text == NULL || json_array_append_new(arr, json_string(text)) != 0) {
                 json_decref(arr);

@@ -64,16 +64,18 @@ vbm_status img_write(const float *x, long n, const img_shape *shape, img_format 
                      vbm_error *err);
 
 /* Decode one PNG of len bytes into shape (as img_read describes) into out
- * (c x h x w floats). Returns 0, or -1 with a message in msg (bad signature,
- * libpng's own message for corrupt or truncated data, wrong size or colour
- * channels). Never crashes on any input. */
+ * (c x h x w floats). Returns 0, or -1 with the failure in err (which may be
+ * NULL), with no field: VBM_EINVAL (bad signature, libpng's own message for
+ * corrupt or truncated data, wrong size or colour channels) or VBM_ENOMEM.
+ * Never crashes on any input. */
 int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape, float *out,
-                   char *msg, size_t msglen);
+                   vbm_error *err);
 
 /* Encode one image x (c x h x w floats, c = 1 grey or 3 RGB) as an 8-bit PNG.
- * On success *png (malloc'd) holds *len bytes and 0 is returned; -1 with a
- * message otherwise (channels, out of memory). */
+ * On success *png (malloc'd) holds *len bytes and 0 is returned; -1 with the
+ * failure in err (may be NULL; no field) otherwise: VBM_EINVAL (channels other
+ * than 1 or 3) or VBM_ENOMEM (out of memory, libpng failure). */
 int img_png_encode(const float *x, const img_shape *shape, unsigned char **png, size_t *len,
-                   char *msg, size_t msglen);
+                   vbm_error *err);
 
 #endif

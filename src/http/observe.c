@@ -33,7 +33,7 @@ int obs_session_model(http_req *r, eng_session *s, eng_model **m)
 }
 
 vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, long max_frames,
-                      codec_codes *out, double *nets_s, vbm_error *err)
+                      wire_codes *out, double *nets_s, vbm_error *err)
 {
     vbm_error nerr;
     img_shape shape;
@@ -54,13 +54,13 @@ vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, lon
     out->s2 = malloc(TC * sizeof *out->s2);
     if (out->mu == NULL || out->s2 == NULL) {
         free(x);
-        codec_codes_free(out);
+        wire_codes_free(out);
         return vbm_fail(err, VBM_ENOMEM, path, "out of memory encoding %ld images", n);
     }
     t0 = eng_now();
     if (nets_encode(m->net, x, n, out->mu, out->s2, &nerr) != VBM_OK) {
         free(x);
-        codec_codes_free(out);
+        wire_codes_free(out);
         return vbm_fail(err, nerr.status, path, "encoding: %s", nerr.msg);
     }
     *nets_s = eng_now() - t0;
@@ -118,7 +118,7 @@ json_t *obs_clusters(const vbm_addresses *a)
             best[(size_t)t * (size_t)a->G + (size_t)g] = arg;
         }
     }
-    out = codec_int_matrix(best, a->T, a->G);
+    out = wire_int_matrix(best, a->T, a->G);
     free(best);
     return out;
 }
@@ -152,7 +152,7 @@ vbm_status obs_recall_json(const http_req *r, const eng_recall_out *out, const e
     if (images)
         obs_shape(m, &shape);
     for (i = 0; steps != NULL && i < out->steps; i++) {
-        step = json_pack("{s:o}", "codes", codec_matrix(out->z + (size_t)i * TC, out->T, out->C,
+        step = json_pack("{s:o}", "codes", wire_matrix(out->z + (size_t)i * TC, out->T, out->C,
                                                         base64));
         if (out->addr != NULL) {
             step = obs_set(step, "clusters", obs_clusters(&out->addr[i]));
@@ -174,7 +174,7 @@ vbm_status obs_recall_json(const http_req *r, const eng_recall_out *out, const e
         }
     }
     if (steps != NULL && out->start_codes != NULL) {
-        start = json_pack("{s:o}", "codes", codec_matrix(out->start_codes, out->T, out->C, base64));
+        start = json_pack("{s:o}", "codes", wire_matrix(out->start_codes, out->T, out->C, base64));
         if (start != NULL && images && out->start_images != NULL) {
             st = img_write(out->start_images, out->T, &shape, fmt, &img, err);
             if (st != VBM_OK) {

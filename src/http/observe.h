@@ -22,11 +22,11 @@ int obs_session_model(http_req *r, eng_session *s, eng_model **m);
 
 /* Read the observations at JSON path `path` (img_read, at most max_frames)
  * and encode them with model m into out (mu and s2, T x C; owned by out,
- * release with codec_codes_free). *nets_s receives the encoder's seconds.
+ * release with wire_codes_free). *nets_s receives the encoder's seconds.
  * Fails with VBM_EINVAL (field names the member and frame), VBM_ENOMEM; out is
  * then empty. */
 vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, long max_frames,
-                      codec_codes *out, double *nets_s, vbm_error *err);
+                      wire_codes *out, double *nets_s, vbm_error *err);
 
 /* Decode n codes z (n x C) with model m into images (the mean, or with
  * pixel_sample a draw seeded with seed) as a JSON value of format fmt in *out.

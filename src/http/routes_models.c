@@ -34,10 +34,10 @@ static json_t *models_json(const eng_model *m, const char *default_name, int det
                   "name", m->name, "default", strcmp(m->name, default_name) == 0,
                   "observation", "channels", in->channels, "height", in->height, "width",
                   in->width, "likelihood", in->likelihood == NETS_GAUSSIAN ? "gaussian" : "bernoulli",
-                  "min_scale", codec_number(in->min_scale), "observation_shape", in->channels,
+                  "min_scale", wire_number(in->min_scale), "observation_shape", in->channels,
                   in->height, in->width, "code_size", in->code_size, "parameters",
                   (json_int_t)in->n_params, "memory", models_parse(in->memory_json), "defaults",
-                  codec_config(&cfg), "solver", "iterations", in->iterations, "episode_length",
+                  wire_config(&cfg), "solver", "iterations", in->iterations, "episode_length",
                   in->episode_length, "provenance", models_parse(in->provenance_json), "file",
                   "name", file != NULL ? file + 1 : m->path, "bytes", (json_int_t)m->file_bytes,
                   "sha256", m->sha256, "loaded_at", codec_time(m->loaded_at));
@@ -153,7 +153,7 @@ void route_models_encode(http_req *r)
         return;
     }
     models_shape(m, &shape);
-    st = codec_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == VBM_OK && json_object_get(body, "observations") == NULL)
@@ -179,8 +179,8 @@ void route_models_encode(http_req *r)
     if (st == VBM_OK)
         out = json_pack("{s:s, s:I, s:{s:o, s:o}, s:{s:f, s:f, s:f, s:f}}", "model", m->name,
                         "count", (json_int_t)n, "codes", "mu",
-                        codec_matrix(mu, n, m->info->code_size, b64), "sigma2",
-                        codec_matrix(s2, n, m->info->code_size, b64), "timings", "queue_s",
+                        wire_matrix(mu, n, m->info->code_size, b64), "sigma2",
+                        wire_matrix(s2, n, m->info->code_size, b64), "timings", "queue_s",
                         r->job.started_at - r->job.queued_at, "parse_s", parse_s, "nets_s", t1,
                         "total_s", eng_now() - r->t_start);
     free(x);
@@ -200,7 +200,7 @@ void route_models_decode(http_req *r)
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), t1 = 0.0, parse_s = 0.0;
     img_format fmt = IMG_PNG;
-    codec_codes codes;
+    wire_codes codes;
     float *x = NULL;
     eng_model *m;
     img_shape shape;
@@ -219,17 +219,17 @@ void route_models_decode(http_req *r)
         return;
     }
     models_shape(m, &shape);
-    st = codec_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
         st = img_opt_format(body, "format", 0, &fmt, &err);
     if (st == VBM_OK)
         st = img_opt_pixels(body, "pixels", &sample, &err);
     if (st == VBM_OK)
-        st = codec_opt_seed(body, "seed", &seed, &err);
+        st = wire_opt_seed(body, "seed", &seed, &err);
     if (st == VBM_OK && json_object_get(body, "codes") == NULL)
         st = vbm_fail(&err, VBM_EINVAL, "codes", "missing");
     if (st == VBM_OK)
-        st = codec_read_codes(json_object_get(body, "codes"), "codes", lim->max_frames,
+        st = wire_read_codes(json_object_get(body, "codes"), "codes", lim->max_frames,
                               lim->max_code_size, &codes, &err);
     json_decref(body);
     if (st == VBM_OK && codes.C != m->info->code_size)
@@ -256,7 +256,7 @@ void route_models_decode(http_req *r)
                         r->job.started_at - r->job.queued_at, "parse_s", parse_s, "nets_s", t1,
                         "total_s", eng_now() - r->t_start);
     free(x);
-    codec_codes_free(&codes);
+    wire_codes_free(&codes);
     eng_model_unref(m);
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);

@@ -12,7 +12,6 @@
 #include "http/codec.h"
 #include "http/observe.h"
 #include "http/request.h"
-#include "tools/memory_json.h"
 
 #define SESS_DEFAULT_ITERATIONS 50
 #define SESS_LIST_DEFAULT 50
@@ -85,19 +84,10 @@ static void sess_respond_info(http_req *r, eng_session *s, int status)
     eng_info_free(&info);
 }
 
-/* Record a memory_json failure message ("path: reason") as a 422 with that field. */
-static void sess_memjson_problem(http_req *r, const char *msg)
+/* Record a failure of the request's memory form (err) as a 422 naming its field. */
+static void sess_memjson_problem(http_req *r, const vbm_error *err)
 {
-    const char *colon = strstr(msg, ": ");
-    char field[VBM_FIELD_LEN];
-    size_t n = colon != NULL ? (size_t)(colon - msg) : 0;
-
-    field[0] = '\0';
-    if (n > 0 && n < sizeof field && memchr(msg, ' ', n) == NULL) {
-        memcpy(field, msg, n);
-        field[n] = '\0';
-    }
-    req_problem(r, 422, field, "%s", msg);
+    req_problem(r, 422, err->field, "%s", err->msg);
 }
 
 /* Replace the first `skip` characters of err->field by prefix (truncating). */
@@ -131,16 +121,16 @@ static vbm_status sess_read_solver(const json_t *v, const http_limits *lim, eng_
 
     if (!json_is_object(v))
         return vbm_fail(err, VBM_EINVAL, "solver", "expected an object");
-    st = codec_check_keys(v, "solver", keys, err);
+    st = wire_check_keys(v, "solver", keys, err);
     if (st == VBM_OK)
-        st = codec_opt_long(v, "iterations", 0, lim->max_iterations, &it, err);
+        st = wire_opt_long(v, "iterations", 0, lim->max_iterations, &it, err);
     if (st == VBM_OK)
-        st = codec_opt_double(v, "tolerance", 0.0, 1.0, &sv->tolerance, err);
+        st = wire_opt_double(v, "tolerance", 0.0, 1.0, &sv->tolerance, err);
     if (st == VBM_OK)
-        st = codec_opt_init(v, "init", &init, err);
+        st = wire_opt_init(v, "init", &init, err);
     if (st != VBM_OK) {
         if (strncmp(err->field, "solver", 6) != 0)
-            sess_field_rebase(err, "solver.", 0);
+            vbm_error_rebase(err, "solver");
         return st;
     }
     sv->iterations = (int)it;
@@ -207,7 +197,7 @@ static json_t *sess_memory_object(const eng_model *m, json_t *memory)
     if (kind != NULL && !(json_is_string(kind)
                           && strcmp(json_string_value(kind), vbm_kind_name(cfg.kind)) == 0))
         return json_incref(memory);
-    merged = codec_config(&cfg);
+    merged = wire_config(&cfg);
     if (merged != NULL && memory != NULL && json_is_object(memory)
         && json_object_update(merged, memory) != 0) {
         json_decref(merged);
@@ -215,7 +205,7 @@ static json_t *sess_memory_object(const eng_model *m, json_t *memory)
     }
     if (merged != NULL && memory != NULL && !json_is_object(memory)) {
         json_decref(merged);
-        return json_incref(memory); /* memjson_config_read names the wrong type */
+        return json_incref(memory); /* wire_config_read names the wrong type */
     }
     return merged;
 }
@@ -225,7 +215,6 @@ void route_sessions_create(http_req *r)
     static const char *const keys[] = {"code_size", "model", "memory", "solver", "ttl_seconds",
                                        NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    char msg[VBM_MSG_LEN], qualified[VBM_MSG_LEN];
     json_t *body, *memory;
     eng_solver solver = {SESS_DEFAULT_ITERATIONS, 0.0, VBM_INIT_AUTO};
     eng_session *s = NULL;
@@ -238,7 +227,7 @@ void route_sessions_create(http_req *r)
 
     if (req_body_object(r, &body) != 0)
         return;
-    st = codec_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
         st = sess_pick_model(r, body, &m, &err);
     if (st == VBM_OK && m == NULL && json_object_get(body, "code_size") == NULL)
@@ -251,13 +240,13 @@ void route_sessions_create(http_req *r)
                                                                       : lim->max_iterations;
     }
     if (st == VBM_OK)
-        st = codec_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, &err);
+        st = wire_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, &err);
     if (st == VBM_OK && m != NULL && code_size != m->info->code_size)
         st = vbm_fail(&err, VBM_EINVAL, "code_size",
                       "%ld differs from the code size %d of model \"%s\"", code_size,
                       m->info->code_size, m->name);
     if (st == VBM_OK)
-        st = codec_opt_long(body, "ttl_seconds", 0, SESS_MAX_TTL, &ttl, &err);
+        st = wire_opt_long(body, "ttl_seconds", 0, SESS_MAX_TTL, &ttl, &err);
     if (st == VBM_OK && json_object_get(body, "solver") != NULL)
         st = sess_read_solver(json_object_get(body, "solver"), lim, &solver, &err);
     if (st != VBM_OK) {
@@ -268,12 +257,11 @@ void route_sessions_create(http_req *r)
     }
     memory = sess_memory_object(m, json_object_get(body, "memory"));
     if (memory == NULL
-        || memjson_config_read(memory, "memory", 0, (int)code_size, &cfg, msg, sizeof msg)
-               != VBM_OK) {
+        || wire_config_read(memory, "memory", 0, (int)code_size, &cfg, &err) != VBM_OK) {
         if (memory == NULL)
             req_problem(r, 503, NULL, "out of memory");
         else
-            sess_memjson_problem(r, msg);
+            sess_memjson_problem(r, &err);
         json_decref(memory);
         eng_model_unref(m);
         json_decref(body);
@@ -288,10 +276,9 @@ void route_sessions_create(http_req *r)
         return;
     }
     json_decref(body);
-    verr.msg[0] = '\0';
     if (vbm_config_check(&cfg, &verr) != VBM_OK) {
-        memjson_qualify_message(qualified, sizeof qualified, "memory", verr.msg);
-        sess_memjson_problem(r, qualified);
+        vbm_error_rebase(&verr, "memory");
+        sess_memjson_problem(r, &verr);
         eng_model_unref(m);
         return;
     }
@@ -309,8 +296,8 @@ void route_sessions_create(http_req *r)
         st = eng_store_insert(r->srv->store, s, 0, &err);
     if (st != VBM_OK) {
         if (st == VBM_EINVAL && err.field[0] == '\0') {
-            memjson_qualify_message(qualified, sizeof qualified, "memory", err.msg);
-            sess_memjson_problem(r, qualified);
+            vbm_error_rebase(&err, "memory");
+            sess_memjson_problem(r, &err);
         } else {
             req_engine_problem(r, st, &err);
         }
@@ -421,15 +408,15 @@ static vbm_status sess_fit_opts(const json_t *body, const http_limits *lim, eng_
     o->tolerance = -1.0;
     o->init = -1;
     o->max_seconds = lim->max_solve_seconds;
-    st = codec_opt_long(body, "iterations", 0, lim->max_iterations, &it, err);
+    st = wire_opt_long(body, "iterations", 0, lim->max_iterations, &it, err);
     if (st == VBM_OK)
-        st = codec_opt_double(body, "tolerance", 0.0, 1.0, &o->tolerance, err);
+        st = wire_opt_double(body, "tolerance", 0.0, 1.0, &o->tolerance, err);
     if (st == VBM_OK)
-        st = codec_opt_seed(body, "seed", &o->seed, err);
+        st = wire_opt_seed(body, "seed", &o->seed, err);
     if (st == VBM_OK)
-        st = codec_opt_init(body, "init", &o->init, err);
+        st = wire_opt_init(body, "init", &o->init, err);
     if (st == VBM_OK)
-        st = codec_opt_bool(body, "addresses", &o->want_addresses, err);
+        st = wire_opt_bool(body, "addresses", &o->want_addresses, err);
     o->iterations = (int)it;
     return st;
 }
@@ -439,7 +426,7 @@ static json_t *sess_fit_json(const http_req *r, const eng_fit_out *out, double p
 {
     json_t *o = json_pack(
         "{s:I, s:o, s:i, s:b, s:b, s:I, s:I, s:i, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f}}",
-        "version", (json_int_t)out->version, "elbo", codec_elbo(&out->res.elbo), "iterations",
+        "version", (json_int_t)out->version, "elbo", wire_elbo(&out->res.elbo), "iterations",
         out->res.iterations, "converged", out->res.converged, "time_limited", out->time_limited,
         "frames", (json_int_t)out->frames, "retained_codes", (json_int_t)out->retained,
         "clusters", out->clusters, "rows", out->rows, "groups", out->groups, "cluster_usage",
@@ -464,7 +451,7 @@ void route_episodes(http_req *r)
                                        "tolerance", "seed", "init", "addresses", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), parse_s, encode_s = 0.0;
-    codec_codes codes;
+    wire_codes codes;
     vbm_codes vc;
     eng_fit_opts o;
     eng_fit_out out;
@@ -487,7 +474,7 @@ void route_episodes(http_req *r)
         eng_session_unref(s);
         return;
     }
-    st = codec_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, &err);
     mv = json_object_get(body, "mode");
     if (st == VBM_OK && mv != NULL) {
         if (json_is_string(mv) && strcmp(json_string_value(mv), "replace") == 0)
@@ -512,7 +499,7 @@ void route_episodes(http_req *r)
     if (st == VBM_OK && cv == NULL && ov == NULL && mode != ENG_REFIT)
         st = vbm_fail(&err, VBM_EINVAL, "codes", "missing (or observations)");
     if (st == VBM_OK && cv != NULL)
-        st = codec_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, &err);
+        st = wire_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, &err);
     if (st == VBM_OK && ov != NULL)
         st = obs_encode(m, ov, "observations", lim->max_frames, &codes, &encode_s, &err);
     eng_model_unref(m);
@@ -529,7 +516,7 @@ void route_episodes(http_req *r)
     vc.mu = codes.mu;
     vc.s2 = codes.s2;
     st = eng_session_write(s, mode, codes.mu != NULL ? &vc : NULL, &o, &out, &err);
-    codec_codes_free(&codes);
+    wire_codes_free(&codes);
     eng_session_unref(s);
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
@@ -564,11 +551,11 @@ void route_resize(http_req *r)
 
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
-    st = codec_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
-        st = codec_opt_long(body, "clusters", 0, VBM_MAX_CLUSTERS, &H, &err);
+        st = wire_opt_long(body, "clusters", 0, VBM_MAX_CLUSTERS, &H, &err);
     if (st == VBM_OK)
-        st = codec_opt_long(body, "rows", 0, VBM_MAX_ROWS, &K, &err);
+        st = wire_opt_long(body, "rows", 0, VBM_MAX_ROWS, &K, &err);
     if (st == VBM_OK && H == 0 && K == 0)
         st = vbm_fail(&err, VBM_EINVAL, "clusters", "give clusters and/or rows (0 keeps one)");
     if (st == VBM_OK)
@@ -589,8 +576,8 @@ void route_resize(http_req *r)
     metrics_solve(r->srv->metrics, out.res.iterations, out.solve_s);
     res = sess_fit_json(r, &out, 0.0);
     if (res != NULL) {
-        json_object_set_new(res, "elbo_before", codec_number(out.elbo_before));
-        json_object_set_new(res, "elbo_after", codec_number(out.elbo_after));
+        json_object_set_new(res, "elbo_before", wire_number(out.elbo_before));
+        json_object_set_new(res, "elbo_after", wire_number(out.elbo_after));
     }
     req_etag(r, out.version);
     eng_fit_out_free(&out);
@@ -638,13 +625,13 @@ void route_samples(http_req *r)
 
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
-    st = codec_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
-        st = codec_opt_long(body, "count", 1, lim->max_frames, &count, &err);
+        st = wire_opt_long(body, "count", 1, lim->max_frames, &count, &err);
     if (st == VBM_OK)
-        st = codec_opt_seed(body, "seed", &seed, &err);
+        st = wire_opt_seed(body, "seed", &seed, &err);
     if (st == VBM_OK)
-        st = codec_opt_long(body, "cluster", -1, VBM_MAX_CLUSTERS, &cluster, &err);
+        st = wire_opt_long(body, "cluster", -1, VBM_MAX_CLUSTERS, &cluster, &err);
     if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == VBM_OK)
@@ -670,8 +657,8 @@ void route_samples(http_req *r)
         return;
     }
     out = json_pack("{s:I, s:I, s:o, s:o}", "version", (json_int_t)version, "count",
-                    (json_int_t)count, "codes", codec_matrix(z, count, C, b64), "clusters",
-                    codec_int_matrix(clusters, count, G));
+                    (json_int_t)count, "codes", wire_matrix(z, count, C, b64), "clusters",
+                    wire_int_matrix(clusters, count, G));
     if (out != NULL && images != NULL) {
         if (json_object_set_new(out, "observations", images) != 0
             || json_object_set_new(out, "timings",
@@ -690,7 +677,7 @@ void route_samples(http_req *r)
 }
 
 /* A read of a latent session from query codes (eng_session_read). Consumes q. */
-static void sess_read_codes(http_req *r, eng_session *s, codec_codes *q, long iterations,
+static void sess_read_codes(http_req *r, eng_session *s, wire_codes *q, long iterations,
                             uint64_t seed, int b64, int want_addr)
 {
     vbm_addresses *addr = NULL;
@@ -711,14 +698,14 @@ static void sess_read_codes(http_req *r, eng_session *s, codec_codes *q, long it
     if (st != VBM_OK && strncmp(err.field, "codes", 5) == 0)
         sess_field_rebase(&err, "query", 5);
     if (st != VBM_OK) {
-        codec_codes_free(q);
+        wire_codes_free(q);
         req_engine_problem(r, st, &err);
         return;
     }
     block = (size_t)q->T * (size_t)q->C;
     steps = json_array();
     for (i = 0; steps != NULL && i < iterations; i++) {
-        step = json_pack("{s:o, s:o}", "codes", codec_matrix(z + (size_t)i * block, q->T, q->C, b64),
+        step = json_pack("{s:o, s:o}", "codes", wire_matrix(z + (size_t)i * block, q->T, q->C, b64),
                          "clusters", obs_clusters(&addr[i]));
         if (step != NULL && want_addr)
             json_object_set_new(step, "addresses", codec_addresses(&addr[i]));
@@ -731,7 +718,7 @@ static void sess_read_codes(http_req *r, eng_session *s, codec_codes *q, long it
         vbm_addresses_free(&addr[i]);
     free(addr);
     free(z);
-    codec_codes_free(q);
+    wire_codes_free(q);
     out = steps != NULL ? json_pack("{s:I, s:o}", "version", (json_int_t)version, "steps", steps)
                         : NULL;
     req_etag(r, version);
@@ -746,7 +733,7 @@ void route_reads(http_req *r)
     eng_recall_query rq;
     eng_recall_opts ro;
     eng_recall_out res;
-    codec_codes q;
+    wire_codes q;
     vbm_codes vc;
     img_shape shape;
     img_format fmt = IMG_NONE;
@@ -771,17 +758,17 @@ void route_reads(http_req *r)
     }
     qv = json_object_get(body, "query");
     ov = json_object_get(body, "observations");
-    st = codec_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
-        st = codec_opt_long(body, "iterations", 1, lim->max_read_steps, &iterations, &err);
+        st = wire_opt_long(body, "iterations", 1, lim->max_read_steps, &iterations, &err);
     if (st == VBM_OK)
-        st = codec_opt_seed(body, "seed", &seed, &err);
+        st = wire_opt_seed(body, "seed", &seed, &err);
     if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == VBM_OK)
-        st = codec_opt_bool(body, "addresses", &want_addr, &err);
+        st = wire_opt_bool(body, "addresses", &want_addr, &err);
     if (st == VBM_OK)
-        st = codec_opt_long(body, "count", 1, lim->max_frames, &count, &err);
+        st = wire_opt_long(body, "count", 1, lim->max_frames, &count, &err);
     if (st == VBM_OK)
         st = sess_image_opts(body, m != NULL, &fmt, &sample, &err);
     if (st == VBM_OK && qv != NULL && ov != NULL)
@@ -794,14 +781,14 @@ void route_reads(http_req *r)
         st = vbm_fail(&err, VBM_EINVAL, "count",
                       "frames of a read that starts from memory (no query) only");
     if (st == VBM_OK && qv != NULL)
-        st = codec_read_codes(qv, "query", lim->max_frames, lim->max_code_size, &q, &err);
+        st = wire_read_codes(qv, "query", lim->max_frames, lim->max_code_size, &q, &err);
     if (st == VBM_OK && ov != NULL) {
         obs_shape(m, &shape);
         st = img_read(ov, "observations", &shape, lim->max_frames, &x, &n, &err);
     }
     json_decref(body);
     if (st != VBM_OK) {
-        codec_codes_free(&q);
+        wire_codes_free(&q);
         eng_model_unref(m);
         eng_session_unref(s);
         req_engine_problem(r, st, &err);
@@ -818,7 +805,7 @@ void route_reads(http_req *r)
             * (8.0 * C + 4.0 * (m != NULL ? (double)eng_model_pixels(m) : 0.0))
         > SESS_MAX_READ_BYTES) {
         free(x);
-        codec_codes_free(&q);
+        wire_codes_free(&q);
         eng_model_unref(m);
         eng_session_unref(s);
         req_problem(r, 422, "iterations",
@@ -840,7 +827,7 @@ void route_reads(http_req *r)
     st = eng_session_recall(s, m, &rq, &ro, &res, &err);
     eng_session_unref(s);
     free(x);
-    codec_codes_free(&q);
+    wire_codes_free(&q);
     if (st == VBM_OK) {
         st = obs_recall_json(r, &res, m, fmt, b64, want_addr, &out, &err);
         if (st == VBM_OK)
@@ -859,7 +846,6 @@ void route_reads(http_req *r)
 
 void route_memory_get(http_req *r)
 {
-    char msg[VBM_MSG_LEN];
     eng_session *s = sess_lookup(r);
     json_t *m = NULL;
     vbm_memory *mem = NULL;
@@ -875,10 +861,10 @@ void route_memory_get(http_req *r)
         req_engine_problem(r, vst, &err);
         return;
     }
-    vst = memjson_from_memory(mem, &m, msg, sizeof msg);
+    vst = wire_memory_to_json(mem, &m, &err);
     vbm_memory_free(mem);
     if (vst != VBM_OK) {
-        req_problem(r, vst == VBM_ENOMEM ? 503 : 422, NULL, "cannot export: %s", msg);
+        req_problem(r, vst == VBM_ENOMEM ? 503 : 422, NULL, "cannot export: %s", err.msg);
         return;
     }
     req_etag(r, version);
@@ -888,7 +874,6 @@ void route_memory_get(http_req *r)
 void route_memory_put(http_req *r)
 {
     const http_limits *lim = &r->srv->cfg.limits;
-    char msg[VBM_MSG_LEN];
     vbm_memory *mem = NULL;
     eng_session *s;
     json_t *body;
@@ -900,14 +885,14 @@ void route_memory_put(http_req *r)
 
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
-    vst = memjson_to_memory(body, &mem, msg, sizeof msg);
+    vst = wire_memory_from_json(body, &mem, &err);
     json_decref(body);
     if (vst != VBM_OK) {
         eng_session_unref(s);
         if (vst == VBM_ENOMEM)
             req_problem(r, 503, NULL, "out of memory importing the memory");
         else
-            sess_memjson_problem(r, msg);
+            sess_memjson_problem(r, &err);
         return;
     }
     if (mem->cfg.code_size > lim->max_code_size) {

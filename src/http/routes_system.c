@@ -13,8 +13,9 @@ void route_healthz(http_req *r)
 }
 
 /* 1 when every model file loaded and the default model (if any) is hosted;
- * otherwise 0 with the reason in why. *n receives the number of models. */
-static int sys_models_ready(const http_server *srv, int *n, char *why, size_t whylen)
+ * otherwise 0 with the reason in why (VBM_EUNAVAIL, no field). *n receives the
+ * number of models. */
+static int sys_models_ready(const http_server *srv, int *n, vbm_error *why)
 {
     eng_model_set *set;
     const char *dflt;
@@ -29,11 +30,12 @@ static int sys_models_ready(const http_server *srv, int *n, char *why, size_t wh
         found |= strcmp(set->models[i]->name, dflt) == 0;
     *n = set->n;
     if (set->n_failed > 0) {
-        snprintf(why, whylen, "%d model file(s) failed to load; %.100s: %.300s", set->n_failed,
-                 set->failed[0].file, set->failed[0].msg);
+        vbm_fail(why, VBM_EUNAVAIL, NULL, "%d model file(s) failed to load; %.100s: %.300s",
+                 set->n_failed, set->failed[0].file, set->failed[0].msg);
         ok = 0;
     } else if (dflt[0] != '\0' && !found) {
-        snprintf(why, whylen, "the default model \"%s\" is not in the models directory %.300s", dflt,
+        vbm_fail(why, VBM_EUNAVAIL, NULL,
+                 "the default model \"%s\" is not in the models directory %.300s", dflt,
                  eng_models_dir(srv->cfg.models)[0] != '\0' ? eng_models_dir(srv->cfg.models)
                                                             : "(none)");
         ok = 0;
@@ -45,7 +47,7 @@ static int sys_models_ready(const http_server *srv, int *n, char *why, size_t wh
 void route_readyz(http_req *r)
 {
     http_server *srv = r->srv;
-    char why[VBM_MSG_LEN];
+    vbm_error why;
     int queued = 0, depth = 0, nmodels = 0;
 
     eng_pool_stats(srv->pool, &queued, NULL, &depth);
@@ -66,8 +68,8 @@ void route_readyz(http_req *r)
             return;
         }
     }
-    if (!sys_models_ready(srv, &nmodels, why, sizeof why)) {
-        req_problem(r, 503, NULL, "not ready: %s", why);
+    if (!sys_models_ready(srv, &nmodels, &why)) {
+        req_problem(r, 503, NULL, "not ready: %s", why.msg);
         return;
     }
     req_json(r, 200,

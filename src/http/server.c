@@ -194,7 +194,7 @@ int req_body_object(http_req *r, json_t **out)
         req_problem(r, 400, NULL, "the request body is empty; expected a JSON object");
         return -1;
     }
-    codec_parse_body(r->body, r->body_len, JSON_REJECT_DUPLICATES, &v, &jerr);
+    wire_parse(r->body, r->body_len, JSON_REJECT_DUPLICATES, &v, &jerr);
     if (v == NULL) {
         if (json_error_code(&jerr) == json_error_out_of_memory)
             req_oom(r);

@@ -13,24 +13,18 @@
 
 #include <jansson.h>
 
-#include "memory_json.h"
 #include "vbmem/vbmem.h"
+#include "wire/codes.h"
+#include "wire/memory.h"
+#include "wire/parse.h"
+#include "wire/values.h"
 
-#define SOLVE_MSG_LEN 1024
-#define SOLVE_FIELD_LEN 256
 #define SOLVE_MAX_ITER 1000000
 
 /* Exit statuses. */
 #define SOLVE_EXIT_OK 0
 #define SOLVE_EXIT_IO 1
 #define SOLVE_EXIT_JOB 2
-
-/* A failed job: status, offending field ("" when none) and message. */
-typedef struct {
-    vbm_status status;
-    char field[SOLVE_FIELD_LEN];
-    char msg[SOLVE_MSG_LEN];
-} solve_error;
 
 typedef enum {
     SOLVE_WRITE,
@@ -151,7 +145,8 @@ static const char solve_usage[] =
     "          sigma2_b0, s_floor, dkm_addr_var, retain_max}   (write only)\n"
     "  prior: {R0: K x C, U0: K x K}                            (write with model)\n"
     "  memory: a memory as printed in \"posterior\" by an earlier job\n"
-    "  codes: {mu: T x C, sigma2: number or T x C}\n"
+    "  codes: {mu: T x C or a float32 tensor {dtype, shape, data}, sigma2: number\n"
+    "          or T x C}\n"
     "  iterations, tolerance, seed, init (auto|prior|kmeans++|random|current),\n"
     "  addresses, trace, threads, count, cluster, clusters, rows\n"
     "\n"
@@ -160,66 +155,6 @@ static const char solve_usage[] =
     "The format is documented in proto/solve-job.md.\n";
 
 /* ---- errors ------------------------------------------------------------ */
-
-/* Record a failure of status st at field (NULL: none); the message is
- * "field: " followed by the formatted text. Returns st. */
-static vbm_status solve_fail(solve_error *err, vbm_status st, const char *field, const char *fmt,
-                             ...)
-{
-    va_list ap;
-    size_t used = 0;
-    int n;
-
-    va_start(ap, fmt);
-    err->status = st;
-    err->field[0] = '\0';
-    err->msg[0] = '\0';
-    if (field != NULL) {
-        if (snprintf(err->field, sizeof err->field, "%s", field) < 0)
-            err->field[0] = '\0';
-        n = snprintf(err->msg, sizeof err->msg, "%s: ", field);
-        if (n > 0)
-            used = (size_t)n < sizeof err->msg ? (size_t)n : sizeof err->msg - 1;
-    }
-    if (vsnprintf(err->msg + used, sizeof err->msg - used, fmt, ap) < 0)
-        err->msg[used] = '\0';
-    va_end(ap);
-    return st;
-}
-
-/* Record a failure whose message msg follows the memory_json convention
- * "path: reason": the field is the path, or none when with_field is zero.
- * Returns st. */
-static vbm_status solve_fail_msg(solve_error *err, vbm_status st, const char *msg, int with_field)
-{
-    const char *colon = strstr(msg, ": ");
-    size_t n;
-
-    err->status = st;
-    err->field[0] = '\0';
-    if (snprintf(err->msg, sizeof err->msg, "%s", msg) < 0)
-        err->msg[0] = '\0';
-    if (with_field && colon != NULL) {
-        n = (size_t)(colon - msg);
-        if (n < sizeof err->field && memchr(msg, ' ', n) == NULL) {
-            memcpy(err->field, msg, n);
-            err->field[n] = '\0';
-        }
-    }
-    return st;
-}
-
-/* Record the failure st of the library call made for op, with its message libmsg
- * prefixed by "op: " unless it already starts so. No field. Returns st. */
-static vbm_status solve_fail_lib(solve_error *err, vbm_status st, const char *op,
-                                 const char *libmsg)
-{
-    size_t n = strlen(op);
-
-    if (strncmp(libmsg, op, n) == 0 && libmsg[n] == ':')
-        return solve_fail(err, st, NULL, "%s", libmsg);
-    return solve_fail(err, st, NULL, "%s: %s", op, libmsg);
-}
 
 /* Cut s before a UTF-8 sequence left incomplete at its end (by truncation). */
 static void solve_utf8_trim(char *s)
@@ -265,73 +200,6 @@ static json_t *solve_text(const char *text)
     return s;
 }
 
-/* ---- small readers ------------------------------------------------------ */
-
-/* Read the optional boolean member key of obj into *out (unchanged if absent). */
-static vbm_status solve_get_bool(const json_t *obj, const char *key, int *out, solve_error *err)
-{
-    const json_t *v = json_object_get(obj, key);
-
-    if (v == NULL)
-        return VBM_OK;
-    if (!json_is_boolean(v))
-        return solve_fail(err, VBM_EINVAL, key, "expected true or false, got %s",
-                          memjson_type_name(v));
-    *out = json_is_true(v) ? 1 : 0;
-    return VBM_OK;
-}
-
-/* Read the optional integer member key of obj in [lo, hi] into *out (unchanged
- * if absent). */
-static vbm_status solve_get_long(const json_t *obj, const char *key, long lo, long hi, long *out,
-                                 solve_error *err)
-{
-    char msg[SOLVE_MSG_LEN];
-    const json_t *v = json_object_get(obj, key);
-
-    if (v == NULL)
-        return VBM_OK;
-    if (memjson_get_long(v, key, lo, hi, out, msg, sizeof msg) != VBM_OK)
-        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
-    return VBM_OK;
-}
-
-/* Read the seed: a non-negative JSON integer, or a string of decimal digits for
- * values up to 2^64 - 1 (JSON integers above 2^63 - 1 cannot be parsed). */
-static vbm_status solve_get_seed(const json_t *v, uint64_t *out, solve_error *err)
-{
-    const char *s;
-    char *end;
-    unsigned long long x;
-    size_t i;
-
-    if (json_is_integer(v)) {
-        if (json_integer_value(v) < 0)
-            return solve_fail(err, VBM_EINVAL, "seed", "must be >= 0, got %lld",
-                              (long long)json_integer_value(v));
-        *out = (uint64_t)json_integer_value(v);
-        return VBM_OK;
-    }
-    if (!json_is_string(v))
-        return solve_fail(err, VBM_EINVAL, "seed",
-                          "expected an integer or a string of decimal digits, got %s",
-                          memjson_type_name(v));
-    s = json_string_value(v);
-    if (s[0] == '\0')
-        return solve_fail(err, VBM_EINVAL, "seed", "empty string");
-    for (i = 0; s[i] != '\0'; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return solve_fail(err, VBM_EINVAL, "seed", "\"%s\" is not a string of decimal digits",
-                              s);
-    }
-    errno = 0;
-    x = strtoull(s, &end, 10);
-    if (errno == ERANGE || *end != '\0')
-        return solve_fail(err, VBM_EINVAL, "seed", "\"%s\" does not fit in 64 bits", s);
-    *out = (uint64_t)x;
-    return VBM_OK;
-}
-
 /* ---- job parsing -------------------------------------------------------- */
 
 /* Release everything a job owns and reset it. */
@@ -347,7 +215,7 @@ static void solve_job_clear(solve_job *job)
 }
 
 /* Check the top-level members of the job and pick its op. */
-static vbm_status solve_parse_fields(const json_t *root, solve_job *job, solve_error *err)
+static vbm_status solve_parse_fields(const json_t *root, solve_job *job, vbm_error *err)
 {
     const char *key, *name;
     json_t *val, *op;
@@ -363,16 +231,16 @@ static vbm_status solve_parse_fields(const json_t *root, solve_job *job, solve_e
             }
         }
         if (bit == 0)
-            return solve_fail(err, VBM_EINVAL, key, "unknown field");
+            return vbm_fail(err, VBM_EINVAL, key, "unknown field");
         present |= bit;
     }
     op = json_object_get(root, "op");
     if (op == NULL)
-        return solve_fail(err, VBM_EINVAL, "op", "missing (expected write, append, refit, elbo, "
+        return vbm_fail(err, VBM_EINVAL, "op", "missing (expected write, append, refit, elbo, "
                                                  "sample, read, resize or export)");
     if (!json_is_string(op))
-        return solve_fail(err, VBM_EINVAL, "op", "expected a string, got %s",
-                          memjson_type_name(op));
+        return vbm_fail(err, VBM_EINVAL, "op", "expected a string, got %s",
+                          wire_type_name(op));
     name = json_string_value(op);
     for (i = 0; solve_ops[i].name != NULL; i++) {
         if (strcmp(name, solve_ops[i].name) == 0) {
@@ -381,262 +249,172 @@ static vbm_status solve_parse_fields(const json_t *root, solve_job *job, solve_e
         }
     }
     if (job->op == NULL)
-        return solve_fail(err, VBM_EINVAL, "op",
+        return vbm_fail(err, VBM_EINVAL, "op",
                           "unknown op \"%s\" (expected write, append, refit, elbo, sample, "
                           "read, resize or export)",
                           name);
     for (i = 0; solve_fields[i].name != NULL; i++) {
         bit = solve_fields[i].bit;
         if ((present & bit) && !(job->op->allowed & bit))
-            return solve_fail(err, VBM_EINVAL, solve_fields[i].name, "not used by op \"%s\"",
+            return vbm_fail(err, VBM_EINVAL, solve_fields[i].name, "not used by op \"%s\"",
                               job->op->name);
     }
     missing = job->op->required & ~present;
     for (i = 0; solve_fields[i].name != NULL; i++) {
         if (missing & solve_fields[i].bit)
-            return solve_fail(err, VBM_EINVAL, solve_fields[i].name, "required by op \"%s\"",
+            return vbm_fail(err, VBM_EINVAL, solve_fields[i].name, "required by op \"%s\"",
                               job->op->name);
     }
     if (job->op->op == SOLVE_WRITE) {
         if (!(present & (SOLVE_F_MODEL | SOLVE_F_MEMORY)))
-            return solve_fail(err, VBM_EINVAL, "model",
+            return vbm_fail(err, VBM_EINVAL, "model",
                               "required by op \"write\" (or give a memory)");
         if ((present & SOLVE_F_MODEL) && (present & SOLVE_F_MEMORY))
-            return solve_fail(err, VBM_EINVAL, "memory",
+            return vbm_fail(err, VBM_EINVAL, "memory",
                               "op \"write\" takes either model or memory, not both");
         if ((present & SOLVE_F_PRIOR) && !(present & SOLVE_F_MODEL))
-            return solve_fail(err, VBM_EINVAL, "prior",
+            return vbm_fail(err, VBM_EINVAL, "prior",
                               "only allowed with model (a memory carries its own prior)");
     }
     return VBM_OK;
 }
 
-/* Read job.codes {mu, sigma2} into job->T, C, mu, s2. */
-static vbm_status solve_parse_codes(const json_t *codes, solve_job *job, solve_error *err)
+/* Read job.codes {mu, sigma2} into job->T, C, mu, s2 (the codes form of the wire). */
+static vbm_status solve_parse_codes(const json_t *codes, solve_job *job, vbm_error *err)
 {
-    char msg[SOLVE_MSG_LEN];
-    const char *key;
-    json_t *val, *mu, *s2;
-    long T, C, dims[2];
-    double v;
-    size_t i, n;
+    wire_codes c;
+    vbm_status st;
 
-    if (!json_is_object(codes))
-        return solve_fail(err, VBM_EINVAL, "codes", "expected an object {mu, sigma2}, got %s",
-                          memjson_type_name(codes));
-    json_object_foreach((json_t *)codes, key, val) {
-        if (strcmp(key, "mu") != 0 && strcmp(key, "sigma2") != 0) {
-            snprintf(msg, sizeof msg, "codes.%s", key);
-            return solve_fail(err, VBM_EINVAL, msg, "unknown field");
-        }
-    }
-    mu = json_object_get(codes, "mu");
-    if (mu == NULL)
-        return solve_fail(err, VBM_EINVAL, "codes.mu", "missing");
-    if (memjson_matrix_shape(mu, "codes.mu", &T, &C, msg, sizeof msg) != VBM_OK)
-        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
-    if (C > VBM_MAX_CODE_SIZE)
-        return solve_fail(err, VBM_EINVAL, "codes.mu[0]", "%ld columns exceed the limit %d", C,
-                          VBM_MAX_CODE_SIZE);
-    if (T > VBM_MAX_FRAMES)
-        return solve_fail(err, VBM_EINVAL, "codes.mu", "%ld codes exceed the limit %ld", T,
-                          (long)VBM_MAX_FRAMES);
-    if (T > VBM_MAX_ELEMENTS / C)
-        return solve_fail(err, VBM_ENOMEM, "codes.mu", "%ld x %ld values exceed the limit %ld",
-                          T, C, (long)VBM_MAX_ELEMENTS);
-    n = (size_t)T * (size_t)C;
-    job->mu = vbm_calloc(n, sizeof(double));
-    if (job->mu == NULL)
-        return solve_fail(err, VBM_ENOMEM, "codes.mu", "out of memory");
-    job->T = T;
-    job->C = (int)C;
-    dims[0] = T;
-    dims[1] = C;
-    if (memjson_read_array(mu, "codes.mu", 2, dims, 0, job->mu, msg, sizeof msg) != VBM_OK)
-        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
-
-    s2 = json_object_get(codes, "sigma2");
-    if (s2 == NULL)
-        return VBM_OK;
-    job->s2 = vbm_calloc(n, sizeof(double));
-    if (job->s2 == NULL)
-        return solve_fail(err, VBM_ENOMEM, "codes.sigma2", "out of memory");
-    if (json_is_number(s2)) {
-        if (memjson_get_number(s2, "codes.sigma2", &v, msg, sizeof msg) != VBM_OK)
-            return solve_fail_msg(err, VBM_EINVAL, msg, 1);
-        if (v < 0)
-            return solve_fail(err, VBM_EINVAL, "codes.sigma2", "a variance must be >= 0, got %.17g",
-                              v);
-        for (i = 0; i < n; i++)
-            job->s2[i] = v;
-        return VBM_OK;
-    }
-    if (!json_is_array(s2))
-        return solve_fail(err, VBM_EINVAL, "codes.sigma2",
-                          "expected a number or a %ld x %ld array, got %s", T, C,
-                          memjson_type_name(s2));
-    if (memjson_read_array(s2, "codes.sigma2", 2, dims, 1, job->s2, msg, sizeof msg) != VBM_OK)
-        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+    st = wire_read_codes(codes, "codes", VBM_MAX_FRAMES, VBM_MAX_CODE_SIZE, &c, err);
+    if (st != VBM_OK)
+        return st;
+    job->T = c.T;
+    job->C = c.C;
+    job->mu = c.mu;
+    job->s2 = c.s2;
     return VBM_OK;
 }
 
 /* Read the optional job.prior {R0, U0} for the configuration cfg into fresh
  * buffers *R0 and *U0 (NULL when absent; owned by the caller even on failure). */
 static vbm_status solve_parse_prior(const json_t *prior, const vbm_config *cfg, double **R0,
-                                    double **U0, solve_error *err)
+                                    double **U0, vbm_error *err)
 {
-    char msg[SOLVE_MSG_LEN];
-    const char *key;
-    json_t *val, *v;
+    static const char *const keys[] = {"R0", "U0", NULL};
+    const json_t *v;
     long K = cfg->rows, C = cfg->code_size, dims[2];
+    vbm_status st;
 
     *R0 = NULL;
     *U0 = NULL;
     if (prior == NULL)
         return VBM_OK;
     if (!json_is_object(prior))
-        return solve_fail(err, VBM_EINVAL, "prior", "expected an object {R0, U0}, got %s",
-                          memjson_type_name(prior));
-    json_object_foreach((json_t *)prior, key, val) {
-        if (strcmp(key, "R0") != 0 && strcmp(key, "U0") != 0) {
-            snprintf(msg, sizeof msg, "prior.%s", key);
-            return solve_fail(err, VBM_EINVAL, msg, "unknown field");
-        }
-    }
+        return vbm_fail(err, VBM_EINVAL, "prior", "expected an object {R0, U0}, got %s",
+                        wire_type_name(prior));
+    st = wire_check_keys(prior, "prior", keys, err);
+    if (st != VBM_OK)
+        return st;
     dims[0] = K;
     v = json_object_get(prior, "R0");
     if (v != NULL) {
         *R0 = vbm_calloc((size_t)K * (size_t)C, sizeof(double));
         if (*R0 == NULL)
-            return solve_fail(err, VBM_ENOMEM, "prior.R0", "out of memory");
+            return vbm_fail(err, VBM_ENOMEM, "prior.R0", "out of memory");
         dims[1] = C;
-        if (memjson_read_array(v, "prior.R0", 2, dims, 0, *R0, msg, sizeof msg) != VBM_OK)
-            return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+        st = wire_read_array(v, "prior.R0", 2, dims, 0, *R0, err);
+        if (st != VBM_OK)
+            return st;
     }
     v = json_object_get(prior, "U0");
     if (v != NULL) {
         *U0 = vbm_calloc((size_t)K * (size_t)K, sizeof(double));
         if (*U0 == NULL)
-            return solve_fail(err, VBM_ENOMEM, "prior.U0", "out of memory");
+            return vbm_fail(err, VBM_ENOMEM, "prior.U0", "out of memory");
         dims[1] = K;
-        if (memjson_read_array(v, "prior.U0", 2, dims, 0, *U0, msg, sizeof msg) != VBM_OK)
-            return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+        st = wire_read_array(v, "prior.U0", 2, dims, 0, *U0, err);
+        if (st != VBM_OK)
+            return st;
     }
     return VBM_OK;
 }
 
 /* Build job->mem from job.model (and job.prior). */
-static vbm_status solve_parse_model(const json_t *root, solve_job *job, solve_error *err)
+static vbm_status solve_parse_model(const json_t *root, solve_job *job, vbm_error *err)
 {
-    char msg[SOLVE_MSG_LEN];
     const json_t *prior = json_object_get(root, "prior");
     vbm_config cfg;
-    vbm_error verr;
     double *R0 = NULL, *U0 = NULL;
     vbm_status st;
 
-    if (memjson_config_read(json_object_get(root, "model"), "model", 0, job->C, &cfg, msg,
-                            sizeof msg)
-        != VBM_OK)
-        return solve_fail_msg(err, VBM_EINVAL, msg, 1);
+    st = wire_config_read(json_object_get(root, "model"), "model", 0, job->C, &cfg, err);
+    if (st != VBM_OK)
+        return st;
     if (job->T > 0 && cfg.code_size != job->C)
-        return solve_fail(err, VBM_EINVAL, "model.code_size",
-                          "%d does not match the width of codes.mu (%d)", cfg.code_size, job->C);
-    verr.msg[0] = '\0';
-    st = vbm_config_check(&cfg, &verr);
+        return vbm_fail(err, VBM_EINVAL, "model.code_size",
+                        "%d does not match the width of codes.mu (%d)", cfg.code_size, job->C);
+    st = vbm_config_check(&cfg, err);
     if (st != VBM_OK) {
-        memjson_qualify_message(msg, sizeof msg, "model", verr.msg);
-        return solve_fail_msg(err, st, msg, 1);
+        vbm_error_rebase(err, "model");
+        return st;
     }
     st = solve_parse_prior(prior, &cfg, &R0, &U0, err);
-    if (st == VBM_OK) {
-        st = vbm_memory_create(&cfg, R0, U0, &job->mem, &verr);
-        if (st != VBM_OK) {
-            /* libvbmem names prior.R0 / prior.U0 as the job does */
-            memjson_qualify_message(msg, sizeof msg, "", verr.msg);
-            solve_fail_msg(err, st, msg, 1);
-        }
-    }
+    if (st == VBM_OK) /* libvbmem names prior.R0 / prior.U0 as the job does */
+        st = vbm_memory_create(&cfg, R0, U0, &job->mem, err);
     free(R0);
     free(U0);
     return st;
 }
 
 /* Read the options of the fitting and sampling ops. */
-static vbm_status solve_parse_options(const json_t *root, solve_job *job, solve_error *err)
+static vbm_status solve_parse_options(const json_t *root, solve_job *job, vbm_error *err)
 {
-    static const char *const inits[] = {"auto", "prior", "kmeans++", "current", "random", NULL};
-    static const vbm_init init_values[] = {VBM_INIT_AUTO, VBM_INIT_PRIOR, VBM_INIT_KMEANSPP,
-                                           VBM_INIT_CURRENT, VBM_INIT_RANDOM};
-    char msg[SOLVE_MSG_LEN];
-    const json_t *v;
     long x;
-    int i;
+    int init = (int)job->opts.init;
     vbm_status st;
 
     x = job->opts.max_iter;
-    st = solve_get_long(root, "iterations", 0, SOLVE_MAX_ITER, &x, err);
+    st = wire_opt_long(root, "iterations", 0, SOLVE_MAX_ITER, &x, err);
     if (st != VBM_OK)
         return st;
     job->opts.max_iter = (int)x;
-    v = json_object_get(root, "tolerance");
-    if (v != NULL) {
-        if (memjson_get_number(v, "tolerance", &job->opts.tol, msg, sizeof msg) != VBM_OK)
-            return solve_fail_msg(err, VBM_EINVAL, msg, 1);
-        if (job->opts.tol < 0)
-            return solve_fail(err, VBM_EINVAL, "tolerance", "must be >= 0, got %.17g",
-                              job->opts.tol);
-    }
-    v = json_object_get(root, "seed");
-    if (v != NULL) {
-        st = solve_get_seed(v, &job->opts.seed, err);
-        if (st != VBM_OK)
-            return st;
-    }
-    v = json_object_get(root, "init");
-    if (v != NULL) {
-        if (!json_is_string(v))
-            return solve_fail(err, VBM_EINVAL, "init", "expected a string, got %s",
-                              memjson_type_name(v));
-        for (i = 0; inits[i] != NULL; i++) {
-            if (strcmp(json_string_value(v), inits[i]) == 0)
-                break;
-        }
-        if (inits[i] == NULL)
-            return solve_fail(err, VBM_EINVAL, "init",
-                              "unknown init \"%s\" (expected auto, prior, kmeans++, random or current)",
-                              json_string_value(v));
-        job->opts.init = init_values[i];
-    }
-    st = solve_get_bool(root, "addresses", &job->want_addresses, err);
+    st = wire_opt_double(root, "tolerance", 0.0, HUGE_VAL, &job->opts.tol, err);
     if (st == VBM_OK)
-        st = solve_get_bool(root, "trace", &job->opts.want_trace, err);
+        st = wire_opt_seed(root, "seed", &job->opts.seed, err);
+    if (st == VBM_OK)
+        st = wire_opt_init(root, "init", &init, err);
+    if (st == VBM_OK)
+        st = wire_opt_bool(root, "addresses", &job->want_addresses, err);
+    if (st == VBM_OK)
+        st = wire_opt_bool(root, "trace", &job->opts.want_trace, err);
     if (st != VBM_OK)
         return st;
+    job->opts.init = (vbm_init)init;
     job->opts.want_addresses = job->want_addresses;
     x = 1;
-    st = solve_get_long(root, "threads", 1, 64, &x, err);
+    st = wire_opt_long(root, "threads", 1, 64, &x, err);
     if (st != VBM_OK)
         return st;
     if (x > 1) {
         job->team = vbm_team_new((int)x);
         if (job->team == NULL)
-            return solve_fail(err, VBM_ENOMEM, "threads", "out of memory for a team of %ld threads", x);
+            return vbm_fail(err, VBM_ENOMEM, "threads", "out of memory for a team of %ld threads",
+                            x);
         job->opts.team = job->team;
     }
 
     x = 0;
-    st = solve_get_long(root, "count", 1, VBM_MAX_FRAMES, &x, err);
+    st = wire_opt_long(root, "count", 1, VBM_MAX_FRAMES, &x, err);
     if (st != VBM_OK)
         return st;
     job->count = x;
     x = 0;
-    st = solve_get_long(root, "clusters", 0, VBM_MAX_CLUSTERS, &x, err);
+    st = wire_opt_long(root, "clusters", 0, VBM_MAX_CLUSTERS, &x, err);
     if (st != VBM_OK)
         return st;
     job->new_H = (int)x;
     x = 0;
-    st = solve_get_long(root, "rows", 0, VBM_MAX_ROWS, &x, err);
+    st = wire_opt_long(root, "rows", 0, VBM_MAX_ROWS, &x, err);
     if (st != VBM_OK)
         return st;
     job->new_K = (int)x;
@@ -644,36 +422,35 @@ static vbm_status solve_parse_options(const json_t *root, solve_job *job, solve_
 }
 
 /* Checks that need both the memory and the rest of the job. */
-static vbm_status solve_check_against_memory(const json_t *root, solve_job *job,
-                                             solve_error *err)
+static vbm_status solve_check_against_memory(const json_t *root, solve_job *job, vbm_error *err)
 {
     const vbm_config *cfg = &job->mem->cfg;
     vbm_codes codes;
-    vbm_error verr;
     long x;
     vbm_status st;
 
     if (job->T > 0) {
         if (job->C != cfg->code_size)
-            return solve_fail(err, VBM_EINVAL, "codes.mu",
-                              "codes have %d columns but the memory's code_size is %d", job->C,
-                              cfg->code_size);
+            return vbm_fail(err, VBM_EINVAL, "codes.mu",
+                            "codes have %d columns but the memory's code_size is %d", job->C,
+                            cfg->code_size);
         codes.T = job->T;
         codes.C = job->C;
         codes.mu = job->mu;
         codes.s2 = job->s2;
-        verr.msg[0] = '\0';
-        st = vbm_codes_check(job->mem, &codes, &verr);
-        if (st != VBM_OK)
-            return solve_fail(err, st, "codes", "%s", verr.msg);
+        st = vbm_codes_check(job->mem, &codes, err);
+        if (st != VBM_OK) {
+            vbm_error_rebase(err, "codes");
+            return st;
+        }
     }
     if (job->op->op == SOLVE_SAMPLE) {
         if (job->count > VBM_MAX_ELEMENTS / cfg->code_size)
-            return solve_fail(err, VBM_EINVAL, "count",
-                              "%ld codes of size %d exceed the limit of %ld values", job->count,
-                              cfg->code_size, (long)VBM_MAX_ELEMENTS);
+            return vbm_fail(err, VBM_EINVAL, "count",
+                            "%ld codes of size %d exceed the limit of %ld values", job->count,
+                            cfg->code_size, (long)VBM_MAX_ELEMENTS);
         x = -1;
-        st = solve_get_long(root, "cluster", -1, (long)cfg->clusters - 1, &x, err);
+        st = wire_opt_long(root, "cluster", -1, (long)cfg->clusters - 1, &x, err);
         if (st != VBM_OK)
             return st;
         job->cluster = (int)x;
@@ -682,15 +459,14 @@ static vbm_status solve_check_against_memory(const json_t *root, solve_job *job,
 }
 
 /* Parse and check the whole job into *job. */
-static vbm_status solve_parse(const json_t *root, solve_job *job, solve_error *err)
+static vbm_status solve_parse(const json_t *root, solve_job *job, vbm_error *err)
 {
-    char msg[SOLVE_MSG_LEN];
     const json_t *v;
     vbm_status st;
 
     if (!json_is_object(root))
-        return solve_fail(err, VBM_EINVAL, NULL, "job: expected a JSON object, got %s",
-                          memjson_type_name(root));
+        return vbm_fail(err, VBM_EINVAL, NULL, "job: expected a JSON object, got %s",
+                        wire_type_name(root));
     st = solve_parse_fields(root, job, err);
     if (st != VBM_OK)
         return st;
@@ -705,9 +481,9 @@ static vbm_status solve_parse(const json_t *root, solve_job *job, solve_error *e
         return st;
     v = json_object_get(root, "memory");
     if (v != NULL) {
-        st = memjson_to_memory(v, &job->mem, msg, sizeof msg);
+        st = wire_memory_from_json(v, &job->mem, err);
         if (st != VBM_OK)
-            return solve_fail_msg(err, st, msg, 1);
+            return st;
     } else {
         st = solve_parse_model(root, job, err);
         if (st != VBM_OK)
@@ -728,124 +504,88 @@ static double solve_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A JSON number, or null when x is not finite. NULL when out of memory. */
-static json_t *solve_number(double x)
-{
-    return isfinite(x) ? json_real(x) : json_null();
-}
-
 /* obj[key] = val (stolen; NULL val counts as out of memory). */
-static vbm_status solve_set(json_t *obj, const char *key, json_t *val, solve_error *err)
+static vbm_status solve_set(json_t *obj, const char *key, json_t *val, vbm_error *err)
 {
     if (json_object_set_new(obj, key, val) != 0)
-        return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the result (%s)", key);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building the result (%s)", key);
     return VBM_OK;
 }
 
-/* Record a failure to encode a result array; non-finite values are numeric errors. */
-static vbm_status solve_fail_encode(solve_error *err, vbm_status st, const char *msg)
+/* A failure st of the library call made for op, recorded in err: kept as the
+ * library recorded it, with "op: " before a message that names no field. */
+static vbm_status solve_lib_failed(vbm_error *err, vbm_status st, const char *op)
 {
-    return solve_fail_msg(err, st == VBM_ENOMEM ? VBM_ENOMEM : VBM_ENUMERIC, msg, 0);
+    char text[VBM_MSG_LEN];
+
+    if (err->field[0] == '\0') { /* no field: msg is the bare text */
+        memcpy(text, err->msg, sizeof text);
+        vbm_fail(err, st, NULL, "%s: %s", op, text);
+    }
+    return st;
+}
+
+/* A result that could not be encoded (st from a wire writer, recorded in err):
+ * a non-finite value in a result is a numeric failure of the computation; the
+ * field and message the writer recorded (the value's path) stand. */
+static vbm_status solve_result_failed(vbm_error *err, vbm_status st)
+{
+    if (st != VBM_ENOMEM)
+        st = VBM_ENUMERIC;
+    err->status = st;
+    return st;
 }
 
 /* obj[key] = nested array of doubles a with the given shape. */
 static vbm_status solve_set_array(json_t *obj, const char *key, const double *a, int ndim,
-                                  const long *dims, solve_error *err)
+                                  const long *dims, vbm_error *err)
 {
-    char msg[SOLVE_MSG_LEN];
     json_t *arr;
     vbm_status st;
 
-    st = memjson_new_array(a, ndim, dims, key, &arr, msg, sizeof msg);
+    st = wire_new_array(a, ndim, dims, 0, key, &arr, err);
     if (st != VBM_OK)
-        return solve_fail_encode(err, st, msg);
+        return solve_result_failed(err, st);
     return solve_set(obj, key, arr, err);
 }
 
-/* result.elbo = the ELBO terms of e (null for non-finite terms). */
-static vbm_status solve_set_elbo(json_t *result, const char *key, const vbm_elbo *e,
-                                 solve_error *err)
-{
-    json_t *o = json_object();
-
-    if (o == NULL || json_object_set_new(result, key, o) != 0)
-        return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the result (%s)", key);
-    if (json_object_set_new(o, "per_frame", solve_number(e->per_frame)) != 0
-        || json_object_set_new(o, "total", solve_number(e->total)) != 0
-        || json_object_set_new(o, "loglik_codes", solve_number(e->loglik_codes)) != 0
-        || json_object_set_new(o, "kl_w", solve_number(e->kl_w)) != 0
-        || json_object_set_new(o, "kl_s", solve_number(e->kl_s)) != 0
-        || json_object_set_new(o, "kl_M", solve_number(e->kl_M)) != 0
-        || json_object_set_new(o, "kl_b", solve_number(e->kl_b)) != 0
-        || json_object_set_new(o, "T", json_integer(e->T)) != 0)
-        return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the result (%s)", key);
-    return VBM_OK;
-}
-
 /* result.addresses = {s, w_mu, w_cov} of a. */
-static vbm_status solve_set_addresses(json_t *result, const vbm_addresses *a, solve_error *err)
+static vbm_status solve_set_addresses(json_t *result, const vbm_addresses *a, vbm_error *err)
 {
-    char msg[SOLVE_MSG_LEN];
-    json_t *o = json_object(), *arr;
-    long dims[4];
+    json_t *o;
     vbm_status st;
 
-    if (o == NULL || json_object_set_new(result, "addresses", o) != 0)
-        return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the result (addresses)");
     if (a->s == NULL || a->w_mu == NULL)
-        return solve_fail(err, VBM_ENUMERIC, NULL,
-                          "the library returned no addresses although they were requested");
-    dims[0] = a->T;
-    dims[1] = a->G;
-    dims[2] = a->H;
-    dims[3] = a->K;
-    st = memjson_new_array(a->s, 3, dims, "addresses.s", &arr, msg, sizeof msg);
+        return vbm_fail(err, VBM_ENUMERIC, NULL,
+                        "the library returned no addresses although they were requested");
+    st = wire_addresses(a, "addresses", &o, err);
     if (st != VBM_OK)
-        return solve_fail_encode(err, st, msg);
-    st = solve_set(o, "s", arr, err);
-    if (st != VBM_OK)
-        return st;
-    st = memjson_new_array(a->w_mu, 4, dims, "addresses.w_mu", &arr, msg, sizeof msg);
-    if (st != VBM_OK)
-        return solve_fail_encode(err, st, msg);
-    st = solve_set(o, "w_mu", arr, err);
-    if (st != VBM_OK)
-        return st;
-    if (a->w_cov == NULL)
-        return solve_set(o, "w_cov", json_null(), err);
-    dims[0] = a->G;
-    dims[1] = a->H;
-    dims[2] = a->K;
-    dims[3] = a->K;
-    st = memjson_new_array(a->w_cov, 4, dims, "addresses.w_cov", &arr, msg, sizeof msg);
-    if (st != VBM_OK)
-        return solve_fail_encode(err, st, msg);
-    return solve_set(o, "w_cov", arr, err);
+        return solve_result_failed(err, st);
+    return solve_set(result, "addresses", o, err);
 }
 
 /* result.posterior = the JSON form of mem. */
-static vbm_status solve_set_posterior(json_t *result, const vbm_memory *mem, solve_error *err)
+static vbm_status solve_set_posterior(json_t *result, const vbm_memory *mem, vbm_error *err)
 {
-    char msg[SOLVE_MSG_LEN];
     json_t *m;
     vbm_status st;
 
-    st = memjson_from_memory(mem, &m, msg, sizeof msg);
+    st = wire_memory_to_json(mem, &m, err);
     if (st != VBM_OK)
-        return solve_fail_encode(err, st, msg);
+        return solve_result_failed(err, st);
     return solve_set(result, "posterior", m, err);
 }
 
 /* Add the members of a fitting op's result (elbo, iterations, converged, trace,
  * addresses). */
 static vbm_status solve_set_fit(json_t *result, const solve_job *job, const vbm_write_result *res,
-                                solve_error *err)
+                                vbm_error *err)
 {
     json_t *arr;
     vbm_status st;
     int i;
 
-    st = solve_set_elbo(result, "elbo", &res->elbo, err);
+    st = solve_set(result, "elbo", wire_elbo(&res->elbo), err);
     if (st == VBM_OK)
         st = solve_set(result, "iterations", json_integer(res->iterations), err);
     if (st == VBM_OK)
@@ -859,8 +599,8 @@ static vbm_status solve_set_fit(json_t *result, const solve_job *job, const vbm_
         if (solve_set(result, "trace", arr, err) != VBM_OK)
             return VBM_ENOMEM;
         for (i = 0; i <= res->iterations; i++) {
-            if (json_array_append_new(arr, solve_number(res->trace[i])) != 0)
-                return solve_fail(err, VBM_ENOMEM, NULL, "out of memory building the trace");
+            if (json_array_append_new(arr, wire_number(res->trace[i])) != 0)
+                return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building the trace");
         }
     }
     if (job->want_addresses)
@@ -868,40 +608,39 @@ static vbm_status solve_set_fit(json_t *result, const solve_job *job, const vbm_
     return VBM_OK;
 }
 
-/* Run write, append, refit or resize and fill result. */
-static vbm_status solve_run_fit(solve_job *job, json_t *result, double *seconds, solve_error *err)
+/* Run write, append, refit or resize and fill result. A library failure is
+ * reported as the library recorded it (status, field, message). */
+static vbm_status solve_run_fit(solve_job *job, json_t *result, double *seconds, vbm_error *err)
 {
     vbm_codes codes = {job->T, job->C, job->mu, job->s2};
     vbm_write_result res;
-    vbm_error verr;
     double t0, before = NAN, after = NAN;
     vbm_status st;
 
     memset(&res, 0, sizeof res);
-    verr.msg[0] = '\0';
     t0 = solve_now();
     switch (job->op->op) {
     case SOLVE_WRITE:
-        st = vbm_write(job->mem, &codes, &job->opts, &res, &verr);
+        st = vbm_write(job->mem, &codes, &job->opts, &res, err);
         break;
     case SOLVE_APPEND:
-        st = vbm_append(job->mem, &codes, &job->opts, &res, &verr);
+        st = vbm_append(job->mem, &codes, &job->opts, &res, err);
         break;
     case SOLVE_REFIT:
-        st = vbm_refit(job->mem, job->T > 0 ? &codes : NULL, &job->opts, &res, &verr);
+        st = vbm_refit(job->mem, job->T > 0 ? &codes : NULL, &job->opts, &res, err);
         break;
     default:
         st = vbm_resize(job->mem, job->new_H, job->new_K, &job->opts, &before, &after, &res,
-                        &verr);
+                        err);
         break;
     }
     *seconds = solve_now() - t0;
     if (st != VBM_OK)
-        return solve_fail_lib(err, st, job->op->name, verr.msg);
+        return solve_lib_failed(err, st, job->op->name);
     if (job->op->op == SOLVE_RESIZE) {
-        st = solve_set(result, "elbo_before", solve_number(before), err);
+        st = solve_set(result, "elbo_before", wire_number(before), err);
         if (st == VBM_OK)
-            st = solve_set(result, "elbo_after", solve_number(after), err);
+            st = solve_set(result, "elbo_after", wire_number(after), err);
     }
     if (st == VBM_OK)
         st = solve_set_fit(result, job, &res, err);
@@ -912,25 +651,22 @@ static vbm_status solve_run_fit(solve_job *job, json_t *result, double *seconds,
 }
 
 /* Run elbo and fill result. */
-static vbm_status solve_run_elbo(solve_job *job, json_t *result, double *seconds,
-                                 solve_error *err)
+static vbm_status solve_run_elbo(solve_job *job, json_t *result, double *seconds, vbm_error *err)
 {
     vbm_codes codes = {job->T, job->C, job->mu, job->s2};
     vbm_addresses addr;
     vbm_elbo elbo;
-    vbm_error verr;
     double t0;
     vbm_status st;
 
     memset(&addr, 0, sizeof addr);
     memset(&elbo, 0, sizeof elbo);
-    verr.msg[0] = '\0';
     t0 = solve_now();
-    st = vbm_elbo_eval(job->mem, &codes, &elbo, job->want_addresses ? &addr : NULL, &verr);
+    st = vbm_elbo_eval(job->mem, &codes, &elbo, job->want_addresses ? &addr : NULL, err);
     *seconds = solve_now() - t0;
     if (st != VBM_OK)
-        return solve_fail_lib(err, st, "elbo", verr.msg);
-    st = solve_set_elbo(result, "elbo", &elbo, err);
+        return solve_lib_failed(err, st, "elbo");
+    st = solve_set(result, "elbo", wire_elbo(&elbo), err);
     if (st == VBM_OK && job->want_addresses)
         st = solve_set_addresses(result, &addr, err);
     if (job->want_addresses)
@@ -940,14 +676,12 @@ static vbm_status solve_run_elbo(solve_job *job, json_t *result, double *seconds
 
 /* Run sample and fill result. */
 static vbm_status solve_run_sample(solve_job *job, json_t *result, double *seconds,
-                                   solve_error *err)
+                                   vbm_error *err)
 {
-    char msg[SOLVE_MSG_LEN];
     long C = job->mem->cfg.code_size, G = job->mem->cfg.groups, dims[2];
     double *z;
     int *s;
     json_t *arr;
-    vbm_error verr;
     double t0;
     vbm_status st;
 
@@ -956,23 +690,22 @@ static vbm_status solve_run_sample(solve_job *job, json_t *result, double *secon
     if (z == NULL || s == NULL) {
         free(z);
         free(s);
-        return solve_fail(err, VBM_ENOMEM, "count", "out of memory for %ld codes", job->count);
+        return vbm_fail(err, VBM_ENOMEM, "count", "out of memory for %ld codes", job->count);
     }
-    verr.msg[0] = '\0';
     t0 = solve_now();
-    st = vbm_sample(job->mem, job->count, job->opts.seed, job->cluster, z, s, &verr);
+    st = vbm_sample(job->mem, job->count, job->opts.seed, job->cluster, z, s, err);
     *seconds = solve_now() - t0;
     if (st != VBM_OK) {
-        solve_fail_lib(err, st, "sample", verr.msg);
+        solve_lib_failed(err, st, "sample");
     } else {
         dims[0] = job->count;
         dims[1] = C;
         st = solve_set_array(result, "codes", z, 2, dims, err);
         if (st == VBM_OK) {
             dims[1] = G;
-            st = memjson_new_int_array(s, 2, dims, "clusters", &arr, msg, sizeof msg);
+            st = wire_new_int_array(s, 2, dims, "clusters", &arr, err);
             if (st != VBM_OK)
-                solve_fail_encode(err, st, msg);
+                solve_result_failed(err, st);
             else
                 st = solve_set(result, "clusters", arr, err);
         }
@@ -983,26 +716,23 @@ static vbm_status solve_run_sample(solve_job *job, json_t *result, double *secon
 }
 
 /* Run read and fill result. */
-static vbm_status solve_run_read(solve_job *job, json_t *result, double *seconds,
-                                 solve_error *err)
+static vbm_status solve_run_read(solve_job *job, json_t *result, double *seconds, vbm_error *err)
 {
     vbm_codes codes = {job->T, job->C, job->mu, job->s2};
     vbm_addresses addr;
-    vbm_error verr;
     long dims[2];
     double *z, t0;
     vbm_status st;
 
     z = vbm_calloc((size_t)job->T * (size_t)job->C, sizeof(double));
     if (z == NULL)
-        return solve_fail(err, VBM_ENOMEM, "codes", "out of memory for %ld codes", job->T);
+        return vbm_fail(err, VBM_ENOMEM, "codes", "out of memory for %ld codes", job->T);
     memset(&addr, 0, sizeof addr);
-    verr.msg[0] = '\0';
     t0 = solve_now();
-    st = vbm_read(job->mem, &codes, job->opts.seed, z, &addr, &verr);
+    st = vbm_read(job->mem, &codes, job->opts.seed, z, &addr, err);
     *seconds = solve_now() - t0;
     if (st != VBM_OK) {
-        solve_fail_lib(err, st, "read", verr.msg);
+        solve_lib_failed(err, st, "read");
     } else {
         dims[0] = job->T;
         dims[1] = job->C;
@@ -1016,7 +746,7 @@ static vbm_status solve_run_read(solve_job *job, json_t *result, double *seconds
 }
 
 /* Run the parsed job, filling result (owned by the caller). */
-static vbm_status solve_run(solve_job *job, json_t *result, solve_error *err)
+static vbm_status solve_run(solve_job *job, json_t *result, vbm_error *err)
 {
     double seconds = 0.0, t0;
     vbm_status st;
@@ -1112,7 +842,7 @@ static vbm_status solve_dump(const json_t *v, char **text)
 }
 
 /* Print the error object of err on stdout. Returns 0, or -1 on an output error. */
-static int solve_print_error(const solve_error *err)
+static int solve_print_error(const vbm_error *err)
 {
     json_t *root = json_object(), *e = json_object();
     char *text = NULL;
@@ -1146,11 +876,13 @@ static int solve_print_error(const solve_error *err)
 /* Load the job from path (stdin when NULL). Returns 0 with *job set, 1 after an
  * I/O error (reported on stderr), 2 after a parse error or out of memory (in
  * *err). */
-static int solve_load(const char *path, json_t **job, solve_error *err)
+static int solve_load(const char *path, json_t **job, vbm_error *err)
 {
     FILE *fp = stdin;
     json_error_t jerr;
-    int io_error;
+    char *text = NULL, *grown;
+    size_t len = 0, cap = 0, got;
+    int io_error, oom = 0;
 
     *job = NULL;
     if (path != NULL) {
@@ -1160,24 +892,45 @@ static int solve_load(const char *path, json_t **job, solve_error *err)
             return 1;
         }
     }
-    *job = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
+    for (;;) {
+        if (len == cap) {
+            cap = cap > 0 ? 2 * cap : 65536;
+            grown = realloc(text, cap);
+            if (grown == NULL) {
+                oom = 1;
+                break;
+            }
+            text = grown;
+        }
+        got = fread(text + len, 1, cap - len, fp);
+        len += got;
+        if (got == 0)
+            break;
+    }
     io_error = ferror(fp);
     if (fp != stdin)
         fclose(fp);
     if (io_error) {
-        json_decref(*job);
-        *job = NULL;
+        free(text);
         fprintf(stderr, "vbmem-solve: error reading %s\n", path != NULL ? path : "stdin");
         return 1;
+    }
+    memset(&jerr, 0, sizeof jerr);
+    if (!oom && wire_parse(text != NULL ? text : "", len, JSON_REJECT_DUPLICATES, job, &jerr) != 0)
+        *job = NULL;
+    free(text);
+    if (oom) {
+        vbm_fail(err, VBM_ENOMEM, NULL, "job: out of memory reading the JSON input");
+        return 2;
     }
     /* jansson reports some allocation failures with no text and line -1 */
     if (*job == NULL
         && (json_error_code(&jerr) == json_error_out_of_memory || jerr.text[0] == '\0')) {
-        solve_fail(err, VBM_ENOMEM, NULL, "job: out of memory reading the JSON input");
+        vbm_fail(err, VBM_ENOMEM, NULL, "job: out of memory reading the JSON input");
         return 2;
     }
     if (*job == NULL) {
-        solve_fail(err, VBM_EFORMAT, NULL, "job: invalid JSON at line %d, column %d: %s",
+        vbm_fail(err, VBM_EFORMAT, NULL, "job: invalid JSON at line %d, column %d: %s",
                    jerr.line, jerr.column, jerr.text);
         return 2;
     }
@@ -1189,7 +942,7 @@ static int solve_load(const char *path, json_t **job, solve_error *err)
 int main(int argc, char **argv)
 {
     const char *path = NULL;
-    solve_error err;
+    vbm_error err;
     solve_job job;
     json_t *root = NULL, *result = NULL;
     char *text;
@@ -1226,7 +979,7 @@ int main(int argc, char **argv)
     if (st == VBM_OK) {
         result = json_object();
         if (result == NULL)
-            st = solve_fail(&err, VBM_ENOMEM, NULL, "out of memory building the result");
+            st = vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory building the result");
     }
     if (st == VBM_OK)
         st = solve_run(&job, result, &err);
@@ -1241,7 +994,7 @@ int main(int argc, char **argv)
     st = solve_dump(result, &text);
     json_decref(result);
     if (st != VBM_OK) {
-        solve_fail(&err, VBM_ENOMEM, NULL, "out of memory encoding the result");
+        vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory encoding the result");
         return solve_print_error(&err) == 0 ? SOLVE_EXIT_JOB : SOLVE_EXIT_IO;
     }
     rc = fputs(text, stdout) < 0 || fflush(stdout) != 0;

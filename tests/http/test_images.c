@@ -34,7 +34,7 @@ static float *img_pattern(const img_shape *s, int seed)
 START_TEST(test_png_round_trip)
 {
     const img_shape *shapes[] = {&GREY, &RGB};
-    char msg[256];
+    vbm_error perr;
     int k;
 
     for (k = 0; k < 2; k++) {
@@ -44,8 +44,8 @@ START_TEST(test_png_round_trip)
         unsigned char *png = NULL;
         size_t len = 0;
 
-        ck_assert_int_eq(img_png_encode(x, s, &png, &len, msg, sizeof msg), 0);
-        ck_assert_int_eq(img_png_decode(png, len, s, y, msg, sizeof msg), 0);
+        ck_assert_int_eq(img_png_encode(x, s, &png, &len, &perr), 0);
+        ck_assert_int_eq(img_png_decode(png, len, s, y, &perr), 0);
         for (i = 0; i < n; i++)
             ck_assert_float_eq(x[i], y[i]); /* (v + 0.5) / 256 -> v -> (v + 0.5) / 256 exactly */
         free(png);
@@ -62,39 +62,39 @@ START_TEST(test_png_conversions_and_refusals)
     float *colour = img_pattern(&rgb28, 4);
     unsigned char *png = NULL, *cpng = NULL;
     size_t len = 0, clen = 0, i;
-    char msg[256];
+    vbm_error perr;
 
-    ck_assert_int_eq(img_png_encode(grey, &GREY, &png, &len, msg, sizeof msg), 0);
+    ck_assert_int_eq(img_png_encode(grey, &GREY, &png, &len, &perr), 0);
     /* grey into an RGB model: replicated */
-    ck_assert_int_eq(img_png_decode(png, len, &rgb28, out, msg, sizeof msg), 0);
+    ck_assert_int_eq(img_png_decode(png, len, &rgb28, out, &perr), 0);
     for (i = 0; i < 28 * 28; i++) {
         ck_assert_float_eq(out[i], grey[i]);
         ck_assert_float_eq(out[28 * 28 + i], grey[i]);
         ck_assert_float_eq(out[2 * 28 * 28 + i], grey[i]);
     }
     /* wrong size */
-    ck_assert_int_eq(img_png_decode(png, len, &small, out, msg, sizeof msg), -1);
-    ck_assert_ptr_nonnull(strstr(msg, "28x28"));
+    ck_assert_int_eq(img_png_decode(png, len, &small, out, &perr), -1);
+    ck_assert_ptr_nonnull(strstr(perr.msg, "28x28"));
     /* a model of 4 channels cannot take PNG */
-    ck_assert_int_eq(img_png_decode(png, len, &four, out, msg, sizeof msg), -1);
-    ck_assert_int_eq(img_png_encode(grey, &four, &cpng, &clen, msg, sizeof msg), -1);
+    ck_assert_int_eq(img_png_decode(png, len, &four, out, &perr), -1);
+    ck_assert_int_eq(img_png_encode(grey, &four, &cpng, &clen, &perr), -1);
     /* a colourful RGB image into a grey model: refused */
-    ck_assert_int_eq(img_png_encode(colour, &rgb28, &cpng, &clen, msg, sizeof msg), 0);
-    ck_assert_int_eq(img_png_decode(cpng, clen, &GREY, out, msg, sizeof msg), -1);
-    ck_assert_ptr_nonnull(strstr(msg, "colour"));
+    ck_assert_int_eq(img_png_encode(colour, &rgb28, &cpng, &clen, &perr), 0);
+    ck_assert_int_eq(img_png_decode(cpng, clen, &GREY, out, &perr), -1);
+    ck_assert_ptr_nonnull(strstr(perr.msg, "colour"));
     /* a grey RGB image (R = G = B) into a grey model: accepted */
     free(cpng);
     memcpy(colour + 28 * 28, colour, 28 * 28 * sizeof *colour);
     memcpy(colour + 2 * 28 * 28, colour, 28 * 28 * sizeof *colour);
-    ck_assert_int_eq(img_png_encode(colour, &rgb28, &cpng, &clen, msg, sizeof msg), 0);
-    ck_assert_int_eq(img_png_decode(cpng, clen, &GREY, out, msg, sizeof msg), 0);
+    ck_assert_int_eq(img_png_encode(colour, &rgb28, &cpng, &clen, &perr), 0);
+    ck_assert_int_eq(img_png_decode(cpng, clen, &GREY, out, &perr), 0);
     for (i = 0; i < 28 * 28; i++)
         ck_assert_float_eq(out[i], colour[i]);
     /* not a PNG */
-    ck_assert_int_eq(img_png_decode((const unsigned char *)"GIF89a....", 10, &GREY, out, msg,
-                                    sizeof msg), -1);
-    ck_assert_ptr_nonnull(strstr(msg, "signature"));
-    ck_assert_int_eq(img_png_decode(png, 3, &GREY, out, msg, sizeof msg), -1);
+    ck_assert_int_eq(img_png_decode((const unsigned char *)"GIF89a....", 10, &GREY, out,
+                                    &perr), -1);
+    ck_assert_ptr_nonnull(strstr(perr.msg, "signature"));
+    ck_assert_int_eq(img_png_decode(png, 3, &GREY, out, &perr), -1);
     free(png);
     free(cpng);
     free(grey);
@@ -108,15 +108,15 @@ START_TEST(test_png_truncations_and_bit_flips)
     float *x = img_pattern(&GREY, 9), *out = malloc(28 * 28 * sizeof *out);
     unsigned char *png = NULL, *bad;
     size_t len = 0, cut;
-    char msg[256];
+    vbm_error perr;
     rng_t r;
     int i, k, fails = 0;
 
-    ck_assert_int_eq(img_png_encode(x, &GREY, &png, &len, msg, sizeof msg), 0);
+    ck_assert_int_eq(img_png_encode(x, &GREY, &png, &len, &perr), 0);
     for (cut = 0; cut < len; cut++) {
-        msg[0] = '\0';
-        ck_assert_int_eq(img_png_decode(png, cut, &GREY, out, msg, sizeof msg), -1);
-        ck_assert(msg[0] != '\0');
+        perr.msg[0] = '\0';
+        ck_assert_int_eq(img_png_decode(png, cut, &GREY, out, &perr), -1);
+        ck_assert(perr.msg[0] != '\0');
     }
     bad = malloc(len);
     rng_seed(&r, 7);
@@ -124,7 +124,7 @@ START_TEST(test_png_truncations_and_bit_flips)
         memcpy(bad, png, len);
         for (k = 0; k < 1 + i % 4; k++)
             bad[8 + rng_below(&r, len - 8)] ^= (unsigned char)(1u << rng_below(&r, 8));
-        if (img_png_decode(bad, len, &GREY, out, msg, sizeof msg) != 0)
+        if (img_png_decode(bad, len, &GREY, out, &perr) != 0)
             fails++;
     }
     ck_assert_int_gt(fails, 2000); /* CRCs catch nearly every flip; none may crash */
@@ -148,7 +148,7 @@ START_TEST(test_observation_forms)
     for (i = 0; i < 2 * 784; i++)
         vals[i] = 0.25f;
     vals[784 + 2 * 28 + 5] = NAN;
-    b64 = codec_b64_encode((const unsigned char *)vals, sizeof vals);
+    b64 = wire_b64_encode((const unsigned char *)vals, sizeof vals);
     v = json_pack("{s:s, s:[i, i, i, i], s:s}", "dtype", "float32", "shape", 2, 1, 28, 28, "data",
                   b64);
     ck_assert_int_eq(img_read(v, "observations", &GREY, 10, &x, &n, &err), VBM_EINVAL);
@@ -160,7 +160,7 @@ START_TEST(test_observation_forms)
     /* the frame limit */
     for (i = 0; i < 784; i++)
         u8[i] = (unsigned char)i;
-    b64 = codec_b64_encode(u8, sizeof u8);
+    b64 = wire_b64_encode(u8, sizeof u8);
     v = json_pack("{s:s, s:[i, i, i, i], s:s}", "dtype", "uint8", "shape", 1, 1, 28, 28, "data",
                   b64);
     ck_assert_int_eq(img_read(v, "observations", &GREY, 10, &x, &n, &err), VBM_OK);

@@ -58,17 +58,17 @@ START_TEST(test_base64)
     int i;
 
     for (i = 0; i < 7; i++) {
-        e = codec_b64_encode((const unsigned char *)plain[i], strlen(plain[i]));
+        e = wire_b64_encode((const unsigned char *)plain[i], strlen(plain[i]));
         ck_assert_str_eq(e, enc[i]);
         free(e);
-        ck_assert_int_eq(codec_b64_decode(enc[i], strlen(enc[i]), &out, &len), 0);
+        ck_assert_int_eq(wire_b64_decode(enc[i], strlen(enc[i]), &out, &len), 0);
         ck_assert_uint_eq(len, strlen(plain[i]));
         ck_assert(memcmp(out, plain[i], len) == 0);
         free(out);
     }
-    ck_assert_int_eq(codec_b64_decode("Zm9", 3, &out, &len), -1);
-    ck_assert_int_eq(codec_b64_decode("Zm9*", 4, &out, &len), -1);
-    ck_assert_int_eq(codec_b64_decode("Z===", 4, &out, &len), -1);
+    ck_assert_int_eq(wire_b64_decode("Zm9", 3, &out, &len), -1);
+    ck_assert_int_eq(wire_b64_decode("Zm9*", 4, &out, &len), -1);
+    ck_assert_int_eq(wire_b64_decode("Z===", 4, &out, &len), -1);
 }
 END_TEST
 
@@ -77,7 +77,7 @@ static void parse_both(const char *body, int expect_ok)
 {
     json_error_t e1, e2;
     json_t *a = NULL, *b = json_loadb(body, strlen(body), JSON_REJECT_DUPLICATES, &e2);
-    int rc = codec_parse_body(body, strlen(body), JSON_REJECT_DUPLICATES, &a, &e1);
+    int rc = wire_parse(body, strlen(body), JSON_REJECT_DUPLICATES, &a, &e1);
 
     ck_assert_int_eq(rc == 0, expect_ok);
     ck_assert_int_eq(b != NULL, expect_ok);
@@ -135,29 +135,29 @@ START_TEST(test_codec_codes)
                       "\"data\": \"AACAPwAAAMAAAAA/AABAQA==\"}, \"sigma2\": 0.25}";
     json_error_t jerr;
     json_t *v = json_loads(doc, 0, &jerr), *w;
-    codec_codes c;
+    wire_codes c;
     vbm_error err;
 
     ck_assert_ptr_nonnull(v);
-    ck_assert_int_eq(codec_read_codes(v, "codes", 100, 100, &c, &err), VBM_OK);
+    ck_assert_int_eq(wire_read_codes(v, "codes", 100, 100, &c, &err), VBM_OK);
     ck_assert_int_eq(c.T, 2);
     ck_assert_int_eq(c.C, 2);
     ck_assert(c.mu[0] == 1.0 && c.mu[1] == -2.0 && c.mu[2] == 0.5 && c.mu[3] == 3.0);
     ck_assert(c.s2[3] == 0.25);
-    codec_codes_free(&c);
-    ck_assert_int_eq(codec_read_codes(v, "codes", 1, 100, &c, &err), VBM_EINVAL);
+    wire_codes_free(&c);
+    ck_assert_int_eq(wire_read_codes(v, "codes", 1, 100, &c, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "codes.mu.shape");
     json_decref(v);
     w = json_loads("{\"mu\": [[1, 2], [3]]}", 0, &jerr);
-    ck_assert_int_eq(codec_read_codes(w, "q", 100, 100, &c, &err), VBM_EINVAL);
+    ck_assert_int_eq(wire_read_codes(w, "q", 100, 100, &c, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "q.mu[1]");
     json_decref(w);
     w = json_loads("{\"mu\": [[1, 2]], \"sigma2\": [[1, -1]]}", 0, &jerr);
-    ck_assert_int_eq(codec_read_codes(w, "codes", 100, 100, &c, &err), VBM_EINVAL);
+    ck_assert_int_eq(wire_read_codes(w, "codes", 100, 100, &c, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "codes.sigma2[0][1]");
     json_decref(w);
     w = json_loads("{\"mu\": [[1, 2]], \"extra\": 1}", 0, &jerr);
-    ck_assert_int_eq(codec_read_codes(w, "codes", 100, 100, &c, &err), VBM_EINVAL);
+    ck_assert_int_eq(wire_read_codes(w, "codes", 100, 100, &c, &err), VBM_EINVAL);
     ck_assert_str_eq(err.field, "codes.extra");
     json_decref(w);
 }
