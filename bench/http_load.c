@@ -18,13 +18,19 @@
 
 #define LOAD_MAX_CLIENTS 256
 
-typedef enum { MODE_WRITE_JSON, MODE_WRITE_B64, MODE_SAMPLES, MODE_APPEND_B64, MODE_SAMPLES_B64 } load_mode;
+typedef enum {
+    MODE_WRITE_JSON,
+    MODE_WRITE_B64,
+    MODE_SAMPLES,
+    MODE_APPEND_B64,
+    MODE_SAMPLES_B64
+} load_mode;
 
 typedef struct {
     int port;
     int clients;
-    long requests;   /* total, across clients */
-    double seconds;  /* wall-clock bound */
+    long requests;  /* total, across clients */
+    double seconds; /* wall-clock bound */
     load_mode mode;
     int T, C, H, K, iterations, samples;
 } load_opts;
@@ -39,11 +45,11 @@ typedef struct {
     const load_opts *o;
     int id;
     char session[40];
-    char *request;       /* the prepared request bytes */
+    char *request; /* the prepared request bytes */
     size_t request_len;
-    double *lat;         /* seconds per completed request */
+    double *lat; /* seconds per completed request */
     long n, ok, errors;
-    double solve_sum;    /* sum of the server-reported timings.solve_s */
+    double solve_sum; /* sum of the server-reported timings.solve_s */
     long solve_n;
     long quota;
     double deadline;
@@ -159,8 +165,9 @@ static char *load_request(const char *method, const char *path, const load_buf *
 {
     load_buf b = {NULL, 0, 0};
 
-    load_printf(&b, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                    "Content-Length: %zu\r\n\r\n",
+    load_printf(&b,
+                "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                "Content-Length: %zu\r\n\r\n",
                 method, path, body != NULL ? body->len : 0);
     if (body != NULL)
         load_append(&b, body->s, body->len);
@@ -194,12 +201,16 @@ static void load_b64(load_buf *b, const unsigned char *d, size_t n)
 
     for (i = 0; i + 2 < n; i += 3) {
         v = (unsigned)d[i] << 16 | (unsigned)d[i + 1] << 8 | d[i + 2];
-        q[0] = tbl[v >> 18]; q[1] = tbl[(v >> 12) & 63]; q[2] = tbl[(v >> 6) & 63]; q[3] = tbl[v & 63];
+        q[0] = tbl[v >> 18];
+        q[1] = tbl[(v >> 12) & 63];
+        q[2] = tbl[(v >> 6) & 63];
+        q[3] = tbl[v & 63];
         load_append(b, q, 4);
     }
     if (i < n) {
         v = (unsigned)d[i] << 16 | (i + 1 < n ? (unsigned)d[i + 1] << 8 : 0u);
-        q[0] = tbl[v >> 18]; q[1] = tbl[(v >> 12) & 63];
+        q[0] = tbl[v >> 18];
+        q[1] = tbl[(v >> 12) & 63];
         q[2] = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
         q[3] = '=';
         load_append(b, q, 4);
@@ -258,7 +269,8 @@ static int load_setup(load_client *cl)
     fd = load_connect(o->port);
     if (fd < 0)
         return -1;
-    load_printf(&body, "{\"code_size\":%d,\"memory\":{\"kind\":\"mixture\",\"clusters\":%d,\"rows\":%d}}",
+    load_printf(&body,
+                "{\"code_size\":%d,\"memory\":{\"kind\":\"mixture\",\"clusters\":%d,\"rows\":%d}}",
                 o->C, o->H, o->K);
     req = load_request("POST", "/v1/sessions", &body, &len);
     st = load_roundtrip(fd, req, len, &resp);
@@ -355,27 +367,47 @@ int main(int argc, char **argv)
     int i;
 
     for (i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--port") == 0) o.port = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--clients") == 0) o.clients = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--requests") == 0) o.requests = atol(argv[i + 1]);
-        else if (strcmp(argv[i], "--seconds") == 0) o.seconds = atof(argv[i + 1]);
-        else if (strcmp(argv[i], "--T") == 0) o.T = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--C") == 0) o.C = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--H") == 0) o.H = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--K") == 0) o.K = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--iterations") == 0) o.iterations = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--samples") == 0) o.samples = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--port") == 0)
+            o.port = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--clients") == 0)
+            o.clients = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--requests") == 0)
+            o.requests = atol(argv[i + 1]);
+        else if (strcmp(argv[i], "--seconds") == 0)
+            o.seconds = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--T") == 0)
+            o.T = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--C") == 0)
+            o.C = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--H") == 0)
+            o.H = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--K") == 0)
+            o.K = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--iterations") == 0)
+            o.iterations = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--samples") == 0)
+            o.samples = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--mode") == 0) {
-            if (strcmp(argv[i + 1], "write-json") == 0) o.mode = MODE_WRITE_JSON;
-            else if (strcmp(argv[i + 1], "write-b64") == 0) o.mode = MODE_WRITE_B64;
-            else if (strcmp(argv[i + 1], "append-b64") == 0) o.mode = MODE_APPEND_B64;
-            else if (strcmp(argv[i + 1], "samples") == 0) o.mode = MODE_SAMPLES;
-            else if (strcmp(argv[i + 1], "samples-b64") == 0) o.mode = MODE_SAMPLES_B64;
-            else { fprintf(stderr, "bench-http: unknown mode %s\n", argv[i + 1]); return 2; }
+            if (strcmp(argv[i + 1], "write-json") == 0)
+                o.mode = MODE_WRITE_JSON;
+            else if (strcmp(argv[i + 1], "write-b64") == 0)
+                o.mode = MODE_WRITE_B64;
+            else if (strcmp(argv[i + 1], "append-b64") == 0)
+                o.mode = MODE_APPEND_B64;
+            else if (strcmp(argv[i + 1], "samples") == 0)
+                o.mode = MODE_SAMPLES;
+            else if (strcmp(argv[i + 1], "samples-b64") == 0)
+                o.mode = MODE_SAMPLES_B64;
+            else {
+                fprintf(stderr, "bench-http: unknown mode %s\n", argv[i + 1]);
+                return 2;
+            }
         } else {
-            fprintf(stderr, "usage: bench-http --port P [--clients N] [--requests N] [--seconds S]\n"
-                            "  [--mode write-json|write-b64|append-b64|samples|samples-b64] [--T --C --H --K]\n"
-                            "  [--iterations N] [--samples N]\n");
+            fprintf(
+                stderr,
+                "usage: bench-http --port P [--clients N] [--requests N] [--seconds S]\n"
+                "  [--mode write-json|write-b64|append-b64|samples|samples-b64] [--T --C --H --K]\n"
+                "  [--iterations N] [--samples N]\n");
             return 2;
         }
     }
@@ -418,19 +450,22 @@ int main(int argc, char **argv)
         k += cls[i].n;
     }
     qsort(all, (size_t)total, sizeof(double), load_cmp);
-    printf("{\"mode\":\"%s\",\"clients\":%d,\"requests\":%ld,\"ok\":%ld,\"errors\":%ld,"
-           "\"seconds\":%.3f,\"rps\":%.1f,\"p50_ms\":%.2f,\"p99_ms\":%.2f,\"max_ms\":%.2f,"
-           "\"request_bytes\":%zu,\"T\":%d,\"C\":%d,\"H\":%d,\"K\":%d,\"iterations\":%d,"
-           "\"samples_per_s\":%.0f,\"mean_solve_ms\":%.2f}\n",
-           o.mode == MODE_WRITE_JSON ? "write-json" : o.mode == MODE_WRITE_B64 ? "write-b64"
-           : o.mode == MODE_APPEND_B64 ? "append-b64" : o.mode == MODE_SAMPLES ? "samples"
-                                                                 : "samples-b64",
-           o.clients, total, ok, errors, wall, ok / wall,
-           total ? 1000.0 * all[(size_t)(0.50 * (double)(total - 1))] : 0.0,
-           total ? 1000.0 * all[(size_t)(0.99 * (double)(total - 1))] : 0.0,
-           total ? 1000.0 * all[total - 1] : 0.0, cls[0].request_len, o.T, o.C, o.H, o.K,
-           o.iterations, o.mode == MODE_SAMPLES || o.mode == MODE_SAMPLES_B64 ? ok * (double)o.samples / wall : 0.0,
-           solve_n > 0 ? 1000.0 * solve_sum / (double)solve_n : 0.0);
+    printf(
+        "{\"mode\":\"%s\",\"clients\":%d,\"requests\":%ld,\"ok\":%ld,\"errors\":%ld,"
+        "\"seconds\":%.3f,\"rps\":%.1f,\"p50_ms\":%.2f,\"p99_ms\":%.2f,\"max_ms\":%.2f,"
+        "\"request_bytes\":%zu,\"T\":%d,\"C\":%d,\"H\":%d,\"K\":%d,\"iterations\":%d,"
+        "\"samples_per_s\":%.0f,\"mean_solve_ms\":%.2f}\n",
+        o.mode == MODE_WRITE_JSON   ? "write-json"
+        : o.mode == MODE_WRITE_B64  ? "write-b64"
+        : o.mode == MODE_APPEND_B64 ? "append-b64"
+        : o.mode == MODE_SAMPLES    ? "samples"
+                                    : "samples-b64",
+        o.clients, total, ok, errors, wall, ok / wall,
+        total ? 1000.0 * all[(size_t)(0.50 * (double)(total - 1))] : 0.0,
+        total ? 1000.0 * all[(size_t)(0.99 * (double)(total - 1))] : 0.0,
+        total ? 1000.0 * all[total - 1] : 0.0, cls[0].request_len, o.T, o.C, o.H, o.K, o.iterations,
+        o.mode == MODE_SAMPLES || o.mode == MODE_SAMPLES_B64 ? ok * (double)o.samples / wall : 0.0,
+        solve_n > 0 ? 1000.0 * solve_sum / (double)solve_n : 0.0);
     for (i = 0; i < o.clients; i++) {
         free(cls[i].lat);
         free(cls[i].request);

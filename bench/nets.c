@@ -40,25 +40,17 @@ typedef struct {
 
 /* ---- FLOPs of a layer list (multiply-adds x 2 of the GEMM-shaped layers) ---- */
 
-static double seq_flops(const nets_seq *s) {
+static double seq_flops(const nets_seq *s)
+{
     double f = 0;
     for (int i = 0; i < s->n; i++) {
         const nets_layer *L = &s->layers[i];
         switch (L->type) {
-        case NETS_L_CONV2D:
-            f += 2.0 * L->cout * L->cin * L->k * L->k * L->out.h * L->out.w;
-            break;
-        case NETS_L_CONVT2D:
-            f += 2.0 * L->cout * L->cin * L->k * L->k * L->in.h * L->in.w;
-            break;
-        case NETS_L_DENSE:
-            f += 2.0 * L->cout * L->cin;
-            break;
-        case NETS_L_RESIDUAL:
-            f += seq_flops(L->body);
-            break;
-        default:
-            break;
+        case NETS_L_CONV2D: f += 2.0 * L->cout * L->cin * L->k * L->k * L->out.h * L->out.w; break;
+        case NETS_L_CONVT2D: f += 2.0 * L->cout * L->cin * L->k * L->k * L->in.h * L->in.w; break;
+        case NETS_L_DENSE: f += 2.0 * L->cout * L->cin; break;
+        case NETS_L_RESIDUAL: f += seq_flops(L->body); break;
+        default: break;
         }
     }
     return f;
@@ -75,8 +67,9 @@ typedef struct {
     rng_t rng;
 } tensor_list;
 
-static void add_tensor(tensor_list *t, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
-                       double fill_mean, double fill_sd) {
+static void add_tensor(tensor_list *t, const char *name, int ndim, int64_t d0, int64_t d1,
+                       int64_t d2, int64_t d3, double fill_mean, double fill_sd)
+{
     int i = t->n++;
     snprintf(t->names[i], sizeof t->names[i], "%s", name);
     t->ndim[i] = ndim;
@@ -87,11 +80,13 @@ static void add_tensor(tensor_list *t, const char *name, int ndim, int64_t d0, i
         count *= d[k];
     }
     t->data[i] = malloc(sizeof(float) * count);
-    for (long j = 0; j < count; j++) t->data[i][j] = (float)(fill_mean + fill_sd * rng_normal(&t->rng));
+    for (long j = 0; j < count; j++)
+        t->data[i][j] = (float)(fill_mean + fill_sd * rng_normal(&t->rng));
 }
 
-static json_t *L_conv(tensor_list *t, const char *name, int cin, int cout, int k, int s, const char *pad,
-                      int transpose) {
+static json_t *L_conv(tensor_list *t, const char *name, int cin, int cout, int k, int s,
+                      const char *pad, int transpose)
+{
     char w[80], b[80];
     snprintf(w, sizeof w, "%s.weight", name);
     snprintf(b, sizeof b, "%s.bias", name);
@@ -101,11 +96,13 @@ static json_t *L_conv(tensor_list *t, const char *name, int cin, int cout, int k
     else
         add_tensor(t, w, 4, cout, cin, k, k, 0.0, sd);
     add_tensor(t, b, 1, cout, 0, 0, 0, 0.0, 0.01);
-    return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:s}", "type", transpose ? "conv_transpose2d" : "conv2d", "name", name,
-                     "in", cin, "out", cout, "kernel", k, "stride", s, "padding", pad);
+    return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:s}", "type",
+                     transpose ? "conv_transpose2d" : "conv2d", "name", name, "in", cin, "out",
+                     cout, "kernel", k, "stride", s, "padding", pad);
 }
 
-static json_t *L_dense(tensor_list *t, const char *name, int in, int out) {
+static json_t *L_dense(tensor_list *t, const char *name, int in, int out)
+{
     char w[80], b[80];
     snprintf(w, sizeof w, "%s.weight", name);
     snprintf(b, sizeof b, "%s.bias", name);
@@ -114,18 +111,20 @@ static json_t *L_dense(tensor_list *t, const char *name, int in, int out) {
     return json_pack("{s:s,s:s,s:i,s:i}", "type", "dense", "name", name, "in", in, "out", out);
 }
 
-static json_t *L_gn(tensor_list *t, const char *name, int groups, int ch) {
+static json_t *L_gn(tensor_list *t, const char *name, int groups, int ch)
+{
     char w[80], b[80];
     snprintf(w, sizeof w, "%s.weight", name);
     snprintf(b, sizeof b, "%s.bias", name);
     add_tensor(t, w, 1, ch, 0, 0, 0, 1.0, 0.0);
     add_tensor(t, b, 1, ch, 0, 0, 0, 0.0, 0.0);
-    return json_pack("{s:s,s:s,s:i,s:i,s:f}", "type", "group_norm", "name", name, "groups", groups, "channels", ch,
-                     "eps", 1e-5);
+    return json_pack("{s:s,s:s,s:i,s:i,s:f}", "type", "group_norm", "name", name, "groups", groups,
+                     "channels", ch, "eps", 1e-5);
 }
 
 /* Pre-activation residual block: x + conv(swish(gn(conv(swish(gn(x)))))), as train/vbmtrain/nets.py. */
-static json_t *L_res(tensor_list *t, const char *name, int ch, int groups) {
+static json_t *L_res(tensor_list *t, const char *name, int ch, int groups)
+{
     char n1[80], n2[80], n3[80], n4[80];
     snprintf(n1, sizeof n1, "%s.gn1", name);
     snprintf(n2, sizeof n2, "%s.conv1", name);
@@ -143,7 +142,8 @@ static json_t *L_res(tensor_list *t, const char *name, int ch, int groups) {
 
 /* Write the F.2.1 architecture for 32x32x3 (F = 64, C = 200, 8 groups, Swish), the layer list
  * train/vbmtrain/nets.py's default_architecture produces, with random weights. */
-static int write_cifar_model(const char *path) {
+static int write_cifar_model(const char *path)
+{
     const int F = 64, C = 200, G = 8, H = 32, W = 32, CH = 3;
     tensor_list *t = calloc(1, sizeof *t);
     rng_seed(&t->rng, 12345);
@@ -173,29 +173,39 @@ static int write_cifar_model(const char *path) {
         snprintf(nm, sizeof nm, "dec.up%d", i);
         json_array_append_new(dec, L_conv(t, nm, F, F, 4, 2, "same", 1));
     }
-    json_array_append_new(dec, json_pack("{s:s,s:i,s:i}", "type", "center_crop", "height", H, "width", W));
+    json_array_append_new(
+        dec, json_pack("{s:s,s:i,s:i}", "type", "center_crop", "height", H, "width", W));
     json_array_append_new(dec, json_pack("{s:s}", "type", "swish"));
     json_array_append_new(dec, L_conv(t, "dec.head", F, 2 * CH, 1, 1, "valid", 0));
-    json_t *arch = json_pack("{s:{s:i,s:i,s:i,s:s,s:f},s:i,s:f,s:f,s:o,s:o}", "observation", "channels", CH, "height",
-                             H, "width", W, "likelihood", "gaussian", "min_scale", 1e-3, "code_size", C,
-                             "log_sigma_min", -9.0, "log_sigma_max", 4.0, "encoder", enc, "decoder", dec);
+    json_t *arch =
+        json_pack("{s:{s:i,s:i,s:i,s:s,s:f},s:i,s:f,s:f,s:o,s:o}", "observation", "channels", CH,
+                  "height", H, "width", W, "likelihood", "gaussian", "min_scale", 1e-3, "code_size",
+                  C, "log_sigma_min", -9.0, "log_sigma_max", 4.0, "encoder", enc, "decoder", dec);
     char *arch_s = json_dumps(arch, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(arch);
-    const char *meta[] = {"vbmem.format", "vbmem-model", "vbmem.format_version", "1", "vbmem.architecture", arch_s,
-                          "vbmem.memory",
-                          "{\"kind\":\"mixture\",\"clusters\":10,\"rows\":6,\"groups\":1,\"iterations\":10,"
-                          "\"sigma_z2\":1.2,\"u0\":0.4,\"sigma2_b0\":2.4,\"s_floor\":1e-6,\"episode_length\":64}",
-                          "vbmem.provenance",
-                          "{\"dataset\":\"random\",\"trainer\":\"bench/nets.c\",\"note\":\"random weights, "
-                          "App. F.2.1 CIFAR architecture for benchmarking\"}"};
+    const char *meta[] = {
+        "vbmem.format",
+        "vbmem-model",
+        "vbmem.format_version",
+        "1",
+        "vbmem.architecture",
+        arch_s,
+        "vbmem.memory",
+        "{\"kind\":\"mixture\",\"clusters\":10,\"rows\":6,\"groups\":1,\"iterations\":10,"
+        "\"sigma_z2\":1.2,\"u0\":0.4,\"sigma2_b0\":2.4,\"s_floor\":1e-6,\"episode_length\":64}",
+        "vbmem.provenance",
+        "{\"dataset\":\"random\",\"trainer\":\"bench/nets.c\",\"note\":\"random weights, "
+        "App. F.2.1 CIFAR architecture for benchmarking\"}"};
     st_input in[128];
-    for (int i = 0; i < t->n; i++) in[i] = (st_input){t->names[i], t->ndim[i], t->shape[i], t->data[i]};
+    for (int i = 0; i < t->n; i++)
+        in[i] = (st_input){t->names[i], t->ndim[i], t->shape[i], t->data[i]};
     unsigned char *buf;
     size_t len;
     vbm_error err;
     vbm_status rc = st_build(in, (size_t)t->n, meta, 5, &buf, &len, &err);
     free(arch_s);
-    for (int i = 0; i < t->n; i++) free(t->data[i]);
+    for (int i = 0; i < t->n; i++)
+        free(t->data[i]);
     free(t);
     if (rc != VBM_OK) {
         fprintf(stderr, "bench-nets: %s\n", err.msg);
@@ -204,7 +214,8 @@ static int write_cifar_model(const char *path) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(buf, 1, len, f) != len) {
         fprintf(stderr, "bench-nets: cannot write %s\n", path);
-        if (f) fclose(f);
+        if (f)
+            fclose(f);
         free(buf);
         return -1;
     }
@@ -224,7 +235,8 @@ typedef struct {
     char version[32];
 } torch_proc;
 
-static int torch_start(const bench_opts *o, const char *model, torch_proc *tp) {
+static int torch_start(const bench_opts *o, const char *model, torch_proc *tp)
+{
     memset(tp, 0, sizeof *tp);
     char script[4096], frames[32], threads[32];
     snprintf(script, sizeof script, "%s/bench/ref/nets_torch.py", o->root);
@@ -235,7 +247,8 @@ static int torch_start(const bench_opts *o, const char *model, torch_proc *tp) {
     snprintf(frames, sizeof frames, "%ld", o->frames);
     snprintf(threads, sizeof threads, "%d", o->threads);
     int in[2], out[2];
-    if (pipe(in) != 0) return -1;
+    if (pipe(in) != 0)
+        return -1;
     if (pipe(out) != 0) {
         close(in[0]);
         close(in[1]);
@@ -243,7 +256,8 @@ static int torch_start(const bench_opts *o, const char *model, torch_proc *tp) {
     }
     fflush(stdout);
     pid_t pid = fork();
-    if (pid < 0) return -1;
+    if (pid < 0)
+        return -1;
     if (pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
@@ -252,8 +266,8 @@ static int torch_start(const bench_opts *o, const char *model, torch_proc *tp) {
         close(out[0]);
         close(out[1]);
         setenv("OMP_NUM_THREADS", threads, 1);
-        execl("/usr/bin/python3", "python3", script, model, "--frames", frames, "--threads", threads, "--serve",
-              (char *)NULL);
+        execl("/usr/bin/python3", "python3", script, model, "--frames", frames, "--threads",
+              threads, "--serve", (char *)NULL);
         _exit(127);
     }
     close(in[0]);
@@ -279,16 +293,23 @@ static int torch_start(const bench_opts *o, const char *model, torch_proc *tp) {
 }
 
 /* Seconds of one PyTorch call ("encode" or "decode"), or NAN. */
-static double torch_call(torch_proc *tp, const char *what) {
+static double torch_call(torch_proc *tp, const char *what)
+{
     char line[256];
-    if (fprintf(tp->to, "%s\n", what) < 0 || fflush(tp->to) != 0 || !fgets(line, sizeof line, tp->from)) return NAN;
+    if (fprintf(tp->to, "%s\n", what) < 0 || fflush(tp->to) != 0
+        || !fgets(line, sizeof line, tp->from))
+        return NAN;
     return strtod(line, NULL);
 }
 
-static void torch_stop(torch_proc *tp) {
-    if (tp->to) fclose(tp->to);
-    if (tp->from) fclose(tp->from);
-    if (tp->pid > 0) waitpid(tp->pid, NULL, 0);
+static void torch_stop(torch_proc *tp)
+{
+    if (tp->to)
+        fclose(tp->to);
+    if (tp->from)
+        fclose(tp->from);
+    if (tp->pid > 0)
+        waitpid(tp->pid, NULL, 0);
     memset(tp, 0, sizeof *tp);
 }
 
@@ -300,7 +321,7 @@ typedef struct {
     char label[96], path[512];
     int channels, height, width, code_size, gaussian;
     size_t params;
-    double flops[2];           /* GEMM work per frame: encoder, decoder */
+    double flops[2]; /* GEMM work per frame: encoder, decoder */
     int reps, have_torch, torch_threads;
     char torch_version[32];
     /* per round: [0] encode, [1] decode */
@@ -315,7 +336,8 @@ typedef struct {
  * 0.1 s; OpenMP in PyTorch: less), so that one side's idle threads do not run
  * into the other side's call. Measured: with 20 ms here PyTorch lost up to 4x
  * in the rounds. */
-static void settle(void) {
+static void settle(void)
+{
     struct timespec ts = {0, 150 * 1000 * 1000};
     nanosleep(&ts, NULL);
 }
@@ -330,8 +352,9 @@ static void settle(void) {
  * CALLS_PER_ROUND back-to-back calls, after a settle(). Ratios are taken within
  * a round, so a load that comes and goes on a shared machine affects both sides
  * alike. */
-static int bench_model(const bench_opts *o, const char *path, const char *label, float *ga, float *gb, float *gc,
-                       model_result *res) {
+static int bench_model(const bench_opts *o, const char *path, const char *label, float *ga,
+                       float *gb, float *gc, model_result *res)
+{
     nets_model *m;
     vbm_error err;
     memset(res, 0, sizeof *res);
@@ -358,8 +381,10 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
            *z = malloc(sizeof(double) * n * C);
     rng_t r;
     rng_seed(&r, 1);
-    for (long i = 0; i < n * obs; i++) x[i] = (float)rng_uniform(&r);
-    for (long i = 0; i < n * C; i++) z[i] = rng_normal(&r);
+    for (long i = 0; i < n * obs; i++)
+        x[i] = (float)rng_uniform(&r);
+    for (long i = 0; i < n * C; i++)
+        z[i] = rng_normal(&r);
     torch_proc tp;
     res->have_torch = o->torch && torch_start(o, path, &tp) == 0;
     if (res->have_torch) {
@@ -373,8 +398,8 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
     rc |= nets_decode_ws(m, ws, z, n, mean, scale, &err) != VBM_OK;
     for (int i = 0; i < res->reps && !rc; i++) {
         double t0 = bench_now_s();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GEMM_N, GEMM_N, GEMM_N, 1.0f, ga, GEMM_N, gb, GEMM_N,
-                    0.0f, gc, GEMM_N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GEMM_N, GEMM_N, GEMM_N, 1.0f, ga,
+                    GEMM_N, gb, GEMM_N, 0.0f, gc, GEMM_N);
         res->ceiling[i] = 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / (bench_now_s() - t0) * 1e-9;
         for (int k = 0; k < 2; k++) {
             settle();
@@ -413,8 +438,10 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
             }
         }
     }
-    if (rc) fprintf(stderr, "bench-nets: %s\n", err.msg);
-    if (o->torch) torch_stop(&tp);
+    if (rc)
+        fprintf(stderr, "bench-nets: %s\n", err.msg);
+    if (o->torch)
+        torch_stop(&tp);
     nets_workspace_free(ws);
     free(x);
     free(mean);
@@ -426,22 +453,29 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
     return rc ? -1 : 0;
 }
 
-static double best_of(const double *v, int n) {
+static double best_of(const double *v, int n)
+{
     double b = v[0];
-    for (int i = 1; i < n; i++) b = v[i] < b ? v[i] : b;
+    for (int i = 1; i < n; i++)
+        b = v[i] < b ? v[i] : b;
     return b;
 }
 
-static void print_model(const bench_opts *o, const model_result *r) {
+static void print_model(const bench_opts *o, const model_result *r)
+{
     int R = r->reps;
     long n = o->frames;
     double tmp[MAX_REPS];
-    printf("\n%s\n  %s: %dx%dx%d %s, C = %d, %zu parameters; GEMM work per frame: encoder %.1f MFLOP, decoder "
+    printf("\n%s\n  %s: %dx%dx%d %s, C = %d, %zu parameters; GEMM work per frame: encoder %.1f "
+           "MFLOP, decoder "
            "%.1f MFLOP\n",
-           r->label, r->path, r->channels, r->height, r->width, r->gaussian ? "gaussian" : "bernoulli", r->code_size,
-           r->params, r->flops[0] * 1e-6, r->flops[1] * 1e-6);
-    printf("  %-7s %9s %9s %13s %9s %11s", "", "C img/s", "(best)", "(alloc/call)", "GFLOP/s", "of ceiling");
-    if (r->have_torch) printf(" %14s %10s", "PyTorch img/s", "C/PyTorch");
+           r->label, r->path, r->channels, r->height, r->width,
+           r->gaussian ? "gaussian" : "bernoulli", r->code_size, r->params, r->flops[0] * 1e-6,
+           r->flops[1] * 1e-6);
+    printf("  %-7s %9s %9s %13s %9s %11s", "", "C img/s", "(best)", "(alloc/call)", "GFLOP/s",
+           "of ceiling");
+    if (r->have_torch)
+        printf(" %14s %10s", "PyTorch img/s", "C/PyTorch");
     printf("\n");
     const char *names[2] = {"encode", "decode"};
     for (int k = 0; k < 2; k++) {
@@ -449,14 +483,16 @@ static void print_model(const bench_opts *o, const model_result *r) {
         double tm = bench_median(tmp, R), tb = best_of(r->t_ws[k], R);
         memcpy(tmp, r->t_alloc[k], sizeof(double) * R);
         double ta = bench_median(tmp, R);
-        for (int i = 0; i < R; i++) tmp[i] = r->flops[k] * n / r->t_ws[k][i] * 1e-9 / r->ceiling[i];
+        for (int i = 0; i < R; i++)
+            tmp[i] = r->flops[k] * n / r->t_ws[k][i] * 1e-9 / r->ceiling[i];
         double frac = bench_median(tmp, R);
-        printf("  %-7s %9.0f %9.0f %13.0f %9.1f %10.1f%%", names[k], n / tm, n / tb, n / ta, r->flops[k] * n / tm * 1e-9,
-               100.0 * frac);
+        printf("  %-7s %9.0f %9.0f %13.0f %9.1f %10.1f%%", names[k], n / tm, n / tb, n / ta,
+               r->flops[k] * n / tm * 1e-9, 100.0 * frac);
         if (r->have_torch) {
             memcpy(tmp, r->t_torch[k], sizeof(double) * R);
             double pm = bench_median(tmp, R);
-            for (int i = 0; i < R; i++) tmp[i] = r->t_torch[k][i] / r->t_ws[k][i];
+            for (int i = 0; i < R; i++)
+                tmp[i] = r->t_torch[k][i] / r->t_ws[k][i];
             printf(" %14.0f %9.2fx", n / pm, bench_median(tmp, R));
         }
         printf("\n");
@@ -464,23 +500,33 @@ static void print_model(const bench_opts *o, const model_result *r) {
     memcpy(tmp, r->ceiling, sizeof(double) * R);
     double cm = bench_median(tmp, R); /* sorts tmp */
     printf("  GEMM ceiling in these rounds: median %.1f, best %.1f GFLOP/s", cm, tmp[R - 1]);
-    if (r->have_torch) printf("; PyTorch %s on the CPU, %d threads", r->torch_version, r->torch_threads);
+    if (r->have_torch)
+        printf("; PyTorch %s on the CPU, %d threads", r->torch_version, r->torch_threads);
     printf("\n");
 }
 
-static void usage(void) {
-    fprintf(stderr,
-            "usage: bench-nets [--model FILE]... [--threads N] [--frames N] [--reps N] [--no-torch] [--root DIR]\n"
-            "                  [--keep-cifar FILE] [--blas-default]\n"
-            "  Images per second for nets_encode / nets_decode of one episode (default 64 frames) for each\n"
-            "  --model and for the paper's CIFAR architecture (App. F.2.1, 32x32x3, F=64, C=200, random\n"
-            "  weights written to a temporary file, or to --keep-cifar FILE). Each of --reps rounds (default 7)\n"
-            "  times one 2048^3 float32 cblas_sgemm (the GEMM ceiling), one C call and one PyTorch call of each\n"
-            "  (bench/ref/nets_torch.py --serve under --root, default \".\", /usr/bin/python3, the same number\n"
-            "  of threads, default: online CPUs); the ratios are taken within rounds, so a shared machine's\n"
-            "  changing load affects both sides alike. On AVX-512F CPUs the program runs itself again with\n"
-            "  OPENBLAS_CORETYPE=SkylakeX unless it names an AVX-512 core already or --blas-default is given,\n"
-            "  so that the ceiling uses OpenBLAS's fastest kernels for the machine.\n");
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench-nets [--model FILE]... [--threads N] [--frames N] [--reps N] "
+                    "[--no-torch] [--root DIR]\n"
+                    "                  [--keep-cifar FILE] [--blas-default]\n"
+                    "  Images per second for nets_encode / nets_decode of one episode (default 64 "
+                    "frames) for each\n"
+                    "  --model and for the paper's CIFAR architecture (App. F.2.1, 32x32x3, F=64, "
+                    "C=200, random\n"
+                    "  weights written to a temporary file, or to --keep-cifar FILE). Each of "
+                    "--reps rounds (default 7)\n"
+                    "  times one 2048^3 float32 cblas_sgemm (the GEMM ceiling), one C call and one "
+                    "PyTorch call of each\n"
+                    "  (bench/ref/nets_torch.py --serve under --root, default \".\", "
+                    "/usr/bin/python3, the same number\n"
+                    "  of threads, default: online CPUs); the ratios are taken within rounds, so a "
+                    "shared machine's\n"
+                    "  changing load affects both sides alike. On AVX-512F CPUs the program runs "
+                    "itself again with\n"
+                    "  OPENBLAS_CORETYPE=SkylakeX unless it names an AVX-512 core already or "
+                    "--blas-default is given,\n"
+                    "  so that the ceiling uses OpenBLAS's fastest kernels for the machine.\n");
 }
 
 /* The ceiling must be the machine's. On an AVX-512F CPU OpenBLAS's AVX-512 kernels run the
@@ -491,20 +537,26 @@ static void usage(void) {
  * another core than SkylakeX or Cooperlake, the program runs itself again with
  * OPENBLAS_CORETYPE=SkylakeX (the PyTorch child inherits it). --blas-default keeps the
  * environment's choice. Returns only when no re-execution happened. */
-static void ceiling_kernels(int argc, char **argv) {
+static void ceiling_kernels(int argc, char **argv)
+{
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--blas-default") == 0) return;
+        if (strcmp(argv[i], "--blas-default") == 0)
+            return;
     const char *core = getenv("OPENBLAS_CORETYPE");
-    if (core && (strcasecmp(core, "SkylakeX") == 0 || strcasecmp(core, "Cooperlake") == 0)) return;
+    if (core && (strcasecmp(core, "SkylakeX") == 0 || strcasecmp(core, "Cooperlake") == 0))
+        return;
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f")) return;
-    if (setenv("OPENBLAS_CORETYPE", "SkylakeX", 1) != 0) return;
+    if (!__builtin_cpu_supports("avx512f"))
+        return;
+    if (setenv("OPENBLAS_CORETYPE", "SkylakeX", 1) != 0)
+        return;
     fflush(NULL);
     execv("/proc/self/exe", argv);
     perror("bench-nets: re-executing with OPENBLAS_CORETYPE=SkylakeX"); /* go on as configured */
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     ceiling_kernels(argc, argv);
     bench_opts o = {{0}, 0, (int)sysconf(_SC_NPROCESSORS_ONLN), 64, 7, 1, ".", NULL};
     for (int i = 1; i < argc; i++) {
@@ -535,14 +587,17 @@ int main(int argc, char **argv) {
         return 2;
     }
     openblas_set_num_threads(o.threads);
-    printf("bench-nets: %d threads, %ld frames per call, %d rounds; medians over the rounds (C's best in brackets)\n",
+    printf("bench-nets: %d threads, %ld frames per call, %d rounds; medians over the rounds (C's "
+           "best in brackets)\n",
            o.threads, o.frames, o.reps);
-    printf("  OpenBLAS kernels for the ceiling: %s (OPENBLAS_CORETYPE=%s)\n", openblas_get_corename(),
+    printf("  OpenBLAS kernels for the ceiling: %s (OPENBLAS_CORETYPE=%s)\n",
+           openblas_get_corename(),
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset");
     printf("  ratios (of ceiling, C/PyTorch) are taken within each round, then their median\n");
     fflush(stdout);
     size_t nn = (size_t)GEMM_N * GEMM_N;
-    float *ga = malloc(sizeof(float) * nn), *gb = malloc(sizeof(float) * nn), *gc = malloc(sizeof(float) * nn);
+    float *ga = malloc(sizeof(float) * nn), *gb = malloc(sizeof(float) * nn),
+          *gc = malloc(sizeof(float) * nn);
     if (!ga || !gb || !gc) {
         fprintf(stderr, "bench-nets: out of memory for the GEMM ceiling\n");
         return 1;
@@ -551,8 +606,8 @@ int main(int argc, char **argv) {
         ga[i] = (float)((int)(i * 7 % 13) - 6) * 0.1f;
         gb[i] = (float)((int)(i * 5 % 11) - 5) * 0.1f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GEMM_N, GEMM_N, GEMM_N, 1.0f, ga, GEMM_N, gb, GEMM_N, 0.0f,
-                gc, GEMM_N); /* warm-up */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GEMM_N, GEMM_N, GEMM_N, 1.0f, ga, GEMM_N,
+                gb, GEMM_N, 0.0f, gc, GEMM_N); /* warm-up */
     model_result *res = calloc(9, sizeof(model_result));
     int nres = 0, rc = 0;
     for (int i = 0; i < o.n_models; i++) {
@@ -572,14 +627,18 @@ int main(int argc, char **argv) {
         close(fd);
         cifar = tmp;
     }
-    if (write_cifar_model(cifar) == 0 &&
-        bench_model(&o, cifar, "CIFAR architecture (App. F.2.1: F = 64, C = 200, random weights)", ga, gb, gc,
-                    &res[nres]) == 0)
+    if (write_cifar_model(cifar) == 0
+        && bench_model(&o, cifar,
+                       "CIFAR architecture (App. F.2.1: F = 64, C = 200, random weights)", ga, gb,
+                       gc, &res[nres])
+               == 0)
         nres++;
     else
         rc = 1;
-    if (!o.keep_cifar) remove(tmp);
-    for (int i = 0; i < nres; i++) print_model(&o, &res[i]);
+    if (!o.keep_cifar)
+        remove(tmp);
+    for (int i = 0; i < nres; i++)
+        print_model(&o, &res[i]);
     printf("\ntargets (issue 4): decoder >= 2x PyTorch CPU and >= 40%% of the GEMM ceiling\n");
     free(res);
     free(ga);

@@ -29,10 +29,10 @@ typedef struct {
     int threads;      /* 0: OpenBLAS default */
     const char *root; /* repository root (holds bench/ref/vb_ref.py) */
     uint64_t seed;
-    int scaling;      /* run the T / H scaling sweeps */
-    int fastest;      /* compare the fastest settings of both sides at the paper's configuration */
-    int team;         /* > 1: the table's vbmem writes run on a team of this many threads */
-    vbm_init init;    /* write initialisation (default VBM_INIT_AUTO) */
+    int scaling;   /* run the T / H scaling sweeps */
+    int fastest;   /* compare the fastest settings of both sides at the paper's configuration */
+    int team;      /* > 1: the table's vbmem writes run on a team of this many threads */
+    vbm_init init; /* write initialisation (default VBM_INIT_AUTO) */
 } write_opts;
 
 /* One benchmark configuration. H is 1 for the Gaussian memory. */
@@ -75,9 +75,13 @@ typedef struct {
  *   flops = it * (address + update) + address + ELBO */
 /* Level-3 flops of one write on the path the library takes: direct, or for
  * the mixture with T <= C the Gram path (R_h implicit between iterations). */
-static int uses_gram(const bench_case *b) { return b->kind == VBM_MIXTURE && b->T <= b->C; }
+static int uses_gram(const bench_case *b)
+{
+    return b->kind == VBM_MIXTURE && b->T <= b->C;
+}
 
-static double write_flops(const bench_case *b) {
+static double write_flops(const bench_case *b)
+{
     double T = (double)b->T, H = b->H, K = b->K, C = b->C, it = b->iters;
     double addr, upd;
     if (b->kind == VBM_MIXTURE && uses_gram(b)) {
@@ -88,8 +92,9 @@ static double write_flops(const bench_case *b) {
          * per iteration: address (Sigma_w B) + update (X G, Wt G, the symmetric Q and Wt G Wt^T,
          * the R Z^T solve, the R R^T solves) */
         double sym = H * K * (K + 1) * T, later = it >= 2 ? 2 * 2 * H * T * C : 0.0;
-        double once = T * (T + 1) * C + 2 * H * K * C * T + 2 * T * H * C + (it >= 1 ? 2 * H * C * T : 0.0) + later +
-                      2 * H * K * T * C + 2 * H * K * K * T;
+        double once = T * (T + 1) * C + 2 * H * K * C * T + 2 * T * H * C
+                      + (it >= 1 ? 2 * H * C * T : 0.0) + later + 2 * H * K * T * C
+                      + 2 * H * K * K * T;
         addr = 2 * H * K * K * T;
         upd = 2 * H * T * T + 2 * H * K * T * T + 2 * sym + 2 * H * K * K * T + 4 * H * K * K * K;
         return once + it * (addr + upd) + addr;
@@ -105,34 +110,46 @@ static double write_flops(const bench_case *b) {
     return it * (addr + upd) + addr;
 }
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: bench-write [--reps N] [--quick] [--no-numpy] [--no-scaling] [--no-fastest] [--root DIR] [--seed S]\n"
-            "                   [--threads N] [--team N] [--init NAME]\n"
-            "  Median latency of vbm_write (after 0.2 s of warm-up writes) for four configurations, its\n"
-            "  level-3 GFLOP/s, the same write in the NumPy reference (bench/ref/vb_ref.py, run with\n"
-            "  /usr/bin/python3 from DIR, default \".\") and the ratio numpy / vbmem, then the cost\n"
-            "  scaling of the mixture write in T and in H (least-squares slopes of log time). Before the\n"
-            "  sweeps, the paper's configuration is timed at each side's fastest setting on this machine:\n"
-            "  NumPy with 1 and with nproc OpenBLAS threads, vbmem on 1 thread, on a team of nproc\n"
-            "  threads (vbm_team) and with nproc OpenBLAS threads.\n"
-            "  --reps N     timed writes per configuration (default 9)\n"
-            "  --quick      3 reps everywhere unless --reps is given (CI smoke)\n"
-            "  --no-numpy   skip the NumPy comparator\n"
-            "  --threads N  OpenBLAS threads for vbmem and for the NumPy child (default: OpenBLAS default)\n"
-            "  --team N     the table's vbmem writes split over a vbm_team of N threads (default: none)\n"
-            "  --no-fastest skip the fastest-settings comparison\n"
-            "  --init NAME  auto (default: random q(M) means, k-means++ shifts), prior, kmeans++ (R = R0 and\n"
-            "               k-means++ shifts: the NumPy reference's initialisation), random\n"
-            "  --no-scaling skip the T and H sweeps\n");
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: bench-write [--reps N] [--quick] [--no-numpy] [--no-scaling] [--no-fastest] "
+        "[--root DIR] [--seed S]\n"
+        "                   [--threads N] [--team N] [--init NAME]\n"
+        "  Median latency of vbm_write (after 0.2 s of warm-up writes) for four configurations, "
+        "its\n"
+        "  level-3 GFLOP/s, the same write in the NumPy reference (bench/ref/vb_ref.py, run with\n"
+        "  /usr/bin/python3 from DIR, default \".\") and the ratio numpy / vbmem, then the cost\n"
+        "  scaling of the mixture write in T and in H (least-squares slopes of log time). Before "
+        "the\n"
+        "  sweeps, the paper's configuration is timed at each side's fastest setting on this "
+        "machine:\n"
+        "  NumPy with 1 and with nproc OpenBLAS threads, vbmem on 1 thread, on a team of nproc\n"
+        "  threads (vbm_team) and with nproc OpenBLAS threads.\n"
+        "  --reps N     timed writes per configuration (default 9)\n"
+        "  --quick      3 reps everywhere unless --reps is given (CI smoke)\n"
+        "  --no-numpy   skip the NumPy comparator\n"
+        "  --threads N  OpenBLAS threads for vbmem and for the NumPy child (default: OpenBLAS "
+        "default)\n"
+        "  --team N     the table's vbmem writes split over a vbm_team of N threads (default: "
+        "none)\n"
+        "  --no-fastest skip the fastest-settings comparison\n"
+        "  --init NAME  auto (default: random q(M) means, k-means++ shifts), prior, kmeans++ (R = "
+        "R0 and\n"
+        "               k-means++ shifts: the NumPy reference's initialisation), random\n"
+        "  --no-scaling skip the T and H sweeps\n");
 }
 
 /* "auto", "prior", "kmeans++", "random" -> vbm_init. */
-static int parse_init(const char *s, vbm_init *out) {
+static int parse_init(const char *s, vbm_init *out)
+{
     static const struct {
         const char *name;
         vbm_init init;
-    } names[] = {{"auto", VBM_INIT_AUTO}, {"prior", VBM_INIT_PRIOR}, {"kmeans++", VBM_INIT_KMEANSPP},
+    } names[] = {{"auto", VBM_INIT_AUTO},
+                 {"prior", VBM_INIT_PRIOR},
+                 {"kmeans++", VBM_INIT_KMEANSPP},
                  {"random", VBM_INIT_RANDOM}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) {
@@ -142,7 +159,8 @@ static int parse_init(const char *s, vbm_init *out) {
     return -1;
 }
 
-static const char *init_name(vbm_init i) {
+static const char *init_name(vbm_init i)
+{
     switch (i) {
     case VBM_INIT_PRIOR: return "prior";
     case VBM_INIT_KMEANSPP: return "kmeans++";
@@ -151,7 +169,8 @@ static const char *init_name(vbm_init i) {
     }
 }
 
-static int parse_args(int argc, char **argv, write_opts *o) {
+static int parse_args(int argc, char **argv, write_opts *o)
+{
     o->reps = 9;
     o->numpy_reps = -1;
     o->numpy = 1;
@@ -211,13 +230,15 @@ static int parse_args(int argc, char **argv, write_opts *o) {
         }
         i += takes;
     }
-    if (quick && !reps_given) o->reps = 3;
+    if (quick && !reps_given)
+        o->reps = 3;
     o->numpy_reps = o->reps;
     return 0;
 }
 
 /* Machine facts: CPU count, model, OpenBLAS build and threads. */
-static void print_machine(void) {
+static void print_machine(void)
+{
     char model[256] = "unknown";
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f) {
@@ -227,7 +248,8 @@ static void print_machine(void) {
                 const char *p = strchr(line, ':');
                 if (p) {
                     p++;
-                    while (*p == ' ' || *p == '\t') p++;
+                    while (*p == ' ' || *p == '\t')
+                        p++;
                     snprintf(model, sizeof model, "%s", p);
                     model[strcspn(model, "\n")] = '\0';
                 }
@@ -238,7 +260,8 @@ static void print_machine(void) {
     time_t now = time(NULL);
     struct tm tm;
     char date[64] = "?";
-    if (gmtime_r(&now, &tm)) strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
+    if (gmtime_r(&now, &tm))
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
     printf("date:            %s\n", date);
     printf("nproc:           %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     printf("cpu model:       %s\n", model);
@@ -249,19 +272,24 @@ static void print_machine(void) {
     f = fopen("/proc/loadavg", "r");
     char load[128] = "?";
     if (f) {
-        if (fgets(load, sizeof load, f)) load[strcspn(load, "\n")] = '\0';
+        if (fgets(load, sizeof load, f))
+            load[strcspn(load, "\n")] = '\0';
         fclose(f);
     }
     printf("loadavg (start): %s (other work on the machine skews every timing)\n", load);
 }
 
-static const char *kind_arg(vbm_kind k) { return k == VBM_MIXTURE ? "mixture" : "gaussian"; }
+static const char *kind_arg(vbm_kind k)
+{
+    return k == VBM_MIXTURE ? "mixture" : "gaussian";
+}
 
 /* Time vbm_write on standard-normal exact codes: warm-up, then `reps`
  * timed writes from the base prior (each covers the codes check, the prior,
  * init, the iterations, the final address step and the ELBO). */
-static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init, vbm_solver solver, vbm_team *team,
-                      timing *out) {
+static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init,
+                      vbm_solver solver, vbm_team *team, timing *out)
+{
     vbm_config cfg;
     vbm_config_default(b->kind, b->C, &cfg);
     cfg.rows = b->K;
@@ -279,7 +307,8 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
     }
     rng_t rng;
     rng_seed(&rng, seed);
-    for (size_t i = 0; i < (size_t)b->T * b->C; i++) Z[i] = rng_normal(&rng);
+    for (size_t i = 0; i < (size_t)b->T * b->C; i++)
+        Z[i] = rng_normal(&rng);
     vbm_codes codes = {b->T, b->C, Z, NULL};
     vbm_write_opts wo;
     vbm_write_opts_default(&wo);
@@ -300,19 +329,23 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
     }
     for (double tw = bench_now_s(); rc == 0;) {
         if (vbm_write(mem, &codes, &wo, &res, &err)) {
-            fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H, err.msg);
+            fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H,
+                    err.msg);
             rc = -1;
             break;
         }
         if (res.iterations != b->iters)
-            fprintf(stderr, "bench-write: warning: %d iterations run, %d asked\n", res.iterations, b->iters);
+            fprintf(stderr, "bench-write: warning: %d iterations run, %d asked\n", res.iterations,
+                    b->iters);
         vbm_write_result_free(&res);
-        if (bench_now_s() - tw >= WARMUP_S) break;
+        if (bench_now_s() - tw >= WARMUP_S)
+            break;
     }
     for (int r = 0; r < reps && rc == 0; r++) {
         double t0 = bench_now_s();
         if (vbm_write(mem, &codes, &wo, &res, &err)) {
-            fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H, err.msg);
+            fprintf(stderr, "bench-write: %s T=%ld H=%d: %s\n", kind_arg(b->kind), b->T, b->H,
+                    err.msg);
             rc = -1;
             break;
         }
@@ -331,14 +364,17 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
 }
 
 /* Append s to buf as a single-quoted shell word. Returns -1 when it does not fit. */
-static int shell_quote(char *buf, size_t cap, const char *s) {
+static int shell_quote(char *buf, size_t cap, const char *s)
+{
     size_t n = strlen(buf);
-    if (n + 1 >= cap) return -1;
+    if (n + 1 >= cap)
+        return -1;
     buf[n++] = '\'';
     for (; *s; s++) {
         const char *piece = *s == '\'' ? "'\\''" : NULL;
         size_t len = piece ? 4 : 1;
-        if (n + len + 2 >= cap) return -1;
+        if (n + len + 2 >= cap)
+            return -1;
         if (piece)
             memcpy(buf + n, piece, len);
         else
@@ -351,23 +387,27 @@ static int shell_quote(char *buf, size_t cap, const char *s) {
 }
 
 /* Find "key": <number> in a JSON line. */
-static int json_number(const char *line, const char *key, double *out) {
+static int json_number(const char *line, const char *key, double *out)
+{
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\":", key);
     const char *p = strstr(line, pat);
-    if (!p) return -1;
+    if (!p)
+        return -1;
     p += strlen(pat);
     char *end;
     errno = 0;
     double v = strtod(p, &end);
-    if (end == p || errno) return -1;
+    if (end == p || errno)
+        return -1;
     *out = v;
     return 0;
 }
 
 /* Run the NumPy comparator for the same configuration and parse median_s;
  * threads > 0 sets its OpenBLAS threads. */
-static int time_numpy(const write_opts *o, const bench_case *b, int threads, timing *out) {
+static int time_numpy(const write_opts *o, const bench_case *b, int threads, timing *out)
+{
     char script[4096];
     snprintf(script, sizeof script, "%s/bench/ref/vb_ref.py", o->root);
     if (access(script, R_OK) != 0) {
@@ -375,12 +415,16 @@ static int time_numpy(const write_opts *o, const bench_case *b, int threads, tim
         return -1;
     }
     char cmd[8192] = "";
-    if (threads > 0) snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=%d ", threads);
+    if (threads > 0)
+        snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=%d ", threads);
     strcat(cmd, "/usr/bin/python3 ");
-    if (shell_quote(cmd, sizeof cmd, script) != 0) return -1;
+    if (shell_quote(cmd, sizeof cmd, script) != 0)
+        return -1;
     size_t n = strlen(cmd);
-    snprintf(cmd + n, sizeof cmd - n, " time --kind %s --T %ld --H %d --K %d --C %d --iters %d --reps %d --seed %llu",
-             kind_arg(b->kind), b->T, b->H, b->K, b->C, b->iters, o->numpy_reps, (unsigned long long)o->seed);
+    snprintf(cmd + n, sizeof cmd - n,
+             " time --kind %s --T %ld --H %d --K %d --C %d --iters %d --reps %d --seed %llu",
+             kind_arg(b->kind), b->T, b->H, b->K, b->C, b->iters, o->numpy_reps,
+             (unsigned long long)o->seed);
     fflush(stdout);
     FILE *p = popen(cmd, "r");
     if (!p) {
@@ -392,7 +436,8 @@ static int time_numpy(const write_opts *o, const bench_case *b, int threads, tim
     while (fgets(line, sizeof line, p))
         if (!found && json_number(line, "median_s", &out->median_s) == 0) {
             found = 1;
-            if (json_number(line, "elbo_per_frame", &out->elbo_per_frame) != 0) out->elbo_per_frame = NAN;
+            if (json_number(line, "elbo_per_frame", &out->elbo_per_frame) != 0)
+                out->elbo_per_frame = NAN;
         }
     int st = pclose(p);
     if (st != 0 || !found) {
@@ -404,7 +449,8 @@ static int time_numpy(const write_opts *o, const bench_case *b, int threads, tim
 }
 
 /* Least-squares slope of log(y) against log(x). */
-static double loglog_slope(const double *x, const double *y, int n) {
+static double loglog_slope(const double *x, const double *y, int n)
+{
     double mx = 0, my = 0;
     for (int i = 0; i < n; i++) {
         mx += log(x[i]);
@@ -422,7 +468,8 @@ static double loglog_slope(const double *x, const double *y, int n) {
 }
 
 /* Least-squares fit y = a + b x; returns the intercept a, the slope in *b. */
-static double linear_fit(const double *x, const double *y, int n, double *b) {
+static double linear_fit(const double *x, const double *y, int n, double *b)
+{
     double mx = 0, my = 0;
     for (int i = 0; i < n; i++) {
         mx += x[i];
@@ -439,11 +486,14 @@ static double linear_fit(const double *x, const double *y, int n, double *b) {
     return my - *b * mx;
 }
 
-static void describe(const bench_case *b, char *buf, size_t cap) {
+static void describe(const bench_case *b, char *buf, size_t cap)
+{
     if (b->kind == VBM_MIXTURE)
-        snprintf(buf, cap, "mixture  T=%-5ld H=%-4d K=%-3d C=%-4d it=%d", b->T, b->H, b->K, b->C, b->iters);
+        snprintf(buf, cap, "mixture  T=%-5ld H=%-4d K=%-3d C=%-4d it=%d", b->T, b->H, b->K, b->C,
+                 b->iters);
     else
-        snprintf(buf, cap, "gaussian T=%-5ld K=%-3d C=%-4d it=%d (no shift)", b->T, b->K, b->C, b->iters);
+        snprintf(buf, cap, "gaussian T=%-5ld K=%-3d C=%-4d it=%d (no shift)", b->T, b->K, b->C,
+                 b->iters);
 }
 
 /* One-way latency of moving a cache line between two threads, each pinned to
@@ -456,39 +506,48 @@ typedef struct {
     int cpu;
 } bounce_arg;
 
-static void pin_to(int cpu) {
+static void pin_to(int cpu)
+{
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
-static void *bounce_other(void *p) {
+static void *bounce_other(void *p)
+{
     bounce_arg *a = p;
     pin_to(a->cpu);
     for (long i = 1; i < a->n; i += 2) {
-        while (atomic_load_explicit(a->v, memory_order_acquire) != i) {}
+        while (atomic_load_explicit(a->v, memory_order_acquire) != i) {
+        }
         atomic_store_explicit(a->v, i + 1, memory_order_release);
     }
     return NULL;
 }
 
-static double line_transfer_ns(void) {
+static double line_transfer_ns(void)
+{
     cpu_set_t mine;
     int cpus[2], found = 0;
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0) return NAN;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+        return NAN;
     for (int c = 0; c < CPU_SETSIZE && found < 2; c++)
-        if (CPU_ISSET(c, &mine)) cpus[found++] = c;
-    if (found < 2) return NAN;
+        if (CPU_ISSET(c, &mine))
+            cpus[found++] = c;
+    if (found < 2)
+        return NAN;
     static _Atomic long counter __attribute__((aligned(64)));
     atomic_store(&counter, 0);
     bounce_arg a = {&counter, 400000, cpus[1]};
     pthread_t th;
-    if (pthread_create(&th, NULL, bounce_other, &a) != 0) return NAN;
+    if (pthread_create(&th, NULL, bounce_other, &a) != 0)
+        return NAN;
     pin_to(cpus[0]);
     double t0 = bench_now_s();
     for (long i = 0; i < a.n; i += 2) {
-        while (atomic_load_explicit(&counter, memory_order_acquire) != i) {}
+        while (atomic_load_explicit(&counter, memory_order_acquire) != i) {
+        }
         atomic_store_explicit(&counter, i + 1, memory_order_release);
     }
     double t = bench_now_s() - t0;
@@ -503,12 +562,15 @@ static double line_transfer_ns(void) {
  * nproc threads (OpenBLAS on 1 thread in both), and with nproc OpenBLAS threads
  * and no team. Prints every setting, the ratio of the fastest times, and the
  * ratio on one thread each. Restores OpenBLAS to `threads` (0: nproc). */
-static int fastest(const write_opts *o, int threads) {
+static int fastest(const write_opts *o, int threads)
+{
     const bench_case b = {VBM_MIXTURE, 64, 10, 6, 200, 10};
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (ncpu < 1) ncpu = 1;
+    if (ncpu < 1)
+        ncpu = 1;
     int reps = o->reps < 15 ? 15 : o->reps;
-    printf("\nfastest settings, mixture T=64 H=10 K=6 C=200 it=10 (median of %d writes each; OpenBLAS %s kernels):\n",
+    printf("\nfastest settings, mixture T=64 H=10 K=6 C=200 it=10 (median of %d writes each; "
+           "OpenBLAS %s kernels):\n",
            reps, openblas_get_corename());
     write_opts on = *o;
     on.numpy_reps = reps;
@@ -517,27 +579,34 @@ static int fastest(const write_opts *o, int threads) {
     static const char *np_names[] = {"numpy, OpenBLAS 1 thread", "numpy, OpenBLAS nproc threads"};
     for (int i = 0; i < 2 && o->numpy; i++) {
         timing np;
-        if (i == 1 && ncpu == 1) break;
-        if (time_numpy(&on, &b, i == 0 ? 1 : ncpu, &np) != 0) return -1;
+        if (i == 1 && ncpu == 1)
+            break;
+        if (time_numpy(&on, &b, i == 0 ? 1 : ncpu, &np) != 0)
+            return -1;
         printf("  %-44s %10.6f s\n", np_names[i], np.median_s);
-        if (i == 0) np_one = np.median_s;
+        if (i == 0)
+            np_one = np.median_s;
         if (np.median_s < np_best) {
             np_best = np.median_s;
             np_best_name = np_names[i];
         }
     }
-    static const char *vb_names[] = {"vbmem, 1 thread (OpenBLAS 1 thread)", "vbmem, vbm_team of nproc (OpenBLAS 1 thread)",
+    static const char *vb_names[] = {"vbmem, 1 thread (OpenBLAS 1 thread)",
+                                     "vbmem, vbm_team of nproc (OpenBLAS 1 thread)",
                                      "vbmem, OpenBLAS nproc threads, no team"};
     for (int i = 0; i < 3; i++) {
-        if (i > 0 && ncpu == 1) break;
+        if (i > 0 && ncpu == 1)
+            break;
         openblas_set_num_threads(i == 2 ? ncpu : 1);
         vbm_team *team = i == 1 ? vbm_team_new(ncpu) : NULL;
         timing t;
         int rc = time_vbmem(&b, reps, o->seed, o->init, VBM_SOLVER_AUTO, team, &t);
         vbm_team_free(team);
-        if (rc != 0) return -1;
+        if (rc != 0)
+            return -1;
         printf("  %-44s %10.6f s   (min %.6f s)\n", vb_names[i], t.median_s, t.min_s);
-        if (i == 0) vb_one = t.median_s;
+        if (i == 0)
+            vb_one = t.median_s;
         if (t.median_s < vb_best) {
             vb_best = t.median_s;
             vb_best_name = vb_names[i];
@@ -546,11 +615,13 @@ static int fastest(const write_opts *o, int threads) {
     openblas_set_num_threads(threads > 0 ? threads : ncpu);
     double ns = line_transfer_ns();
     if (!isnan(ns))
-        printf("  one-way cache-line transfer between the first two CPUs: %.0f ns (a team's items pay it for\n"
+        printf("  one-way cache-line transfer between the first two CPUs: %.0f ns (a team's items "
+               "pay it for\n"
                "  every line one thread writes and the other reads)\n",
                ns);
     if (o->numpy) {
-        printf("  fastest numpy / fastest vbmem = %.2f   (%s / %s)\n", np_best / vb_best, np_best_name, vb_best_name);
+        printf("  fastest numpy / fastest vbmem = %.2f   (%s / %s)\n", np_best / vb_best,
+               np_best_name, vb_best_name);
         printf("  one thread each: numpy / vbmem = %.2f\n", np_one / vb_one);
     }
     fflush(stdout);
@@ -558,36 +629,43 @@ static int fastest(const write_opts *o, int threads) {
 }
 
 /* One sweep of the mixture write: vary T (vary_T) or H; print a table and the slope. */
-static int sweep(const write_opts *o, vbm_team *team, int vary_T, const int *vals, int n, double *slope) {
+static int sweep(const write_opts *o, vbm_team *team, int vary_T, const int *vals, int n,
+                 double *slope)
+{
     double x[16], y[16], ymin[16];
     printf("\n%s sweep (mixture, K=6, C=200, 10 iterations, %s):\n", vary_T ? "T" : "H",
            vary_T ? "H=10" : "T=640");
-    printf("  %6s  %12s  %12s  %10s  %14s  %s\n", vary_T ? "T" : "H", "median s", "(min s)", "GFLOP/s", "us per frame",
-           "path");
+    printf("  %6s  %12s  %12s  %10s  %14s  %s\n", vary_T ? "T" : "H", "median s", "(min s)",
+           "GFLOP/s", "us per frame", "path");
     for (int i = 0; i < n; i++) {
         bench_case b = {VBM_MIXTURE, vary_T ? vals[i] : 640, vary_T ? 10 : vals[i], 6, 200, 10};
         timing t;
-        if (time_vbmem(&b, o->reps, o->seed, o->init, VBM_SOLVER_AUTO, team, &t) != 0) return -1;
+        if (time_vbmem(&b, o->reps, o->seed, o->init, VBM_SOLVER_AUTO, team, &t) != 0)
+            return -1;
         x[i] = vals[i];
         y[i] = t.median_s;
         ymin[i] = t.min_s;
         printf("  %6d  %12.6f  %12.6f  %10.2f  %14.3f  %s\n", vals[i], t.median_s, t.min_s,
-               write_flops(&b) / t.median_s * 1e-9, t.median_s / (double)b.T * 1e6, uses_gram(&b) ? "gram" : "direct");
+               write_flops(&b) / t.median_s * 1e-9, t.median_s / (double)b.T * 1e6,
+               uses_gram(&b) ? "gram" : "direct");
         fflush(stdout);
     }
     *slope = loglog_slope(x, y, n);
     double b, a = linear_fit(x, y, n, &b);
-    printf("  least-squares slope of log(time) vs log(%s): %.3f (from the min times: %.3f)\n", vary_T ? "T" : "H",
-           *slope, loglog_slope(x, ymin, n));
-    printf("  least-squares line: time = %.3f ms + %.4f ms * %s (intercept = %.0f%% of the smallest case)\n",
+    printf("  least-squares slope of log(time) vs log(%s): %.3f (from the min times: %.3f)\n",
+           vary_T ? "T" : "H", *slope, loglog_slope(x, ymin, n));
+    printf("  least-squares line: time = %.3f ms + %.4f ms * %s (intercept = %.0f%% of the "
+           "smallest case)\n",
            a * 1e3, b * 1e3, vary_T ? "T" : "H", 100.0 * a / y[0]);
     /* The slope within each path: the Gram path (T <= C) costs O(T^2) per iteration, at most
      * the direct path's O(T C). */
     if (vary_T) {
         int first_direct = 0;
-        while (first_direct < n && vals[first_direct] <= 200) first_direct++;
+        while (first_direct < n && vals[first_direct] <= 200)
+            first_direct++;
         if (first_direct >= 2)
-            printf("  slope over the Gram-path points (T <= C): %.3f\n", loglog_slope(x, y, first_direct));
+            printf("  slope over the Gram-path points (T <= C): %.3f\n",
+                   loglog_slope(x, y, first_direct));
         if (n - first_direct >= 2)
             printf("  slope over the direct-path points (T > C): %.3f\n",
                    loglog_slope(x + first_direct, y + first_direct, n - first_direct));
@@ -595,10 +673,13 @@ static int sweep(const write_opts *o, vbm_team *team, int vary_T, const int *val
     return 0;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     write_opts o;
-    if (parse_args(argc, argv, &o) != 0) return 2;
-    if (o.threads > 0) openblas_set_num_threads(o.threads);
+    if (parse_args(argc, argv, &o) != 0)
+        return 2;
+    if (o.threads > 0)
+        openblas_set_num_threads(o.threads);
     /* The heap settings vbmemd uses (src/vbmemd/main.c): a write's buffers stay in
      * the heap between writes instead of being unmapped and faulted in again,
      * which with a team's helpers running would also cost a TLB shootdown each. */
@@ -606,11 +687,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-write: mallopt refused the heap thresholds\n");
     vbm_team *team = o.team > 1 ? vbm_team_new(o.team) : NULL;
     double t_start = bench_now_s();
-    printf("bench-write: vbm_write latency (median of %d timed writes after >= 0.2 s of warm-up), init %s, seed %llu\n",
+    printf("bench-write: vbm_write latency (median of %d timed writes after >= 0.2 s of warm-up), "
+           "init %s, seed %llu\n",
            o.reps, init_name(o.init), (unsigned long long)o.seed);
-    if (team) printf("vbmem writes in the table and the sweeps: on a vbm_team of %d threads\n", o.team);
+    if (team)
+        printf("vbmem writes in the table and the sweeps: on a vbm_team of %d threads\n", o.team);
     print_machine();
-    printf("\nGFLOP/s counts only the level-3 products (GEMMs and multi-right-hand-side Cholesky solves);\n"
+    printf("\nGFLOP/s counts only the level-3 products (GEMMs and multi-right-hand-side Cholesky "
+           "solves);\n"
            "see write_flops() in bench/write.c and bench/README.md for the formula.\n");
 
     const bench_case cases[] = {
@@ -620,8 +704,8 @@ int main(int argc, char **argv) {
         {VBM_GAUSSIAN, 32, 1, 32, 200, 50},
     };
     int ncases = (int)(sizeof cases / sizeof cases[0]);
-    printf("\n%-46s %10s %10s %9s %8s %10s %8s %11s %11s\n", "configuration", "vbmem s", "(min s)", "MFLOP",
-           "GFLOP/s", "numpy s", "np/vbmem", "elbo/frame", "np elbo/fr");
+    printf("\n%-46s %10s %10s %9s %8s %10s %8s %11s %11s\n", "configuration", "vbmem s", "(min s)",
+           "MFLOP", "GFLOP/s", "numpy s", "np/vbmem", "elbo/frame", "np elbo/fr");
     int status = 0;
     for (int i = 0; i < ncases; i++) {
         const bench_case *b = &cases[i];
@@ -635,24 +719,26 @@ int main(int argc, char **argv) {
         if (uses_gram(b)) { /* the same write on the direct path, for comparison */
             timing td;
             if (time_vbmem(b, o.reps, o.seed, o.init, VBM_SOLVER_DIRECT, team, &td) == 0)
-                printf("%-46s %10.6f %10.6f   (direct path; the Gram path below is %.2fx faster)\n", "  (solver=direct)",
-                       td.median_s, td.min_s, td.median_s / t.median_s);
+                printf("%-46s %10.6f %10.6f   (direct path; the Gram path below is %.2fx faster)\n",
+                       "  (solver=direct)", td.median_s, td.min_s, td.median_s / t.median_s);
         }
         double fl = write_flops(b);
         int have_np = o.numpy && time_numpy(&o, b, o.threads, &np) == 0;
         if (have_np)
-            printf("%-46s %10.6f %10.6f %9.2f %8.2f %10.6f %8.2f %11.4f %11.4f\n", desc, t.median_s, t.min_s,
-                   fl * 1e-6, fl / t.median_s * 1e-9, np.median_s, np.median_s / t.median_s, t.elbo_per_frame,
-                   np.elbo_per_frame);
+            printf("%-46s %10.6f %10.6f %9.2f %8.2f %10.6f %8.2f %11.4f %11.4f\n", desc, t.median_s,
+                   t.min_s, fl * 1e-6, fl / t.median_s * 1e-9, np.median_s,
+                   np.median_s / t.median_s, t.elbo_per_frame, np.elbo_per_frame);
         else
-            printf("%-46s %10.6f %10.6f %9.2f %8.2f %10s %8s %11.4f %11s\n", desc, t.median_s, t.min_s, fl * 1e-6,
-                   fl / t.median_s * 1e-9, "-", "-", t.elbo_per_frame, "-");
+            printf("%-46s %10.6f %10.6f %9.2f %8.2f %10s %8s %11.4f %11s\n", desc, t.median_s,
+                   t.min_s, fl * 1e-6, fl / t.median_s * 1e-9, "-", "-", t.elbo_per_frame, "-");
         fflush(stdout);
     }
-    printf("(elbo/frame columns: both fits use their own standard-normal codes and k-means++ draws,\n"
-           " so they agree only statistically, not digit for digit)\n");
+    printf(
+        "(elbo/frame columns: both fits use their own standard-normal codes and k-means++ draws,\n"
+        " so they agree only statistically, not digit for digit)\n");
 
-    if (o.fastest && fastest(&o, o.threads) != 0) status = 1;
+    if (o.fastest && fastest(&o, o.threads) != 0)
+        status = 1;
 
     if (o.scaling) {
         static const int Ts[] = {64, 128, 256, 512, 1024, 2048};

@@ -18,18 +18,20 @@
 #define DEMO_MODEL "models/fashion-mnist-mixture.safetensors"
 #endif
 #define FASHION_TEST "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
-#define EPISODES 20
-#define T 64
-#define READ_STEPS 5
+#define EPISODES     20
+#define T            64
+#define READ_STEPS   5
 
 static unsigned char *images; /* n x 784 */
 static long n_images;
 static nets_model *model;
 static const nets_info *info;
 
-static int load_idx(const char *path) {
+static int load_idx(const char *path)
+{
     gzFile f = gzopen(path, "rb");
-    if (!f) return -1;
+    if (!f)
+        return -1;
     unsigned char hdr[16];
     if (gzread(f, hdr, 16) != 16 || hdr[2] != 0x08 || hdr[3] != 3) {
         gzclose(f);
@@ -53,13 +55,16 @@ static int load_idx(const char *path) {
 
 /* Episode: T distinct test images chosen by the seeded generator; pixels at
  * their bin centres (v + 0.5) / 256. */
-static void pick(rng_t *rng, long *idx, const long *avoid, int n_avoid) {
+static void pick(rng_t *rng, long *idx, const long *avoid, int n_avoid)
+{
     for (int t = 0; t < T; t++) {
         for (;;) {
             long j = (long)rng_below(rng, (uint64_t)n_images);
             int dup = 0;
-            for (int u = 0; u < t && !dup; u++) dup = idx[u] == j;
-            for (int u = 0; u < n_avoid && !dup; u++) dup = avoid[u] == j;
+            for (int u = 0; u < t && !dup; u++)
+                dup = idx[u] == j;
+            for (int u = 0; u < n_avoid && !dup; u++)
+                dup = avoid[u] == j;
             if (!dup) {
                 idx[t] = j;
                 break;
@@ -68,30 +73,37 @@ static void pick(rng_t *rng, long *idx, const long *avoid, int n_avoid) {
     }
 }
 
-static void to_float(const long *idx, float *x) {
+static void to_float(const long *idx, float *x)
+{
     for (int t = 0; t < T; t++)
-        for (int p = 0; p < 784; p++) x[t * 784 + p] = ((float)images[idx[t] * 784 + p] + 0.5f) / 256.0f;
+        for (int p = 0; p < 784; p++)
+            x[t * 784 + p] = ((float)images[idx[t] * 784 + p] + 0.5f) / 256.0f;
 }
 
-static double dist2(const float *a, const float *b) {
+static double dist2(const float *a, const float *b)
+{
     double d = 0.0;
-    for (int p = 0; p < 784; p++) d += ((double)a[p] - b[p]) * ((double)a[p] - b[p]);
+    for (int p = 0; p < 784; p++)
+        d += ((double)a[p] - b[p]) * ((double)a[p] - b[p]);
     return d;
 }
 
 /* Mean over the n images in s of the Euclidean distance to the nearest of E's T. */
-static double mean_nn(const float *s, int n, const float *E) {
+static double mean_nn(const float *s, int n, const float *E)
+{
     double tot = 0.0;
     for (int i = 0; i < n; i++) {
         double best = INFINITY;
-        for (int t = 0; t < T; t++) best = fmin(best, dist2(s + (size_t)i * 784, E + (size_t)t * 784));
+        for (int t = 0; t < T; t++)
+            best = fmin(best, dist2(s + (size_t)i * 784, E + (size_t)t * 784));
         tot += sqrt(best);
     }
     return tot / n;
 }
 
 /* Fraction of the T images in r whose nearest image in E is E's image of the same index. */
-static double own_nearest(const float *r, const float *E) {
+static double own_nearest(const float *r, const float *E)
+{
     int hits = 0;
     for (int i = 0; i < T; i++) {
         int arg = -1;
@@ -108,7 +120,8 @@ static double own_nearest(const float *r, const float *E) {
     return (double)hits / T;
 }
 
-static void memory_config(vbm_config *cfg) {
+static void memory_config(vbm_config *cfg)
+{
     vbm_kind kind;
     vbm_error err;
     ck_assert_int_eq(vbm_kind_parse(info->kind, &kind, &err), VBM_OK);
@@ -121,18 +134,22 @@ static void memory_config(vbm_config *cfg) {
     cfg->s_floor = info->s_floor;
 }
 
-static void decode_mean(const double *z, long n, float *out) {
+static void decode_mean(const double *z, long n, float *out)
+{
     vbm_error nerr;
     ck_assert_msg(nets_decode(model, z, n, out, NULL, &nerr) == VBM_OK, "%s", nerr.msg);
-    for (long i = 0; i < n * 784; i++) out[i] = fminf(1.0f, fmaxf(0.0f, out[i]));
+    for (long i = 0; i < n * 784; i++)
+        out[i] = fminf(1.0f, fmaxf(0.0f, out[i]));
 }
 
-START_TEST(test_memory_works) {
+START_TEST(test_memory_works)
+{
     ck_assert_int_eq(info->channels * info->height * info->width, 784);
     int C = info->code_size;
     float *A = malloc(sizeof(float) * T * 784), *B = malloc(sizeof(float) * T * 784);
     float *S = malloc(sizeof(float) * T * 784), *X = malloc(sizeof(float) * T * 784);
-    double *mu = malloc(sizeof(double) * T * C), *s2 = malloc(sizeof(double) * T * C), *z = malloc(sizeof(double) * T * C);
+    double *mu = malloc(sizeof(double) * T * C), *s2 = malloc(sizeof(double) * T * C),
+           *z = malloc(sizeof(double) * T * C);
     long ia[T], ib[T];
     double spec_mem = 0, spec_prior = 0, comp_mem = 0, comp_ae = 0;
     int spec_mem_wins = 0;
@@ -161,10 +178,12 @@ START_TEST(test_memory_works) {
         vbm_write_result_free(&res);
 
         /* (1) specificity: 64 samples from memory vs 64 from the prior (no memory). */
-        ck_assert_msg(vbm_sample(mem, T, 100 + (uint64_t)e, -1, z, NULL, &err) == VBM_OK, "%s", err.msg);
+        ck_assert_msg(vbm_sample(mem, T, 100 + (uint64_t)e, -1, z, NULL, &err) == VBM_OK, "%s",
+                      err.msg);
         decode_mean(z, T, S);
         double rm = mean_nn(S, T, A) / mean_nn(S, T, B);
-        ck_assert_msg(vbm_sample(prior, T, 100 + (uint64_t)e, -1, z, NULL, &err) == VBM_OK, "%s", err.msg);
+        ck_assert_msg(vbm_sample(prior, T, 100 + (uint64_t)e, -1, z, NULL, &err) == VBM_OK, "%s",
+                      err.msg);
         decode_mean(z, T, S);
         double rp = mean_nn(S, T, A) / mean_nn(S, T, B);
         spec_mem += rm / EPISODES;
@@ -173,8 +192,10 @@ START_TEST(test_memory_works) {
 
         /* (2) completion: the bottom half of every image of A masked (set to 0). */
         for (int t = 0; t < T; t++)
-            for (int p = 14 * 28; p < 784; p++) X[t * 784 + p] = 0.0f;
-        for (int t = 0; t < T; t++) memcpy(X + t * 784, A + t * 784, sizeof(float) * 14 * 28);
+            for (int p = 14 * 28; p < 784; p++)
+                X[t * 784 + p] = 0.0f;
+        for (int t = 0; t < T; t++)
+            memcpy(X + t * 784, A + t * 784, sizeof(float) * 14 * 28);
         /* comparator: a plain encode-decode of the cue, no memory */
         ck_assert_msg(nets_encode(model, X, T, mu, s2, &nerr) == VBM_OK, "%s", nerr.msg);
         decode_mean(mu, T, S);
@@ -183,7 +204,8 @@ START_TEST(test_memory_works) {
         for (int step = 0; step < READ_STEPS; step++) {
             ck_assert_msg(nets_encode(model, X, T, mu, s2, &nerr) == VBM_OK, "%s", nerr.msg);
             vbm_codes q = {T, C, mu, s2};
-            ck_assert_msg(vbm_read(mem, &q, 500 + 10 * (uint64_t)e + (uint64_t)step, z, NULL, &err) == VBM_OK,
+            ck_assert_msg(vbm_read(mem, &q, 500 + 10 * (uint64_t)e + (uint64_t)step, z, NULL, &err)
+                              == VBM_OK,
                           "%s", err.msg);
             decode_mean(z, T, X);
         }
@@ -191,16 +213,22 @@ START_TEST(test_memory_works) {
         vbm_memory_free(mem);
         vbm_memory_free(prior);
     }
-    printf("demo: %d episodes of %d Fashion-MNIST test images, model %s\n", EPISODES, T, DEMO_MODEL);
-    printf("demo: specificity  NN-distance ratio A/B  memory %.3f  prior (no memory) %.3f  (memory lower in %d/%d)\n",
+    printf("demo: %d episodes of %d Fashion-MNIST test images, model %s\n", EPISODES, T,
+           DEMO_MODEL);
+    printf("demo: specificity  NN-distance ratio A/B  memory %.3f  prior (no memory) %.3f  (memory "
+           "lower in %d/%d)\n",
            spec_mem, spec_prior, spec_mem_wins, EPISODES);
-    printf("demo: completion   own-image nearest  memory read (%d steps) %.3f  encode-decode %.3f  chance %.3f\n",
+    printf("demo: completion   own-image nearest  memory read (%d steps) %.3f  encode-decode %.3f  "
+           "chance %.3f\n",
            READ_STEPS, comp_mem, comp_ae, 1.0 / T);
     fflush(stdout);
-    ck_assert_msg(spec_mem < 1.0, "memory samples are not closer to A than to B (ratio %.3f)", spec_mem);
-    ck_assert_msg(spec_mem < spec_prior, "memory ratio %.3f not below the prior's %.3f", spec_mem, spec_prior);
+    ck_assert_msg(spec_mem < 1.0, "memory samples are not closer to A than to B (ratio %.3f)",
+                  spec_mem);
+    ck_assert_msg(spec_mem < spec_prior, "memory ratio %.3f not below the prior's %.3f", spec_mem,
+                  spec_prior);
     ck_assert_msg(comp_mem > 1.0 / T, "completion %.3f not above chance", comp_mem);
-    ck_assert_msg(comp_mem > comp_ae, "completion %.3f not above encode-decode %.3f", comp_mem, comp_ae);
+    ck_assert_msg(comp_mem > comp_ae, "completion %.3f not above encode-decode %.3f", comp_mem,
+                  comp_ae);
     free(A);
     free(B);
     free(S);
@@ -211,7 +239,8 @@ START_TEST(test_memory_works) {
 }
 END_TEST
 
-int main(void) {
+int main(void)
+{
     if (load_idx(FASHION_TEST) != 0) {
         fprintf(stderr, "cannot read %s (apt-get install dataset-fashion-mnist)\n", FASHION_TEST);
         return 1;

@@ -18,15 +18,18 @@
 
 /* ---- helpers ---- */
 
-static double *randn(long n, uint64_t seed, double scale) {
+static double *randn(long n, uint64_t seed, double scale)
+{
     rng_t r;
     rng_seed(&r, seed);
     double *x = malloc(sizeof(double) * n);
-    for (long i = 0; i < n; i++) x[i] = scale * rng_normal(&r);
+    for (long i = 0; i < n; i++)
+        x[i] = scale * rng_normal(&r);
     return x;
 }
 
-static vbm_memory *make(vbm_kind kind, int C, int K, int H, int G) {
+static vbm_memory *make(vbm_kind kind, int C, int K, int H, int G)
+{
     vbm_config cfg;
     vbm_config_default(kind, C, &cfg);
     cfg.rows = K;
@@ -38,37 +41,48 @@ static vbm_memory *make(vbm_kind kind, int C, int K, int H, int G) {
     return m;
 }
 
-static void write_ok(vbm_memory *m, const vbm_codes *codes, vbm_write_opts *o, vbm_write_result *res) {
+static void write_ok(vbm_memory *m, const vbm_codes *codes, vbm_write_opts *o,
+                     vbm_write_result *res)
+{
     vbm_error err;
     vbm_status st = vbm_write(m, codes, o, res, &err);
     ck_assert_msg(st == VBM_OK, "write failed: %s", err.msg);
 }
 
-static double rel(double a, double b) { return fabs(a - b) / (fabs(b) > 1e-300 ? fabs(b) : 1.0); }
+static double rel(double a, double b)
+{
+    return fabs(a - b) / (fabs(b) > 1e-300 ? fabs(b) : 1.0);
+}
 
-static double max_rel_diff(const double *a, const double *b, size_t n) {
+static double max_rel_diff(const double *a, const double *b, size_t n)
+{
     double m = 0.0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs(a[i] - b[i]) / (1.0 + fabs(b[i]));
-        if (d > m) m = d;
+        if (d > m)
+            m = d;
     }
     return m;
 }
 
 /* ---- ELBO never decreases ---- */
 
-static void check_monotone(vbm_kind kind, int shift, int K, int H, int G, double var) {
+static void check_monotone(vbm_kind kind, int shift, int K, int H, int G, double var)
+{
     int C = 12;
     long T = 40;
     vbm_memory *m = make(kind, C, K, H, G);
     m->cfg.s_floor = 0.0; /* no smoothing of q(s): pure coordinate ascent */
-    if (kind == VBM_GAUSSIAN) m->cfg.shift = shift;
+    if (kind == VBM_GAUSSIAN)
+        m->cfg.shift = shift;
     double *mu = randn(T * C, 11, 1.5), *s2 = NULL;
     if (var > 0) {
         s2 = malloc(sizeof(double) * T * C);
-        for (long i = 0; i < T * C; i++) s2[i] = var * (1.0 + 0.5 * sin((double)i));
+        for (long i = 0; i < T * C; i++)
+            s2[i] = var * (1.0 + 0.5 * sin((double)i));
     }
-    for (long i = 0; i < T * C; i++) mu[i] += (i / C) % 3 * 2.0; /* some structure */
+    for (long i = 0; i < T * C; i++)
+        mu[i] += (i / C) % 3 * 2.0; /* some structure */
     vbm_codes codes = {T, C, mu, s2};
     vbm_write_opts o;
     vbm_write_opts_default(&o);
@@ -80,33 +94,54 @@ static void check_monotone(vbm_kind kind, int shift, int K, int H, int G, double
     ck_assert_int_eq(res.iterations, 30);
     for (int i = 0; i < res.iterations; i++)
         ck_assert_msg(res.trace[i + 1] >= res.trace[i] - 1e-9 * fabs(res.trace[i]),
-                      "%s: ELBO decreased at iteration %d: %.15g -> %.15g", vbm_kind_name(kind), i, res.trace[i],
-                      res.trace[i + 1]);
-    ck_assert_msg(res.trace[res.iterations] > res.trace[0], "%s: ELBO did not improve", vbm_kind_name(kind));
-    ck_assert(fabs(res.elbo.per_frame - res.trace[res.iterations]) < 1e-12 * fabs(res.elbo.per_frame));
+                      "%s: ELBO decreased at iteration %d: %.15g -> %.15g", vbm_kind_name(kind), i,
+                      res.trace[i], res.trace[i + 1]);
+    ck_assert_msg(res.trace[res.iterations] > res.trace[0], "%s: ELBO did not improve",
+                  vbm_kind_name(kind));
+    ck_assert(fabs(res.elbo.per_frame - res.trace[res.iterations])
+              < 1e-12 * fabs(res.elbo.per_frame));
     vbm_write_result_free(&res);
     vbm_memory_free(m);
     free(mu);
     free(s2);
 }
 
-START_TEST(elbo_monotone_gaussian) { check_monotone(VBM_GAUSSIAN, 0, 4, 1, 1, 0.0); check_monotone(VBM_GAUSSIAN, 0, 4, 1, 1, 0.1); }
+START_TEST(elbo_monotone_gaussian)
+{
+    check_monotone(VBM_GAUSSIAN, 0, 4, 1, 1, 0.0);
+    check_monotone(VBM_GAUSSIAN, 0, 4, 1, 1, 0.1);
+}
 END_TEST
-START_TEST(elbo_monotone_gaussian_shift) { check_monotone(VBM_GAUSSIAN, 1, 4, 1, 1, 0.05); }
+START_TEST(elbo_monotone_gaussian_shift)
+{
+    check_monotone(VBM_GAUSSIAN, 1, 4, 1, 1, 0.05);
+}
 END_TEST
-START_TEST(elbo_monotone_categorical) { check_monotone(VBM_CATEGORICAL, 0, 5, 1, 1, 0.05); }
+START_TEST(elbo_monotone_categorical)
+{
+    check_monotone(VBM_CATEGORICAL, 0, 5, 1, 1, 0.05);
+}
 END_TEST
-START_TEST(elbo_monotone_mixture) { check_monotone(VBM_MIXTURE, 1, 3, 4, 1, 0.0); check_monotone(VBM_MIXTURE, 1, 3, 4, 1, 0.2); }
+START_TEST(elbo_monotone_mixture)
+{
+    check_monotone(VBM_MIXTURE, 1, 3, 4, 1, 0.0);
+    check_monotone(VBM_MIXTURE, 1, 3, 4, 1, 0.2);
+}
 END_TEST
-START_TEST(elbo_monotone_tree) { check_monotone(VBM_TREE, 1, 3, 3, 3, 0.1); }
+START_TEST(elbo_monotone_tree)
+{
+    check_monotone(VBM_TREE, 1, 3, 3, 3, 0.1);
+}
 END_TEST
 
 /* ---- KL terms vanish when q equals the prior ---- */
 
-START_TEST(kl_zero_at_prior) {
+START_TEST(kl_zero_at_prior)
+{
     vbm_kind kinds[] = {VBM_GAUSSIAN, VBM_CATEGORICAL, VBM_MIXTURE, VBM_TREE};
     for (int i = 0; i < 4; i++) {
-        vbm_memory *m = make(kinds[i], 8, 3, kinds[i] >= VBM_MIXTURE ? 3 : 1, kinds[i] == VBM_TREE ? 2 : 1);
+        vbm_memory *m =
+            make(kinds[i], 8, 3, kinds[i] >= VBM_MIXTURE ? 3 : 1, kinds[i] == VBM_TREE ? 2 : 1);
         double *mu = randn(10 * 8, 3, 1.0);
         vbm_codes codes = {10, 8, mu, NULL};
         vbm_elbo e;
@@ -129,7 +164,8 @@ END_TEST
 
 /* ---- one iteration of Theorem 1 computed by hand (K = C = 1) ---- */
 
-START_TEST(hand_computed_iteration) {
+START_TEST(hand_computed_iteration)
+{
     vbm_config cfg;
     vbm_config_default(VBM_GAUSSIAN, 1, &cfg);
     cfg.rows = 1;
@@ -175,14 +211,17 @@ END_TEST
 
 /* Inverse of the n x n matrix a (n <= 8) by Gauss-Jordan elimination with
  * partial pivoting; returns log |det a|. a is overwritten. */
-static double gj_inverse(int n, double *a, double *inv) {
+static double gj_inverse(int n, double *a, double *inv)
+{
     double logdet = 0.0;
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) inv[i * n + j] = i == j;
+        for (int j = 0; j < n; j++)
+            inv[i * n + j] = i == j;
     for (int c = 0; c < n; c++) {
         int p = c;
         for (int r = c + 1; r < n; r++)
-            if (fabs(a[r * n + c]) > fabs(a[p * n + c])) p = r;
+            if (fabs(a[r * n + c]) > fabs(a[p * n + c]))
+                p = r;
         for (int j = 0; j < n; j++) {
             double t = a[c * n + j];
             a[c * n + j] = a[p * n + j];
@@ -213,7 +252,9 @@ static double gj_inverse(int n, double *a, double *inv) {
  * for the tree the same on code partition g with C replaced by C / G, App. C.5),
  * computed term by term from the memory's q(M_h), q(b_h) for the code z_full:
  * theta[H], wmu[H x K] (K <= 8, H <= 8). */
-static void theorem4_qs(const vbm_memory *m, const double *z_full, int g, double *theta, double *wmu) {
+static void theorem4_qs(const vbm_memory *m, const double *z_full, int g, double *theta,
+                        double *wmu)
+{
     int K = m->cfg.rows, H = m->cfg.clusters, cg = m->cg;
     double s2 = m->cfg.sigma_z2, S[64], L[64], Sw[64], r[8], mx = -INFINITY, sum = 0.0;
     const double *z = z_full + (size_t)g * cg;
@@ -223,19 +264,22 @@ static void theorem4_qs(const vbm_memory *m, const double *z_full, int g, double
         for (int i = 0; i < K; i++)
             for (int j = 0; j < K; j++) {
                 double v = cg * U[i * K + j];
-                for (int c = 0; c < cg; c++) v += R[i * cg + c] * R[j * cg + c];
+                for (int c = 0; c < cg; c++)
+                    v += R[i * cg + c] * R[j * cg + c];
                 S[i * K + j] = v;                 /* R_h R_h^T + C U_h */
                 L[i * K + j] = (i == j) + v / s2; /* the precision of Eq. 203 */
             }
         double logdetSw = -gj_inverse(K, L, Sw);
         for (int k = 0; k < K; k++) { /* r = R_h (mu_z - mu_bh) */
             r[k] = 0.0;
-            for (int c = 0; c < cg; c++) r[k] += R[k * cg + c] * (z[c] - mb[c]);
+            for (int c = 0; c < cg; c++)
+                r[k] += R[k * cg + c] * (z[c] - mb[c]);
         }
         double *w = wmu + (size_t)h * K;
         for (int i = 0; i < K; i++) { /* Eq. 202 */
             w[i] = 0.0;
-            for (int j = 0; j < K; j++) w[i] += Sw[i * K + j] * r[j] / s2;
+            for (int j = 0; j < K; j++)
+                w[i] += Sw[i * K + j] * r[j] / s2;
         }
         double quad = 0.0, trSSw = 0.0, bb = 0.0, bz = 0.0, wr = 0.0, ww = 0.0, trSw = 0.0;
         for (int i = 0; i < K; i++) {
@@ -251,19 +295,23 @@ static void theorem4_qs(const vbm_memory *m, const double *z_full, int g, double
             bb += mb[c] * mb[c];
             bz += mb[c] * z[c];
         }
-        theta[h] = -0.5 / s2 * (quad + trSSw + bb + cg * m->s2_b[gh]) + wr / s2 + bz / s2 + 0.5 * logdetSw -
-                   0.5 * (ww + trSw); /* the logits of Eq. 195 */
-        if (theta[h] > mx) mx = theta[h];
+        theta[h] = -0.5 / s2 * (quad + trSSw + bb + cg * m->s2_b[gh]) + wr / s2 + bz / s2
+                   + 0.5 * logdetSw - 0.5 * (ww + trSw); /* the logits of Eq. 195 */
+        if (theta[h] > mx)
+            mx = theta[h];
     }
-    for (int h = 0; h < H; h++) sum += theta[h] = exp(theta[h] - mx);
-    for (int h = 0; h < H; h++) theta[h] /= sum;
+    for (int h = 0; h < H; h++)
+        sum += theta[h] = exp(theta[h] - mx);
+    for (int h = 0; h < H; h++)
+        theta[h] /= sum;
 }
 
 /* With s_floor = 0, q(s) (and q(w | s)) from vbm_address equal Theorem 4's update
  * computed independently above, on a hand-set posterior whose far clusters give
  * q(s) far below the default floor's 1e-6 / H; with s_floor = f they are
  * (1 - f) q(s) + f / H. Mixture and tree. */
-START_TEST(s_floor_zero_is_theorem4) {
+START_TEST(s_floor_zero_is_theorem4)
+{
     int C = 6, K = 3, H = 4;
     long T = 5;
     vbm_kind kinds[2] = {VBM_MIXTURE, VBM_TREE};
@@ -272,8 +320,8 @@ START_TEST(s_floor_zero_is_theorem4) {
         vbm_memory *m = make(kinds[i], C, K, H, G);
         int cg = m->cg;
         size_t GH = (size_t)G * H;
-        double *R = randn((long)GH * K * cg, 51 + i, 0.7), *A = randn((long)GH * K * K, 53 + i, 0.5),
-               *B = randn((long)GH * cg, 55 + i, 4.0);
+        double *R = randn((long)GH * K * cg, 51 + i, 0.7),
+               *A = randn((long)GH * K * K, 53 + i, 0.5), *B = randn((long)GH * cg, 55 + i, 4.0);
         memcpy(m->R, R, sizeof(double) * GH * K * cg);
         memcpy(m->mu_b, B, sizeof(double) * GH * cg);
         for (size_t gh = 0; gh < GH; gh++) { /* U_h = A A^T / K + 0.05 I, SPD */
@@ -281,15 +329,18 @@ START_TEST(s_floor_zero_is_theorem4) {
             for (int a = 0; a < K; a++)
                 for (int b = 0; b < K; b++) {
                     double v = a == b ? 0.05 : 0.0;
-                    for (int c = 0; c < K; c++) v += A[(gh * K + a) * K + c] * A[(gh * K + b) * K + c] / K;
+                    for (int c = 0; c < K; c++)
+                        v += A[(gh * K + a) * K + c] * A[(gh * K + b) * K + c] / K;
                     m->U[(gh * K + a) * K + b] = v;
                 }
         }
         double *mu = randn(T * C, 57 + i, 1.0), *s2 = malloc(sizeof(double) * T * C);
-        for (long j = 0; j < T * C; j++) s2[j] = 0.1 + 0.05 * (double)(j % 4); /* cancels in q(s) */
+        for (long j = 0; j < T * C; j++)
+            s2[j] = 0.1 + 0.05 * (double)(j % 4); /* cancels in q(s) */
         for (long t = 0; t < T; t++) /* frame t sits near cluster t % H of each group */
             for (int g = 0; g < G; g++)
-                for (int c = 0; c < cg; c++) mu[t * C + g * cg + c] += B[((size_t)g * H + t % H) * cg + c];
+                for (int c = 0; c < cg; c++)
+                    mu[t * C + g * cg + c] += B[((size_t)g * H + t % H) * cg + c];
         vbm_codes q = {T, C, mu, s2};
         double floors[2] = {0.0, 1e-6}, smallest = 1.0;
         for (int f = 0; f < 2; f++) {
@@ -304,21 +355,25 @@ START_TEST(s_floor_zero_is_theorem4) {
                     for (int h = 0; h < H; h++) {
                         double want = (1.0 - floors[f]) * th[h] + floors[f] / H;
                         double got = a.s[((size_t)t * G + g) * H + h];
-                        if (f == 0 && want < smallest) smallest = want;
-                        ck_assert_msg(fabs(got - want) <= 1e-9 * want, "%s, s_floor %g: q(s_%ld^%d = %d) = %.17g, Eq. 195 %.17g",
+                        if (f == 0 && want < smallest)
+                            smallest = want;
+                        ck_assert_msg(fabs(got - want) <= 1e-9 * want,
+                                      "%s, s_floor %g: q(s_%ld^%d = %d) = %.17g, Eq. 195 %.17g",
                                       vbm_kind_name(kinds[i]), floors[f], t, g, h, got, want);
                         for (int k = 0; k < K; k++) {
-                            double gw = a.w_mu[(((size_t)t * G + g) * H + h) * K + k], ww = wm[h * K + k];
-                            ck_assert_msg(fabs(gw - ww) <= 1e-10 * (1.0 + fabs(ww)), "%s: mu_w %.17g vs %.17g",
-                                          vbm_kind_name(kinds[i]), gw, ww);
+                            double gw = a.w_mu[(((size_t)t * G + g) * H + h) * K + k],
+                                   ww = wm[h * K + k];
+                            ck_assert_msg(fabs(gw - ww) <= 1e-10 * (1.0 + fabs(ww)),
+                                          "%s: mu_w %.17g vs %.17g", vbm_kind_name(kinds[i]), gw,
+                                          ww);
                         }
                     }
                 }
             vbm_addresses_free(&a);
         }
         /* some q(s) lie far below the default floor's 1e-6 / H (about 1e-24 and 1e-31 here), yet above 0 */
-        ck_assert_msg(smallest > 0.0 && smallest < 1e-6 / H * 1e-6, "%s: smallest q(s) %g", vbm_kind_name(kinds[i]),
-                      smallest);
+        ck_assert_msg(smallest > 0.0 && smallest < 1e-6 / H * 1e-6, "%s: smallest q(s) %g",
+                      vbm_kind_name(kinds[i]), smallest);
         vbm_memory_free(m);
         free(R);
         free(A);
@@ -331,11 +386,13 @@ END_TEST
 
 /* ---- model equivalences from the same initialisation ---- */
 
-START_TEST(mixture_h1_equals_shifted_gaussian) {
+START_TEST(mixture_h1_equals_shifted_gaussian)
+{
     int C = 10, K = 3;
     long T = 25;
     double *mu = randn(T * C, 21, 2.0);
-    for (long i = 0; i < T * C; i++) mu[i] += 3.0;
+    for (long i = 0; i < T * C; i++)
+        mu[i] += 3.0;
     vbm_codes codes = {T, C, mu, NULL};
     /* a random prior mean: with R0 = 0 both would sit at the fixed point R = 0 */
     double *R0 = randn((long)K * C, 22, 1.0);
@@ -361,8 +418,10 @@ START_TEST(mixture_h1_equals_shifted_gaussian) {
     ck_assert(max_rel_diff(mix->U, gau->U, (size_t)K * K) < 1e-9);
     ck_assert(max_rel_diff(mix->mu_b, gau->mu_b, C) < 1e-9);
     ck_assert(rel(mix->s2_b[0], gau->s2_b[0]) < 1e-12);
-    ck_assert_msg(rel(r1.elbo.total, r2.elbo.total) < 1e-10, "%.15g vs %.15g", r1.elbo.total, r2.elbo.total);
-    for (int i = 0; i <= 15; i++) ck_assert(rel(r1.trace[i], r2.trace[i]) < 1e-10);
+    ck_assert_msg(rel(r1.elbo.total, r2.elbo.total) < 1e-10, "%.15g vs %.15g", r1.elbo.total,
+                  r2.elbo.total);
+    for (int i = 0; i <= 15; i++)
+        ck_assert(rel(r1.trace[i], r2.trace[i]) < 1e-10);
     vbm_write_result_free(&r1);
     vbm_write_result_free(&r2);
     vbm_memory_free(mix);
@@ -371,7 +430,8 @@ START_TEST(mixture_h1_equals_shifted_gaussian) {
 }
 END_TEST
 
-START_TEST(tree_g1_equals_mixture) {
+START_TEST(tree_g1_equals_mixture)
+{
     int C = 8;
     long T = 30;
     double *mu = randn(T * C, 33, 2.0);
@@ -390,7 +450,8 @@ START_TEST(tree_g1_equals_mixture) {
     ck_assert(r1.elbo.total == r2.elbo.total);
     /* the tree keeps pseudocounts of its hard-assignment paths, one per frame */
     double n = 0.0;
-    for (long i = 0; i < tree->n_paths; i++) n += tree->path_counts[i];
+    for (long i = 0; i < tree->n_paths; i++)
+        n += tree->path_counts[i];
     ck_assert(n == (double)T);
     vbm_write_result_free(&r1);
     vbm_write_result_free(&r2);
@@ -402,17 +463,22 @@ END_TEST
 
 /* ---- clustering recovery: adjusted Rand index ---- */
 
-static double adjusted_rand(const int *a, const int *b, long n, int ka, int kb) {
-    double *tab = calloc((size_t)ka * kb, sizeof(double)), *ra = calloc(ka, sizeof(double)), *rb = calloc(kb, sizeof(double));
+static double adjusted_rand(const int *a, const int *b, long n, int ka, int kb)
+{
+    double *tab = calloc((size_t)ka * kb, sizeof(double)), *ra = calloc(ka, sizeof(double)),
+           *rb = calloc(kb, sizeof(double));
     for (long i = 0; i < n; i++) {
         tab[a[i] * kb + b[i]] += 1;
         ra[a[i]] += 1;
         rb[b[i]] += 1;
     }
     double sij = 0, sa = 0, sb = 0;
-    for (int i = 0; i < ka * kb; i++) sij += tab[i] * (tab[i] - 1) / 2;
-    for (int i = 0; i < ka; i++) sa += ra[i] * (ra[i] - 1) / 2;
-    for (int i = 0; i < kb; i++) sb += rb[i] * (rb[i] - 1) / 2;
+    for (int i = 0; i < ka * kb; i++)
+        sij += tab[i] * (tab[i] - 1) / 2;
+    for (int i = 0; i < ka; i++)
+        sa += ra[i] * (ra[i] - 1) / 2;
+    for (int i = 0; i < kb; i++)
+        sb += rb[i] * (rb[i] - 1) / 2;
     double tot = (double)n * (n - 1) / 2, exp_ = sa * sb / tot, maxi = 0.5 * (sa + sb);
     free(tab);
     free(ra);
@@ -420,7 +486,8 @@ static double adjusted_rand(const int *a, const int *b, long n, int ka, int kb) 
     return (sij - exp_) / (maxi - exp_);
 }
 
-START_TEST(mixture_recovers_clusters) {
+START_TEST(mixture_recovers_clusters)
+{
     int C = 16, H = 5;
     long T = 250;
     rng_t r;
@@ -430,7 +497,8 @@ START_TEST(mixture_recovers_clusters) {
     int *truth = malloc(sizeof(int) * T), *found = malloc(sizeof(int) * T);
     for (long t = 0; t < T; t++) {
         truth[t] = (int)rng_below(&r, H);
-        for (int c = 0; c < C; c++) mu[t * C + c] = centers[truth[t] * C + c] + 0.7 * rng_normal(&r);
+        for (int c = 0; c < C; c++)
+            mu[t * C + c] = centers[truth[t] * C + c] + 0.7 * rng_normal(&r);
     }
     vbm_memory *m = make(VBM_MIXTURE, C, 3, H, 1);
     vbm_codes codes = {T, C, mu, NULL};
@@ -444,7 +512,8 @@ START_TEST(mixture_recovers_clusters) {
     for (long t = 0; t < T; t++) {
         int best = 0;
         for (int h = 1; h < H; h++)
-            if (res.addr.s[t * H + h] > res.addr.s[t * H + best]) best = h;
+            if (res.addr.s[t * H + h] > res.addr.s[t * H + best])
+                best = h;
         found[t] = best;
     }
     double ari = adjusted_rand(truth, found, T, H, H);
@@ -460,7 +529,8 @@ END_TEST
 
 /* ---- samples match the posterior predictive moments ---- */
 
-static void check_moments(vbm_memory *m, int gh, int cluster) {
+static void check_moments(vbm_memory *m, int gh, int cluster)
+{
     int C = m->cfg.code_size, K = m->cfg.rows;
     long n = 40000;
     double *z = malloc(sizeof(double) * n * C);
@@ -468,38 +538,46 @@ static void check_moments(vbm_memory *m, int gh, int cluster) {
     ck_assert(vbm_sample(m, n, 1234, cluster, z, NULL, &err) == VBM_OK);
     const double *R = m->R + (size_t)gh * K * C, *U = m->U + (size_t)gh * K * K;
     double trU = 0.0;
-    for (int k = 0; k < K; k++) trU += U[k * K + k];
+    for (int k = 0; k < K; k++)
+        trU += U[k * K + k];
     double iso = trU + (m->cfg.shift ? m->s2_b[gh] : 0.0) + m->cfg.sigma_z2;
     double *mean = calloc(C, sizeof(double)), *cov = calloc((size_t)C * C, sizeof(double));
     for (long i = 0; i < n; i++)
-        for (int c = 0; c < C; c++) mean[c] += z[i * C + c] / n;
+        for (int c = 0; c < C; c++)
+            mean[c] += z[i * C + c] / n;
     for (long i = 0; i < n; i++)
         for (int a = 0; a < C; a++)
-            for (int b = 0; b < C; b++) cov[a * C + b] += (z[i * C + a] - mean[a]) * (z[i * C + b] - mean[b]) / (n - 1);
+            for (int b = 0; b < C; b++)
+                cov[a * C + b] += (z[i * C + a] - mean[a]) * (z[i * C + b] - mean[b]) / (n - 1);
     for (int a = 0; a < C; a++) {
         double expect_mean = m->cfg.shift ? m->mu_b[(size_t)gh * C + a] : 0.0;
         for (int b = 0; b < C; b++) {
             double ec = (a == b ? iso : 0.0);
-            for (int k = 0; k < K; k++) ec += R[k * C + a] * R[k * C + b];
+            for (int k = 0; k < K; k++)
+                ec += R[k * C + a] * R[k * C + b];
             double va = 0, vb = 0;
             va = cov[a * C + a];
             vb = cov[b * C + b];
             double se = sqrt((va * vb + ec * ec) / n); /* approx. std. error of a covariance */
-            ck_assert_msg(fabs(cov[a * C + b] - ec) < 6 * se, "cov[%d][%d] %g vs %g (se %g)", a, b, cov[a * C + b], ec, se);
+            ck_assert_msg(fabs(cov[a * C + b] - ec) < 6 * se, "cov[%d][%d] %g vs %g (se %g)", a, b,
+                          cov[a * C + b], ec, se);
         }
         double se = sqrt(cov[a * C + a] / n);
-        ck_assert_msg(fabs(mean[a] - expect_mean) < 5 * se, "mean[%d] %g vs %g", a, mean[a], expect_mean);
+        ck_assert_msg(fabs(mean[a] - expect_mean) < 5 * se, "mean[%d] %g vs %g", a, mean[a],
+                      expect_mean);
     }
     free(z);
     free(mean);
     free(cov);
 }
 
-START_TEST(samples_match_posterior) {
+START_TEST(samples_match_posterior)
+{
     int C = 6;
     long T = 30;
     double *mu = randn(T * C, 44, 1.0);
-    for (long i = 0; i < T * C; i++) mu[i] += 2.0 * (i % C == 0);
+    for (long i = 0; i < T * C; i++)
+        mu[i] += 2.0 * (i % C == 0);
     vbm_codes codes = {T, C, mu, NULL};
     vbm_write_opts o;
     vbm_write_opts_default(&o);
@@ -522,7 +600,8 @@ END_TEST
 
 /* ---- export / import and determinism ---- */
 
-static void roundtrip(vbm_memory *m) {
+static void roundtrip(vbm_memory *m)
+{
     unsigned char *b1, *b2;
     size_t n1, n2;
     vbm_error err;
@@ -533,7 +612,8 @@ static void roundtrip(vbm_memory *m) {
     ck_assert(n1 == n2 && memcmp(b1, b2, n1) == 0);
     size_t GH = (size_t)m->cfg.groups * m->cfg.clusters;
     ck_assert(memcmp(back->R, m->R, GH * m->cfg.rows * m->cg * sizeof(double)) == 0);
-    ck_assert(back->n_paths == m->n_paths && back->n_codes == m->n_codes && back->frames == m->frames);
+    ck_assert(back->n_paths == m->n_paths && back->n_codes == m->n_codes
+              && back->frames == m->frames);
     /* every truncation is rejected, never crashes */
     for (size_t cut = 0; cut < n1; cut += 1 + n1 / 97) {
         vbm_memory *bad = NULL;
@@ -544,15 +624,18 @@ static void roundtrip(vbm_memory *m) {
     vbm_memory_free(back);
 }
 
-START_TEST(export_import_bit_exact) {
+START_TEST(export_import_bit_exact)
+{
     vbm_kind kinds[] = {VBM_GAUSSIAN, VBM_CATEGORICAL, VBM_MIXTURE, VBM_TREE, VBM_DKM};
     int C = 8;
     long T = 20;
     double *mu = randn(T * C, 5, 1.0), *s2 = malloc(sizeof(double) * T * C);
-    for (long i = 0; i < T * C; i++) s2[i] = 0.01 * (i % 3);
+    for (long i = 0; i < T * C; i++)
+        s2[i] = 0.01 * (i % 3);
     vbm_codes codes = {T, C, mu, s2};
     for (int i = 0; i < 5; i++) {
-        vbm_memory *m = make(kinds[i], C, 3, kinds[i] >= VBM_MIXTURE && kinds[i] != VBM_DKM ? 3 : 1, kinds[i] == VBM_TREE ? 2 : 1);
+        vbm_memory *m = make(kinds[i], C, 3, kinds[i] >= VBM_MIXTURE && kinds[i] != VBM_DKM ? 3 : 1,
+                             kinds[i] == VBM_TREE ? 2 : 1);
         m->cfg.retain_max = 15;
         vbm_write_opts o;
         vbm_write_opts_default(&o);
@@ -569,7 +652,8 @@ START_TEST(export_import_bit_exact) {
 }
 END_TEST
 
-START_TEST(import_rejects_garbage) {
+START_TEST(import_rejects_garbage)
+{
     vbm_memory *m = NULL;
     vbm_error err;
     unsigned char junk[64] = "not a memory at all";
@@ -590,7 +674,8 @@ START_TEST(import_rejects_garbage) {
 }
 END_TEST
 
-START_TEST(same_seed_same_bytes) {
+START_TEST(same_seed_same_bytes)
+{
     int C = 10;
     long T = 40;
     double *mu = randn(T * C, 77, 2.0);
@@ -625,7 +710,8 @@ END_TEST
 
 /* ---- online, refit, resize, read ---- */
 
-START_TEST(append_from_fresh_equals_write_from_prior) {
+START_TEST(append_from_fresh_equals_write_from_prior)
+{
     int C = 7;
     long T = 20;
     double *mu = randn(T * C, 3, 1.0);
@@ -655,11 +741,13 @@ START_TEST(append_from_fresh_equals_write_from_prior) {
 }
 END_TEST
 
-START_TEST(refit_uses_retained_codes) {
+START_TEST(refit_uses_retained_codes)
+{
     int C = 6;
     long T = 30;
     double *mu = randn(2 * T * C, 13, 2.0);
-    vbm_codes first = {T, C, mu, NULL}, second = {T, C, mu + T * C, NULL}, both = {2 * T, C, mu, NULL};
+    vbm_codes first = {T, C, mu, NULL}, second = {T, C, mu + T * C, NULL},
+              both = {2 * T, C, mu, NULL};
     vbm_memory *m = make(VBM_MIXTURE, C, 2, 3, 1), *ref = make(VBM_MIXTURE, C, 2, 3, 1);
     m->cfg.retain_max = 1000;
     vbm_write_opts o;
@@ -690,7 +778,8 @@ START_TEST(refit_uses_retained_codes) {
 }
 END_TEST
 
-START_TEST(resize_changes_sizes) {
+START_TEST(resize_changes_sizes)
+{
     int C = 8;
     long T = 60;
     double *mu = randn(T * C, 17, 3.0);
@@ -727,7 +816,8 @@ END_TEST
  * K-proportional defaults 0.2 K and 0.4 K of any K used below), so that memories of another size
  * made here have the same observation model as a resized one whatever resize does with the
  * defaults that follow K. */
-static vbm_memory *make_fixed_noise(vbm_kind kind, int C, int K, int H, int G, long retain_max) {
+static vbm_memory *make_fixed_noise(vbm_kind kind, int C, int K, int H, int G, long retain_max)
+{
     vbm_config cfg;
     vbm_config_default(kind, C, &cfg);
     cfg.rows = K;
@@ -742,7 +832,8 @@ static vbm_memory *make_fixed_noise(vbm_kind kind, int C, int K, int H, int G, l
     return m;
 }
 
-static double elbo_per_frame(const vbm_memory *m, const vbm_codes *codes) {
+static double elbo_per_frame(const vbm_memory *m, const vbm_codes *codes)
+{
     vbm_elbo e;
     vbm_error err;
     ck_assert_msg(vbm_elbo_eval(m, codes, &e, NULL, &err) == VBM_OK, "%s", err.msg);
@@ -752,13 +843,15 @@ static double elbo_per_frame(const vbm_memory *m, const vbm_codes *codes) {
 /* Write a kind/G memory of H = 4, K = 3 on 60 codes of four clusters, resize it to newH x newK
  * (from its retained codes, or without any from pseudo-codes), and check that the resized memory
  * explains the codes about as well as fresh writes of the new size on them. */
-static void check_resize_fit(vbm_kind kind, int G, int newH, int newK, int retain) {
+static void check_resize_fit(vbm_kind kind, int G, int newH, int newK, int retain)
+{
     int C = 8;
     long T = 60;
     double *mu = randn(T * C, 29, 1.0);
     for (long t = 0; t < T; t++) /* cluster t % 4: +4 in column t % 4, -4 in column t % 4 + 4 */
         for (int c = 0; c < C; c++)
-            if (c % 4 == t % 4) mu[t * C + c] += c < 4 ? 4.0 : -4.0;
+            if (c % 4 == t % 4)
+                mu[t * C + c] += c < 4 ? 4.0 : -4.0;
     vbm_codes codes = {T, C, mu, NULL};
     vbm_write_opts o;
     vbm_write_opts_default(&o);
@@ -774,7 +867,8 @@ static void check_resize_fit(vbm_kind kind, int G, int newH, int newK, int retai
     ck_assert(vbm_memory_clone(m, &old, &err) == VBM_OK);
     double before, after;
     o.seed = 1;
-    ck_assert_msg(vbm_resize(m, newH, newK, &o, &before, &after, &r, &err) == VBM_OK, "%s", err.msg);
+    ck_assert_msg(vbm_resize(m, newH, newK, &o, &before, &after, &r, &err) == VBM_OK, "%s",
+                  err.msg);
     vbm_write_result_free(&r);
     ck_assert_int_eq(m->cfg.clusters, newH);
     ck_assert_int_eq(m->cfg.rows, newK);
@@ -815,21 +909,26 @@ static void check_resize_fit(vbm_kind kind, int G, int newH, int newK, int retai
      * either tolerance, and one fitted with a single iteration 1.0 below (6 x 5, retained codes);
      * the first check makes sure the codes keep that margin. */
     double tol = retain ? 1.0 : 2.5;
-    ck_assert_msg(best - prior > 4.0 * tol, "the codes do not tell a fit from the prior: %.6g vs %.6g", best, prior);
-    ck_assert_msg(resized >= best - tol, "%s G = %d resized to %d x %d (%s): ELBO %.6f per frame, fresh writes up to %.6f",
-                  vbm_kind_name(kind), G, newH, newK, retain ? "retained codes" : "pseudo-codes", resized, best);
+    ck_assert_msg(best - prior > 4.0 * tol,
+                  "the codes do not tell a fit from the prior: %.6g vs %.6g", best, prior);
+    ck_assert_msg(resized >= best - tol,
+                  "%s G = %d resized to %d x %d (%s): ELBO %.6f per frame, fresh writes up to %.6f",
+                  vbm_kind_name(kind), G, newH, newK, retain ? "retained codes" : "pseudo-codes",
+                  resized, best);
     /* from retained codes, resize is documented as a refit of them: with the same options and seed
      * it is the fresh write of the new size (measured equal bit for bit; 1e-9 allows another order
      * of the same sums) */
     if (retain)
-        ck_assert_msg(rel(resized, fresh[1]) < 1e-9, "%s G = %d resized to %d x %d: ELBO %.17g, fresh write %.17g",
+        ck_assert_msg(rel(resized, fresh[1]) < 1e-9,
+                      "%s G = %d resized to %d x %d: ELBO %.17g, fresh write %.17g",
                       vbm_kind_name(kind), G, newH, newK, resized, fresh[1]);
     vbm_memory_free(old);
     vbm_memory_free(m);
     free(mu);
 }
 
-START_TEST(resize_keeps_fit) {
+START_TEST(resize_keeps_fit)
+{
     for (int retain = 1; retain >= 0; retain--) {
         check_resize_fit(VBM_MIXTURE, 1, 6, 5, retain);
         check_resize_fit(VBM_MIXTURE, 1, 2, 2, retain);
@@ -843,7 +942,8 @@ END_TEST
  * 0.2 K, Sigma_b0 = 0.4 K I, as vbm_config_set_rows sets them) to the new K, and
  * keeps values that differ from the old K's defaults. The resized memory's fit
  * is the write of a fresh memory made for the new K, bit for bit. */
-START_TEST(resize_moves_k_defaults) {
+START_TEST(resize_moves_k_defaults)
+{
     int C = 6;
     long T = 40;
     double *mu = randn(T * C, 41, 2.0);
@@ -869,7 +969,8 @@ START_TEST(resize_moves_k_defaults) {
         vbm_write_result_free(&r);
         ck_assert_msg(m->cfg.sigma_z2 == 0.2 * 4, "%s: sigma_z2 %.17g after resizing K 6 -> 4",
                       vbm_kind_name(kinds[i]), m->cfg.sigma_z2);
-        ck_assert_msg(m->cfg.sigma2_b0 == 0.4 * 4, "%s: sigma2_b0 %.17g", vbm_kind_name(kinds[i]), m->cfg.sigma2_b0);
+        ck_assert_msg(m->cfg.sigma2_b0 == 0.4 * 4, "%s: sigma2_b0 %.17g", vbm_kind_name(kinds[i]),
+                      m->cfg.sigma2_b0);
         ck_assert(m->s2_b[0] < 0.4 * 4); /* the fit used the new prior */
         /* the same as a fresh memory configured for K = 4 written on the retained codes */
         vbm_config c4 = cfg;
@@ -918,14 +1019,17 @@ START_TEST(resize_moves_k_defaults) {
 }
 END_TEST
 
-START_TEST(read_is_deterministic) {
+START_TEST(read_is_deterministic)
+{
     int C = 8;
     long T = 40;
     double *mu = randn(T * C, 23, 2.0);
     vbm_codes codes = {T, C, mu, NULL};
     vbm_kind kinds[] = {VBM_GAUSSIAN, VBM_CATEGORICAL, VBM_MIXTURE, VBM_TREE, VBM_DKM};
     for (int i = 0; i < 5; i++) {
-        vbm_memory *m = make(kinds[i], C, 3, (kinds[i] == VBM_MIXTURE || kinds[i] == VBM_TREE) ? 4 : 1, kinds[i] == VBM_TREE ? 2 : 1);
+        vbm_memory *m =
+            make(kinds[i], C, 3, (kinds[i] == VBM_MIXTURE || kinds[i] == VBM_TREE) ? 4 : 1,
+                 kinds[i] == VBM_TREE ? 2 : 1);
         vbm_write_opts o;
         vbm_write_opts_default(&o);
         o.max_iter = 5;
@@ -941,9 +1045,11 @@ START_TEST(read_is_deterministic) {
         ck_assert(memcmp(z1, z2, sizeof z1) == 0);
         for (int t = 0; t < 3; t++) {
             double s = 0;
-            for (int h = 0; h < a.G * a.H; h++) s += a.s[t * a.G * a.H + h];
+            for (int h = 0; h < a.G * a.H; h++)
+                s += a.s[t * a.G * a.H + h];
             ck_assert(fabs(s - a.G) < 1e-9);
-            for (int c = 0; c < C; c++) ck_assert(isfinite(z1[t * C + c]));
+            for (int c = 0; c < C; c++)
+                ck_assert(isfinite(z1[t * C + c]));
         }
         vbm_addresses_free(&a);
         vbm_memory_free(m);
@@ -952,15 +1058,18 @@ START_TEST(read_is_deterministic) {
 }
 END_TEST
 
-START_TEST(vb_beats_dkm) {
+START_TEST(vb_beats_dkm)
+{
     int C = 50, K = 8;
     long T = 32;
-    double *R0 = randn((long)K * C, 1, 1.0), *E = randn((long)K * C, 2, 1.0), *W = randn(T * K, 3, 1.0), *N = randn(T * C, 4, 1.0);
+    double *R0 = randn((long)K * C, 1, 1.0), *E = randn((long)K * C, 2, 1.0),
+           *W = randn(T * K, 3, 1.0), *N = randn(T * C, 4, 1.0);
     double *z = calloc((size_t)T * C, sizeof(double));
     for (long t = 0; t < T; t++)
         for (int c = 0; c < C; c++) {
             double v = N[t * C + c];
-            for (int k = 0; k < K; k++) v += (R0[k * C + c] + E[k * C + c]) * W[t * K + k];
+            for (int k = 0; k < K; k++)
+                v += (R0[k * C + c] + E[k * C + c]) * W[t * K + k];
             z[t * C + c] = v;
         }
     vbm_codes codes = {T, C, z, NULL};
@@ -977,7 +1086,8 @@ START_TEST(vb_beats_dkm) {
     vbm_write_result r1, r2;
     write_ok(vb, &codes, &o, &r1);
     write_ok(dkm, &codes, &o, &r2);
-    ck_assert_msg(r1.elbo.per_frame > r2.elbo.per_frame, "VB %g vs DKM %g", r1.elbo.per_frame, r2.elbo.per_frame);
+    ck_assert_msg(r1.elbo.per_frame > r2.elbo.per_frame, "VB %g vs DKM %g", r1.elbo.per_frame,
+                  r2.elbo.per_frame);
     ck_assert(r2.elbo.per_frame / r1.elbo.per_frame > 1.0);
     vbm_write_result_free(&r1);
     vbm_write_result_free(&r2);
@@ -993,7 +1103,8 @@ END_TEST
 
 /* ---- bad input: an error code and a message, never a crash ---- */
 
-START_TEST(bad_input_rejected) {
+START_TEST(bad_input_rejected)
+{
     vbm_memory *m = make(VBM_MIXTURE, 4, 2, 3, 1);
     double mu[8] = {1, 2, 3, 4, 5, 6, 7, 8}, s2[8] = {0};
     vbm_codes codes = {2, 4, mu, s2};
@@ -1049,14 +1160,16 @@ START_TEST(bad_input_rejected) {
     vbm_config_default(VBM_MIXTURE, 10, &cfg);
     ck_assert(fabs(cfg.sigma_z2 - 1.2) < 1e-15 && fabs(cfg.sigma2_b0 - 2.4) < 1e-15);
     vbm_config_set_rows(&cfg, 3);
-    ck_assert(cfg.rows == 3 && fabs(cfg.sigma_z2 - 0.6) < 1e-15 && fabs(cfg.sigma2_b0 - 1.2) < 1e-15);
+    ck_assert(cfg.rows == 3 && fabs(cfg.sigma_z2 - 0.6) < 1e-15
+              && fabs(cfg.sigma2_b0 - 1.2) < 1e-15);
     vbm_kind k;
     ck_assert(vbm_kind_parse("kanerva", &k, &err) == VBM_EINVAL);
     ck_assert(vbm_kind_parse("tree", &k, &err) == VBM_OK && k == VBM_TREE);
 }
 END_TEST
 
-START_TEST(zero_variance_uses_loglik) {
+START_TEST(zero_variance_uses_loglik)
+{
     /* with exact codes the codes term is the expected log-likelihood; a tiny
      * variance adds its (very negative) entropy, so the two differ by that */
     vbm_memory *m = make(VBM_GAUSSIAN, 3, 2, 1, 1);
@@ -1082,7 +1195,8 @@ typedef struct {
     double elbo;
 } job_t;
 
-static void *thread_write(void *arg) {
+static void *thread_write(void *arg)
+{
     job_t *j = arg;
     vbm_memory *m = make(VBM_MIXTURE, j->codes->C, 3, 4, 1);
     vbm_write_opts o;
@@ -1099,7 +1213,8 @@ static void *thread_write(void *arg) {
     return NULL;
 }
 
-START_TEST(parallel_writes_match_sequential) {
+START_TEST(parallel_writes_match_sequential)
+{
     int C = 12;
     long T = 80;
     double *mu = randn(T * C, 61, 2.0);
@@ -1120,14 +1235,15 @@ START_TEST(parallel_writes_match_sequential) {
 }
 END_TEST
 
-
 /* ---- the Gram path of the mixture/tree updates gives the direct path's posterior ---- */
 
-static void compare_solvers(vbm_kind kind, int C, int K, int H, int G, long T, int online) {
+static void compare_solvers(vbm_kind kind, int C, int K, int H, int G, long T, int online)
+{
     vbm_memory *m[2];
     vbm_write_result res[2];
     double *mu = randn(T * C, 71, 1.5), *s2 = randn(T * C, 72, 0.1), *mu2 = randn(T * C, 73, 1.5);
-    for (long i = 0; i < T * C; i++) s2[i] = s2[i] * s2[i] + 0.01;
+    for (long i = 0; i < T * C; i++)
+        s2[i] = s2[i] * s2[i] + 0.01;
     for (long t = 0; t < T; t++) /* three well separated groups */
         for (int c = 0; c < C; c++) {
             mu[t * C + c] += 4.0 * ((t % 3) == (c % 3));
@@ -1156,9 +1272,11 @@ static void compare_solvers(vbm_kind kind, int C, int K, int H, int G, long T, i
     ck_assert_double_le(max_rel_diff(m[1]->U, m[0]->U, (size_t)GH * K * K), 1e-8);
     ck_assert_double_le(max_rel_diff(m[1]->mu_b, m[0]->mu_b, (size_t)GH * cg), 1e-8);
     ck_assert_double_le(max_rel_diff(m[1]->s2_b, m[0]->s2_b, (size_t)GH), 1e-8);
-    ck_assert_double_le(max_rel_diff(res[1].trace, res[0].trace, (size_t)res[0].iterations + 1), 1e-9);
+    ck_assert_double_le(max_rel_diff(res[1].trace, res[0].trace, (size_t)res[0].iterations + 1),
+                        1e-9);
     ck_assert_double_le(max_rel_diff(res[1].addr.s, res[0].addr.s, (size_t)T * G * H), 1e-8);
-    ck_assert_double_le(max_rel_diff(res[1].addr.w_mu, res[0].addr.w_mu, (size_t)T * G * H * K), 1e-8);
+    ck_assert_double_le(max_rel_diff(res[1].addr.w_mu, res[0].addr.w_mu, (size_t)T * G * H * K),
+                        1e-8);
     ck_assert_double_le(rel(res[1].elbo.kl_M, res[0].elbo.kl_M), 1e-8);
     ck_assert_double_le(rel(res[1].elbo.total, res[0].elbo.total), 1e-10);
     for (int it = 1; it <= res[1].iterations; it++) /* still coordinate ascent */
@@ -1190,7 +1308,8 @@ static void compare_solvers(vbm_kind kind, int C, int K, int H, int G, long T, i
     free(mu2);
 }
 
-START_TEST(gram_path_equals_direct) {
+START_TEST(gram_path_equals_direct)
+{
     compare_solvers(VBM_MIXTURE, 40, 4, 3, 1, 30, 0); /* batch write from k-means++ */
     compare_solvers(VBM_MIXTURE, 40, 4, 3, 1, 30, 1); /* then online: nonzero prior means */
     compare_solvers(VBM_TREE, 40, 3, 3, 2, 16, 0);
@@ -1200,7 +1319,8 @@ END_TEST
 
 /* ---- a time budget stops a fit after an update, with a valid posterior ---- */
 
-START_TEST(time_budget_stops_fit) {
+START_TEST(time_budget_stops_fit)
+{
     int C = 30, K = 6, H = 8;
     long T = 400;
     vbm_memory *m = make(VBM_MIXTURE, C, K, H, 1);
@@ -1236,7 +1356,8 @@ END_TEST
 
 /* ---- the normal generator (ziggurat) draws a standard normal ---- */
 
-START_TEST(normal_draws_are_standard) {
+START_TEST(normal_draws_are_standard)
+{
     const long n = 2000000;
     rng_t r;
     rng_seed(&r, 2024);
@@ -1256,7 +1377,8 @@ START_TEST(normal_draws_are_standard) {
         tail += fabs(x) > 3.5; /* beyond the ziggurat's base R = 3.44: the tail algorithm */
         low += x < -3.5;
         high += x > 3.5;
-        for (int g = 0; g < NG; g++) below[g] += x < -4.0 + 0.1 * g;
+        for (int g = 0; g < NG; g++)
+            below[g] += x < -4.0 + 0.1 * g;
     }
     double mean = s1 / n, var = s2 / n - mean * mean;
     ck_assert_double_le(fabs(mean), 0.003);
@@ -1282,7 +1404,8 @@ START_TEST(normal_draws_are_standard) {
     rng_normal_fill(&r, a, NF);
     uint64_t next_a = rng_next(&r);
     rng_seed(&r, 9);
-    for (int i = 0; i < NF; i++) b[i] = rng_normal(&r);
+    for (int i = 0; i < NF; i++)
+        b[i] = rng_normal(&r);
     ck_assert(memcmp(a, b, sizeof(double) * NF) == 0);
     ck_assert(rng_next(&r) == next_a);
     free(a);
@@ -1299,7 +1422,8 @@ typedef struct {
     long items;
 } count_job;
 
-static void count_run(const void *ctx, long b, long e, int worker) {
+static void count_run(const void *ctx, long b, long e, int worker)
+{
     const count_job *j = ctx;
     for (long i = b; i < e; i++) {
         j->hits[i]++;
@@ -1310,11 +1434,13 @@ static void count_run(const void *ctx, long b, long e, int worker) {
         int nested[3] = {0, 0, 0}, wk[3];
         count_job in = {j->team, nested, wk, 3};
         team_for(j->team, 3, 1, 1 << 20, count_run, &in);
-        for (int i = 0; i < 3; i++) ck_assert(nested[i] == 1 && wk[i] == 0);
+        for (int i = 0; i < 3; i++)
+            ck_assert(nested[i] == 1 && wk[i] == 0);
     }
 }
 
-START_TEST(team_runs_every_item_once) {
+START_TEST(team_runs_every_item_once)
+{
     for (int threads = 1; threads <= 4; threads++) {
         team_t *team = team_new(threads);
         ck_assert_ptr_nonnull(team);
@@ -1341,7 +1467,8 @@ START_TEST(team_runs_every_item_once) {
         int hits[3] = {0, 0, 0}, wk[3] = {9, 9, 9};
         count_job j = {team, hits, wk, 3};
         team_for_shares(team, 3, 100, count_run, &j);
-        for (int i = 0; i < 3; i++) ck_assert(hits[i] == 1 && wk[i] == 0);
+        for (int i = 0; i < 3; i++)
+            ck_assert(hits[i] == 1 && wk[i] == 0);
         team_free(team);
     }
     team_free(NULL);
@@ -1361,7 +1488,8 @@ typedef struct {
     vbm_write_result res;
 } team_fit;
 
-static void *team_fit_run(void *arg) {
+static void *team_fit_run(void *arg)
+{
     team_fit *f = arg;
     double *mu = randn(f->T * f->C, 91, 1.5), *mu2 = randn(f->T * f->C, 92, 1.5);
     for (long t = 0; t < f->T; t++) /* three well separated groups */
@@ -1388,7 +1516,8 @@ static void *team_fit_run(void *arg) {
     return NULL;
 }
 
-static void team_fit_same(const team_fit *a, const team_fit *b) {
+static void team_fit_same(const team_fit *a, const team_fit *b)
+{
     size_t GH = (size_t)a->G * a->H, K = (size_t)a->K, cg = (size_t)(a->C / a->G), T = (size_t)a->T;
     ck_assert(memcmp(a->m->R, b->m->R, sizeof(double) * GH * K * cg) == 0);
     ck_assert(memcmp(a->m->U, b->m->U, sizeof(double) * GH * K * K) == 0);
@@ -1401,18 +1530,44 @@ static void team_fit_same(const team_fit *a, const team_fit *b) {
     ck_assert(memcmp(a->res.addr.w_cov, b->res.addr.w_cov, sizeof(double) * GH * K * K) == 0);
 }
 
-static void team_fit_free(team_fit *f) {
+static void team_fit_free(team_fit *f)
+{
     vbm_write_result_free(&f->res);
     vbm_memory_free(f->m);
 }
 
-START_TEST(team_gives_same_bytes) {
+START_TEST(team_gives_same_bytes)
+{
     /* sizes large enough that every per-cluster loop goes to the helpers */
     const team_fit cases[] = {
-        {.kind = VBM_MIXTURE, .C = 40, .K = 4, .H = 7, .G = 1, .T = 30, .solver = VBM_SOLVER_AUTO},   /* Gram path */
-        {.kind = VBM_MIXTURE, .C = 10, .K = 4, .H = 6, .G = 1, .T = 120, .solver = VBM_SOLVER_AUTO},  /* direct path (T > C) */
-        {.kind = VBM_TREE, .C = 60, .K = 4, .H = 6, .G = 2, .T = 28, .solver = VBM_SOLVER_AUTO},      /* G groups of clusters */
-        {.kind = VBM_MIXTURE, .C = 48, .K = 9, .H = 3, .G = 1, .T = 40, .solver = VBM_SOLVER_AUTO},   /* K > 8 rows */
+        {.kind = VBM_MIXTURE,
+         .C = 40,
+         .K = 4,
+         .H = 7,
+         .G = 1,
+         .T = 30,
+         .solver = VBM_SOLVER_AUTO}, /* Gram path */
+        {.kind = VBM_MIXTURE,
+         .C = 10,
+         .K = 4,
+         .H = 6,
+         .G = 1,
+         .T = 120,
+         .solver = VBM_SOLVER_AUTO}, /* direct path (T > C) */
+        {.kind = VBM_TREE,
+         .C = 60,
+         .K = 4,
+         .H = 6,
+         .G = 2,
+         .T = 28,
+         .solver = VBM_SOLVER_AUTO}, /* G groups of clusters */
+        {.kind = VBM_MIXTURE,
+         .C = 48,
+         .K = 9,
+         .H = 3,
+         .G = 1,
+         .T = 40,
+         .solver = VBM_SOLVER_AUTO}, /* K > 8 rows */
     };
     ck_assert_ptr_null(vbm_team_new(0));
     vbm_team_free(NULL);
@@ -1451,11 +1606,13 @@ END_TEST
  * (and densely near 0, where the softmax's values lie), the documented ends
  * and NaN, and the same bits for a value wherever it sits in the array (the
  * padded tail included). */
-START_TEST(vector_exp_matches_libm) {
+START_TEST(vector_exp_matches_libm)
+{
     rng_t rng;
     rng_seed(&rng, 31);
     long n = 20003;
-    double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * n), *z = malloc(sizeof(double) * n);
+    double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * n),
+           *z = malloc(sizeof(double) * n);
     ck_assert_ptr_nonnull(x);
     ck_assert_ptr_nonnull(y);
     ck_assert_ptr_nonnull(z);
@@ -1492,21 +1649,26 @@ END_TEST
 
 /* The sum dot_rows forms for A_i . B_j: four lanes over the blocks of four
  * terms, the last k mod 4 terms added to lane 0, then (l0 + l1) + (l2 + l3). */
-static double lane_dot(int k, const double *a, const double *b) {
+static double lane_dot(int k, const double *a, const double *b)
+{
     double l[4] = {0.0, 0.0, 0.0, 0.0};
     int p = 0;
     for (; p + 4 <= k; p += 4)
-        for (int q = 0; q < 4; q++) l[q] += a[p + q] * b[p + q];
-    for (; p < k; p++) l[0] += a[p] * b[p];
+        for (int q = 0; q < 4; q++)
+            l[q] += a[p + q] * b[p + q];
+    for (; p < k; p++)
+        l[0] += a[p] * b[p];
     return (l[0] + l[1]) + (l[2] + l[3]);
 }
 
-START_TEST(small_abt_is_exact) {
+START_TEST(small_abt_is_exact)
+{
     /* la_gemm's small A B^T path and la_gemm_sym (dot_rows, with its AVX-512
      * variant when this CPU has one and VBMEM_LA_NO_AVX512 is unset) against
      * the lane sums above, bit for bit */
     const int ks[] = {1, 3, 4, 7, 64, 65};
-    double *A = randn(9 * 70, 111, 1.0), *B = randn(9 * 70, 112, 1.0), *C0 = randn(9 * 12, 113, 1.0);
+    double *A = randn(9 * 70, 111, 1.0), *B = randn(9 * 70, 112, 1.0),
+           *C0 = randn(9 * 12, 113, 1.0);
     double C[9 * 12], R[9 * 12];
     for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++)
         for (int m = 1; m <= 9; m++)
@@ -1520,10 +1682,13 @@ START_TEST(small_abt_is_exact) {
                     for (int i = 0; i < m; i++)
                         for (int j = 0; j < n; j++) {
                             double d = lane_dot(k, A + i * lda, B + j * lda);
-                            R[i * ldc + j] = beta == 0.0 ? alpha * d : beta * R[i * ldc + j] + alpha * d;
+                            R[i * ldc + j] =
+                                beta == 0.0 ? alpha * d : beta * R[i * ldc + j] + alpha * d;
                         }
-                    if ((long)m * n * k <= 8192) /* the dot_rows path (larger ones go to OpenBLAS) */
-                        ck_assert_msg(memcmp(C, R, sizeof C) == 0, "A B^T m=%d n=%d k=%d beta=%g", m, n, k, beta);
+                    if ((long)m * n * k
+                        <= 8192) /* the dot_rows path (larger ones go to OpenBLAS) */
+                        ck_assert_msg(memcmp(C, R, sizeof C) == 0, "A B^T m=%d n=%d k=%d beta=%g",
+                                      m, n, k, beta);
                 }
     for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++)
         for (int n = 1; n <= 9; n++) {
@@ -1532,7 +1697,8 @@ START_TEST(small_abt_is_exact) {
             for (int i = 0; i < n; i++)
                 for (int j = 0; j <= i; j++) {
                     double d = 0.5 * lane_dot(k, A + i * lda, B + j * lda);
-                    ck_assert_msg(memcmp(&C[i * ldc + j], &d, sizeof d) == 0 && memcmp(&C[j * ldc + i], &d, sizeof d) == 0,
+                    ck_assert_msg(memcmp(&C[i * ldc + j], &d, sizeof d) == 0
+                                      && memcmp(&C[j * ldc + i], &d, sizeof d) == 0,
                                   "sym n=%d k=%d (%d, %d)", n, k, i, j);
                 }
         }
@@ -1542,13 +1708,15 @@ START_TEST(small_abt_is_exact) {
 }
 END_TEST
 
-START_TEST(all_finite_finds_each_position) {
+START_TEST(all_finite_finds_each_position)
+{
     /* la_all_finite over every length up to 21 with one bad value at every
      * position (the vector blocks and the tail), and huge finite values */
     const double bad[3] = {NAN, INFINITY, -INFINITY};
     double x[21];
     for (int n = 0; n <= 21; n++) {
-        for (int i = 0; i < n; i++) x[i] = i % 2 ? -1e308 : 1e308;
+        for (int i = 0; i < n; i++)
+            x[i] = i % 2 ? -1e308 : 1e308;
         ck_assert_int_eq(la_all_finite(n, x), 1);
         for (int b = 0; b < 3; b++)
             for (int i = 0; i < n; i++) {
@@ -1561,13 +1729,15 @@ START_TEST(all_finite_finds_each_position) {
 }
 END_TEST
 
-START_TEST(short_gemm_is_exact) {
+START_TEST(short_gemm_is_exact)
+{
     /* la_gemm's short-A path (and its AVX-512 variant, when this CPU has one and
      * VBMEM_LA_NO_AVX512 is unset) sums each element over p in order with one
      * multiply and one add per term: the same operations as the loop below, so
      * the same bits. */
     const int ns[] = {1, 3, 8, 13, 16, 31, 64, 200}, ks[] = {1, 5, 64};
-    double *A = randn(21 * 70, 101, 1.0), *B = randn(70 * 210, 102, 1.0), *C0 = randn(8 * 210, 103, 1.0);
+    double *A = randn(21 * 70, 101, 1.0), *B = randn(70 * 210, 102, 1.0),
+           *C0 = randn(8 * 210, 103, 1.0);
     double *C = malloc(sizeof(double) * 8 * 210), *R = malloc(sizeof(double) * 8 * 210);
     for (int m = 1; m <= 8; m++)
         for (size_t in = 0; in < sizeof ns / sizeof ns[0]; in++)
@@ -1575,16 +1745,19 @@ START_TEST(short_gemm_is_exact) {
                 for (int bt = 0; bt < 2; bt++) {
                     int n = ns[in], k = ks[ik], lda = 70, ldb = 210, ldc = 209;
                     double alpha = 0.75, beta = bt ? -0.5 : 0.0;
-                    for (int i = 0; i < 8 * 209; i++) C[i] = R[i] = C0[i];
+                    for (int i = 0; i < 8 * 209; i++)
+                        C[i] = R[i] = C0[i];
                     la_gemm(0, 0, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
                     for (int i = 0; i < m; i++)
                         for (int j = 0; j < n; j++) {
                             double s = 0.0;
-                            for (int p = 0; p < k; p++) s += A[i * lda + p] * B[p * ldb + j];
-                            R[i * ldc + j] = beta == 0.0 ? alpha * s : alpha * s + beta * R[i * ldc + j];
+                            for (int p = 0; p < k; p++)
+                                s += A[i * lda + p] * B[p * ldb + j];
+                            R[i * ldc + j] =
+                                beta == 0.0 ? alpha * s : alpha * s + beta * R[i * ldc + j];
                         }
-                    ck_assert_msg(memcmp(C, R, sizeof(double) * 8 * 209) == 0, "m=%d n=%d k=%d beta=%g", m, n, k,
-                                  beta);
+                    ck_assert_msg(memcmp(C, R, sizeof(double) * 8 * 209) == 0,
+                                  "m=%d n=%d k=%d beta=%g", m, n, k, beta);
                 }
     /* la_gram: A A^T from A and A^T, the same plain sums, both triangles */
     for (int n = 1; n <= 21; n += 4) {
@@ -1592,22 +1765,28 @@ START_TEST(short_gemm_is_exact) {
         double *At = malloc(sizeof(double) * k * ldt);
         ck_assert_ptr_nonnull(At);
         for (int i = 0; i < n; i++)
-            for (int p = 0; p < k; p++) At[p * ldt + i] = A[i * lda + p];
-        for (int i = 0; i < 8 * 209; i++) C[i] = NAN;
+            for (int p = 0; p < k; p++)
+                At[p * ldt + i] = A[i * lda + p];
+        for (int i = 0; i < 8 * 209; i++)
+            C[i] = NAN;
         la_gram(n, k, A, lda, At, ldt, C, ldc);
         for (int i = 0; i < n; i++)
             for (int j = 0; j < n; j++) {
                 double s = 0.0;
-                for (int p = 0; p < k; p++) s += A[i * lda + p] * A[j * lda + p];
-                ck_assert_msg(memcmp(&C[i * ldc + j], &s, sizeof s) == 0, "gram n=%d (%d, %d)", n, i, j);
+                for (int p = 0; p < k; p++)
+                    s += A[i * lda + p] * A[j * lda + p];
+                ck_assert_msg(memcmp(&C[i * ldc + j], &s, sizeof s) == 0, "gram n=%d (%d, %d)", n,
+                              i, j);
             }
         free(At);
     }
     /* k = 0 with beta = 0: C is set to zero, never read (BLAS semantics) */
-    for (int i = 0; i < 8 * 209; i++) C[i] = NAN;
+    for (int i = 0; i < 8 * 209; i++)
+        C[i] = NAN;
     la_gemm(0, 0, 3, 5, 0, 1.0, A, 70, B, 210, 0.0, C, 209);
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 5; j++) ck_assert(C[i * 209 + j] == 0.0);
+        for (int j = 0; j < 5; j++)
+            ck_assert(C[i * 209 + j] == 0.0);
     free(A);
     free(B);
     free(C0);
@@ -1616,7 +1795,8 @@ START_TEST(short_gemm_is_exact) {
 }
 END_TEST
 
-START_TEST(small_cholesky_solves) {
+START_TEST(small_cholesky_solves)
+{
     /* the column-block and sweep paths of la_chol_solve against a plain
      * substitution, for right-hand sides below, at and past the block path */
     const int nrhs[] = {1, 2, 6, 15, 16, 17, 64, 203};
@@ -1625,7 +1805,8 @@ START_TEST(small_cholesky_solves) {
         for (int i = 0; i < n; i++) /* Q = M M^T + n I */
             for (int j = 0; j < n; j++) {
                 double s = i == j ? n : 0.0;
-                for (int p = 0; p < n; p++) s += M[i * n + p] * M[j * n + p];
+                for (int p = 0; p < n; p++)
+                    s += M[i * n + p] * M[j * n + p];
                 Q[i * n + j] = s;
             }
         ck_assert_int_eq(la_chol(n, Q), 0);
@@ -1638,18 +1819,22 @@ START_TEST(small_cholesky_solves) {
                 double y[16];
                 for (int i = 0; i < n; i++) {
                     double v = B[i * ld + j];
-                    for (int p = 0; p < i; p++) v -= Q[i * n + p] * y[p];
+                    for (int p = 0; p < i; p++)
+                        v -= Q[i * n + p] * y[p];
                     y[i] = v / Q[i * n + i];
                 }
                 for (int i = n - 1; i >= 0; i--) {
                     double v = y[i];
-                    for (int p = i + 1; p < n; p++) v -= Q[p * n + i] * y[p];
+                    for (int p = i + 1; p < n; p++)
+                        v -= Q[p * n + i] * y[p];
                     y[i] = v / Q[i * n + i];
                 }
-                for (int i = 0; i < n; i++) ck_assert_double_le(fabs(X[i * ld + j] - y[i]), 1e-12 * (1.0 + fabs(y[i])));
+                for (int i = 0; i < n; i++)
+                    ck_assert_double_le(fabs(X[i * ld + j] - y[i]), 1e-12 * (1.0 + fabs(y[i])));
             }
             for (int i = 0; i < n; i++) /* the padding after each row is untouched */
-                for (int j = m; j < ld; j++) ck_assert(X[i * ld + j] == B[i * ld + j]);
+                for (int j = m; j < ld; j++)
+                    ck_assert(X[i * ld + j] == B[i * ld + j]);
             free(B);
             free(X);
         }
@@ -1665,7 +1850,9 @@ START_TEST(small_cholesky_solves) {
             want += 2.0 * log(d[i]);
         }
         ck_assert_double_le(fabs(la_chol_logdet(10, D) - want), 1e-12 * fabs(want));
-        ck_assert_double_le(fabs(la_chol_logdet(3, (double[]){2.0, 0, 0, 0, 3.0, 0, 0, 0, 5.0}) - 2.0 * log(30.0)), 1e-15);
+        ck_assert_double_le(
+            fabs(la_chol_logdet(3, (double[]){2.0, 0, 0, 0, 3.0, 0, 0, 0, 5.0}) - 2.0 * log(30.0)),
+            1e-15);
         D[3 * 10 + 3] = 0.0;
         ck_assert(isinf(la_chol_logdet(10, D)));
         D[3 * 10 + 3] = -1.0;
@@ -1674,7 +1861,8 @@ START_TEST(small_cholesky_solves) {
 }
 END_TEST
 
-START_TEST(four_lane_cholesky_matches_single) {
+START_TEST(four_lane_cholesky_matches_single)
+{
     /* la_chol4, la_chol_inverse4 and la_chol_solve4 give each matrix the bits
      * la_chol, la_chol_inverse and la_chol_solve give it alone; a matrix that is
      * not positive definite is reported in its lane only */
@@ -1687,9 +1875,12 @@ START_TEST(four_lane_cholesky_matches_single) {
             S[l] = malloc(sizeof(double) * nn);
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < n; j++) {
-                    double v = i == j ? (l == 2 && n > 1 && i == n - 1 ? -1.0 : n) : 0.0; /* lane 2: not PD */
-                    for (int p = 0; p < n; p++) v += M[i * n + p] * M[j * n + p];
-                    A[l][i * n + j] = S[l][i * n + j] = l == 2 && n > 1 && i == n - 1 && j == n - 1 ? -50.0 * n : v;
+                    double v = i == j ? (l == 2 && n > 1 && i == n - 1 ? -1.0 : n)
+                                      : 0.0; /* lane 2: not PD */
+                    for (int p = 0; p < n; p++)
+                        v += M[i * n + p] * M[j * n + p];
+                    A[l][i * n + j] = S[l][i * n + j] =
+                        l == 2 && n > 1 && i == n - 1 && j == n - 1 ? -50.0 * n : v;
                 }
             free(M);
             B[l] = randn((long)n * 9, 300 + n + l, 1.0);
@@ -1700,16 +1891,20 @@ START_TEST(four_lane_cholesky_matches_single) {
         for (int l = 0; l < 4; l++) {
             int fail = la_chol(n, S[l]) != 0;
             ck_assert_int_eq((bad >> l) & 1, fail);
-            if (!fail) ck_assert(memcmp(A[l], S[l], sizeof(double) * nn) == 0);
+            if (!fail)
+                ck_assert(memcmp(A[l], S[l], sizeof(double) * nn) == 0);
         }
-        if (n > 1) ck_assert_int_eq(bad, 1 << 2);
+        if (n > 1)
+            ck_assert_int_eq(bad, 1 << 2);
         for (int l = 0; l < 4; l++)
             if ((bad >> l) & 1) { /* give the failed lane a valid factor for the next checks */
                 memset(A[l], 0, sizeof(double) * nn);
-                for (int i = 0; i < n; i++) A[l][i * n + i] = 2.0;
+                for (int i = 0; i < n; i++)
+                    A[l][i * n + i] = 2.0;
                 memcpy(S[l], A[l], sizeof(double) * nn);
             }
-        for (int nrhs = 1; nrhs <= 9; nrhs += 8) { /* one and nine right-hand sides (row stride 9) */
+        for (int nrhs = 1; nrhs <= 9;
+             nrhs += 8) { /* one and nine right-hand sides (row stride 9) */
             la_chol_solve4(n, nrhs, A, B, 9);
             for (int l = 0; l < 4; l++) {
                 la_chol_solve(n, nrhs, S[l], C[l], 9);
@@ -1729,7 +1924,8 @@ START_TEST(four_lane_cholesky_matches_single) {
 }
 END_TEST
 
-static Suite *models_suite(void) {
+static Suite *models_suite(void)
+{
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
@@ -1773,7 +1969,8 @@ static Suite *models_suite(void) {
     return s;
 }
 
-int main(void) {
+int main(void)
+{
     SRunner *sr = srunner_create(models_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -17,15 +17,18 @@
 
 /* ---- helpers ---- */
 
-static float *randf(long n, uint64_t seed, double scale) {
+static float *randf(long n, uint64_t seed, double scale)
+{
     rng_t r;
     rng_seed(&r, seed);
     float *x = malloc(sizeof(float) * (n ? n : 1));
-    for (long i = 0; i < n; i++) x[i] = (float)(scale * rng_normal(&r));
+    for (long i = 0; i < n; i++)
+        x[i] = (float)(scale * rng_normal(&r));
     return x;
 }
 
-static char *strrep(const char *s, const char *from, const char *to) {
+static char *strrep(const char *s, const char *from, const char *to)
+{
     const char *p = strstr(s, from);
     ck_assert_msg(p != NULL, "test bug: \"%s\" not in the string", from);
     size_t a = (size_t)(p - s), lf = strlen(from), lt = strlen(to), ls = strlen(s);
@@ -36,9 +39,11 @@ static char *strrep(const char *s, const char *from, const char *to) {
     return out;
 }
 
-static unsigned char *read_all(const char *path, size_t *len) {
+static unsigned char *read_all(const char *path, size_t *len)
+{
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -53,15 +58,20 @@ static unsigned char *read_all(const char *path, size_t *len) {
 /* obs [1,6,6] gaussian, C = 2. encoder: conv 3x3 valid -> [2,4,4], flatten, dense 32 -> 4.
  * decoder: dense 2 -> 8, reshape [2,2,2], transposed conv k3 s3 valid -> [2,6,6]. */
 static const char *BASE_ARCH =
-    "{\"observation\":{\"channels\":1,\"height\":6,\"width\":6,\"likelihood\":\"gaussian\",\"min_scale\":0.001},"
+    "{\"observation\":{\"channels\":1,\"height\":6,\"width\":6,\"likelihood\":\"gaussian\",\"min_"
+    "scale\":0.001},"
     "\"code_size\":2,\"log_sigma_min\":-9,\"log_sigma_max\":4,"
-    "\"encoder\":[{\"type\":\"conv2d\",\"name\":\"e0\",\"in\":1,\"out\":2,\"kernel\":3,\"stride\":1,\"padding\":"
+    "\"encoder\":[{\"type\":\"conv2d\",\"name\":\"e0\",\"in\":1,\"out\":2,\"kernel\":3,\"stride\":"
+    "1,\"padding\":"
     "\"valid\"},{\"type\":\"flatten\"},{\"type\":\"dense\",\"name\":\"e1\",\"in\":32,\"out\":4}],"
-    "\"decoder\":[{\"type\":\"dense\",\"name\":\"d0\",\"in\":2,\"out\":8},{\"type\":\"reshape\",\"shape\":[2,2,2]},"
-    "{\"type\":\"conv_transpose2d\",\"name\":\"d1\",\"in\":2,\"out\":2,\"kernel\":3,\"stride\":3,\"padding\":"
+    "\"decoder\":[{\"type\":\"dense\",\"name\":\"d0\",\"in\":2,\"out\":8},{\"type\":\"reshape\","
+    "\"shape\":[2,2,2]},"
+    "{\"type\":\"conv_transpose2d\",\"name\":\"d1\",\"in\":2,\"out\":2,\"kernel\":3,\"stride\":3,"
+    "\"padding\":"
     "\"valid\"}]}";
-static const char *BASE_MEMORY = "{\"kind\":\"mixture\",\"clusters\":3,\"rows\":2,\"groups\":1,\"iterations\":5,"
-                                 "\"sigma_z2\":0.4,\"u0\":0.4,\"sigma2_b0\":0.8,\"s_floor\":0,\"episode_length\":16}";
+static const char *BASE_MEMORY =
+    "{\"kind\":\"mixture\",\"clusters\":3,\"rows\":2,\"groups\":1,\"iterations\":5,"
+    "\"sigma_z2\":0.4,\"u0\":0.4,\"sigma2_b0\":0.8,\"s_floor\":0,\"episode_length\":16}";
 static const char *BASE_PROV = "{\"dataset\":\"none\",\"seed\":1}";
 
 typedef struct {
@@ -74,28 +84,34 @@ typedef struct {
     tdesc t[16];
     int nt;
     const char *meta[12];
-    int nmeta;         /* pairs */
-    int nan_tensor;    /* index of a tensor that gets a non-finite value, or -1 */
+    int nmeta;      /* pairs */
+    int nan_tensor; /* index of a tensor that gets a non-finite value, or -1 */
     long nan_at;
     float nan_value;
     double scale[16]; /* multiplies tensor i's random values when non-zero */
 } mspec;
 
-static void spec_base(mspec *s, const char *arch) {
-    static const tdesc base[] = {{"e0.weight", 4, {2, 1, 3, 3}}, {"e0.bias", 1, {2}},  {"e1.weight", 2, {4, 32}},
-                                 {"e1.bias", 1, {4}},            {"d0.weight", 2, {8, 2}}, {"d0.bias", 1, {8}},
+static void spec_base(mspec *s, const char *arch)
+{
+    static const tdesc base[] = {{"e0.weight", 4, {2, 1, 3, 3}}, {"e0.bias", 1, {2}},
+                                 {"e1.weight", 2, {4, 32}},      {"e1.bias", 1, {4}},
+                                 {"d0.weight", 2, {8, 2}},       {"d0.bias", 1, {8}},
                                  {"d1.weight", 4, {2, 2, 3, 3}}, {"d1.bias", 1, {2}}};
     memset(s, 0, sizeof *s);
     s->nt = 8;
     memcpy(s->t, base, sizeof base);
-    const char *meta[] = {"vbmem.format",     "vbmem-model", "vbmem.format_version", "1",       "vbmem.architecture",
-                          arch ? arch : BASE_ARCH, "vbmem.memory", BASE_MEMORY,       "vbmem.provenance", BASE_PROV};
+    const char *meta[] = {"vbmem.format",         "vbmem-model",
+                          "vbmem.format_version", "1",
+                          "vbmem.architecture",   arch ? arch : BASE_ARCH,
+                          "vbmem.memory",         BASE_MEMORY,
+                          "vbmem.provenance",     BASE_PROV};
     memcpy(s->meta, meta, sizeof meta);
     s->nmeta = 5;
     s->nan_tensor = -1;
 }
 
-static void spec_drop_meta(mspec *s, const char *key) {
+static void spec_drop_meta(mspec *s, const char *key)
+{
     for (int i = 0; i < s->nmeta; i++)
         if (strcmp(s->meta[2 * i], key) == 0) {
             memmove(&s->meta[2 * i], &s->meta[2 * i + 2], sizeof(char *) * 2 * (s->nmeta - i - 1));
@@ -105,7 +121,8 @@ static void spec_drop_meta(mspec *s, const char *key) {
     ck_abort_msg("test bug: no metadata %s", key);
 }
 
-static void spec_set_meta(mspec *s, const char *key, const char *value) {
+static void spec_set_meta(mspec *s, const char *key, const char *value)
+{
     for (int i = 0; i < s->nmeta; i++)
         if (strcmp(s->meta[2 * i], key) == 0) {
             s->meta[2 * i + 1] = value;
@@ -114,27 +131,34 @@ static void spec_set_meta(mspec *s, const char *key, const char *value) {
     ck_abort_msg("test bug: no metadata %s", key);
 }
 
-static unsigned char *spec_build(const mspec *s, size_t *len) {
+static unsigned char *spec_build(const mspec *s, size_t *len)
+{
     st_input in[16];
     float *data[16];
     for (int i = 0; i < s->nt; i++) {
         long count = 1;
-        for (int d = 0; d < s->t[i].ndim; d++) count *= s->t[i].shape[d];
+        for (int d = 0; d < s->t[i].ndim; d++)
+            count *= s->t[i].shape[d];
         data[i] = randf(count, 100 + (uint64_t)i, 0.3);
         if (s->scale[i] != 0)
-            for (long j = 0; j < count; j++) data[i][j] = (float)(data[i][j] * s->scale[i]);
-        if (i == s->nan_tensor) data[i][s->nan_at] = s->nan_value;
+            for (long j = 0; j < count; j++)
+                data[i][j] = (float)(data[i][j] * s->scale[i]);
+        if (i == s->nan_tensor)
+            data[i][s->nan_at] = s->nan_value;
         in[i] = (st_input){s->t[i].name, s->t[i].ndim, s->t[i].shape, data[i]};
     }
     unsigned char *buf = NULL;
     vbm_error err;
-    ck_assert_msg(st_build(in, (size_t)s->nt, s->meta, (size_t)s->nmeta, &buf, len, &err) == VBM_OK, "%s", err.msg);
-    for (int i = 0; i < s->nt; i++) free(data[i]);
+    ck_assert_msg(st_build(in, (size_t)s->nt, s->meta, (size_t)s->nmeta, &buf, len, &err) == VBM_OK,
+                  "%s", err.msg);
+    for (int i = 0; i < s->nt; i++)
+        free(data[i]);
     return buf;
 }
 
 /* Load must fail with exactly `want` (or, with prefix set, a message starting with it). */
-static void expect_reject_buf(const unsigned char *buf, size_t len, const char *want, int prefix) {
+static void expect_reject_buf(const unsigned char *buf, size_t len, const char *want, int prefix)
+{
     vbm_error err = {0};
     nets_model *m = (nets_model *)1;
     vbm_status rc = nets_model_load_buffer(buf, len, &m, &err);
@@ -143,13 +167,14 @@ static void expect_reject_buf(const unsigned char *buf, size_t len, const char *
     ck_assert_int_eq(err.status, VBM_EFORMAT);
     ck_assert_str_eq(err.field, "");
     if (prefix)
-        ck_assert_msg(strncmp(err.msg, want, strlen(want)) == 0, "message \"%s\" does not start with \"%s\"", err.msg,
-                      want);
+        ck_assert_msg(strncmp(err.msg, want, strlen(want)) == 0,
+                      "message \"%s\" does not start with \"%s\"", err.msg, want);
     else
         ck_assert_msg(strcmp(err.msg, want) == 0, "message \"%s\", wanted \"%s\"", err.msg, want);
 }
 
-static void expect_reject(const mspec *s, const char *want, int prefix) {
+static void expect_reject(const mspec *s, const char *want, int prefix)
+{
     size_t len;
     unsigned char *buf = spec_build(s, &len);
     expect_reject_buf(buf, len, want, prefix);
@@ -157,16 +182,19 @@ static void expect_reject(const mspec *s, const char *want, int prefix) {
 }
 
 /* 8-byte length + header + data_len zero bytes. */
-static unsigned char *raw_file(const char *hdr, size_t data_len, size_t *len) {
+static unsigned char *raw_file(const char *hdr, size_t data_len, size_t *len)
+{
     size_t n = strlen(hdr);
     *len = 8 + n + data_len;
     unsigned char *b = calloc(1, *len);
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)n >> (8 * i));
     memcpy(b + 8, hdr, n);
     return b;
 }
 
-static void expect_raw_reject(const char *hdr, size_t data_len, const char *want, int prefix) {
+static void expect_raw_reject(const char *hdr, size_t data_len, const char *want, int prefix)
+{
     size_t len;
     unsigned char *b = raw_file(hdr, data_len, &len);
     expect_reject_buf(b, len, want, prefix);
@@ -175,7 +203,8 @@ static void expect_raw_reject(const char *hdr, size_t data_len, const char *want
 
 /* ---- the model file ---- */
 
-START_TEST(test_base_loads) {
+START_TEST(test_base_loads)
+{
     mspec s;
     spec_base(&s, NULL);
     size_t len;
@@ -200,10 +229,12 @@ START_TEST(test_base_loads) {
     float *x = randf(3 * 36, 5, 0.3);
     double mu[6], s2[6];
     ck_assert_msg(nets_encode(m, x, 3, mu, s2, &err) == VBM_OK, "%s", err.msg);
-    for (int i = 0; i < 6; i++) ck_assert(isfinite(mu[i]) && s2[i] > 0);
+    for (int i = 0; i < 6; i++)
+        ck_assert(isfinite(mu[i]) && s2[i] > 0);
     float mean[3 * 36], scale[3 * 36];
     ck_assert_msg(nets_decode(m, mu, 3, mean, scale, &err) == VBM_OK, "%s", err.msg);
-    for (int i = 0; i < 3 * 36; i++) ck_assert(isfinite(mean[i]) && scale[i] > 0.001f);
+    for (int i = 0; i < 3 * 36; i++)
+        ck_assert(isfinite(mean[i]) && scale[i] > 0.001f);
     ck_assert_int_eq(nets_encode(m, x, 0, mu, s2, &err), VBM_EINVAL);
     ck_assert_str_eq(err.msg, "nets_encode: 0 images (need at least 1)");
     ck_assert_int_eq(err.status, VBM_EINVAL);
@@ -247,7 +278,8 @@ START_TEST(test_base_loads) {
     fwrite(buf, 1, len - 3, f); /* truncated */
     fclose(f);
     ck_assert_int_eq(nets_model_load(path, &m, &err), VBM_EFORMAT);
-    ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0 && strstr(err.msg, ": tensor d1.bias: data_offsets ["),
+    ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0
+                      && strstr(err.msg, ": tensor d1.bias: data_offsets ["),
                   "message: %s", err.msg);
     f = fopen(path, "wb");
     fwrite(buf, 1, len, f);
@@ -256,18 +288,22 @@ START_TEST(test_base_loads) {
     nets_model_free(m);
     remove(path);
     ck_assert_int_eq(nets_model_load("/nonexistent/model.safetensors", &m, &err), VBM_EINVAL);
-    ck_assert_str_eq(err.msg, "/nonexistent/model.safetensors: cannot open: No such file or directory");
+    ck_assert_str_eq(err.msg,
+                     "/nonexistent/model.safetensors: cannot open: No such file or directory");
     free(buf);
 }
 END_TEST
 
-START_TEST(test_reject_container) {
+START_TEST(test_reject_container)
+{
     char want[256];
     /* truncated */
     unsigned char five[5] = {1, 0, 0, 0, 0};
-    expect_reject_buf(five, 5, "header length: the file is 5 bytes, too short for the 8-byte header length", 0);
+    expect_reject_buf(
+        five, 5, "header length: the file is 5 bytes, too short for the 8-byte header length", 0);
     nets_model *none = NULL;
-    ck_assert_int_eq(nets_model_load_buffer(five, 5, &none, NULL), VBM_EFORMAT); /* err may be NULL */
+    ck_assert_int_eq(nets_model_load_buffer(five, 5, &none, NULL),
+                     VBM_EFORMAT); /* err may be NULL */
     ck_assert_ptr_null(none);
     /* st_build refuses a bad rank */
     {
@@ -286,9 +322,10 @@ START_TEST(test_reject_container) {
     size_t len;
     unsigned char *buf = spec_build(&s, &len);
     uint64_t N = 0;
-    for (int i = 7; i >= 0; i--) N = N << 8 | buf[i];
-    snprintf(want, sizeof want, "header length %llu runs past the end of the %llu-byte file", (unsigned long long)N,
-             (unsigned long long)(8 + N / 2));
+    for (int i = 7; i >= 0; i--)
+        N = N << 8 | buf[i];
+    snprintf(want, sizeof want, "header length %llu runs past the end of the %llu-byte file",
+             (unsigned long long)N, (unsigned long long)(8 + N / 2));
     expect_reject_buf(buf, 8 + N / 2, want, 0);
     expect_reject_buf(buf, len - 4, "tensor d1.bias: data_offsets [", 1);
     /* bad header length */
@@ -299,7 +336,8 @@ START_TEST(test_reject_container) {
     expect_reject_buf(b2, len, "header length 1 is below 2", 0);
     memset(b2, 0, 8);
     b2[5] = 1; /* 2^40 */
-    expect_reject_buf(b2, len, "header length 1099511627776 exceeds the limit of 16777216 bytes (16 MiB)", 0);
+    expect_reject_buf(
+        b2, len, "header length 1099511627776 exceeds the limit of 16777216 bytes (16 MiB)", 0);
     memcpy(b2, buf, 8);
     b2[0] = (unsigned char)(b2[0] - 8); /* header cut short: JSON ends early */
     expect_reject_buf(b2, len, "header is not JSON: ", 1);
@@ -318,8 +356,9 @@ START_TEST(test_reject_container) {
                       "tensor w: 40 bytes do not hold shape [3,5] of F32", 0);
     expect_raw_reject("{\"w\":{\"dtype\":\"F32\",\"shape\":[3,-5],\"data_offsets\":[0,40]}}", 40,
                       "tensor w: shape must be a list of at most 8 non-negative integers", 0);
-    expect_raw_reject("{\"w\":{\"dtype\":\"F32\",\"shape\":[65536,65536,65536],\"data_offsets\":[0,4]}}", 4,
-                      "tensor w: shape [65536,65536,65536] has more than 268435456 elements", 0);
+    expect_raw_reject(
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[65536,65536,65536],\"data_offsets\":[0,4]}}", 4,
+        "tensor w: shape [65536,65536,65536] has more than 268435456 elements", 0);
     expect_raw_reject("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8]}}", 8,
                       "tensor w: data_offsets must be two non-negative integers [begin, end]", 0);
     expect_raw_reject("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,4]}}", 12,
@@ -335,14 +374,16 @@ START_TEST(test_reject_container) {
                       12, "data section bytes [4,8) are not covered by any tensor", 0);
     expect_raw_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8,
                       "data section bytes [4,8) are not covered by any tensor", 0);
-    expect_raw_reject("{\"__metadata__\":{\"k\":1}}", 0, "header: __metadata__ value of k is not a string", 0);
+    expect_raw_reject("{\"__metadata__\":{\"k\":1}}", 0,
+                      "header: __metadata__ value of k is not a string", 0);
     /* a valid container without metadata is not a model */
     expect_raw_reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
                       "metadata vbmem.format is missing (not a vbmem model file)", 0);
 }
 END_TEST
 
-START_TEST(test_reject_values) {
+START_TEST(test_reject_values)
+{
     mspec s;
     spec_base(&s, NULL);
     s.nan_tensor = 2;
@@ -355,7 +396,8 @@ START_TEST(test_reject_values) {
 }
 END_TEST
 
-START_TEST(test_reject_tensors) {
+START_TEST(test_reject_tensors)
+{
     mspec s;
     spec_base(&s, NULL);
     /* missing */
@@ -370,24 +412,29 @@ START_TEST(test_reject_tensors) {
     /* wrong shape */
     spec_base(&s, NULL);
     s.t[0].shape[1] = 2;
-    expect_reject(&s, "layer e0 (conv2d): tensor e0.weight has shape [2,2,3,3], expected [2,1,3,3]", 0);
+    expect_reject(&s, "layer e0 (conv2d): tensor e0.weight has shape [2,2,3,3], expected [2,1,3,3]",
+                  0);
     spec_base(&s, NULL);
     s.t[3].ndim = 2;
     s.t[3].shape[1] = 1;
     expect_reject(&s, "layer e1 (dense): tensor e1.bias has shape [4,1], expected [4]", 0);
     /* transposed convolution weights are [in, out, k, k] */
     spec_base(&s, NULL);
-    char *arch = strrep(BASE_ARCH, "\"name\":\"d1\",\"in\":2,\"out\":2", "\"name\":\"d1\",\"in\":2,\"out\":4");
+    char *arch = strrep(BASE_ARCH, "\"name\":\"d1\",\"in\":2,\"out\":2",
+                        "\"name\":\"d1\",\"in\":2,\"out\":4");
     spec_set_meta(&s, "vbmem.architecture", arch);
     s.t[7].shape[0] = 4;
-    expect_reject(&s, "layer d1 (conv_transpose2d): tensor d1.weight has shape [2,2,3,3], expected [2,4,3,3]", 0);
+    expect_reject(
+        &s, "layer d1 (conv_transpose2d): tensor d1.weight has shape [2,2,3,3], expected [2,4,3,3]",
+        0);
     free(arch);
     /* two layers with one name */
     spec_base(&s, NULL);
-    arch = strrep(BASE_ARCH, "{\"type\":\"flatten\"}",
-                  "{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":1,\"channels\":2,\"eps\":1e-5},"
-                  "{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":2,\"channels\":2,\"eps\":1e-5},"
-                  "{\"type\":\"flatten\"}");
+    arch =
+        strrep(BASE_ARCH, "{\"type\":\"flatten\"}",
+               "{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":1,\"channels\":2,\"eps\":1e-5},"
+               "{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":2,\"channels\":2,\"eps\":1e-5},"
+               "{\"type\":\"flatten\"}");
     spec_set_meta(&s, "vbmem.architecture", arch);
     s.t[8] = (tdesc){"g.weight", 1, {2}};
     s.t[9] = (tdesc){"g.bias", 1, {2}};
@@ -397,7 +444,8 @@ START_TEST(test_reject_tensors) {
 }
 END_TEST
 
-static void reject_arch_p(const char *from, const char *to, const char *want, int prefix) {
+static void reject_arch_p(const char *from, const char *to, const char *want, int prefix)
+{
     mspec s;
     spec_base(&s, NULL);
     char *arch = strrep(BASE_ARCH, from, to);
@@ -406,70 +454,97 @@ static void reject_arch_p(const char *from, const char *to, const char *want, in
     free(arch);
 }
 
-static void reject_arch(const char *from, const char *to, const char *want) { reject_arch_p(from, to, want, 0); }
+static void reject_arch(const char *from, const char *to, const char *want)
+{
+    reject_arch_p(from, to, want, 0);
+}
 
-START_TEST(test_reject_architecture) {
+START_TEST(test_reject_architecture)
+{
     /* shape chain */
     reject_arch("\"in\":32,\"out\":4", "\"in\":30,\"out\":4",
                 "layer e1 (dense): input shape [32] has 32 features, the layer has in = 30");
     reject_arch("\"in\":1,\"out\":2,\"kernel\":3", "\"in\":3,\"out\":2,\"kernel\":3",
                 "layer e0 (conv2d): input shape [1,6,6] has 1 channels, the layer has in = 3");
-    reject_arch("\"kernel\":3,\"stride\":1,\"padding\":\"valid\"", "\"kernel\":7,\"stride\":1,\"padding\":\"valid\"",
+    reject_arch("\"kernel\":3,\"stride\":1,\"padding\":\"valid\"",
+                "\"kernel\":7,\"stride\":1,\"padding\":\"valid\"",
                 "layer e0 (conv2d): input shape [1,6,6] is smaller than the kernel 7");
     reject_arch("{\"type\":\"flatten\"},", "",
                 "layer e1 (dense): input shape [2,4,4] is not a vector (flatten it first)");
     reject_arch("\"shape\":[2,2,2]", "\"shape\":[2,2,3]",
-                "layer decoder[1] (reshape): reshape to [2,2,3] needs a vector of 12 features, the input has shape [8]");
-    reject_arch("\"in\":32,\"out\":4}", "\"in\":32,\"out\":4},{\"type\":\"center_crop\",\"height\":2,\"width\":2}",
+                "layer decoder[1] (reshape): reshape to [2,2,3] needs a vector of 12 features, the "
+                "input has shape [8]");
+    reject_arch("\"in\":32,\"out\":4}",
+                "\"in\":32,\"out\":4},{\"type\":\"center_crop\",\"height\":2,\"width\":2}",
                 "layer encoder[3] (center_crop): input shape [4] is not an image [c,h,w]");
-    reject_arch("{\"type\":\"flatten\"}", "{\"type\":\"center_crop\",\"height\":5,\"width\":2},{\"type\":\"flatten\"}",
+    reject_arch("{\"type\":\"flatten\"}",
+                "{\"type\":\"center_crop\",\"height\":5,\"width\":2},{\"type\":\"flatten\"}",
                 "layer encoder[1] (center_crop): cannot crop input shape [2,4,4] to 5 x 2");
     /* encoder / decoder ends */
-    reject_arch("\"in\":32,\"out\":4}", "\"in\":32,\"out\":4},{\"type\":\"dense\",\"name\":\"e2\",\"in\":4,\"out\":6}",
+    reject_arch("\"in\":32,\"out\":4}",
+                "\"in\":32,\"out\":4},{\"type\":\"dense\",\"name\":\"e2\",\"in\":4,\"out\":6}",
                 "layer e2 (dense): tensor e2.weight is missing");
-    reject_arch("\"code_size\":2", "\"code_size\":3", "encoder: output shape [4] is not [6] (2 x code_size)");
-    reject_arch("\"stride\":3,\"padding\":\"valid\"}", "\"stride\":3,\"padding\":\"valid\"},{\"type\":\"center_crop\","
+    reject_arch("\"code_size\":2", "\"code_size\":3",
+                "encoder: output shape [4] is not [6] (2 x code_size)");
+    reject_arch("\"stride\":3,\"padding\":\"valid\"}",
+                "\"stride\":3,\"padding\":\"valid\"},{\"type\":\"center_crop\","
                 "\"height\":5,\"width\":5}",
-                "decoder: output shape [2,5,5] does not match the observation [1,6,6] (2 channels for gaussian)");
+                "decoder: output shape [2,5,5] does not match the observation [1,6,6] (2 channels "
+                "for gaussian)");
     reject_arch("\"likelihood\":\"gaussian\",\"min_scale\":0.001", "\"likelihood\":\"bernoulli\"",
-                "decoder: output shape [2,6,6] does not match the observation [1,6,6] (1 channels for bernoulli)");
+                "decoder: output shape [2,6,6] does not match the observation [1,6,6] (1 channels "
+                "for bernoulli)");
     reject_arch("{\"type\":\"flatten\"},{\"type\":\"dense\",\"name\":\"e1\",\"in\":32,\"out\":4}",
-                "{\"type\":\"flatten\"},{\"type\":\"dense\",\"name\":\"e1\",\"in\":32,\"out\":4},{\"type\":\"reshape\","
+                "{\"type\":\"flatten\"},{\"type\":\"dense\",\"name\":\"e1\",\"in\":32,\"out\":4},{"
+                "\"type\":\"reshape\","
                 "\"shape\":[4,1,1]}",
                 "encoder: output shape [4,1,1] is not [4] (2 x code_size)");
     /* fields */
-    reject_arch("\"type\":\"flatten\"", "\"type\":\"conv3d\"", "layer encoder[1]: unknown type \"conv3d\"");
-    reject_arch("{\"type\":\"flatten\"}", "{\"name\":\"x\"}", "layer encoder[1]: type is missing or not a string");
+    reject_arch("\"type\":\"flatten\"", "\"type\":\"conv3d\"",
+                "layer encoder[1]: unknown type \"conv3d\"");
+    reject_arch("{\"type\":\"flatten\"}", "{\"name\":\"x\"}",
+                "layer encoder[1]: type is missing or not a string");
     reject_arch("\"kernel\":3,\"stride\":1", "\"kernel\":3.0,\"stride\":1",
                 "layer e0 (conv2d): kernel must be an integer in [1, 64]");
     reject_arch("\"stride\":1,\"padding\":\"valid\"", "\"stride\":1,\"padding\":\"full\"",
                 "layer e0 (conv2d): padding must be \"valid\" or \"same\"");
-    reject_arch("\"name\":\"e0\",", "", "layer encoder[0] (conv2d): name must be a non-empty string of at most 64 characters");
+    reject_arch(
+        "\"name\":\"e0\",", "",
+        "layer encoder[0] (conv2d): name must be a non-empty string of at most 64 characters");
     reject_arch("{\"type\":\"flatten\"}",
-                "{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":2,\"channels\":3,\"eps\":1e-5},{\"type\":\"flatten\"}",
+                "{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":2,\"channels\":3,\"eps\":1e-5},"
+                "{\"type\":\"flatten\"}",
                 "layer g (group_norm): channels 3 are not divisible by groups 2");
     reject_arch("{\"type\":\"flatten\"}",
-                "{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":2,\"channels\":2,\"eps\":0},{\"type\":\"flatten\"}",
+                "{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":2,\"channels\":2,\"eps\":0},{"
+                "\"type\":\"flatten\"}",
                 "layer g (group_norm): eps must be a positive number");
+    reject_arch(
+        "{\"type\":\"flatten\"}",
+        "{\"type\":\"residual\",\"body\":[{\"type\":\"center_crop\",\"height\":3,\"width\":3}]},{"
+        "\"type\":\"flatten\"}",
+        "layer encoder[1] (residual): the body maps [2,4,4] to [2,3,3] (it must keep the shape)");
     reject_arch("{\"type\":\"flatten\"}",
-                "{\"type\":\"residual\",\"body\":[{\"type\":\"center_crop\",\"height\":3,\"width\":3}]},{\"type\":\"flatten\"}",
-                "layer encoder[1] (residual): the body maps [2,4,4] to [2,3,3] (it must keep the shape)");
-    reject_arch("{\"type\":\"flatten\"}",
-                "{\"type\":\"residual\",\"body\":[{\"type\":\"relu\"},{\"type\":\"softmax\"}]},{\"type\":\"flatten\"}",
+                "{\"type\":\"residual\",\"body\":[{\"type\":\"relu\"},{\"type\":\"softmax\"}]},{"
+                "\"type\":\"flatten\"}",
                 "layer encoder[1].body[1]: unknown type \"softmax\"");
-    reject_arch("\"observation\":{\"channels\":1", "\"observation\":{\"channels\":0",
-                "metadata vbmem.architecture: observation: channels must be an integer in [1, 65536]");
+    reject_arch(
+        "\"observation\":{\"channels\":1", "\"observation\":{\"channels\":0",
+        "metadata vbmem.architecture: observation: channels must be an integer in [1, 65536]");
     reject_arch("\"likelihood\":\"gaussian\"", "\"likelihood\":\"poisson\"",
-                "metadata vbmem.architecture: observation likelihood must be \"gaussian\" or \"bernoulli\"");
+                "metadata vbmem.architecture: observation likelihood must be \"gaussian\" or "
+                "\"bernoulli\"");
     reject_arch("\"likelihood\":\"gaussian\",\"min_scale\":0.001", "\"likelihood\":\"gaussian\"",
                 "metadata vbmem.architecture: observation: min_scale must be a number in [0, inf)");
     reject_arch("\"log_sigma_max\":4", "\"log_sigma_max\":-10",
                 "metadata vbmem.architecture: log_sigma_min -9 is not below log_sigma_max -10");
-    reject_arch_p("\"encoder\":[", "\"encoder\":{\"x\":[", "metadata vbmem.architecture: not JSON: ", 1);
+    reject_arch_p("\"encoder\":[", "\"encoder\":{\"x\":[",
+                  "metadata vbmem.architecture: not JSON: ", 1);
 }
 END_TEST
 
-START_TEST(test_reject_metadata) {
+START_TEST(test_reject_metadata)
+{
     mspec s;
     spec_base(&s, NULL);
     spec_drop_meta(&s, "vbmem.memory");
@@ -503,7 +578,8 @@ START_TEST(test_reject_metadata) {
     mem = strrep(BASE_MEMORY, "\"kind\":\"mixture\"", "\"kind\":\"kmeans\"");
     spec_set_meta(&s, "vbmem.memory", mem);
     expect_reject(&s,
-                  "metadata vbmem.memory: kind must be one of \"gaussian\", \"categorical\", \"mixture\", \"tree\", \"dkm\"",
+                  "metadata vbmem.memory: kind must be one of \"gaussian\", \"categorical\", "
+                  "\"mixture\", \"tree\", \"dkm\"",
                   0);
     free(mem);
     mem = strrep(BASE_MEMORY, "\"s_floor\":0", "\"s_floor\":1");
@@ -546,13 +622,16 @@ typedef struct {
 /* Run a layer list (JSON) on n samples x (NCHW), through the real parser and
  * executor; returns the output (caller frees) and its shape. Tensors with NULL
  * data get random values (kept in ts[i].data for the reference). */
-static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int nt, long n, const float *x,
-                         nets_shape *out_shape, int use_ws) {
+static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int nt, long n,
+                         const float *x, nets_shape *out_shape, int use_ws)
+{
     st_input inp[16] = {{0}};
     for (int i = 0; i < nt; i++) {
         long count = 1;
-        for (int d = 0; d < ts[i].ndim; d++) count *= ts[i].shape[d];
-        if (!ts[i].data) ts[i].data = randf(count, 1000 + (uint64_t)i * 7, 0.4);
+        for (int d = 0; d < ts[i].ndim; d++)
+            count *= ts[i].shape[d];
+        if (!ts[i].data)
+            ts[i].data = randf(count, 1000 + (uint64_t)i * 7, 0.4);
         inp[i] = (st_input){ts[i].name, ts[i].ndim, ts[i].shape, ts[i].data};
     }
     unsigned char *buf;
@@ -568,7 +647,8 @@ static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int 
     nets_seq seq;
     ck_assert_msg(nets_seq_parse(list, "test", in, &f, &seq, &err) == VBM_OK, "%s", err.msg);
     json_decref(list);
-    for (size_t i = 0; i < f.n_tensors; i++) ck_assert_msg(f.tensors[i].used, "tensor %s unused", f.tensors[i].name);
+    for (size_t i = 0; i < f.n_tensors; i++)
+        ck_assert_msg(f.tensors[i].used, "tensor %s unused", f.tensors[i].name);
     *out_shape = seq.out;
     float *y = malloc(sizeof(float) * n * nets_shape_size(seq.out));
     float *ws = use_ws ? malloc(sizeof(float) * nets_seq_workspace(&seq, n)) : NULL;
@@ -579,15 +659,18 @@ static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int 
     return y;
 }
 
-static void assert_close(const float *got, const double *want, long len, double tol, const char *what) {
+static void assert_close(const float *got, const double *want, long len, double tol,
+                         const char *what)
+{
     for (long i = 0; i < len; i++)
-        ck_assert_msg(fabs(got[i] - want[i]) <= tol * (1.0 + fabs(want[i])), "%s: element %ld is %.7g, want %.7g",
-                      what, i, got[i], want[i]);
+        ck_assert_msg(fabs(got[i] - want[i]) <= tol * (1.0 + fabs(want[i])),
+                      "%s: element %ld is %.7g, want %.7g", what, i, got[i], want[i]);
 }
 
 /* Direct convolution, NCHW, padding (pt, pl) before. */
-static void ref_conv(const float *x, const float *w, const float *b, long n, int cin, int H, int W, int cout, int k,
-                     int s, int pt, int pl, int Ho, int Wo, double *y) {
+static void ref_conv(const float *x, const float *w, const float *b, long n, int cin, int H, int W,
+                     int cout, int k, int s, int pt, int pl, int Ho, int Wo, double *y)
+{
     for (long i = 0; i < n; i++)
         for (int co = 0; co < cout; co++)
             for (int oy = 0; oy < Ho; oy++)
@@ -597,15 +680,17 @@ static void ref_conv(const float *x, const float *w, const float *b, long n, int
                         for (int ky = 0; ky < k; ky++)
                             for (int kx = 0; kx < k; kx++) {
                                 int iy = oy * s + ky - pt, ix = ox * s + kx - pl;
-                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-                                acc += (double)w[((co * cin + ci) * k + ky) * k + kx] *
-                                       x[((i * cin + ci) * H + iy) * W + ix];
+                                if (iy < 0 || iy >= H || ix < 0 || ix >= W)
+                                    continue;
+                                acc += (double)w[((co * cin + ci) * k + ky) * k + kx]
+                                       * x[((i * cin + ci) * H + iy) * W + ix];
                             }
                     y[((i * cout + co) * Ho + oy) * Wo + ox] = acc;
                 }
 }
 
-static void check_conv(int cin, int H, int W, int cout, int k, int s, int same, long n) {
+static void check_conv(int cin, int H, int W, int cout, int k, int s, int same, long n)
+{
     int Ho, Wo, pt = 0, pl = 0;
     if (same) {
         Ho = (H + s - 1) / s;
@@ -619,18 +704,20 @@ static void check_conv(int cin, int H, int W, int cout, int k, int s, int same, 
     }
     char list[256];
     snprintf(list, sizeof list,
-             "[{\"type\":\"conv2d\",\"name\":\"c\",\"in\":%d,\"out\":%d,\"kernel\":%d,\"stride\":%d,\"padding\":\"%s\"}]",
+             "[{\"type\":\"conv2d\",\"name\":\"c\",\"in\":%d,\"out\":%d,\"kernel\":%d,\"stride\":%"
+             "d,\"padding\":\"%s\"}]",
              cin, cout, k, s, same ? "same" : "valid");
     ltensor ts[2] = {{"c.weight", 4, {cout, cin, k, k}, NULL}, {"c.bias", 1, {cout}, NULL}};
     float *x = randf(n * cin * H * W, 77, 1.0);
     nets_shape os;
     float *y = run_layers(list, (nets_shape){3, cin, H, W}, ts, 2, n, x, &os, (int)(n & 1));
-    ck_assert_msg(os.c == cout && os.h == Ho && os.w == Wo, "conv output shape [%d,%d,%d], want [%d,%d,%d]", os.c,
-                  os.h, os.w, cout, Ho, Wo);
+    ck_assert_msg(os.c == cout && os.h == Ho && os.w == Wo,
+                  "conv output shape [%d,%d,%d], want [%d,%d,%d]", os.c, os.h, os.w, cout, Ho, Wo);
     double *ref = malloc(sizeof(double) * n * cout * Ho * Wo);
     ref_conv(x, ts[0].data, ts[1].data, n, cin, H, W, cout, k, s, pt, pl, Ho, Wo, ref);
     char what[128];
-    snprintf(what, sizeof what, "conv2d in %d %dx%d out %d k %d s %d %s", cin, H, W, cout, k, s, same ? "same" : "valid");
+    snprintf(what, sizeof what, "conv2d in %d %dx%d out %d k %d s %d %s", cin, H, W, cout, k, s,
+             same ? "same" : "valid");
     assert_close(y, ref, n * cout * Ho * Wo, 1e-5, what);
     free(ref);
     free(y);
@@ -639,15 +726,16 @@ static void check_conv(int cin, int H, int W, int cout, int k, int s, int same, 
     free(ts[1].data);
 }
 
-START_TEST(test_conv2d) {
+START_TEST(test_conv2d)
+{
     check_conv(3, 7, 9, 4, 3, 1, 0, 3);
     check_conv(3, 7, 9, 4, 3, 1, 1, 3);
-    check_conv(2, 8, 8, 3, 4, 2, 1, 2);   /* even kernel, stride 2: padding 1 before, 2 after */
+    check_conv(2, 8, 8, 3, 4, 2, 1, 2); /* even kernel, stride 2: padding 1 before, 2 after */
     check_conv(2, 9, 7, 3, 4, 2, 1, 2);
     check_conv(2, 9, 7, 3, 4, 2, 0, 2);
     check_conv(2, 10, 11, 5, 5, 3, 1, 3);
     check_conv(2, 10, 11, 5, 5, 3, 0, 1);
-    check_conv(4, 6, 6, 8, 1, 1, 1, 3);   /* pointwise: one GEMM over the batch */
+    check_conv(4, 6, 6, 8, 1, 1, 1, 3); /* pointwise: one GEMM over the batch */
     check_conv(4, 6, 5, 8, 1, 1, 0, 2);
     check_conv(3, 5, 5, 2, 1, 2, 0, 3);   /* 1x1 with stride */
     check_conv(1, 4, 4, 2, 5, 1, 1, 2);   /* kernel larger than the image */
@@ -662,7 +750,8 @@ END_TEST
  * convs at widths from 1 to 40 (panels across rows and images, 1-3 row runs per
  * 16 lanes), channel counts around the 16-lane and 8-row tile edges, and tiny
  * images. */
-START_TEST(test_conv2d_engine_paths) {
+START_TEST(test_conv2d_engine_paths)
+{
     check_conv(1, 28, 28, 32, 4, 2, 0, 5);
     check_conv(3, 32, 32, 8, 4, 2, 0, 3);
     check_conv(4, 13, 13, 8, 4, 2, 0, 3);
@@ -686,7 +775,8 @@ START_TEST(test_conv2d_engine_paths) {
 }
 END_TEST
 
-static void check_convt(int cin, int H, int W, int cout, int k, int s, int same, long n) {
+static void check_convt(int cin, int H, int W, int cout, int k, int s, int same, long n)
+{
     int Hf = (H - 1) * s + k, Wf = (W - 1) * s + k, Ho, Wo, off = 0;
     if (same) {
         Ho = H * s;
@@ -698,17 +788,19 @@ static void check_convt(int cin, int H, int W, int cout, int k, int s, int same,
     }
     char list[256];
     snprintf(list, sizeof list,
-             "[{\"type\":\"conv_transpose2d\",\"name\":\"t\",\"in\":%d,\"out\":%d,\"kernel\":%d,\"stride\":%d,"
+             "[{\"type\":\"conv_transpose2d\",\"name\":\"t\",\"in\":%d,\"out\":%d,\"kernel\":%d,"
+             "\"stride\":%d,"
              "\"padding\":\"%s\"}]",
              cin, cout, k, s, same ? "same" : "valid");
     ltensor ts[2] = {{"t.weight", 4, {cin, cout, k, k}, NULL}, {"t.bias", 1, {cout}, NULL}};
     float *x = randf(n * cin * H * W, 78, 1.0);
     nets_shape os;
     float *y = run_layers(list, (nets_shape){3, cin, H, W}, ts, 2, n, x, &os, 1);
-    ck_assert_msg(os.c == cout && os.h == Ho && os.w == Wo, "convT output shape [%d,%d,%d], want [%d,%d,%d]", os.c,
-                  os.h, os.w, cout, Ho, Wo);
+    ck_assert_msg(os.c == cout && os.h == Ho && os.w == Wo,
+                  "convT output shape [%d,%d,%d], want [%d,%d,%d]", os.c, os.h, os.w, cout, Ho, Wo);
     /* the full transposed convolution by scattering, then the kept window */
-    double *full = calloc((size_t)n * cout * Hf * Wf, sizeof(double)), *ref = malloc(sizeof(double) * n * cout * Ho * Wo);
+    double *full = calloc((size_t)n * cout * Hf * Wf, sizeof(double)),
+           *ref = malloc(sizeof(double) * n * cout * Ho * Wo);
     const float *w = ts[0].data, *b = ts[1].data;
     for (long i = 0; i < n; i++)
         for (int ci = 0; ci < cin; ci++)
@@ -718,18 +810,20 @@ static void check_convt(int cin, int H, int W, int cout, int k, int s, int same,
                         for (int ky = 0; ky < k; ky++)
                             for (int kx = 0; kx < k; kx++)
                                 full[((i * cout + co) * Hf + iy * s + ky) * Wf + ix * s + kx] +=
-                                    (double)x[((i * cin + ci) * H + iy) * W + ix] * w[((ci * cout + co) * k + ky) * k + kx];
+                                    (double)x[((i * cin + ci) * H + iy) * W + ix]
+                                    * w[((ci * cout + co) * k + ky) * k + kx];
     for (long i = 0; i < n; i++)
         for (int co = 0; co < cout; co++)
             for (int oy = 0; oy < Ho; oy++)
                 for (int ox = 0; ox < Wo; ox++) {
                     int fy = oy + off, fx = ox + off;
-                    double v = (fy < Hf && fx < Wf) ? full[((i * cout + co) * Hf + fy) * Wf + fx] : 0.0;
+                    double v =
+                        (fy < Hf && fx < Wf) ? full[((i * cout + co) * Hf + fy) * Wf + fx] : 0.0;
                     ref[((i * cout + co) * Ho + oy) * Wo + ox] = v + b[co];
                 }
     char what[128];
-    snprintf(what, sizeof what, "conv_transpose2d in %d %dx%d out %d k %d s %d %s", cin, H, W, cout, k, s,
-             same ? "same" : "valid");
+    snprintf(what, sizeof what, "conv_transpose2d in %d %dx%d out %d k %d s %d %s", cin, H, W, cout,
+             k, s, same ? "same" : "valid");
     assert_close(y, ref, n * cout * Ho * Wo, 1e-5, what);
     free(full);
     free(ref);
@@ -739,7 +833,8 @@ static void check_convt(int cin, int H, int W, int cout, int k, int s, int same,
     free(ts[1].data);
 }
 
-START_TEST(test_conv_transpose2d) {
+START_TEST(test_conv_transpose2d)
+{
     check_convt(3, 4, 5, 2, 4, 2, 1, 2);
     check_convt(3, 4, 5, 2, 4, 2, 0, 2);
     check_convt(2, 3, 3, 3, 3, 2, 1, 3); /* k - stride odd */
@@ -752,16 +847,19 @@ START_TEST(test_conv_transpose2d) {
 }
 END_TEST
 
-static void check_gn(nets_shape in, int groups, long n, int act_relu) {
+static void check_gn(nets_shape in, int groups, long n, int act_relu)
+{
     int C = in.c;
     long hw = (long)in.h * in.w;
     char list[256];
-    snprintf(list, sizeof list,
-             "[{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":%d,\"channels\":%d,\"eps\":0.001}%s]", groups, C,
-             act_relu ? ",{\"type\":\"relu\"}" : "");
+    snprintf(
+        list, sizeof list,
+        "[{\"type\":\"group_norm\",\"name\":\"g\",\"groups\":%d,\"channels\":%d,\"eps\":0.001}%s]",
+        groups, C, act_relu ? ",{\"type\":\"relu\"}" : "");
     ltensor ts[2] = {{"g.weight", 1, {C}, NULL}, {"g.bias", 1, {C}, NULL}};
     float *x = randf(n * C * hw, 79, 2.0);
-    for (long i = 0; i < n * C * hw; i++) x[i] += 3.0f; /* a mean far from 0 */
+    for (long i = 0; i < n * C * hw; i++)
+        x[i] += 3.0f; /* a mean far from 0 */
     nets_shape os;
     float *y = run_layers(list, in, ts, 2, n, x, &os, (int)(n % 2 == 0));
     double *ref = malloc(sizeof(double) * n * C * hw);
@@ -770,14 +868,17 @@ static void check_gn(nets_shape in, int groups, long n, int act_relu) {
         for (int g = 0; g < groups; g++) {
             double s = 0, q = 0, cnt = (double)cpg * hw;
             for (int c = g * cpg; c < (g + 1) * cpg; c++)
-                for (long p = 0; p < hw; p++) s += x[(i * C + c) * hw + p];
+                for (long p = 0; p < hw; p++)
+                    s += x[(i * C + c) * hw + p];
             double mean = s / cnt;
             for (int c = g * cpg; c < (g + 1) * cpg; c++)
-                for (long p = 0; p < hw; p++) q += pow(x[(i * C + c) * hw + p] - mean, 2);
+                for (long p = 0; p < hw; p++)
+                    q += pow(x[(i * C + c) * hw + p] - mean, 2);
             double rstd = 1.0 / sqrt(q / cnt + 0.001);
             for (int c = g * cpg; c < (g + 1) * cpg; c++)
                 for (long p = 0; p < hw; p++) {
-                    double v = (x[(i * C + c) * hw + p] - mean) * rstd * ts[0].data[c] + ts[1].data[c];
+                    double v =
+                        (x[(i * C + c) * hw + p] - mean) * rstd * ts[0].data[c] + ts[1].data[c];
                     ref[(i * C + c) * hw + p] = act_relu && v < 0 ? 0.0 : v;
                 }
         }
@@ -789,7 +890,8 @@ static void check_gn(nets_shape in, int groups, long n, int act_relu) {
     free(ts[1].data);
 }
 
-START_TEST(test_group_norm) {
+START_TEST(test_group_norm)
+{
     nets_shape img = {3, 6, 5, 4}, vec = {1, 8, 1, 1};
     check_gn(img, 1, 3, 0);
     check_gn(img, 2, 3, 1);
@@ -802,9 +904,13 @@ START_TEST(test_group_norm) {
 }
 END_TEST
 
-static double sigm(double v) { return 1.0 / (1.0 + exp(-v)); }
+static double sigm(double v)
+{
+    return 1.0 / (1.0 + exp(-v));
+}
 
-START_TEST(test_elementwise_and_shapes) {
+START_TEST(test_elementwise_and_shapes)
+{
     /* activations, unfused (in place) and after a protected residual input */
     long n = 3;
     nets_shape in = {3, 2, 4, 5};
@@ -814,8 +920,9 @@ START_TEST(test_elementwise_and_shapes) {
     for (int a = 0; a < 3; a++) {
         char list[512];
         /* x -> act(x), and x -> x + act(x) (the body's activation must not touch x) */
-        snprintf(list, sizeof list, "[{\"type\":\"residual\",\"body\":[{\"type\":\"%s\"}]},{\"type\":\"%s\"}]", acts[a],
-                 acts[a]);
+        snprintf(list, sizeof list,
+                 "[{\"type\":\"residual\",\"body\":[{\"type\":\"%s\"}]},{\"type\":\"%s\"}]",
+                 acts[a], acts[a]);
         nets_shape os;
         float *y = run_layers(list, in, NULL, 0, n, x, &os, 0);
         double *ref = malloc(sizeof(double) * n * sz);
@@ -833,15 +940,17 @@ START_TEST(test_elementwise_and_shapes) {
     {
         ltensor ts[2] = {{"d.weight", 2, {3, 40}, NULL}, {"d.bias", 1, {3}, NULL}};
         nets_shape os;
-        float *y = run_layers("[{\"type\":\"flatten\"},{\"type\":\"dense\",\"name\":\"d\",\"in\":40,\"out\":3},"
-                              "{\"type\":\"sigmoid\"}]",
-                              in, ts, 2, n, x, &os, 1);
+        float *y = run_layers(
+            "[{\"type\":\"flatten\"},{\"type\":\"dense\",\"name\":\"d\",\"in\":40,\"out\":3},"
+            "{\"type\":\"sigmoid\"}]",
+            in, ts, 2, n, x, &os, 1);
         ck_assert(os.rank == 1 && os.c == 3);
         double ref[9];
         for (long i = 0; i < n; i++)
             for (int o = 0; o < 3; o++) {
                 double acc = ts[1].data[o];
-                for (int j = 0; j < 40; j++) acc += (double)ts[0].data[o * 40 + j] * x[i * 40 + j];
+                for (int j = 0; j < 40; j++)
+                    acc += (double)ts[0].data[o * 40 + j] * x[i * 40 + j];
                 ref[i * 3 + o] = sigm(acc);
             }
         assert_close(y, ref, 9, 1e-6, "dense");
@@ -852,15 +961,17 @@ START_TEST(test_elementwise_and_shapes) {
     /* vector -> reshape -> center crop (odd margins) -> flatten */
     {
         nets_shape os;
-        float *y = run_layers("[{\"type\":\"reshape\",\"shape\":[2,4,5]},{\"type\":\"center_crop\",\"height\":3,"
-                              "\"width\":2},{\"type\":\"flatten\"}]",
-                              (nets_shape){1, 40, 1, 1}, NULL, 0, n, x, &os, 0);
+        float *y = run_layers(
+            "[{\"type\":\"reshape\",\"shape\":[2,4,5]},{\"type\":\"center_crop\",\"height\":3,"
+            "\"width\":2},{\"type\":\"flatten\"}]",
+            (nets_shape){1, 40, 1, 1}, NULL, 0, n, x, &os, 0);
         ck_assert(os.rank == 1 && os.c == 12);
         double ref[36];
         for (long i = 0; i < n; i++)
             for (int c = 0; c < 2; c++)
                 for (int r = 0; r < 3; r++)
-                    for (int q = 0; q < 2; q++) ref[i * 12 + (c * 3 + r) * 2 + q] = x[i * 40 + (c * 4 + r) * 5 + q + 1];
+                    for (int q = 0; q < 2; q++)
+                        ref[i * 12 + (c * 3 + r) * 2 + q] = x[i * 40 + (c * 4 + r) * 5 + q + 1];
         assert_close(y, ref, 36, 0.0, "reshape/crop/flatten");
         free(y);
     }
@@ -868,13 +979,16 @@ START_TEST(test_elementwise_and_shapes) {
     {
         ltensor ts[2] = {{"c.weight", 4, {2, 2, 3, 3}, NULL}, {"c.bias", 1, {2}, NULL}};
         nets_shape os;
-        float *y = run_layers("[{\"type\":\"residual\",\"body\":[{\"type\":\"relu\"},{\"type\":\"residual\",\"body\":["
-                              "{\"type\":\"conv2d\",\"name\":\"c\",\"in\":2,\"out\":2,\"kernel\":3,\"stride\":1,"
-                              "\"padding\":\"same\"}]}]},{\"type\":\"swish\"}]",
-                              in, ts, 2, n, x, &os, 1);
+        float *y = run_layers(
+            "[{\"type\":\"residual\",\"body\":[{\"type\":\"relu\"},{\"type\":\"residual\",\"body\":"
+            "["
+            "{\"type\":\"conv2d\",\"name\":\"c\",\"in\":2,\"out\":2,\"kernel\":3,\"stride\":1,"
+            "\"padding\":\"same\"}]}]},{\"type\":\"swish\"}]",
+            in, ts, 2, n, x, &os, 1);
         double *r = malloc(sizeof(double) * n * sz), *cv = malloc(sizeof(double) * n * sz);
         float *rx = malloc(sizeof(float) * n * sz);
-        for (long i = 0; i < n * sz; i++) rx[i] = x[i] > 0 ? x[i] : 0.0f;
+        for (long i = 0; i < n * sz; i++)
+            rx[i] = x[i] > 0 ? x[i] : 0.0f;
         ref_conv(rx, ts[0].data, ts[1].data, n, 2, 4, 5, 2, 3, 1, 1, 1, 4, 5, cv);
         for (long i = 0; i < n * sz; i++) {
             double u = x[i] + rx[i] + cv[i];
@@ -892,7 +1006,8 @@ START_TEST(test_elementwise_and_shapes) {
     {
         nets_shape os;
         float *y = run_layers("[{\"type\":\"residual\",\"body\":[]}]", in, NULL, 0, n, x, &os, 0);
-        for (long i = 0; i < n * sz; i++) ck_assert(y[i] == 2.0f * x[i]);
+        for (long i = 0; i < n * sz; i++)
+            ck_assert(y[i] == 2.0f * x[i]);
         free(y);
     }
     free(x);
@@ -901,7 +1016,8 @@ END_TEST
 
 /* ---- sampling and log-likelihood ---- */
 
-START_TEST(test_sample_and_loglik) {
+START_TEST(test_sample_and_loglik)
+{
     mspec s;
     spec_base(&s, NULL);
     size_t len;
@@ -911,7 +1027,8 @@ START_TEST(test_sample_and_loglik) {
     ck_assert_msg(nets_model_load_buffer(buf, len, &m, &err) == VBM_OK, "%s", err.msg);
     free(buf);
     long n = 2000, obs = 36, tot = n * obs;
-    float *mean = malloc(sizeof(float) * tot), *scale = malloc(sizeof(float) * tot), *out = malloc(sizeof(float) * tot);
+    float *mean = malloc(sizeof(float) * tot), *scale = malloc(sizeof(float) * tot),
+          *out = malloc(sizeof(float) * tot);
     for (long i = 0; i < tot; i++) {
         mean[i] = 0.5f;
         scale[i] = 0.1f;
@@ -925,8 +1042,8 @@ START_TEST(test_sample_and_loglik) {
         s1 += out[i];
         s2 += (out[i] - 0.5) * (out[i] - 0.5);
     }
-    ck_assert_msg(fabs(s1 / tot - 0.5) < 0.002 && fabs(sqrt(s2 / tot) - 0.1) < 0.002, "moments %g %g", s1 / tot,
-                  sqrt(s2 / tot));
+    ck_assert_msg(fabs(s1 / tot - 0.5) < 0.002 && fabs(sqrt(s2 / tot) - 0.1) < 0.002,
+                  "moments %g %g", s1 / tot, sqrt(s2 / tot));
     float *again = malloc(sizeof(float) * tot);
     rng_seed(&r, 3);
     nets_sample_pixels(m, mean, scale, n, again, &r);
@@ -938,7 +1055,8 @@ START_TEST(test_sample_and_loglik) {
     /* gaussian log-likelihood */
     double ll[2];
     float x[72];
-    for (int i = 0; i < 72; i++) x[i] = (float)(i % 7) / 7.0f;
+    for (int i = 0; i < 72; i++)
+        x[i] = (float)(i % 7) / 7.0f;
     mean[0] = 0.5f;
     mean[1] = 0.5f;
     nets_loglik(m, x, mean, scale, 2, ll);
@@ -960,67 +1078,79 @@ END_TEST
 
 /* ---- parity with PyTorch ---- */
 
-static const char *data_dir(void) {
+static const char *data_dir(void)
+{
     const char *d = getenv("VBMEM_TEST_DATA");
     return d && d[0] ? d : "tests/data";
 }
 
-static nets_model *load_golden(const char *stem, st_file *io) {
+static nets_model *load_golden(const char *stem, st_file *io)
+{
     char path[1024];
     vbm_error err;
     snprintf(path, sizeof path, "%s/%s.safetensors", data_dir(), stem);
     FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "golden file %s is missing: run /usr/bin/python3 train/golden_nets.py", path);
+    ck_assert_msg(f != NULL, "golden file %s is missing: run /usr/bin/python3 train/golden_nets.py",
+                  path);
     fclose(f);
     nets_model *m;
     ck_assert_msg(nets_model_load(path, &m, &err) == VBM_OK, "%s", err.msg);
     snprintf(path, sizeof path, "%s/%s_io.safetensors", data_dir(), stem);
     size_t len;
     unsigned char *buf = read_all(path, &len);
-    ck_assert_msg(buf != NULL, "golden file %s is missing: run /usr/bin/python3 train/golden_nets.py", path);
+    ck_assert_msg(buf != NULL,
+                  "golden file %s is missing: run /usr/bin/python3 train/golden_nets.py", path);
     ck_assert_msg(st_parse(buf, len, io, &err) == 0, "%s: %s", path, err.msg);
     free(buf);
     return m;
 }
 
-static const float *io_tensor(const st_file *io, const char *name, long count) {
+static const float *io_tensor(const st_file *io, const char *name, long count)
+{
     const st_tensor *t = st_find(io, name);
     ck_assert_msg(t != NULL, "golden io has no tensor %s", name);
-    ck_assert_msg((long)t->count == count, "golden io tensor %s has %zu values, expected %ld", name, t->count, count);
+    ck_assert_msg((long)t->count == count, "golden io tensor %s has %zu values, expected %ld", name,
+                  t->count, count);
     return t->data;
 }
 
-static void check_parity(const char *stem) {
+static void check_parity(const char *stem)
+{
     st_file io;
     nets_model *m = load_golden(stem, &io);
     const nets_info *in = nets_model_info(m);
     const st_tensor *xt = st_find(&io, "x");
     ck_assert(xt && xt->ndim == 4);
-    long n = (long)xt->shape[0], C = in->code_size, obs = (long)in->channels * in->height * in->width;
+    long n = (long)xt->shape[0], C = in->code_size,
+         obs = (long)in->channels * in->height * in->width;
     const float *x = io_tensor(&io, "x", n * obs), *mu_t = io_tensor(&io, "mu", n * C),
                 *ls_t = io_tensor(&io, "log_sigma", n * C), *z_t = io_tensor(&io, "z", n * C),
                 *mean_t = io_tensor(&io, "mean", n * obs), *ll_t = io_tensor(&io, "loglik", n);
-    const float *scale_t = in->likelihood == NETS_GAUSSIAN ? io_tensor(&io, "scale", n * obs) : NULL;
-    double *mu = malloc(sizeof(double) * n * C), *s2 = malloc(sizeof(double) * n * C), *z = malloc(sizeof(double) * n * C);
+    const float *scale_t =
+        in->likelihood == NETS_GAUSSIAN ? io_tensor(&io, "scale", n * obs) : NULL;
+    double *mu = malloc(sizeof(double) * n * C), *s2 = malloc(sizeof(double) * n * C),
+           *z = malloc(sizeof(double) * n * C);
     vbm_error err;
     ck_assert_msg(nets_encode(m, x, n, mu, s2, &err) == VBM_OK, "%s", err.msg);
     double worst = 0;
     for (long i = 0; i < n * C; i++) {
         double d1 = fabs(mu[i] - mu_t[i]), d2 = fabs(0.5 * log(s2[i]) - ls_t[i]);
         ck_assert_msg(d1 <= 1e-4, "%s: mu[%ld] = %.7g, PyTorch %.7g", stem, i, mu[i], mu_t[i]);
-        ck_assert_msg(d2 <= 1e-4, "%s: log sigma[%ld] = %.7g, PyTorch %.7g", stem, i, 0.5 * log(s2[i]), ls_t[i]);
+        ck_assert_msg(d2 <= 1e-4, "%s: log sigma[%ld] = %.7g, PyTorch %.7g", stem, i,
+                      0.5 * log(s2[i]), ls_t[i]);
         worst = fmax(worst, fmax(d1, d2));
     }
-    for (long i = 0; i < n * C; i++) z[i] = z_t[i];
+    for (long i = 0; i < n * C; i++)
+        z[i] = z_t[i];
     float *mean = malloc(sizeof(float) * n * obs), *scale = malloc(sizeof(float) * n * obs);
     ck_assert_msg(nets_decode(m, z, n, mean, scale, &err) == VBM_OK, "%s", err.msg);
     for (long i = 0; i < n * obs; i++) {
-        ck_assert_msg(fabs(mean[i] - mean_t[i]) <= 1e-4, "%s: mean[%ld] = %.7g, PyTorch %.7g", stem, i, mean[i],
-                      mean_t[i]);
+        ck_assert_msg(fabs(mean[i] - mean_t[i]) <= 1e-4, "%s: mean[%ld] = %.7g, PyTorch %.7g", stem,
+                      i, mean[i], mean_t[i]);
         worst = fmax(worst, fabs(mean[i] - mean_t[i]));
         if (scale_t) {
-            ck_assert_msg(fabs(scale[i] - scale_t[i]) <= 1e-4, "%s: scale[%ld] = %.7g, PyTorch %.7g", stem, i,
-                          scale[i], scale_t[i]);
+            ck_assert_msg(fabs(scale[i] - scale_t[i]) <= 1e-4,
+                          "%s: scale[%ld] = %.7g, PyTorch %.7g", stem, i, scale[i], scale_t[i]);
             worst = fmax(worst, fabs(scale[i] - scale_t[i]));
         }
     }
@@ -1028,14 +1158,15 @@ static void check_parity(const char *stem) {
     double *ll = malloc(sizeof(double) * n);
     nets_loglik(m, x, mean_t, scale_t, n, ll);
     for (long i = 0; i < n; i++)
-        ck_assert_msg(fabs(ll[i] - ll_t[i]) <= 1e-6 * fabs(ll_t[i]) + 1e-4, "%s: loglik[%ld] = %.9g, PyTorch %.9g", stem,
-                      i, ll[i], ll_t[i]);
+        ck_assert_msg(fabs(ll[i] - ll_t[i]) <= 1e-6 * fabs(ll_t[i]) + 1e-4,
+                      "%s: loglik[%ld] = %.9g, PyTorch %.9g", stem, i, ll[i], ll_t[i]);
     /* the same with the work between GEMMs split over 3 threads: identical results */
     nets_workspace *ws = nets_workspace_new();
     nets_workspace_set_threads(ws, 3);
     double *mu3 = malloc(sizeof(double) * n * C), *s23 = malloc(sizeof(double) * n * C);
     ck_assert_msg(nets_encode_ws(m, ws, x, n, mu3, s23, &err) == VBM_OK, "%s", err.msg);
-    ck_assert(memcmp(mu3, mu, sizeof(double) * n * C) == 0 && memcmp(s23, s2, sizeof(double) * n * C) == 0);
+    ck_assert(memcmp(mu3, mu, sizeof(double) * n * C) == 0
+              && memcmp(s23, s2, sizeof(double) * n * C) == 0);
     ck_assert_msg(nets_decode_ws(m, ws, z, n, scale, NULL, &err) == VBM_OK, "%s", err.msg);
     ck_assert(memcmp(scale, mean, sizeof(float) * n * obs) == 0);
     free(mu3);
@@ -1045,13 +1176,16 @@ static void check_parity(const char *stem) {
     double mu1[64], s21[64];
     ck_assert(C <= 64);
     for (long i = 0; i < n; i++) {
-        ck_assert_msg(nets_encode_ws(m, ws, x + i * obs, 1, mu1, s21, &err) == VBM_OK, "%s", err.msg);
-        for (long c = 0; c < C; c++) ck_assert(fabs(mu1[c] - mu[i * C + c]) <= 1e-5);
+        ck_assert_msg(nets_encode_ws(m, ws, x + i * obs, 1, mu1, s21, &err) == VBM_OK, "%s",
+                      err.msg);
+        for (long c = 0; c < C; c++)
+            ck_assert(fabs(mu1[c] - mu[i * C + c]) <= 1e-5);
     }
     ck_assert_msg(nets_decode_ws(m, ws, z, n, scale, NULL, &err) == VBM_OK, "%s", err.msg);
     ck_assert(memcmp(scale, mean, sizeof(float) * n * obs) == 0);
     nets_workspace_free(ws);
-    fprintf(stderr, "parity %s: %ld frames, largest difference from PyTorch %.2e\n", stem, n, worst);
+    fprintf(stderr, "parity %s: %ld frames, largest difference from PyTorch %.2e\n", stem, n,
+            worst);
     free(mu);
     free(s2);
     free(z);
@@ -1062,10 +1196,16 @@ static void check_parity(const char *stem) {
     nets_model_free(m);
 }
 
-START_TEST(test_parity_gaussian) { check_parity("golden_nets"); }
+START_TEST(test_parity_gaussian)
+{
+    check_parity("golden_nets");
+}
 END_TEST
 
-START_TEST(test_parity_bernoulli) { check_parity("golden_nets_bernoulli"); }
+START_TEST(test_parity_bernoulli)
+{
+    check_parity("golden_nets_bernoulli");
+}
 END_TEST
 
 /* ---- concurrency: one model, several threads ---- */
@@ -1078,14 +1218,17 @@ typedef struct {
     int rc;
 } enc_job;
 
-static void *enc_thread(void *arg) {
+static void *enc_thread(void *arg)
+{
     enc_job *j = arg;
     vbm_error err;
-    for (int r = 0; r < 5 && !j->rc; r++) j->rc = nets_encode(j->m, j->x, j->n, j->mu, j->s2, &err);
+    for (int r = 0; r < 5 && !j->rc; r++)
+        j->rc = nets_encode(j->m, j->x, j->n, j->mu, j->s2, &err);
     return NULL;
 }
 
-START_TEST(test_threads) {
+START_TEST(test_threads)
+{
     st_file io;
     nets_model *m = load_golden("golden_nets", &io);
     const nets_info *in = nets_model_info(m);
@@ -1113,7 +1256,8 @@ START_TEST(test_threads) {
 }
 END_TEST
 
-static Suite *nets_suite(void) {
+static Suite *nets_suite(void)
+{
     Suite *s = suite_create("nets");
     TCase *tc = tcase_create("modelfile");
     tcase_add_test(tc, test_base_loads);
@@ -1139,7 +1283,8 @@ static Suite *nets_suite(void) {
     return s;
 }
 
-int main(void) {
+int main(void)
+{
     SRunner *sr = srunner_create(nets_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -17,43 +17,55 @@
 
 static json_t *golden;
 
-static double *arr(json_t *c, const char *key, size_t *n) {
+static double *arr(json_t *c, const char *key, size_t *n)
+{
     json_t *a = json_object_get(c, key);
     ck_assert_msg(json_is_array(a), "golden field %s missing", key);
     size_t len = json_array_size(a);
     double *out = malloc(sizeof(double) * (len ? len : 1));
     ck_assert_ptr_nonnull(out);
-    for (size_t i = 0; i < len; i++) out[i] = json_number_value(json_array_get(a, i));
-    if (n) *n = len;
+    for (size_t i = 0; i < len; i++)
+        out[i] = json_number_value(json_array_get(a, i));
+    if (n)
+        *n = len;
     return out;
 }
 
-static double maxabs(const double *x, size_t n) {
+static double maxabs(const double *x, size_t n)
+{
     double m = 0.0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs(x[i]));
     return m;
 }
 
 /* |got - want| <= 1e-6 max(|want|, 1e-2 max|want|): relative, with a floor for
  * elements near zero scaled by the array's own magnitude. */
-static void check_close(const char *cname, const char *what, const double *got, const double *want, size_t n) {
+static void check_close(const char *cname, const char *what, const double *got, const double *want,
+                        size_t n)
+{
     double floor_ = 1e-2 * maxabs(want, n);
-    if (floor_ == 0.0) floor_ = 1e-12;
+    if (floor_ == 0.0)
+        floor_ = 1e-12;
     for (size_t i = 0; i < n; i++) {
         double tol = 1e-6 * fmax(fabs(want[i]), floor_);
-        ck_assert_msg(fabs(got[i] - want[i]) <= tol, "%s: %s[%zu] = %.12g, trainer %.12g (|diff| %.3g > %.3g)", cname,
-                      what, i, got[i], want[i], fabs(got[i] - want[i]), tol);
+        ck_assert_msg(fabs(got[i] - want[i]) <= tol,
+                      "%s: %s[%zu] = %.12g, trainer %.12g (|diff| %.3g > %.3g)", cname, what, i,
+                      got[i], want[i], fabs(got[i] - want[i]), tol);
     }
 }
 
-static void run_case(json_t *c, vbm_solver solver) {
+static void run_case(json_t *c, vbm_solver solver)
+{
     const char *name = json_string_value(json_object_get(c, "name"));
     const char *kind = json_string_value(json_object_get(c, "kind"));
     int T = (int)json_integer_value(json_object_get(c, "T"));
     int C = (int)json_integer_value(json_object_get(c, "C"));
     int K = (int)json_integer_value(json_object_get(c, "K"));
     int H = (int)json_integer_value(json_object_get(c, "H"));
-    int G = json_is_integer(json_object_get(c, "G")) ? (int)json_integer_value(json_object_get(c, "G")) : 1;
+    int G = json_is_integer(json_object_get(c, "G"))
+                ? (int)json_integer_value(json_object_get(c, "G"))
+                : 1;
     vbm_kind k;
     vbm_error err;
     ck_assert_int_eq(vbm_kind_parse(kind, &k, &err), VBM_OK);
@@ -68,7 +80,8 @@ static void run_case(json_t *c, vbm_solver solver) {
     cfg.sigma2_b0 = json_number_value(json_object_get(c, "sigma2_b0"));
     cfg.s_floor = json_number_value(json_object_get(c, "s_floor"));
     vbm_memory *mem = NULL;
-    ck_assert_msg(vbm_memory_create(&cfg, NULL, NULL, &mem, &err) == VBM_OK, "%s: %s", name, err.msg);
+    ck_assert_msg(vbm_memory_create(&cfg, NULL, NULL, &mem, &err) == VBM_OK, "%s: %s", name,
+                  err.msg);
 
     json_t *start = json_object_get(c, "start"), *expect = json_object_get(c, "expect");
     size_t nR, nU, nb, ns;
@@ -112,12 +125,13 @@ static void run_case(json_t *c, vbm_solver solver) {
     ck_assert_uint_eq(nw, (size_t)T * res.addr.G * res.addr.H * res.addr.K);
     check_close(name, "q(w) means", res.addr.w_mu, ew, nw);
     const char *terms[] = {"loglik_codes", "kl_w", "kl_s", "kl_M", "kl_b"};
-    double got[] = {res.elbo.loglik_codes, res.elbo.kl_w, res.elbo.kl_s, res.elbo.kl_M, res.elbo.kl_b};
+    double got[] = {res.elbo.loglik_codes, res.elbo.kl_w, res.elbo.kl_s, res.elbo.kl_M,
+                    res.elbo.kl_b};
     for (int i = 0; i < 5; i++) {
         double want = json_number_value(json_object_get(expect, terms[i]));
         double tol = 1e-6 * fmax(fabs(want), 1e-3);
-        ck_assert_msg(fabs(got[i] - want) <= tol, "%s: ELBO term %s = %.12g, trainer %.12g", name, terms[i], got[i],
-                      want);
+        ck_assert_msg(fabs(got[i] - want) <= tol, "%s: ELBO term %s = %.12g, trainer %.12g", name,
+                      terms[i], got[i], want);
     }
     free(es);
     free(ew);
@@ -133,23 +147,28 @@ static void run_case(json_t *c, vbm_solver solver) {
     vbm_memory_free(mem);
 }
 
-START_TEST(test_golden_vb) {
+START_TEST(test_golden_vb)
+{
     json_t *cases = json_object_get(golden, "cases");
-    ck_assert_msg(json_array_size(cases) >= 5, "golden file holds %zu cases", json_array_size(cases));
+    ck_assert_msg(json_array_size(cases) >= 5, "golden file holds %zu cases",
+                  json_array_size(cases));
     size_t i;
     json_t *c;
-    json_array_foreach(cases, i, c) {
+    json_array_foreach(cases, i, c)
+    {
         run_case(c, VBM_SOLVER_DIRECT);
         run_case(c, VBM_SOLVER_GRAM);
     }
 }
 END_TEST
 
-int main(void) {
+int main(void)
+{
     json_error_t jerr;
     golden = json_load_file(PARITY_DATA, 0, &jerr);
     if (!golden) {
-        fprintf(stderr, "cannot read %s: %s (regenerate with train/golden_vb.py)\n", PARITY_DATA, jerr.text);
+        fprintf(stderr, "cannot read %s: %s (regenerate with train/golden_vb.py)\n", PARITY_DATA,
+                jerr.text);
         return 1;
     }
     Suite *s = suite_create("parity");

@@ -29,10 +29,10 @@ extern "C" {
 
 /* Hard limits that guard allocations against absurd sizes. */
 #define VBM_MAX_CODE_SIZE 65536
-#define VBM_MAX_ROWS 4096
-#define VBM_MAX_CLUSTERS 65536
-#define VBM_MAX_FRAMES 10000000L
-#define VBM_MAX_ELEMENTS 400000000L /* any single array, in doubles (3.2 GB) */
+#define VBM_MAX_ROWS      4096
+#define VBM_MAX_CLUSTERS  65536
+#define VBM_MAX_FRAMES    10000000L
+#define VBM_MAX_ELEMENTS  400000000L /* any single array, in doubles (3.2 GB) */
 
 typedef enum {
     VBM_OK = 0,
@@ -53,7 +53,7 @@ typedef enum {
 } vbm_status;
 
 #define VBM_FIELD_LEN 128
-#define VBM_MSG_LEN 512
+#define VBM_MSG_LEN   512
 
 /* The one error record. status is the failure's status (VBM_OK while none is
  * recorded); field is the path of the input at fault, in the JSON form the wire
@@ -156,11 +156,11 @@ typedef struct {
 } vbm_addresses;
 
 typedef enum {
-    VBM_INIT_AUTO = 0,    /* RANDOM, plus k-means++ shifts for mixture/tree */
-    VBM_INIT_PRIOR = 1,   /* q(Omega) = p(Omega) exactly */
-    VBM_INIT_KMEANSPP = 2,/* shifts seeded by k-means++ over the code means, R = R0 */
-    VBM_INIT_CURRENT = 3, /* start from the memory's current posterior */
-    VBM_INIT_RANDOM = 4   /* means of q(M) drawn from p(M) (App. F.1.2 "Random"):
+    VBM_INIT_AUTO = 0,     /* RANDOM, plus k-means++ shifts for mixture/tree */
+    VBM_INIT_PRIOR = 1,    /* q(Omega) = p(Omega) exactly */
+    VBM_INIT_KMEANSPP = 2, /* shifts seeded by k-means++ over the code means, R = R0 */
+    VBM_INIT_CURRENT = 3,  /* start from the memory's current posterior */
+    VBM_INIT_RANDOM = 4    /* means of q(M) drawn from p(M) (App. F.1.2 "Random"):
                              with R0 = 0 the updates otherwise stay at the
                              symmetric fixed point R = 0 */
 } vbm_init;
@@ -190,9 +190,9 @@ typedef enum {
 } vbm_solver;
 
 typedef struct {
-    int max_iter;       /* VB iterations (updates of q(Omega)); >= 0 */
-    double tol;         /* stop when |dELBO| <= tol * |ELBO|; 0: run max_iter */
-    uint64_t seed;      /* seeds k-means++ */
+    int max_iter;  /* VB iterations (updates of q(Omega)); >= 0 */
+    double tol;    /* stop when |dELBO| <= tol * |ELBO|; 0: run max_iter */
+    uint64_t seed; /* seeds k-means++ */
     vbm_init init;
     int want_addresses; /* fill result->addr */
     int want_trace;     /* fill result->trace with the ELBO after each iteration */
@@ -219,23 +219,23 @@ typedef struct {
  * Treat as read-only outside libvbmem; use the functions below. */
 typedef struct {
     vbm_config cfg;
-    int cg;          /* C / G: width of one code partition */
+    int cg; /* C / G: width of one code partition */
     /* base prior p(Omega), shared by all clusters: */
-    double *R0;      /* K x C (group g uses columns g*cg .. g*cg+cg-1) */
-    double *U0;      /* K x K, symmetric positive definite */
-    double *mu_b0;   /* C */
+    double *R0;    /* K x C (group g uses columns g*cg .. g*cg+cg-1) */
+    double *U0;    /* K x K, symmetric positive definite */
+    double *mu_b0; /* C */
     /* posterior q(Omega), one block per (group g, cluster h), index gh = g*H+h: */
-    double *R;       /* [G*H][K x cg] */
-    double *U;       /* [G*H][K x K] */
-    double *mu_b;    /* [G*H][cg]  (zeros when the model has no shift) */
-    double *s2_b;    /* [G*H]      isotropic variance of q(b); 0 without shift */
+    double *R;    /* [G*H][K x cg] */
+    double *U;    /* [G*H][K x K] */
+    double *mu_b; /* [G*H][cg]  (zeros when the model has no shift) */
+    double *s2_b; /* [G*H]      isotropic variance of q(b); 0 without shift */
     /* tree: empirical counts of hard-assignment paths (s^1..s^G) */
     long n_paths;
-    int *paths;      /* n_paths x G */
+    int *paths;          /* n_paths x G */
     double *path_counts; /* n_paths */
     /* bookkeeping */
-    long frames;     /* frames written since the last write/refit/resize */
-    double last_elbo;/* ELBO per frame of the last write/append/refit (NAN if none) */
+    long frames;      /* frames written since the last write/refit/resize */
+    double last_elbo; /* ELBO per frame of the last write/append/refit (NAN if none) */
     /* retained codes (at most cfg.retain_max, oldest dropped first) */
     long n_codes;
     double *codes_mu; /* n_codes x C */
@@ -328,8 +328,8 @@ vbm_status vbm_address(const vbm_memory *mem, const vbm_codes *query, vbm_addres
  * cluster >= 0 fixes s = cluster (all groups); -1 draws it. out_z is n x C;
  * out_s (n x G, may be NULL) receives the clusters used. Deterministic given
  * seed. Fails with VBM_EINVAL (n < 1, cluster out of range). */
-vbm_status vbm_sample(const vbm_memory *mem, long n, uint64_t seed, int cluster,
-                      double *out_z, int *out_s, vbm_error *err);
+vbm_status vbm_sample(const vbm_memory *mem, long n, uint64_t seed, int cluster, double *out_z,
+                      int *out_s, vbm_error *err);
 
 /* One read step (App. G.2 steps 3-5): infer q(y) for the query codes, then draw
  * Omega ~ q(Omega), s ~ q(s), w ~ q(w | s), z ~ p(z | s, w, Omega). out_z is

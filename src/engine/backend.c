@@ -25,8 +25,7 @@ static uint64_t backend_fnv(uint64_t h, const unsigned char *p, size_t n)
     return h;
 }
 
-uint64_t eng_backend_checksum(const unsigned char *a, size_t na, const unsigned char *b,
-                              size_t nb)
+uint64_t eng_backend_checksum(const unsigned char *a, size_t na, const unsigned char *b, size_t nb)
 {
     return backend_fnv(backend_fnv(14695981039346656037ULL, a, na), b, nb);
 }
@@ -89,8 +88,8 @@ vbm_status eng_backend_list(eng_backend *b, const unsigned char *owner, const ch
     return b->ops->list(b->impl, owner, after, limit, ids, n, err);
 }
 
-vbm_status eng_backend_idle(eng_backend *b, double now_wall, int limit,
-                            char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err)
+vbm_status eng_backend_idle(eng_backend *b, double now_wall, int limit, char (*ids)[ENG_ID_LEN + 1],
+                            int *n, vbm_error *err)
 {
     return b->ops->idle(b->impl, now_wall, limit, ids, n, err);
 }
@@ -100,12 +99,10 @@ vbm_status eng_backend_touch(eng_backend *b, const char *id, double used, vbm_er
     return b->ops->touch(b->impl, id, used, err);
 }
 
-vbm_status eng_backend_current(eng_backend *b, const char *id, uint64_t *version,
-                               vbm_error *err)
+vbm_status eng_backend_current(eng_backend *b, const char *id, uint64_t *version, vbm_error *err)
 {
     if (b->ops->current == NULL)
-        return vbm_fail(err, VBM_EINVAL, NULL, "the %s backend keeps no shared versions",
-                        b->name);
+        return vbm_fail(err, VBM_EINVAL, NULL, "the %s backend keeps no shared versions", b->name);
     return b->ops->current(b->impl, id, version, err);
 }
 
@@ -155,8 +152,7 @@ static vbm_status backend_copy_one(eng_backend *src, eng_backend *dst, const cha
     return st;
 }
 
-vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied,
-                                vbm_error *err)
+vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied, vbm_error *err)
 {
     char ids[BACKEND_PAGE][ENG_ID_LEN + 1], after[ENG_ID_LEN + 1] = "";
     vbm_status st;

@@ -16,8 +16,8 @@ typedef struct {
     vbm_status (*remove)(void *impl, const char *id, const unsigned char *owner, vbm_error *err);
     vbm_status (*list)(void *impl, const unsigned char *owner, const char *after, int limit,
                        char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err);
-    vbm_status (*idle)(void *impl, double now_wall, int limit, char (*ids)[ENG_ID_LEN + 1],
-                       int *n, vbm_error *err);
+    vbm_status (*idle)(void *impl, double now_wall, int limit, char (*ids)[ENG_ID_LEN + 1], int *n,
+                       vbm_error *err);
     vbm_status (*touch)(void *impl, const char *id, double used, vbm_error *err);
     vbm_status (*count)(void *impl, long *n, vbm_error *err);
     vbm_status (*check)(void *impl, vbm_error *err);
@@ -88,8 +88,8 @@ vbm_status eng_backend_list(eng_backend *b, const unsigned char *owner, const ch
 
 /* Up to limit ids of records with a TTL whose last use plus TTL is before
  * now_wall (wall clock seconds). Fails with VBM_EUNAVAIL. */
-vbm_status eng_backend_idle(eng_backend *b, double now_wall, int limit,
-                            char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err);
+vbm_status eng_backend_idle(eng_backend *b, double now_wall, int limit, char (*ids)[ENG_ID_LEN + 1],
+                            int *n, vbm_error *err);
 
 /* Record a later last use of id (wall clock seconds); a missing id is not an
  * error. Fails with VBM_EUNAVAIL. */
@@ -98,8 +98,7 @@ vbm_status eng_backend_touch(eng_backend *b, const char *id, double used, vbm_er
 /* The stored version of id, for a shared backend's caches (Redis also renews
  * the session's expiry). Fails with VBM_ENOTFOUND, VBM_EUNAVAIL, and VBM_EINVAL
  * for a backend without it (SQLite: the daemon owns the file). */
-vbm_status eng_backend_current(eng_backend *b, const char *id, uint64_t *version,
-                               vbm_error *err);
+vbm_status eng_backend_current(eng_backend *b, const char *id, uint64_t *version, vbm_error *err);
 
 /* Number of stored records. Fails with VBM_EUNAVAIL. */
 vbm_status eng_backend_count(eng_backend *b, long *n, vbm_error *err);
@@ -113,8 +112,7 @@ void eng_backend_close(eng_backend *b);
 
 /* The record checksum both backends store and check: word-wise FNV-1a 64 over
  * a[0..na) then b[0..nb) (the memory, then the encoded usage). Never fails. */
-uint64_t eng_backend_checksum(const unsigned char *a, size_t na, const unsigned char *b,
-                              size_t nb);
+uint64_t eng_backend_checksum(const unsigned char *a, size_t na, const unsigned char *b, size_t nb);
 
 /* The n usage doubles as 8 * n little-endian bytes (malloc'd, the caller's);
  * NULL when n == 0 or u == NULL, or out of memory (*fail = 1). */
@@ -129,7 +127,6 @@ void eng_backend_usage_decode(const unsigned char *b, size_t n, double *u);
  * record of the same id in dst whatever its version. *copied counts them.
  * Fails with VBM_EUNAVAIL, VBM_EFORMAT (a record of src does not import; the
  * message names it), VBM_ENOMEM; records copied before the failure stay. */
-vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied,
-                                vbm_error *err);
+vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied, vbm_error *err);
 
 #endif

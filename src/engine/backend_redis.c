@@ -11,11 +11,11 @@
 
 #include "engine/backend.h"
 
-#define RD_CONNECT_S 1
-#define RD_COMMAND_S 3
+#define RD_CONNECT_S   1
+#define RD_COMMAND_S   3
 #define RD_BACKOFF_MIN 0.1
 #define RD_BACKOFF_MAX 5.0
-#define RD_NFIELDS 13
+#define RD_NFIELDS     13
 
 /* KEYS: session hash, global index, owner index. ARGV: expected version, id,
  * expire-at ms (0: none), then field/value pairs. Returns 0 (stored), -1 (the
@@ -38,14 +38,13 @@ static const char rd_lua_save[] =
 
 /* KEYS: session hash, global index. ARGV: id, owner hex ('' : any), owner
  * index prefix. Returns 0 or -1 (no such session for that owner). */
-static const char rd_lua_remove[] =
-    "local o = redis.call('HGET', KEYS[1], 'owner')\n"
-    "if not o then return -1 end\n"
-    "if ARGV[2] ~= '' and o ~= ARGV[2] then return -1 end\n"
-    "redis.call('DEL', KEYS[1])\n"
-    "redis.call('ZREM', KEYS[2], ARGV[1])\n"
-    "redis.call('ZREM', ARGV[3] .. o, ARGV[1])\n"
-    "return 0\n";
+static const char rd_lua_remove[] = "local o = redis.call('HGET', KEYS[1], 'owner')\n"
+                                    "if not o then return -1 end\n"
+                                    "if ARGV[2] ~= '' and o ~= ARGV[2] then return -1 end\n"
+                                    "redis.call('DEL', KEYS[1])\n"
+                                    "redis.call('ZREM', KEYS[2], ARGV[1])\n"
+                                    "redis.call('ZREM', ARGV[3] .. o, ARGV[1])\n"
+                                    "return 0\n";
 
 /* KEYS: an index. ARGV: min (lex), limit, session key prefix, global index
  * (to prune there too). Ids whose hash expired are pruned from the index. */
@@ -81,7 +80,7 @@ typedef struct {
     double backoff;       /* seconds of the next wait after a failed connect */
     char host[256];
     int port;
-    char prefix[64];      /* key prefix, e.g. "vbmem:" */
+    char prefix[64]; /* key prefix, e.g. "vbmem:" */
 } rd_store;
 
 /* Connect if needed (lock held). Fails with VBM_EUNAVAIL while unreachable. */
@@ -177,8 +176,8 @@ static void rd_key(const rd_store *q, const char *id, char *out, size_t len)
 }
 
 /* Run an EVAL of script with nkeys keys and the rest as arguments. */
-static redisReply *rd_eval(rd_store *q, const char *script, int nkeys, int argc,
-                           const char **argv, const size_t *lens, vbm_error *err)
+static redisReply *rd_eval(rd_store *q, const char *script, int nkeys, int argc, const char **argv,
+                           const size_t *lens, vbm_error *err)
 {
     const char *a[64];
     size_t l[64];
@@ -272,8 +271,8 @@ static vbm_status rd_load(void *impl, const char *id, eng_record *out, vbm_error
         }
     }
     sum = eng_backend_checksum(out->blob, out->blob_len, usage, n_usage);
-    if (st == VBM_OK && (out->blob == NULL || !have_sum || sum != want || n_usage % 8 != 0
-                         || got < RD_NFIELDS))
+    if (st == VBM_OK
+        && (out->blob == NULL || !have_sum || sum != want || n_usage % 8 != 0 || got < RD_NFIELDS))
         st = VBM_EUNAVAIL;
     if (st == VBM_OK && n_usage > 0) {
         out->n_usage = n_usage / 8;
@@ -349,11 +348,30 @@ static vbm_status rd_save(void *impl, const eng_record *r, uint64_t expected, vb
     rd_arg(argv, lens, &n, r->id, strlen(r->id));
     rd_arg(argv, lens, &n, sexpire, strlen(sexpire));
     {
-        const char *field[RD_NFIELDS] = {"owner", "version", "ttl_s", "created", "updated",
-                                         "used", "solver_iterations", "solver_tolerance",
-                                         "solver_init", "model", "checksum", "usage", "memory"};
-        const char *value[RD_NFIELDS] = {owner, sver, sttl, screated, supdated, sused, siter,
-                                         stol, sinit, r->model_name, ssum,
+        const char *field[RD_NFIELDS] = {"owner",
+                                         "version",
+                                         "ttl_s",
+                                         "created",
+                                         "updated",
+                                         "used",
+                                         "solver_iterations",
+                                         "solver_tolerance",
+                                         "solver_init",
+                                         "model",
+                                         "checksum",
+                                         "usage",
+                                         "memory"};
+        const char *value[RD_NFIELDS] = {owner,
+                                         sver,
+                                         sttl,
+                                         screated,
+                                         supdated,
+                                         sused,
+                                         siter,
+                                         stol,
+                                         sinit,
+                                         r->model_name,
+                                         ssum,
                                          ub != NULL ? (const char *)ub : "",
                                          (const char *)r->blob};
         int i;
@@ -381,16 +399,15 @@ static vbm_status rd_save(void *impl, const eng_record *r, uint64_t expected, vb
     else if (code == -2)
         st = vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s (deleted or expired)", r->id);
     else if (code > 0)
-        st = vbm_fail(err, VBM_ECONFLICT, NULL,
-                      "the stored session %s is at version %lld, not %llu", r->id, code,
-                      (unsigned long long)expected);
+        st =
+            vbm_fail(err, VBM_ECONFLICT, NULL, "the stored session %s is at version %lld, not %llu",
+                     r->id, code, (unsigned long long)expected);
     else if (code != 0)
         st = vbm_fail(err, VBM_EUNAVAIL, NULL, "unexpected reply from the session store");
     return st;
 }
 
-static vbm_status rd_remove(void *impl, const char *id, const unsigned char *owner,
-                            vbm_error *err)
+static vbm_status rd_remove(void *impl, const char *id, const unsigned char *owner, vbm_error *err)
 {
     rd_store *q = impl;
     char key[160], gidx[96], oprefix[96], ohex[2 * ENG_OWNER_LEN + 1] = "";
@@ -555,10 +572,8 @@ static void rd_close(void *impl)
     free(q);
 }
 
-static const eng_backend_ops rd_ops = {
-    rd_load, rd_save, rd_remove, rd_list, rd_idle, rd_touch, rd_count, rd_check, rd_close,
-    rd_current
-};
+static const eng_backend_ops rd_ops = {rd_load,  rd_save,  rd_remove, rd_list,  rd_idle,
+                                       rd_touch, rd_count, rd_check,  rd_close, rd_current};
 
 vbm_status store_redis_open(const char *host, int port, const char *prefix, eng_backend **out,
                             vbm_error *err)
@@ -566,8 +581,8 @@ vbm_status store_redis_open(const char *host, int port, const char *prefix, eng_
     rd_store *q;
 
     *out = NULL;
-    if (strlen(host) >= sizeof ((rd_store *)0)->host || port < 1 || port > 65535
-        || strlen(prefix) >= sizeof ((rd_store *)0)->prefix)
+    if (strlen(host) >= sizeof((rd_store *)0)->host || port < 1 || port > 65535
+        || strlen(prefix) >= sizeof((rd_store *)0)->prefix)
         return vbm_fail(err, VBM_EINVAL, "redis", "bad Redis address or key prefix");
     q = calloc(1, sizeof *q);
     if (q == NULL)

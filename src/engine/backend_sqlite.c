@@ -15,7 +15,7 @@
 
 #include "engine/backend.h"
 
-#define SQ_BUSY_MS 2000
+#define SQ_BUSY_MS    2000
 #define SQ_LOCK_TRIES 40 /* x 50 ms */
 
 /* Schema migrations: entry v brings a database from user_version v to v + 1.
@@ -46,8 +46,18 @@ static const char *const sq_migrations[] = {
 #define SQ_SCHEMA_VERSION ((int)(sizeof sq_migrations / sizeof sq_migrations[0]))
 
 enum {
-    SQ_LOAD, SQ_INSERT, SQ_UPDATE, SQ_VERSION, SQ_DELETE, SQ_DELETE_OWNER, SQ_LIST, SQ_LIST_OWNER,
-    SQ_IDLE, SQ_TOUCH, SQ_COUNT, SQ_NSTMT
+    SQ_LOAD,
+    SQ_INSERT,
+    SQ_UPDATE,
+    SQ_VERSION,
+    SQ_DELETE,
+    SQ_DELETE_OWNER,
+    SQ_LIST,
+    SQ_LIST_OWNER,
+    SQ_IDLE,
+    SQ_TOUCH,
+    SQ_COUNT,
+    SQ_NSTMT
 };
 
 static const char *const sq_sql[SQ_NSTMT] = {
@@ -80,20 +90,20 @@ typedef struct sq_pending {
     uint64_t sum;
     vbm_status st;
     vbm_error err;
-    int done;                /* guarded by gc_lock */
+    int done; /* guarded by gc_lock */
     struct sq_pending *next;
 } sq_pending;
 
 typedef struct {
-    eng_backend base;     /* first: the backend and its state are one allocation */
+    eng_backend base;        /* first: the backend and its state are one allocation */
     pthread_mutex_t gc_lock; /* the group-commit queue below */
     pthread_cond_t gc_cond;
     sq_pending *head, *tail; /* saves waiting for the next commit */
-    int leader;           /* a thread is committing a batch */
-    pthread_mutex_t lock; /* one connection, used by one thread at a time */
+    int leader;              /* a thread is committing a batch */
+    pthread_mutex_t lock;    /* one connection, used by one thread at a time */
     sqlite3 *db;
     sqlite3_stmt *stmt[SQ_NSTMT];
-    int lock_fd;          /* -1: no directory lock */
+    int lock_fd; /* -1: no directory lock */
     char path[4096];
 } sq_store;
 
@@ -103,13 +113,11 @@ static vbm_status sq_fail(sq_store *q, int rc, vbm_error *err, const char *what)
     const char *detail = q->db != NULL ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc);
 
     switch (rc & 0xff) {
-    case SQLITE_NOMEM:
-        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory in SQLite (%s)", what);
+    case SQLITE_NOMEM: return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory in SQLite (%s)", what);
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
         return vbm_fail(err, VBM_EUNAVAIL, NULL,
-                        "the session store is busy (%s: database %s locked); retry", what,
-                        q->path);
+                        "the session store is busy (%s: database %s locked); retry", what, q->path);
     default:
         return vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store failed (%s: %s: %s)", what,
                         q->path, detail);
@@ -161,9 +169,9 @@ static vbm_status sq_load(void *impl, const char *id, eng_record *out, vbm_error
         sum = eng_backend_checksum(mem, (size_t)n_mem, usage, (size_t)n_usage);
         if (n_owner != ENG_OWNER_LEN || owner == NULL || mem == NULL || n_usage % 8 != 0
             || sum != want) {
-            est = vbm_fail(err, VBM_EUNAVAIL, NULL,
-                           "the stored record of session %s is corrupt (%s)", id,
-                           sum != want ? "checksum mismatch" : "malformed columns");
+            est =
+                vbm_fail(err, VBM_EUNAVAIL, NULL, "the stored record of session %s is corrupt (%s)",
+                         id, sum != want ? "checksum mismatch" : "malformed columns");
         } else {
             snprintf(out->id, sizeof out->id, "%s", id);
             memcpy(out->owner, owner, ENG_OWNER_LEN);
@@ -176,8 +184,8 @@ static vbm_status sq_load(void *impl, const char *id, eng_record *out, vbm_error
             out->solver.tolerance = sqlite3_column_double(st, 7);
             out->solver.init = (vbm_init)sqlite3_column_int(st, 8);
             snprintf(out->model_name, sizeof out->model_name, "%s",
-                     sqlite3_column_text(st, 12) != NULL
-                         ? (const char *)sqlite3_column_text(st, 12) : "");
+                     sqlite3_column_text(st, 12) != NULL ? (const char *)sqlite3_column_text(st, 12)
+                                                         : "");
             out->blob = malloc((size_t)n_mem > 0 ? (size_t)n_mem : 1);
             out->n_usage = (size_t)n_usage / 8;
             if (out->n_usage > 0)
@@ -245,8 +253,8 @@ static int sq_apply(sq_store *q, sq_pending *p)
         sqlite3_bind_int64(st, 15, (sqlite3_int64)p->expected);
     rc = sq_step_done(st);
     if ((rc & 0xff) == SQLITE_CONSTRAINT) {
-        p->st = vbm_fail(&p->err, VBM_ECONFLICT, NULL, "session %s already exists in the store",
-                         r->id);
+        p->st =
+            vbm_fail(&p->err, VBM_ECONFLICT, NULL, "session %s already exists in the store", r->id);
         return 0;
     }
     if (rc != SQLITE_DONE) {
@@ -258,10 +266,9 @@ static int sq_apply(sq_store *q, sq_pending *p)
         sqlite3_bind_text(vs, 1, r->id, -1, SQLITE_STATIC);
         rc = sqlite3_step(vs);
         if (rc == SQLITE_ROW)
-            p->st = vbm_fail(&p->err, VBM_ECONFLICT, NULL,
-                             "the stored session %s is at version %lld, not %llu", r->id,
-                             (long long)sqlite3_column_int64(vs, 0),
-                             (unsigned long long)p->expected);
+            p->st = vbm_fail(
+                &p->err, VBM_ECONFLICT, NULL, "the stored session %s is at version %lld, not %llu",
+                r->id, (long long)sqlite3_column_int64(vs, 0), (unsigned long long)p->expected);
         else if (rc == SQLITE_DONE)
             p->st = vbm_fail(&p->err, VBM_ENOTFOUND, "id", "no session %s (deleted)", r->id);
         else
@@ -365,8 +372,7 @@ static vbm_status sq_save(void *impl, const eng_record *r, uint64_t expected, vb
     return me.st;
 }
 
-static vbm_status sq_remove(void *impl, const char *id, const unsigned char *owner,
-                            vbm_error *err)
+static vbm_status sq_remove(void *impl, const char *id, const unsigned char *owner, vbm_error *err)
 {
     sq_store *q = impl;
     sqlite3_stmt *st = q->stmt[owner != NULL ? SQ_DELETE_OWNER : SQ_DELETE];
@@ -387,8 +393,8 @@ static vbm_status sq_remove(void *impl, const char *id, const unsigned char *own
 }
 
 /* Collect up to limit ids from a prepared SELECT id query. Lock held. */
-static vbm_status sq_collect(sq_store *q, sqlite3_stmt *st, int limit,
-                             char (*ids)[ENG_ID_LEN + 1], int *n, vbm_error *err)
+static vbm_status sq_collect(sq_store *q, sqlite3_stmt *st, int limit, char (*ids)[ENG_ID_LEN + 1],
+                             int *n, vbm_error *err)
 {
     const unsigned char *text;
     vbm_status est = VBM_OK;
@@ -511,8 +517,8 @@ static vbm_status sq_check(void *impl, vbm_error *err)
     if (rc != SQLITE_OK)
         est = sq_fail(q, rc, err, "quick_check");
     else if (strcmp(got, "ok") != 0)
-        est = vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store %s fails its check: %s",
-                       q->path, got);
+        est = vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store %s fails its check: %s", q->path,
+                       got);
     pthread_mutex_unlock(&q->lock);
     return est;
 }
@@ -534,9 +540,8 @@ static void sq_close(void *impl)
     free(q);
 }
 
-static const eng_backend_ops sq_ops = {
-    sq_load, sq_save, sq_remove, sq_list, sq_idle, sq_touch, sq_count, sq_check, sq_close, NULL
-};
+static const eng_backend_ops sq_ops = {sq_load,  sq_save,  sq_remove, sq_list,  sq_idle,
+                                       sq_touch, sq_count, sq_check,  sq_close, NULL};
 
 /* Bring the schema to SQ_SCHEMA_VERSION in one transaction (or, read-only,
  * check that it is there). */
@@ -585,8 +590,7 @@ static vbm_status sq_lock_dir(sq_store *q, const char *lock_path, vbm_error *err
 
     q->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (q->lock_fd < 0)
-        return vbm_fail(err, VBM_EUNAVAIL, NULL, "cannot open %s: %s", lock_path,
-                        strerror(errno));
+        return vbm_fail(err, VBM_EUNAVAIL, NULL, "cannot open %s: %s", lock_path, strerror(errno));
     /* Wait a little: a killed predecessor's lock goes only when it is reaped. */
     for (i = 0; flock(q->lock_fd, LOCK_EX | LOCK_NB) != 0; i++) {
         if (errno != EWOULDBLOCK || i >= SQ_LOCK_TRIES)
@@ -650,8 +654,7 @@ vbm_status store_sqlite_open(const char *path, const char *lock_path, int readon
     if (est == VBM_OK)
         est = sq_migrate(q, readonly, err);
     for (i = 0; est == VBM_OK && i < SQ_NSTMT; i++) {
-        rc = sqlite3_prepare_v3(q->db, sq_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &q->stmt[i],
-                                NULL);
+        rc = sqlite3_prepare_v3(q->db, sq_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &q->stmt[i], NULL);
         if (rc != SQLITE_OK)
             est = sq_fail(q, rc, err, "prepare");
     }

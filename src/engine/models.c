@@ -13,15 +13,15 @@
 
 #include "engine/models.h"
 
-#define MODELS_SUFFIX ".safetensors"
+#define MODELS_SUFFIX     ".safetensors"
 #define MODELS_HASH_CHUNK 65536
 
 struct eng_models {
-    char *dir;                 /* owned; "" when none */
+    char *dir; /* owned; "" when none */
     char default_name[ENG_MODEL_NAME_LEN + 1];
-    pthread_mutex_t lock;      /* guards current */
-    eng_model_set *current;    /* one reference held by the registry */
-    unsigned long generation;  /* guarded by lock */
+    pthread_mutex_t lock;     /* guards current */
+    eng_model_set *current;   /* one reference held by the registry */
+    unsigned long generation; /* guarded by lock */
 };
 
 /* 1 when name is a valid model name: 1..ENG_MODEL_NAME_LEN characters of
@@ -35,8 +35,8 @@ static int models_name_ok(const char *name, size_t n)
     for (i = 0; i < n; i++) {
         char c = name[i];
 
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-              || c == '.' || c == '_' || c == '-'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.'
+              || c == '_' || c == '-'))
             return 0;
     }
     return 1;
@@ -270,7 +270,8 @@ static vbm_status models_scan(const char *dir, eng_model_set **out, vbm_error *e
     for (i = 0; i < count; i++) {
         stem = strlen(names[i]) - suffix;
         if (i >= ENG_MODELS_MAX) {
-            models_add_failure(set, names[i], "skipped: more than 256 model files in the directory");
+            models_add_failure(set, names[i],
+                               "skipped: more than 256 model files in the directory");
         } else if (!models_name_ok(names[i], stem)) {
             models_add_failure(set, names[i],
                                "the file name is not a model name (1-64 characters of "

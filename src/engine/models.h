@@ -9,9 +9,9 @@
 #include "nets/nets.h"
 #include "vbmem/vbmem.h"
 
-#define ENG_MODELS_MAX 256        /* model files read from one directory */
-#define ENG_MODEL_FILE_LEN 256    /* characters of a model file name kept in a failure */
-#define ENG_MODEL_NAME_LEN 64     /* characters of a model name (its file's stem) */
+#define ENG_MODELS_MAX     256 /* model files read from one directory */
+#define ENG_MODEL_FILE_LEN 256 /* characters of a model file name kept in a failure */
+#define ENG_MODEL_NAME_LEN 64  /* characters of a model name (its file's stem) */
 
 /* One loaded model file. Immutable after loading except refs; shared by the
  * registry's snapshots and by the sessions created with it. */
@@ -21,9 +21,9 @@ struct eng_model {
     char *path;                        /* the file it was loaded from (owned) */
     char sha256[65];                   /* hex SHA-256 of the file's bytes */
     long long file_bytes;
-    double loaded_at;                  /* wall clock */
-    nets_model *net;                   /* owned */
-    const nets_info *info;             /* nets_model_info(net) */
+    double loaded_at;      /* wall clock */
+    nets_model *net;       /* owned */
+    const nets_info *info; /* nets_model_info(net) */
     atomic_int refs;
 };
 
@@ -43,8 +43,8 @@ typedef struct {
     int n;
     eng_model_failure *failed;
     int n_failed;
-    double loaded_at;          /* wall clock of the scan */
-    unsigned long generation;  /* 1 for the first load, +1 per successful reload */
+    double loaded_at;         /* wall clock of the scan */
+    unsigned long generation; /* 1 for the first load, +1 per successful reload */
 } eng_model_set;
 
 typedef struct eng_models eng_models;

@@ -10,12 +10,12 @@
 
 struct eng_pool {
     pthread_mutex_t lock;
-    pthread_cond_t work;  /* signalled when a job is queued or on stop */
-    pthread_cond_t idle;  /* signalled when a job finishes */
+    pthread_cond_t work; /* signalled when a job is queued or on stop */
+    pthread_cond_t idle; /* signalled when a job finishes */
     eng_job *head, *tail;
     int queued, running, depth;
-    int accepting;        /* 0 once draining began */
-    int stop;             /* workers exit when set and the queue is empty */
+    int accepting; /* 0 once draining began */
+    int stop;      /* workers exit when set and the queue is empty */
     int nthreads;
     pthread_t *threads;
 };

@@ -11,9 +11,9 @@ typedef struct eng_job eng_job;
  * on a worker thread. run must not free the pool. */
 struct eng_job {
     void (*run)(eng_job *job);
-    eng_job *next;   /* queue link, owned by the pool while queued */
-    double queued_at;/* eng_now() when submitted, set by the pool */
-    double started_at;/* eng_now() when a worker took it, set by the pool */
+    eng_job *next;     /* queue link, owned by the pool while queued */
+    double queued_at;  /* eng_now() when submitted, set by the pool */
+    double started_at; /* eng_now() when a worker took it, set by the pool */
 };
 
 typedef struct eng_pool eng_pool;

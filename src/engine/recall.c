@@ -34,9 +34,8 @@ void eng_recall_out_free(eng_recall_out *out)
     memset(out, 0, sizeof *out);
 }
 
-vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z,
-                                   long n, int pixel_sample, uint64_t seed, float *out,
-                                   vbm_error *err)
+vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z, long n,
+                                   int pixel_sample, uint64_t seed, float *out, vbm_error *err)
 {
     size_t count = (size_t)n * (size_t)eng_model_pixels(m), i;
     int gaussian = m->info->likelihood == NETS_GAUSSIAN;
@@ -78,8 +77,7 @@ static vbm_status recall_encode(const eng_model *m, nets_workspace *ws, const fl
 
 /* Allocate the arrays of out for a recall of o->steps steps of T frames. */
 static vbm_status recall_alloc(eng_recall_out *out, const eng_model *m, long T, int C,
-                               const eng_recall_query *q, const eng_recall_opts *o,
-                               vbm_error *err)
+                               const eng_recall_query *q, const eng_recall_opts *o, vbm_error *err)
 {
     size_t TC = (size_t)T * (size_t)C, TP;
 
@@ -102,16 +100,18 @@ static vbm_status recall_alloc(eng_recall_out *out, const eng_model *m, long T, 
         || (q->images == NULL && q->codes == NULL
             && (out->start_codes == NULL || (m != NULL && out->start_images == NULL)))) {
         eng_recall_out_free(out);
-        return vbm_fail(err, VBM_ENOMEM, "iterations", "out of memory for %d read steps of %ld "
-                        "frames", o->steps, T);
+        return vbm_fail(err, VBM_ENOMEM, "iterations",
+                        "out of memory for %d read steps of %ld "
+                        "frames",
+                        o->steps, T);
     }
     return VBM_OK;
 }
 
 /* The loop, with the read lock held. mu/s2 are T x C scratch arrays. */
 static vbm_status recall_locked(const vbm_memory *mem, const eng_model *m, nets_workspace *ws,
-                                const eng_recall_query *q, const eng_recall_opts *o,
-                                double *mu, double *s2, eng_recall_out *out, vbm_error *err)
+                                const eng_recall_query *q, const eng_recall_opts *o, double *mu,
+                                double *s2, eng_recall_out *out, vbm_error *err)
 {
     size_t TC = (size_t)out->T * (size_t)out->C, TP = (size_t)out->T * (size_t)out->P;
     vbm_codes vc = {out->T, out->C, mu, s2};
@@ -161,8 +161,10 @@ static vbm_status recall_locked(const vbm_memory *mem, const eng_model *m, nets_
         vst = vbm_read(mem, &vc, o->seed + (uint64_t)i, z, out->addr != NULL ? &out->addr[i] : NULL,
                        &verr);
         if (vst != VBM_OK)
-            return vbm_fail(err, vst == VBM_ENOMEM ? VBM_ENOMEM
-                                 : vst == VBM_ENUMERIC ? VBM_ENUMERIC : VBM_EINVAL,
+            return vbm_fail(err,
+                            vst == VBM_ENOMEM     ? VBM_ENOMEM
+                            : vst == VBM_ENUMERIC ? VBM_ENUMERIC
+                                                  : VBM_EINVAL,
                             "query", "read step %d: %s", i, verr.msg);
         out->read_s += eng_now() - t0;
         if (m == NULL) {
@@ -202,13 +204,17 @@ vbm_status eng_session_recall(eng_session *s, const eng_model *m, const eng_reca
     C = s->mem->cfg.code_size;
     if (q->codes != NULL && q->codes->C != C) {
         eng_session_unlock(s);
-        return vbm_fail(err, VBM_EINVAL, "query", "the codes have %d columns, the memory's code "
-                        "size is %d", q->codes->C, C);
+        return vbm_fail(err, VBM_EINVAL, "query",
+                        "the codes have %d columns, the memory's code "
+                        "size is %d",
+                        q->codes->C, C);
     }
     if (m != NULL && m->info->code_size != C) {
         eng_session_unlock(s);
-        return vbm_fail(err, VBM_EINVAL, "model", "the model's code size %d differs from the "
-                        "memory's %d", m->info->code_size, C);
+        return vbm_fail(err, VBM_EINVAL, "model",
+                        "the model's code size %d differs from the "
+                        "memory's %d",
+                        m->info->code_size, C);
     }
     st = recall_alloc(out, m, T, C, q, o, err);
     if (st == VBM_OK) {

@@ -10,23 +10,23 @@
 #include "vbmem/vbmem.h"
 
 /* Random streams derived from a request's seed (eng_derive_seed). */
-#define ENG_STREAM_START 1  /* the codes of a start drawn from memory */
-#define ENG_STREAM_PIXELS 2 /* pixel draws of samples, decodes and the start of a read */
+#define ENG_STREAM_START       1 /* the codes of a start drawn from memory */
+#define ENG_STREAM_PIXELS      2 /* pixel draws of samples, decodes and the start of a read */
 #define ENG_STREAM_STEP_PIXELS 3 /* pixel draws of read step i, from seed + i */
 
 /* Where the loop starts: query images (a model session), query codes, or
  * neither (a start drawn from the memory, G.2 step 1). */
 typedef struct {
-    const float *images;     /* T x channels x height x width in [0, 1], or NULL */
-    const vbm_codes *codes;  /* or NULL; codes->C must be the memory's code size */
-    long T;                  /* frames; for images and for a start from memory */
+    const float *images;    /* T x channels x height x width in [0, 1], or NULL */
+    const vbm_codes *codes; /* or NULL; codes->C must be the memory's code size */
+    long T;                 /* frames; for images and for a start from memory */
 } eng_recall_query;
 
 typedef struct {
-    int steps;          /* 1 .. 1000 */
-    uint64_t seed;      /* step i reads with seed + i; the start and pixel draws use
+    int steps;        /* 1 .. 1000 */
+    uint64_t seed;    /* step i reads with seed + i; the start and pixel draws use
                          * generators derived from seed */
-    int pixel_sample;   /* 0: each step's image is the decoder's mean (clamped to
+    int pixel_sample; /* 0: each step's image is the decoder's mean (clamped to
                          * [0, 1]); 1: a pixel sample x ~ p(x | z) (G.2 step 5) */
     int want_addresses;
 } eng_recall_opts;
@@ -35,16 +35,16 @@ typedef struct {
 typedef struct {
     long T;
     int C;
-    long P;                /* values per image; 0 for a latent session */
+    long P; /* values per image; 0 for a latent session */
     int steps;
-    uint64_t version;      /* the session version read */
-    double *start_codes;   /* T x C codes drawn from memory when the query was empty, else NULL */
-    float *start_images;   /* T x P their decoded images (model session, empty query), else NULL */
-    double *z;             /* steps x T x C read-out codes */
-    float *x;              /* steps x T x P images decoded from z (model session), else NULL */
-    vbm_addresses *addr;   /* steps addressing posteriors when wanted, else NULL */
-    double nets_s;         /* seconds in the encoder and decoder */
-    double read_s;         /* seconds in libvbmem (sample, read) */
+    uint64_t version;    /* the session version read */
+    double *start_codes; /* T x C codes drawn from memory when the query was empty, else NULL */
+    float *start_images; /* T x P their decoded images (model session, empty query), else NULL */
+    double *z;           /* steps x T x C read-out codes */
+    float *x;            /* steps x T x P images decoded from z (model session), else NULL */
+    vbm_addresses *addr; /* steps addressing posteriors when wanted, else NULL */
+    double nets_s;       /* seconds in the encoder and decoder */
+    double read_s;       /* seconds in libvbmem (sample, read) */
 } eng_recall_out;
 
 /* Run the iterative read on session s under its read lock. With a model m
@@ -68,9 +68,8 @@ void eng_recall_out_free(eng_recall_out *out);
  * [0, 1]): the decoder's mean clamped to [0, 1], or with pixel_sample a draw
  * from p(x | z) using a generator seeded with seed. ws may be NULL. Fails with
  * VBM_ENOMEM or VBM_EINVAL (the decoder's message). */
-vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z,
-                                   long n, int pixel_sample, uint64_t seed, float *out,
-                                   vbm_error *err);
+vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z, long n,
+                                   int pixel_sample, uint64_t seed, float *out, vbm_error *err);
 
 /* A seed derived from seed for random stream `stream` (0, 1, ...): distinct
  * streams give unrelated generators. Never fails. */

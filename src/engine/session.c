@@ -23,10 +23,10 @@ size_t eng_memory_bytes(const vbm_memory *m)
     C = (size_t)m->cfg.code_size;
     GH = (size_t)m->cfg.groups * (size_t)m->cfg.clusters;
     cg = (size_t)m->cg;
-    n = K * C + K * K + C;                    /* prior R0, U0, mu_b0 */
-    n += GH * (K * cg + K * K + cg + 1);      /* posterior R, U, mu_b, s2_b */
-    n += (size_t)m->n_codes * C * 2;          /* retained codes mu, s2 */
-    n += (size_t)m->n_paths;                  /* tree path counts */
+    n = K * C + K * K + C;               /* prior R0, U0, mu_b0 */
+    n += GH * (K * cg + K * K + cg + 1); /* posterior R, U, mu_b, s2_b */
+    n += (size_t)m->n_codes * C * 2;     /* retained codes mu, s2 */
+    n += (size_t)m->n_paths;             /* tree path counts */
     return sizeof *m + n * sizeof(double)
            + (size_t)m->n_paths * (size_t)m->cfg.groups * sizeof(int);
 }
@@ -456,8 +456,7 @@ static vbm_status sess_wrlock(eng_session *s, int64_t if_match, double *wait_s, 
         *wait_s = eng_now() - t0;
     if (if_match >= 0 && (uint64_t)if_match != s->version) {
         pthread_rwlock_unlock(&s->lock);
-        return vbm_fail(err, VBM_ECONFLICT, "If-Match",
-                        "the session is at version %llu, not %lld",
+        return vbm_fail(err, VBM_ECONFLICT, "If-Match", "the session is at version %llu, not %lld",
                         (unsigned long long)s->version, (long long)if_match);
     }
     return VBM_OK;
@@ -465,8 +464,8 @@ static vbm_status sess_wrlock(eng_session *s, int64_t if_match, double *wait_s, 
 
 /* What a durable session needs to undo a mutation whose persist failed. */
 typedef struct {
-    vbm_memory *mem;   /* the memory before the mutation (owned), NULL: nothing to undo */
-    double *usage;     /* the usage before (owned) */
+    vbm_memory *mem; /* the memory before the mutation (owned), NULL: nothing to undo */
+    double *usage;   /* the usage before (owned) */
     uint64_t version;
     double updated;
     size_t bytes;
@@ -533,7 +532,7 @@ static vbm_status sess_persist(eng_session *s, sess_undo *u, int keep_current, v
 
 /* What one fit under the write lock runs: a write in a mode, or a resize. */
 typedef struct {
-    int resize;             /* 1: vbm_resize to H, K; 0: a write of codes in mode */
+    int resize; /* 1: vbm_resize to H, K; 0: a write of codes in mode */
     eng_mode mode;
     const vbm_codes *codes;
     int H, K;
@@ -566,7 +565,8 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
     sess_opts(s, o, &w);
     t0 = eng_now();
     if (job->resize)
-        vst = vbm_resize(s->mem, job->H, job->K, &w, &out->elbo_before, &out->elbo_after, &out->res, &verr);
+        vst = vbm_resize(s->mem, job->H, job->K, &w, &out->elbo_before, &out->elbo_after, &out->res,
+                         &verr);
     else if (job->mode == ENG_APPEND)
         vst = vbm_append(s->mem, job->codes, &w, &out->res, &verr);
     else if (job->mode == ENG_REFIT)
@@ -600,8 +600,8 @@ vbm_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
     return sess_fit(s, &job, o, out, err);
 }
 
-vbm_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *o,
-                              eng_fit_out *out, vbm_error *err)
+vbm_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *o, eng_fit_out *out,
+                              vbm_error *err)
 {
     sess_fit_job job = {1, ENG_REPLACE, NULL, H, K};
 
@@ -660,8 +660,8 @@ vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
         *addr = NULL;
     verr.msg[0] = '\0';
     if (steps < 1 || steps > SESS_MAX_STEPS)
-        return vbm_fail(err, VBM_EINVAL, "iterations", "must be in [1, %d], got %d",
-                        SESS_MAX_STEPS, steps);
+        return vbm_fail(err, VBM_EINVAL, "iterations", "must be in [1, %d], got %d", SESS_MAX_STEPS,
+                        steps);
     *z = vbm_calloc((size_t)steps * block, sizeof(double));
     if (addr != NULL)
         a = calloc((size_t)steps, sizeof *a);
@@ -694,8 +694,7 @@ vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
     return VBM_OK;
 }
 
-vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *version,
-                              vbm_error *err)
+vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *version, vbm_error *err)
 {
     vbm_error verr;
     vbm_status vst;
@@ -713,8 +712,8 @@ vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *versi
     return VBM_OK;
 }
 
-vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
-                               uint64_t *version, vbm_error *err)
+vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match, uint64_t *version,
+                               vbm_error *err)
 {
     vbm_status st = sess_wrlock(s, if_match, NULL, err);
     sess_undo undo;

@@ -8,7 +8,7 @@
 #include "engine/models.h"
 #include "vbmem/vbmem.h"
 
-#define ENG_ID_LEN 32    /* hex characters of a session id (128 random bits) */
+#define ENG_ID_LEN    32 /* hex characters of a session id (128 random bits) */
 #define ENG_OWNER_LEN 32 /* bytes of an owner identity (SHA-256 of an API key) */
 
 /* Solver settings: the session's defaults, overridable per request. */
@@ -40,9 +40,9 @@ typedef struct {
     double created, updated; /* wall clock seconds */
     double used;             /* wall clock seconds of the last request (idle expiry) */
     eng_solver solver;
-    unsigned char *blob;     /* vbm_export of the memory (posterior, prior, retained codes) */
+    unsigned char *blob; /* vbm_export of the memory (posterior, prior, retained codes) */
     size_t blob_len;
-    double *usage;           /* G*H cluster usage, NULL before any write */
+    double *usage; /* G*H cluster usage, NULL before any write */
     size_t n_usage;
     char model_name[ENG_MODEL_NAME_LEN + 1]; /* "" for a latent session */
 } eng_record;
@@ -59,7 +59,7 @@ typedef struct {
     uint64_t version;
     double created, updated;
     size_t bytes;
-    double *usage; /* G*H, NULL before any write */
+    double *usage;                           /* G*H, NULL before any write */
     char model_name[ENG_MODEL_NAME_LEN + 1]; /* "" for a latent session */
 } eng_info;
 
@@ -67,28 +67,29 @@ typedef enum { ENG_REPLACE = 0, ENG_APPEND = 1, ENG_REFIT = 2 } eng_mode;
 
 /* Per-request fitting options. */
 typedef struct {
-    int iterations;      /* < 0: the session's default */
-    double tolerance;    /* < 0: the session's default */
-    int init;            /* < 0: the session's default, else a vbm_init */
+    int iterations;   /* < 0: the session's default */
+    double tolerance; /* < 0: the session's default */
+    int init;         /* < 0: the session's default, else a vbm_init */
     uint64_t seed;
     int want_addresses;
-    double max_seconds;  /* solver time budget (vbm_write_opts.max_seconds: every mode and resize); 0: none */
-    int64_t if_match;    /* < 0: no precondition; else the required current version */
+    double
+        max_seconds; /* solver time budget (vbm_write_opts.max_seconds: every mode and resize); 0: none */
+    int64_t if_match; /* < 0: no precondition; else the required current version */
 } eng_fit_opts;
 
 /* Result of a write, append, refit or resize. Owns res's arrays and usage
  * (release with eng_fit_out_free). */
 typedef struct {
     vbm_write_result res;
-    uint64_t version;   /* after the operation */
+    uint64_t version; /* after the operation */
     long frames;
     long retained;
     int clusters, rows, groups;
-    int time_limited;   /* the time budget stopped the solver early */
-    double solve_s;     /* seconds inside libvbmem */
-    double wait_s;      /* seconds waiting for the session lock */
+    int time_limited;               /* the time budget stopped the solver early */
+    double solve_s;                 /* seconds inside libvbmem */
+    double wait_s;                  /* seconds waiting for the session lock */
     double elbo_before, elbo_after; /* resize only */
-    double *usage;      /* G*H after the operation */
+    double *usage;                  /* G*H after the operation */
 } eng_fit_out;
 
 /* Heap bytes held by a memory: the struct, prior, posterior, tree paths and
@@ -194,8 +195,7 @@ vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
  * copied (for an export that serialises it without holding the lock). On
  * success *copy is owned by the caller (vbm_memory_free). Fails with
  * VBM_ENOMEM; *copy is then NULL. */
-vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *version,
-                              vbm_error *err);
+vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *version, vbm_error *err);
 
 /* Replace the session's memory by mem under the write lock, after checking
  * if_match (< 0: none), persisted like a write. Takes ownership of mem on
@@ -203,8 +203,8 @@ vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *versi
  * persist hook's failures (the session is then unchanged). The store's byte
  * limit is not checked here: a session in a store goes through
  * eng_store_replace. */
-vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match,
-                               uint64_t *version, vbm_error *err);
+vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match, uint64_t *version,
+                               vbm_error *err);
 
 /* Make s durable through fn(ctx, ...) on every later mutation. Call before
  * the session is shared (no lock is taken). Never fails. */

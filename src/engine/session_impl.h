@@ -15,18 +15,18 @@
 struct eng_session {
     char id[ENG_ID_LEN + 1];
     unsigned char owner[ENG_OWNER_LEN]; /* all zero without API keys */
-    pthread_rwlock_t lock;   /* writer-preferring */
+    pthread_rwlock_t lock;              /* writer-preferring */
     atomic_int refs;
     eng_solver solver;
-    long ttl_s;              /* idle seconds before expiry; 0: never */
-    double created;          /* wall clock */
-    vbm_memory *mem;         /* locked */
-    uint64_t version;        /* locked; 1 at creation, +1 per mutation */
-    double updated;          /* locked; wall clock of the last mutation */
-    double *usage;           /* locked; G*H expected frames per cluster, NULL before any write */
+    long ttl_s;                /* idle seconds before expiry; 0: never */
+    double created;            /* wall clock */
+    vbm_memory *mem;           /* locked */
+    uint64_t version;          /* locked; 1 at creation, +1 per mutation */
+    double updated;            /* locked; wall clock of the last mutation */
+    double *usage;             /* locked; G*H expected frames per cluster, NULL before any write */
     atomic_llong last_used_ms; /* monotonic milliseconds of the last request */
-    atomic_size_t bytes;     /* accounted heap bytes of the session */
-    eng_persist_fn persist;  /* fixed once shared; NULL: not durable */
+    atomic_size_t bytes;       /* accounted heap bytes of the session */
+    eng_persist_fn persist;    /* fixed once shared; NULL: not durable */
     void *persist_ctx;
     char model_name[ENG_MODEL_NAME_LEN + 1]; /* fixed at creation; "" for a latent session */
     _Atomic(eng_model *) model; /* a reference to the model object the session uses, bound at

@@ -60,8 +60,8 @@ vbm_status eng_store_check_bytes(const eng_store *st, size_t total, const char *
 {
     if (st->limits.max_bytes > 0 && total > st->limits.max_bytes)
         return vbm_fail(err, VBM_ELIMIT, NULL,
-                        "the session would bring the %s to %zu bytes, past the limit of %zu",
-                        what, total, st->limits.max_bytes);
+                        "the session would bring the %s to %zu bytes, past the limit of %zu", what,
+                        total, st->limits.max_bytes);
     return VBM_OK;
 }
 

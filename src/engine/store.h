@@ -11,7 +11,7 @@
 /* Limits a store enforces when a session is inserted (0: unlimited). */
 typedef struct {
     long max_sessions;
-    size_t max_bytes;   /* sum of eng_session.bytes over all sessions */
+    size_t max_bytes; /* sum of eng_session.bytes over all sessions */
 } eng_store_limits;
 
 /* The operations of one store implementation; impl is its private state. */
@@ -39,8 +39,7 @@ typedef struct {
 /* Create the in-memory store (a sorted table guarded by one mutex) with the
  * given limits. On success *out is owned by the caller (eng_store_free).
  * Fails with VBM_ENOMEM. */
-vbm_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,
-                                   vbm_error *err);
+vbm_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out, vbm_error *err);
 
 /* Create the durable store over backend (taken on success: closed by
  * eng_store_free): sessions are committed to the backend on creation and on

@@ -10,7 +10,7 @@
 #include "engine/session_impl.h"
 #include "engine/store.h"
 
-#define DUR_BATCH 64
+#define DUR_BATCH      64
 #define DUR_LOAD_TRIES 8
 
 typedef struct {
@@ -19,13 +19,13 @@ typedef struct {
 } dur_entry;
 
 typedef struct {
-    eng_store base;          /* first: the store and its state are one allocation */
-    pthread_mutex_t lock;    /* guards everything below; never held across backend I/O */
-    eng_backend *backend;    /* owned */
-    dur_entry *items;        /* resident sessions, sorted by id */
+    eng_store base;       /* first: the store and its state are one allocation */
+    pthread_mutex_t lock; /* guards everything below; never held across backend I/O */
+    eng_backend *backend; /* owned */
+    dur_entry *items;     /* resident sessions, sorted by id */
     long n, cap;
     long max_resident;
-    long stored;             /* records in the backend (+ inserts in flight) */
+    long stored; /* records in the backend (+ inserts in flight) */
     unsigned long long tick;
     unsigned long long removals; /* bumped by every removal: a load racing one retries */
 } dur_store;
@@ -246,8 +246,8 @@ static vbm_status dur_check_cached(dur_store *d, eng_session *s, vbm_error *err)
     return VBM_ECONFLICT;
 }
 
-static vbm_status dur_get(void *impl, const char *id, const unsigned char *owner,
-                          eng_session **out, vbm_error *err)
+static vbm_status dur_get(void *impl, const char *id, const unsigned char *owner, eng_session **out,
+                          vbm_error *err)
 {
     dur_store *d = impl;
     const unsigned char *who = dur_owner(owner);
@@ -342,8 +342,7 @@ static vbm_status dur_get(void *impl, const char *id, const unsigned char *owner
                     "session %s is being removed and loaded concurrently; retry", id);
 }
 
-static vbm_status dur_remove(void *impl, const char *id, const unsigned char *owner,
-                             vbm_error *err)
+static vbm_status dur_remove(void *impl, const char *id, const unsigned char *owner, vbm_error *err)
 {
     dur_store *d = impl;
     eng_session *gone = NULL;
@@ -370,7 +369,7 @@ static vbm_status dur_list(void *impl, const unsigned char *owner, const char *a
                            eng_session ***out, int *n, int *more, vbm_error *err)
 {
     dur_store *d = impl;
-    char (*ids)[ENG_ID_LEN + 1];
+    char(*ids)[ENG_ID_LEN + 1];
     eng_session **arr;
     vbm_status st;
     int got = 0, i;
@@ -497,8 +496,7 @@ static void dur_destroy(void *impl)
 
     for (i = 0; i < d->n; i++) {
         if (d->items[i].s->ttl_s > 0)
-            eng_backend_touch(d->backend, d->items[i].s->id, dur_used_wall(d->items[i].s),
-                              NULL);
+            eng_backend_touch(d->backend, d->items[i].s->id, dur_used_wall(d->items[i].s), NULL);
         eng_session_unref(d->items[i].s);
     }
     free(d->items);
@@ -518,9 +516,8 @@ static vbm_status dur_ready(void *impl, vbm_error *err)
     return eng_backend_check(d->backend, err);
 }
 
-static const eng_store_ops dur_ops = {
-    dur_insert, dur_get, dur_remove, dur_list, dur_stats, dur_expire, dur_destroy, dur_ready
-};
+static const eng_store_ops dur_ops = {dur_insert, dur_get,    dur_remove,  dur_list,
+                                      dur_stats,  dur_expire, dur_destroy, dur_ready};
 
 vbm_status eng_store_durable_create(eng_backend *backend, const eng_store_limits *limits,
                                     long max_resident, eng_store **out, vbm_error *err)

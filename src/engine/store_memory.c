@@ -9,9 +9,9 @@
 #include "engine/store.h"
 
 typedef struct {
-    eng_store base;       /* first, so the store and its impl are one allocation */
+    eng_store base; /* first, so the store and its impl are one allocation */
     pthread_mutex_t lock;
-    eng_session **items;  /* sorted by id */
+    eng_session **items; /* sorted by id */
     long n, cap;
 } mem_store;
 
@@ -95,8 +95,8 @@ static long mem_index(const mem_store *m, const char *id, const unsigned char *o
     return -1;
 }
 
-static vbm_status mem_get(void *impl, const char *id, const unsigned char *owner,
-                          eng_session **out, vbm_error *err)
+static vbm_status mem_get(void *impl, const char *id, const unsigned char *owner, eng_session **out,
+                          vbm_error *err)
 {
     mem_store *m = impl;
     eng_session *s = NULL;
@@ -125,8 +125,7 @@ static eng_session *mem_unlink(mem_store *m, long at)
     return s;
 }
 
-static vbm_status mem_remove(void *impl, const char *id, const unsigned char *owner,
-                             vbm_error *err)
+static vbm_status mem_remove(void *impl, const char *id, const unsigned char *owner, vbm_error *err)
 {
     mem_store *m = impl;
     eng_session *s = NULL;
@@ -227,12 +226,10 @@ static void mem_destroy(void *impl)
     free(m);
 }
 
-static const eng_store_ops mem_ops = {
-    mem_insert, mem_get, mem_remove, mem_list, mem_stats, mem_expire, mem_destroy, NULL
-};
+static const eng_store_ops mem_ops = {mem_insert, mem_get,    mem_remove,  mem_list,
+                                      mem_stats,  mem_expire, mem_destroy, NULL};
 
-vbm_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out,
-                                   vbm_error *err)
+vbm_status eng_store_memory_create(const eng_store_limits *limits, eng_store **out, vbm_error *err)
 {
     mem_store *m = calloc(1, sizeof *m);
 

@@ -14,9 +14,9 @@
 #define AUTH_MAX_LINE 4096
 
 struct http_auth {
-    char *path;              /* NULL: disabled */
+    char *path; /* NULL: disabled */
     pthread_rwlock_t lock;
-    unsigned char *digests;  /* n x KEYHASH_LEN */
+    unsigned char *digests; /* n x KEYHASH_LEN */
     int n;
 };
 

@@ -51,8 +51,9 @@ json_t *codec_info(const eng_info *i)
         (json_int_t)i->bytes);
 
     if (o != NULL
-        && json_object_set_new(o, "model", i->model_name[0] != '\0' ? json_string(i->model_name)
-                                                                    : json_null()) != 0) {
+        && json_object_set_new(o, "model",
+                               i->model_name[0] != '\0' ? json_string(i->model_name) : json_null())
+               != 0) {
         json_decref(o);
         return NULL;
     }

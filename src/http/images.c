@@ -13,10 +13,10 @@
 #include "http/images.h"
 #include "wire/values.h"
 
-#define IMG_PATH_LEN VBM_FIELD_LEN
-#define IMG_MSG_LEN 256
+#define IMG_PATH_LEN  VBM_FIELD_LEN
+#define IMG_MSG_LEN   256
 #define IMG_CHUNK_MAX (4L << 20) /* largest ancillary chunk libpng may inflate */
-#define IMG_DATA_URL "data:image/png;base64,"
+#define IMG_DATA_URL  "data:image/png;base64,"
 
 /* ---- formats ---------------------------------------------------------------- */
 
@@ -37,8 +37,10 @@ vbm_status img_opt_format(const json_t *obj, const char *key, int allow_none, im
             return VBM_OK;
         }
     }
-    return vbm_fail(err, VBM_EINVAL, key, "expected \"png\", \"uint8\", \"float32\"%s or "
-                    "\"json\"", allow_none ? ", \"none\"" : "");
+    return vbm_fail(err, VBM_EINVAL, key,
+                    "expected \"png\", \"uint8\", \"float32\"%s or "
+                    "\"json\"",
+                    allow_none ? ", \"none\"" : "");
 }
 
 vbm_status img_opt_pixels(const json_t *obj, const char *key, int *sample, vbm_error *err)
@@ -104,16 +106,16 @@ static unsigned img_sample(const unsigned char *row, size_t k, int depth)
 /* Convert the decoded rows (channels 1..4 of 8 or 16 bits) into shape's
  * float pixels. Returns 0, or -1 with a message for channels that cannot be
  * converted. */
-static int img_convert(unsigned char *const *rows, int channels, int depth,
-                       const img_shape *shape, float *out, vbm_error *err)
+static int img_convert(unsigned char *const *rows, int channels, int depth, const img_shape *shape,
+                       float *out, vbm_error *err)
 {
     int colour = channels >= 3 ? 3 : 1, y, x, c;
     size_t plane = (size_t)shape->height * (size_t)shape->width;
     double scale = depth == 16 ? 1.0 / 65536.0 : 1.0 / 256.0;
 
     if (shape->channels != 1 && shape->channels != 3) {
-        vbm_fail(err, VBM_EINVAL, NULL, "the model takes %d channels; PNG gives 1 (grey) or 3 (RGB)",
-                 shape->channels);
+        vbm_fail(err, VBM_EINVAL, NULL,
+                 "the model takes %d channels; PNG gives 1 (grey) or 3 (RGB)", shape->channels);
         return -1;
     }
     if (colour == 3 && shape->channels == 1) {
@@ -122,9 +124,12 @@ static int img_convert(unsigned char *const *rows, int channels, int depth,
                 size_t k = (size_t)x * (size_t)channels;
                 unsigned r = img_sample(rows[y], k, depth);
 
-                if (img_sample(rows[y], k + 1, depth) != r || img_sample(rows[y], k + 2, depth) != r) {
-                    vbm_fail(err, VBM_EINVAL, NULL, "a colour (RGB) image for a greyscale model (pixel at row %d, "
-                             "column %d is not grey); send grey images", y, x);
+                if (img_sample(rows[y], k + 1, depth) != r
+                    || img_sample(rows[y], k + 2, depth) != r) {
+                    vbm_fail(err, VBM_EINVAL, NULL,
+                             "a colour (RGB) image for a greyscale model (pixel at row %d, "
+                             "column %d is not grey); send grey images",
+                             y, x);
                     return -1;
                 }
             }
@@ -134,8 +139,7 @@ static int img_convert(unsigned char *const *rows, int channels, int depth,
         for (x = 0; x < shape->width; x++) {
             for (c = 0; c < shape->channels; c++) {
                 int src = colour == 3 ? c : 0; /* grey replicated; grey RGB read as grey */
-                unsigned v = img_sample(rows[y], (size_t)x * (size_t)channels + (size_t)src,
-                                        depth);
+                unsigned v = img_sample(rows[y], (size_t)x * (size_t)channels + (size_t)src, depth);
 
                 out[(size_t)c * plane + (size_t)y * (size_t)shape->width + (size_t)x] =
                     (float)(((double)v + 0.5) * scale);
@@ -178,7 +182,8 @@ int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape,
         return -1;
     }
     if (setjmp(png_jmpbuf(png))) {
-        vbm_fail(err, VBM_EINVAL, NULL, "corrupt PNG: %s", rd->msg[0] != '\0' ? rd->msg : "libpng error");
+        vbm_fail(err, VBM_EINVAL, NULL, "corrupt PNG: %s",
+                 rd->msg[0] != '\0' ? rd->msg : "libpng error");
         goto done;
     }
     png_set_read_fn(png, rd, img_png_read);
@@ -188,8 +193,9 @@ int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape,
     w = png_get_image_width(png, info);
     h = png_get_image_height(png, info);
     if ((long)w != shape->width || (long)h != shape->height) {
-        vbm_fail(err, VBM_EINVAL, NULL, "the image is %lux%lu (width x height), the model takes %dx%d",
-                 (unsigned long)w, (unsigned long)h, shape->width, shape->height);
+        vbm_fail(err, VBM_EINVAL, NULL,
+                 "the image is %lux%lu (width x height), the model takes %dx%d", (unsigned long)w,
+                 (unsigned long)h, shape->width, shape->height);
         goto done;
     }
     depth = png_get_bit_depth(png, info);
@@ -205,7 +211,8 @@ int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape,
     rowbytes = png_get_rowbytes(png, info);
     if ((depth != 8 && depth != 16) || channels < 1 || channels > 4
         || rowbytes < (size_t)w * (size_t)channels * (size_t)(depth / 8)) {
-        vbm_fail(err, VBM_EINVAL, NULL, "unsupported PNG layout (%d channels of %d bits)", channels, depth);
+        vbm_fail(err, VBM_EINVAL, NULL, "unsupported PNG layout (%d channels of %d bits)", channels,
+                 depth);
         goto done;
     }
     pix = malloc(rowbytes * h);
@@ -373,8 +380,7 @@ static vbm_status img_read_pngs(const json_t *v, const char *path, const img_sha
             blen -= pre;
         }
         if (wire_b64_decode(s, blen, &bytes, &blen) != 0)
-            return vbm_fail(err, VBM_EINVAL, field, "frame %ld is not valid base64",
-                            i);
+            return vbm_fail(err, VBM_EINVAL, field, "frame %ld is not valid base64", i);
         rc = img_png_decode(bytes, blen, shape, out + (size_t)i * per, &why);
         free(bytes);
         if (rc != 0) /* why has no field: its message is the bare reason */
@@ -400,7 +406,9 @@ static vbm_status img_check_pixels(const float *x, long n, const img_shape *shap
                         i / per, r / ((size_t)shape->height * (size_t)shape->width),
                         (r / (size_t)shape->width) % (size_t)shape->height,
                         r % (size_t)shape->width,
-                        isnan(x[i]) ? "NaN" : isinf(x[i]) ? "an infinity" : "the value");
+                        isnan(x[i])   ? "NaN"
+                        : isinf(x[i]) ? "an infinity"
+                                      : "the value");
     }
     return VBM_OK;
 }
@@ -423,19 +431,22 @@ static vbm_status img_read_tensor(const json_t *v, const char *path, const img_s
     if (st != VBM_OK)
         return st;
     img_path_key(field, sizeof field, path, "dtype");
-    if (!json_is_string(dt) || (strcmp(json_string_value(dt), "uint8") != 0
-                                && strcmp(json_string_value(dt), "float32") != 0))
+    if (!json_is_string(dt)
+        || (strcmp(json_string_value(dt), "uint8") != 0
+            && strcmp(json_string_value(dt), "float32") != 0))
         return vbm_fail(err, VBM_EINVAL, field, "expected \"uint8\" or \"float32\"");
     is_u8 = strcmp(json_string_value(dt), "uint8") == 0;
     img_path_key(field, sizeof field, path, "shape");
     if (!json_is_array(sh) || json_array_size(sh) != 4)
-        return vbm_fail(err, VBM_EINVAL, field, "expected [n, channels, height, width] (4 integers)");
+        return vbm_fail(err, VBM_EINVAL, field,
+                        "expected [n, channels, height, width] (4 integers)");
     for (d = 0; d < 4; d++) {
         const json_t *e = json_array_get(sh, (size_t)d);
 
         if (!json_is_integer(e) || json_integer_value(e) < 1
             || json_integer_value(e) > (json_int_t)1 << 40)
-            return vbm_fail(err, VBM_EINVAL, field, "expected [n, channels, height, width] (4 positive integers)");
+            return vbm_fail(err, VBM_EINVAL, field,
+                            "expected [n, channels, height, width] (4 positive integers)");
         dims[d] = (long)json_integer_value(e);
     }
     if (dims[0] > max_frames)
@@ -457,9 +468,10 @@ static vbm_status img_read_tensor(const json_t *v, const char *path, const img_s
         return vbm_fail(err, VBM_EINVAL, field, "not valid base64");
     if (blen != count * width) {
         free(bytes);
-        return vbm_fail(err, VBM_EINVAL, field, "holds %zu bytes, shape [%ld, %d, %d, %d] of %s needs %zu",
-                        blen, dims[0], shape->channels, shape->height, shape->width,
-                        is_u8 ? "uint8" : "float32", count * width);
+        return vbm_fail(err, VBM_EINVAL, field,
+                        "holds %zu bytes, shape [%ld, %d, %d, %d] of %s needs %zu", blen, dims[0],
+                        shape->channels, shape->height, shape->width, is_u8 ? "uint8" : "float32",
+                        count * width);
     }
     *out = malloc((count > 0 ? count : 1) * sizeof **out);
     if (*out == NULL) {
@@ -471,7 +483,8 @@ static vbm_status img_read_tensor(const json_t *v, const char *path, const img_s
             (*out)[i] = (float)(((double)bytes[i] + 0.5) / 256.0);
         } else {
             uint32_t bits = (uint32_t)bytes[4 * i] | ((uint32_t)bytes[4 * i + 1] << 8)
-                            | ((uint32_t)bytes[4 * i + 2] << 16) | ((uint32_t)bytes[4 * i + 3] << 24);
+                            | ((uint32_t)bytes[4 * i + 2] << 16)
+                            | ((uint32_t)bytes[4 * i + 3] << 24);
 
             memcpy(&(*out)[i], &bits, sizeof bits);
         }
@@ -491,8 +504,9 @@ static vbm_status img_read_nested(const json_t *v, const char *path, const img_s
                                   float *out, long n, vbm_error *err)
 {
     long dims[4] = {n, shape->channels, shape->height, shape->width};
-    size_t count = (size_t)n * (size_t)shape->channels * (size_t)shape->height
-                   * (size_t)shape->width, i, per = count / (size_t)n, r;
+    size_t count =
+               (size_t)n * (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width,
+           i, per = count / (size_t)n, r;
     char field[IMG_PATH_LEN];
     double *d = malloc(count * sizeof *d);
     vbm_status st;
@@ -511,7 +525,8 @@ static vbm_status img_read_nested(const json_t *v, const char *path, const img_s
                      r / ((size_t)shape->height * (size_t)shape->width),
                      (r / (size_t)shape->width) % (size_t)shape->height, r % (size_t)shape->width);
             free(d);
-            return vbm_fail(err, VBM_EINVAL, field, "frame %zu: pixel values are in [0, 1]", i / per);
+            return vbm_fail(err, VBM_EINVAL, field, "frame %zu: pixel values are in [0, 1]",
+                            i / per);
         }
         out[i] = (float)d[i];
     }
@@ -537,8 +552,8 @@ vbm_status img_read(const json_t *v, const char *path, const img_shape *shape, l
                         "{\"dtype\", \"shape\": [n, c, h, w], \"data\"} or nested arrays "
                         "n x c x h x w");
     if ((long)json_array_size(v) > max_frames)
-        return vbm_fail(err, VBM_EINVAL, path, "%zu images, the limit is %ld",
-                        json_array_size(v), max_frames);
+        return vbm_fail(err, VBM_EINVAL, path, "%zu images, the limit is %ld", json_array_size(v),
+                        max_frames);
     count = (long)json_array_size(v);
     first = json_array_get(v, 0);
     if (!json_is_string(first) && !json_is_array(first))
@@ -567,8 +582,9 @@ vbm_status img_read(const json_t *v, const char *path, const img_shape *shape, l
 /* A raw tensor {dtype, shape [n, c, h, w], data}. */
 static json_t *img_tensor(const float *x, long n, const img_shape *shape, int is_u8)
 {
-    size_t count = (size_t)n * (size_t)shape->channels * (size_t)shape->height
-                   * (size_t)shape->width, i;
+    size_t count =
+               (size_t)n * (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width,
+           i;
     unsigned char *raw = calloc(count * (is_u8 ? 1 : 4) + 1, 1);
     char *text;
     json_t *out;
@@ -651,12 +667,8 @@ vbm_status img_write(const float *x, long n, const img_shape *shape, img_format 
     *out = NULL;
     switch (fmt) {
     case IMG_UINT8:
-    case IMG_FLOAT32:
-        *out = img_tensor(x, n, shape, fmt == IMG_UINT8);
-        break;
-    case IMG_JSON:
-        *out = img_nested(x, n, shape);
-        break;
+    case IMG_FLOAT32: *out = img_tensor(x, n, shape, fmt == IMG_UINT8); break;
+    case IMG_JSON: *out = img_nested(x, n, shape); break;
     case IMG_PNG:
         if (shape->channels != 1 && shape->channels != 3)
             return vbm_fail(err, VBM_EINVAL, "format",
@@ -678,8 +690,7 @@ vbm_status img_write(const float *x, long n, const img_shape *shape, img_format 
         }
         *out = arr;
         break;
-    default:
-        return vbm_fail(err, VBM_EINVAL, "format", "no image format");
+    default: return vbm_fail(err, VBM_EINVAL, "format", "no image format");
     }
     if (*out == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory encoding %ld images", n);

@@ -16,9 +16,9 @@
 static const double metrics_lat_bounds[METRICS_NB - 1] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0};
 static const int metrics_statuses[METRICS_NS - 1] = {200, 201, 204, 400, 401, 404, 405, 409,
-                                                      413, 415, 422, 429, 500, 501, 503};
-static const double metrics_iter_bounds[METRICS_NI - 1] = {0, 1, 2, 5, 10, 20, 50, 100, 200,
-                                                           500, 1000};
+                                                     413, 415, 422, 429, 500, 501, 503};
+static const double metrics_iter_bounds[METRICS_NI - 1] = {0,  1,   2,   5,   10,  20,
+                                                           50, 100, 200, 500, 1000};
 
 typedef struct {
     unsigned long count;
@@ -235,23 +235,25 @@ char *metrics_render(http_metrics *m, const metrics_gauges *g, size_t *len)
         metrics_printf(&b, "vbmemd_vb_iterations_sum %.17g\nvbmemd_vb_iterations_count %lu\n",
                        it.sum, it.count);
     }
-    metrics_printf(&b, "# HELP vbmemd_rejected_total Requests refused with 503 because the job "
-                       "queue was full.\n# TYPE vbmemd_rejected_total counter\n"
-                       "vbmemd_rejected_total %lu\n",
+    metrics_printf(&b,
+                   "# HELP vbmemd_rejected_total Requests refused with 503 because the job "
+                   "queue was full.\n# TYPE vbmemd_rejected_total counter\n"
+                   "vbmemd_rejected_total %lu\n",
                    m->rejected);
     pthread_mutex_unlock(&m->lock);
-    metrics_printf(&b, "# HELP vbmemd_queue_depth Jobs waiting for a worker.\n"
-                       "# TYPE vbmemd_queue_depth gauge\nvbmemd_queue_depth %d\n"
-                       "# HELP vbmemd_queue_capacity Configured queue depth.\n"
-                       "# TYPE vbmemd_queue_capacity gauge\nvbmemd_queue_capacity %d\n"
-                       "# HELP vbmemd_jobs_in_flight Jobs running on workers.\n"
-                       "# TYPE vbmemd_jobs_in_flight gauge\nvbmemd_jobs_in_flight %d\n"
-                       "# HELP vbmemd_sessions Sessions held.\n"
-                       "# TYPE vbmemd_sessions gauge\nvbmemd_sessions %ld\n"
-                       "# HELP vbmemd_memory_bytes Heap bytes accounted to sessions.\n"
-                       "# TYPE vbmemd_memory_bytes gauge\nvbmemd_memory_bytes %zu\n"
-                       "# HELP vbmemd_api_keys API keys loaded.\n"
-                       "# TYPE vbmemd_api_keys gauge\nvbmemd_api_keys %d\n",
+    metrics_printf(&b,
+                   "# HELP vbmemd_queue_depth Jobs waiting for a worker.\n"
+                   "# TYPE vbmemd_queue_depth gauge\nvbmemd_queue_depth %d\n"
+                   "# HELP vbmemd_queue_capacity Configured queue depth.\n"
+                   "# TYPE vbmemd_queue_capacity gauge\nvbmemd_queue_capacity %d\n"
+                   "# HELP vbmemd_jobs_in_flight Jobs running on workers.\n"
+                   "# TYPE vbmemd_jobs_in_flight gauge\nvbmemd_jobs_in_flight %d\n"
+                   "# HELP vbmemd_sessions Sessions held.\n"
+                   "# TYPE vbmemd_sessions gauge\nvbmemd_sessions %ld\n"
+                   "# HELP vbmemd_memory_bytes Heap bytes accounted to sessions.\n"
+                   "# TYPE vbmemd_memory_bytes gauge\nvbmemd_memory_bytes %zu\n"
+                   "# HELP vbmemd_api_keys API keys loaded.\n"
+                   "# TYPE vbmemd_api_keys gauge\nvbmemd_api_keys %d\n",
                    g->queue_depth, g->queue_capacity, g->jobs_in_flight, g->sessions,
                    g->memory_bytes, g->api_keys);
     if (b.failed) {

@@ -10,9 +10,9 @@ typedef struct http_metrics http_metrics;
 
 /* Gauges sampled at scrape time by the caller. */
 typedef struct {
-    int queue_depth;     /* jobs waiting */
+    int queue_depth; /* jobs waiting */
     int queue_capacity;
-    int jobs_in_flight;  /* jobs running */
+    int jobs_in_flight; /* jobs running */
     long sessions;
     size_t memory_bytes;
     int api_keys;

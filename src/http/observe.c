@@ -70,9 +70,8 @@ vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, lon
     return VBM_OK;
 }
 
-vbm_status obs_decode(const eng_model *m, const double *z, long n, int pixel_sample,
-                      uint64_t seed, img_format fmt, json_t **out, double *nets_s,
-                      vbm_error *err)
+vbm_status obs_decode(const eng_model *m, const double *z, long n, int pixel_sample, uint64_t seed,
+                      img_format fmt, json_t **out, double *nets_s, vbm_error *err)
 {
     img_shape shape;
     double t0 = eng_now();
@@ -152,8 +151,8 @@ vbm_status obs_recall_json(const http_req *r, const eng_recall_out *out, const e
     if (images)
         obs_shape(m, &shape);
     for (i = 0; steps != NULL && i < out->steps; i++) {
-        step = json_pack("{s:o}", "codes", wire_matrix(out->z + (size_t)i * TC, out->T, out->C,
-                                                        base64));
+        step = json_pack("{s:o}", "codes",
+                         wire_matrix(out->z + (size_t)i * TC, out->T, out->C, base64));
         if (out->addr != NULL) {
             step = obs_set(step, "clusters", obs_clusters(&out->addr[i]));
             if (want_addresses)
@@ -189,12 +188,11 @@ vbm_status obs_recall_json(const http_req *r, const eng_recall_out *out, const e
             steps = NULL;
         }
     }
-    doc = steps != NULL
-              ? json_pack("{s:I, s:o, s:{s:f, s:f, s:f, s:f}}", "version",
-                          (json_int_t)out->version, "steps", steps, "timings", "queue_s",
-                          r->job.started_at - r->job.queued_at, "read_s", out->read_s, "nets_s",
-                          out->nets_s, "total_s", eng_now() - r->t_start)
-              : NULL;
+    doc = steps != NULL ? json_pack("{s:I, s:o, s:{s:f, s:f, s:f, s:f}}", "version",
+                                    (json_int_t)out->version, "steps", steps, "timings", "queue_s",
+                                    r->job.started_at - r->job.queued_at, "read_s", out->read_s,
+                                    "nets_s", out->nets_s, "total_s", eng_now() - r->t_start)
+                        : NULL;
     if (doc != NULL && start != NULL)
         doc = obs_set(doc, "start", start);
     else

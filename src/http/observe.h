@@ -32,9 +32,8 @@ vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, lon
  * pixel_sample a draw seeded with seed) as a JSON value of format fmt in *out.
  * *nets_s receives the decoder's seconds. Fails with VBM_EINVAL (format "png"
  * for a model of other than 1 or 3 channels), VBM_ENOMEM. */
-vbm_status obs_decode(const eng_model *m, const double *z, long n, int pixel_sample,
-                      uint64_t seed, img_format fmt, json_t **out, double *nets_s,
-                      vbm_error *err);
+vbm_status obs_decode(const eng_model *m, const double *z, long n, int pixel_sample, uint64_t seed,
+                      img_format fmt, json_t **out, double *nets_s, vbm_error *err);
 
 /* The most probable cluster of every frame and group of a (T x G integers),
  * the read's addressing summary. NULL when out of memory. */

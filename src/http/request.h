@@ -18,9 +18,9 @@
 #include "http/metrics.h"
 #include "http/server.h"
 
-#define REQ_ID_LEN 64
+#define REQ_ID_LEN    64
 #define REQ_PARAM_LEN 72
-#define REQ_MAX_ARGS 8
+#define REQ_MAX_ARGS  8
 
 typedef struct http_req http_req;
 
@@ -45,14 +45,14 @@ int http_route_count(void);
  * parameter (when the pattern has one) into param; -1 when no pattern matches
  * the path (404); -2 when patterns match the path but not the method (405,
  * *allow then lists the methods, e.g. "GET, DELETE"). */
-int http_route_match(const char *method, const char *path, char param[REQ_PARAM_LEN],
-                     char *allow, size_t allow_len);
+int http_route_match(const char *method, const char *path, char param[REQ_PARAM_LEN], char *allow,
+                     size_t allow_len);
 
 /* The server, shared by every request. */
 struct http_server {
     struct MHD_Daemon *daemon;
     http_server_config cfg;
-    char *listen;            /* owned copy of cfg.listen */
+    char *listen; /* owned copy of cfg.listen */
     eng_pool *pool;
     eng_store *store;
     http_auth *auth;
@@ -60,8 +60,8 @@ struct http_server {
     http_metrics *metrics;
     const char *route_names[METRICS_MAX_ROUTES]; /* metrics labels, from http_routes */
     atomic_int stopping;
-    atomic_long active;      /* requests between first call and completion */
-    atomic_ullong next_rid;  /* generated request ids */
+    atomic_long active;     /* requests between first call and completion */
+    atomic_ullong next_rid; /* generated request ids */
     int port;
     double started;
 };
@@ -75,7 +75,7 @@ typedef struct {
     char etag[32];
     char location[128];
     char allow[64];
-    int retry_after;          /* > 0: add Retry-After */
+    int retry_after; /* > 0: add Retry-After */
 } http_resp;
 
 enum { REQ_READING = 0, REQ_RUNNING = 1, REQ_DONE = 2 };
@@ -87,20 +87,20 @@ struct http_req {
     http_server *srv;
     struct MHD_Connection *conn;
     atomic_int state;
-    int route;                 /* index into http_routes, -1 unmatched */
+    int route; /* index into http_routes, -1 unmatched */
     char method[16];
     char *path;                /* owned copy of the URL path */
     char param[REQ_PARAM_LEN]; /* {id} or {name} */
     char request_id[REQ_ID_LEN];
     int has_if_match;
-    int64_t if_match;          /* parsed version, -1 for "*" */
+    int64_t if_match; /* parsed version, -1 for "*" */
     unsigned char owner[ENG_OWNER_LEN];
     int nargs;
     char *arg_key[REQ_MAX_ARGS], *arg_val[REQ_MAX_ARGS];
     char *body;
     size_t body_len, body_cap;
     int too_large;
-    int sent;                  /* the response was queued */
+    int sent; /* the response was queued */
     double t_start;
     http_resp resp;
 };

@@ -24,8 +24,7 @@ const http_route http_routes[] = {
     {"POST", "/v1/sessions/{id}/reads", route_reads, 0, 1, 1, "reads"},
     {"GET", "/v1/sessions/{id}/memory", route_memory_get, 0, 0, 1, "memory_get"},
     {"PUT", "/v1/sessions/{id}/memory", route_memory_put, 0, 1, 1, "memory_put"},
-    {NULL, NULL, NULL, 0, 0, 0, NULL}
-};
+    {NULL, NULL, NULL, 0, 0, 0, NULL}};
 
 int http_route_count(void)
 {
@@ -65,8 +64,8 @@ static int route_path_matches(const char *pattern, const char *path, char param[
     return *s == '\0';
 }
 
-int http_route_match(const char *method, const char *path, char param[REQ_PARAM_LEN],
-                     char *allow, size_t allow_len)
+int http_route_match(const char *method, const char *path, char param[REQ_PARAM_LEN], char *allow,
+                     size_t allow_len)
 {
     char scratch[REQ_PARAM_LEN];
     size_t used = 0;

@@ -31,16 +31,16 @@ static json_t *models_json(const eng_model *m, const char *default_name, int det
     eng_model_config(m, &cfg);
     o = json_pack("{s:s, s:b, s:{s:i, s:i, s:i, s:s, s:o}, s:[i, i, i], s:i, s:I, s:o, s:o, "
                   "s:{s:i}, s:i, s:o, s:{s:s, s:I, s:s}, s:o}",
-                  "name", m->name, "default", strcmp(m->name, default_name) == 0,
-                  "observation", "channels", in->channels, "height", in->height, "width",
-                  in->width, "likelihood", in->likelihood == NETS_GAUSSIAN ? "gaussian" : "bernoulli",
-                  "min_scale", wire_number(in->min_scale), "observation_shape", in->channels,
-                  in->height, in->width, "code_size", in->code_size, "parameters",
-                  (json_int_t)in->n_params, "memory", models_parse(in->memory_json), "defaults",
-                  wire_config(&cfg), "solver", "iterations", in->iterations, "episode_length",
-                  in->episode_length, "provenance", models_parse(in->provenance_json), "file",
-                  "name", file != NULL ? file + 1 : m->path, "bytes", (json_int_t)m->file_bytes,
-                  "sha256", m->sha256, "loaded_at", codec_time(m->loaded_at));
+                  "name", m->name, "default", strcmp(m->name, default_name) == 0, "observation",
+                  "channels", in->channels, "height", in->height, "width", in->width, "likelihood",
+                  in->likelihood == NETS_GAUSSIAN ? "gaussian" : "bernoulli", "min_scale",
+                  wire_number(in->min_scale), "observation_shape", in->channels, in->height,
+                  in->width, "code_size", in->code_size, "parameters", (json_int_t)in->n_params,
+                  "memory", models_parse(in->memory_json), "defaults", wire_config(&cfg), "solver",
+                  "iterations", in->iterations, "episode_length", in->episode_length, "provenance",
+                  models_parse(in->provenance_json), "file", "name",
+                  file != NULL ? file + 1 : m->path, "bytes", (json_int_t)m->file_bytes, "sha256",
+                  m->sha256, "loaded_at", codec_time(m->loaded_at));
     if (o != NULL && detail
         && json_object_set_new(o, "architecture", models_parse(in->architecture_json)) != 0) {
         json_decref(o);
@@ -73,7 +73,8 @@ void route_models_list(http_req *r)
     }
     for (i = 0; failed != NULL && i < set->n_failed; i++) {
         if (json_array_append_new(failed, json_pack("{s:s, s:s}", "file", set->failed[i].file,
-                                                    "error", set->failed[i].msg)) != 0) {
+                                                    "error", set->failed[i].msg))
+            != 0) {
             json_decref(failed);
             failed = NULL;
         }
@@ -177,12 +178,12 @@ void route_models_encode(http_req *r)
         t1 = eng_now() - t1;
     }
     if (st == VBM_OK)
-        out = json_pack("{s:s, s:I, s:{s:o, s:o}, s:{s:f, s:f, s:f, s:f}}", "model", m->name,
-                        "count", (json_int_t)n, "codes", "mu",
-                        wire_matrix(mu, n, m->info->code_size, b64), "sigma2",
-                        wire_matrix(s2, n, m->info->code_size, b64), "timings", "queue_s",
-                        r->job.started_at - r->job.queued_at, "parse_s", parse_s, "nets_s", t1,
-                        "total_s", eng_now() - r->t_start);
+        out =
+            json_pack("{s:s, s:I, s:{s:o, s:o}, s:{s:f, s:f, s:f, s:f}}", "model", m->name, "count",
+                      (json_int_t)n, "codes", "mu", wire_matrix(mu, n, m->info->code_size, b64),
+                      "sigma2", wire_matrix(s2, n, m->info->code_size, b64), "timings", "queue_s",
+                      r->job.started_at - r->job.queued_at, "parse_s", parse_s, "nets_s", t1,
+                      "total_s", eng_now() - r->t_start);
     free(x);
     free(mu);
     free(s2);
@@ -230,12 +231,11 @@ void route_models_decode(http_req *r)
         st = vbm_fail(&err, VBM_EINVAL, "codes", "missing");
     if (st == VBM_OK)
         st = wire_read_codes(json_object_get(body, "codes"), "codes", lim->max_frames,
-                              lim->max_code_size, &codes, &err);
+                             lim->max_code_size, &codes, &err);
     json_decref(body);
     if (st == VBM_OK && codes.C != m->info->code_size)
-        st = vbm_fail(&err, VBM_EINVAL, "codes.mu",
-                      "%d columns, the model's code size is %d", codes.C,
-                      m->info->code_size);
+        st = vbm_fail(&err, VBM_EINVAL, "codes.mu", "%d columns, the model's code size is %d",
+                      codes.C, m->info->code_size);
     if (st == VBM_OK) {
         parse_s = eng_now() - t0;
         x = malloc((size_t)codes.T * (size_t)eng_model_pixels(m) * sizeof *x);

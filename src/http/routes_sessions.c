@@ -14,10 +14,10 @@
 #include "http/request.h"
 
 #define SESS_DEFAULT_ITERATIONS 50
-#define SESS_LIST_DEFAULT 50
-#define SESS_LIST_MAX 1000
-#define SESS_MAX_TTL (10L * 365 * 24 * 3600)
-#define SESS_MAX_READ_BYTES (1024.0 * 1024.0 * 1024.0) /* codes and images of one read */
+#define SESS_LIST_DEFAULT       50
+#define SESS_LIST_MAX           1000
+#define SESS_MAX_TTL            (10L * 365 * 24 * 3600)
+#define SESS_MAX_READ_BYTES     (1024.0 * 1024.0 * 1024.0) /* codes and images of one read */
 
 /* The session named by the path and visible to the caller (a new reference),
  * or NULL after setting a 404 problem (503 when a durable store is busy or
@@ -159,7 +159,8 @@ static vbm_status sess_pick_model(http_req *r, const json_t *body, eng_model **m
     if (st == VBM_ENOTFOUND && v == NULL)
         return vbm_fail(err, VBM_EINVAL, "model",
                         "the default model \"%s\" is not hosted (see GET /v1/models); "
-                        "name a model, or give \"code_size\" for a latent session", dflt);
+                        "name a model, or give \"code_size\" for a latent session",
+                        dflt);
     if (st != VBM_OK) {
         char why[VBM_MSG_LEN];
 
@@ -194,8 +195,8 @@ static json_t *sess_memory_object(const eng_model *m, json_t *memory)
         return json_pack("{s:s}", "kind", "mixture");
     }
     eng_model_config(m, &cfg);
-    if (kind != NULL && !(json_is_string(kind)
-                          && strcmp(json_string_value(kind), vbm_kind_name(cfg.kind)) == 0))
+    if (kind != NULL
+        && !(json_is_string(kind) && strcmp(json_string_value(kind), vbm_kind_name(cfg.kind)) == 0))
         return json_incref(memory);
     merged = wire_config(&cfg);
     if (merged != NULL && memory != NULL && json_is_object(memory)
@@ -212,8 +213,8 @@ static json_t *sess_memory_object(const eng_model *m, json_t *memory)
 
 void route_sessions_create(http_req *r)
 {
-    static const char *const keys[] = {"code_size", "model", "memory", "solver", "ttl_seconds",
-                                       NULL};
+    static const char *const keys[] = {"code_size", "model",       "memory",
+                                       "solver",    "ttl_seconds", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     json_t *body, *memory;
     eng_solver solver = {SESS_DEFAULT_ITERATIONS, 0.0, VBM_INIT_AUTO};
@@ -236,8 +237,8 @@ void route_sessions_create(http_req *r)
                       "with images names a \"model\")");
     if (m != NULL) {
         code_size = m->info->code_size;
-        solver.iterations = m->info->iterations < lim->max_iterations ? m->info->iterations
-                                                                      : lim->max_iterations;
+        solver.iterations =
+            m->info->iterations < lim->max_iterations ? m->info->iterations : lim->max_iterations;
     }
     if (st == VBM_OK)
         st = wire_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, &err);
@@ -428,8 +429,8 @@ static json_t *sess_fit_json(const http_req *r, const eng_fit_out *out, double p
         "{s:I, s:o, s:i, s:b, s:b, s:I, s:I, s:i, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f}}",
         "version", (json_int_t)out->version, "elbo", wire_elbo(&out->res.elbo), "iterations",
         out->res.iterations, "converged", out->res.converged, "time_limited", out->time_limited,
-        "frames", (json_int_t)out->frames, "retained_codes", (json_int_t)out->retained,
-        "clusters", out->clusters, "rows", out->rows, "groups", out->groups, "cluster_usage",
+        "frames", (json_int_t)out->frames, "retained_codes", (json_int_t)out->retained, "clusters",
+        out->clusters, "rows", out->rows, "groups", out->groups, "cluster_usage",
         codec_usage(out->usage, out->groups, out->clusters), "timings", "queue_s",
         r->job.started_at - r->job.queued_at, "parse_s", parse_s, "lock_wait_s", out->wait_s,
         "solve_s", out->solve_s, "total_s", sess_elapsed(r));
@@ -447,8 +448,8 @@ static json_t *sess_fit_json(const http_req *r, const eng_fit_out *out, double p
 
 void route_episodes(http_req *r)
 {
-    static const char *const keys[] = {"mode", "codes", "observations", "iterations",
-                                       "tolerance", "seed", "init", "addresses", NULL};
+    static const char *const keys[] = {"mode", "codes", "observations", "iterations", "tolerance",
+                                       "seed", "init",  "addresses",    NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), parse_s, encode_s = 0.0;
     wire_codes codes;
@@ -484,15 +485,14 @@ void route_episodes(http_req *r)
         else if (json_is_string(mv) && strcmp(json_string_value(mv), "refit") == 0)
             mode = ENG_REFIT;
         else
-            st = vbm_fail(&err, VBM_EINVAL, "mode",
-                          "expected \"replace\", \"append\" or \"refit\"");
+            st =
+                vbm_fail(&err, VBM_EINVAL, "mode", "expected \"replace\", \"append\" or \"refit\"");
     }
     if (st == VBM_OK)
         st = sess_fit_opts(body, lim, &o, &err);
     cv = json_object_get(body, "codes");
     if (st == VBM_OK && cv != NULL && ov != NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "observations",
-                      "give codes or observations, not both");
+        st = vbm_fail(&err, VBM_EINVAL, "observations", "give codes or observations, not both");
     if (st == VBM_OK && ov != NULL && m == NULL)
         st = vbm_fail(&err, VBM_EINVAL, "observations",
                       "this is a latent session (no model): post codes");
@@ -538,8 +538,8 @@ void route_episodes(http_req *r)
 
 void route_resize(http_req *r)
 {
-    static const char *const keys[] = {"clusters", "rows", "iterations", "tolerance", "seed",
-                                       "init", "addresses", NULL};
+    static const char *const keys[] = {"clusters", "rows", "iterations", "tolerance",
+                                       "seed",     "init", "addresses",  NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     eng_session *s;
     eng_fit_opts o;
@@ -588,8 +588,8 @@ void route_resize(http_req *r)
 
 /* Image options of samples and reads: "format" (default png for a session
  * with a model, none without) and "pixels"; a latent session refuses images. */
-static vbm_status sess_image_opts(const json_t *body, int has_model, img_format *fmt,
-                                  int *sample, vbm_error *err)
+static vbm_status sess_image_opts(const json_t *body, int has_model, img_format *fmt, int *sample,
+                                  vbm_error *err)
 {
     vbm_status st;
 
@@ -609,8 +609,8 @@ static vbm_status sess_image_opts(const json_t *body, int has_model, img_format 
 
 void route_samples(http_req *r)
 {
-    static const char *const keys[] = {"count", "seed", "cluster", "encoding", "format", "pixels",
-                                       NULL};
+    static const char *const keys[] = {"count",  "seed",   "cluster", "encoding",
+                                       "format", "pixels", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     eng_session *s;
     eng_model *m = NULL;
@@ -643,12 +643,12 @@ void route_samples(http_req *r)
         return;
     }
     if (st == VBM_OK)
-        st = eng_session_sample(s, count, seed, (int)cluster, &z, &clusters, &C, &G, &version,
-                                &err);
+        st =
+            eng_session_sample(s, count, seed, (int)cluster, &z, &clusters, &C, &G, &version, &err);
     eng_session_unref(s);
     if (st == VBM_OK && fmt != IMG_NONE)
-        st = obs_decode(m, z, count, sample, eng_derive_seed(seed, ENG_STREAM_PIXELS), fmt,
-                        &images, &nets_s, &err);
+        st = obs_decode(m, z, count, sample, eng_derive_seed(seed, ENG_STREAM_PIXELS), fmt, &images,
+                        &nets_s, &err);
     eng_model_unref(m);
     if (st != VBM_OK) {
         free(z);
@@ -661,9 +661,10 @@ void route_samples(http_req *r)
                     wire_int_matrix(clusters, count, G));
     if (out != NULL && images != NULL) {
         if (json_object_set_new(out, "observations", images) != 0
-            || json_object_set_new(out, "timings",
-                                   json_pack("{s:f, s:f}", "nets_s", nets_s, "total_s",
-                                             eng_now() - r->t_start)) != 0) {
+            || json_object_set_new(
+                   out, "timings",
+                   json_pack("{s:f, s:f}", "nets_s", nets_s, "total_s", eng_now() - r->t_start))
+                   != 0) {
             json_decref(out);
             out = NULL;
         }
@@ -727,8 +728,8 @@ static void sess_read_codes(http_req *r, eng_session *s, wire_codes *q, long ite
 
 void route_reads(http_req *r)
 {
-    static const char *const keys[] = {"query", "observations", "count", "iterations", "seed",
-                                       "encoding", "addresses", "format", "pixels", NULL};
+    static const char *const keys[] = {"query",    "observations", "count",  "iterations", "seed",
+                                       "encoding", "addresses",    "format", "pixels",     NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     eng_recall_query rq;
     eng_recall_opts ro;
@@ -905,8 +906,8 @@ void route_memory_put(http_req *r)
     code_size = eng_session_code_size(s); /* fixed for a session with a model: its encoder's C */
     if (eng_session_model_name(s)[0] != '\0' && mem->cfg.code_size != code_size) {
         req_problem(r, 422, "memory.config.code_size",
-                    "code size %d: the session's model \"%s\" has code size %d",
-                    mem->cfg.code_size, eng_session_model_name(s), code_size);
+                    "code size %d: the session's model \"%s\" has code size %d", mem->cfg.code_size,
+                    eng_session_model_name(s), code_size);
         vbm_memory_free(mem);
         eng_session_unref(s);
         return;

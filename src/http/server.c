@@ -104,17 +104,50 @@ void req_etag(http_req *r, uint64_t version)
 static void req_problem_kind(int status, const char **slug, const char **title)
 {
     switch (status) {
-    case 400: *slug = "malformed-request"; *title = "Malformed request"; break;
-    case 401: *slug = "unauthorized"; *title = "Missing or unknown API key"; break;
-    case 404: *slug = "not-found"; *title = "Not found"; break;
-    case 405: *slug = "method-not-allowed"; *title = "Method not allowed"; break;
-    case 409: *slug = "version-conflict"; *title = "Version conflict"; break;
-    case 413: *slug = "body-too-large"; *title = "Request body too large"; break;
-    case 415: *slug = "unsupported-media-type"; *title = "Unsupported media type"; break;
-    case 422: *slug = "invalid-request"; *title = "Invalid request"; break;
-    case 429: *slug = "limit-reached"; *title = "Limit reached"; break;
-    case 503: *slug = "unavailable"; *title = "Service unavailable"; break;
-    default: *slug = "internal"; *title = "Internal error"; break;
+    case 400:
+        *slug = "malformed-request";
+        *title = "Malformed request";
+        break;
+    case 401:
+        *slug = "unauthorized";
+        *title = "Missing or unknown API key";
+        break;
+    case 404:
+        *slug = "not-found";
+        *title = "Not found";
+        break;
+    case 405:
+        *slug = "method-not-allowed";
+        *title = "Method not allowed";
+        break;
+    case 409:
+        *slug = "version-conflict";
+        *title = "Version conflict";
+        break;
+    case 413:
+        *slug = "body-too-large";
+        *title = "Request body too large";
+        break;
+    case 415:
+        *slug = "unsupported-media-type";
+        *title = "Unsupported media type";
+        break;
+    case 422:
+        *slug = "invalid-request";
+        *title = "Invalid request";
+        break;
+    case 429:
+        *slug = "limit-reached";
+        *title = "Limit reached";
+        break;
+    case 503:
+        *slug = "unavailable";
+        *title = "Service unavailable";
+        break;
+    default:
+        *slug = "internal";
+        *title = "Internal error";
+        break;
     }
 }
 
@@ -142,9 +175,9 @@ void req_problem(http_req *r, int status, const char *field, const char *fmt, ..
         }
         d = json_string(detail);
     }
-    o = json_pack("{s:s, s:s, s:i, s:o, s:s, s:s}", "type", type, "title", title, "status",
-                  status, "detail", d != NULL ? d : json_string(""), "instance", r->path,
-                  "request_id", r->request_id);
+    o = json_pack("{s:s, s:s, s:i, s:o, s:s, s:s}", "type", type, "title", title, "status", status,
+                  "detail", d != NULL ? d : json_string(""), "instance", r->path, "request_id",
+                  r->request_id);
     if (o != NULL && field != NULL && field[0] != '\0') {
         json_t *f = json_string(field);
 
@@ -481,9 +514,8 @@ static void srv_upload(http_req *r, const char *data, size_t n)
 }
 
 static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     http_server *srv = cls;
     http_req *r = *con_cls;
@@ -516,12 +548,9 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     switch (atomic_load(&r->state)) {
-    case REQ_DONE:
-        return r->sent ? MHD_YES : srv_send(r);
-    case REQ_RUNNING:
-        return MHD_YES;
-    default:
-        break;
+    case REQ_DONE: return r->sent ? MHD_YES : srv_send(r);
+    case REQ_RUNNING: return MHD_YES;
+    default: break;
     }
     if (r->too_large) {
         req_problem(r, 413, NULL, "the body exceeds the limit of %zu bytes",
@@ -581,8 +610,8 @@ static void srv_mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* Resolve "HOST:PORT" or "[V6]:PORT" into addr. */
-static vbm_status srv_resolve(const char *listen, struct sockaddr_storage *addr,
-                              socklen_t *addrlen, int *port, vbm_error *err)
+static vbm_status srv_resolve(const char *listen, struct sockaddr_storage *addr, socklen_t *addrlen,
+                              int *port, vbm_error *err)
 {
     char host[SRV_LISTEN_LEN], *colon;
     const char *portstr;
@@ -621,8 +650,7 @@ static vbm_status srv_resolve(const char *listen, struct sockaddr_storage *addr,
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     rc = getaddrinfo(host[0] != '\0' ? host : NULL, portstr, &hints, &res);
     if (rc != 0 || res == NULL)
-        return vbm_fail(err, VBM_EINVAL, "listen", "cannot resolve %s: %s", host,
-                        gai_strerror(rc));
+        return vbm_fail(err, VBM_EINVAL, "listen", "cannot resolve %s: %s", host, gai_strerror(rc));
     memcpy(addr, res->ai_addr, res->ai_addrlen);
     *addrlen = res->ai_addrlen;
     *port = (int)p;
@@ -666,18 +694,16 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
     atomic_init(&srv->stopping, 0);
     atomic_init(&srv->active, 0);
     atomic_init(&srv->next_rid, 1);
-    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC
-            | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_AUTO
+            | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     srv->daemon = MHD_start_daemon(
-        flags, (uint16_t)port, NULL, NULL, srv_access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        srv_mhd_log, srv, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, srv_completed, srv,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+        flags, (uint16_t)port, NULL, NULL, srv_access, srv, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log,
+        srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
+        srv_completed, srv, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout_s,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        (unsigned int)1, MHD_OPTION_END);
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         http_server_stop(srv);
         return vbm_fail(err, VBM_EBUSY, "listen", "cannot listen on %s (address in use?)",

@@ -14,24 +14,24 @@
 
 /* Request limits (all > 0). */
 typedef struct {
-    size_t max_body_bytes;      /* request body; larger gets 413 */
-    long max_frames;            /* frames per episode, query frames, samples per request */
-    int max_code_size;          /* C of a session */
-    long max_sessions;          /* sessions held (429 past it) */
-    size_t max_memory_bytes;    /* accounted bytes of all sessions (429 past it) */
-    int max_iterations;         /* VB iterations per request */
-    double max_solve_seconds;   /* solver time budget per replace write */
-    int max_read_steps;         /* iterations of one read */
-    int retry_after_s;          /* Retry-After of 429 and 503 answers */
+    size_t max_body_bytes;    /* request body; larger gets 413 */
+    long max_frames;          /* frames per episode, query frames, samples per request */
+    int max_code_size;        /* C of a session */
+    long max_sessions;        /* sessions held (429 past it) */
+    size_t max_memory_bytes;  /* accounted bytes of all sessions (429 past it) */
+    int max_iterations;       /* VB iterations per request */
+    double max_solve_seconds; /* solver time budget per replace write */
+    int max_read_steps;       /* iterations of one read */
+    int retry_after_s;        /* Retry-After of 429 and 503 answers */
 } http_limits;
 
 typedef struct {
-    const char *listen;         /* "ADDR:PORT", "[V6ADDR]:PORT"; port 0 picks a free one */
+    const char *listen; /* "ADDR:PORT", "[V6ADDR]:PORT"; port 0 picks a free one */
     int max_connections;
     int connection_timeout_s;
-    const char *models_dir;     /* may be NULL */
-    eng_models *models;         /* borrowed (outlives the server): the hosted models; NULL: none */
-    const char *data_dir;       /* may be NULL */
+    const char *models_dir; /* may be NULL */
+    eng_models *models;     /* borrowed (outlives the server): the hosted models; NULL: none */
+    const char *data_dir;   /* may be NULL */
     http_limits limits;
 } http_server_config;
 

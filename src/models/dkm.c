@@ -12,7 +12,8 @@
 
 #include "numerics/linalg.h"
 
-vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vbm_error *err) {
+vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vbm_error *err)
+{
     int K = mem->cfg.rows, C = mem->cfg.code_size;
     double s2 = mem->cfg.sigma_z2, av = mem->cfg.dkm_addr_var;
     double *A = vbm_calloc((size_t)K * K, sizeof(double));
@@ -30,14 +31,17 @@ vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vb
         double *m = w->W + (size_t)t * K;
         /* addressing mean (R R^T + I)^{-1} R z_t */
         la_gemm_sym(K, C, 1.0, mem->R, C, mem->R, C, A, K);
-        for (int k = 0; k < K; k++) A[(size_t)k * K + k] += 1.0;
+        for (int k = 0; k < K; k++)
+            A[(size_t)k * K + k] += 1.0;
         for (int k = 0; k < K; k++) {
             double v = 0.0;
-            for (int j = 0; j < C; j++) v += mem->R[(size_t)k * C + j] * z[j];
+            for (int j = 0; j < C; j++)
+                v += mem->R[(size_t)k * C + j] * z[j];
             m[k] = v;
         }
         if (la_chol(K, A) != 0) {
-            st = vbm_fail(err, VBM_ENUMERIC, NULL, "DKM addressing matrix not positive definite at frame %ld", t);
+            st = vbm_fail(err, VBM_ENUMERIC, NULL,
+                          "DKM addressing matrix not positive definite at frame %ld", t);
             break;
         }
         la_chol_solve(K, 1, A, m, 1);
@@ -45,26 +49,32 @@ vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vb
         double sig = s2;
         for (int i = 0; i < K; i++) {
             double v = 0.0;
-            for (int j = 0; j < K; j++) v += mem->U[(size_t)i * K + j] * m[j];
+            for (int j = 0; j < K; j++)
+                v += mem->U[(size_t)i * K + j] * m[j];
             c[i] = v;
             sig += m[i] * v;
         }
         for (int j = 0; j < C; j++) {
             double v = z[j];
-            for (int k = 0; k < K; k++) v -= mem->R[(size_t)k * C + j] * m[k];
+            for (int k = 0; k < K; k++)
+                v -= mem->R[(size_t)k * C + j] * m[k];
             d[j] = v;
         }
         for (int k = 0; k < K; k++)
-            for (int j = 0; j < C; j++) mem->R[(size_t)k * C + j] += c[k] * d[j] / sig;
+            for (int j = 0; j < C; j++)
+                mem->R[(size_t)k * C + j] += c[k] * d[j] / sig;
         for (int i = 0; i < K; i++)
-            for (int j = 0; j < K; j++) mem->U[(size_t)i * K + j] -= c[i] * c[j] / sig;
+            for (int j = 0; j < K; j++)
+                mem->U[(size_t)i * K + j] -= c[i] * c[j] / sig;
     }
     free(A);
     free(c);
     free(d);
-    if (st) return st;
+    if (st)
+        return st;
     memset(w->Sw, 0, sizeof(double) * K * K);
-    for (int k = 0; k < K; k++) w->Sw[(size_t)k * K + k] = av;
+    for (int k = 0; k < K; k++)
+        w->Sw[(size_t)k * K + k] = av;
     w->logdetSw = K * log(av);
     return VBM_OK;
 }

@@ -17,11 +17,14 @@ typedef struct {
     int oom;
 } wbuf;
 
-static void w_bytes(wbuf *b, const void *src, size_t n) {
-    if (b->oom) return;
+static void w_bytes(wbuf *b, const void *src, size_t n)
+{
+    if (b->oom)
+        return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) cap *= 2;
+        while (cap < b->len + n)
+            cap *= 2;
         unsigned char *p = realloc(b->p, cap);
         if (!p) {
             b->oom = 1;
@@ -34,23 +37,29 @@ static void w_bytes(wbuf *b, const void *src, size_t n) {
     b->len += n;
 }
 
-static void w_u64(wbuf *b, uint64_t v) {
+static void w_u64(wbuf *b, uint64_t v)
+{
     unsigned char x[8];
-    for (int i = 0; i < 8; i++) x[i] = (unsigned char)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        x[i] = (unsigned char)(v >> (8 * i));
     w_bytes(b, x, 8);
 }
 
-static void w_f64(wbuf *b, double d) {
+static void w_f64(wbuf *b, double d)
+{
     uint64_t v;
     memcpy(&v, &d, 8);
     w_u64(b, v);
 }
 
-static void w_f64s(wbuf *b, const double *d, size_t n) {
-    for (size_t i = 0; i < n; i++) w_f64(b, d[i]);
+static void w_f64s(wbuf *b, const double *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        w_f64(b, d[i]);
 }
 
-vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm_error *err) {
+vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm_error *err)
+{
     wbuf b = {0};
     const vbm_config *c = &m->cfg;
     size_t K = c->rows, C = c->code_size, GH = (size_t)c->groups * c->clusters;
@@ -80,7 +89,8 @@ vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm
     w_f64s(&b, m->mu_b, GH * m->cg);
     w_f64s(&b, m->s2_b, GH);
     for (long i = 0; i < m->n_paths; i++) {
-        for (int g = 0; g < c->groups; g++) w_u64(&b, (uint64_t)m->paths[(size_t)i * c->groups + g]);
+        for (int g = 0; g < c->groups; g++)
+            w_u64(&b, (uint64_t)m->paths[(size_t)i * c->groups + g]);
         w_f64(&b, m->path_counts[i]);
     }
     w_f64s(&b, m->codes_mu, (size_t)m->n_codes * C);
@@ -99,39 +109,51 @@ typedef struct {
     size_t len, off;
 } rbuf;
 
-static int r_u64(rbuf *r, uint64_t *v) {
-    if (r->len - r->off < 8) return -1;
+static int r_u64(rbuf *r, uint64_t *v)
+{
+    if (r->len - r->off < 8)
+        return -1;
     uint64_t x = 0;
-    for (int i = 0; i < 8; i++) x |= (uint64_t)r->p[r->off + i] << (8 * i);
+    for (int i = 0; i < 8; i++)
+        x |= (uint64_t)r->p[r->off + i] << (8 * i);
     r->off += 8;
     *v = x;
     return 0;
 }
 
-static int r_f64(rbuf *r, double *d) {
+static int r_f64(rbuf *r, double *d)
+{
     uint64_t v;
-    if (r_u64(r, &v)) return -1;
+    if (r_u64(r, &v))
+        return -1;
     memcpy(d, &v, 8);
     return 0;
 }
 
 /* Read n finite doubles; -1 when truncated, -2 when a value is not finite. */
-static int r_f64s(rbuf *r, double *d, size_t n) {
-    if ((r->len - r->off) / 8 < n) return -1;
+static int r_f64s(rbuf *r, double *d, size_t n)
+{
+    if ((r->len - r->off) / 8 < n)
+        return -1;
     for (size_t i = 0; i < n; i++) {
         r_f64(r, &d[i]);
-        if (!isfinite(d[i])) return -2;
+        if (!isfinite(d[i]))
+            return -2;
     }
     return 0;
 }
 
-static vbm_status bad(vbm_error *err, const char *what, int rc) {
-    return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: %s %s", what, rc == -2 ? "holds a non-finite value" : "is truncated");
+static vbm_status bad(vbm_error *err, const char *what, int rc)
+{
+    return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: %s %s", what,
+                    rc == -2 ? "holds a non-finite value" : "is truncated");
 }
 
-vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vbm_error *err) {
+vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vbm_error *err)
+{
     rbuf r = {buf, len, 0};
-    if (!buf || len < 8 || memcmp(buf, MAGIC, 8) != 0) return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: bad magic (not a vbmem memory)");
+    if (!buf || len < 8 || memcmp(buf, MAGIC, 8) != 0)
+        return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: bad magic (not a vbmem memory)");
     r.off = 8;
     uint64_t ver, kind, C, K, H, G, shift, retain, frames, npaths, ncodes;
     vbm_config c;
@@ -139,14 +161,15 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     double last;
     if (r_u64(&r, &ver) || ver != FORMAT_VERSION)
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: unsupported format version");
-    if (r_u64(&r, &kind) || r_u64(&r, &C) || r_u64(&r, &K) || r_u64(&r, &H) || r_u64(&r, &G) || r_u64(&r, &shift) ||
-        r_u64(&r, &retain) || r_f64(&r, &c.sigma_z2) || r_f64(&r, &c.u0) || r_f64(&r, &c.sigma2_b0) ||
-        r_f64(&r, &c.s_floor) || r_f64(&r, &c.dkm_addr_var) || r_u64(&r, &frames) || r_f64(&r, &last) ||
-        r_u64(&r, &npaths) || r_u64(&r, &ncodes))
+    if (r_u64(&r, &kind) || r_u64(&r, &C) || r_u64(&r, &K) || r_u64(&r, &H) || r_u64(&r, &G)
+        || r_u64(&r, &shift) || r_u64(&r, &retain) || r_f64(&r, &c.sigma_z2) || r_f64(&r, &c.u0)
+        || r_f64(&r, &c.sigma2_b0) || r_f64(&r, &c.s_floor) || r_f64(&r, &c.dkm_addr_var)
+        || r_u64(&r, &frames) || r_f64(&r, &last) || r_u64(&r, &npaths) || r_u64(&r, &ncodes))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
-    if (kind > VBM_DKM || C > VBM_MAX_CODE_SIZE || K > VBM_MAX_ROWS || H > VBM_MAX_CLUSTERS || G > VBM_MAX_CODE_SIZE ||
-        shift > 1 || retain > (uint64_t)VBM_MAX_FRAMES || frames > (uint64_t)VBM_MAX_FRAMES * 1000 ||
-        ncodes > (uint64_t)VBM_MAX_FRAMES || npaths > (uint64_t)VBM_MAX_FRAMES)
+    if (kind > VBM_DKM || C > VBM_MAX_CODE_SIZE || K > VBM_MAX_ROWS || H > VBM_MAX_CLUSTERS
+        || G > VBM_MAX_CODE_SIZE || shift > 1 || retain > (uint64_t)VBM_MAX_FRAMES
+        || frames > (uint64_t)VBM_MAX_FRAMES * 1000 || ncodes > (uint64_t)VBM_MAX_FRAMES
+        || npaths > (uint64_t)VBM_MAX_FRAMES)
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header sizes out of range");
     c.kind = (vbm_kind)kind;
     c.code_size = (int)C;
@@ -157,53 +180,83 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     c.retain_max = (long)retain;
     vbm_error cerr;
     vbm_status st = vbm_config_check(&c, &cerr);
-    if (st) return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: %s", cerr.msg);
-    if (ncodes > retain) return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: more retained codes than retain_max");
+    if (st)
+        return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: %s", cerr.msg);
+    if (ncodes > retain)
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "memory import: more retained codes than retain_max");
     /* every remaining byte is accounted for: check the total before allocating */
     size_t GH = (size_t)G * H, cg = C / G;
-    double need = 8.0 * ((double)K * C + K * K + C + GH * K * cg + GH * K * K + GH * cg + GH +
-                         (double)npaths * (G + 1) + 2.0 * ncodes * C);
-    if (need != (double)(len - r.off)) return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: body length does not match the header");
+    double need = 8.0
+                  * ((double)K * C + K * K + C + GH * K * cg + GH * K * K + GH * cg + GH
+                     + (double)npaths * (G + 1) + 2.0 * ncodes * C);
+    if (need != (double)(len - r.off))
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "memory import: body length does not match the header");
     vbm_memory *m;
     st = vbm_memory_create(&c, NULL, NULL, &m, err);
-    if (st) return st;
+    if (st)
+        return st;
     m->frames = (long)frames;
     m->last_elbo = last;
     int rc;
-    if ((rc = r_f64s(&r, m->R0, K * C))) st = bad(err, "R0", rc);
-    else if ((rc = r_f64s(&r, m->U0, K * K))) st = bad(err, "U0", rc);
-    else if ((rc = r_f64s(&r, m->mu_b0, C))) st = bad(err, "mu_b0", rc);
-    else if ((rc = r_f64s(&r, m->R, GH * K * cg))) st = bad(err, "R", rc);
-    else if ((rc = r_f64s(&r, m->U, GH * K * K))) st = bad(err, "U", rc);
-    else if ((rc = r_f64s(&r, m->mu_b, GH * cg))) st = bad(err, "mu_b", rc);
-    else if ((rc = r_f64s(&r, m->s2_b, GH))) st = bad(err, "s2_b", rc);
+    if ((rc = r_f64s(&r, m->R0, K * C)))
+        st = bad(err, "R0", rc);
+    else if ((rc = r_f64s(&r, m->U0, K * K)))
+        st = bad(err, "U0", rc);
+    else if ((rc = r_f64s(&r, m->mu_b0, C)))
+        st = bad(err, "mu_b0", rc);
+    else if ((rc = r_f64s(&r, m->R, GH * K * cg)))
+        st = bad(err, "R", rc);
+    else if ((rc = r_f64s(&r, m->U, GH * K * K)))
+        st = bad(err, "U", rc);
+    else if ((rc = r_f64s(&r, m->mu_b, GH * cg)))
+        st = bad(err, "mu_b", rc);
+    else if ((rc = r_f64s(&r, m->s2_b, GH)))
+        st = bad(err, "s2_b", rc);
     for (size_t i = 0; !st && i < GH; i++)
-        if (m->s2_b[i] < 0.0) st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: s2_b[%zu] is negative", i);
+        if (m->s2_b[i] < 0.0)
+            st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: s2_b[%zu] is negative", i);
     if (!st && npaths > 0) {
         m->paths = vbm_calloc((size_t)npaths * G, sizeof(int));
         m->path_counts = vbm_calloc((size_t)npaths, sizeof(double));
-        if (!m->paths || !m->path_counts) st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+        if (!m->paths || !m->path_counts)
+            st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         m->n_paths = (long)npaths;
         for (size_t i = 0; !st && i < npaths; i++) {
             for (size_t g = 0; !st && g < G; g++) {
                 uint64_t v = 0;
-                if (r_u64(&r, &v)) st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: truncated in path %zu", i);
-                else if (v >= H) st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: path %zu names cluster %llu >= H", i, (unsigned long long)v);
-                else m->paths[i * G + g] = (int)v;
+                if (r_u64(&r, &v))
+                    st =
+                        vbm_fail(err, VBM_EFORMAT, NULL, "memory import: truncated in path %zu", i);
+                else if (v >= H)
+                    st = vbm_fail(err, VBM_EFORMAT, NULL,
+                                  "memory import: path %zu names cluster %llu >= H", i,
+                                  (unsigned long long)v);
+                else
+                    m->paths[i * G + g] = (int)v;
             }
-            if (!st && (r_f64(&r, &m->path_counts[i]) || !(m->path_counts[i] >= 0.0) || !isfinite(m->path_counts[i])))
-                st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: path count %zu is invalid", i);
+            if (!st
+                && (r_f64(&r, &m->path_counts[i]) || !(m->path_counts[i] >= 0.0)
+                    || !isfinite(m->path_counts[i])))
+                st =
+                    vbm_fail(err, VBM_EFORMAT, NULL, "memory import: path count %zu is invalid", i);
         }
     }
     if (!st && ncodes > 0) {
         m->codes_mu = vbm_calloc((size_t)ncodes * C, sizeof(double));
         m->codes_s2 = vbm_calloc((size_t)ncodes * C, sizeof(double));
-        if (!m->codes_mu || !m->codes_s2) st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+        if (!m->codes_mu || !m->codes_s2)
+            st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         m->n_codes = (long)ncodes;
-        if (!st && (rc = r_f64s(&r, m->codes_mu, ncodes * C))) st = bad(err, "codes_mu", rc);
-        if (!st && (rc = r_f64s(&r, m->codes_s2, ncodes * C))) st = bad(err, "codes_s2", rc);
+        if (!st && (rc = r_f64s(&r, m->codes_mu, ncodes * C)))
+            st = bad(err, "codes_mu", rc);
+        if (!st && (rc = r_f64s(&r, m->codes_s2, ncodes * C)))
+            st = bad(err, "codes_s2", rc);
         for (size_t i = 0; !st && i < ncodes * C; i++)
-            if (m->codes_s2[i] < 0.0) st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: retained variance %zu is negative", i);
+            if (m->codes_s2[i] < 0.0)
+                st = vbm_fail(err, VBM_EFORMAT, NULL,
+                              "memory import: retained variance %zu is negative", i);
     }
     if (st) {
         vbm_memory_free(m);

@@ -16,22 +16,28 @@
 
 static const char *const kind_names[] = {"gaussian", "categorical", "mixture", "tree", "dkm"};
 
-const char *vbm_kind_name(vbm_kind kind) {
-    if ((int)kind < 0 || (int)kind > VBM_DKM) return "unknown";
+const char *vbm_kind_name(vbm_kind kind)
+{
+    if ((int)kind < 0 || (int)kind > VBM_DKM)
+        return "unknown";
     return kind_names[kind];
 }
 
-vbm_status vbm_kind_parse(const char *name, vbm_kind *out, vbm_error *err) {
+vbm_status vbm_kind_parse(const char *name, vbm_kind *out, vbm_error *err)
+{
     for (int i = 0; i <= VBM_DKM; i++)
         if (name && strcmp(name, kind_names[i]) == 0) {
             *out = (vbm_kind)i;
             return VBM_OK;
         }
-    return vbm_fail(err, VBM_EINVAL, NULL, "unknown memory kind \"%s\" (expected gaussian, categorical, mixture, tree or dkm)",
-                    name ? name : "(null)");
+    return vbm_fail(
+        err, VBM_EINVAL, NULL,
+        "unknown memory kind \"%s\" (expected gaussian, categorical, mixture, tree or dkm)",
+        name ? name : "(null)");
 }
 
-void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg) {
+void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg)
+{
     memset(cfg, 0, sizeof *cfg);
     cfg->kind = kind;
     cfg->code_size = code_size;
@@ -55,10 +61,17 @@ void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg) {
 
 /* The K-following defaults of the mixture and tree (the constants of the paper
  * author's code: sigma_z^2 = 0.2 K, Sigma_b0 = 0.4 K I). */
-static double default_sigma_z2(int K) { return 0.2 * K; }
-static double default_sigma2_b0(int K) { return 0.4 * K; }
+static double default_sigma_z2(int K)
+{
+    return 0.2 * K;
+}
+static double default_sigma2_b0(int K)
+{
+    return 0.4 * K;
+}
 
-void vbm_config_set_rows(vbm_config *cfg, int K) {
+void vbm_config_set_rows(vbm_config *cfg, int K)
+{
     cfg->rows = K;
     if (cfg->kind == VBM_MIXTURE || cfg->kind == VBM_TREE) {
         cfg->sigma2_b0 = default_sigma2_b0(K);
@@ -70,48 +83,76 @@ void vbm_config_set_rows(vbm_config *cfg, int K) {
  * tree to the new K's defaults when they hold, bit for bit, the defaults of
  * old_K (nothing records whether a value was set explicitly; one that differs
  * from the default is kept, see vbm_resize in vbmem.h). */
-static void config_rows_follow(vbm_config *cfg, int old_K) {
-    if (cfg->kind != VBM_MIXTURE && cfg->kind != VBM_TREE) return;
-    if (cfg->sigma_z2 == default_sigma_z2(old_K)) cfg->sigma_z2 = default_sigma_z2(cfg->rows);
-    if (cfg->sigma2_b0 == default_sigma2_b0(old_K)) cfg->sigma2_b0 = default_sigma2_b0(cfg->rows);
+static void config_rows_follow(vbm_config *cfg, int old_K)
+{
+    if (cfg->kind != VBM_MIXTURE && cfg->kind != VBM_TREE)
+        return;
+    if (cfg->sigma_z2 == default_sigma_z2(old_K))
+        cfg->sigma_z2 = default_sigma_z2(cfg->rows);
+    if (cfg->sigma2_b0 == default_sigma2_b0(old_K))
+        cfg->sigma2_b0 = default_sigma2_b0(cfg->rows);
 }
 
-static int pos_finite(double x) { return isfinite(x) && x > 0.0; }
+static int pos_finite(double x)
+{
+    return isfinite(x) && x > 0.0;
+}
 
-vbm_status vbm_config_check(const vbm_config *c, vbm_error *err) {
-    if ((int)c->kind < 0 || (int)c->kind > VBM_DKM) return vbm_fail(err, VBM_EINVAL, "kind", "unknown memory kind %d", (int)c->kind);
+vbm_status vbm_config_check(const vbm_config *c, vbm_error *err)
+{
+    if ((int)c->kind < 0 || (int)c->kind > VBM_DKM)
+        return vbm_fail(err, VBM_EINVAL, "kind", "unknown memory kind %d", (int)c->kind);
     if (c->code_size < 1 || c->code_size > VBM_MAX_CODE_SIZE)
-        return vbm_fail(err, VBM_EINVAL, "code_size", "%d is outside [1, %d]", c->code_size, VBM_MAX_CODE_SIZE);
+        return vbm_fail(err, VBM_EINVAL, "code_size", "%d is outside [1, %d]", c->code_size,
+                        VBM_MAX_CODE_SIZE);
     if (c->rows < 1 || c->rows > VBM_MAX_ROWS)
-        return vbm_fail(err, VBM_EINVAL, "rows", "K = %d is outside [1, %d]", c->rows, VBM_MAX_ROWS);
+        return vbm_fail(err, VBM_EINVAL, "rows", "K = %d is outside [1, %d]", c->rows,
+                        VBM_MAX_ROWS);
     if (c->clusters < 1 || c->clusters > VBM_MAX_CLUSTERS)
-        return vbm_fail(err, VBM_EINVAL, "clusters", "H = %d is outside [1, %d]", c->clusters, VBM_MAX_CLUSTERS);
+        return vbm_fail(err, VBM_EINVAL, "clusters", "H = %d is outside [1, %d]", c->clusters,
+                        VBM_MAX_CLUSTERS);
     if (c->groups < 1 || c->groups > c->code_size || c->code_size % c->groups != 0)
-        return vbm_fail(err, VBM_EINVAL, "groups", "G = %d must be >= 1 and divide the code size %d", c->groups, c->code_size);
+        return vbm_fail(err, VBM_EINVAL, "groups",
+                        "G = %d must be >= 1 and divide the code size %d", c->groups, c->code_size);
     int clustered = c->kind == VBM_MIXTURE || c->kind == VBM_TREE;
     if (!clustered && c->clusters != 1)
-        return vbm_fail(err, VBM_EINVAL, "clusters", "the %s model has no clusters (H must be 1, got %d)", vbm_kind_name(c->kind), c->clusters);
+        return vbm_fail(err, VBM_EINVAL, "clusters",
+                        "the %s model has no clusters (H must be 1, got %d)",
+                        vbm_kind_name(c->kind), c->clusters);
     if (c->kind != VBM_TREE && c->groups != 1)
-        return vbm_fail(err, VBM_EINVAL, "groups", "only the tree model has code partitions (G must be 1, got %d)", c->groups);
+        return vbm_fail(err, VBM_EINVAL, "groups",
+                        "only the tree model has code partitions (G must be 1, got %d)", c->groups);
     if (clustered && !c->shift)
-        return vbm_fail(err, VBM_EINVAL, "shift", "the %s model always has cluster shifts", vbm_kind_name(c->kind));
+        return vbm_fail(err, VBM_EINVAL, "shift", "the %s model always has cluster shifts",
+                        vbm_kind_name(c->kind));
     if ((c->kind == VBM_CATEGORICAL || c->kind == VBM_DKM) && c->shift)
-        return vbm_fail(err, VBM_EINVAL, "shift", "not available for the %s model", vbm_kind_name(c->kind));
-    if (!pos_finite(c->sigma_z2)) return vbm_fail(err, VBM_EINVAL, "sigma_z2", "must be a finite number > 0");
-    if (!pos_finite(c->u0)) return vbm_fail(err, VBM_EINVAL, "u0", "must be a finite number > 0");
-    if (!pos_finite(c->sigma2_b0)) return vbm_fail(err, VBM_EINVAL, "sigma2_b0", "must be a finite number > 0");
-    if (!pos_finite(c->dkm_addr_var)) return vbm_fail(err, VBM_EINVAL, "dkm_addr_var", "must be a finite number > 0");
-    if (!(c->s_floor >= 0.0 && c->s_floor < 1.0)) return vbm_fail(err, VBM_EINVAL, "s_floor", "must be in [0, 1)");
+        return vbm_fail(err, VBM_EINVAL, "shift", "not available for the %s model",
+                        vbm_kind_name(c->kind));
+    if (!pos_finite(c->sigma_z2))
+        return vbm_fail(err, VBM_EINVAL, "sigma_z2", "must be a finite number > 0");
+    if (!pos_finite(c->u0))
+        return vbm_fail(err, VBM_EINVAL, "u0", "must be a finite number > 0");
+    if (!pos_finite(c->sigma2_b0))
+        return vbm_fail(err, VBM_EINVAL, "sigma2_b0", "must be a finite number > 0");
+    if (!pos_finite(c->dkm_addr_var))
+        return vbm_fail(err, VBM_EINVAL, "dkm_addr_var", "must be a finite number > 0");
+    if (!(c->s_floor >= 0.0 && c->s_floor < 1.0))
+        return vbm_fail(err, VBM_EINVAL, "s_floor", "must be in [0, 1)");
     if (c->retain_max < 0 || c->retain_max > VBM_MAX_FRAMES)
-        return vbm_fail(err, VBM_EINVAL, "retain_max", "%ld is outside [0, %ld]", c->retain_max, VBM_MAX_FRAMES);
+        return vbm_fail(err, VBM_EINVAL, "retain_max", "%ld is outside [0, %ld]", c->retain_max,
+                        VBM_MAX_FRAMES);
     double cells = (double)c->clusters * c->rows * (double)(c->code_size / c->groups) * c->groups;
-    if (cells > (double)VBM_MAX_ELEMENTS / 4 || (double)c->clusters * c->groups * c->rows * c->rows > (double)VBM_MAX_ELEMENTS / 4)
-        return vbm_fail(err, VBM_ENOMEM, NULL, "memory of H = %d, K = %d, C = %d is too large", c->clusters, c->rows, c->code_size);
+    if (cells > (double)VBM_MAX_ELEMENTS / 4
+        || (double)c->clusters * c->groups * c->rows * c->rows > (double)VBM_MAX_ELEMENTS / 4)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "memory of H = %d, K = %d, C = %d is too large",
+                        c->clusters, c->rows, c->code_size);
     return VBM_OK;
 }
 
-void vbm_memory_free(vbm_memory *m) {
-    if (!m) return;
+void vbm_memory_free(vbm_memory *m)
+{
+    if (!m)
+        return;
     free(m->R0);
     free(m->U0);
     free(m->mu_b0);
@@ -127,9 +168,11 @@ void vbm_memory_free(vbm_memory *m) {
 }
 
 /* Allocate the arrays of a memory for its config (everything zero). */
-static vbm_status memory_alloc(const vbm_config *cfg, vbm_memory **out, vbm_error *err) {
+static vbm_status memory_alloc(const vbm_config *cfg, vbm_memory **out, vbm_error *err)
+{
     vbm_memory *m = vbm_calloc(1, sizeof *m);
-    if (!m) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    if (!m)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     m->cfg = *cfg;
     m->cg = cfg->code_size / cfg->groups;
     size_t K = cfg->rows, C = cfg->code_size, GH = (size_t)cfg->groups * cfg->clusters;
@@ -143,21 +186,24 @@ static vbm_status memory_alloc(const vbm_config *cfg, vbm_memory **out, vbm_erro
     m->last_elbo = NAN;
     if (!m->R0 || !m->U0 || !m->mu_b0 || !m->R || !m->U || !m->mu_b || !m->s2_b) {
         vbm_memory_free(m);
-        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a memory of H = %d, K = %d, C = %d", cfg->clusters, cfg->rows,
-                        cfg->code_size);
+        return vbm_fail(err, VBM_ENOMEM, NULL,
+                        "out of memory for a memory of H = %d, K = %d, C = %d", cfg->clusters,
+                        cfg->rows, cfg->code_size);
     }
     *out = m;
     return VBM_OK;
 }
 
 /* Posterior <- base prior, for every (group, cluster). */
-static void memory_reset_posterior(vbm_memory *m) {
+static void memory_reset_posterior(vbm_memory *m)
+{
     int G = m->cfg.groups, H = m->cfg.clusters, K = m->cfg.rows, cg = m->cg, C = m->cfg.code_size;
     for (int g = 0; g < G; g++)
         for (int h = 0; h < H; h++) {
             size_t gh = (size_t)g * H + h;
             for (int k = 0; k < K; k++)
-                memcpy(m->R + (gh * K + k) * cg, m->R0 + (size_t)k * C + (size_t)g * cg, sizeof(double) * cg);
+                memcpy(m->R + (gh * K + k) * cg, m->R0 + (size_t)k * C + (size_t)g * cg,
+                       sizeof(double) * cg);
             memcpy(m->U + gh * K * K, m->U0, sizeof(double) * K * K);
             if (m->cfg.shift) {
                 memcpy(m->mu_b + gh * cg, m->mu_b0 + (size_t)g * cg, sizeof(double) * cg);
@@ -167,36 +213,46 @@ static void memory_reset_posterior(vbm_memory *m) {
 }
 
 /* Record VBM_EINVAL at the element base[i][j] with the message text. */
-static vbm_status fail_at(vbm_error *err, const char *base, long i, long j, const char *text) {
+static vbm_status fail_at(vbm_error *err, const char *base, long i, long j, const char *text)
+{
     char field[VBM_FIELD_LEN];
     snprintf(field, sizeof field, "%s[%ld][%ld]", base, i, j);
     return vbm_fail(err, VBM_EINVAL, field, "%s", text);
 }
 
-vbm_status vbm_memory_create(const vbm_config *cfg, const double *R0, const double *U0, vbm_memory **out,
-                             vbm_error *err) {
+vbm_status vbm_memory_create(const vbm_config *cfg, const double *R0, const double *U0,
+                             vbm_memory **out, vbm_error *err)
+{
     vbm_status st = vbm_config_check(cfg, err);
-    if (st) return st;
+    if (st)
+        return st;
     size_t K = cfg->rows, C = cfg->code_size;
     if (R0)
         for (size_t i = 0; i < K * C; i++)
-            if (!isfinite(R0[i])) return fail_at(err, "prior.R0", (long)(i / C), (long)(i % C), "not a finite number");
+            if (!isfinite(R0[i]))
+                return fail_at(err, "prior.R0", (long)(i / C), (long)(i % C),
+                               "not a finite number");
     if (U0)
         for (size_t i = 0; i < K; i++)
             for (size_t j = 0; j < K; j++) {
                 double a = U0[i * K + j], b = U0[j * K + i];
-                if (!isfinite(a)) return fail_at(err, "prior.U0", (long)i, (long)j, "not a finite number");
+                if (!isfinite(a))
+                    return fail_at(err, "prior.U0", (long)i, (long)j, "not a finite number");
                 if (fabs(a - b) > 1e-12 * (fabs(a) + fabs(b)))
-                    return vbm_fail(err, VBM_EINVAL, "prior.U0", "not symmetric at [%zu][%zu]", i, j);
+                    return vbm_fail(err, VBM_EINVAL, "prior.U0", "not symmetric at [%zu][%zu]", i,
+                                    j);
             }
     vbm_memory *m;
     st = memory_alloc(cfg, &m, err);
-    if (st) return st;
-    if (R0) memcpy(m->R0, R0, sizeof(double) * K * C);
+    if (st)
+        return st;
+    if (R0)
+        memcpy(m->R0, R0, sizeof(double) * K * C);
     if (U0)
         memcpy(m->U0, U0, sizeof(double) * K * K);
     else
-        for (size_t k = 0; k < K; k++) m->U0[k * K + k] = cfg->u0;
+        for (size_t k = 0; k < K; k++)
+            m->U0[k * K + k] = cfg->u0;
     double *L = vbm_calloc(K * K, sizeof(double));
     if (!L) {
         vbm_memory_free(m);
@@ -214,22 +270,27 @@ vbm_status vbm_memory_create(const vbm_config *cfg, const double *R0, const doub
     return VBM_OK;
 }
 
-static int dup_array(double **dst, const double *src, size_t n) {
+static int dup_array(double **dst, const double *src, size_t n)
+{
     if (!src) {
         *dst = NULL;
         return 0;
     }
     *dst = vbm_calloc(n, sizeof(double));
-    if (!*dst) return -1;
+    if (!*dst)
+        return -1;
     memcpy(*dst, src, n * sizeof(double));
     return 0;
 }
 
-vbm_status vbm_memory_clone(const vbm_memory *src, vbm_memory **out, vbm_error *err) {
+vbm_status vbm_memory_clone(const vbm_memory *src, vbm_memory **out, vbm_error *err)
+{
     vbm_memory *m;
     vbm_status st = memory_alloc(&src->cfg, &m, err);
-    if (st) return st;
-    size_t K = src->cfg.rows, C = src->cfg.code_size, GH = (size_t)src->cfg.groups * src->cfg.clusters;
+    if (st)
+        return st;
+    size_t K = src->cfg.rows, C = src->cfg.code_size,
+           GH = (size_t)src->cfg.groups * src->cfg.clusters;
     memcpy(m->R0, src->R0, K * C * sizeof(double));
     memcpy(m->U0, src->U0, K * K * sizeof(double));
     memcpy(m->mu_b0, src->mu_b0, C * sizeof(double));
@@ -245,7 +306,8 @@ vbm_status vbm_memory_clone(const vbm_memory *src, vbm_memory **out, vbm_error *
     if (src->n_paths > 0) {
         m->paths = vbm_calloc((size_t)src->n_paths * src->cfg.groups, sizeof(int));
         fail |= !m->paths;
-        if (m->paths) memcpy(m->paths, src->paths, (size_t)src->n_paths * src->cfg.groups * sizeof(int));
+        if (m->paths)
+            memcpy(m->paths, src->paths, (size_t)src->n_paths * src->cfg.groups * sizeof(int));
         fail |= dup_array(&m->path_counts, src->path_counts, (size_t)src->n_paths);
     }
     if (src->n_codes > 0) {
@@ -261,55 +323,75 @@ vbm_status vbm_memory_clone(const vbm_memory *src, vbm_memory **out, vbm_error *
 }
 
 /* Move the contents of src into dst (freeing dst's old contents) and free src. */
-static void memory_replace(vbm_memory *dst, vbm_memory *src) {
+static void memory_replace(vbm_memory *dst, vbm_memory *src)
+{
     vbm_memory tmp = *dst;
     *dst = *src;
     *src = tmp;
     vbm_memory_free(src);
 }
 
-vbm_status vbm_codes_check(const vbm_memory *mem, const vbm_codes *codes, vbm_error *err) {
-    if (!codes || !codes->mu) return vbm_fail(err, VBM_EINVAL, "codes", "missing");
-    if (codes->T < 1) return vbm_fail(err, VBM_EINVAL, "codes", "T = %ld, need at least one frame", codes->T);
-    if (codes->T > VBM_MAX_FRAMES) return vbm_fail(err, VBM_EINVAL, "codes", "T = %ld exceeds %ld frames", codes->T, VBM_MAX_FRAMES);
+vbm_status vbm_codes_check(const vbm_memory *mem, const vbm_codes *codes, vbm_error *err)
+{
+    if (!codes || !codes->mu)
+        return vbm_fail(err, VBM_EINVAL, "codes", "missing");
+    if (codes->T < 1)
+        return vbm_fail(err, VBM_EINVAL, "codes", "T = %ld, need at least one frame", codes->T);
+    if (codes->T > VBM_MAX_FRAMES)
+        return vbm_fail(err, VBM_EINVAL, "codes", "T = %ld exceeds %ld frames", codes->T,
+                        VBM_MAX_FRAMES);
     if (codes->C != mem->cfg.code_size)
-        return vbm_fail(err, VBM_EINVAL, "codes", "code size %d does not match the memory's %d", codes->C, mem->cfg.code_size);
+        return vbm_fail(err, VBM_EINVAL, "codes", "code size %d does not match the memory's %d",
+                        codes->C, mem->cfg.code_size);
     size_t n = (size_t)codes->T * codes->C;
     int s2_ok = 1;
     if (codes->s2) {
         int neg = 0;
-        for (size_t i = 0; i < n; i++) neg |= codes->s2[i] < 0.0;
+        for (size_t i = 0; i < n; i++)
+            neg |= codes->s2[i] < 0.0;
         s2_ok = !neg && la_all_finite((long)n, codes->s2);
     }
-    if (s2_ok && la_all_finite((long)n, codes->mu)) return VBM_OK;
+    if (s2_ok && la_all_finite((long)n, codes->mu))
+        return VBM_OK;
     for (long t = 0; t < codes->T; t++) /* find the first bad value for the message */
         for (int c = 0; c < codes->C; c++) {
             size_t i = (size_t)t * codes->C + c;
-            if (!isfinite(codes->mu[i])) return fail_at(err, "codes.mu", t, c, "not a finite number");
+            if (!isfinite(codes->mu[i]))
+                return fail_at(err, "codes.mu", t, c, "not a finite number");
             if (codes->s2 && !(isfinite(codes->s2[i]) && codes->s2[i] >= 0.0))
                 return fail_at(err, "codes.sigma2", t, c, "variance must be finite and >= 0");
         }
     return VBM_OK;
 }
 
-void vbm_write_opts_default(vbm_write_opts *o) {
+void vbm_write_opts_default(vbm_write_opts *o)
+{
     memset(o, 0, sizeof *o);
     o->max_iter = 50;
     o->init = VBM_INIT_AUTO;
 }
 
-vbm_team *vbm_team_new(int threads) { return threads < 1 ? NULL : team_new(threads); }
+vbm_team *vbm_team_new(int threads)
+{
+    return threads < 1 ? NULL : team_new(threads);
+}
 
-void vbm_team_free(vbm_team *team) { team_free(team); }
+void vbm_team_free(vbm_team *team)
+{
+    team_free(team);
+}
 
-void vbm_write_result_free(vbm_write_result *res) {
-    if (!res) return;
+void vbm_write_result_free(vbm_write_result *res)
+{
+    if (!res)
+        return;
     free(res->trace);
     vbm_addresses_free(&res->addr);
     memset(res, 0, sizeof *res);
 }
 
-static const model_ops *ops_for(vbm_kind kind) {
+static const model_ops *ops_for(vbm_kind kind)
+{
     switch (kind) {
     case VBM_CATEGORICAL: return &categorical_ops;
     case VBM_MIXTURE: return &mixture_ops;
@@ -318,14 +400,16 @@ static const model_ops *ops_for(vbm_kind kind) {
     }
 }
 
-static void elbo_finish(vbm_elbo *e, long T) {
+static void elbo_finish(vbm_elbo *e, long T)
+{
     e->T = T;
     e->total = e->loglik_codes - e->kl_w - e->kl_s - e->kl_M - e->kl_b;
     e->per_frame = e->total / (double)T;
 }
 
 /* Tree pseudocounts: add the hard-assignment path (argmax_h q(s^g)) of every frame. */
-static vbm_status paths_add(vbm_memory *mem, const vbm_addresses *a, int reset, vbm_error *err) {
+static vbm_status paths_add(vbm_memory *mem, const vbm_addresses *a, int reset, vbm_error *err)
+{
     int G = a->G, H = a->H;
     if (reset) {
         free(mem->paths);
@@ -354,12 +438,14 @@ static vbm_status paths_add(vbm_memory *mem, const vbm_addresses *a, int reset, 
             const double *s = a->s + ((size_t)t * G + g) * H;
             int best = 0;
             for (int h = 1; h < H; h++)
-                if (s[h] > s[best]) best = h;
+                if (s[h] > s[best])
+                    best = h;
             cur[g] = best;
         }
         long i;
         for (i = 0; i < n; i++)
-            if (memcmp(paths + (size_t)i * G, cur, sizeof(int) * G) == 0) break;
+            if (memcmp(paths + (size_t)i * G, cur, sizeof(int) * G) == 0)
+                break;
         if (i == n) {
             memcpy(paths + (size_t)n * G, cur, sizeof(int) * G);
             n++;
@@ -376,9 +462,11 @@ static vbm_status paths_add(vbm_memory *mem, const vbm_addresses *a, int reset, 
 }
 
 /* Retained codes <- (replace ? none : old) + new, keeping the newest retain_max. */
-static vbm_status retain_codes(vbm_memory *mem, const vbm_codes *codes, int replace, vbm_error *err) {
+static vbm_status retain_codes(vbm_memory *mem, const vbm_codes *codes, int replace, vbm_error *err)
+{
     long cap = mem->cfg.retain_max;
-    if (cap <= 0) return VBM_OK;
+    if (cap <= 0)
+        return VBM_OK;
     int C = mem->cfg.code_size;
     long old = replace ? 0 : mem->n_codes, total = old + codes->T;
     long keep = total < cap ? total : cap, skip = total - keep;
@@ -397,7 +485,8 @@ static vbm_status retain_codes(vbm_memory *mem, const vbm_codes *codes, int repl
         } else {
             long t = i - old;
             memcpy(dm, codes->mu + (size_t)t * C, sizeof(double) * C);
-            if (codes->s2) memcpy(ds, codes->s2 + (size_t)t * C, sizeof(double) * C);
+            if (codes->s2)
+                memcpy(ds, codes->s2 + (size_t)t * C, sizeof(double) * C);
         }
     }
     free(mem->codes_mu);
@@ -410,19 +499,24 @@ static vbm_status retain_codes(vbm_memory *mem, const vbm_codes *codes, int repl
 
 /* The generic coordinate-ascent driver on `mem` (already a private copy). */
 /* Monotonic seconds, for the optional time budget of a fit. */
-static double fit_clock(void) {
+static double fit_clock(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior, vbm_init init,
-                         const vbm_write_opts *opts, vbm_write_result *res, vbm_error *err) {
+static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior,
+                         vbm_init init, const vbm_write_opts *opts, vbm_write_result *res,
+                         vbm_error *err)
+{
     const model_ops *ops = ops_for(mem->cfg.kind);
     void *work = NULL;
     vbm_status st = ops->work_new(mem, codes, &work, err);
-    if (st) return st;
-    if (ops->set_solver) ops->set_solver(work, (int)opts->solver);
+    if (st)
+        return st;
+    if (ops->set_solver)
+        ops->set_solver(work, (int)opts->solver);
     if (ops->set_team && opts->team) {
         st = ops->set_team(work, opts->team, err);
         if (st) {
@@ -444,9 +538,11 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
         st = ops->address(mem, prior, work, &e0, err); /* ELBO of the starting memory */
         elbo_finish(&e0, codes->T);
         res->trace[0] = e0.per_frame;
-        if (!st) st = dkm_run(mem, codes, work, err);
+        if (!st)
+            st = dkm_run(mem, codes, work, err);
         vbm_elbo e = {0};
-        if (!st) st = gaussian_elbo(mem, prior, work, &e, err);
+        if (!st)
+            st = gaussian_elbo(mem, prior, work, &e, err);
         elbo_finish(&e, codes->T);
         res->elbo = e;
         res->trace[1] = e.per_frame;
@@ -457,21 +553,25 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
          * tolerance test or the trace); otherwise only after the last one. */
         int every = opts->tol > 0.0 || opts->want_trace;
         for (int it = 0; !st; it++) {
-            int out_of_time = it > 0 && opts->max_seconds > 0.0 && fit_clock() - t0 >= opts->max_seconds;
+            int out_of_time =
+                it > 0 && opts->max_seconds > 0.0 && fit_clock() - t0 >= opts->max_seconds;
             int last = it == max_iter || out_of_time;
             vbm_elbo e = {0};
             st = ops->address(mem, prior, work, every || last ? &e : NULL, err);
-            if (st) break;
+            if (st)
+                break;
             if (every || last) {
                 elbo_finish(&e, codes->T);
                 res->elbo = e;
                 res->trace[it] = e.per_frame;
                 if (!isfinite(e.total)) {
-                    st = vbm_fail(err, VBM_ENUMERIC, NULL, "ELBO is not finite at iteration %d", it);
+                    st =
+                        vbm_fail(err, VBM_ENUMERIC, NULL, "ELBO is not finite at iteration %d", it);
                     break;
                 }
-                if (it > 0 && opts->tol > 0.0 &&
-                    fabs(res->trace[it] - res->trace[it - 1]) <= opts->tol * fabs(res->trace[it])) {
+                if (it > 0 && opts->tol > 0.0
+                    && fabs(res->trace[it] - res->trace[it - 1])
+                           <= opts->tol * fabs(res->trace[it])) {
                     res->converged = 1;
                     break;
                 }
@@ -481,22 +581,27 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
                 break;
             }
             st = ops->update(mem, prior, work, err);
-            if (!st) res->iterations++;
+            if (!st)
+                res->iterations++;
         }
-        if (!st && ops->finish) ops->finish(mem, prior, work);
+        if (!st && ops->finish)
+            ops->finish(mem, prior, work);
     }
     if (!st && (opts->want_addresses || mem->cfg.kind == VBM_TREE)) {
         st = ops->addresses(mem, work, &res->addr, err);
         if (!st && mem->cfg.kind == VBM_DKM) /* DKM keeps its own fixed-variance addresses */
-            for (int k = 0; k < mem->cfg.rows; k++) res->addr.w_cov[(size_t)k * mem->cfg.rows + k] = mem->cfg.dkm_addr_var;
+            for (int k = 0; k < mem->cfg.rows; k++)
+                res->addr.w_cov[(size_t)k * mem->cfg.rows + k] = mem->cfg.dkm_addr_var;
     }
     ops->work_free(work);
     return st;
 }
 
 /* The options a fit can be given; VBM_EINVAL names the bad one. */
-static vbm_status write_opts_check(const vbm_write_opts *o, vbm_error *err) {
-    if (!(o->tol >= 0.0) || !isfinite(o->tol)) return vbm_fail(err, VBM_EINVAL, "tol", "must be finite and >= 0");
+static vbm_status write_opts_check(const vbm_write_opts *o, vbm_error *err)
+{
+    if (!(o->tol >= 0.0) || !isfinite(o->tol))
+        return vbm_fail(err, VBM_EINVAL, "tol", "must be finite and >= 0");
     if (!(o->max_seconds >= 0.0) || !isfinite(o->max_seconds))
         return vbm_fail(err, VBM_EINVAL, "max_seconds", "must be finite and >= 0");
     if ((int)o->solver < VBM_SOLVER_AUTO || (int)o->solver > VBM_SOLVER_GRAM)
@@ -507,8 +612,10 @@ static vbm_status write_opts_check(const vbm_write_opts *o, vbm_error *err) {
 }
 
 /* write / append / refit share this: fit a private copy, then swap it in. */
-static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int online, int replace_codes,
-                                 const vbm_write_opts *opts_in, vbm_write_result *res, vbm_error *err) {
+static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int online,
+                                 int replace_codes, const vbm_write_opts *opts_in,
+                                 vbm_write_result *res, vbm_error *err)
+{
     vbm_write_opts opts;
     if (opts_in)
         opts = *opts_in;
@@ -516,12 +623,15 @@ static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int on
         vbm_write_opts_default(&opts);
     memset(res, 0, sizeof *res);
     vbm_status st = write_opts_check(&opts, err);
-    if (st) return st;
+    if (st)
+        return st;
     st = vbm_codes_check(mem, codes, err);
-    if (st) return st;
+    if (st)
+        return st;
     vbm_memory *work;
     st = vbm_memory_clone(mem, &work, err);
-    if (st) return st;
+    if (st)
+        return st;
     prior_t prior;
     st = online ? prior_from_posterior(work, &prior, err) : prior_from_base(work, &prior, err);
     if (st) {
@@ -529,17 +639,21 @@ static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int on
         return st;
     }
     vbm_init init = online ? VBM_INIT_CURRENT : opts.init;
-    if (!online && work->cfg.kind == VBM_DKM) memory_reset_posterior(work);
+    if (!online && work->cfg.kind == VBM_DKM)
+        memory_reset_posterior(work);
     st = vb_fit(work, codes, &prior, init, &opts, res, err);
     prior_free(&prior);
-    if (!st && work->cfg.kind == VBM_TREE) st = paths_add(work, &res->addr, !online, err);
-    if (!st) st = retain_codes(work, codes, replace_codes, err);
+    if (!st && work->cfg.kind == VBM_TREE)
+        st = paths_add(work, &res->addr, !online, err);
+    if (!st)
+        st = retain_codes(work, codes, replace_codes, err);
     if (st) {
         vbm_memory_free(work);
         vbm_write_result_free(res);
         return st;
     }
-    if (!opts.want_addresses) vbm_addresses_free(&res->addr);
+    if (!opts.want_addresses)
+        vbm_addresses_free(&res->addr);
     if (!opts.want_trace) {
         free(res->trace);
         res->trace = NULL;
@@ -550,28 +664,35 @@ static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int on
     return VBM_OK;
 }
 
-vbm_status vbm_write(vbm_memory *mem, const vbm_codes *codes, const vbm_write_opts *opts, vbm_write_result *res,
-                     vbm_error *err) {
+vbm_status vbm_write(vbm_memory *mem, const vbm_codes *codes, const vbm_write_opts *opts,
+                     vbm_write_result *res, vbm_error *err)
+{
     return fit_and_commit(mem, codes, 0, 1, opts, res, err);
 }
 
-vbm_status vbm_append(vbm_memory *mem, const vbm_codes *codes, const vbm_write_opts *opts, vbm_write_result *res,
-                      vbm_error *err) {
+vbm_status vbm_append(vbm_memory *mem, const vbm_codes *codes, const vbm_write_opts *opts,
+                      vbm_write_result *res, vbm_error *err)
+{
     return fit_and_commit(mem, codes, 1, 0, opts, res, err);
 }
 
-vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_opts *opts, vbm_write_result *res,
-                     vbm_error *err) {
+vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_opts *opts,
+                     vbm_write_result *res, vbm_error *err)
+{
     memset(res, 0, sizeof *res);
     if (mem->n_codes == 0 && !extra)
-        return vbm_fail(err, VBM_EINVAL, NULL, "refit: the memory retains no codes (set retain_max) and no new codes were given");
+        return vbm_fail(
+            err, VBM_EINVAL, NULL,
+            "refit: the memory retains no codes (set retain_max) and no new codes were given");
     int C = mem->cfg.code_size;
     if (extra) {
         vbm_status st = vbm_codes_check(mem, extra, err);
-        if (st) return st;
+        if (st)
+            return st;
     }
     long T = mem->n_codes + (extra ? extra->T : 0);
-    double *mu = vbm_calloc((size_t)T * C, sizeof(double)), *s2 = vbm_calloc((size_t)T * C, sizeof(double));
+    double *mu = vbm_calloc((size_t)T * C, sizeof(double)),
+           *s2 = vbm_calloc((size_t)T * C, sizeof(double));
     if (!mu || !s2) {
         free(mu);
         free(s2);
@@ -583,7 +704,8 @@ vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_op
     }
     if (extra) {
         memcpy(mu + (size_t)mem->n_codes * C, extra->mu, sizeof(double) * extra->T * C);
-        if (extra->s2) memcpy(s2 + (size_t)mem->n_codes * C, extra->s2, sizeof(double) * extra->T * C);
+        if (extra->s2)
+            memcpy(s2 + (size_t)mem->n_codes * C, extra->s2, sizeof(double) * extra->T * C);
     }
     vbm_codes all = {T, C, mu, s2};
     vbm_status st = fit_and_commit(mem, &all, 0, 1, opts, res, err);
@@ -593,77 +715,101 @@ vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_op
 }
 
 /* q(y) at its optimum given q(Omega), its ELBO, optionally the addresses and a read draw. */
-static vbm_status address_op(const vbm_memory *mem, const vbm_codes *codes, vbm_elbo *out, vbm_addresses *addr,
-                             rng_t *rng, double *out_z, vbm_error *err) {
+static vbm_status address_op(const vbm_memory *mem, const vbm_codes *codes, vbm_elbo *out,
+                             vbm_addresses *addr, rng_t *rng, double *out_z, vbm_error *err)
+{
     vbm_status st = vbm_codes_check(mem, codes, err);
-    if (st) return st;
+    if (st)
+        return st;
     const model_ops *ops = ops_for(mem->cfg.kind);
     prior_t prior;
     st = prior_from_base(mem, &prior, err);
-    if (st) return st;
+    if (st)
+        return st;
     void *work = NULL;
     st = ops->work_new(mem, codes, &work, err);
     if (!st) {
         vbm_elbo e = {0};
         st = ops->address(mem, &prior, work, &e, err);
         elbo_finish(&e, codes->T);
-        if (!st && out) *out = e;
-        if (!st && addr) st = ops->addresses(mem, work, addr, err);
-        if (!st && out_z) st = ops->read_draw(mem, work, rng, out_z, err);
+        if (!st && out)
+            *out = e;
+        if (!st && addr)
+            st = ops->addresses(mem, work, addr, err);
+        if (!st && out_z)
+            st = ops->read_draw(mem, work, rng, out_z, err);
         ops->work_free(work);
     }
     prior_free(&prior);
     return st;
 }
 
-vbm_status vbm_elbo_eval(const vbm_memory *mem, const vbm_codes *codes, vbm_elbo *out, vbm_addresses *addr,
-                         vbm_error *err) {
+vbm_status vbm_elbo_eval(const vbm_memory *mem, const vbm_codes *codes, vbm_elbo *out,
+                         vbm_addresses *addr, vbm_error *err)
+{
     return address_op(mem, codes, out, addr, NULL, NULL, err);
 }
 
-vbm_status vbm_address(const vbm_memory *mem, const vbm_codes *query, vbm_addresses *addr, vbm_error *err) {
+vbm_status vbm_address(const vbm_memory *mem, const vbm_codes *query, vbm_addresses *addr,
+                       vbm_error *err)
+{
     return address_op(mem, query, NULL, addr, NULL, NULL, err);
 }
 
-vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed, double *out_z, vbm_addresses *addr,
-                    vbm_error *err) {
-    if (!out_z) return vbm_fail(err, VBM_EINVAL, NULL, "read: no output buffer");
+vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed, double *out_z,
+                    vbm_addresses *addr, vbm_error *err)
+{
+    if (!out_z)
+        return vbm_fail(err, VBM_EINVAL, NULL, "read: no output buffer");
     rng_t rng;
     rng_seed(&rng, seed);
     return address_op(mem, query, NULL, addr, &rng, out_z, err);
 }
 
-vbm_status vbm_sample(const vbm_memory *mem, long n, uint64_t seed, int cluster, double *out_z, int *out_s,
-                      vbm_error *err) {
-    if (n < 1 || n > VBM_MAX_FRAMES) return vbm_fail(err, VBM_EINVAL, "count", "%ld is outside [1, %ld]", n, VBM_MAX_FRAMES);
+vbm_status vbm_sample(const vbm_memory *mem, long n, uint64_t seed, int cluster, double *out_z,
+                      int *out_s, vbm_error *err)
+{
+    if (n < 1 || n > VBM_MAX_FRAMES)
+        return vbm_fail(err, VBM_EINVAL, "count", "%ld is outside [1, %ld]", n, VBM_MAX_FRAMES);
     if (cluster < -1 || cluster >= mem->cfg.clusters)
-        return vbm_fail(err, VBM_EINVAL, "cluster", "%d is outside [0, %d)", cluster, mem->cfg.clusters);
-    if (!out_z) return vbm_fail(err, VBM_EINVAL, NULL, "sample: no output buffer");
+        return vbm_fail(err, VBM_EINVAL, "cluster", "%d is outside [0, %d)", cluster,
+                        mem->cfg.clusters);
+    if (!out_z)
+        return vbm_fail(err, VBM_EINVAL, NULL, "sample: no output buffer");
     rng_t rng;
     rng_seed(&rng, seed);
     return ops_for(mem->cfg.kind)->sample(mem, n, cluster, &rng, out_z, out_s, err);
 }
 
-vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opts *opts_in, double *elbo_before,
-                      double *elbo_after, vbm_write_result *res, vbm_error *err) {
+vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opts *opts_in,
+                      double *elbo_before, double *elbo_after, vbm_write_result *res,
+                      vbm_error *err)
+{
     vbm_write_opts opts;
     if (opts_in)
         opts = *opts_in;
     else
         vbm_write_opts_default(&opts);
-    if (opts.init == VBM_INIT_CURRENT) opts.init = VBM_INIT_AUTO;
+    if (opts.init == VBM_INIT_CURRENT)
+        opts.init = VBM_INIT_AUTO;
     memset(res, 0, sizeof *res);
     {
         vbm_status st0 = write_opts_check(&opts, err);
-        if (st0) return st0;
+        if (st0)
+            return st0;
     }
     vbm_config cfg = mem->cfg;
-    if (new_H > 0) cfg.clusters = new_H;
-    if (new_K > 0) cfg.rows = new_K;
-    if (new_H < 0 || new_K < 0) return vbm_fail(err, VBM_EINVAL, NULL, "resize: sizes must be >= 0 (0 keeps the current one)");
+    if (new_H > 0)
+        cfg.clusters = new_H;
+    if (new_K > 0)
+        cfg.rows = new_K;
+    if (new_H < 0 || new_K < 0)
+        return vbm_fail(err, VBM_EINVAL, NULL,
+                        "resize: sizes must be >= 0 (0 keeps the current one)");
     config_rows_follow(&cfg, mem->cfg.rows);
     vbm_status st = vbm_config_check(&cfg, err);
-    if (st) return st;
+    if (st)
+        return st;
     int C = cfg.code_size, K = cfg.rows, oldK = mem->cfg.rows;
     /* The codes both memories are judged on. */
     long T;
@@ -672,10 +818,12 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
         T = mem->n_codes;
     } else {
         T = mem->frames > 4L * cfg.clusters ? mem->frames : 4L * cfg.clusters;
-        if (T > 100000) T = 100000;
+        if (T > 100000)
+            T = 100000;
     }
     mu = vbm_calloc((size_t)T * C, sizeof(double));
-    if (!mu) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %ld codes", T);
+    if (!mu)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %ld codes", T);
     if (mem->n_codes > 0) {
         s2 = vbm_calloc((size_t)T * C, sizeof(double));
         if (!s2) {
@@ -689,23 +837,28 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
     }
     vbm_codes codes = {T, C, mu, s2};
     vbm_elbo before = {0};
-    if (!st) st = vbm_elbo_eval(mem, &codes, &before, NULL, err);
+    if (!st)
+        st = vbm_elbo_eval(mem, &codes, &before, NULL, err);
     /* The new memory, with the base prior cut or extended to K rows. */
-    double *R0 = vbm_calloc((size_t)K * C, sizeof(double)), *U0 = vbm_calloc((size_t)K * K, sizeof(double));
+    double *R0 = vbm_calloc((size_t)K * C, sizeof(double)),
+           *U0 = vbm_calloc((size_t)K * K, sizeof(double));
     vbm_memory *nm = NULL;
-    if (!st && (!R0 || !U0)) st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    if (!st && (!R0 || !U0))
+        st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     if (!st) {
         int keep = K < oldK ? K : oldK;
         memcpy(R0, mem->R0, sizeof(double) * keep * C);
         for (int i = 0; i < K; i++)
             for (int j = 0; j < K; j++)
-                U0[(size_t)i * K + j] = (i < keep && j < keep) ? mem->U0[(size_t)i * oldK + j] : (i == j ? cfg.u0 : 0.0);
+                U0[(size_t)i * K + j] = (i < keep && j < keep) ? mem->U0[(size_t)i * oldK + j]
+                                                               : (i == j ? cfg.u0 : 0.0);
         st = vbm_memory_create(&cfg, R0, U0, &nm, err);
     }
     if (!st) {
         memcpy(nm->mu_b0, mem->mu_b0, sizeof(double) * C);
         long keep_max = nm->cfg.retain_max;
-        if (mem->n_codes == 0) nm->cfg.retain_max = 0; /* pseudo-codes are never retained */
+        if (mem->n_codes == 0)
+            nm->cfg.retain_max = 0; /* pseudo-codes are never retained */
         st = fit_and_commit(nm, &codes, 0, 1, &opts, res, err);
         nm->cfg.retain_max = keep_max;
     }
@@ -717,9 +870,12 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
         vbm_memory_free(nm);
         return st;
     }
-    if (mem->n_codes == 0) nm->frames = mem->frames; /* pseudo-codes are not frames */
-    if (elbo_before) *elbo_before = before.per_frame;
-    if (elbo_after) *elbo_after = res->elbo.per_frame;
+    if (mem->n_codes == 0)
+        nm->frames = mem->frames; /* pseudo-codes are not frames */
+    if (elbo_before)
+        *elbo_before = before.per_frame;
+    if (elbo_after)
+        *elbo_after = res->elbo.per_frame;
     memory_replace(mem, nm);
     return VBM_OK;
 }

@@ -77,16 +77,16 @@ typedef struct {
     /* q(y) <- its optimum given q(Omega); then the ELBO of (q(y), q(Omega)),
      * added to *elbo. elbo may be NULL: the ELBO is then not needed, and a
      * model may skip the work of its terms. */
-    vbm_status (*address)(const vbm_memory *mem, const prior_t *prior, void *work,
-                          vbm_elbo *elbo, vbm_error *err);
+    vbm_status (*address)(const vbm_memory *mem, const prior_t *prior, void *work, vbm_elbo *elbo,
+                          vbm_error *err);
     /* q(Omega) <- its optimum given q(y) (shifts first, then M). */
     vbm_status (*update)(vbm_memory *mem, const prior_t *prior, void *work, vbm_error *err);
     /* Copy q(y) into the public layout. */
-    vbm_status (*addresses)(const vbm_memory *mem, void *work, vbm_addresses *out,
-                            vbm_error *err);
+    vbm_status (*addresses)(const vbm_memory *mem, void *work, vbm_addresses *out, vbm_error *err);
     /* Draw one code per frame from q(y) q(Omega) p(z | y, Omega) (read step).
      * Fails only with VBM_ENOMEM. */
-    vbm_status (*read_draw)(const vbm_memory *mem, void *work, rng_t *rng, double *out_z, vbm_error *err);
+    vbm_status (*read_draw)(const vbm_memory *mem, void *work, rng_t *rng, double *out_z,
+                            vbm_error *err);
     /* Draw n codes from p(y | Omega) q(Omega) p(z | y, Omega) (generation).
      * Fails only with VBM_ENOMEM. */
     vbm_status (*sample)(const vbm_memory *mem, long n, int cluster, rng_t *rng, double *out_z,

@@ -8,22 +8,29 @@
 
 #include "nets/layers.h"
 
-static long round16(long x) { return (x + 15) / 16 * 16; }
+static long round16(long x)
+{
+    return (x + 15) / 16 * 16;
+}
 
 /* Floats of scratch (im2col or panel buffers) the layers of s need for n samples, bodies
  * included. */
-static size_t col_need(const nets_seq *s, long n) {
+static size_t col_need(const nets_seq *s, long n)
+{
     size_t need = 0;
     for (int i = 0; i < s->n; i++) {
         const nets_layer *L = &s->layers[i];
         size_t x = L->type == NETS_L_RESIDUAL ? col_need(L->body, n) : 0;
-        if (nets_layer_scratch(L, n) > x) x = nets_layer_scratch(L, n);
-        if (x > need) need = x;
+        if (nets_layer_scratch(L, n) > x)
+            x = nets_layer_scratch(L, n);
+        if (x > need)
+            need = x;
     }
     return need;
 }
 
-static int crop_is_identity(const nets_layer *L) {
+static int crop_is_identity(const nets_layer *L)
+{
     return L->type == NETS_L_CROP && L->out.h == L->in.h && L->out.w == L->in.w;
 }
 
@@ -35,39 +42,41 @@ typedef struct {
     team_t *team;
 } exec_t;
 
-static int free_buf(const exec_t *e, int cur, unsigned prot) {
+static int free_buf(const exec_t *e, int cur, unsigned prot)
+{
     for (int i = 0; i < e->nbuf; i++)
-        if (i != cur && !(prot >> i & 1u)) return i;
+        if (i != cur && !(prot >> i & 1u))
+            return i;
     return -1; /* unreachable: nbuf = depth + 2 */
 }
 
-static nets_act act_of(const nets_layer *L) {
+static nets_act act_of(const nets_layer *L)
+{
     switch (L->type) {
-    case NETS_L_RELU:
-        return ACT_RELU;
-    case NETS_L_SWISH:
-        return ACT_SWISH;
-    case NETS_L_SIGMOID:
-        return ACT_SIGMOID;
-    default:
-        return ACT_NONE;
+    case NETS_L_RELU: return ACT_RELU;
+    case NETS_L_SWISH: return ACT_SWISH;
+    case NETS_L_SIGMOID: return ACT_SIGMOID;
+    default: return ACT_NONE;
     }
 }
 
 /* Run s on the batch in buffer cur (protected buffers are never written);
  * returns the buffer that holds the result. */
-static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot) {
+static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot)
+{
     long n = e->n;
     team_t *t = e->team;
     for (int i = 0; i < s->n; i++) {
         const nets_layer *L = &s->layers[i];
-        if (crop_is_identity(L)) continue;
+        if (crop_is_identity(L))
+            continue;
         /* In the engine a transposed convolution followed by a crop computes only the
          * kept pixels: the crop moves its first kept row and column. */
         nets_layer cropped;
         if (L->type == NETS_L_CONVT2D && nets_layer_fused()) {
             int j = i + 1;
-            while (j < s->n && crop_is_identity(&s->layers[j])) j++;
+            while (j < s->n && crop_is_identity(&s->layers[j]))
+                j++;
             if (j < s->n && s->layers[j].type == NETS_L_CROP) {
                 cropped = *L;
                 cropped.out = s->layers[j].out;
@@ -80,11 +89,13 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot) {
         /* An activation right after a compute layer (identity crops aside) is applied
          * in that layer's last pass. */
         nets_act act = ACT_NONE;
-        int fusable = L->type == NETS_L_CONV2D || L->type == NETS_L_CONVT2D || L->type == NETS_L_DENSE ||
-                      L->type == NETS_L_GROUP_NORM || L->type == NETS_L_RESIDUAL || L->type == NETS_L_CROP;
+        int fusable = L->type == NETS_L_CONV2D || L->type == NETS_L_CONVT2D
+                      || L->type == NETS_L_DENSE || L->type == NETS_L_GROUP_NORM
+                      || L->type == NETS_L_RESIDUAL || L->type == NETS_L_CROP;
         if (fusable) {
             int j = i + 1;
-            while (j < s->n && crop_is_identity(&s->layers[j])) j++;
+            while (j < s->n && crop_is_identity(&s->layers[j]))
+                j++;
             if (j < s->n && act_of(&s->layers[j]) != ACT_NONE) {
                 act = act_of(&s->layers[j]);
                 i = j;
@@ -106,7 +117,8 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot) {
             cur = o;
             break;
         case NETS_L_GROUP_NORM:
-            if (inplace_ok) o = cur;
+            if (inplace_ok)
+                o = cur;
             nets_layer_group_norm(t, L, n, e->buf[cur], e->buf[o], act);
             cur = o;
             break;
@@ -141,13 +153,15 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot) {
              * (and applies the activation after the block) in that convolution's stores. */
             const nets_seq *body = L->body;
             int last = body->n - 1;
-            while (last >= 0 && crop_is_identity(&body->layers[last])) last--;
+            while (last >= 0 && crop_is_identity(&body->layers[last]))
+                last--;
             if (nets_layer_fused() && last >= 0 && body->layers[last].type == NETS_L_CONV2D) {
                 nets_seq head = *body;
                 head.n = last;
                 int r = run_seq(e, &head, cur, prot | 1u << cur);
                 int o2 = free_buf(e, r, prot | 1u << cur);
-                nets_layer_conv2d(t, &body->layers[last], n, e->buf[r], e->buf[o2], e->buf[cur], e->col, act);
+                nets_layer_conv2d(t, &body->layers[last], n, e->buf[r], e->buf[o2], e->buf[cur],
+                                  e->col, act);
                 cur = o2;
                 break;
             }
@@ -168,34 +182,46 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot) {
     return cur;
 }
 
-static long batch_act(const nets_seq *s, long n) { return round16(n * s->max_act); }
+static long batch_act(const nets_seq *s, long n)
+{
+    return round16(n * s->max_act);
+}
 
-size_t nets_seq_workspace(const nets_seq *s, long n) {
+size_t nets_seq_workspace(const nets_seq *s, long n)
+{
     return (size_t)(s->depth + 2) * (size_t)batch_act(s, n) + col_need(s, n);
 }
 
-vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws, int threads,
-                        vbm_error *err) {
-    if (n <= 0) return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples", n);
-    if (n > INT_MAX / s->max_act / 2) return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples is too large", n);
+vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws,
+                        int threads, vbm_error *err)
+{
+    if (n <= 0)
+        return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples", n);
+    if (n > INT_MAX / s->max_act / 2)
+        return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples is too large", n);
     float *own = NULL;
     if (!ws) {
         own = malloc(sizeof(float) * nets_seq_workspace(s, n));
-        if (!own) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a batch of %ld samples", n);
+        if (!own)
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a batch of %ld samples", n);
         ws = own;
     }
-    if (threads <= 0) { /* automatic: the BLAS library's count, for work that pays for starting helpers */
+    if (threads
+        <= 0) { /* automatic: the BLAS library's count, for work that pays for starting helpers */
         threads = openblas_get_num_threads();
-        if ((double)n * s->work < 4e6) threads = 1;
+        if ((double)n * s->work < 4e6)
+            threads = 1;
     }
-    if (threads > NETS_MAX_THREADS) threads = NETS_MAX_THREADS;
+    if (threads > NETS_MAX_THREADS)
+        threads = NETS_MAX_THREADS;
     team_t *team = team_new(threads); /* NULL (out of memory): everything runs on this thread */
     exec_t e;
     memset(&e, 0, sizeof e);
     e.n = n;
     e.team = team;
     e.nbuf = s->depth + 2;
-    for (int i = 0; i < e.nbuf; i++) e.buf[i] = ws + (size_t)i * batch_act(s, n);
+    for (int i = 0; i < e.nbuf; i++)
+        e.buf[i] = ws + (size_t)i * batch_act(s, n);
     e.col = ws + (size_t)e.nbuf * batch_act(s, n);
     long isz = nets_shape_size(s->in), osz = nets_shape_size(s->out);
     if (s->in.rank == 3)
@@ -211,4 +237,3 @@ vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, 
     free(own);
     return VBM_OK;
 }
-

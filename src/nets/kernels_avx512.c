@@ -20,7 +20,8 @@ typedef struct {
 static pthread_once_t kern_once = PTHREAD_ONCE_INIT;
 static int kern_flag;
 
-static void kern_probe(void) {
+static void kern_probe(void)
+{
 #if defined(__x86_64__) && defined(__GNUC__)
     const char *off = getenv("VBMEM_NETS_NO_AVX512");
     __builtin_cpu_init();
@@ -29,19 +30,23 @@ static void kern_probe(void) {
 }
 
 /* Whether the engine runs on this CPU (probed once). */
-int kern_available(void) {
+int kern_available(void)
+{
     pthread_once(&kern_once, kern_probe);
     return kern_flag;
 }
 
 /* Split the panel of ncol columns starting at grid column j0 into runs; returns how many. */
-static int kern_segments(const kern_job *g, long j0, int ncol, kern_seg *seg) {
+static int kern_segments(const kern_job *g, long j0, int ncol, kern_seg *seg)
+{
     long per = (long)g->ny * g->nx, img = j0 / per, r = j0 % per;
     int ty = (int)(r / g->nx), tx = (int)(r % g->nx), c = 0, ns = 0;
     while (c < ncol) {
         int len = g->nx - tx;
-        if (len > 16) len = 16;
-        if (len > ncol - c) len = ncol - c;
+        if (len > 16)
+            len = 16;
+        if (len > ncol - c)
+            len = ncol - c;
         seg[ns++] = (kern_seg){c, len, ty, tx, img};
         c += len;
         tx += len;
@@ -61,10 +66,14 @@ static int kern_segments(const kern_job *g, long j0, int ncol, kern_seg *seg) {
 
 #define KERN_AVX512 __attribute__((target("avx512f")))
 
-static KERN_AVX512 inline __mmask16 kern_mask(int len) { return (__mmask16)((1u << len) - 1u); }
+static KERN_AVX512 inline __mmask16 kern_mask(int len)
+{
+    return (__mmask16)((1u << len) - 1u);
+}
 
 /* exp on 16 lanes: Cephes' expf as v4_exp in layers.c, the power of two by scalef. */
-static KERN_AVX512 inline __m512 kern_exp(__m512 x) {
+static KERN_AVX512 inline __m512 kern_exp(__m512 x)
+{
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
     __m512 fn = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -81,22 +90,25 @@ static KERN_AVX512 inline __m512 kern_exp(__m512 x) {
     return _mm512_scalef_ps(y, fn);
 }
 
-static KERN_AVX512 inline __m512 kern_act(__m512 v, nets_act act) {
+static KERN_AVX512 inline __m512 kern_act(__m512 v, nets_act act)
+{
     const __m512 one = _mm512_set1_ps(1.0f);
     switch (act) {
-    case ACT_RELU:
-        return _mm512_max_ps(v, _mm512_setzero_ps());
+    case ACT_RELU: return _mm512_max_ps(v, _mm512_setzero_ps());
     case ACT_SWISH:
-        return _mm512_div_ps(v, _mm512_add_ps(one, kern_exp(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+        return _mm512_div_ps(v,
+                             _mm512_add_ps(one, kern_exp(_mm512_sub_ps(_mm512_setzero_ps(), v))));
     case ACT_SIGMOID:
-        return _mm512_div_ps(one, _mm512_add_ps(one, kern_exp(_mm512_sub_ps(_mm512_setzero_ps(), v))));
-    default:
-        return v;
+        return _mm512_div_ps(one,
+                             _mm512_add_ps(one, kern_exp(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+    default: return v;
     }
 }
 
 /* x[i] = act(x[i] * a + b) for len floats, 16 lanes at a time. */
-KERN_AVX512 void kern_affine_act(float *x, const float *src, long len, float a, float b, nets_act act) {
+KERN_AVX512 void kern_affine_act(float *x, const float *src, long len, float a, float b,
+                                 nets_act act)
+{
     const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
     for (long i = 0; i < len; i += 16) {
         __mmask16 m = kern_mask(len - i < 16 ? (int)(len - i) : 16);
@@ -106,15 +118,18 @@ KERN_AVX512 void kern_affine_act(float *x, const float *src, long len, float a, 
 }
 
 /* Sum of len floats (float lanes, double result). */
-KERN_AVX512 double kern_sum(const float *p, long len) {
+KERN_AVX512 double kern_sum(const float *p, long len)
+{
     __m512 acc = _mm512_setzero_ps();
     for (long i = 0; i < len; i += 16)
-        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(kern_mask(len - i < 16 ? (int)(len - i) : 16), p + i));
+        acc = _mm512_add_ps(
+            acc, _mm512_maskz_loadu_ps(kern_mask(len - i < 16 ? (int)(len - i) : 16), p + i));
     return _mm512_reduce_add_ps(acc);
 }
 
 /* Sum of (p[i] - mean)^2 over len floats. */
-KERN_AVX512 double kern_sqdev(const float *p, long len, float mean) {
+KERN_AVX512 double kern_sqdev(const float *p, long len, float mean)
+{
     __m512 acc = _mm512_setzero_ps(), vm = _mm512_set1_ps(mean);
     for (long i = 0; i < len; i += 16) {
         __mmask16 m = kern_mask(len - i < 16 ? (int)(len - i) : 16);
@@ -128,7 +143,9 @@ KERN_AVX512 double kern_sqdev(const float *p, long len, float mean) {
  * are zeroed. With sx == 1 each (row, run) is one masked load (the mask drops the pixels
  * left or right of the image; masked-off lanes are never read) and one store; the masks
  * depend only on the run and the column tap, so they are worked out once per panel. */
-static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns, int ncol, float *bp) {
+static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns, int ncol,
+                                  float *bp)
+{
     const __m512 zero = _mm512_setzero_ps();
     if (g->sx == 1 && g->nb <= NETS_MAX_KERNEL) {
         __mmask16 xm[KERN_PANEL][NETS_MAX_KERNEL];
@@ -157,44 +174,51 @@ static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns
                     const float *src = base + sg->img * g->is + (long)y * g->W;
                     if (sg->len == 16) {
                         for (int tb = 0; tb < g->nb; tb++)
-                            _mm512_storeu_ps(d + tb * KERN_PANEL, _mm512_maskz_loadu_ps(xm[q][tb], src + xo[q][tb]));
+                            _mm512_storeu_ps(d + tb * KERN_PANEL,
+                                             _mm512_maskz_loadu_ps(xm[q][tb], src + xo[q][tb]));
                     } else {
                         for (int tb = 0; tb < g->nb; tb++)
-                            _mm512_mask_storeu_ps(d + tb * KERN_PANEL, kern_mask(sg->len),
-                                                  _mm512_maskz_loadu_ps(xm[q][tb], src + xo[q][tb]));
+                            _mm512_mask_storeu_ps(
+                                d + tb * KERN_PANEL, kern_mask(sg->len),
+                                _mm512_maskz_loadu_ps(xm[q][tb], src + xo[q][tb]));
                     }
                 }
             }
         }
-    } else if (g->day == 1 && g->dbx == 1 && g->dy0 >= 0 && g->dx0 >= 0 &&
-               (long)(g->ny - 1) * g->sy + g->dy0 + g->na - 1 < g->H &&
-               (long)(g->nx - 1) * g->sx + g->dx0 + g->nb - 1 < g->W) {
+    } else if (g->day == 1 && g->dbx == 1 && g->dy0 >= 0 && g->dx0 >= 0
+               && (long)(g->ny - 1) * g->sy + g->dy0 + g->na - 1 < g->H
+               && (long)(g->nx - 1) * g->sx + g->dx0 + g->nb - 1 < g->W) {
         /* every tap inside the image (a 'valid' convolution, a dense layer): each panel
          * column has one base offset, and each B row is two gathers of base + tap offset,
          * however many runs (images, rows) the panel spans */
         int base[KERN_PANEL] __attribute__((aligned(64)));
         for (int q = 0; q < ns; q++)
             for (int l = 0; l < seg[q].len; l++)
-                base[seg[q].c0 + l] = (int)(seg[q].img * g->is + (long)seg[q].ty * g->sy * g->W +
-                                            (long)(seg[q].tx + l) * g->sx);
-        for (int c = ncol; c < KERN_PANEL; c++) base[c] = 0;
+                base[seg[q].c0 + l] = (int)(seg[q].img * g->is + (long)seg[q].ty * g->sy * g->W
+                                            + (long)(seg[q].tx + l) * g->sx);
+        for (int c = ncol; c < KERN_PANEL; c++)
+            base[c] = 0;
         const __m512i b0 = _mm512_load_si512(base), b1 = _mm512_load_si512(base + 16);
-        const __mmask16 m0 = kern_mask(ncol < 16 ? ncol : 16), m1 = ncol > 16 ? kern_mask(ncol - 16) : 0;
+        const __mmask16 m0 = kern_mask(ncol < 16 ? ncol : 16),
+                        m1 = ncol > 16 ? kern_mask(ncol - 16) : 0;
         float *row = bp;
         for (int c = 0; c < g->nc; c++) {
             const float *src = g->in + c * g->cs;
             for (int ta = 0; ta < g->na; ta++)
                 for (int tb = 0; tb < g->nb; tb++, row += KERN_PANEL) {
                     __m512i off = _mm512_set1_epi32((g->dy0 + ta) * g->W + g->dx0 + tb);
-                    _mm512_storeu_ps(row, _mm512_mask_i32gather_ps(zero, m0, _mm512_add_epi32(b0, off), src, 4));
-                    _mm512_storeu_ps(row + 16,
-                                     _mm512_mask_i32gather_ps(zero, m1, _mm512_add_epi32(b1, off), src, 4));
+                    _mm512_storeu_ps(
+                        row, _mm512_mask_i32gather_ps(zero, m0, _mm512_add_epi32(b0, off), src, 4));
+                    _mm512_storeu_ps(row + 16, _mm512_mask_i32gather_ps(
+                                                   zero, m1, _mm512_add_epi32(b1, off), src, 4));
                 }
         }
         return; /* columns from ncol on are zero already */
     } else {
-        const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        const __m512i vstep = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(g->sx)), vw = _mm512_set1_epi32(g->W);
+        const __m512i lanes =
+            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        const __m512i vstep = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(g->sx)),
+                      vw = _mm512_set1_epi32(g->W);
         float *row = bp;
         for (int c = 0; c < g->nc; c++) {
             const float *base = g->in + c * g->cs;
@@ -211,10 +235,12 @@ static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns
                             continue;
                         }
                         const float *src = base + sg->img * g->is + (long)y * g->W;
-                        __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(sg->tx * g->sx + dx), vstep);
-                        __mmask16 ok = full & _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512()) &
-                                       _mm512_cmplt_epi32_mask(idx, vw);
-                        _mm512_mask_storeu_ps(row + sg->c0, full, _mm512_mask_i32gather_ps(zero, ok, idx, src, 4));
+                        __m512i idx =
+                            _mm512_add_epi32(_mm512_set1_epi32(sg->tx * g->sx + dx), vstep);
+                        __mmask16 ok = full & _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512())
+                                       & _mm512_cmplt_epi32_mask(idx, vw);
+                        _mm512_mask_storeu_ps(row + sg->c0, full,
+                                              _mm512_mask_i32gather_ps(zero, ok, idx, src, 4));
                     }
                 }
             }
@@ -223,7 +249,8 @@ static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns
     if (ncol < KERN_PANEL)
         for (long k = 0; k < g->K; k++) {
             float *row = bp + k * KERN_PANEL;
-            if (ncol < 16) _mm512_mask_storeu_ps(row + ncol, kern_mask(16 - ncol), zero);
+            if (ncol < 16)
+                _mm512_mask_storeu_ps(row + ncol, kern_mask(16 - ncol), zero);
             int from = ncol > 16 ? ncol : 16;
             _mm512_mask_storeu_ps(row + from, kern_mask(KERN_PANEL - from), zero);
         }
@@ -231,7 +258,9 @@ static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns
 
 /* tile[r][0..31] = sum_k a[r][k] bp[k][0..31] for r < KERN_TILE (rows from mr on repeat
  * row mr - 1 and are not meant to be used). */
-static KERN_AVX512 void kern_kernel(long K, const float *a, long lda, int mr, const float *bp, float *tile) {
+static KERN_AVX512 void kern_kernel(long K, const float *a, long lda, int mr, const float *bp,
+                                    float *tile)
+{
     __m512 c0[KERN_TILE], c1[KERN_TILE];
     const float *ar[KERN_TILE];
     for (int r = 0; r < KERN_TILE; r++) {
@@ -240,7 +269,8 @@ static KERN_AVX512 void kern_kernel(long K, const float *a, long lda, int mr, co
         ar[r] = a + (long)(r < mr ? r : mr - 1) * lda;
     }
     for (long k = 0; k < K; k++) {
-        __m512 b0 = _mm512_loadu_ps(bp + k * KERN_PANEL), b1 = _mm512_loadu_ps(bp + k * KERN_PANEL + 16);
+        __m512 b0 = _mm512_loadu_ps(bp + k * KERN_PANEL),
+               b1 = _mm512_loadu_ps(bp + k * KERN_PANEL + 16);
         for (int r = 0; r < KERN_TILE; r++) {
             __m512 av = _mm512_set1_ps(ar[r][k]);
             c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
@@ -274,13 +304,15 @@ typedef struct {
 /* Fill src for the ns (at most 6) runs seg of a direct-mode panel, each within one
  * 16-lane half of the panel: with `per` runs a half (ns = 2 * per at most), slots 0 ..
  * per - 1 share half 0 and the others half 1. */
-static void kern_direct_setup(const kern_job *g, const kern_seg *seg, int ns, kern_direct_src *src) {
+static void kern_direct_setup(const kern_job *g, const kern_seg *seg, int ns, kern_direct_src *src)
+{
     memset(src, 0, sizeof *src);
     for (int q = 0; q < ns; q++) {
         int sh = seg[q].c0 % 16; /* first lane of the run in its vector */
         for (int ta = 0; ta < g->na; ta++) {
             int y = seg[q].ty * g->sy + g->dy0 + ta * g->day;
-            if ((unsigned)y >= (unsigned)g->H) continue;
+            if ((unsigned)y >= (unsigned)g->H)
+                continue;
             for (int tb = 0; tb < g->nb; tb++) {
                 /* tap column xc of grid column tx: x = tx * sx + xc; deinterleaved, that is
                  * entry tx + xc / 2 (rounded down) of the half of parity xc & 1 */
@@ -293,7 +325,8 @@ static void kern_direct_setup(const kern_job *g, const kern_seg *seg, int ns, ke
                 }
                 int x0 = seg[q].tx + xc;
                 int lo = x0 < 0 ? -x0 : 0, hi = width - x0 < seg[q].len ? width - x0 : seg[q].len;
-                if (hi <= lo) continue;
+                if (hi <= lo)
+                    continue;
                 int t = ta * g->nb + tb;
                 src->msk[q][t] = (__mmask16)(((1u << hi) - (1u << lo)) << sh);
                 src->off[q][t] = seg[q].img * g->is + (long)y * g->rw + start + x0 - sh;
@@ -311,7 +344,8 @@ static void kern_direct_setup(const kern_job *g, const kern_seg *seg, int ns, ke
  * the mask drops the lanes whose tap falls outside the image (into the row or image next
  * to it) and those past the end of the grid. Fills slots 0 and 1 of src for the panel of
  * ncol pixels from j0 (the kernel reads only those with per = 1). */
-static void kern_flat_setup(const kern_job *g, long j0, int ncol, kern_direct_src *src) {
+static void kern_flat_setup(const kern_job *g, long j0, int ncol, kern_direct_src *src)
+{
     for (int h = 0; h < 2; h++) {
         if (ncol <= 16 * h) { /* an empty half: nothing loaded, and no stale offset used either */
             for (int t = 0; t < g->na * g->nb; t++) {
@@ -328,7 +362,8 @@ static void kern_flat_setup(const kern_job *g, long j0, int ncol, kern_direct_sr
             ly[l] = y;
             if (++x == g->W) {
                 x = 0;
-                if (++y == g->H) y = 0;
+                if (++y == g->H)
+                    y = 0;
             }
         }
         unsigned xm[KERN_DIRECT_TAPS];
@@ -336,13 +371,15 @@ static void kern_flat_setup(const kern_job *g, long j0, int ncol, kern_direct_sr
             int dx = g->dx0 + tb * g->dbx;
             xm[tb] = 0;
             for (int l = 0; l < len; l++)
-                if ((unsigned)(lx[l] + dx) < (unsigned)g->W) xm[tb] |= 1u << l;
+                if ((unsigned)(lx[l] + dx) < (unsigned)g->W)
+                    xm[tb] |= 1u << l;
         }
         for (int ta = 0; ta < g->na; ta++) {
             int dy = g->dy0 + ta * g->day;
             unsigned ym = 0;
             for (int l = 0; l < len; l++)
-                if ((unsigned)(ly[l] + dy) < (unsigned)g->H) ym |= 1u << l;
+                if ((unsigned)(ly[l] + dy) < (unsigned)g->H)
+                    ym |= 1u << l;
             for (int tb = 0; tb < g->nb; tb++) {
                 int t = ta * g->nb + tb;
                 src->msk[h][t] = (__mmask16)(ym & xm[tb]);
@@ -360,10 +397,12 @@ static void kern_flat_setup(const kern_job *g, long j0, int ncol, kern_direct_sr
  * the stack on every iteration (the kernel ran at half speed). */
 static KERN_AVX512 inline __attribute__((always_inline)) void
 kern_kernel_direct_body(long K, long T, const float *in, long cs, const float *a, long lda, int mr,
-                       const kern_direct_src *src, int per, int tapout, float *tile) {
+                        const kern_direct_src *src, int per, int tapout, float *tile)
+{
     __m512 c0[KERN_TILE], c1[KERN_TILE];
     const float *ar[KERN_TILE];
-    _Pragma("GCC unroll 8") for (int r = 0; r < KERN_TILE; r++) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < KERN_TILE; r++)
+    {
         c0[r] = _mm512_setzero_ps();
         c1[r] = _mm512_setzero_ps();
         ar[r] = a + (long)(r < mr ? r : mr - 1) * lda;
@@ -375,7 +414,8 @@ kern_kernel_direct_body(long K, long T, const float *in, long cs, const float *a
         for (long t = 0; t < T; t++) {
             __mmask16 m0[3], m1[3];
             const float *p0[3], *p1[3];
-            _Pragma("GCC unroll 3") for (int q = 0; q < per; q++) {
+            _Pragma("GCC unroll 3") for (int q = 0; q < per; q++)
+            {
                 m0[q] = src->msk[q][t];
                 m1[q] = src->msk[per + q][t];
                 p0[q] = in + src->off[q][t];
@@ -385,11 +425,13 @@ kern_kernel_direct_body(long K, long T, const float *in, long cs, const float *a
                 long co = c * cs;
                 __m512 b0 = _mm512_maskz_loadu_ps(m0[0], p0[0] + co);
                 __m512 b1 = _mm512_maskz_loadu_ps(m1[0], p1[0] + co);
-                _Pragma("GCC unroll 3") for (int q = 1; q < per; q++) {
+                _Pragma("GCC unroll 3") for (int q = 1; q < per; q++)
+                {
                     b0 = _mm512_mask_loadu_ps(b0, m0[q], p0[q] + co);
                     b1 = _mm512_mask_loadu_ps(b1, m1[q], p1[q] + co);
                 }
-                _Pragma("GCC unroll 8") for (int r = 0; r < KERN_TILE; r++) {
+                _Pragma("GCC unroll 8") for (int r = 0; r < KERN_TILE; r++)
+                {
                     __m512 av = _mm512_set1_ps(ar[r][ka]);
                     c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
                     c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
@@ -411,14 +453,16 @@ kern_kernel_direct_body(long K, long T, const float *in, long cs, const float *a
                 t = 0;
                 base += cs;
             }
-            _Pragma("GCC unroll 8") for (int r = 0; r < KERN_TILE; r++) {
+            _Pragma("GCC unroll 8") for (int r = 0; r < KERN_TILE; r++)
+            {
                 __m512 av = _mm512_set1_ps(ar[r][k]);
                 c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
                 c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
             }
         }
     }
-    _Pragma("GCC unroll 8") for (int r = 0; r < KERN_TILE; r++) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < KERN_TILE; r++)
+    {
         _mm512_storeu_ps(tile + r * KERN_PANEL, c0[r]);
         _mm512_storeu_ps(tile + r * KERN_PANEL + 16, c1[r]);
     }
@@ -431,7 +475,8 @@ kern_kernel_direct_body(long K, long T, const float *in, long cs, const float *a
  * taps outer (all channels per tap) was slower than channels outer (measured: the CIFAR
  * decoder lost 8%, the encoders gained 10-15% where the stride is not). */
 static KERN_AVX512 void kern_kernel_direct(const kern_job *g, const float *a, long lda, int mr,
-                                          const kern_direct_src *src, int per, float *tile) {
+                                           const kern_direct_src *src, int per, float *tile)
+{
     long T = (long)g->na * g->nb;
     int tapout = g->rows < 0 && (g->cs & 255) != 0;
     if (per == 3)
@@ -445,11 +490,14 @@ static KERN_AVX512 void kern_kernel_direct(const kern_job *g, const float *a, lo
 }
 
 /* Rows m0 .. m0 + mr - 1 of tile (bias, residual, activation) into the output. */
-static KERN_AVX512 void kern_store(const kern_job *g, const kern_seg *seg, int ns, int m0, int mr, const float *tile) {
+static KERN_AVX512 void kern_store(const kern_job *g, const kern_seg *seg, int ns, int m0, int mr,
+                                   const float *tile)
+{
     const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i vstep = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(g->osx));
     const __m512i spread_lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    const __m512i spread_hi = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    const __m512i spread_hi =
+        _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
     for (int r = 0; r < mr; r++) {
         long m = m0 + r;
         __m512 bias = _mm512_set1_ps(g->bias[m]);
@@ -457,16 +505,19 @@ static KERN_AVX512 void kern_store(const kern_job *g, const kern_seg *seg, int n
         const float *arow = g->add ? g->add + m * g->ors : NULL;
         for (int q = 0; q < ns; q++) {
             const kern_seg *sg = &seg[q];
-            long off = sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow + g->ox0 + (long)sg->tx * g->osx;
+            long off = sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow + g->ox0
+                       + (long)sg->tx * g->osx;
             __mmask16 full = kern_mask(sg->len);
             /* an unmasked load (lanes from len on are never stored): a masked one was not
              * forwarded from the kernel's stores of the tile and waited for them */
             __m512 v = _mm512_add_ps(_mm512_loadu_ps(tile + r * KERN_PANEL + sg->c0), bias);
             if (g->osx == 1 && sg->len == 16) { /* unmasked: faster where the data is not cached */
-                if (arow) v = _mm512_add_ps(v, _mm512_loadu_ps(arow + off));
+                if (arow)
+                    v = _mm512_add_ps(v, _mm512_loadu_ps(arow + off));
                 _mm512_storeu_ps(orow + off, kern_act(v, g->act));
             } else if (g->osx == 1) {
-                if (arow) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(full, arow + off));
+                if (arow)
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(full, arow + off));
                 _mm512_mask_storeu_ps(orow + off, full, kern_act(v, g->act));
             } else if (g->osx == 2 && !arow) {
                 /* every other pixel (a transposed convolution's phase): lanes spread to the
@@ -476,11 +527,13 @@ static KERN_AVX512 void kern_store(const kern_job *g, const kern_seg *seg, int n
                 _mm512_mask_storeu_ps(orow + off, (__mmask16)(0x5555u & ((1u << 2 * lo) - 1u)),
                                       _mm512_permutexvar_ps(spread_lo, v));
                 if (hi > 0)
-                    _mm512_mask_storeu_ps(orow + off + 16, (__mmask16)(0x5555u & ((1u << 2 * hi) - 1u)),
+                    _mm512_mask_storeu_ps(orow + off + 16,
+                                          (__mmask16)(0x5555u & ((1u << 2 * hi) - 1u)),
                                           _mm512_permutexvar_ps(spread_hi, v));
             } else {
                 if (arow)
-                    v = _mm512_add_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), full, vstep, arow + off, 4));
+                    v = _mm512_add_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), full, vstep,
+                                                                  arow + off, 4));
                 _mm512_mask_i32scatter_ps(orow + off, full, vstep, kern_act(v, g->act), 4);
             }
         }
@@ -491,8 +544,10 @@ static KERN_AVX512 void kern_store(const kern_job *g, const kern_seg *seg, int n
  * all M rows, before the kernels of a panel run: the residual is the input of a block
  * two layers back and is no longer in the cache, and waiting for it in kern_store cost
  * more than the store's arithmetic. Only for outputs with contiguous runs (osx == 1). */
-static KERN_AVX512 void kern_prefetch(const kern_job *g, const kern_seg *seg, int ns) {
-    if (g->osx != 1) return;
+static KERN_AVX512 void kern_prefetch(const kern_job *g, const kern_seg *seg, int ns)
+{
+    if (g->osx != 1)
+        return;
     for (int q = 0; q < ns; q++) {
         const kern_seg *sg = &seg[q];
         long off = sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow + g->ox0 + sg->tx;
@@ -511,7 +566,8 @@ static KERN_AVX512 void kern_prefetch(const kern_job *g, const kern_seg *seg, in
 
 /* Panels [b, e) (of grid rows in direct mode), on thread `worker`: packed panels go to
  * that thread's panel buffer. */
-static void kern_run(const void *v, long b, long e, int worker) {
+static void kern_run(const void *v, long b, long e, int worker)
+{
     const kern_job *g = v;
     long N = g->n * g->ny * g->nx;
     float tile[KERN_TILE * KERN_PANEL + 16] __attribute__((aligned(64))); /* + 16: see kern_store */
@@ -547,14 +603,15 @@ static void kern_run(const void *v, long b, long e, int worker) {
             } else {
                 int per = g->rows / 2; /* runs per 16-lane half, each 16 / per lanes */
                 for (long row = p * g->rows; row < NR && ns < g->rows; row++, ns++)
-                    seg[ns] = (kern_seg){ns / per * 16 + ns % per * (16 / per), g->nx, (int)(row % g->ny), 0,
-                                        row / g->ny};
+                    seg[ns] = (kern_seg){ns / per * 16 + ns % per * (16 / per), g->nx,
+                                         (int)(row % g->ny), 0, row / g->ny};
             }
             kern_direct_setup(g, seg, ns, &src);
             kern_prefetch(g, seg, ns);
             for (int m0 = 0; m0 < g->M; m0 += KERN_TILE) {
                 int mr = g->M - m0 < KERN_TILE ? g->M - m0 : KERN_TILE;
-                kern_kernel_direct(g, g->a + (long)m0 * g->K, g->K, mr, &src, g->rows > 2 ? g->rows / 2 : 1, tile);
+                kern_kernel_direct(g, g->a + (long)m0 * g->K, g->K, mr, &src,
+                                   g->rows > 2 ? g->rows / 2 : 1, tile);
                 kern_store(g, seg, ns, m0, mr, tile);
             }
         }
@@ -577,17 +634,21 @@ static void kern_run(const void *v, long b, long e, int worker) {
 /* Grid rows per panel in direct mode (0: packed panels): contiguous column taps, few
  * taps, and grid rows of 5 columns (6 rows a panel), 6 to 8 (4 rows), 9 to 16 (2 rows) or
  * 17 to 32 (1 row, as two runs). */
-int kern_direct_rows(const kern_job *g) {
+int kern_direct_rows(const kern_job *g)
+{
     int contiguous = g->sx == 1 || (g->sx == 2 && g->half > 0);
-    if (!contiguous || g->na * g->nb > KERN_DIRECT_TAPS || g->nx < 5 || g->nx > 32) return 0;
+    if (!contiguous || g->na * g->nb > KERN_DIRECT_TAPS || g->nx < 5 || g->nx > 32)
+        return 0;
     return g->nx == 5 ? 6 : g->nx <= 8 ? 4 : g->nx <= 16 ? 2 : 1;
 }
 
 /* Run a job over the team, its panels the items (each thread packs into its own panel
  * buffer). */
-void kern_go(team_t *t, kern_job *g) {
+void kern_go(team_t *t, kern_job *g)
+{
     long N = g->n * g->ny * g->nx, P = (N + KERN_PANEL - 1) / KERN_PANEL;
-    if (g->rw == 0) g->rw = g->W;
+    if (g->rw == 0)
+        g->rw = g->W;
     g->rows = kern_direct_rows(g);
     if (g->flat && g->na * g->nb <= KERN_DIRECT_TAPS)
         g->rows = -1; /* flat mode, panels of 32 pixels */
@@ -603,10 +664,12 @@ typedef struct {
     int W, half;
 } kern_dil_job;
 
-static KERN_AVX512 void kern_dil_run(const void *v, long b, long e, int worker) {
+static KERN_AVX512 void kern_dil_run(const void *v, long b, long e, int worker)
+{
     (void)worker;
     const kern_dil_job *j = v;
-    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     int W = j->W, h = j->half, ho = W / 2;
     for (long r = b; r < e; r++) {
@@ -618,46 +681,55 @@ static KERN_AVX512 void kern_dil_run(const void *v, long b, long e, int worker) 
             __m512 hi = _mm512_maskz_loadu_ps(len > 16 ? kern_mask(len - 16) : 0, src + x + 16);
             int ne = (len + 1) / 2, no = len / 2;
             _mm512_mask_storeu_ps(dst + x / 2, kern_mask(ne), _mm512_permutex2var_ps(lo, even, hi));
-            _mm512_mask_storeu_ps(dst + h + x / 2, kern_mask(no), _mm512_permutex2var_ps(lo, odd, hi));
+            _mm512_mask_storeu_ps(dst + h + x / 2, kern_mask(no),
+                                  _mm512_permutex2var_ps(lo, odd, hi));
         }
-        if (ho < h) dst[h + ho] = 0.0f; /* odd W: the odd half's unused last entry */
+        if (ho < h)
+            dst[h + ho] = 0.0f; /* odd W: the odd half's unused last entry */
     }
 }
 
 /* Split each of the `rows` rows of W floats of in into its even columns followed by its
  * odd ones, rows of 2 * ((W + 1) / 2) floats in out: a stride-2 convolution's column taps
  * become contiguous, so that it runs in direct mode. */
-void kern_deinterleave(team_t *t, const float *in, float *out, long rows, int W) {
+void kern_deinterleave(team_t *t, const float *in, float *out, long rows, int W)
+{
     kern_dil_job j = {in, out, W, (W + 1) / 2};
     team_for(t, rows, 0, rows * W, kern_dil_run, &j);
 }
 
 #else
 
-int kern_direct_rows(const kern_job *g) {
+int kern_direct_rows(const kern_job *g)
+{
     (void)g;
     return 0;
 }
 
-void kern_deinterleave(team_t *t, const float *in, float *out, long rows, int W) {
+void kern_deinterleave(team_t *t, const float *in, float *out, long rows, int W)
+{
     (void)t, (void)in, (void)out, (void)rows, (void)W;
 }
 
-void kern_go(team_t *t, kern_job *g) {
+void kern_go(team_t *t, kern_job *g)
+{
     (void)t;
     (void)g;
 }
 
-void kern_affine_act(float *x, const float *src, long len, float a, float b, nets_act act) {
+void kern_affine_act(float *x, const float *src, long len, float a, float b, nets_act act)
+{
     (void)x, (void)src, (void)len, (void)a, (void)b, (void)act;
 }
 
-double kern_sum(const float *p, long len) {
+double kern_sum(const float *p, long len)
+{
     (void)p, (void)len;
     return 0.0;
 }
 
-double kern_sqdev(const float *p, long len, float mean) {
+double kern_sqdev(const float *p, long len, float mean)
+{
     (void)p, (void)len, (void)mean;
     return 0.0;
 }

@@ -18,7 +18,8 @@
 #include "nets/nets_internal.h"
 #include "numerics/team.h"
 
-#define KERN_PANEL 32 /* columns of a packed panel: a job's slots hold K * KERN_PANEL floats per thread */
+#define KERN_PANEL                                                                                 \
+    32 /* columns of a packed panel: a job's slots hold K * KERN_PANEL floats per thread */
 
 /* B row k = (c, ta, tb) for c < nc, ta < na, tb < nb (in that order); column j = (img,
  * ty, tx) of an n x ny x nx grid; B[k][j] = in[c*cs + img*is + y*W + x] with

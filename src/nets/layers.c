@@ -13,7 +13,7 @@
 /* im2col works on chunks of whole images: enough images for about COL_COLS GEMM
  * columns, as long as the column matrix (and, for transposed convolutions, the GEMM
  * result) stays under COL_BUDGET floats (at least one image). */
-#define NETS_COL_COLS 4096L
+#define NETS_COL_COLS   4096L
 #define NETS_COL_BUDGET ((long)1 << 22)
 
 /* ---- elementwise ---- */
@@ -27,35 +27,48 @@
 typedef float nets_v4f __attribute__((vector_size(16)));
 typedef int32_t nets_v4i __attribute__((vector_size(16)));
 
-static inline nets_v4f v4_select(nets_v4i mask, nets_v4f a, nets_v4f b) {
+static inline nets_v4f v4_select(nets_v4i mask, nets_v4f a, nets_v4f b)
+{
     return (nets_v4f)(((nets_v4i)a & mask) | ((nets_v4i)b & ~mask));
 }
 
-static inline nets_v4f v4_exp(nets_v4f x) {
+static inline nets_v4f v4_exp(nets_v4f x)
+{
     const nets_v4f lo = {-87.0f, -87.0f, -87.0f, -87.0f}, hi = {88.0f, 88.0f, 88.0f, 88.0f};
     x = v4_select(x < lo, lo, x);
     x = v4_select(x > hi, hi, x);
     nets_v4f fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
     nets_v4f r = x - fn * 0.693359375f + fn * 2.12194440e-4f;
     nets_v4f z = r * r;
-    nets_v4f y = (((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
-                   1.6666665459e-1f) * r + 5.0000001201e-1f) * z + r + 1.0f;
+    nets_v4f y = (((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r
+                    + 4.1665795894e-2f)
+                       * r
+                   + 1.6666665459e-1f)
+                      * r
+                  + 5.0000001201e-1f)
+                     * z
+                 + r + 1.0f;
     nets_v4i e = (__builtin_convertvector(fn, nets_v4i) + 127) << 23; /* 2^n */
     return y * (nets_v4f)e;
 }
 
-static inline nets_v4f v4_act(nets_v4f v, nets_act act) {
-    if (act == ACT_SWISH) return v / (1.0f + v4_exp(-v));
+static inline nets_v4f v4_act(nets_v4f v, nets_act act)
+{
+    if (act == ACT_SWISH)
+        return v / (1.0f + v4_exp(-v));
     return 1.0f / (1.0f + v4_exp(-v)); /* ACT_SIGMOID */
 }
 
 /* x[i] = act(x[i] + bias), in one pass. */
-static void act_bias(float *x, long len, float bias, nets_act act) {
+static void act_bias(float *x, long len, float bias, nets_act act)
+{
     if (act == ACT_NONE || act == ACT_RELU) {
         if (bias != 0.0f)
-            for (long i = 0; i < len; i++) x[i] += bias;
+            for (long i = 0; i < len; i++)
+                x[i] += bias;
         if (act == ACT_RELU)
-            for (long i = 0; i < len; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+            for (long i = 0; i < len; i++)
+                x[i] = x[i] > 0.0f ? x[i] : 0.0f;
         return;
     }
     long i = 0;
@@ -73,16 +86,26 @@ static void act_bias(float *x, long len, float bias, nets_act act) {
     }
 }
 
-static void act_apply(float *x, long len, nets_act act) { act_bias(x, len, 0.0f, act); }
+static void act_apply(float *x, long len, nets_act act)
+{
+    act_bias(x, len, 0.0f, act);
+}
 
 /* ---- convolutions: shapes, phases, im2col plans ---- */
 
-static int conv_is_pointwise(const nets_layer *L) {
+static int conv_is_pointwise(const nets_layer *L)
+{
     return L->type == NETS_L_CONV2D && L->k == 1 && L->stride == 1;
 }
 
-static int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-static int ceil_div(int a, int b) { return -floor_div(-a, b); }
+static int floor_div(int a, int b)
+{
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+static int ceil_div(int a, int b)
+{
+    return -floor_div(-a, b);
+}
 
 /* A transposed convolution with stride s is s*s ordinary convolutions, one per output
  * phase (py, px): the kept output pixel (oy, ox) of the full output row fy = oy + off
@@ -90,28 +113,34 @@ static int ceil_div(int a, int b) { return -floor_div(-a, b); }
  * a < ka, b < kb of that phase. Each phase is one im2col + GEMM whose result is stored
  * once (no scatter-add); its weights are repacked at load by nets_layer_prepare. */
 typedef struct {
-    int ka, kb;      /* taps */
-    int q0y, nqy;    /* first qy and how many (rows of this phase in the kept output) */
+    int ka, kb;   /* taps */
+    int q0y, nqy; /* first qy and how many (rows of this phase in the kept output) */
     int q0x, nqx;
 } convt_phase;
 
-static void convt_phase_of(const nets_layer *L, int py, int px, convt_phase *p) {
+static void convt_phase_of(const nets_layer *L, int py, int px, convt_phase *p)
+{
     int k = L->k, s = L->stride, off = L->pad_t;
     p->ka = py < k ? (k - py + s - 1) / s : 0;
     p->kb = px < k ? (k - px + s - 1) / s : 0;
     p->q0y = ceil_div(off - py, s);
     p->nqy = floor_div(off + L->out.h - 1 - py, s) - p->q0y + 1;
-    if (p->nqy < 0) p->nqy = 0;
+    if (p->nqy < 0)
+        p->nqy = 0;
     p->q0x = ceil_div(L->pad_l - px, s);
     p->nqx = floor_div(L->pad_l + L->out.w - 1 - px, s) - p->q0x + 1;
-    if (p->nqx < 0) p->nqx = 0;
+    if (p->nqx < 0)
+        p->nqx = 0;
 }
 
-vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err) {
-    if (L->type != NETS_L_CONVT2D) return VBM_OK;
+vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err)
+{
+    if (L->type != NETS_L_CONVT2D)
+        return VBM_OK;
     int k = L->k, s = L->stride, cin = L->cin, cout = L->cout;
     L->wp = malloc(sizeof(float) * (size_t)cout * cin * k * k);
-    if (!L->wp) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    if (!L->wp)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     float *w = L->wp;
     for (int py = 0; py < s; py++)
         for (int px = 0; px < s; px++) {
@@ -128,7 +157,8 @@ vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err) {
 
 /* Rows of the column matrix, columns per image, images per chunk, and the floats
  * of column matrix plus (transposed convolutions) GEMM result per chunk. */
-static void col_plan(const nets_layer *L, long n, long *rows, long *cols, long *chunk, long *need) {
+static void col_plan(const nets_layer *L, long n, long *rows, long *cols, long *chunk, long *need)
+{
     long extra = 0;
     if (L->type == NETS_L_CONV2D) {
         *rows = (long)L->cin * L->k * L->k;
@@ -136,14 +166,18 @@ static void col_plan(const nets_layer *L, long n, long *rows, long *cols, long *
     } else {
         int t = (L->k + L->stride - 1) / L->stride;
         *rows = (long)L->cin * t * t;
-        *cols = (long)((L->out.h + L->stride - 1) / L->stride + 1) * ((L->out.w + L->stride - 1) / L->stride + 1);
+        *cols = (long)((L->out.h + L->stride - 1) / L->stride + 1)
+                * ((L->out.w + L->stride - 1) / L->stride + 1);
         extra = L->cout;
     }
     long b = (NETS_COL_COLS + *cols - 1) / *cols;
     long bmax = NETS_COL_BUDGET / ((*rows + extra) * *cols);
-    if (b > bmax) b = bmax;
-    if (b < 1) b = 1;
-    if (b > n) b = n;
+    if (b > bmax)
+        b = bmax;
+    if (b < 1)
+        b = 1;
+    if (b > n)
+        b = n;
     *chunk = b;
     *need = (*rows + extra) * *cols * b;
 }
@@ -158,7 +192,8 @@ static void col_plan(const nets_layer *L, long n, long *rows, long *cols, long *
 
 /* fn over [0, items) on the team; inline when the work (about `work` floats touched) is
  * too small to pay for handing it to the helpers. */
-static void par_for(team_t *t, long items, long work, team_fn fn, const void *ctx) {
+static void par_for(team_t *t, long items, long work, team_fn fn, const void *ctx)
+{
     team_for(t, items, 0, work, fn, ctx);
 }
 
@@ -173,19 +208,24 @@ typedef struct {
     nets_act act;
 } ew_job;
 
-static void ew_run(const void *c, long b, long e, int worker) {
+static void ew_run(const void *c, long b, long e, int worker)
+{
     (void)worker;
     const ew_job *j = c;
     long lo = b * NETS_EW_BLOCK, hi = e * NETS_EW_BLOCK < j->len ? e * NETS_EW_BLOCK : j->len;
     if (j->x && j->x != j->y)
-        for (long i = lo; i < hi; i++) j->y[i] += j->x[i];
+        for (long i = lo; i < hi; i++)
+            j->y[i] += j->x[i];
     else if (j->x)
-        for (long i = lo; i < hi; i++) j->y[i] *= 2.0f;
+        for (long i = lo; i < hi; i++)
+            j->y[i] *= 2.0f;
     act_apply(j->y + lo, hi - lo, j->act);
 }
 
-void nets_ew(team_t *t, float *y, const float *x, long len, nets_act act) {
-    if (!x && act == ACT_NONE) return;
+void nets_ew(team_t *t, float *y, const float *x, long len, nets_act act)
+{
+    if (!x && act == ACT_NONE)
+        return;
     ew_job j = {y, x, len, act};
     par_for(t, (len + NETS_EW_BLOCK - 1) / NETS_EW_BLOCK, len, ew_run, &j);
 }
@@ -198,13 +238,17 @@ typedef struct {
     nets_act act;
 } bias_job;
 
-static void bias_run(const void *c, long b, long e, int worker) {
+static void bias_run(const void *c, long b, long e, int worker)
+{
     (void)worker;
     const bias_job *j = c;
-    for (long r = b; r < e; r++) act_bias(j->y + r * j->ld, j->len, j->bias[r], j->act);
+    for (long r = b; r < e; r++)
+        act_bias(j->y + r * j->ld, j->len, j->bias[r], j->act);
 }
 
-static void bias_rows(team_t *t, float *y, long rows, long len, long ld, const float *bias, nets_act act) {
+static void bias_rows(team_t *t, float *y, long rows, long len, long ld, const float *bias,
+                      nets_act act)
+{
     bias_job j = {y, len, ld, bias, act};
     par_for(t, rows, rows * len, bias_run, &j);
 }
@@ -216,28 +260,34 @@ typedef struct {
     long n, c, hw;
 } layout_job;
 
-static void to_cnhw_run(const void *v, long b, long e, int worker) {
+static void to_cnhw_run(const void *v, long b, long e, int worker)
+{
     (void)worker;
     const layout_job *j = v;
     for (long k = b; k < e; k++)
         for (long i = 0; i < j->n; i++)
-            memcpy(j->out + (k * j->n + i) * j->hw, j->in + (i * j->c + k) * j->hw, sizeof(float) * j->hw);
+            memcpy(j->out + (k * j->n + i) * j->hw, j->in + (i * j->c + k) * j->hw,
+                   sizeof(float) * j->hw);
 }
 
-static void from_cnhw_run(const void *v, long b, long e, int worker) {
+static void from_cnhw_run(const void *v, long b, long e, int worker)
+{
     (void)worker;
     const layout_job *j = v;
     for (long k = b; k < e; k++)
         for (long i = 0; i < j->n; i++)
-            memcpy(j->out + (i * j->c + k) * j->hw, j->in + (k * j->n + i) * j->hw, sizeof(float) * j->hw);
+            memcpy(j->out + (i * j->c + k) * j->hw, j->in + (k * j->n + i) * j->hw,
+                   sizeof(float) * j->hw);
 }
 
-void nets_to_cnhw(team_t *t, const float *in, float *out, long n, long c, long hw) {
+void nets_to_cnhw(team_t *t, const float *in, float *out, long n, long c, long hw)
+{
     layout_job j = {in, out, n, c, hw};
     par_for(t, c, n * c * hw, to_cnhw_run, &j);
 }
 
-void nets_from_cnhw(team_t *t, const float *in, float *out, long n, long c, long hw) {
+void nets_from_cnhw(team_t *t, const float *in, float *out, long n, long c, long hw)
+{
     layout_job j = {in, out, n, c, hw};
     par_for(t, c, n * c * hw, from_cnhw_run, &j);
 }
@@ -245,24 +295,28 @@ void nets_from_cnhw(team_t *t, const float *in, float *out, long n, long c, long
 /* ---- layers in the AVX-512 engine (kernels_avx512.h) ---- */
 
 /* Floats of panel buffers a layer needs in the engine (one per thread at most). */
-static long panel_need(const nets_layer *L, long n) {
+static long panel_need(const nets_layer *L, long n)
+{
     long K = 0;
     if (L->type == NETS_L_CONV2D) {
         K = (long)L->cin * L->k * L->k;
         long dil = n * L->cin * L->in.h * (long)((L->in.w + 1) / 2 * 2);
-        if (L->stride == 2 && dil > K * KERN_PANEL * NETS_MAX_THREADS) return dil;
+        if (L->stride == 2 && dil > K * KERN_PANEL * NETS_MAX_THREADS)
+            return dil;
     }
     if (L->type == NETS_L_CONVT2D) {
         long t = (L->k + L->stride - 1) / L->stride;
         K = L->cin * t * t;
     }
-    if (L->type == NETS_L_DENSE) K = L->cin;
+    if (L->type == NETS_L_DENSE)
+        K = L->cin;
     return K * KERN_PANEL * NETS_MAX_THREADS;
 }
 
 /* conv2d in the engine; add (NULL or like out) is added before act. */
-static void conv2d_kern(team_t *t, const nets_layer *L, long n, const float *in, float *out, const float *add,
-                       float *slots, nets_act act) {
+static void conv2d_kern(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                        const float *add, float *slots, nets_act act)
+{
     kern_job g;
     memset(&g, 0, sizeof g);
     g.a = L->w;
@@ -315,8 +369,9 @@ static void conv2d_kern(team_t *t, const nets_layer *L, long n, const float *in,
 
 /* conv_transpose2d in the engine, phase by phase (see convt_phase_of); L may describe a
  * cropped output (out and pad_t/pad_l moved by the crop). */
-static void convt_kern(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *slots,
-                      nets_act act) {
+static void convt_kern(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                       float *slots, nets_act act)
+{
     int s = L->stride;
     const float *wp = L->wp;
     for (int py = 0; py < s; py++)
@@ -328,7 +383,8 @@ static void convt_kern(team_t *t, const nets_layer *L, long n, const float *in, 
             memset(&g, 0, sizeof g);
             g.a = wp;
             wp += L->cout * K;
-            if (p.nqy == 0 || p.nqx == 0) continue;
+            if (p.nqy == 0 || p.nqx == 0)
+                continue;
             g.M = L->cout;
             g.K = K;
             g.in = in;
@@ -362,8 +418,9 @@ static void convt_kern(team_t *t, const nets_layer *L, long n, const float *in, 
 
 /* dense in the engine: out[i][m] = act(b[m] + sum_k w[m][k] in[i][k]); the batch is the
  * column grid (one image, one row of n columns, source stride cin). */
-static void dense_kern(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *slots,
-                      nets_act act) {
+static void dense_kern(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                       float *slots, nets_act act)
+{
     kern_job g;
     memset(&g, 0, sizeof g);
     g.a = L->w;
@@ -394,7 +451,8 @@ static void dense_kern(team_t *t, const nets_layer *L, long n, const float *in, 
 /* dst[y][x] = src[y + dy][x + dx] for an H x W image, 0 where that is outside the
  * image: one copy of the whole shifted image, then the rows and columns that fell
  * outside (or wrapped around a row end) are zeroed. */
-static void shift_copy(const float *src, float *dst, int H, int W, int dy, int dx) {
+static void shift_copy(const float *src, float *dst, int H, int W, int dy, int dx)
+{
     long HW = (long)H * W, sh = (long)dy * W + dx;
     long lo = sh < 0 ? -sh : 0, hi = sh > 0 ? HW - sh : HW;
     if (lo >= hi) {
@@ -406,10 +464,13 @@ static void shift_copy(const float *src, float *dst, int H, int W, int dy, int d
     memset(dst + hi, 0, sizeof(float) * (HW - hi));
     if (dx != 0) {
         int c0 = dx < 0 ? 0 : W - dx, c1 = dx < 0 ? -dx : W; /* columns [c0, c1) are outside */
-        if (c0 < 0) c0 = 0;
-        if (c1 > W) c1 = W;
+        if (c0 < 0)
+            c0 = 0;
+        if (c1 > W)
+            c1 = W;
         for (int y = 0; y < H; y++)
-            for (int x = c0; x < c1; x++) dst[(long)y * W + x] = 0.0f;
+            for (int x = c0; x < c1; x++)
+                dst[(long)y * W + x] = 0.0f;
     }
 }
 
@@ -423,7 +484,8 @@ typedef struct {
 
 /* col[(ci,ky,kx)][j][oy][ox] = in[ci][i0+j][oy*s+ky-pt][ox*s+kx-pl] (0 outside); items
  * are the rows (ci,ky,kx). */
-static void im2col_run(const void *v, long rb, long re, int worker) {
+static void im2col_run(const void *v, long rb, long re, int worker)
+{
     (void)worker;
     const col_job *jb = v;
     const nets_layer *L = jb->L;
@@ -435,11 +497,12 @@ static void im2col_run(const void *v, long rb, long re, int worker) {
         /* valid ox: 0 <= ox*s + kx - pl <= W-1 */
         int lo = L->pad_l - kx, ox0 = lo > 0 ? (lo + s - 1) / s : 0;
         int hi = W - 1 + L->pad_l - kx, ox1 = hi < 0 ? -1 : hi / s;
-        if (ox1 > Wo - 1) ox1 = Wo - 1;
+        if (ox1 > Wo - 1)
+            ox1 = Wo - 1;
         if (s == 1 && H == Ho && W == Wo) {
             for (long j = 0; j < jb->bb; j++)
-                shift_copy(jb->in + ((long)ci * jb->n + jb->i0 + j) * HW, row + j * HWo, H, W, ky - L->pad_t,
-                           kx - L->pad_l);
+                shift_copy(jb->in + ((long)ci * jb->n + jb->i0 + j) * HW, row + j * HWo, H, W,
+                           ky - L->pad_t, kx - L->pad_l);
             continue;
         }
         for (long j = 0; j < jb->bb; j++) {
@@ -453,27 +516,31 @@ static void im2col_run(const void *v, long rb, long re, int worker) {
                     continue;
                 }
                 const float *sr = src + (long)iy * W + kx - L->pad_l;
-                for (int ox = 0; ox < ox0; ox++) d[ox] = 0.0f;
+                for (int ox = 0; ox < ox0; ox++)
+                    d[ox] = 0.0f;
                 if (s == 1)
                     memcpy(d + ox0, sr + ox0, sizeof(float) * (ox1 - ox0 + 1));
                 else
-                    for (int ox = ox0; ox <= ox1; ox++) d[ox] = sr[(long)ox * s];
-                for (int ox = ox1 + 1; ox < Wo; ox++) d[ox] = 0.0f;
+                    for (int ox = ox0; ox <= ox1; ox++)
+                        d[ox] = sr[(long)ox * s];
+                for (int ox = ox1 + 1; ox < Wo; ox++)
+                    d[ox] = 0.0f;
             }
         }
     }
 }
 
-void nets_layer_conv2d(team_t *t, const nets_layer *L, long n, const float *in, float *out, const float *add,
-                       float *col, nets_act act) {
+void nets_layer_conv2d(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                       const float *add, float *col, nets_act act)
+{
     if (kern_available()) {
         conv2d_kern(t, L, n, in, out, add, col, act);
         return;
     }
     long HWo = (long)L->out.h * L->out.w, ldo = n * HWo;
     if (conv_is_pointwise(L)) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->cout, (int)ldo, L->cin, 1.0f, L->w, L->cin, in,
-                    (int)ldo, 0.0f, out, (int)ldo);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->cout, (int)ldo, L->cin, 1.0f,
+                    L->w, L->cin, in, (int)ldo, 0.0f, out, (int)ldo);
         bias_rows(t, out, L->cout, ldo, ldo, L->b, act);
         return;
     }
@@ -483,8 +550,8 @@ void nets_layer_conv2d(team_t *t, const nets_layer *L, long n, const float *in, 
         long bb = n - i0 < chunk ? n - i0 : chunk;
         col_job cj = {L, in, n, i0, bb, col, NULL};
         par_for(t, rows, rows * bb * HWo, im2col_run, &cj);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->cout, (int)(bb * HWo), (int)rows, 1.0f, L->w,
-                    (int)rows, col, (int)(bb * HWo), 0.0f, out + i0 * HWo, (int)ldo);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->cout, (int)(bb * HWo), (int)rows,
+                    1.0f, L->w, (int)rows, col, (int)(bb * HWo), 0.0f, out + i0 * HWo, (int)ldo);
         /* bias and activation while the chunk is still in cache */
         bias_rows(t, out + i0 * HWo, L->cout, bb * HWo, ldo, L->b, act);
     }
@@ -492,7 +559,8 @@ void nets_layer_conv2d(team_t *t, const nets_layer *L, long n, const float *in, 
 
 /* Phase im2col: col[(ci,a,b)][j][ty][tx] = in[ci][i0+j][q0y+ty-a][q0x+tx-b] (0 outside);
  * items are the rows (ci,a,b). */
-static void im2col_phase_run(const void *v, long rb, long re, int worker) {
+static void im2col_phase_run(const void *v, long rb, long re, int worker)
+{
     (void)worker;
     const col_job *jb = v;
     const nets_layer *L = jb->L;
@@ -505,10 +573,12 @@ static void im2col_phase_run(const void *v, long rb, long re, int worker) {
         int dy = p->q0y - a, dx = p->q0x - b;
         /* valid tx: 0 <= tx + dx <= W-1 */
         int tx0 = dx < 0 ? -dx : 0, tx1 = W - 1 - dx;
-        if (tx1 > nqx - 1) tx1 = nqx - 1;
+        if (tx1 > nqx - 1)
+            tx1 = nqx - 1;
         if (nqy == H && nqx == W) {
             for (long j = 0; j < jb->bb; j++)
-                shift_copy(jb->in + ((long)ci * jb->n + jb->i0 + j) * HW, row + j * nq, H, W, dy, dx);
+                shift_copy(jb->in + ((long)ci * jb->n + jb->i0 + j) * HW, row + j * nq, H, W, dy,
+                           dx);
             continue;
         }
         for (long j = 0; j < jb->bb; j++) {
@@ -521,9 +591,11 @@ static void im2col_phase_run(const void *v, long rb, long re, int worker) {
                     memset(d, 0, sizeof(float) * nqx);
                     continue;
                 }
-                for (int tx = 0; tx < tx0; tx++) d[tx] = 0.0f;
+                for (int tx = 0; tx < tx0; tx++)
+                    d[tx] = 0.0f;
                 memcpy(d + tx0, src + (long)iy * W + tx0 + dx, sizeof(float) * (tx1 - tx0 + 1));
-                for (int tx = tx1 + 1; tx < nqx; tx++) d[tx] = 0.0f;
+                for (int tx = tx1 + 1; tx < nqx; tx++)
+                    d[tx] = 0.0f;
             }
         }
     }
@@ -540,7 +612,8 @@ typedef struct {
     nets_act act;
 } phase_job;
 
-static void phase_store_run(const void *v, long cb, long ce, int worker) {
+static void phase_store_run(const void *v, long cb, long ce, int worker)
+{
     (void)worker;
     const phase_job *j = v;
     const nets_layer *L = j->L;
@@ -555,14 +628,16 @@ static void phase_store_run(const void *v, long cb, long ce, int worker) {
             for (int ty = 0; ty < nqy; ty++) {
                 float *d = dst + (long)ty * s * Wo;
                 const float *q = sr + (long)ty * nqx;
-                for (int tx = 0; tx < nqx; tx++) d[(long)tx * s] = q[tx];
+                for (int tx = 0; tx < nqx; tx++)
+                    d[(long)tx * s] = q[tx];
             }
         }
     }
 }
 
-void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *col,
-                        nets_act act) {
+void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                        float *col, nets_act act)
+{
     if (kern_available()) {
         convt_kern(t, L, n, in, out, col, act);
         return;
@@ -578,16 +653,19 @@ void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in,
             long K = (long)cin * p.ka * p.kb, nq = (long)p.nqy * p.nqx;
             const float *w = wp;
             wp += cout * K;
-            if (nq == 0) continue;
-            int y0 = p.q0y * s + py - L->pad_t, x0 = p.q0x * s + px - L->pad_l; /* first output pixel of the phase */
+            if (nq == 0)
+                continue;
+            int y0 = p.q0y * s + py - L->pad_t,
+                x0 = p.q0x * s + px - L->pad_l; /* first output pixel of the phase */
             for (long i0 = 0; i0 < n; i0 += chunk) {
                 long bb = n - i0 < chunk ? n - i0 : chunk;
                 float *res = col + K * bb * nq;
                 if (K > 0) {
                     col_job cj = {L, in, n, i0, bb, col, &p};
                     par_for(t, K, K * bb * nq, im2col_phase_run, &cj);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cout, (int)(bb * nq), (int)K, 1.0f, w,
-                                (int)K, col, (int)(bb * nq), 0.0f, res, (int)(bb * nq));
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cout, (int)(bb * nq),
+                                (int)K, 1.0f, w, (int)K, col, (int)(bb * nq), 0.0f, res,
+                                (int)(bb * nq));
                 } else {
                     memset(res, 0, sizeof(float) * cout * bb * nq);
                 }
@@ -597,17 +675,20 @@ void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in,
         }
 }
 
-void nets_layer_dense(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *col, nets_act act) {
+void nets_layer_dense(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                      float *col, nets_act act)
+{
     if (kern_available()) {
         dense_kern(t, L, n, in, out, col, act);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, L->cout, L->cin, 1.0f, in, L->cin, L->w, L->cin, 0.0f,
-                out, L->cout);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, L->cout, L->cin, 1.0f, in, L->cin,
+                L->w, L->cin, 0.0f, out, L->cout);
     (void)t;
     for (long i = 0; i < n; i++) {
         float *p = out + i * L->cout;
-        for (int j = 0; j < L->cout; j++) p[j] += L->b[j];
+        for (int j = 0; j < L->cout; j++)
+            p[j] += L->b[j];
         act_apply(p, L->cout, act);
     }
 }
@@ -623,7 +704,8 @@ typedef struct {
     nets_act act;
 } gn_job;
 
-static void gn_run(const void *v, long b, long e, int worker) {
+static void gn_run(const void *v, long b, long e, int worker)
+{
     (void)worker;
     const gn_job *j = v;
     const nets_layer *L = j->L;
@@ -644,14 +726,16 @@ static void gn_run(const void *v, long b, long e, int worker) {
         for (long it = b; it < e; it++) {
             long i = it / L->groups, g = it % L->groups;
             double sum = 0.0, sq = 0.0;
-            for (long c = g * cpg; c < (g + 1) * cpg; c++) sum += kern_sum(j->in + c * cstride + i * istride, hw);
+            for (long c = g * cpg; c < (g + 1) * cpg; c++)
+                sum += kern_sum(j->in + c * cstride + i * istride, hw);
             double mean = sum / cnt;
             for (long c = g * cpg; c < (g + 1) * cpg; c++)
                 sq += kern_sqdev(j->in + c * cstride + i * istride, hw, (float)mean);
             double rstd = 1.0 / sqrt(sq / cnt + L->eps);
             for (long c = g * cpg; c < (g + 1) * cpg; c++)
-                kern_affine_act(j->out + c * cstride + i * istride, j->in + c * cstride + i * istride, hw,
-                               (float)(L->w[c] * rstd), (float)(L->b[c] - mean * L->w[c] * rstd), j->act);
+                kern_affine_act(j->out + c * cstride + i * istride,
+                                j->in + c * cstride + i * istride, hw, (float)(L->w[c] * rstd),
+                                (float)(L->b[c] - mean * L->w[c] * rstd), j->act);
         }
         return;
     }
@@ -660,7 +744,8 @@ static void gn_run(const void *v, long b, long e, int worker) {
         double sum = 0.0, sq = 0.0;
         for (long c = g * cpg; c < (g + 1) * cpg; c++) {
             const float *p = j->in + c * cstride + i * istride;
-            for (long q = 0; q < hw; q++) sum += p[q];
+            for (long q = 0; q < hw; q++)
+                sum += p[q];
         }
         double mean = sum / cnt;
         float mf = (float)mean;
@@ -676,13 +761,16 @@ static void gn_run(const void *v, long b, long e, int worker) {
             const float *p = j->in + c * cstride + i * istride;
             float *q = j->out + c * cstride + i * istride;
             float a = (float)(L->w[c] * rstd), bb = (float)(L->b[c] - mean * L->w[c] * rstd);
-            for (long k = 0; k < hw; k++) q[k] = p[k] * a + bb;
+            for (long k = 0; k < hw; k++)
+                q[k] = p[k] * a + bb;
             act_apply(q, hw, j->act);
         }
     }
 }
 
-void nets_layer_group_norm(team_t *t, const nets_layer *L, long n, const float *in, float *out, nets_act act) {
+void nets_layer_group_norm(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                           nets_act act)
+{
     gn_job j = {L, n, in, out, act};
     par_for(t, n * L->groups, n * nets_shape_size(L->in), gn_run, &j);
 }
@@ -695,34 +783,43 @@ typedef struct {
     nets_act act;
 } crop_job;
 
-static void crop_run(const void *v, long b, long e, int worker) {
+static void crop_run(const void *v, long b, long e, int worker)
+{
     (void)worker;
     const crop_job *j = v;
     const nets_layer *L = j->L;
     int H = L->in.h, W = L->in.w, h = L->out.h, w = L->out.w;
     for (long ci = b; ci < e; ci++) {
         for (int y = 0; y < h; y++)
-            memcpy(j->out + (ci * h + y) * w, j->in + (ci * H + y + L->pad_t) * W + L->pad_l, sizeof(float) * w);
+            memcpy(j->out + (ci * h + y) * w, j->in + (ci * H + y + L->pad_t) * W + L->pad_l,
+                   sizeof(float) * w);
         act_apply(j->out + ci * h * w, (long)h * w, j->act);
     }
 }
 
-void nets_layer_crop(team_t *t, const nets_layer *L, long n, const float *in, float *out, nets_act act) {
+void nets_layer_crop(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                     nets_act act)
+{
     crop_job j = {L, in, out, act};
     par_for(t, (long)L->in.c * n, n * nets_shape_size(L->out), crop_run, &j);
 }
 
 /* ---- what the executor asks ---- */
 
-int nets_layer_fused(void) { return kern_available(); }
+int nets_layer_fused(void)
+{
+    return kern_available();
+}
 
-size_t nets_layer_scratch(const nets_layer *L, long n) {
+size_t nets_layer_scratch(const nets_layer *L, long n)
+{
     size_t x = 0;
     if ((L->type == NETS_L_CONV2D && !conv_is_pointwise(L)) || L->type == NETS_L_CONVT2D) {
         long rows, cols, chunk, nd;
         col_plan(L, n, &rows, &cols, &chunk, &nd);
         x = (size_t)nd;
     }
-    if ((size_t)panel_need(L, n) > x) x = (size_t)panel_need(L, n);
+    if ((size_t)panel_need(L, n) > x)
+        x = (size_t)panel_need(L, n);
     return x;
 }

@@ -22,22 +22,25 @@ size_t nets_layer_scratch(const nets_layer *L, long n);
 
 /* out = act(conv2d(in) (+ add)); add must be NULL unless nets_layer_fused(), else a
  * tensor laid out like out. in and out do not overlap. */
-void nets_layer_conv2d(team_t *t, const nets_layer *L, long n, const float *in, float *out, const float *add,
-                       float *col, nets_act act);
+void nets_layer_conv2d(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                       const float *add, float *col, nets_act act);
 
 /* out = act(conv_transpose2d(in)), computed by output phases; in and out do not overlap. */
-void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *col,
-                        nets_act act);
+void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                        float *col, nets_act act);
 
 /* out[i] = act(W in[i] + b) for the n rows of in; in and out do not overlap. */
-void nets_layer_dense(team_t *t, const nets_layer *L, long n, const float *in, float *out, float *col, nets_act act);
+void nets_layer_dense(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                      float *col, nets_act act);
 
 /* Group norm (per sample and group: mean and biased variance in double, then the
  * per-channel affine map) followed by act; in and out may be the same array. */
-void nets_layer_group_norm(team_t *t, const nets_layer *L, long n, const float *in, float *out, nets_act act);
+void nets_layer_group_norm(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                           nets_act act);
 
 /* out = act(the centre L->out.h x L->out.w window of each channel of in). */
-void nets_layer_crop(team_t *t, const nets_layer *L, long n, const float *in, float *out, nets_act act);
+void nets_layer_crop(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                     nets_act act);
 
 /* y = act(y + x) over len floats (x may be NULL: y = act(y); x == y doubles). */
 void nets_ew(team_t *t, float *y, const float *x, long len, nets_act act);

@@ -12,12 +12,20 @@
 /* Frames are run in chunks so that one activation buffer stays near this many floats. */
 #define NETS_BATCH_FLOATS ((long)1 << 22)
 
-nets_workspace *nets_workspace_new(void) { return calloc(1, sizeof(nets_workspace)); }
+nets_workspace *nets_workspace_new(void)
+{
+    return calloc(1, sizeof(nets_workspace));
+}
 
-void nets_workspace_set_threads(nets_workspace *ws, int threads) { ws->threads = threads > 0 ? threads : 0; }
+void nets_workspace_set_threads(nets_workspace *ws, int threads)
+{
+    ws->threads = threads > 0 ? threads : 0;
+}
 
-void nets_workspace_free(nets_workspace *ws) {
-    if (!ws) return;
+void nets_workspace_free(nets_workspace *ws)
+{
+    if (!ws)
+        return;
     free(ws->mem);
     free(ws);
 }
@@ -26,44 +34,56 @@ void nets_workspace_free(nets_workspace *ws) {
  * several MB are 2 MB-aligned and advised to use transparent huge pages: a fresh
  * workspace is then touched with a few hundred page faults instead of thousands
  * (which cost more than the whole forward pass on some virtual machines). */
-static float *ws_reserve(nets_workspace *ws, size_t need) {
-    if (ws->cap >= need) return ws->mem;
+static float *ws_reserve(nets_workspace *ws, size_t need)
+{
+    if (ws->cap >= need)
+        return ws->mem;
     size_t bytes = sizeof(float) * need, huge = (size_t)2 << 20;
     void *p = NULL;
     if (bytes >= 2 * huge) {
         bytes = (bytes + huge - 1) / huge * huge;
-        if (posix_memalign(&p, huge, bytes) != 0) p = NULL;
-        if (p) madvise(p, bytes, MADV_HUGEPAGE); /* advice only: failure is harmless */
+        if (posix_memalign(&p, huge, bytes) != 0)
+            p = NULL;
+        if (p)
+            madvise(p, bytes, MADV_HUGEPAGE); /* advice only: failure is harmless */
     } else {
         p = malloc(bytes);
     }
-    if (!p) return NULL;
+    if (!p)
+        return NULL;
     free(ws->mem);
     ws->mem = p;
     ws->cap = need;
     return p;
 }
 
-static long chunk_of(const nets_seq *s, long n) {
+static long chunk_of(const nets_seq *s, long n)
+{
     long c = NETS_BATCH_FLOATS / s->max_act;
-    if (c < 1) c = 1;
+    if (c < 1)
+        c = 1;
     return c < n ? c : n;
 }
 
-vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n, double *mu, double *s2,
-                          vbm_error *err) {
-    if (!m || !x || !mu || !s2) return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: NULL argument");
-    if (n <= 0) return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: %ld images (need at least 1)", n);
+vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n,
+                          double *mu, double *s2, vbm_error *err)
+{
+    if (!m || !x || !mu || !s2)
+        return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: NULL argument");
+    if (n <= 0)
+        return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: %ld images (need at least 1)", n);
     const nets_info *in = &m->info;
     long obs = (long)in->channels * in->height * in->width, C = in->code_size;
     for (long i = 0; i < n * obs; i++)
-        if (!isfinite(x[i])) return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: pixel %ld is not finite", i);
+        if (!isfinite(x[i]))
+            return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: pixel %ld is not finite", i);
     nets_workspace local = {NULL, 0, 0};
     nets_workspace *w = ws ? ws : &local;
     long chunk = chunk_of(&m->enc, n);
     size_t seq = nets_seq_workspace(&m->enc, chunk);
     float *mem = ws_reserve(w, seq + (size_t)chunk * 2 * C);
-    if (!mem) return vbm_fail(err, VBM_ENOMEM, NULL, "nets_encode: out of memory for %ld images", chunk);
+    if (!mem)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "nets_encode: out of memory for %ld images", chunk);
     float *outb = mem + seq;
     vbm_status rc = VBM_OK;
     for (long i0 = 0; i0 < n && rc == VBM_OK; i0 += chunk) {
@@ -73,13 +93,16 @@ vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *
             const float *o = outb + i * 2 * C;
             for (long c = 0; c < C; c++) {
                 double ls = o[C + c];
-                if (ls < in->log_sigma_min) ls = in->log_sigma_min;
-                if (ls > in->log_sigma_max) ls = in->log_sigma_max;
+                if (ls < in->log_sigma_min)
+                    ls = in->log_sigma_min;
+                if (ls > in->log_sigma_max)
+                    ls = in->log_sigma_max;
                 mu[(i0 + i) * C + c] = o[c];
                 s2[(i0 + i) * C + c] = exp(2.0 * ls);
                 if (!isfinite(o[c]) || isnan(o[C + c]))
                     rc = vbm_fail(err, VBM_EINVAL, NULL,
-                                  "nets_encode: the encoder's output for image %ld is not finite", i0 + i);
+                                  "nets_encode: the encoder's output for image %ld is not finite",
+                                  i0 + i);
             }
         }
     }
@@ -87,34 +110,46 @@ vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *
     return rc;
 }
 
-vbm_status nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2, vbm_error *err) {
+vbm_status nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2,
+                       vbm_error *err)
+{
     return nets_encode_ws(m, NULL, x, n, mu, s2, err);
 }
 
 /* PyTorch's softplus (beta 1, threshold 20). */
-static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+static float softplus(float x)
+{
+    return x > 20.0f ? x : log1pf(expf(x));
+}
 
-vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, long n, float *mean, float *scale,
-                          vbm_error *err) {
-    if (!m || !z || !mean) return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: NULL argument");
-    if (n <= 0) return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: %ld codes (need at least 1)", n);
+vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, long n,
+                          float *mean, float *scale, vbm_error *err)
+{
+    if (!m || !z || !mean)
+        return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: NULL argument");
+    if (n <= 0)
+        return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: %ld codes (need at least 1)", n);
     const nets_info *in = &m->info;
     long C = in->code_size, hw = (long)in->height * in->width, obs = in->channels * hw;
     int gauss = in->likelihood == NETS_GAUSSIAN;
     long P = gauss ? 2 * obs : obs;
     for (long i = 0; i < n * C; i++)
-        if (!isfinite(z[i])) return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: code element %ld is not finite", i);
+        if (!isfinite(z[i]))
+            return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: code element %ld is not finite",
+                            i);
     nets_workspace local = {NULL, 0, 0};
     nets_workspace *w = ws ? ws : &local;
     long chunk = chunk_of(&m->dec, n);
     size_t seq = nets_seq_workspace(&m->dec, chunk);
     float *mem = ws_reserve(w, seq + (size_t)chunk * (C + P));
-    if (!mem) return vbm_fail(err, VBM_ENOMEM, NULL, "nets_decode: out of memory for %ld codes", chunk);
+    if (!mem)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "nets_decode: out of memory for %ld codes", chunk);
     float *zb = mem + seq, *outb = zb + chunk * C;
     vbm_status rc = VBM_OK;
     for (long i0 = 0; i0 < n && rc == VBM_OK; i0 += chunk) {
         long bn = n - i0 < chunk ? n - i0 : chunk;
-        for (long j = 0; j < bn * C; j++) zb[j] = (float)z[i0 * C + j];
+        for (long j = 0; j < bn * C; j++)
+            zb[j] = (float)z[i0 * C + j];
         rc = nets_seq_run(&m->dec, bn, zb, outb, mem, w->threads, err);
         for (long i = 0; rc == VBM_OK && i < bn; i++) {
             const float *o = outb + i * P;
@@ -122,10 +157,12 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
             int finite = 1;
             if (gauss) {
                 memcpy(mo, o, sizeof(float) * obs);
-                for (long j = 0; j < P; j++) finite &= isfinite(o[j]) != 0;
+                for (long j = 0; j < P; j++)
+                    finite &= isfinite(o[j]) != 0;
                 if (scale) {
                     float *so = scale + (i0 + i) * obs, ms = (float)in->min_scale;
-                    for (long j = 0; j < obs; j++) so[j] = softplus(o[obs + j]) + ms;
+                    for (long j = 0; j < obs; j++)
+                        so[j] = softplus(o[obs + j]) + ms;
                 }
             } else {
                 for (long j = 0; j < obs; j++) {
@@ -134,7 +171,8 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
                 }
             }
             if (!finite)
-                rc = vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: the decoder's output for code %ld is not finite",
+                rc = vbm_fail(err, VBM_EINVAL, NULL,
+                              "nets_decode: the decoder's output for code %ld is not finite",
                               i0 + i);
         }
     }
@@ -142,25 +180,33 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
     return rc;
 }
 
-vbm_status nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale, vbm_error *err) {
+vbm_status nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale,
+                       vbm_error *err)
+{
     return nets_decode_ws(m, NULL, z, n, mean, scale, err);
 }
 
-static float clamp01(double v) { return v < 0.0 ? 0.0f : v > 1.0 ? 1.0f : (float)v; }
+static float clamp01(double v)
+{
+    return v < 0.0 ? 0.0f : v > 1.0 ? 1.0f : (float)v;
+}
 
 /* Gaussian without a scale draws the mean itself (clamped). */
-void nets_sample_pixels(const nets_model *m, const float *mean, const float *scale, long n, float *out,
-                        rng_t *rng) {
+void nets_sample_pixels(const nets_model *m, const float *mean, const float *scale, long n,
+                        float *out, rng_t *rng)
+{
     const nets_info *in = &m->info;
     long total = n * in->channels * in->height * in->width;
     if (in->likelihood == NETS_BERNOULLI) {
-        for (long i = 0; i < total; i++) out[i] = rng_uniform(rng) < mean[i] ? 1.0f : 0.0f;
+        for (long i = 0; i < total; i++)
+            out[i] = rng_uniform(rng) < mean[i] ? 1.0f : 0.0f;
         return;
     }
     double eps[256];
     for (long i0 = 0; i0 < total; i0 += 256) {
         long len = total - i0 < 256 ? total - i0 : 256;
-        if (scale) rng_normal_fill(rng, eps, len);
+        if (scale)
+            rng_normal_fill(rng, eps, len);
         for (long j = 0; j < len; j++)
             out[i0 + j] = clamp01(mean[i0 + j] + (scale ? scale[i0 + j] * eps[j] : 0.0));
     }
@@ -169,7 +215,9 @@ void nets_sample_pixels(const nets_model *m, const float *mean, const float *sca
 /* Gaussian needs scale (without it every value is NAN). Bernoulli probabilities
  * are clamped to p >= 1e-30 and 1 - p >= 2^-25: a float sigmoid saturates at 1
  * for logits above about 17, and 2^-25 stands for the lost tail. */
-void nets_loglik(const nets_model *m, const float *x, const float *mean, const float *scale, long n, double *out) {
+void nets_loglik(const nets_model *m, const float *x, const float *mean, const float *scale, long n,
+                 double *out)
+{
     const nets_info *in = &m->info;
     long obs = (long)in->channels * in->height * in->width;
     const double half_log_2pi = 0.91893853320467274178;
@@ -189,10 +237,14 @@ void nets_loglik(const nets_model *m, const float *x, const float *mean, const f
         } else {
             for (long j = 0; j < obs; j++) {
                 double p = mi[j], q = 1.0 - p;
-                if (p < 1e-30) p = 1e-30;
-                if (q < 0x1p-25) q = 0x1p-25;
-                if (xi[j] > 0.0f) s += xi[j] * log(p);
-                if (xi[j] < 1.0f) s += (1.0 - xi[j]) * log(q);
+                if (p < 1e-30)
+                    p = 1e-30;
+                if (q < 0x1p-25)
+                    q = 0x1p-25;
+                if (xi[j] > 0.0f)
+                    s += xi[j] * log(p);
+                if (xi[j] < 1.0f)
+                    s += (1.0 - xi[j]) * log(q);
             }
         }
         out[i] = s;

@@ -14,10 +14,10 @@ typedef enum { NETS_GAUSSIAN = 0, NETS_BERNOULLI = 1 } nets_likelihood;
 /* What a model file says about itself. Strings are NUL-terminated and owned by
  * the model. */
 typedef struct {
-    int channels, height, width;  /* observation shape */
+    int channels, height, width; /* observation shape */
     nets_likelihood likelihood;
-    double min_scale;             /* gaussian: scale = softplus(raw) + min_scale */
-    int code_size;                /* C */
+    double min_scale; /* gaussian: scale = softplus(raw) + min_scale */
+    int code_size;    /* C */
     double log_sigma_min, log_sigma_max;
     /* vbmem.memory: defaults for sessions that use this model */
     char kind[16];
@@ -25,7 +25,7 @@ typedef struct {
     double sigma_z2, u0, sigma2_b0, s_floor;
     /* raw JSON of the metadata, for GET /v1/models/{name} */
     char *architecture_json, *memory_json, *provenance_json;
-    size_t n_params;              /* float32 weights in the file */
+    size_t n_params; /* float32 weights in the file */
 } nets_info;
 
 typedef struct nets_model nets_model;
@@ -41,7 +41,8 @@ vbm_status nets_model_load(const char *path, nets_model **out, vbm_error *err);
 
 /* The same from a buffer in memory (the whole file); the buffer is not kept.
  * Fails with VBM_EFORMAT or VBM_ENOMEM (the message without a path). */
-vbm_status nets_model_load_buffer(const unsigned char *buf, size_t len, nets_model **out, vbm_error *err);
+vbm_status nets_model_load_buffer(const unsigned char *buf, size_t len, nets_model **out,
+                                  vbm_error *err);
 
 void nets_model_free(nets_model *m);
 
@@ -55,7 +56,8 @@ const nets_info *nets_model_info(const nets_model *m);
  * n <= 0, a NULL pointer, a pixel that is not finite, or an encoder output that
  * is not (NaN, or an infinite mean; log sigma is clamped as the format says).
  * err (may be NULL) then holds "nets_encode: ..." (no field). */
-vbm_status nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2, vbm_error *err);
+vbm_status nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2,
+                       vbm_error *err);
 
 /* Decode n codes z (n x C) into the likelihood's per-pixel parameters:
  * mean (n x channels x height x width; for bernoulli the probabilities) and, for
@@ -64,7 +66,8 @@ vbm_status nets_encode(const nets_model *m, const float *x, long n, double *mu, 
  * a NULL pointer, a code element that is not finite, or a decoder output that is
  * not (an infinite logit is allowed for bernoulli). err (may be NULL) then holds
  * "nets_decode: ..." (no field). Thread-safe like nets_encode. */
-vbm_status nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale, vbm_error *err);
+vbm_status nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale,
+                       vbm_error *err);
 
 /* A reusable workspace for nets_encode_ws / nets_decode_ws: scratch memory that
  * grows to the largest batch seen and is kept between calls (one per thread; a
@@ -86,22 +89,23 @@ void nets_workspace_set_threads(nets_workspace *ws, int threads);
 /* nets_encode / nets_decode with the caller's workspace (ws may be NULL: then
  * they allocate and free one, exactly like nets_encode / nets_decode). Same
  * contracts and failures. */
-vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n, double *mu, double *s2,
-                          vbm_error *err);
-vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, long n, float *mean, float *scale,
-                          vbm_error *err);
+vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n,
+                          double *mu, double *s2, vbm_error *err);
+vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double *z, long n,
+                          float *mean, float *scale, vbm_error *err);
 
 /* Draw pixels from the decoded distribution: gaussian mean + scale * N(0,1),
  * bernoulli 1 with probability mean; results clamped to [0, 1]. Every draw comes
  * from the caller's seeded generator. A gaussian without scale (NULL) gives the
  * clamped mean and draws nothing. */
-void nets_sample_pixels(const nets_model *m, const float *mean, const float *scale, long n, float *out,
-                        rng_t *rng);
+void nets_sample_pixels(const nets_model *m, const float *mean, const float *scale, long n,
+                        float *out, rng_t *rng);
 
 /* Sum over pixels of log p(x | decoded parameters) for each of n images
  * (gaussian: log N(x | mean, scale^2), NAN when scale is NULL; bernoulli:
  * x log p + (1-x) log(1-p) with p >= 1e-30 and 1 - p >= 2^-25, since a float
  * sigmoid rounds to 1 for logits above about 17). */
-void nets_loglik(const nets_model *m, const float *x, const float *mean, const float *scale, long n, double *out);
+void nets_loglik(const nets_model *m, const float *x, const float *mean, const float *scale, long n,
+                 double *out);
 
 #endif

@@ -9,12 +9,13 @@
 #include "nets/nets.h"
 #include "nets/safetensors.h"
 
-#define NETS_MAX_DIM 65536           /* any channel count, height, width, feature count */
-#define NETS_MAX_KERNEL 64           /* kernel size and stride */
-#define NETS_MAX_ACT ((long)1 << 24) /* elements of one sample's activation, and of one image's im2col */
-#define NETS_MAX_DEPTH 16            /* nesting of residual blocks */
-#define NETS_MAX_LAYERS 4096         /* layers in one list, bodies included */
-#define NETS_MAX_THREADS 64          /* threads of one call */
+#define NETS_MAX_DIM    65536 /* any channel count, height, width, feature count */
+#define NETS_MAX_KERNEL 64    /* kernel size and stride */
+#define NETS_MAX_ACT                                                                               \
+    ((long)1 << 24)           /* elements of one sample's activation, and of one image's im2col */
+#define NETS_MAX_DEPTH   16   /* nesting of residual blocks */
+#define NETS_MAX_LAYERS  4096 /* layers in one list, bodies included */
+#define NETS_MAX_THREADS 64   /* threads of one call */
 
 typedef enum {
     NETS_L_CONV2D,
@@ -46,15 +47,15 @@ struct nets_seq;
 
 typedef struct {
     nets_ltype type;
-    char label[96];      /* for messages: the layer's name, or its position */
+    char label[96]; /* for messages: the layer's name, or its position */
     nets_shape in, out;
-    int cin, cout;       /* conv2d, conv_transpose2d, dense */
+    int cin, cout; /* conv2d, conv_transpose2d, dense */
     int k, stride;
-    int pad_t, pad_l;    /* conv2d: zero rows/cols before; conv_transpose2d: first kept row/col */
-    int groups;          /* group_norm */
+    int pad_t, pad_l; /* conv2d: zero rows/cols before; conv_transpose2d: first kept row/col */
+    int groups;       /* group_norm */
     double eps;
-    const float *w, *b;  /* bound weights (owned by the model's st_file) */
-    float *wp;           /* conv_transpose2d: weights repacked per output phase (owned) */
+    const float *w, *b;    /* bound weights (owned by the model's st_file) */
+    float *wp;             /* conv_transpose2d: weights repacked per output phase (owned) */
     struct nets_seq *body; /* residual */
 } nets_layer;
 
@@ -62,9 +63,9 @@ typedef struct nets_seq {
     nets_layer *layers;
     int n;
     nets_shape in, out;
-    long max_act;        /* largest per-sample activation, bodies included */
-    long work;           /* floats written per sample by all layers (outputs and im2col), roughly */
-    int depth;           /* nesting of residual blocks inside */
+    long max_act; /* largest per-sample activation, bodies included */
+    long work;    /* floats written per sample by all layers (outputs and im2col), roughly */
+    int depth;    /* nesting of residual blocks inside */
 } nets_seq;
 
 struct nets_model {
@@ -84,7 +85,10 @@ struct nets_workspace {
 void nets_shape_str(nets_shape s, char *buf, size_t len);
 
 /* Elements of one sample of shape s. */
-static inline long nets_shape_size(nets_shape s) { return (long)s.c * s.h * s.w; }
+static inline long nets_shape_size(nets_shape s)
+{
+    return (long)s.c * s.h * s.w;
+}
 
 /* Parse a JSON layer list (a jansson array passed as void * so that this header
  * does not need jansson), chain shapes from `in`, check every field, bind and mark
@@ -93,8 +97,8 @@ static inline long nets_shape_size(nets_shape s) { return (long)s.c * s.h * s.w;
  * VBM_EFORMAT (a bad layer: the message names it, "layer <label> (<type>): ...")
  * or VBM_ENOMEM; then *out is empty and err (may be NULL) holds the message (no
  * field). */
-vbm_status nets_seq_parse(const void *list, const char *which, nets_shape in, st_file *f, nets_seq *out,
-                          vbm_error *err);
+vbm_status nets_seq_parse(const void *list, const char *which, nets_shape in, st_file *f,
+                          nets_seq *out, vbm_error *err);
 void nets_seq_free(nets_seq *s);
 
 /* Precompute what a bound layer needs at run time (the per-phase weights of a
@@ -113,6 +117,7 @@ size_t nets_seq_workspace(const nets_seq *s, long n);
  * the batch is large enough to pay for starting helpers, else 1). Returns VBM_OK;
  * fails with VBM_EINVAL (n <= 0, or a batch too large to index) or VBM_ENOMEM
  * (no ws given and none could be allocated), err (may be NULL) filled. */
-vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws, int threads, vbm_error *err);
+vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws,
+                        int threads, vbm_error *err);
 
 #endif

@@ -10,17 +10,22 @@
 #include <string.h>
 
 /* "[3,5]" into buf (truncated with "..." when long). */
-static void st_shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
+static void st_shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
+{
     size_t at = 0;
     at += (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < ndim && at < len; i++)
         at += (size_t)snprintf(buf + at, len - at, i ? ",%lld" : "%lld", (long long)shape[i]);
-    if (at < len) snprintf(buf + at, len - at, "]");
+    if (at < len)
+        snprintf(buf + at, len - at, "]");
 }
 
-void st_free(st_file *f) {
-    if (!f) return;
-    for (size_t i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
+void st_free(st_file *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->n_tensors; i++)
+        free(f->tensors[i].name);
     free(f->tensors);
     free(f->by_name);
     free(f->values);
@@ -36,8 +41,10 @@ void st_free(st_file *f) {
 /* Sort an index array of tensors by data offset (by_offset) or by name: a merge
  * sort that takes the array explicitly (qsort has no context argument, and a
  * file-scope pointer would make parsing thread-unsafe). tmp holds n entries. */
-static void st_msort(size_t *idx, size_t *tmp, size_t n, const st_tensor *t, int by_offset) {
-    if (n < 2) return;
+static void st_msort(size_t *idx, size_t *tmp, size_t n, const st_tensor *t, int by_offset)
+{
+    if (n < 2)
+        return;
     size_t h = n / 2;
     st_msort(idx, tmp, h, t, by_offset);
     st_msort(idx + h, tmp, n - h, t, by_offset);
@@ -51,18 +58,22 @@ static void st_msort(size_t *idx, size_t *tmp, size_t n, const st_tensor *t, int
             le = strcmp(a->name, b->name) <= 0;
         tmp[k++] = le ? idx[i++] : idx[j++];
     }
-    while (i < h) tmp[k++] = idx[i++];
-    while (j < n) tmp[k++] = idx[j++];
+    while (i < h)
+        tmp[k++] = idx[i++];
+    while (j < n)
+        tmp[k++] = idx[j++];
     memcpy(idx, tmp, n * sizeof *idx);
 }
 
-st_tensor *st_find(const st_file *f, const char *name) {
+st_tensor *st_find(const st_file *f, const char *name)
+{
     size_t lo = 0, hi = f->n_tensors;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         st_tensor *t = &f->tensors[f->by_name[mid]];
         int c = strcmp(t->name, name);
-        if (c == 0) return t;
+        if (c == 0)
+            return t;
         if (c < 0)
             lo = mid + 1;
         else
@@ -71,33 +82,43 @@ st_tensor *st_find(const st_file *f, const char *name) {
     return NULL;
 }
 
-const char *st_meta(const st_file *f, const char *key) {
+const char *st_meta(const st_file *f, const char *key)
+{
     for (size_t i = 0; i < f->n_meta; i++)
-        if (strcmp(f->meta_keys[i], key) == 0) return f->meta_values[i];
+        if (strcmp(f->meta_keys[i], key) == 0)
+            return f->meta_values[i];
     return NULL;
 }
 
-static int st_get_uint(const json_t *v, uint64_t *out) {
-    if (!json_is_integer(v)) return -1;
+static int st_get_uint(const json_t *v, uint64_t *out)
+{
+    if (!json_is_integer(v))
+        return -1;
     json_int_t x = json_integer_value(v);
-    if (x < 0) return -1;
+    if (x < 0)
+        return -1;
     *out = (uint64_t)x;
     return 0;
 }
 
 /* Fill one tensor entry from its header object; checks dtype, shape, size. */
-static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_error *err) {
-    if (!json_is_object(e)) return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: header entry is not an object", name);
+static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_error *err)
+{
+    if (!json_is_object(e))
+        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: header entry is not an object", name);
     json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"),
            *off = json_object_get(e, "data_offsets");
     if (!json_is_string(dt))
-        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: dtype is missing or not a string", name);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: dtype is missing or not a string",
+                        name);
     if (strcmp(json_string_value(dt), "F32") != 0)
-        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: dtype %.32s is not supported (F32 only)", name,
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "tensor %s: dtype %.32s is not supported (F32 only)", name,
                         json_string_value(dt));
     if (!json_is_array(sh) || json_array_size(sh) > ST_MAX_DIMS)
-        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: shape must be a list of at most %d non-negative integers",
-                        name, ST_MAX_DIMS);
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "tensor %s: shape must be a list of at most %d non-negative integers", name,
+                        ST_MAX_DIMS);
     t->ndim = (int)json_array_size(sh);
     size_t count = 1;
     int big = 0;
@@ -105,15 +126,18 @@ static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_
         uint64_t d;
         if (st_get_uint(json_array_get(sh, (size_t)i), &d) || d > (uint64_t)INT64_MAX)
             return vbm_fail(err, VBM_EFORMAT, NULL,
-                            "tensor %s: shape must be a list of at most %d non-negative integers", name, ST_MAX_DIMS);
+                            "tensor %s: shape must be a list of at most %d non-negative integers",
+                            name, ST_MAX_DIMS);
         t->shape[i] = (int64_t)d;
-        if (d > ST_MAX_VALUES) big = 1;
+        if (d > ST_MAX_VALUES)
+            big = 1;
     }
     char sbuf[200];
     st_shape_str(t->shape, t->ndim, sbuf, sizeof sbuf);
     /* Any zero dimension makes the count 0; otherwise multiply with an overflow guard. */
     for (int i = 0; i < t->ndim; i++)
-        if (t->shape[i] == 0) count = 0;
+        if (t->shape[i] == 0)
+            count = 0;
     if (count) {
         for (int i = 0; i < t->ndim; i++) {
             if (big || count > ST_MAX_VALUES / (size_t)t->shape[i]) {
@@ -123,40 +147,49 @@ static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_
             count *= (size_t)t->shape[i];
         }
         if (big)
-            return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: shape %s has more than %zu elements", name, sbuf,
+            return vbm_fail(err, VBM_EFORMAT, NULL,
+                            "tensor %s: shape %s has more than %zu elements", name, sbuf,
                             (size_t)ST_MAX_VALUES);
     }
     t->count = count;
     uint64_t b, en;
-    if (!json_is_array(off) || json_array_size(off) != 2 || st_get_uint(json_array_get(off, 0), &b) ||
-        st_get_uint(json_array_get(off, 1), &en))
+    if (!json_is_array(off) || json_array_size(off) != 2 || st_get_uint(json_array_get(off, 0), &b)
+        || st_get_uint(json_array_get(off, 1), &en))
         return vbm_fail(err, VBM_EFORMAT, NULL,
-                        "tensor %s: data_offsets must be two non-negative integers [begin, end]", name);
+                        "tensor %s: data_offsets must be two non-negative integers [begin, end]",
+                        name);
     if (en < b)
-        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: data_offsets [%llu,%llu] end before they begin", name,
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "tensor %s: data_offsets [%llu,%llu] end before they begin", name,
                         (unsigned long long)b, (unsigned long long)en);
     if (en - b != 4 * (uint64_t)count)
-        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: %llu bytes do not hold shape %s of F32", name,
-                        (unsigned long long)(en - b), sbuf);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: %llu bytes do not hold shape %s of F32",
+                        name, (unsigned long long)(en - b), sbuf);
     t->begin = (size_t)b;
     t->end = (size_t)en;
     if ((uint64_t)t->begin != b || (uint64_t)t->end != en)
-        return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: data_offsets [%llu,%llu] outside the data section", name,
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "tensor %s: data_offsets [%llu,%llu] outside the data section", name,
                         (unsigned long long)b, (unsigned long long)en);
     return VBM_OK;
 }
 
-static vbm_status st_parse_meta(json_t *meta, st_file *f, vbm_error *err) {
-    if (!json_is_object(meta)) return vbm_fail(err, VBM_EFORMAT, NULL, "header: __metadata__ is not an object");
+static vbm_status st_parse_meta(json_t *meta, st_file *f, vbm_error *err)
+{
+    if (!json_is_object(meta))
+        return vbm_fail(err, VBM_EFORMAT, NULL, "header: __metadata__ is not an object");
     size_t n = json_object_size(meta);
     f->meta_keys = calloc(n ? n : 1, sizeof(char *));
     f->meta_values = calloc(n ? n : 1, sizeof(char *));
-    if (!f->meta_keys || !f->meta_values) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
+    if (!f->meta_keys || !f->meta_values)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
     const char *key;
     json_t *v;
-    json_object_foreach(meta, key, v) {
+    json_object_foreach(meta, key, v)
+    {
         if (!json_is_string(v))
-            return vbm_fail(err, VBM_EFORMAT, NULL, "header: __metadata__ value of %s is not a string", key);
+            return vbm_fail(err, VBM_EFORMAT, NULL,
+                            "header: __metadata__ value of %s is not a string", key);
         f->meta_keys[f->n_meta] = strdup(key);
         f->meta_values[f->n_meta] = strdup(json_string_value(v));
         f->n_meta++;
@@ -166,72 +199,91 @@ static vbm_status st_parse_meta(json_t *meta, st_file *f, vbm_error *err) {
     return VBM_OK;
 }
 
-static float st_load_f32(const unsigned char *p) {
+static float st_load_f32(const unsigned char *p)
+{
     uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
     float x;
     memcpy(&x, &u, sizeof x);
     return x;
 }
 
-static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *f, json_t **root, vbm_error *err) {
+static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *f, json_t **root,
+                                 vbm_error *err)
+{
     if (!buf || len < 8)
-        return vbm_fail(err, VBM_EFORMAT, NULL,
-                        "header length: the file is %zu bytes, too short for the 8-byte header length",
-                        buf ? len : (size_t)0);
+        return vbm_fail(
+            err, VBM_EFORMAT, NULL,
+            "header length: the file is %zu bytes, too short for the 8-byte header length",
+            buf ? len : (size_t)0);
     uint64_t N = 0;
-    for (int i = 7; i >= 0; i--) N = N << 8 | buf[i];
-    if (N < 2) return vbm_fail(err, VBM_EFORMAT, NULL, "header length %llu is below 2", (unsigned long long)N);
+    for (int i = 7; i >= 0; i--)
+        N = N << 8 | buf[i];
+    if (N < 2)
+        return vbm_fail(err, VBM_EFORMAT, NULL, "header length %llu is below 2",
+                        (unsigned long long)N);
     if (N > ST_MAX_HEADER)
-        return vbm_fail(err, VBM_EFORMAT, NULL, "header length %llu exceeds the limit of %llu bytes (16 MiB)",
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "header length %llu exceeds the limit of %llu bytes (16 MiB)",
                         (unsigned long long)N, (unsigned long long)ST_MAX_HEADER);
     if (N > len - 8)
-        return vbm_fail(err, VBM_EFORMAT, NULL, "header length %llu runs past the end of the %zu-byte file",
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "header length %llu runs past the end of the %zu-byte file",
                         (unsigned long long)N, len);
     size_t data_len = len - 8 - (size_t)N;
     const unsigned char *data = buf + 8 + N;
     json_error_t jerr;
     *root = json_loadb((const char *)buf + 8, (size_t)N, JSON_REJECT_DUPLICATES, &jerr);
     if (!*root)
-        return vbm_fail(err, VBM_EFORMAT, NULL, "header is not JSON: %s (at byte %d)", jerr.text, jerr.position);
-    if (!json_is_object(*root)) return vbm_fail(err, VBM_EFORMAT, NULL, "header is not a JSON object");
+        return vbm_fail(err, VBM_EFORMAT, NULL, "header is not JSON: %s (at byte %d)", jerr.text,
+                        jerr.position);
+    if (!json_is_object(*root))
+        return vbm_fail(err, VBM_EFORMAT, NULL, "header is not a JSON object");
     if (data_len / 4 > ST_MAX_VALUES)
         return vbm_fail(err, VBM_EFORMAT, NULL,
-                        "the data section has %zu bytes, more than the limit of %zu float32 values", data_len,
-                        (size_t)ST_MAX_VALUES);
+                        "the data section has %zu bytes, more than the limit of %zu float32 values",
+                        data_len, (size_t)ST_MAX_VALUES);
 
     size_t n = json_object_size(*root);
     f->tensors = calloc(n ? n : 1, sizeof(st_tensor));
-    if (!f->tensors) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
+    if (!f->tensors)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
     const char *key;
     json_t *v;
-    json_object_foreach(*root, key, v) {
+    json_object_foreach(*root, key, v)
+    {
         if (strcmp(key, "__metadata__") == 0) {
             vbm_status st = st_parse_meta(v, f, err);
-            if (st != VBM_OK) return st;
+            if (st != VBM_OK)
+                return st;
             continue;
         }
         st_tensor *t = &f->tensors[f->n_tensors];
         t->name = strdup(key);
-        if (!t->name) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
+        if (!t->name)
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
         f->n_tensors++;
         vbm_status st = st_parse_entry(key, v, t, err);
-        if (st != VBM_OK) return st;
+        if (st != VBM_OK)
+            return st;
         if (t->end > data_len)
-            return vbm_fail(err, VBM_EFORMAT, NULL,
-                            "tensor %s: data_offsets [%zu,%zu] outside the data section (%zu bytes)", key, t->begin,
-                            t->end, data_len);
+            return vbm_fail(
+                err, VBM_EFORMAT, NULL,
+                "tensor %s: data_offsets [%zu,%zu] outside the data section (%zu bytes)", key,
+                t->begin, t->end, data_len);
     }
 
     /* Offsets: sorted by begin, each tensor must start where the previous ended. */
     size_t nt = f->n_tensors;
-    size_t *idx = malloc((nt ? nt : 1) * sizeof(size_t)), *tmp = malloc((nt ? nt : 1) * sizeof(size_t));
+    size_t *idx = malloc((nt ? nt : 1) * sizeof(size_t)),
+           *tmp = malloc((nt ? nt : 1) * sizeof(size_t));
     f->by_name = malloc((nt ? nt : 1) * sizeof(size_t));
     if (!idx || !tmp || !f->by_name) {
         free(idx);
         free(tmp);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
     }
-    for (size_t i = 0; i < nt; i++) idx[i] = f->by_name[i] = i;
+    for (size_t i = 0; i < nt; i++)
+        idx[i] = f->by_name[i] = i;
     st_msort(idx, tmp, nt, f->tensors, 1);
     st_msort(f->by_name, tmp, nt, f->tensors, 0);
     free(tmp);
@@ -241,21 +293,25 @@ static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *
         const st_tensor *t = &f->tensors[idx[i]];
         if (t->begin < at) {
             free(idx);
-            return vbm_fail(err, VBM_EFORMAT, NULL, "tensors %s and %s overlap (data_offsets [%zu,%zu] and [%zu,%zu])",
+            return vbm_fail(err, VBM_EFORMAT, NULL,
+                            "tensors %s and %s overlap (data_offsets [%zu,%zu] and [%zu,%zu])",
                             prev->name, t->name, prev->begin, prev->end, t->begin, t->end);
         }
         if (t->begin > at) {
             free(idx);
-            return vbm_fail(err, VBM_EFORMAT, NULL, "data section bytes [%zu,%zu) are not covered by any tensor", at,
+            return vbm_fail(err, VBM_EFORMAT, NULL,
+                            "data section bytes [%zu,%zu) are not covered by any tensor", at,
                             t->begin);
         }
-        if (t->end > at || !prev) prev = t;
-        if (t->end > at) at = t->end;
+        if (t->end > at || !prev)
+            prev = t;
+        if (t->end > at)
+            at = t->end;
     }
     if (at != data_len) {
         free(idx);
-        return vbm_fail(err, VBM_EFORMAT, NULL, "data section bytes [%zu,%zu) are not covered by any tensor", at,
-                        data_len);
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "data section bytes [%zu,%zu) are not covered by any tensor", at, data_len);
     }
 
     /* Values: the data section is now exactly a float32 array. */
@@ -265,45 +321,55 @@ static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *
         free(idx);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %zu weights", f->n_values);
     }
-    for (size_t i = 0; i < f->n_values; i++) f->values[i] = st_load_f32(data + 4 * i);
+    for (size_t i = 0; i < f->n_values; i++)
+        f->values[i] = st_load_f32(data + 4 * i);
     for (size_t i = 0; i < nt; i++) {
         st_tensor *t = &f->tensors[idx[i]];
         t->data = f->values + t->begin / 4;
         for (size_t j = 0; j < t->count; j++)
             if (!isfinite(t->data[j])) {
                 free(idx);
-                return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: element %zu is not finite", t->name, j);
+                return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: element %zu is not finite",
+                                t->name, j);
             }
     }
     free(idx);
     return VBM_OK;
 }
 
-vbm_status st_parse(const unsigned char *buf, size_t len, st_file *out, vbm_error *err) {
+vbm_status st_parse(const unsigned char *buf, size_t len, st_file *out, vbm_error *err)
+{
     memset(out, 0, sizeof *out);
     json_t *root = NULL;
     vbm_status rc = st_parse_inner(buf, len, out, &root, err);
     json_decref(root);
-    if (rc != VBM_OK) st_free(out);
+    if (rc != VBM_OK)
+        st_free(out);
     return rc;
 }
 
-static void st_put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+static void st_put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
 }
 
-vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta, unsigned char **out,
-                    size_t *outlen, vbm_error *err) {
+vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta,
+                    unsigned char **out, size_t *outlen, vbm_error *err)
+{
     *out = NULL;
     *outlen = 0;
     json_t *root = json_object();
-    if (!root) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building a header");
+    if (!root)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building a header");
     size_t off = 0;
     vbm_status rc = VBM_OK;
     if (n_meta) {
         json_t *m = json_object();
-        for (size_t i = 0; m && i < n_meta; i++) json_object_set_new(m, meta[2 * i], json_string(meta[2 * i + 1]));
-        if (!m || json_object_set_new(root, "__metadata__", m)) rc = vbm_fail(err, VBM_EINVAL, NULL, "bad metadata");
+        for (size_t i = 0; m && i < n_meta; i++)
+            json_object_set_new(m, meta[2 * i], json_string(meta[2 * i + 1]));
+        if (!m || json_object_set_new(root, "__metadata__", m))
+            rc = vbm_fail(err, VBM_EINVAL, NULL, "bad metadata");
     }
     for (size_t i = 0; !rc && i < n; i++) {
         if (t[i].ndim < 0 || t[i].ndim > ST_MAX_DIMS) {
@@ -316,16 +382,18 @@ vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t
             count *= (size_t)t[i].shape[d];
             json_array_append_new(sh, json_integer(t[i].shape[d]));
         }
-        json_t *e = json_pack("{s:s,s:o,s:[I,I]}", "dtype", "F32", "shape", sh, "data_offsets", (json_int_t)off,
-                              (json_int_t)(off + 4 * count));
+        json_t *e = json_pack("{s:s,s:o,s:[I,I]}", "dtype", "F32", "shape", sh, "data_offsets",
+                              (json_int_t)off, (json_int_t)(off + 4 * count));
         if (!e || json_object_set_new(root, t[i].name, e))
             rc = vbm_fail(err, VBM_EINVAL, NULL, "tensor %s: bad entry", t[i].name);
         off += 4 * count;
     }
     char *hdr = rc ? NULL : json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (rc) return rc;
-    if (!hdr) return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building a header");
+    if (rc)
+        return rc;
+    if (!hdr)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building a header");
     size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
     size_t total = 8 + hl + pad + off;
     unsigned char *buf = malloc(total);
@@ -340,11 +408,13 @@ vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t
     unsigned char *p = buf + 8 + hl + pad;
     for (size_t i = 0; i < n; i++) {
         size_t count = 1;
-        for (int d = 0; d < t[i].ndim; d++) count *= (size_t)t[i].shape[d];
+        for (int d = 0; d < t[i].ndim; d++)
+            count *= (size_t)t[i].shape[d];
         for (size_t j = 0; j < count; j++) {
             uint32_t u;
             memcpy(&u, &t[i].data[j], sizeof u);
-            for (int b = 0; b < 4; b++) *p++ = (unsigned char)(u >> (8 * b));
+            for (int b = 0; b < 4; b++)
+                *p++ = (unsigned char)(u >> (8 * b));
         }
     }
     *out = buf;

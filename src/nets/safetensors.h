@@ -10,28 +10,28 @@
 #include "vbmem/vbmem.h"
 
 #define ST_MAX_HEADER ((uint64_t)16 << 20) /* bytes of JSON header */
-#define ST_MAX_DIMS 8
-#define ST_MAX_VALUES ((size_t)1 << 28)    /* float32 values in one file (1 GiB) */
+#define ST_MAX_DIMS   8
+#define ST_MAX_VALUES ((size_t)1 << 28) /* float32 values in one file (1 GiB) */
 
 /* One tensor of a parsed file. data points into st_file.values. */
 typedef struct {
     char *name;
     int ndim;
     int64_t shape[ST_MAX_DIMS];
-    size_t count;       /* elements: the product of shape */
-    size_t begin, end;  /* data_offsets, bytes from the start of the data section */
+    size_t count;      /* elements: the product of shape */
+    size_t begin, end; /* data_offsets, bytes from the start of the data section */
     const float *data;
-    int used;           /* free for the caller: set when something binds the tensor */
+    int used; /* free for the caller: set when something binds the tensor */
 } st_tensor;
 
 /* A parsed file. Owns everything it points to; free with st_free. */
 typedef struct {
     st_tensor *tensors;
     size_t n_tensors;
-    size_t *by_name;    /* indices of tensors sorted by name (for st_find) */
-    float *values;      /* the whole data section, host floats */
+    size_t *by_name; /* indices of tensors sorted by name (for st_find) */
+    float *values;   /* the whole data section, host floats */
     size_t n_values;
-    char **meta_keys;   /* __metadata__, in header order */
+    char **meta_keys; /* __metadata__, in header order */
     char **meta_values;
     size_t n_meta;
 } st_file;
@@ -73,7 +73,7 @@ typedef struct {
  * caller and VBM_OK is returned. Fails with VBM_EINVAL (a rank outside [0,
  * ST_MAX_DIMS], metadata or an entry that cannot be stored) or VBM_ENOMEM; then
  * *out is NULL and err (may be NULL) holds the message (no field). */
-vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta, unsigned char **out,
-                    size_t *outlen, vbm_error *err);
+vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta,
+                    unsigned char **out, size_t *outlen, vbm_error *err);
 
 #endif

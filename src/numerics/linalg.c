@@ -36,24 +36,29 @@ typedef double la_v8u __attribute__((vector_size(64), aligned(8)));
  * to lane 0, and the lanes are added as (l0 + l1) + (l2 + l3). The R J sums
  * are independent chains, and each row of A and B is loaded once per block.
  * Inlined with constant R and J, so that the accumulators are registers. */
-static inline __attribute__((always_inline)) void dot_tile(int R, int J, int k, const double *A, int lda,
-                                                           const double *B, int ldb, double d[2][4]) {
+static inline __attribute__((always_inline)) void
+dot_tile(int R, int J, int k, const double *A, int lda, const double *B, int ldb, double d[2][4])
+{
     la_v4 acc[2][4];
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < J; j++) acc[r][j] = (la_v4){0.0};
+        for (int j = 0; j < J; j++)
+            acc[r][j] = (la_v4){0.0};
     int p = 0;
     for (; p + 4 <= k; p += 4) {
         la_v4 a[2];
-        for (int r = 0; r < R; r++) a[r] = *(const la_v4u *)(A + (size_t)r * lda + p);
+        for (int r = 0; r < R; r++)
+            a[r] = *(const la_v4u *)(A + (size_t)r * lda + p);
         for (int j = 0; j < J; j++) {
             la_v4 b = *(const la_v4u *)(B + (size_t)j * ldb + p);
-            for (int r = 0; r < R; r++) acc[r][j] += a[r] * b;
+            for (int r = 0; r < R; r++)
+                acc[r][j] += a[r] * b;
         }
     }
     for (int r = 0; r < R; r++)
         for (int j = 0; j < J; j++) {
             double s0 = acc[r][j][0], s1 = acc[r][j][1], s2 = acc[r][j][2], s3 = acc[r][j][3];
-            for (int q = p; q < k; q++) s0 += A[(size_t)r * lda + q] * B[(size_t)j * ldb + q];
+            for (int q = p; q < k; q++)
+                s0 += A[(size_t)r * lda + q] * B[(size_t)j * ldb + q];
             d[r][j] = (s0 + s1) + (s2 + s3);
         }
 }
@@ -64,17 +69,20 @@ static inline __attribute__((always_inline)) void dot_tile(int R, int J, int k, 
  * by 4 columns in 4-lane vectors) or, on AVX-512, dot_rows_avx512 (two rows'
  * 4-lane sums side by side in one 8-lane vector); both give every element as
  * dot_tile sums it. */
-static void dot_rows(int m, int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
-                     double beta, double *C, int ldc, int lower);
+static void dot_rows(int m, int n, int k, double alpha, const double *A, int lda, const double *B,
+                     int ldb, double beta, double *C, int ldc, int lower);
 
 /* C[i][j] = base + alpha d (see dot_rows) for the dot products d of a tile. */
-static inline __attribute__((always_inline)) void dot_store(double base_beta, double alpha, double d, double *c) {
+static inline __attribute__((always_inline)) void dot_store(double base_beta, double alpha,
+                                                            double d, double *c)
+{
     double base = base_beta == 0.0 ? 0.0 : base_beta == 1.0 ? *c : *c * base_beta;
     *c = base + alpha * d;
 }
 
-LA_HOT static void dot_rows_v4(int m, int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
-                            double beta, double *C, int ldc, int lower) {
+LA_HOT static void dot_rows_v4(int m, int n, int k, double alpha, const double *A, int lda,
+                               const double *B, int ldb, double beta, double *C, int ldc, int lower)
+{
     for (int i0 = 0; i0 < m; i0 += 2) {
         int R = m - i0 >= 2 ? 2 : 1, jend = lower ? i0 + R : n;
         const double *Ai = A + (size_t)i0 * lda;
@@ -94,7 +102,8 @@ LA_HOT static void dot_rows_v4(int m, int n, int k, double alpha, const double *
             }
             for (int r = 0; r < R; r++)
                 for (int j = 0; j < J; j++) {
-                    if (lower && j0 + j > i0 + r) continue;
+                    if (lower && j0 + j > i0 + r)
+                        continue;
                     dot_store(beta, alpha, d[r][j], C + (size_t)(i0 + r) * ldc + j0 + j);
                 }
         }
@@ -103,8 +112,9 @@ LA_HOT static void dot_rows_v4(int m, int n, int k, double alpha, const double *
 
 /* The small-product path of la_gemm. Rows of C are updated with contiguous
  * sweeps (A^T B) or built from dot products of contiguous rows (A B^T, dot_rows). */
-LA_HOT static void gemm_small(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
-                       const double *B, int ldb, double beta, double *C, int ldc) {
+LA_HOT static void gemm_small(int ta, int tb, int m, int n, int k, double alpha, const double *A,
+                              int lda, const double *B, int ldb, double beta, double *C, int ldc)
+{
     if (tb && !ta) {
         dot_rows(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, 0);
         return;
@@ -112,25 +122,28 @@ LA_HOT static void gemm_small(int ta, int tb, int m, int n, int k, double alpha,
     for (int i = 0; i < m; i++) {
         double *restrict c = C + (size_t)i * ldc;
         if (beta == 0.0)
-            for (int j = 0; j < n; j++) c[j] = 0.0;
+            for (int j = 0; j < n; j++)
+                c[j] = 0.0;
         else if (beta != 1.0)
-            for (int j = 0; j < n; j++) c[j] *= beta;
+            for (int j = 0; j < n; j++)
+                c[j] *= beta;
         if (!tb) {
             for (int p = 0; p < k; p++) {
                 double a = alpha * (ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p]);
                 const double *restrict b = B + (size_t)p * ldb;
-                for (int j = 0; j < n; j++) c[j] += a * b[j];
+                for (int j = 0; j < n; j++)
+                    c[j] += a * b[j];
             }
         } else {
             for (int j = 0; j < n; j++) {
                 double s = 0.0;
-                for (int p = 0; p < k; p++) s += A[(size_t)p * lda + i] * B[(size_t)j * ldb + p];
+                for (int p = 0; p < k; p++)
+                    s += A[(size_t)p * lda + i] * B[(size_t)j * ldb + p];
                 c[j] += alpha * s;
             }
         }
     }
 }
-
 
 /* C[0, R) x [j, j + 4V) = alpha A B + beta C for R <= 8 rows of A (m x k) and
  * B (k x n), both untransposed. The tile is held in R V vector accumulators
@@ -138,55 +151,69 @@ LA_HOT static void gemm_small(int ta, int tb, int m, int n, int k, double alpha,
  * and V, so that the accumulators are registers. Each element is summed over p
  * in order, one multiply and one add per term, so every tile shape (and
  * gemm_nn_tile8) gives the same bits. */
-static inline __attribute__((always_inline)) void gemm_nn_tile4(int R, int V, int j, int k, double alpha,
-                                                                const double *A, int lda, const double *B,
-                                                                int ldb, double beta, double *C, int ldc) {
+static inline __attribute__((always_inline)) void gemm_nn_tile4(int R, int V, int j, int k,
+                                                                double alpha, const double *A,
+                                                                int lda, const double *B, int ldb,
+                                                                double beta, double *C, int ldc)
+{
     la_v4 acc[8][8];
     for (int r = 0; r < R; r++)
-        for (int v = 0; v < V; v++) acc[r][v] = (la_v4){0.0};
+        for (int v = 0; v < V; v++)
+            acc[r][v] = (la_v4){0.0};
     const double *b = B + j;
     for (int p = 0; p < k; p++, b += ldb) {
         la_v4 bv[8];
-        for (int v = 0; v < V; v++) bv[v] = *(const la_v4u *)(b + 4 * v);
+        for (int v = 0; v < V; v++)
+            bv[v] = *(const la_v4u *)(b + 4 * v);
         for (int r = 0; r < R; r++) {
             double a = A[(size_t)r * lda + p];
-            for (int v = 0; v < V; v++) acc[r][v] += a * bv[v];
+            for (int v = 0; v < V; v++)
+                acc[r][v] += a * bv[v];
         }
     }
     for (int r = 0; r < R; r++) {
         la_v4u *c = (la_v4u *)(C + (size_t)r * ldc + j);
-        for (int v = 0; v < V; v++) c[v] = beta == 0.0 ? alpha * acc[r][v] : alpha * acc[r][v] + beta * c[v];
+        for (int v = 0; v < V; v++)
+            c[v] = beta == 0.0 ? alpha * acc[r][v] : alpha * acc[r][v] + beta * c[v];
     }
 }
 
 /* The same with vectors of 8 doubles, for AVX-512 (8V columns), R <= 8. */
-static inline __attribute__((always_inline)) void gemm_nn_tile8(int R, int V, int j, int k, double alpha,
-                                                                const double *A, int lda, const double *B,
-                                                                int ldb, double beta, double *C, int ldc) {
+static inline __attribute__((always_inline)) void gemm_nn_tile8(int R, int V, int j, int k,
+                                                                double alpha, const double *A,
+                                                                int lda, const double *B, int ldb,
+                                                                double beta, double *C, int ldc)
+{
     la_v8 acc[8][8];
     for (int r = 0; r < R; r++)
-        for (int v = 0; v < V; v++) acc[r][v] = (la_v8){0.0};
+        for (int v = 0; v < V; v++)
+            acc[r][v] = (la_v8){0.0};
     const double *b = B + j;
     for (int p = 0; p < k; p++, b += ldb) {
         la_v8 bv[8];
-        for (int v = 0; v < V; v++) bv[v] = *(const la_v8u *)(b + 8 * v);
+        for (int v = 0; v < V; v++)
+            bv[v] = *(const la_v8u *)(b + 8 * v);
         for (int r = 0; r < R; r++) {
             double a = A[(size_t)r * lda + p];
-            for (int v = 0; v < V; v++) acc[r][v] += a * bv[v];
+            for (int v = 0; v < V; v++)
+                acc[r][v] += a * bv[v];
         }
     }
     for (int r = 0; r < R; r++) {
         la_v8u *c = (la_v8u *)(C + (size_t)r * ldc + j);
-        for (int v = 0; v < V; v++) c[v] = beta == 0.0 ? alpha * acc[r][v] : alpha * acc[r][v] + beta * c[v];
+        for (int v = 0; v < V; v++)
+            c[v] = beta == 0.0 ? alpha * acc[r][v] : alpha * acc[r][v] + beta * c[v];
     }
 }
 
 /* C rows [0, R) = alpha A B + beta C: tiles of V vectors of 8 (wide) or 4
  * doubles (R V accumulators: enough independent sums in flight), then of one
  * vector, then single columns. */
-static inline __attribute__((always_inline)) void gemm_nn_rows(int wide, int R, int V, int n, int k, double alpha,
-                                                               const double *A, int lda, const double *B,
-                                                               int ldb, double beta, double *C, int ldc) {
+static inline __attribute__((always_inline)) void gemm_nn_rows(int wide, int R, int V, int n, int k,
+                                                               double alpha, const double *A,
+                                                               int lda, const double *B, int ldb,
+                                                               double beta, double *C, int ldc)
+{
     int j = 0, w = wide ? 8 : 4;
     for (; j + w * V <= n; j += w * V)
         if (wide)
@@ -201,7 +228,8 @@ static inline __attribute__((always_inline)) void gemm_nn_rows(int wide, int R, 
     for (; j < n; j++)
         for (int r = 0; r < R; r++) {
             double s = 0.0;
-            for (int p = 0; p < k; p++) s += A[(size_t)r * lda + p] * B[(size_t)p * ldb + j];
+            for (int p = 0; p < k; p++)
+                s += A[(size_t)r * lda + p] * B[(size_t)p * ldb + j];
             double *c = C + (size_t)r * ldc + j;
             *c = beta == 0.0 ? alpha * s : alpha * s + beta * *c;
         }
@@ -212,10 +240,13 @@ static inline __attribute__((always_inline)) void gemm_nn_rows(int wide, int R, 
  * times T x cg, one row of shifts times the codes), for which OpenBLAS spends
  * more on packing B than on the arithmetic. Four rows at a time, then the
  * rest; wide: vectors of 8 doubles (AVX-512), else of 4. */
-static inline __attribute__((always_inline)) void gemm_nn_short(int wide, int m, int n, int k, double alpha,
-                                                                const double *A, int lda, const double *B,
-                                                                int ldb, double beta, double *C, int ldc) {
-    if (wide && m >= 5) { /* 32 vector registers: all the rows in one pass over B, two vectors wide */
+static inline __attribute__((always_inline)) void gemm_nn_short(int wide, int m, int n, int k,
+                                                                double alpha, const double *A,
+                                                                int lda, const double *B, int ldb,
+                                                                double beta, double *C, int ldc)
+{
+    if (wide
+        && m >= 5) { /* 32 vector registers: all the rows in one pass over B, two vectors wide */
         if (m == 8)
             gemm_nn_rows(1, 8, 2, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
         else if (m == 7)
@@ -228,37 +259,45 @@ static inline __attribute__((always_inline)) void gemm_nn_short(int wide, int m,
     }
     int i = 0;
     for (; i + 4 <= m; i += 4)
-        gemm_nn_rows(wide, 4, 2, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta, C + (size_t)i * ldc, ldc);
+        gemm_nn_rows(wide, 4, 2, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta,
+                     C + (size_t)i * ldc, ldc);
     if (m - i == 3)
-        gemm_nn_rows(wide, 3, 2, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta, C + (size_t)i * ldc, ldc);
+        gemm_nn_rows(wide, 3, 2, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta,
+                     C + (size_t)i * ldc, ldc);
     else if (m - i == 2)
-        gemm_nn_rows(wide, 2, 4, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta, C + (size_t)i * ldc, ldc);
+        gemm_nn_rows(wide, 2, 4, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta,
+                     C + (size_t)i * ldc, ldc);
     else if (m - i == 1)
-        gemm_nn_rows(wide, 1, 8, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta, C + (size_t)i * ldc, ldc);
+        gemm_nn_rows(wide, 1, 8, n, k, alpha, A + (size_t)i * lda, lda, B, ldb, beta,
+                     C + (size_t)i * ldc, ldc);
 }
 
-LA_HOT static void gemm_nn_short_any(int m, int n, int k, double alpha, const double *A, int lda, const double *B,
-                                     int ldb, double beta, double *C, int ldc) {
+LA_HOT static void gemm_nn_short_any(int m, int n, int k, double alpha, const double *A, int lda,
+                                     const double *B, int ldb, double beta, double *C, int ldc)
+{
     gemm_nn_short(0, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 #ifdef LA_AVX512
-__attribute__((target("avx512f"))) static void gemm_nn_short_avx512(int m, int n, int k, double alpha,
-                                                                   const double *A, int lda, const double *B,
-                                                                   int ldb, double beta, double *C, int ldc) {
+__attribute__((target("avx512f"))) static void
+gemm_nn_short_avx512(int m, int n, int k, double alpha, const double *A, int lda, const double *B,
+                     int ldb, double beta, double *C, int ldc)
+{
     gemm_nn_short(1, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static int la_avx512_flag;
 static pthread_once_t la_avx512_once = PTHREAD_ONCE_INIT;
 
-static void la_avx512_probe(void) {
+static void la_avx512_probe(void)
+{
     const char *off = getenv("VBMEM_LA_NO_AVX512");
     __builtin_cpu_init();
     la_avx512_flag = __builtin_cpu_supports("avx512f") && !(off && *off && strcmp(off, "0") != 0);
 }
 
-int la_avx512(void) {
+int la_avx512(void)
+{
     pthread_once(&la_avx512_once, la_avx512_probe);
     return la_avx512_flag;
 }
@@ -268,14 +307,17 @@ int la_avx512(void) {
  * unused): the 4-lane accumulators of columns 2q and 2q + 1 share one 8-lane
  * vector, so each lane adds the same terms in the same order as in dot_tile,
  * and the lanes are added as (l0 + l1) + (l2 + l3) in vector form. */
-__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void dot_tile_pairs(int R, int P, int J, int k, const double *A,
-                                                                 int lda, const double *B, int ldb,
-                                                                 double d[6][6]) {
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+dot_tile_pairs(int R, int P, int J, int k, const double *A, int lda, const double *B, int ldb,
+               double d[6][6])
+{
     la_v8 acc[6][3];
     const double *b[6];
-    for (int j = 0; j < 2 * P; j++) b[j] = B + (size_t)(j < J ? j : J - 1) * ldb;
+    for (int j = 0; j < 2 * P; j++)
+        b[j] = B + (size_t)(j < J ? j : J - 1) * ldb;
     for (int r = 0; r < R; r++)
-        for (int q = 0; q < P; q++) acc[r][q] = (la_v8){0.0};
+        for (int q = 0; q < P; q++)
+            acc[r][q] = (la_v8){0.0};
     int p = 0;
     for (; p + 4 <= k; p += 4) {
         la_v8 bv[3];
@@ -285,7 +327,8 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
         }
         for (int r = 0; r < R; r++) {
             la_v8 av = (la_v8)_mm512_broadcast_f64x4(_mm256_loadu_pd(A + (size_t)r * lda + p));
-            for (int q = 0; q < P; q++) acc[r][q] += av * bv[q];
+            for (int q = 0; q < P; q++)
+                acc[r][q] += av * bv[q];
         }
     }
     if (p == k) { /* no tail terms: the lane sums in vector form */
@@ -295,7 +338,8 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
                 la_v8 t = v + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
                 la_v8 u = t + __builtin_shufflevector(t, t, 2, 3, 0, 1, 6, 7, 4, 5);
                 d[r][2 * q] = u[0];
-                if (2 * q + 1 < J) d[r][2 * q + 1] = u[4];
+                if (2 * q + 1 < J)
+                    d[r][2 * q + 1] = u[4];
             }
         return;
     }
@@ -303,16 +347,19 @@ __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) 
         for (int q = 0; q < P; q++)
             for (int h = 0; h < 2 && 2 * q + h < J; h++) {
                 int j = 2 * q + h, o = 4 * h;
-                double s0 = acc[r][q][o], s1 = acc[r][q][o + 1], s2 = acc[r][q][o + 2], s3 = acc[r][q][o + 3];
-                for (int u = p; u < k; u++) s0 += A[(size_t)r * lda + u] * b[j][u];
+                double s0 = acc[r][q][o], s1 = acc[r][q][o + 1], s2 = acc[r][q][o + 2],
+                       s3 = acc[r][q][o + 3];
+                for (int u = p; u < k; u++)
+                    s0 += A[(size_t)r * lda + u] * b[j][u];
                 d[r][j] = (s0 + s1) + (s2 + s3);
             }
 }
 
 /* dot_rows on AVX-512: blocks of up to 6 rows by 6 columns (18 vector sums). */
-__attribute__((target("avx512f"))) static void dot_rows_avx512(int m, int n, int k, double alpha, const double *A,
-                                                              int lda, const double *B, int ldb, double beta,
-                                                              double *C, int ldc, int lower) {
+__attribute__((target("avx512f"))) static void
+dot_rows_avx512(int m, int n, int k, double alpha, const double *A, int lda, const double *B,
+                int ldb, double beta, double *C, int ldc, int lower)
+{
     for (int i0 = 0; i0 < m; i0 += 6) {
         int R = m - i0 >= 6 ? 6 : m - i0, jend = lower ? i0 + R : n;
         const double *Ai = A + (size_t)i0 * lda;
@@ -342,18 +389,23 @@ __attribute__((target("avx512f"))) static void dot_rows_avx512(int m, int n, int
             }
             for (int r = 0; r < R; r++)
                 for (int j = 0; j < J; j++) {
-                    if (lower && j0 + j > i0 + r) continue;
+                    if (lower && j0 + j > i0 + r)
+                        continue;
                     dot_store(beta, alpha, d[r][j], C + (size_t)(i0 + r) * ldc + j0 + j);
                 }
         }
     }
 }
 #else
-int la_avx512(void) { return 0; }
+int la_avx512(void)
+{
+    return 0;
+}
 #endif
 
-static void dot_rows(int m, int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
-                     double beta, double *C, int ldc, int lower) {
+static void dot_rows(int m, int n, int k, double alpha, const double *A, int lda, const double *B,
+                     int ldb, double beta, double *C, int ldc, int lower)
+{
 #ifdef LA_AVX512
     if (la_avx512()) {
         dot_rows_avx512(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, lower);
@@ -364,11 +416,14 @@ static void dot_rows(int m, int n, int k, double alpha, const double *A, int lda
 }
 
 void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda,
-             const double *B, int ldb, double beta, double *C, int ldc) {
-    if (m <= 0 || n <= 0) return;
+             const double *B, int ldb, double beta, double *C, int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
     if (k <= 0) {
         for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++) C[(size_t)i * ldc + j] = beta == 0.0 ? 0.0 : beta * C[(size_t)i * ldc + j];
+            for (int j = 0; j < n; j++)
+                C[(size_t)i * ldc + j] = beta == 0.0 ? 0.0 : beta * C[(size_t)i * ldc + j];
         return;
     }
     if (!ta && !tb && m <= LA_NN_ROWS) {
@@ -389,25 +444,32 @@ void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A,
                 k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-LA_HOT double la_dot(int n, const double *x, const double *y) {
+LA_HOT double la_dot(int n, const double *x, const double *y)
+{
     la_v4 acc = {0.0, 0.0, 0.0, 0.0};
     int p = 0;
-    for (; p + 4 <= n; p += 4) acc += *(const la_v4u *)(x + p) * *(const la_v4u *)(y + p);
+    for (; p + 4 <= n; p += 4)
+        acc += *(const la_v4u *)(x + p) * *(const la_v4u *)(y + p);
     double s0 = acc[0];
-    for (; p < n; p++) s0 += x[p] * y[p];
+    for (; p < n; p++)
+        s0 += x[p] * y[p];
     return (s0 + acc[1]) + (acc[2] + acc[3]);
 }
 
-LA_HOT double la_sum(int n, const double *x) {
+LA_HOT double la_sum(int n, const double *x)
+{
     la_v4 acc = {0.0, 0.0, 0.0, 0.0};
     int p = 0;
-    for (; p + 4 <= n; p += 4) acc += *(const la_v4u *)(x + p);
+    for (; p + 4 <= n; p += 4)
+        acc += *(const la_v4u *)(x + p);
     double s0 = acc[0];
-    for (; p < n; p++) s0 += x[p];
+    for (; p < n; p++)
+        s0 += x[p];
     return (s0 + acc[1]) + (acc[2] + acc[3]);
 }
 
-LA_HOT double la_sqdist(int n, const double *x, const double *y) {
+LA_HOT double la_sqdist(int n, const double *x, const double *y)
+{
     la_v4 s0 = {0.0}, s1 = {0.0};
     int i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -418,20 +480,25 @@ LA_HOT double la_sqdist(int n, const double *x, const double *y) {
     }
     la_v4 t = s0 + s1;
     double s = (t[0] + t[1]) + (t[2] + t[3]);
-    for (; i < n; i++) s += (x[i] - y[i]) * (x[i] - y[i]);
+    for (; i < n; i++)
+        s += (x[i] - y[i]) * (x[i] - y[i]);
     return s;
 }
 
-void la_gram(int n, int k, const double *A, int lda, const double *At, int ldat, double *C, int ldc) {
+void la_gram(int n, int k, const double *A, int lda, const double *At, int ldat, double *C, int ldc)
+{
     for (int i0 = 0; i0 < n; i0 += LA_NN_ROWS) {
         int r = n - i0 < LA_NN_ROWS ? n - i0 : LA_NN_ROWS;
-        la_gemm(0, 0, r, i0 + r, k, 1.0, A + (size_t)i0 * lda, lda, At, ldat, 0.0, C + (size_t)i0 * ldc, ldc);
+        la_gemm(0, 0, r, i0 + r, k, 1.0, A + (size_t)i0 * lda, lda, At, ldat, 0.0,
+                C + (size_t)i0 * ldc, ldc);
     }
     for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
+        for (int j = i + 1; j < n; j++)
+            C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
 }
 
-LA_HOT int la_all_finite(long n, const double *x) {
+LA_HOT int la_all_finite(long n, const double *x)
+{
     /* x * 0 is 0 for finite x and NaN for NaN or an infinity: the sums stay 0
      * exactly when every value is finite. */
     la_v4 a0 = {0.0}, a1 = {0.0};
@@ -442,13 +509,16 @@ LA_HOT int la_all_finite(long n, const double *x) {
     }
     la_v4 a = a0 + a1;
     double s = (a[0] + a[1]) + (a[2] + a[3]);
-    for (; i < n; i++) s += x[i] * 0.0;
+    for (; i < n; i++)
+        s += x[i] * 0.0;
     return s == 0.0;
 }
 
-LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb, double *C,
-                 int ldc) {
-    if (n <= 0) return;
+LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B,
+                        int ldb, double *C, int ldc)
+{
+    if (n <= 0)
+        return;
     if (k > 0 && (long)n * n * k > 2 * LA_GEMM_SMALL && A == B && lda == ldb) {
         cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, n, k, alpha, A, lda, 0.0, C, ldc);
     } else if (k > 0 && (long)n * n * k > 2 * LA_GEMM_SMALL) {
@@ -457,7 +527,8 @@ LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, co
         dot_rows(n, n, k, alpha, A, lda, B, ldb, 0.0, C, ldc, 1);
     }
     for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
+        for (int j = i + 1; j < n; j++)
+            C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
 }
 
 /* A symmetric row-major matrix is the same array in column-major order, and
@@ -470,46 +541,61 @@ LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, co
  * level-3 BLAS call costs far more in dispatch and packing than its ~K^3 flops. */
 #define LA_SMALL 16
 
-LA_HOT int la_chol(int n, double *A) {
-    if (n <= LA_SMALL) { /* Cholesky-Banachiewicz, row by row, with the reciprocals of the diagonal */
+LA_HOT int la_chol(int n, double *A)
+{
+    if (n
+        <= LA_SMALL) { /* Cholesky-Banachiewicz, row by row, with the reciprocals of the diagonal */
         double inv[LA_SMALL];
         for (int i = 0; i < n; i++) {
             double *Li = A + (size_t)i * n;
             for (int j = 0; j < i; j++) {
                 const double *Lj = A + (size_t)j * n;
                 double s = Li[j];
-                for (int k = 0; k < j; k++) s -= Li[k] * Lj[k];
+                for (int k = 0; k < j; k++)
+                    s -= Li[k] * Lj[k];
                 Li[j] = s * inv[j];
             }
             double s = Li[i];
-            for (int k = 0; k < i; k++) s -= Li[k] * Li[k];
-            if (!(s > 0.0) || !isfinite(s)) return i + 1;
+            for (int k = 0; k < i; k++)
+                s -= Li[k] * Li[k];
+            if (!(s > 0.0) || !isfinite(s))
+                return i + 1;
             Li[i] = sqrt(s);
             inv[i] = 1.0 / Li[i];
-            for (int j = i + 1; j < n; j++) Li[j] = 0.0;
+            for (int j = i + 1; j < n; j++)
+                Li[j] = 0.0;
         }
         return 0;
     }
     int info = LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'U', n, A, n);
-    if (info != 0) return info;
+    if (info != 0)
+        return info;
     for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) A[(size_t)i * n + j] = 0.0;
+        for (int j = i + 1; j < n; j++)
+            A[(size_t)i * n + j] = 0.0;
     return 0;
 }
 
 /* y -= l x over n values (y[j] + (-l) x[j]: the same bits as y[j] - l x[j]),
  * four at a time. */
-static inline __attribute__((always_inline)) void sweep_axpy(int n, double ml, const double *x, double *y) {
+static inline __attribute__((always_inline)) void sweep_axpy(int n, double ml, const double *x,
+                                                             double *y)
+{
     int j = 0;
-    for (; j + 4 <= n; j += 4) *(la_v4u *)(y + j) += ml * *(const la_v4u *)(x + j);
-    for (; j < n; j++) y[j] += ml * x[j];
+    for (; j + 4 <= n; j += 4)
+        *(la_v4u *)(y + j) += ml * *(const la_v4u *)(x + j);
+    for (; j < n; j++)
+        y[j] += ml * x[j];
 }
 
 /* y *= d over n values, four at a time. */
-static inline __attribute__((always_inline)) void sweep_scale(int n, double d, double *y) {
+static inline __attribute__((always_inline)) void sweep_scale(int n, double d, double *y)
+{
     int j = 0;
-    for (; j + 4 <= n; j += 4) *(la_v4u *)(y + j) *= d;
-    for (; j < n; j++) y[j] *= d;
+    for (; j + 4 <= n; j += 4)
+        *(la_v4u *)(y + j) *= d;
+    for (; j < n; j++)
+        y[j] *= d;
 }
 
 /* Columns [0, ncols) of (L L^T) X = B (ncols a multiple of the vector width),
@@ -519,18 +605,21 @@ static inline __attribute__((always_inline)) void sweep_scale(int n, double d, d
  * substitution and the column blocks are independent chains. Each column gets
  * the operations of the sweeps in la_chol_solve, in the same order: the same
  * bits. inv holds the reciprocals of L's diagonal. */
-static inline __attribute__((always_inline)) void chol_solve_cols(int wide, int n, int ncols, const double *L,
-                                                                  const double *inv, double *B, int ldb) {
+static inline __attribute__((always_inline)) void
+chol_solve_cols(int wide, int n, int ncols, const double *L, const double *inv, double *B, int ldb)
+{
     for (int i = 0; i < n; i++) {
         double *bi = B + (size_t)i * ldb;
         for (int j = 0; j < ncols; j += wide ? 8 : 4)
             if (wide) {
                 la_v8 v = *(const la_v8u *)(bi + j);
-                for (int k = 0; k < i; k++) v -= L[(size_t)i * n + k] * *(const la_v8u *)(B + (size_t)k * ldb + j);
+                for (int k = 0; k < i; k++)
+                    v -= L[(size_t)i * n + k] * *(const la_v8u *)(B + (size_t)k * ldb + j);
                 *(la_v8u *)(bi + j) = v * inv[i];
             } else {
                 la_v4 v = *(const la_v4u *)(bi + j);
-                for (int k = 0; k < i; k++) v -= L[(size_t)i * n + k] * *(const la_v4u *)(B + (size_t)k * ldb + j);
+                for (int k = 0; k < i; k++)
+                    v -= L[(size_t)i * n + k] * *(const la_v4u *)(B + (size_t)k * ldb + j);
                 *(la_v4u *)(bi + j) = v * inv[i];
             }
     }
@@ -539,47 +628,58 @@ static inline __attribute__((always_inline)) void chol_solve_cols(int wide, int 
         for (int j = 0; j < ncols; j += wide ? 8 : 4)
             if (wide) {
                 la_v8 v = *(const la_v8u *)(bi + j);
-                for (int k = i + 1; k < n; k++) v -= L[(size_t)k * n + i] * *(const la_v8u *)(B + (size_t)k * ldb + j);
+                for (int k = i + 1; k < n; k++)
+                    v -= L[(size_t)k * n + i] * *(const la_v8u *)(B + (size_t)k * ldb + j);
                 *(la_v8u *)(bi + j) = v * inv[i];
             } else {
                 la_v4 v = *(const la_v4u *)(bi + j);
-                for (int k = i + 1; k < n; k++) v -= L[(size_t)k * n + i] * *(const la_v4u *)(B + (size_t)k * ldb + j);
+                for (int k = i + 1; k < n; k++)
+                    v -= L[(size_t)k * n + i] * *(const la_v4u *)(B + (size_t)k * ldb + j);
                 *(la_v4u *)(bi + j) = v * inv[i];
             }
     }
 }
 
-LA_HOT static void chol_solve_cols_any(int n, int ncols, const double *L, const double *inv, double *B, int ldb) {
+LA_HOT static void chol_solve_cols_any(int n, int ncols, const double *L, const double *inv,
+                                       double *B, int ldb)
+{
     chol_solve_cols(0, n, ncols, L, inv, B, ldb);
 }
 
 #ifdef LA_AVX512
-__attribute__((target("avx512f"))) static void chol_solve_cols_avx512(int n, int ncols, const double *L,
-                                                                     const double *inv, double *B, int ldb) {
+__attribute__((target("avx512f"))) static void
+chol_solve_cols_avx512(int n, int ncols, const double *L, const double *inv, double *B, int ldb)
+{
     chol_solve_cols(1, n, ncols, L, inv, B, ldb);
 }
 #endif
 
-LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
-    if (nrhs <= 0 || n <= 0) return 0;
+LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb)
+{
+    if (nrhs <= 0 || n <= 0)
+        return 0;
     if (n <= LA_SMALL) {
         /* The reciprocals of the diagonal first: independent divisions, out of the
          * substitution's dependency chain. */
         double inv[LA_SMALL];
-        for (int i = 0; i < n; i++) inv[i] = 1.0 / L[(size_t)i * n + i];
+        for (int i = 0; i < n; i++)
+            inv[i] = 1.0 / L[(size_t)i * n + i];
         if (nrhs == 1) { /* one right-hand side (a column of stride ldb) */
             double y[LA_SMALL];
             for (int i = 0; i < n; i++) {
                 double v = B[(size_t)i * ldb];
-                for (int k = 0; k < i; k++) v -= L[(size_t)i * n + k] * y[k];
+                for (int k = 0; k < i; k++)
+                    v -= L[(size_t)i * n + k] * y[k];
                 y[i] = v * inv[i];
             }
             for (int i = n - 1; i >= 0; i--) {
                 double v = y[i];
-                for (int k = i + 1; k < n; k++) v -= L[(size_t)k * n + i] * y[k];
+                for (int k = i + 1; k < n; k++)
+                    v -= L[(size_t)k * n + i] * y[k];
                 y[i] = v * inv[i];
             }
-            for (int i = 0; i < n; i++) B[(size_t)i * ldb] = y[i];
+            for (int i = 0; i < n; i++)
+                B[(size_t)i * ldb] = y[i];
             return 0;
         }
         /* Sixteen or more right-hand sides: blocks of 4 (or 8) columns, see
@@ -597,7 +697,8 @@ LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
                 chol_solve_cols_any(n, j0, L, inv, B, ldb);
             }
         }
-        if (j0 == nrhs) return 0;
+        if (j0 == nrhs)
+            return 0;
         B += j0;
         nrhs -= j0;
         /* the last columns: forward then back substitution, each row a contiguous
@@ -617,34 +718,42 @@ LA_HOT int la_chol_solve(int n, int nrhs, const double *L, double *B, int ldb) {
         return 0;
     }
     /* L Y = B, then L^T X = Y: two level-3 triangular solves on the row-major B. */
-    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, n, nrhs, 1.0, L, n, B, ldb);
-    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, n, nrhs, 1.0, L, n, B, ldb);
+    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, n, nrhs, 1.0, L,
+                n, B, ldb);
+    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, n, nrhs, 1.0, L, n,
+                B, ldb);
     return 0;
 }
 
-LA_HOT int la_chol_inverse(int n, double *L) {
+LA_HOT int la_chol_inverse(int n, double *L)
+{
     if (n <= LA_SMALL) { /* (L L^T)^{-1} = L^{-T} L^{-1}: invert L in place, then the product */
         double M[LA_SMALL * LA_SMALL], inv[LA_SMALL];
-        for (int i = 0; i < n; i++) inv[i] = 1.0 / L[(size_t)i * n + i];
+        for (int i = 0; i < n; i++)
+            inv[i] = 1.0 / L[(size_t)i * n + i];
         for (int i = 0; i < n; i++) {
             for (int j = 0; j < i; j++) {
                 double s = 0.0;
-                for (int k = j; k < i; k++) s -= L[(size_t)i * n + k] * M[k * n + j];
+                for (int k = j; k < i; k++)
+                    s -= L[(size_t)i * n + k] * M[k * n + j];
                 M[i * n + j] = s * inv[i];
             }
             M[i * n + i] = inv[i];
-            for (int j = i + 1; j < n; j++) M[i * n + j] = 0.0;
+            for (int j = i + 1; j < n; j++)
+                M[i * n + j] = 0.0;
         }
         for (int i = 0; i < n; i++)
             for (int j = 0; j <= i; j++) {
                 double s = 0.0;
-                for (int k = i; k < n; k++) s += M[k * n + i] * M[k * n + j];
+                for (int k = i; k < n; k++)
+                    s += M[k * n + i] * M[k * n + j];
                 L[(size_t)i * n + j] = L[(size_t)j * n + i] = s;
             }
         return 0;
     }
     int info = LAPACKE_dpotri_work(LAPACK_COL_MAJOR, 'U', n, L, n);
-    if (info != 0) return info;
+    if (info != 0)
+        return info;
     la_symmetrize_lower(n, L);
     return 0;
 }
@@ -659,27 +768,35 @@ LA_HOT int la_chol_inverse(int n, double *L) {
  * la_chol, la_chol_inverse and la_chol_solve give it alone. */
 
 /* Gather element (i, j) of the four matrices, and scatter it back. */
-static inline __attribute__((always_inline)) void lanes_get(la_v4 *v, double *const M[4], size_t idx) {
+static inline __attribute__((always_inline)) void lanes_get(la_v4 *v, double *const M[4],
+                                                            size_t idx)
+{
     *v = (la_v4){M[0][idx], M[1][idx], M[2][idx], M[3][idx]};
 }
 
-static inline __attribute__((always_inline)) void lanes_put(double *const M[4], size_t idx, const la_v4 *v) {
-    for (int l = 0; l < 4; l++) M[l][idx] = (*v)[l];
+static inline __attribute__((always_inline)) void lanes_put(double *const M[4], size_t idx,
+                                                            const la_v4 *v)
+{
+    for (int l = 0; l < 4; l++)
+        M[l][idx] = (*v)[l];
 }
 
-LA_HOT int la_chol4(int n, double *const A[4]) {
+LA_HOT int la_chol4(int n, double *const A[4])
+{
     la_v4 L[LA_SMALL][LA_SMALL], inv[LA_SMALL];
     int bad = 0;
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < i; j++) {
             la_v4 v;
             lanes_get(&v, A, (size_t)i * n + j);
-            for (int k = 0; k < j; k++) v -= L[i][k] * L[j][k];
+            for (int k = 0; k < j; k++)
+                v -= L[i][k] * L[j][k];
             L[i][j] = v * inv[j];
         }
         la_v4 v;
         lanes_get(&v, A, (size_t)i * n + i);
-        for (int k = 0; k < i; k++) v -= L[i][k] * L[i][k];
+        for (int k = 0; k < i; k++)
+            v -= L[i][k] * L[i][k];
         for (int l = 0; l < 4; l++) {
             if (!(v[l] > 0.0) || !isfinite(v[l])) {
                 bad |= 1 << l;
@@ -692,21 +809,25 @@ LA_HOT int la_chol4(int n, double *const A[4]) {
     }
     const la_v4 zero = {0.0, 0.0, 0.0, 0.0};
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) lanes_put(A, (size_t)i * n + j, j <= i ? &L[i][j] : &zero);
+        for (int j = 0; j < n; j++)
+            lanes_put(A, (size_t)i * n + j, j <= i ? &L[i][j] : &zero);
     return bad;
 }
 
-LA_HOT void la_chol_inverse4(int n, double *const L[4]) {
+LA_HOT void la_chol_inverse4(int n, double *const L[4])
+{
     la_v4 M[LA_SMALL][LA_SMALL], inv[LA_SMALL], Li[LA_SMALL];
     for (int i = 0; i < n; i++) {
         lanes_get(&inv[i], L, (size_t)i * n + i);
         inv[i] = 1.0 / inv[i];
     }
     for (int i = 0; i < n; i++) {
-        for (int k = 0; k < i; k++) lanes_get(&Li[k], L, (size_t)i * n + k);
+        for (int k = 0; k < i; k++)
+            lanes_get(&Li[k], L, (size_t)i * n + k);
         for (int j = 0; j < i; j++) {
             la_v4 v = {0.0, 0.0, 0.0, 0.0};
-            for (int k = j; k < i; k++) v -= Li[k] * M[k][j];
+            for (int k = j; k < i; k++)
+                v -= Li[k] * M[k][j];
             M[i][j] = v * inv[i];
         }
         M[i][i] = inv[i];
@@ -714,16 +835,19 @@ LA_HOT void la_chol_inverse4(int n, double *const L[4]) {
     for (int i = 0; i < n; i++)
         for (int j = 0; j <= i; j++) {
             la_v4 v = {0.0, 0.0, 0.0, 0.0};
-            for (int k = i; k < n; k++) v += M[k][i] * M[k][j];
+            for (int k = i; k < n; k++)
+                v += M[k][i] * M[k][j];
             lanes_put(L, (size_t)i * n + j, &v);
             lanes_put(L, (size_t)j * n + i, &v);
         }
 }
 
-LA_HOT void la_chol_solve4(int n, int nrhs, double *const L[4], double *const B[4], int ldb) {
+LA_HOT void la_chol_solve4(int n, int nrhs, double *const L[4], double *const B[4], int ldb)
+{
     la_v4 Lv[LA_SMALL][LA_SMALL], inv[LA_SMALL], x[LA_SMALL][3];
     for (int i = 0; i < n; i++) {
-        for (int k = 0; k <= i; k++) lanes_get(&Lv[i][k], L, (size_t)i * n + k);
+        for (int k = 0; k <= i; k++)
+            lanes_get(&Lv[i][k], L, (size_t)i * n + k);
         inv[i] = 1.0 / Lv[i][i];
     }
     /* Columns three at a time: their substitutions are independent chains of
@@ -734,48 +858,60 @@ LA_HOT void la_chol_solve4(int n, int nrhs, double *const L[4], double *const B[
             for (int j = 0; j < nj; j++) {
                 la_v4 v;
                 lanes_get(&v, B, (size_t)i * ldb + j0 + j);
-                for (int k = 0; k < i; k++) v += -Lv[i][k] * x[k][j];
+                for (int k = 0; k < i; k++)
+                    v += -Lv[i][k] * x[k][j];
                 x[i][j] = v * inv[i];
             }
         for (int i = n - 1; i >= 0; i--)
             for (int j = 0; j < nj; j++) {
                 la_v4 v = x[i][j];
-                for (int k = i + 1; k < n; k++) v += -Lv[k][i] * x[k][j];
+                for (int k = i + 1; k < n; k++)
+                    v += -Lv[k][i] * x[k][j];
                 x[i][j] = v * inv[i];
             }
         for (int i = 0; i < n; i++)
-            for (int j = 0; j < nj; j++) lanes_put(B, (size_t)i * ldb + j0 + j, &x[i][j]);
+            for (int j = 0; j < nj; j++)
+                lanes_put(B, (size_t)i * ldb + j0 + j, &x[i][j]);
     }
 }
 
-double la_chol_logdet(int n, const double *L) {
+double la_chol_logdet(int n, const double *L)
+{
     double s = 0.0;
     for (int i0 = 0; i0 < n; i0 += 8) { /* one log per product of up to 8 diagonal entries */
         int i1 = i0 + 8 < n ? i0 + 8 : n;
         double p = 1.0;
-        for (int i = i0; i < i1; i++) p *= L[(size_t)i * n + i];
+        for (int i = i0; i < i1; i++)
+            p *= L[(size_t)i * n + i];
         if (p >= DBL_MIN && p <= DBL_MAX) {
             s += log(p);
         } else { /* the product left the normal range (or is not a number): entry by entry */
-            for (int i = i0; i < i1; i++) s += log(L[(size_t)i * n + i]);
+            for (int i = i0; i < i1; i++)
+                s += log(L[(size_t)i * n + i]);
         }
     }
     return 2.0 * s;
 }
 
-double la_chol_trace_solve(int n, const double *L, const double *B, double *work) {
+double la_chol_trace_solve(int n, const double *L, const double *B, double *work)
+{
     memcpy(work, B, sizeof(double) * (size_t)n * n);
     la_chol_solve(n, n, L, work, n);
     double t = 0.0;
-    for (int i = 0; i < n; i++) t += work[(size_t)i * n + i];
+    for (int i = 0; i < n; i++)
+        t += work[(size_t)i * n + i];
     return t;
 }
 
-void la_symmetrize_lower(int n, double *A) {
+void la_symmetrize_lower(int n, double *A)
+{
     for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) A[(size_t)i * n + j] = A[(size_t)j * n + i];
+        for (int j = i + 1; j < n; j++)
+            A[(size_t)i * n + j] = A[(size_t)j * n + i];
 }
 
-void la_set_threads(int n) {
-    if (n > 0) openblas_set_num_threads(n);
+void la_set_threads(int n)
+{
+    if (n > 0)
+        openblas_set_num_threads(n);
 }

@@ -10,9 +10,9 @@
  * the loader picks the version this CPU runs (function multi-versioning).
  * The baseline build alone runs these loops two doubles at a time. Expands to
  * nothing on other compilers and targets, and under ThreadSanitizer. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(__SANITIZE_THREAD__) /* ThreadSanitizer crashes in the loader's ifunc resolvers */
-#define LA_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)          \
+    && !defined(__SANITIZE_THREAD__) /* ThreadSanitizer crashes in the loader's ifunc resolvers */
+#define LA_HOT    __attribute__((target_clones("arch=x86-64-v3", "default")))
 #define LA_AVX512 /* linalg.c has AVX-512F variants of some kernels, see la_avx512 */
 #else
 #define LA_HOT
@@ -47,13 +47,14 @@ int la_all_finite(long n, const double *x);
  * the Gram matrix of A's rows. Rows of C are formed eight at a time, as
  * short-A products of A's rows with At up to the diagonal, then mirrored; each
  * element is a sum over k in order, so C is exactly symmetric. Never fails. */
-void la_gram(int n, int k, const double *A, int lda, const double *At, int ldat, double *C, int ldc);
+void la_gram(int n, int k, const double *A, int lda, const double *At, int ldat, double *C,
+             int ldc);
 
 /* C = alpha A B^T (n x n) for a product the caller knows to be symmetric
  * (A and B are n x k): only the lower triangle is computed (by a rank-k
  * update when A is B), then mirrored, so C is exactly symmetric. Never fails. */
-void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb, double *C,
-                 int ldc);
+void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
+                 double *C, int ldc);
 
 /* In-place lower Cholesky factor of the n x n symmetric matrix A (only the
  * lower triangle is read; the strict upper triangle is zeroed). Returns 0, or

@@ -22,8 +22,8 @@
 #define SOLVE_MAX_ITER 1000000
 
 /* Exit statuses. */
-#define SOLVE_EXIT_OK 0
-#define SOLVE_EXIT_IO 1
+#define SOLVE_EXIT_OK  0
+#define SOLVE_EXIT_IO  1
 #define SOLVE_EXIT_JOB 2
 
 typedef enum {
@@ -65,25 +65,23 @@ typedef struct {
     unsigned bit;
 } solve_field;
 
-static const solve_field solve_fields[] = {
-    {"op", SOLVE_F_OP},
-    {"model", SOLVE_F_MODEL},
-    {"prior", SOLVE_F_PRIOR},
-    {"memory", SOLVE_F_MEMORY},
-    {"codes", SOLVE_F_CODES},
-    {"iterations", SOLVE_F_ITERATIONS},
-    {"tolerance", SOLVE_F_TOLERANCE},
-    {"seed", SOLVE_F_SEED},
-    {"init", SOLVE_F_INIT},
-    {"addresses", SOLVE_F_ADDRESSES},
-    {"trace", SOLVE_F_TRACE},
-    {"count", SOLVE_F_COUNT},
-    {"cluster", SOLVE_F_CLUSTER},
-    {"clusters", SOLVE_F_CLUSTERS},
-    {"rows", SOLVE_F_ROWS},
-    {"threads", SOLVE_F_THREADS},
-    {NULL, 0}
-};
+static const solve_field solve_fields[] = {{"op", SOLVE_F_OP},
+                                           {"model", SOLVE_F_MODEL},
+                                           {"prior", SOLVE_F_PRIOR},
+                                           {"memory", SOLVE_F_MEMORY},
+                                           {"codes", SOLVE_F_CODES},
+                                           {"iterations", SOLVE_F_ITERATIONS},
+                                           {"tolerance", SOLVE_F_TOLERANCE},
+                                           {"seed", SOLVE_F_SEED},
+                                           {"init", SOLVE_F_INIT},
+                                           {"addresses", SOLVE_F_ADDRESSES},
+                                           {"trace", SOLVE_F_TRACE},
+                                           {"count", SOLVE_F_COUNT},
+                                           {"cluster", SOLVE_F_CLUSTER},
+                                           {"clusters", SOLVE_F_CLUSTERS},
+                                           {"rows", SOLVE_F_ROWS},
+                                           {"threads", SOLVE_F_THREADS},
+                                           {NULL, 0}};
 
 /* What each op accepts and requires ("model or memory" for write is checked apart). */
 typedef struct {
@@ -110,11 +108,9 @@ static const solve_op_info solve_ops[] = {
      SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CODES | SOLVE_F_SEED | SOLVE_F_ADDRESSES,
      SOLVE_F_MEMORY | SOLVE_F_CODES},
     {"resize", SOLVE_RESIZE,
-     SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CLUSTERS | SOLVE_F_ROWS | SOLVE_F_FIT,
-     SOLVE_F_MEMORY},
+     SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CLUSTERS | SOLVE_F_ROWS | SOLVE_F_FIT, SOLVE_F_MEMORY},
     {"export", SOLVE_EXPORT, SOLVE_F_OP | SOLVE_F_MEMORY, SOLVE_F_MEMORY},
-    {NULL, SOLVE_WRITE, 0, 0}
-};
+    {NULL, SOLVE_WRITE, 0, 0}};
 
 /* A parsed job. Owns mem, mu and s2. */
 typedef struct {
@@ -222,7 +218,8 @@ static vbm_status solve_parse_fields(const json_t *root, solve_job *job, vbm_err
     unsigned present = 0, bit, missing;
     int i;
 
-    json_object_foreach((json_t *)root, key, val) {
+    json_object_foreach((json_t *)root, key, val)
+    {
         bit = 0;
         for (i = 0; solve_fields[i].name != NULL; i++) {
             if (strcmp(key, solve_fields[i].name) == 0) {
@@ -236,11 +233,11 @@ static vbm_status solve_parse_fields(const json_t *root, solve_job *job, vbm_err
     }
     op = json_object_get(root, "op");
     if (op == NULL)
-        return vbm_fail(err, VBM_EINVAL, "op", "missing (expected write, append, refit, elbo, "
-                                                 "sample, read, resize or export)");
+        return vbm_fail(err, VBM_EINVAL, "op",
+                        "missing (expected write, append, refit, elbo, "
+                        "sample, read, resize or export)");
     if (!json_is_string(op))
-        return vbm_fail(err, VBM_EINVAL, "op", "expected a string, got %s",
-                          wire_type_name(op));
+        return vbm_fail(err, VBM_EINVAL, "op", "expected a string, got %s", wire_type_name(op));
     name = json_string_value(op);
     for (i = 0; solve_ops[i].name != NULL; i++) {
         if (strcmp(name, solve_ops[i].name) == 0) {
@@ -250,31 +247,31 @@ static vbm_status solve_parse_fields(const json_t *root, solve_job *job, vbm_err
     }
     if (job->op == NULL)
         return vbm_fail(err, VBM_EINVAL, "op",
-                          "unknown op \"%s\" (expected write, append, refit, elbo, sample, "
-                          "read, resize or export)",
-                          name);
+                        "unknown op \"%s\" (expected write, append, refit, elbo, sample, "
+                        "read, resize or export)",
+                        name);
     for (i = 0; solve_fields[i].name != NULL; i++) {
         bit = solve_fields[i].bit;
         if ((present & bit) && !(job->op->allowed & bit))
             return vbm_fail(err, VBM_EINVAL, solve_fields[i].name, "not used by op \"%s\"",
-                              job->op->name);
+                            job->op->name);
     }
     missing = job->op->required & ~present;
     for (i = 0; solve_fields[i].name != NULL; i++) {
         if (missing & solve_fields[i].bit)
             return vbm_fail(err, VBM_EINVAL, solve_fields[i].name, "required by op \"%s\"",
-                              job->op->name);
+                            job->op->name);
     }
     if (job->op->op == SOLVE_WRITE) {
         if (!(present & (SOLVE_F_MODEL | SOLVE_F_MEMORY)))
             return vbm_fail(err, VBM_EINVAL, "model",
-                              "required by op \"write\" (or give a memory)");
+                            "required by op \"write\" (or give a memory)");
         if ((present & SOLVE_F_MODEL) && (present & SOLVE_F_MEMORY))
             return vbm_fail(err, VBM_EINVAL, "memory",
-                              "op \"write\" takes either model or memory, not both");
+                            "op \"write\" takes either model or memory, not both");
         if ((present & SOLVE_F_PRIOR) && !(present & SOLVE_F_MODEL))
             return vbm_fail(err, VBM_EINVAL, "prior",
-                              "only allowed with model (a memory carries its own prior)");
+                            "only allowed with model (a memory carries its own prior)");
     }
     return VBM_OK;
 }
@@ -620,18 +617,13 @@ static vbm_status solve_run_fit(solve_job *job, json_t *result, double *seconds,
     memset(&res, 0, sizeof res);
     t0 = solve_now();
     switch (job->op->op) {
-    case SOLVE_WRITE:
-        st = vbm_write(job->mem, &codes, &job->opts, &res, err);
-        break;
-    case SOLVE_APPEND:
-        st = vbm_append(job->mem, &codes, &job->opts, &res, err);
-        break;
+    case SOLVE_WRITE: st = vbm_write(job->mem, &codes, &job->opts, &res, err); break;
+    case SOLVE_APPEND: st = vbm_append(job->mem, &codes, &job->opts, &res, err); break;
     case SOLVE_REFIT:
         st = vbm_refit(job->mem, job->T > 0 ? &codes : NULL, &job->opts, &res, err);
         break;
     default:
-        st = vbm_resize(job->mem, job->new_H, job->new_K, &job->opts, &before, &after, &res,
-                        err);
+        st = vbm_resize(job->mem, job->new_H, job->new_K, &job->opts, &before, &after, &res, err);
         break;
     }
     *seconds = solve_now() - t0;
@@ -675,8 +667,7 @@ static vbm_status solve_run_elbo(solve_job *job, json_t *result, double *seconds
 }
 
 /* Run sample and fill result. */
-static vbm_status solve_run_sample(solve_job *job, json_t *result, double *seconds,
-                                   vbm_error *err)
+static vbm_status solve_run_sample(solve_job *job, json_t *result, double *seconds, vbm_error *err)
 {
     long C = job->mem->cfg.code_size, G = job->mem->cfg.groups, dims[2];
     double *z;
@@ -758,18 +749,10 @@ static vbm_status solve_run(solve_job *job, json_t *result, vbm_error *err)
     case SOLVE_WRITE:
     case SOLVE_APPEND:
     case SOLVE_REFIT:
-    case SOLVE_RESIZE:
-        st = solve_run_fit(job, result, &seconds, err);
-        break;
-    case SOLVE_ELBO:
-        st = solve_run_elbo(job, result, &seconds, err);
-        break;
-    case SOLVE_SAMPLE:
-        st = solve_run_sample(job, result, &seconds, err);
-        break;
-    case SOLVE_READ:
-        st = solve_run_read(job, result, &seconds, err);
-        break;
+    case SOLVE_RESIZE: st = solve_run_fit(job, result, &seconds, err); break;
+    case SOLVE_ELBO: st = solve_run_elbo(job, result, &seconds, err); break;
+    case SOLVE_SAMPLE: st = solve_run_sample(job, result, &seconds, err); break;
+    case SOLVE_READ: st = solve_run_read(job, result, &seconds, err); break;
     case SOLVE_EXPORT:
         t0 = solve_now();
         st = solve_set_posterior(result, job->mem, err);
@@ -864,7 +847,10 @@ static int solve_print_error(const vbm_error *err)
         /* Out of memory: fall back to a fixed object. */
         rc = fputs("{\"error\":{\"status\":\"nomem\",\"message\":\"out of memory\","
                    "\"field\":null}}\n",
-                   stdout) < 0 ? -1 : 0;
+                   stdout)
+                     < 0
+                 ? -1
+                 : 0;
     }
     json_decref(e);
     json_decref(root);
@@ -930,8 +916,8 @@ static int solve_load(const char *path, json_t **job, vbm_error *err)
         return 2;
     }
     if (*job == NULL) {
-        vbm_fail(err, VBM_EFORMAT, NULL, "job: invalid JSON at line %d, column %d: %s",
-                   jerr.line, jerr.column, jerr.text);
+        vbm_fail(err, VBM_EFORMAT, NULL, "job: invalid JSON at line %d, column %d: %s", jerr.line,
+                 jerr.column, jerr.text);
         return 2;
     }
     return 0;

@@ -59,8 +59,7 @@ static const char *main_models_dir(const char *opt)
  * warning with the loader's message per file that failed, and a summary
  * event ("models loaded", or "reloaded" with the API key count when auth is
  * given). */
-static void main_log_models(const hlog *lg, eng_models *models, const char *event,
-                            http_auth *auth)
+static void main_log_models(const hlog *lg, eng_models *models, const char *event, http_auth *auth)
 {
     eng_model_set *set = eng_models_snapshot(models);
     json_t *fields;
@@ -70,16 +69,15 @@ static void main_log_models(const hlog *lg, eng_models *models, const char *even
         const nets_info *in = set->models[i]->info;
 
         hlog_emit(lg, HLOG_INFO, "model", NULL,
-                  json_pack("{s:s, s:s, s:[i, i, i], s:i, s:s, s:s}", "name",
-                            set->models[i]->name, "file", set->models[i]->path,
-                            "observation_shape", in->channels, in->height, in->width,
-                            "code_size", in->code_size, "memory", in->kind, "sha256",
-                            set->models[i]->sha256));
+                  json_pack("{s:s, s:s, s:[i, i, i], s:i, s:s, s:s}", "name", set->models[i]->name,
+                            "file", set->models[i]->path, "observation_shape", in->channels,
+                            in->height, in->width, "code_size", in->code_size, "memory", in->kind,
+                            "sha256", set->models[i]->sha256));
     }
     for (i = 0; i < set->n_failed; i++)
-        hlog_emit(lg, HLOG_WARN, "model file skipped", NULL,
-                  json_pack("{s:s, s:s}", "file", set->failed[i].file, "detail",
-                            set->failed[i].msg));
+        hlog_emit(
+            lg, HLOG_WARN, "model file skipped", NULL,
+            json_pack("{s:s, s:s}", "file", set->failed[i].file, "detail", set->failed[i].msg));
     fields = json_pack("{s:i, s:i, s:s, s:s}", "models", set->n, "models_failed", set->n_failed,
                        "models_dir", eng_models_dir(models), "default_model",
                        eng_models_default_name(models));
@@ -139,8 +137,8 @@ static int main_loop(const sigset_t *set, const hlog *lg, eng_store *store, http
                 hlog_emit(lg, HLOG_ERROR, "reload failed; keeping the previous keys", NULL,
                           json_pack("{s:s}", "detail", err.msg));
             if (eng_models_reload(models, &err) != VBM_OK)
-                hlog_emit(lg, HLOG_ERROR, "model reload failed; keeping the previous models",
-                          NULL, json_pack("{s:s}", "detail", err.msg));
+                hlog_emit(lg, HLOG_ERROR, "model reload failed; keeping the previous models", NULL,
+                          json_pack("{s:s}", "detail", err.msg));
             main_log_models(lg, models, "reloaded", auth);
             continue;
         }
@@ -234,24 +232,25 @@ int main(int argc, char **argv)
         goto out;
     }
     hlog_event(&lg, "listening",
-              json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "listen", opt.listen, "port",
-                        http_server_port(srv), "threads", opt.threads, "queue_depth",
-                        opt.queue_depth, "blas_threads", blas, "api_keys",
-                        http_auth_enabled(auth), "version", VBM_VERSION_STRING, "store",
-                        !durable ? "memory" : opt.redis != NULL ? "redis" : "sqlite"));
+               json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "listen", opt.listen, "port",
+                         http_server_port(srv), "threads", opt.threads, "queue_depth",
+                         opt.queue_depth, "blas_threads", blas, "api_keys", http_auth_enabled(auth),
+                         "version", VBM_VERSION_STRING, "store",
+                         !durable            ? "memory"
+                         : opt.redis != NULL ? "redis"
+                                             : "sqlite"));
 
     sig = main_loop(&set, &lg, store, auth, models);
 
     t0 = eng_now();
     hlog_event(&lg, "shutting down",
-              json_pack("{s:s, s:f}", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                        "deadline_s", opt.shutdown_timeout_s));
+               json_pack("{s:s, s:f}", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM", "deadline_s",
+                         opt.shutdown_timeout_s));
     http_server_begin_shutdown(srv);
     if (eng_pool_drain(pool, opt.shutdown_timeout_s) != VBM_OK) {
         /* Jobs still run inside libvbmem and cannot be interrupted: leave now
          * without freeing what they use. */
-        hlog_emit(&lg, HLOG_ERROR, "shutdown deadline passed with jobs still running", NULL,
-                  NULL);
+        hlog_emit(&lg, HLOG_ERROR, "shutdown deadline passed with jobs still running", NULL, NULL);
         _exit(1);
     }
     left = opt.shutdown_timeout_s - (eng_now() - t0);
@@ -259,8 +258,7 @@ int main(int argc, char **argv)
         hlog_emit(&lg, HLOG_WARN, "closing connections with unsent responses", NULL, NULL);
     http_server_stop(srv);
     srv = NULL;
-    hlog_event(&lg, "stopped",
-              json_pack("{s:f}", "seconds", eng_now() - t0));
+    hlog_event(&lg, "stopped", json_pack("{s:f}", "seconds", eng_now() - t0));
     rc = 0;
 out:
     http_server_stop(srv);

@@ -14,25 +14,56 @@
 typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_DOUBLE, OPT_LEVEL, OPT_FLAG } opt_type;
 
 typedef struct {
-    const char *name;   /* long option without "--"; config key; VBMEMD_ + upper snake */
+    const char *name; /* long option without "--"; config key; VBMEMD_ + upper snake */
     opt_type type;
-    const char *deflt;  /* NULL: unset */
+    const char *deflt; /* NULL: unset */
     const char *help;
 } opt_def;
 
 enum {
-    O_LISTEN, O_DATA_DIR, O_MODELS_DIR, O_DEFAULT_MODEL, O_THREADS, O_QUEUE_DEPTH, O_API_KEY_FILE, O_CONFIG,
-    O_LOG_LEVEL, O_MAX_BODY, O_MAX_FRAMES, O_MAX_CODE, O_MAX_SESSIONS, O_MAX_MEMORY,
-    O_MAX_ITER, O_MAX_SOLVE, O_MAX_READ, O_RETRY_AFTER, O_MAX_CONN, O_CONN_TIMEOUT,
-    O_SHUTDOWN, O_MAX_RESIDENT, O_REDIS, O_EXPORT_ALL, O_IMPORT_ALL, O_HELP, O_VERSION, O_PRINT_ROUTES,
-    O_LIST_SESSIONS, O_COUNT
+    O_LISTEN,
+    O_DATA_DIR,
+    O_MODELS_DIR,
+    O_DEFAULT_MODEL,
+    O_THREADS,
+    O_QUEUE_DEPTH,
+    O_API_KEY_FILE,
+    O_CONFIG,
+    O_LOG_LEVEL,
+    O_MAX_BODY,
+    O_MAX_FRAMES,
+    O_MAX_CODE,
+    O_MAX_SESSIONS,
+    O_MAX_MEMORY,
+    O_MAX_ITER,
+    O_MAX_SOLVE,
+    O_MAX_READ,
+    O_RETRY_AFTER,
+    O_MAX_CONN,
+    O_CONN_TIMEOUT,
+    O_SHUTDOWN,
+    O_MAX_RESIDENT,
+    O_REDIS,
+    O_EXPORT_ALL,
+    O_IMPORT_ALL,
+    O_HELP,
+    O_VERSION,
+    O_PRINT_ROUTES,
+    O_LIST_SESSIONS,
+    O_COUNT
 };
 
 static const opt_def opt_defs[O_COUNT] = {
-    {"listen", OPT_STR, "127.0.0.1:8080", "ADDR:PORT to listen on ([V6]:PORT for IPv6; port 0 picks one)"},
-    {"data-dir", OPT_STR, NULL, "directory of the durable session store (SQLite DIR/vbmem.db); none: sessions live in memory only"},
-    {"models-dir", OPT_STR, NULL, "directory of model files NAME.safetensors, reloaded on SIGHUP (default: the bundled models; \"\" for none)"},
-    {"default-model", OPT_STR, "fashion-mnist-mixture", "model of sessions created without \"model\" or \"code_size\" (\"\" for none)"},
+    {"listen", OPT_STR, "127.0.0.1:8080",
+     "ADDR:PORT to listen on ([V6]:PORT for IPv6; port 0 picks one)"},
+    {"data-dir", OPT_STR, NULL,
+     "directory of the durable session store (SQLite DIR/vbmem.db); none: sessions live in memory "
+     "only"},
+    {"models-dir", OPT_STR, NULL,
+     "directory of model files NAME.safetensors, reloaded on SIGHUP (default: the bundled models; "
+     "\"\" for none)"},
+    {"default-model", OPT_STR, "fashion-mnist-mixture",
+     "model of sessions created without \"model\" or \"code_size\" (\"\" for none)"},
     {"threads", OPT_INT, NULL, "solver worker threads (default: the number of online CPUs)"},
     {"queue-depth", OPT_INT, "256", "jobs that may wait for a worker; past it requests get 503"},
     {"api-key-file", OPT_STR, NULL, "file of API keys, one per line; reloaded on SIGHUP"},
@@ -44,20 +75,29 @@ static const opt_def opt_defs[O_COUNT] = {
     {"max-sessions", OPT_INT, "10000", "sessions held at once (429 past it)"},
     {"max-memory-bytes", OPT_SIZE, "4294967296", "accounted bytes of all sessions (429 past it)"},
     {"max-iterations", OPT_INT, "1000", "VB iterations one request may ask for"},
-    {"max-solve-seconds", OPT_DOUBLE, "30", "solver time budget of one write, append, refit or resize (seconds)"},
+    {"max-solve-seconds", OPT_DOUBLE, "30",
+     "solver time budget of one write, append, refit or resize (seconds)"},
     {"max-read-steps", OPT_INT, "100", "iterations of one read"},
     {"retry-after", OPT_INT, "1", "seconds in Retry-After of 429 and 503 answers"},
     {"max-connections", OPT_INT, "1024", "open connections at once"},
     {"connection-timeout", OPT_INT, "60", "seconds an idle connection stays open"},
     {"shutdown-timeout", OPT_DOUBLE, "10", "seconds to finish in-flight jobs on SIGTERM/SIGINT"},
-    {"max-resident", OPT_INT, "1000", "with --data-dir: idle sessions kept in memory (least recently used leave first)"},
-    {"redis", OPT_STR, NULL, "HOST:PORT of a Redis server that replicas share as their session store (instead of --data-dir; run it with appendonly yes, appendfsync always)"},
-    {"export-all", OPT_STR, NULL, "with --data-dir: copy every stored session into the new SQLite file FILE and exit (command line only)"},
-    {"import-all", OPT_STR, NULL, "with --data-dir: copy every session of the backup FILE into the store (replacing same ids) and exit; vbmemd must not be running (command line only)"},
+    {"max-resident", OPT_INT, "1000",
+     "with --data-dir: idle sessions kept in memory (least recently used leave first)"},
+    {"redis", OPT_STR, NULL,
+     "HOST:PORT of a Redis server that replicas share as their session store (instead of "
+     "--data-dir; run it with appendonly yes, appendfsync always)"},
+    {"export-all", OPT_STR, NULL,
+     "with --data-dir: copy every stored session into the new SQLite file FILE and exit (command "
+     "line only)"},
+    {"import-all", OPT_STR, NULL,
+     "with --data-dir: copy every session of the backup FILE into the store (replacing same ids) "
+     "and exit; vbmemd must not be running (command line only)"},
     {"help", OPT_FLAG, NULL, "print this help and exit"},
     {"version", OPT_FLAG, NULL, "print the version and exit"},
     {"print-routes", OPT_FLAG, NULL, "print the HTTP routes (METHOD PATH) and exit"},
-    {"list-sessions", OPT_FLAG, NULL, "with --data-dir: print every stored session as a JSON line and exit"},
+    {"list-sessions", OPT_FLAG, NULL,
+     "with --data-dir: print every stored session as a JSON line and exit"},
 };
 
 /* Options that only the command line may give (one-shot commands). */
@@ -229,8 +269,7 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
             }
             v = 0;
             break;
-        default:
-            continue;
+        default: continue;
         }
         switch (i) {
         case O_QUEUE_DEPTH: o->queue_depth = (int)v; break;
@@ -251,10 +290,11 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         }
     }
     if (o->queue_depth < 1 || o->max_connections < 1 || o->limits.max_frames < 1
-        || o->limits.max_code_size < 1 || o->limits.max_sessions < 1
-        || o->limits.max_read_steps < 1 || o->max_resident < 1) {
-        snprintf(msg, msglen, "queue-depth, max-connections, max-frames, max-code-size, "
-                              "max-sessions, max-read-steps and max-resident must be >= 1");
+        || o->limits.max_code_size < 1 || o->limits.max_sessions < 1 || o->limits.max_read_steps < 1
+        || o->max_resident < 1) {
+        snprintf(msg, msglen,
+                 "queue-depth, max-connections, max-frames, max-code-size, "
+                 "max-sessions, max-read-steps and max-resident must be >= 1");
         return -1;
     }
     return 0;
@@ -369,8 +409,9 @@ void vbmemd_options_usage(FILE *out)
         }
         opt_env_name(i, env, sizeof env);
         snprintf(left, sizeof left, "--%s %s", opt_defs[i].name,
-                 opt_defs[i].type == OPT_STR ? "VALUE" : opt_defs[i].type == OPT_LEVEL ? "LEVEL"
-                                                                                      : "N");
+                 opt_defs[i].type == OPT_STR     ? "VALUE"
+                 : opt_defs[i].type == OPT_LEVEL ? "LEVEL"
+                                                 : "N");
         fprintf(out, "  %-26s %s\n  %-26s [%s%s%s]\n", left, opt_defs[i].help, "", env,
                 opt_defs[i].deflt != NULL ? ", default " : "",
                 opt_defs[i].deflt != NULL ? opt_defs[i].deflt : "");

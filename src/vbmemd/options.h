@@ -14,15 +14,15 @@
  * storage and live until vbmemd_options_free. */
 typedef struct {
     const char *listen;
-    const char *data_dir;     /* NULL: none */
-    const char *models_dir;   /* NULL: the bundled models; "": none */
+    const char *data_dir;      /* NULL: none */
+    const char *models_dir;    /* NULL: the bundled models; "": none */
     const char *default_model; /* "": none */
-    const char *api_key_file; /* NULL: no API keys */
-    const char *config;       /* the config file read, NULL: none */
-    const char *export_all;   /* --export-all FILE, NULL: none */
-    const char *import_all;   /* --import-all FILE, NULL: none */
-    long max_resident;        /* resident sessions of the durable store */
-    const char *redis;        /* --redis HOST:PORT, NULL: none */
+    const char *api_key_file;  /* NULL: no API keys */
+    const char *config;        /* the config file read, NULL: none */
+    const char *export_all;    /* --export-all FILE, NULL: none */
+    const char *import_all;    /* --import-all FILE, NULL: none */
+    long max_resident;         /* resident sessions of the durable store */
+    const char *redis;         /* --redis HOST:PORT, NULL: none */
     int threads;
     int queue_depth;
     int max_connections;
@@ -34,7 +34,7 @@ typedef struct {
     int version;
     int print_routes;
     int list_sessions;
-    char *store[32];          /* owned option strings */
+    char *store[32]; /* owned option strings */
 } vbmemd_options;
 
 /* Read the options: defaults, then the config file (--config or

@@ -105,8 +105,8 @@ static vbm_status storage_list(eng_backend *b, FILE *out, vbm_error *err)
             fprintf(out,
                     "\",\"version\":%llu,\"ttl_seconds\":%ld,\"created\":%.3f,\"updated\":%.3f,"
                     "\"used\":%.3f,\"memory_bytes\":%zu,\"model\":\"%s\"}\n",
-                    (unsigned long long)rec.version, rec.ttl_s, rec.created, rec.updated,
-                    rec.used, rec.blob_len, storage_json_safe(rec.model_name) ? rec.model_name : "?");
+                    (unsigned long long)rec.version, rec.ttl_s, rec.created, rec.updated, rec.used,
+                    rec.blob_len, storage_json_safe(rec.model_name) ? rec.model_name : "?");
             eng_record_free(&rec);
         }
         if (n < STORAGE_PAGE)

@@ -10,8 +10,7 @@
 
 /* Check a T x C shape (already known to be >= 1 each) against the limits. */
 static vbm_status codes_check_shape(const char *path, long rows, long cols, long max_frames,
-                                    int max_code_size, const long *T, const long *C,
-                                    vbm_error *err)
+                                    int max_code_size, const long *T, const long *C, vbm_error *err)
 {
     if (rows > max_frames)
         return vbm_fail(err, VBM_EINVAL, path, "T = %ld frames, the limit is %ld", rows,
@@ -20,8 +19,8 @@ static vbm_status codes_check_shape(const char *path, long rows, long cols, long
         return vbm_fail(err, VBM_EINVAL, path, "C = %ld, the code size limit is %d", cols,
                         max_code_size);
     if (rows > VBM_MAX_ELEMENTS / cols)
-        return vbm_fail(err, VBM_ENOMEM, path, "%ld x %ld values exceed the limit %ld", rows,
-                        cols, (long)VBM_MAX_ELEMENTS);
+        return vbm_fail(err, VBM_ENOMEM, path, "%ld x %ld values exceed the limit %ld", rows, cols,
+                        (long)VBM_MAX_ELEMENTS);
     if ((*T != 0 && *T != rows) || (*C != 0 && *C != cols))
         return vbm_fail(err, VBM_EINVAL, path, "shape [%ld, %ld] does not match mu's [%ld, %ld]",
                         rows, cols, *T, *C);
@@ -92,8 +91,8 @@ static vbm_status codes_read_tensor(const json_t *v, const char *path, long max_
         return vbm_fail(err, VBM_ENOMEM, where, "out of memory");
     }
     for (i = 0; i < n; i++) {
-        bits = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8
-               | (uint32_t)raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24;
+        bits = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 | (uint32_t)raw[4 * i + 2] << 16
+               | (uint32_t)raw[4 * i + 3] << 24;
         memcpy(&f, &bits, sizeof f);
         a[i] = (double)f;
         if (!isfinite(a[i]) || (nonneg && a[i] < 0.0)) {

@@ -61,9 +61,8 @@ static vbm_status memform_require(const json_t *obj, const char *path, const cha
 
 /* Names of the twelve configuration fields, NULL-terminated. */
 static const char *const memform_config_keys[] = {
-    "kind", "code_size", "rows", "clusters", "groups", "sigma_z2", "shift",
-    "u0", "sigma2_b0", "s_floor", "dkm_addr_var", "retain_max", NULL
-};
+    "kind", "code_size", "rows",    "clusters",     "groups",     "sigma_z2", "shift",
+    "u0",   "sigma2_b0", "s_floor", "dkm_addr_var", "retain_max", NULL};
 
 /* Read the optional (or, when required, mandatory) int member key of obj. */
 static vbm_status memform_config_int(const json_t *obj, const char *path, const char *key,
@@ -100,7 +99,7 @@ static vbm_status memform_config_double(const json_t *obj, const char *path, con
  * to the given rows, overridden by the members of obj
  * (all twelve required when complete). VBM_EINVAL naming the field. */
 vbm_status wire_config_read(const json_t *obj, const char *path, int complete, int code_size_hint,
-                               vbm_config *cfg, vbm_error *err)
+                            vbm_config *cfg, vbm_error *err)
 {
     char where[WIRE_PATH_LEN];
     const json_t *v;
@@ -148,7 +147,7 @@ vbm_status wire_config_read(const json_t *obj, const char *path, int complete, i
                                 &cfg->clusters, err);
     if (st == VBM_OK)
         st = memform_config_int(obj, path, "groups", complete, 1, VBM_MAX_CODE_SIZE, &cfg->groups,
-                                 err);
+                                err);
     if (st == VBM_OK)
         st = memform_config_double(obj, path, "sigma_z2", complete, &cfg->sigma_z2, err);
     if (st != VBM_OK)
@@ -200,12 +199,11 @@ static int memform_set(json_t *obj, const char *key, json_t *val)
 json_t *wire_config(const vbm_config *c)
 {
     return json_pack("{s:s, s:i, s:i, s:i, s:i, s:o, s:b, s:o, s:o, s:o, s:o, s:I}", "kind",
-                     vbm_kind_name(c->kind), "code_size", c->code_size, "rows", c->rows,
-                     "clusters", c->clusters, "groups", c->groups, "sigma_z2",
-                     wire_number(c->sigma_z2), "shift", c->shift, "u0", wire_number(c->u0),
-                     "sigma2_b0", wire_number(c->sigma2_b0), "s_floor", wire_number(c->s_floor),
-                     "dkm_addr_var", wire_number(c->dkm_addr_var), "retain_max",
-                     (json_int_t)c->retain_max);
+                     vbm_kind_name(c->kind), "code_size", c->code_size, "rows", c->rows, "clusters",
+                     c->clusters, "groups", c->groups, "sigma_z2", wire_number(c->sigma_z2),
+                     "shift", c->shift, "u0", wire_number(c->u0), "sigma2_b0",
+                     wire_number(c->sigma2_b0), "s_floor", wire_number(c->s_floor), "dkm_addr_var",
+                     wire_number(c->dkm_addr_var), "retain_max", (json_int_t)c->retain_max);
 }
 
 /* obj[key] = nested array of a (shape ndim/dims), naming it path in errors. */
@@ -263,20 +261,20 @@ static vbm_status memform_encode_posterior(const vbm_memory *mem, json_t *arr, v
             dims[0] = K;
             dims[1] = cg;
             wire_path_key(where, sizeof where, path, "R");
-            st = memform_set_array(blk, "R", mem->R + (size_t)gh * (size_t)(K * cg), 2, dims,
-                                   where, err);
+            st = memform_set_array(blk, "R", mem->R + (size_t)gh * (size_t)(K * cg), 2, dims, where,
+                                   err);
             if (st != VBM_OK)
                 return st;
             dims[1] = K;
             wire_path_key(where, sizeof where, path, "U");
-            st = memform_set_array(blk, "U", mem->U + (size_t)gh * (size_t)(K * K), 2, dims,
-                                   where, err);
+            st = memform_set_array(blk, "U", mem->U + (size_t)gh * (size_t)(K * K), 2, dims, where,
+                                   err);
             if (st != VBM_OK)
                 return st;
             dims[0] = cg;
             wire_path_key(where, sizeof where, path, "mu_b");
-            st = memform_set_array(blk, "mu_b", mem->mu_b + (size_t)gh * (size_t)cg, 1, dims,
-                                   where, err);
+            st = memform_set_array(blk, "mu_b", mem->mu_b + (size_t)gh * (size_t)cg, 1, dims, where,
+                                   err);
             if (st != VBM_OK)
                 return st;
             if (memform_set(blk, "sigma2_b", json_real(mem->s2_b[gh])) != 0)
@@ -409,7 +407,7 @@ vbm_status wire_memory_to_json(const vbm_memory *mem, json_t **out, vbm_error *e
     if (c->code_size < 1 || c->rows < 1 || c->clusters < 1 || c->groups < 1 || mem->cg < 1
         || (long)mem->cg * c->groups != c->code_size || mem->n_paths < 0 || mem->n_codes < 0)
         return vbm_fail(err, VBM_EINVAL, "memory", "inconsistent sizes (C=%d K=%d H=%d G=%d cg=%d)",
-                            c->code_size, c->rows, c->clusters, c->groups, mem->cg);
+                        c->code_size, c->rows, c->clusters, c->groups, mem->cg);
     root = json_object();
     if (root == NULL)
         return vbm_fail(err, VBM_ENOMEM, "memory", "out of memory");
@@ -467,8 +465,8 @@ static vbm_status memform_check_spd(const double *U, long K, double *work, const
 }
 
 /* Require v to be an object with only the given keys. */
-static vbm_status memform_object_at(const json_t *v, const char *path,
-                                    const char *const *allowed, vbm_error *err)
+static vbm_status memform_object_at(const json_t *v, const char *path, const char *const *allowed,
+                                    vbm_error *err)
 {
     if (v == NULL)
         return vbm_fail(err, VBM_EINVAL, path, "missing");
@@ -516,8 +514,8 @@ static vbm_status memform_decode_prior(const json_t *prior, const vbm_config *cf
 }
 
 /* Without a shift, a posterior block's mu_b (cg values) and sigma2_b must be 0. */
-static vbm_status memform_check_no_shift(const double *mu_b, long cg, double s2_b,
-                                         const char *path, vbm_error *err)
+static vbm_status memform_check_no_shift(const double *mu_b, long cg, double s2_b, const char *path,
+                                         vbm_error *err)
 {
     char where[WIRE_PATH_LEN];
     long j;
@@ -554,7 +552,7 @@ static vbm_status memform_decode_posterior(const json_t *post, vbm_memory *mem, 
         return st;
     if (!json_is_array(arr))
         return vbm_fail(err, VBM_EINVAL, "memory.posterior.clusters", "expected an array, got %s",
-                            wire_type_name(arr));
+                        wire_type_name(arr));
     if (json_array_size(arr) != (size_t)(G * H))
         return vbm_fail(err, VBM_EINVAL, "memory.posterior.clusters",
                         "expected %ld blocks (groups %ld x clusters %ld), got %zu", G * H, G, H,
@@ -581,7 +579,7 @@ static vbm_status memform_decode_posterior(const json_t *post, vbm_memory *mem, 
             dims[1] = cg;
             wire_path_key(where, sizeof where, path, "R");
             st = wire_read_array(json_object_get(blk, "R"), where, 2, dims, 0,
-                                    mem->R + (size_t)gh * (size_t)(K * cg), err);
+                                 mem->R + (size_t)gh * (size_t)(K * cg), err);
             if (st != VBM_OK)
                 return st;
 
@@ -597,7 +595,7 @@ static vbm_status memform_decode_posterior(const json_t *post, vbm_memory *mem, 
             dims[0] = cg;
             wire_path_key(where, sizeof where, path, "mu_b");
             st = wire_read_array(json_object_get(blk, "mu_b"), where, 1, dims, 0,
-                                    mem->mu_b + (size_t)gh * (size_t)cg, err);
+                                 mem->mu_b + (size_t)gh * (size_t)cg, err);
             if (st != VBM_OK)
                 return st;
 
@@ -640,10 +638,10 @@ static vbm_status memform_decode_paths(const json_t *v, const vbm_config *cfg, m
         return VBM_OK;
     if (!json_is_array(v))
         return vbm_fail(err, VBM_EINVAL, "memory.paths", "expected an array, got %s",
-                            wire_type_name(v));
+                        wire_type_name(v));
     if (json_array_size(v) > (size_t)VBM_MAX_ELEMENTS / (size_t)G)
         return vbm_fail(err, VBM_EINVAL, "memory.paths", "too many paths (%zu)",
-                            json_array_size(v));
+                        json_array_size(v));
     n = (long)json_array_size(v);
     if (n == 0)
         return VBM_OK;
@@ -675,8 +673,7 @@ static vbm_status memform_decode_paths(const json_t *v, const vbm_config *cfg, m
         for (g = 0; g < G; g++) {
             if (snprintf(where, sizeof where, "%s.s[%ld]", path, g) < 0)
                 where[0] = '\0';
-            st = wire_get_long(json_array_get(s, (size_t)g), where, 0, cfg->clusters - 1, &x,
-                                   err);
+            st = wire_get_long(json_array_get(s, (size_t)g), where, 0, cfg->clusters - 1, &x, err);
             if (st != VBM_OK)
                 return st;
             out->s[p * G + g] = (int)x;
@@ -719,14 +716,14 @@ static vbm_status memform_decode_codes(const json_t *v, const vbm_config *cfg, m
         return st;
     if (!json_is_array(mu))
         return vbm_fail(err, VBM_EINVAL, "memory.codes.mu", "expected an array, got %s",
-                            wire_type_name(mu));
+                        wire_type_name(mu));
     if (json_array_size(mu) > (size_t)cfg->retain_max)
         return vbm_fail(err, VBM_EINVAL, "memory.codes.mu",
                         "%zu retained codes exceed config.retain_max (%ld)", json_array_size(mu),
                         cfg->retain_max);
     if (json_array_size(mu) > (size_t)(VBM_MAX_ELEMENTS / C))
         return vbm_fail(err, VBM_EINVAL, "memory.codes.mu", "too many codes (%zu)",
-                            json_array_size(mu));
+                        json_array_size(mu));
     n = (long)json_array_size(mu);
     if (n == 0) {
         dims[0] = 0;
@@ -748,8 +745,8 @@ static vbm_status memform_decode_codes(const json_t *v, const vbm_config *cfg, m
 /* Check the header members (format, version) of a memory object. */
 static vbm_status memform_decode_header(const json_t *json, vbm_error *err)
 {
-    static const char *const keys[] = {"format", "version", "config", "prior", "posterior",
-                                       "paths", "frames", "last_elbo", "codes", NULL};
+    static const char *const keys[] = {"format", "version", "config",    "prior", "posterior",
+                                       "paths",  "frames",  "last_elbo", "codes", NULL};
     json_t *v;
     long version = 0;
     vbm_status st;
@@ -760,8 +757,7 @@ static vbm_status memform_decode_header(const json_t *json, vbm_error *err)
     if (st != VBM_OK)
         return st;
     if (!json_is_string(v) || strcmp(json_string_value(v), WIRE_MEMORY_FORMAT) != 0)
-        return vbm_fail(err, VBM_EINVAL, "memory.format", "expected \"%s\"",
-                            WIRE_MEMORY_FORMAT);
+        return vbm_fail(err, VBM_EINVAL, "memory.format", "expected \"%s\"", WIRE_MEMORY_FORMAT);
     st = memform_require(json, "memory", "version", &v, err);
     if (st != VBM_OK)
         return st;
@@ -834,7 +830,7 @@ static vbm_status memform_decode(const json_t *json, vbm_memory **out, memform_p
 
     dims[0] = cfg.code_size;
     st = wire_read_array(json_object_get(json_object_get(json, "prior"), "mu_b0"),
-                            "memory.prior.mu_b0", 1, dims, 0, mem->mu_b0, err);
+                         "memory.prior.mu_b0", 1, dims, 0, mem->mu_b0, err);
     if (st == VBM_OK) {
         work = vbm_calloc((size_t)cfg.rows * (size_t)cfg.rows, sizeof(double));
         if (work == NULL)

@@ -7,7 +7,7 @@
 #include "vbmem/vbmem.h"
 #include "wire/values.h"
 
-#define WIRE_MEMORY_FORMAT "vbmem-memory"
+#define WIRE_MEMORY_FORMAT  "vbmem-memory"
 #define WIRE_MEMORY_VERSION 1
 
 /* Failures are recorded in err (may be NULL) as described in wire/values.h; the

@@ -30,17 +30,16 @@ _Static_assert(sizeof(json_int_t) == 8, "json_int_t must be 64 bits");
 typedef struct {
     const unsigned char *p, *end;
     int depth;
-    char *buf;  /* scratch: decoded strings with escapes, long numbers */
+    char *buf; /* scratch: decoded strings with escapes, long numbers */
     size_t cap;
-    int wide;   /* long double carries 64 significant bits here (parse_wide_ok), checked
+    int wide; /* long double carries 64 significant bits here (parse_wide_ok), checked
                  * once per body */
 } parse_state;
 
 /* Exact powers of ten for the fast number path: 10^k is a double exactly for k <= 22. */
-static const double parse_pow10[23] = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22
-};
+static const double parse_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 /* 1 for the bytes that stand for themselves in a string fast scan: 0x20..0x7F
  * except '"' and '\\'. */
@@ -95,11 +94,10 @@ static int parse_is_digit(const unsigned char *p, const unsigned char *end)
 
 #if defined(__x86_64__) && LDBL_MANT_DIG == 64
 /* Exact powers of ten in x87 extended precision: 10^k = 2^k 5^k with 5^k < 2^64 for k <= 27. */
-static const long double parse_pow10l[28] = {
-    1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
-    1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
-    1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L
-};
+static const long double parse_pow10l[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,
+                                             1e7L,  1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L,
+                                             1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L,
+                                             1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
 
 /* Whether long double arithmetic really carries 64 significant bits here (not
  * under an emulator that computes it in double precision). */
@@ -343,8 +341,7 @@ static int parse_unescape(parse_state *ps, const unsigned char *s, const unsigne
                 b[o++] = (char)(0x80 | (u & 0x3F));
             }
             break;
-        default:
-            return -1;
+        default: return -1;
         }
     }
     *n = o;
@@ -532,14 +529,10 @@ static int parse_value(parse_state *ps, json_t **out)
         rc = *ps->p == '{' ? parse_object(ps, out) : parse_array(ps, out);
         ps->depth--;
         return rc;
-    case '"':
-        return parse_string(ps, out);
-    case 't':
-        return parse_literal(ps, "true", 4, json_true(), out);
-    case 'f':
-        return parse_literal(ps, "false", 5, json_false(), out);
-    case 'n':
-        return parse_literal(ps, "null", 4, json_null(), out);
+    case '"': return parse_string(ps, out);
+    case 't': return parse_literal(ps, "true", 4, json_true(), out);
+    case 'f': return parse_literal(ps, "false", 5, json_false(), out);
+    case 'n': return parse_literal(ps, "null", 4, json_null(), out);
     default:
         if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9'))
             return parse_number(ps, out);

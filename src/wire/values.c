@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void wire_path_key(char *buf, size_t len, const char *base, const char *key)
 {
     if (snprintf(buf, len, "%s%s%s", base, base[0] != '\0' ? "." : "", key) < 0)
@@ -88,8 +87,8 @@ vbm_status wire_get_long(const json_t *v, const char *path, long lo, long hi, lo
     if (x < (json_int_t)lo && hi == LONG_MAX)
         return vbm_fail(err, VBM_EINVAL, path, "must be >= %ld, got %lld", lo, (long long)x);
     if (x < (json_int_t)lo || x > (json_int_t)hi)
-        return vbm_fail(err, VBM_EINVAL, path, "%lld is out of range [%ld, %ld]", (long long)x,
-                        lo, hi);
+        return vbm_fail(err, VBM_EINVAL, path, "%lld is out of range [%ld, %ld]", (long long)x, lo,
+                        hi);
     *out = (long)x;
     return VBM_OK;
 }
@@ -99,8 +98,7 @@ vbm_status wire_get_bool(const json_t *v, const char *path, int *out, vbm_error 
     if (v == NULL)
         return vbm_fail(err, VBM_EINVAL, path, "missing");
     if (!json_is_boolean(v))
-        return vbm_fail(err, VBM_EINVAL, path, "expected true or false, got %s",
-                        wire_type_name(v));
+        return vbm_fail(err, VBM_EINVAL, path, "expected true or false, got %s", wire_type_name(v));
     *out = json_is_true(v) ? 1 : 0;
     return VBM_OK;
 }
@@ -150,7 +148,8 @@ vbm_status wire_check_keys(const json_t *obj, const char *path, const char *cons
     json_t *val;
     int i, ok;
 
-    json_object_foreach((json_t *)obj, key, val) {
+    json_object_foreach((json_t *)obj, key, val)
+    {
         ok = 0;
         for (i = 0; allowed[i] != NULL; i++) {
             if (strcmp(allowed[i], key) == 0) {
@@ -343,8 +342,7 @@ vbm_status wire_matrix_shape(const json_t *v, const char *path, long *rows, long
     first = json_array_get(v, 0);
     wire_path_index(where, sizeof where, path, 0);
     if (!json_is_array(first))
-        return vbm_fail(err, VBM_EINVAL, where, "expected an array, got %s",
-                        wire_type_name(first));
+        return vbm_fail(err, VBM_EINVAL, where, "expected an array, got %s", wire_type_name(first));
     if (json_array_size(first) == 0)
         return vbm_fail(err, VBM_EINVAL, where, "must have at least one column");
     if (json_array_size(v) > (size_t)LONG_MAX || json_array_size(first) > (size_t)LONG_MAX)
@@ -429,8 +427,8 @@ vbm_status wire_new_array(const double *a, int ndim, const long *dims, int nulls
                 rest /= (size_t)dims[d];
             }
             wire_path_indices(where, sizeof where, path, idx, ndim);
-            return vbm_fail(err, VBM_EINVAL, where,
-                            "non-finite value %g cannot be written as JSON", a[p]);
+            return vbm_fail(err, VBM_EINVAL, where, "non-finite value %g cannot be written as JSON",
+                            a[p]);
         }
     }
     p = 0;

@@ -91,8 +91,8 @@ START_TEST(test_png_conversions_and_refusals)
     for (i = 0; i < 28 * 28; i++)
         ck_assert_float_eq(out[i], colour[i]);
     /* not a PNG */
-    ck_assert_int_eq(img_png_decode((const unsigned char *)"GIF89a....", 10, &GREY, out,
-                                    &perr), -1);
+    ck_assert_int_eq(img_png_decode((const unsigned char *)"GIF89a....", 10, &GREY, out, &perr),
+                     -1);
     ck_assert_ptr_nonnull(strstr(perr.msg, "signature"));
     ck_assert_int_eq(img_png_decode(png, 3, &GREY, out, &perr), -1);
     free(png);
@@ -171,7 +171,8 @@ START_TEST(test_observation_forms)
     ck_assert_str_eq(json_string_value(json_object_get(o, "data")), b64);
     json_decref(o);
     ck_assert_int_eq(img_write(x, 1, &GREY, IMG_JSON, &o, &err), VBM_OK);
-    ck_assert_int_eq(json_array_size(json_array_get(json_array_get(json_array_get(o, 0), 0), 27)), 28);
+    ck_assert_int_eq(json_array_size(json_array_get(json_array_get(json_array_get(o, 0), 0), 27)),
+                     28);
     json_decref(o);
     free(x);
     json_decref(v);

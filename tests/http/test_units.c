@@ -43,8 +43,10 @@ START_TEST(test_keyhash_vectors)
     hex(d, 32, h);
     ck_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     free(million);
-    ck_assert_int_eq(keyhash_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abcd", 4), 1);
-    ck_assert_int_eq(keyhash_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abce", 4), 0);
+    ck_assert_int_eq(
+        keyhash_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abcd", 4), 1);
+    ck_assert_int_eq(
+        keyhash_equal_ct((const unsigned char *)"abcd", (const unsigned char *)"abce", 4), 0);
 }
 END_TEST
 
@@ -100,13 +102,15 @@ START_TEST(test_fast_body_parse)
     size_t i;
 
     for (i = 0; i < n; i++)
-        b64[i] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(i * 7919) % 64];
+        b64[i] =
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(i * 7919) % 64];
     b64[n] = '\0';
     /* values in objects and arrays, a long key (kept), a short string, numbers */
-    snprintf(body, 4 * n + 512,
-             "{\"codes\": {\"dtype\": \"float32\", \"shape\": [3, 2], \"data\": \"%s\"}, "
-             "\"observations\": [\"%s\", \"%s\"], \"%s\": 1, \"mode\": \"append\", \"x\": [1.5, -2]}",
-             b64, b64, b64, b64);
+    snprintf(
+        body, 4 * n + 512,
+        "{\"codes\": {\"dtype\": \"float32\", \"shape\": [3, 2], \"data\": \"%s\"}, "
+        "\"observations\": [\"%s\", \"%s\"], \"%s\": 1, \"mode\": \"append\", \"x\": [1.5, -2]}",
+        b64, b64, b64, b64);
     parse_both(body, 1);
     /* a long string with an escape is parsed by jansson as usual */
     snprintf(body, 4 * n + 512, "{\"a\": \"%.3000s\\n%s\", \"b\": \"%s\"}", b64, b64 + 3000, b64);

@@ -83,8 +83,8 @@ static void redis_start(void)
 
         dup2(null, 1);
         dup2(null, 2);
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save",
-               "", "--appendonly", "yes", "--appendfsync", "always", "--dir", tdir, (char *)NULL);
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "yes", "--appendfsync", "always", "--dir", tdir, (char *)NULL);
         _exit(127);
     }
     for (i = 0; i < 100; i++) {
@@ -244,8 +244,11 @@ START_TEST(test_migration_from_v1)
     /* Turn it back into schema 1: the same rows, no model column. */
     db_path(path, sizeof path);
     ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(db, "ALTER TABLE sessions DROP COLUMN model;"
-                                      "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db,
+                                  "ALTER TABLE sessions DROP COLUMN model;"
+                                  "PRAGMA user_version = 1;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
     sqlite3_close(db);
 
     ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
@@ -316,8 +319,9 @@ START_TEST(test_cas_reload_delete)
     eng_session_unref(back);
 
     /* Delete: by the wrong owner refused; then gone for load, save and delete. */
-    ck_assert_int_eq(eng_backend_remove(b, s->id, (const unsigned char *)"other-owner-xxxxxxxxxxxxxxxxxxxx",
-                                        &err), VBM_ENOTFOUND);
+    ck_assert_int_eq(eng_backend_remove(
+                         b, s->id, (const unsigned char *)"other-owner-xxxxxxxxxxxxxxxxxxxx", &err),
+                     VBM_ENOTFOUND);
     ck_assert_int_eq(eng_backend_remove(b, s->id, owner, &err), VBM_OK);
     ck_assert_int_eq(eng_backend_load(b, s->id, &got, &err), VBM_ENOTFOUND);
     rec = record_of(s);
@@ -401,7 +405,8 @@ START_TEST(test_corrupt_records_rejected)
     ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
     snprintf(sql, sizeof sql,
              "UPDATE sessions SET memory = substr(memory, 1, 100) || x'ff' || "
-             "substr(memory, 102) WHERE id = '%s'", s->id);
+             "substr(memory, 102) WHERE id = '%s'",
+             s->id);
     ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
     ck_assert_int_eq(sqlite3_changes(db), 1);
     sqlite3_close(db);
@@ -456,8 +461,8 @@ static vbm_status flaky_list(void *impl, const unsigned char *owner, const char 
     return eng_backend_list(((flaky_backend *)impl)->real, owner, after, limit, ids, n, err);
 }
 
-static vbm_status flaky_idle(void *impl, double now, int limit, char (*ids)[ENG_ID_LEN + 1],
-                             int *n, vbm_error *err)
+static vbm_status flaky_idle(void *impl, double now, int limit, char (*ids)[ENG_ID_LEN + 1], int *n,
+                             vbm_error *err)
 {
     return eng_backend_idle(((flaky_backend *)impl)->real, now, limit, ids, n, err);
 }
@@ -485,10 +490,9 @@ static void flaky_close(void *impl)
     free(f);
 }
 
-static const eng_backend_ops flaky_ops = {
-    flaky_load, flaky_save, flaky_remove, flaky_list, flaky_idle, flaky_touch, flaky_count,
-    flaky_check, flaky_close, NULL
-};
+static const eng_backend_ops flaky_ops = {flaky_load,  flaky_save,  flaky_remove, flaky_list,
+                                          flaky_idle,  flaky_touch, flaky_count,  flaky_check,
+                                          flaky_close, NULL};
 
 START_TEST(test_failed_persist_rolls_back)
 {
@@ -610,7 +614,8 @@ END_TEST
 START_TEST(test_stored_ttl_expiry)
 {
     eng_store_limits lim = {0, 0};
-    eng_session *a = new_session(NULL, 1), *keep = new_session(NULL, 0), *busy = new_session(NULL, 1);
+    eng_session *a = new_session(NULL, 1), *keep = new_session(NULL, 0),
+                *busy = new_session(NULL, 1);
     eng_session *got;
     char ida[ENG_ID_LEN + 1], idb[ENG_ID_LEN + 1];
     eng_backend *b;
