@@ -204,9 +204,10 @@ START_TEST(test_memory_works)
         for (int step = 0; step < READ_STEPS; step++) {
             ck_assert_msg(nets_encode(model, X, T, mu, s2, &nerr) == VBM_OK, "%s", nerr.msg);
             vbm_codes q = {T, C, mu, s2};
-            ck_assert_msg(vbm_read(mem, &q, 500 + 10 * (uint64_t)e + (uint64_t)step, z, NULL, &err)
-                              == VBM_OK,
-                          "%s", err.msg);
+            ck_assert_msg(
+                vbm_read(mem, &q, NULL, 500 + 10 * (uint64_t)e + (uint64_t)step, z, NULL, &err)
+                    == VBM_OK,
+                "%s", err.msg);
             decode_mean(z, T, X);
         }
         comp_mem += own_nearest(X, A) / EPISODES;

@@ -1040,8 +1040,8 @@ START_TEST(read_is_deterministic)
         double z1[3 * 8], z2[3 * 8];
         vbm_addresses a;
         vbm_error err;
-        ck_assert(vbm_read(m, &q, 5, z1, &a, &err) == VBM_OK);
-        ck_assert(vbm_read(m, &q, 5, z2, NULL, &err) == VBM_OK);
+        ck_assert(vbm_read(m, &q, NULL, 5, z1, &a, &err) == VBM_OK);
+        ck_assert(vbm_read(m, &q, NULL, 5, z2, NULL, &err) == VBM_OK);
         ck_assert(memcmp(z1, z2, sizeof z1) == 0);
         for (int t = 0; t < 3; t++) {
             double s = 0;

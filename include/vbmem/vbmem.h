@@ -331,11 +331,33 @@ vbm_status vbm_address(const vbm_memory *mem, const vbm_codes *query, vbm_addres
 vbm_status vbm_sample(const vbm_memory *mem, long n, uint64_t seed, int cluster, double *out_z,
                       int *out_s, vbm_error *err);
 
-/* One read step (App. G.2 steps 3-5): infer q(y) for the query codes, then draw
- * Omega ~ q(Omega), s ~ q(s), w ~ q(w | s), z ~ p(z | s, w, Omega). out_z is
- * T x C; addr may be NULL. Deterministic given seed. */
-vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed, double *out_z,
-                    vbm_addresses *addr, vbm_error *err);
+/* How a read turns the query's addressing posterior q(y) into codes. */
+typedef enum {
+    VBM_READ_SAMPLE = 0,  /* App. G.2 steps 3-5: Omega ~ q(Omega), y ~ q(y),
+                           * z ~ p(z | y, Omega) (with the observation noise sigma_z^2) */
+    VBM_READ_MEAN = 1,    /* the posterior-mean read E[z | q(y), q(Omega)], no noise: for the
+                           * mixture (and each group of the tree) sum_h q(s=h) (E[M_h]^T
+                           * E[w | s=h] + E[b_h]); E[M]^T E[w] (+ E[b]) for the others, with
+                           * E[w] the probabilities q(w) for the categorical model */
+    VBM_READ_MEAN_MAP = 2 /* the same with only the most probable cluster argmax_h q(s=h)
+                           * (ties: the lowest h); VBM_READ_MEAN for models without clusters */
+} vbm_read_mode;
+
+/* Options of vbm_read. Fill with vbm_read_opts_default, then override. */
+typedef struct {
+    vbm_read_mode mode;
+} vbm_read_opts;
+
+/* Default read options: VBM_READ_SAMPLE. Never fails. */
+void vbm_read_opts_default(vbm_read_opts *o);
+
+/* One read step: infer q(y) for the query codes, then form codes from it as
+ * opts->mode says (opts NULL: VBM_READ_SAMPLE, App. G.2 steps 3-5). out_z is
+ * T x C; addr may be NULL. Deterministic given seed (the mean modes draw
+ * nothing). Fails with VBM_EINVAL (bad query, unknown mode: field "mode"),
+ * VBM_ENUMERIC, VBM_ENOMEM. */
+vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, const vbm_read_opts *opts,
+                    uint64_t seed, double *out_z, vbm_addresses *addr, vbm_error *err);
 
 /* Change the number of clusters H and/or rows K (0 keeps the current value).
  * Refits from the retained codes when there are any; otherwise from

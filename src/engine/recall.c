@@ -158,8 +158,8 @@ static vbm_status recall_locked(const vbm_memory *mem, const eng_model *m, nets_
         double *z = out->z + (size_t)i * TC;
 
         t0 = eng_now();
-        vst = vbm_read(mem, &vc, o->seed + (uint64_t)i, z, out->addr != NULL ? &out->addr[i] : NULL,
-                       &verr);
+        vst = vbm_read(mem, &vc, NULL, o->seed + (uint64_t)i, z,
+                       out->addr != NULL ? &out->addr[i] : NULL, &verr);
         if (vst != VBM_OK)
             return vbm_fail(err,
                             vst == VBM_ENOMEM     ? VBM_ENOMEM

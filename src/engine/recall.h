@@ -22,13 +22,35 @@ typedef struct {
     long T;                 /* frames; for images and for a start from memory */
 } eng_recall_query;
 
+/* How each read step turns its query into the step's output. */
+typedef enum {
+    ENG_READ_SAMPLE = 0, /* App. G.2: vbm_read VBM_READ_SAMPLE (the paper's procedure; bit for
+                          * bit the read of earlier versions when no mask is given) */
+    ENG_READ_MEAN = 1,   /* vbm_read VBM_READ_MEAN: the posterior-mean read, no noise */
+    ENG_READ_RECALL = 2  /* the memory's best answer for the cue: candidate codes from the
+                          * memory (mean reads, draws, the query's own code, the best so far)
+                          * scored by the likelihood of the cue's known values under the
+                          * decoder (the codes, for a latent session) widened by cue_noise;
+                          * the best is kept and combined with the cue's known values */
+} eng_read_mode;
+
+#define ENG_RECALL_MAX_CANDIDATES 256
+
 typedef struct {
     int steps;        /* 1 .. 1000 */
     uint64_t seed;    /* step i reads with seed + i; the start and pixel draws use
-                         * generators derived from seed */
+                        * generators derived from seed */
     int pixel_sample; /* 0: each step's image is the decoder's mean (clamped to
-                         * [0, 1]); 1: a pixel sample x ~ p(x | z) (G.2 step 5) */
+                        * [0, 1]); 1: a pixel sample x ~ p(x | z) (G.2 step 5) */
     int want_addresses;
+    eng_read_mode mode;
+    int candidates;   /* ENG_READ_RECALL: memory draws scored per frame and step, 1 ..
+                        * ENG_RECALL_MAX_CANDIDATES */
+    double cue_noise; /* ENG_READ_RECALL: standard deviation of the noise on the cue's known
+                        * values (pixels on the 0..1 scale, or code units); < 0: estimated per
+                        * frame by maximum likelihood ("auto") */
+    const unsigned char *mask; /* T x P (images) or T x C (codes): non-zero = known, with at
+                                * least one known value per frame; NULL: every value known */
 } eng_recall_opts;
 
 /* Result of a recall; owns every array (release with eng_recall_out_free). */

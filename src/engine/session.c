@@ -674,7 +674,7 @@ vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, u
     pthread_rwlock_rdlock(&s->lock);
     *version = s->version;
     for (i = 0; i < steps && vst == VBM_OK; i++) {
-        vst = vbm_read(s->mem, &q, seed + (uint64_t)i, *z + (size_t)i * block,
+        vst = vbm_read(s->mem, &q, NULL, seed + (uint64_t)i, *z + (size_t)i * block,
                        a != NULL ? &a[i] : NULL, &verr);
         if (vst == VBM_OK)
             done = i + 1;

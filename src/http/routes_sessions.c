@@ -821,6 +821,7 @@ void route_reads(http_req *r)
     vc.s2 = q.s2;
     rq.images = x;
     rq.codes = q.mu != NULL ? &vc : NULL;
+    memset(&ro, 0, sizeof ro);
     ro.steps = (int)iterations;
     ro.seed = seed;
     ro.pixel_sample = sample;

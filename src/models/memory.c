@@ -756,9 +756,18 @@ vbm_status vbm_address(const vbm_memory *mem, const vbm_codes *query, vbm_addres
     return address_op(mem, query, NULL, addr, NULL, NULL, err);
 }
 
-vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, uint64_t seed, double *out_z,
-                    vbm_addresses *addr, vbm_error *err)
+void vbm_read_opts_default(vbm_read_opts *o)
 {
+    o->mode = VBM_READ_SAMPLE;
+}
+
+vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, const vbm_read_opts *opts,
+                    uint64_t seed, double *out_z, vbm_addresses *addr, vbm_error *err)
+{
+    vbm_read_mode mode = opts != NULL ? opts->mode : VBM_READ_SAMPLE;
+
+    if (mode != VBM_READ_SAMPLE)
+        return vbm_fail(err, VBM_EINVAL, "mode", "read mode %d is not available yet", (int)mode);
     if (!out_z)
         return vbm_fail(err, VBM_EINVAL, NULL, "read: no output buffer");
     rng_t rng;

@@ -720,7 +720,7 @@ static vbm_status solve_run_read(solve_job *job, json_t *result, double *seconds
         return vbm_fail(err, VBM_ENOMEM, "codes", "out of memory for %ld codes", job->T);
     memset(&addr, 0, sizeof addr);
     t0 = solve_now();
-    st = vbm_read(job->mem, &codes, job->opts.seed, z, &addr, err);
+    st = vbm_read(job->mem, &codes, NULL, job->opts.seed, z, &addr, err);
     *seconds = solve_now() - t0;
     if (st != VBM_OK) {
         solve_lib_failed(err, st, "read");

@@ -320,6 +320,7 @@ START_TEST(test_recall_with_model)
     eng_fit_out_free(&fout);
     memset(&q, 0, sizeof q);
     q.T = 3;
+    memset(&o, 0, sizeof o);
     o.steps = 4;
     o.seed = 5;
     o.pixel_sample = 0;
