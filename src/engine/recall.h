@@ -13,6 +13,8 @@
 #define ENG_STREAM_START       1 /* the codes of a start drawn from memory */
 #define ENG_STREAM_PIXELS      2 /* pixel draws of samples, decodes and the start of a read */
 #define ENG_STREAM_STEP_PIXELS 3 /* pixel draws of read step i, from seed + i */
+#define ENG_STREAM_CANDIDATES                                                                      \
+    16 /* recall: candidate j of step i draws from seed + i, stream 16 + j */
 
 /* Where the loop starts: query images (a model session), query codes, or
  * neither (a start drawn from the memory, G.2 step 1). */
@@ -69,16 +71,29 @@ typedef struct {
     double read_s;       /* seconds in libvbmem (sample, read) */
 } eng_recall_out;
 
-/* Run the iterative read on session s under its read lock. With a model m
- * (the session's, from eng_session_model): step 0 addresses the encoded query
- * images, the query codes, or the encoding of images decoded from T codes
- * sampled from memory; each step then runs vbm_read (address, draw Omega, y,
- * z) with seed + i and decodes the read-out z into the images the next step
- * encodes. Without a model (latent session) only an empty query is accepted:
- * the start is T codes sampled from memory (zero variances) and each step
- * reads the previous read-out. Fails with VBM_EINVAL (steps out of range,
- * images without a model, a query that does not fit: field "query" or
- * "observations"), VBM_ENUMERIC, VBM_ENOMEM; *out is then empty. */
+/* Run the iterative read of memory mem (which the caller keeps from changing) for the
+ * query q, as o says. Plain reads (sample or mean mode, no mask, or no query): with a model
+ * m, step 0 addresses the encoded query images, the query codes, or the encoding of
+ * images decoded from T codes sampled from memory; each step reads (vbm_read in the mode)
+ * with seed + i and decodes the read-out into the images the next step encodes; without a
+ * model (latent) each step reads the previous read-out. Reads with a cue (recall mode, or
+ * a mask): the first best code of each frame is chosen among the cue's own code and
+ * 2 x candidates draws from memory by the likelihood of the cue's known values; then each
+ * step encodes the answer so far and, in recall mode, scores the best so far, the query's
+ * code, the mean read, the best cluster's mean read and `candidates` sample reads under
+ * the cue's noise (cue_noise, or its maximum-likelihood estimate per frame), keeps the
+ * best and answers with the cue's known values combined with its prediction (eng_cue_*:
+ * the known values unchanged when the noise is 0); in sample and mean modes it reads in
+ * its mode and keeps the known values. Step i's codes are the chosen code (images) or
+ * the answer (latent). Recall mode without a query reads as sample mode. Fails with
+ * VBM_EINVAL (steps, mode, candidates or cue_noise out of range, images without a model,
+ * a mask without a query, a query that does not fit: field "query" or "observations"),
+ * VBM_ENUMERIC, VBM_ENOMEM; *out is then empty. */
+vbm_status eng_recall_run(const vbm_memory *mem, const eng_model *m, const eng_recall_query *q,
+                          const eng_recall_opts *o, eng_recall_out *out, vbm_error *err);
+
+/* eng_recall_run on session s's memory under its read lock; out->version is the
+ * version read. Same failures. */
 vbm_status eng_session_recall(eng_session *s, const eng_model *m, const eng_recall_query *q,
                               const eng_recall_opts *o, eng_recall_out *out, vbm_error *err);
 
