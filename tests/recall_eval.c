@@ -16,8 +16,8 @@
 #include "numerics/rng.h"
 #include "vbmem/vbmem.h"
 
-#define REVAL_T 64
-#define REVAL_P 784
+#define REVAL_T    64
+#define REVAL_P    784
 #define REVAL_SIDE 28
 
 /* The images and the model of a run. */
@@ -30,9 +30,8 @@ typedef struct {
 
 const char *reval_cue_name(reval_cue c)
 {
-    static const char *const names[REVAL_CUES] = {"top",        "bottom",     "left",
-                                                  "right",      "noise 0.2",  "noise 0.35",
-                                                  "top + noise 0.2"};
+    static const char *const names[REVAL_CUES] = {
+        "top", "bottom", "left", "right", "noise 0.2", "noise 0.35", "top + noise 0.2"};
     return c >= 0 && c < REVAL_CUES ? names[c] : "?";
 }
 
@@ -111,10 +110,12 @@ static void reval_episode(const reval_data *d, rng_t *rng, float *x)
 
 /* The cue of kind c for the originals x: cue values (unknown ones 0) and the mask (1 =
  * known); *masked says whether the read is given the mask. */
-static void reval_make_cue(reval_cue c, const float *x, rng_t *rng, float *cue,
-                           unsigned char *mask, int *masked)
+static void reval_make_cue(reval_cue c, const float *x, rng_t *rng, float *cue, unsigned char *mask,
+                           int *masked)
 {
-    double sd = c == REVAL_NOISE20 || c == REVAL_TOP_NOISE20 ? 0.2 : c == REVAL_NOISE35 ? 0.35 : 0.0;
+    double sd = c == REVAL_NOISE20 || c == REVAL_TOP_NOISE20 ? 0.2
+                : c == REVAL_NOISE35                         ? 0.35
+                                                             : 0.0;
     int t, r, col, known;
     double v;
 
@@ -284,8 +285,8 @@ int reval_run(const char *model_path, const char *fmnist_gz, reval_cue c, const 
         }
         reval_score(y, x, &h_rec, &e_rec);
         if (o->sample_modes) {
-            int bad = reval_read(mem, d.m, cue, masked ? mask : NULL, ENG_READ_MEAN, 0.0, o,
-                                 es + 2, y, NULL);
+            int bad = reval_read(mem, d.m, cue, masked ? mask : NULL, ENG_READ_MEAN, 0.0, o, es + 2,
+                                 y, NULL);
 
             if (bad == 0)
                 reval_score(y, x, &h_mean, &e_junk);

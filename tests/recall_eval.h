@@ -6,35 +6,35 @@
 
 /* The damaged cues. */
 typedef enum {
-    REVAL_TOP = 0,      /* top half blanked (0), with a mask */
-    REVAL_BOTTOM,       /* bottom half blanked, with a mask */
-    REVAL_LEFT,         /* left half blanked, with a mask */
-    REVAL_RIGHT,        /* right half blanked, with a mask */
-    REVAL_NOISE20,      /* Gaussian pixel noise sd 0.2, clipped to [0, 1], no mask */
-    REVAL_NOISE35,      /* the same with sd 0.35 */
-    REVAL_TOP_NOISE20,  /* top half blanked (mask) and noise sd 0.2 on the rest */
+    REVAL_TOP = 0,     /* top half blanked (0), with a mask */
+    REVAL_BOTTOM,      /* bottom half blanked, with a mask */
+    REVAL_LEFT,        /* left half blanked, with a mask */
+    REVAL_RIGHT,       /* right half blanked, with a mask */
+    REVAL_NOISE20,     /* Gaussian pixel noise sd 0.2, clipped to [0, 1], no mask */
+    REVAL_NOISE35,     /* the same with sd 0.35 */
+    REVAL_TOP_NOISE20, /* top half blanked (mask) and noise sd 0.2 on the rest */
     REVAL_CUES
 } reval_cue;
 
 /* How a run is made. */
 typedef struct {
-    int episodes;      /* episodes of 64 distinct test images (each picked by a seeded generator) */
-    int steps;         /* read steps */
-    int candidates;    /* recall mode's candidates per step */
-    int sample_modes;  /* also run the mean and sample modes (0: recall and the comparators) */
-    uint64_t seed;     /* of the episodes, the writes, the noise and the reads */
+    int episodes;     /* episodes of 64 distinct test images (each picked by a seeded generator) */
+    int steps;        /* read steps */
+    int candidates;   /* recall mode's candidates per step */
+    int sample_modes; /* also run the mean and sample modes (0: recall and the comparators) */
+    uint64_t seed;    /* of the episodes, the writes, the noise and the reads */
 } reval_opts;
 
 /* Fractions of cues whose answer ends nearest (Euclidean, pixels) to its own original
  * among the episode's 64, and mean squared errors to the own original. */
 typedef struct {
-    double recall, mean, sample;  /* the read in each mode (mean/sample: NAN when not run) */
-    double encdec;                /* encode-decode of the cue, no memory */
-    double oracle;                /* the stored code nearest to the cue's code, decoded */
-    double cue;                   /* the cue itself */
-    double chance;                /* 1 / 64 */
+    double recall, mean, sample; /* the read in each mode (mean/sample: NAN when not run) */
+    double encdec;               /* encode-decode of the cue, no memory */
+    double oracle;               /* the stored code nearest to the cue's code, decoded */
+    double cue;                  /* the cue itself */
+    double chance;               /* 1 / 64 */
     double mse_recall, mse_encdec, mse_cue;
-    double seconds_recall;        /* time in the recall-mode reads */
+    double seconds_recall; /* time in the recall-mode reads */
 } reval_result;
 
 /* The name of a cue ("top", "bottom", "left", "right", "noise 0.2", "noise 0.35",

@@ -47,8 +47,8 @@ START_TEST(noisy_cue_is_cleaned)
            "nearest stored code %.3f; MSE recall %.4f, encode-decode %.4f, cue %.4f\n",
            o.episodes, r.recall, r.encdec, r.oracle, r.mse_recall, r.mse_encdec, r.mse_cue);
     fflush(stdout);
-    ck_assert_msg(r.recall >= r.encdec + 0.15, "recall %.3f is not 15 points above encode-decode %.3f",
-                  r.recall, r.encdec);
+    ck_assert_msg(r.recall >= r.encdec + 0.15,
+                  "recall %.3f is not 15 points above encode-decode %.3f", r.recall, r.encdec);
     /* a denoising read: closer to the originals than the noisy cue and its encode-decode */
     ck_assert_msg(r.mse_recall < r.mse_encdec && r.mse_recall < r.mse_cue,
                   "MSE recall %.4f, encode-decode %.4f, cue %.4f", r.mse_recall, r.mse_encdec,

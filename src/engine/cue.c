@@ -5,10 +5,10 @@
 #include <stddef.h>
 
 #define CUE_GRID_STEPS 25 /* noise grid 0, 0.025, ..., 0.6 for bounded cues */
-#define CUE_GRID_STEP 0.025
-#define CUE_MIN_VAR 1e-12
-#define CUE_LOG_2PI 1.8378770664093454836 /* log(2 pi) */
-#define CUE_SQRT_2PI 2.5066282746310005024 /* sqrt(2 pi) */
+#define CUE_GRID_STEP  0.025
+#define CUE_MIN_VAR    1e-12
+#define CUE_LOG_2PI    1.8378770664093454836 /* log(2 pi) */
+#define CUE_SQRT_2PI   2.5066282746310005024 /* sqrt(2 pi) */
 
 /* log Phi(x) for the standard normal distribution, finite for every finite x. */
 static double cue_log_phi(double x)

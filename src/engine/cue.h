@@ -10,9 +10,9 @@
 typedef struct {
     long T;
     long P;
-    const double *x;            /* T x P cue values */
-    const unsigned char *mask;  /* T x P, non-zero = known; NULL: every value known */
-    int bounded;                /* 1: values in [0, 1], clipped at the bounds */
+    const double *x;           /* T x P cue values */
+    const unsigned char *mask; /* T x P, non-zero = known; NULL: every value known */
+    int bounded;               /* 1: values in [0, 1], clipped at the bounds */
 } eng_cue;
 
 /* A prediction of one frame's clean values: x ~ N(mean[p], sd[p]^2) per value (sd
