@@ -1058,6 +1058,287 @@ START_TEST(read_is_deterministic)
 }
 END_TEST
 
+/* ---- read modes: the posterior-mean reads ---- */
+
+/* The memories the read-mode tests run on: every kind (the Gaussian also with a
+ * shift), fitted to random codes. */
+#define READ_KINDS 6
+static vbm_memory *read_memory(int i, const vbm_codes *codes)
+{
+    vbm_kind kinds[READ_KINDS] = {VBM_GAUSSIAN, VBM_GAUSSIAN, VBM_CATEGORICAL,
+                                  VBM_MIXTURE,  VBM_TREE,     VBM_DKM};
+    vbm_kind k = kinds[i];
+    vbm_config cfg;
+    vbm_config_default(k, codes->C, &cfg);
+    vbm_config_set_rows(&cfg, 3);
+    cfg.clusters = (k == VBM_MIXTURE || k == VBM_TREE) ? 4 : 1;
+    cfg.groups = k == VBM_TREE ? 2 : 1;
+    cfg.shift = i == 1 || k == VBM_MIXTURE || k == VBM_TREE;
+    vbm_memory *m = NULL;
+    vbm_error err;
+    ck_assert_msg(vbm_memory_create(&cfg, NULL, NULL, &m, &err) == VBM_OK, "%s", err.msg);
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 8;
+    o.seed = 3;
+    vbm_write_result r;
+    write_ok(m, codes, &o, &r);
+    vbm_write_result_free(&r);
+    return m;
+}
+
+/* E[z | q(y), q(Omega)] for the code z computed independently of libvbmem's
+ * read: q(y) from the model's update equations term by term (Theorem 4 via
+ * theorem4_qs for the Gaussian, DKM, mixture and tree memories, with the q(s)
+ * floor of the mixture and tree; Eq. 123's softmax for the categorical model),
+ * then sum_h q(s = h) (R_h^T E[w | s = h] + mu_bh) per group, or the term of
+ * the most probable cluster alone (map; ties: the lowest h). out: C values. */
+static void mean_read_expected(const vbm_memory *m, const double *z, int map, double *out)
+{
+    int K = m->cfg.rows, H = m->cfg.clusters, G = m->cfg.groups, cg = m->cg;
+    int C = m->cfg.code_size;
+    double s2 = m->cfg.sigma_z2;
+    if (m->cfg.kind == VBM_CATEGORICAL) {
+        double th[8], mx = -INFINITY, sum = 0.0;
+        for (int k = 0; k < K; k++) {
+            double rz = 0.0, rr = 0.0;
+            for (int c = 0; c < C; c++) {
+                rz += m->R[k * C + c] * z[c];
+                rr += m->R[k * C + c] * m->R[k * C + c];
+            }
+            th[k] = (rz - 0.5 * (rr + C * m->U[k * K + k])) / s2;
+            if (th[k] > mx)
+                mx = th[k];
+        }
+        for (int k = 0; k < K; k++)
+            sum += th[k] = exp(th[k] - mx);
+        for (int c = 0; c < C; c++) {
+            out[c] = 0.0;
+            for (int k = 0; k < K; k++)
+                out[c] += th[k] / sum * m->R[k * C + c];
+        }
+        return;
+    }
+    for (int g = 0; g < G; g++) {
+        double th[8], wm[64];
+        theorem4_qs(m, z, g, th, wm);
+        double f = m->cfg.s_floor > 0.0 && H > 1 ? m->cfg.s_floor : 0.0;
+        int best = 0;
+        for (int h = 0; h < H; h++) {
+            th[h] = (1.0 - f) * th[h] + f / H;
+            if (th[h] > th[best])
+                best = h;
+        }
+        for (int c = 0; c < cg; c++) {
+            double v = 0.0;
+            for (int h = 0; h < H; h++) {
+                if (map && h != best)
+                    continue;
+                size_t gh = (size_t)g * H + h;
+                double e = m->cfg.shift ? m->mu_b[gh * cg + c] : 0.0;
+                for (int k = 0; k < K; k++)
+                    e += m->R[(gh * K + k) * cg + c] * wm[h * K + k];
+                v += (map ? 1.0 : th[h]) * e;
+            }
+            out[g * cg + c] = v;
+        }
+    }
+}
+
+static void read_mode(const vbm_memory *m, const vbm_codes *q, vbm_read_mode mode, uint64_t seed,
+                      double *z, vbm_addresses *a)
+{
+    vbm_read_opts o;
+    vbm_read_opts_default(&o);
+    o.mode = mode;
+    vbm_error err;
+    vbm_status st = vbm_read(m, q, &o, seed, z, a, &err);
+    ck_assert_msg(st == VBM_OK, "%s read mode %d: %s", vbm_kind_name(m->cfg.kind), (int)mode,
+                  err.msg);
+}
+
+/* Both mean modes equal the independent computation above within 1e-10 on
+ * every kind, and return the same addresses, bit for bit, as vbm_address. */
+START_TEST(read_mean_matches_posterior)
+{
+    int C = 8;
+    long T = 60, Tq = 6;
+    double *mu = randn(T * C, 71, 2.0), *qz = randn(Tq * C, 73, 2.0);
+    vbm_codes codes = {T, C, mu, NULL}, q = {Tq, C, qz, NULL};
+    for (int i = 0; i < READ_KINDS; i++) {
+        vbm_memory *m = read_memory(i, &codes);
+        vbm_addresses want_a;
+        vbm_error err;
+        ck_assert_msg(vbm_address(m, &q, &want_a, &err) == VBM_OK, "%s", err.msg);
+        double maxdiff_modes = 0.0;
+        for (int map = 0; map < 2; map++) {
+            double z[6 * 8], want[8];
+            vbm_addresses a;
+            read_mode(m, &q, map ? VBM_READ_MEAN_MAP : VBM_READ_MEAN, 9, z, &a);
+            size_t ns = (size_t)Tq * a.G * a.H;
+            ck_assert(a.T == Tq && a.G == want_a.G && a.H == want_a.H && a.K == want_a.K);
+            ck_assert(memcmp(a.s, want_a.s, sizeof(double) * ns) == 0);
+            ck_assert(memcmp(a.w_mu, want_a.w_mu, sizeof(double) * ns * a.K) == 0);
+            ck_assert((a.w_cov == NULL) == (want_a.w_cov == NULL));
+            if (a.w_cov)
+                ck_assert(memcmp(a.w_cov, want_a.w_cov, sizeof(double) * a.G * a.H * a.K * a.K)
+                          == 0);
+            for (long t = 0; t < Tq; t++) {
+                mean_read_expected(m, qz + t * C, map, want);
+                for (int c = 0; c < C; c++) {
+                    double got = z[t * C + c];
+                    ck_assert_msg(fabs(got - want[c]) <= 1e-10 * (1.0 + fabs(want[c])),
+                                  "%s (shift %d) %s read, frame %ld dim %d: %.17g, expected %.17g",
+                                  vbm_kind_name(m->cfg.kind), m->cfg.shift,
+                                  map ? "mean_map" : "mean", t, c, got, want[c]);
+                    if (!map) {
+                        double w2[8];
+                        mean_read_expected(m, qz + t * C, 1, w2);
+                        if (fabs(w2[c] - want[c]) > maxdiff_modes)
+                            maxdiff_modes = fabs(w2[c] - want[c]);
+                    }
+                }
+            }
+            vbm_addresses_free(&a);
+        }
+        /* the two modes differ on the clustered memories (by more than the tolerance), so the
+         * checks above tell them apart; without clusters they are one */
+        if (m->cfg.clusters > 1)
+            ck_assert_msg(maxdiff_modes > 1e-6, "%s: mean and mean_map agree (%g)",
+                          vbm_kind_name(m->cfg.kind), maxdiff_modes);
+        else
+            ck_assert(maxdiff_modes == 0.0);
+        vbm_addresses_free(&want_a);
+        vbm_memory_free(m);
+    }
+    free(mu);
+    free(qz);
+}
+END_TEST
+
+/* MEAN_MAP on a mixture whose two clusters tie exactly in q(s) but give
+ * opposite terms (R_1 = -R_0, mu_b1 = -mu_b0, query z = 0): the lowest
+ * cluster's term, R_0^T E[w | s = 0] + mu_b0; MEAN gives their average, 0. */
+START_TEST(read_mean_map_ties_lowest)
+{
+    int C = 4, K = 2, H = 2;
+    vbm_memory *m = make(VBM_MIXTURE, C, K, H, 1);
+    double *R = randn((long)K * C, 81, 0.8), *B = randn(C, 83, 1.5);
+    for (int j = 0; j < K * C; j++) {
+        m->R[j] = R[j];
+        m->R[K * C + j] = -R[j];
+    }
+    for (int c = 0; c < C; c++) {
+        m->mu_b[c] = B[c];
+        m->mu_b[C + c] = -B[c];
+    }
+    double zero[4] = {0};
+    vbm_codes q = {1, C, zero, NULL};
+    double z[4], zm[4];
+    vbm_addresses a;
+    read_mode(m, &q, VBM_READ_MEAN_MAP, 1, z, &a);
+    ck_assert_msg(a.s[0] == a.s[1], "no exact tie: %.17g %.17g", a.s[0], a.s[1]);
+    int nonzero = 0;
+    for (int c = 0; c < C; c++) {
+        double want = B[c];
+        for (int k = 0; k < K; k++)
+            want += R[k * C + c] * a.w_mu[k];
+        ck_assert_msg(fabs(z[c] - want) <= 1e-12 * (1.0 + fabs(want)), "dim %d: %.17g vs %.17g", c,
+                      z[c], want);
+        nonzero += fabs(want) > 1e-3;
+    }
+    ck_assert(nonzero > 0);
+    read_mode(m, &q, VBM_READ_MEAN, 1, zm, NULL);
+    for (int c = 0; c < C; c++)
+        ck_assert_msg(fabs(zm[c]) <= 1e-12, "mean of opposite clusters, dim %d: %g", c, zm[c]);
+    vbm_addresses_free(&a);
+    vbm_memory_free(m);
+    free(R);
+    free(B);
+}
+END_TEST
+
+/* The mean modes draw nothing: the same bytes for any seed, on every kind,
+ * and not the bytes of a sample read. */
+START_TEST(read_mean_is_deterministic)
+{
+    int C = 8;
+    long T = 60, Tq = 5;
+    double *mu = randn(T * C, 91, 2.0);
+    vbm_codes codes = {T, C, mu, NULL}, q = {Tq, C, mu + 7 * C, NULL};
+    for (int i = 0; i < READ_KINDS; i++) {
+        vbm_memory *m = read_memory(i, &codes);
+        for (int map = 0; map < 2; map++) {
+            vbm_read_mode mode = map ? VBM_READ_MEAN_MAP : VBM_READ_MEAN;
+            double z1[5 * 8], z2[5 * 8], z3[5 * 8], zs[5 * 8];
+            read_mode(m, &q, mode, 1, z1, NULL);
+            read_mode(m, &q, mode, 0x9e3779b97f4a7c15ULL, z2, NULL);
+            read_mode(m, &q, mode, 1, z3, NULL);
+            read_mode(m, &q, VBM_READ_SAMPLE, 1, zs, NULL);
+            ck_assert_msg(memcmp(z1, z2, sizeof z1) == 0, "%s mode %d depends on the seed",
+                          vbm_kind_name(m->cfg.kind), (int)mode);
+            ck_assert(memcmp(z1, z3, sizeof z1) == 0);
+            ck_assert_msg(memcmp(z1, zs, sizeof z1) != 0, "%s mode %d equals a sample read",
+                          vbm_kind_name(m->cfg.kind), (int)mode);
+        }
+        vbm_memory_free(m);
+    }
+    free(mu);
+}
+END_TEST
+
+/* An unknown mode is VBM_EINVAL naming the field "mode". */
+START_TEST(read_unknown_mode_rejected)
+{
+    int C = 8;
+    double *mu = randn(20 * C, 95, 1.0);
+    vbm_codes codes = {20, C, mu, NULL}, q = {2, C, mu, NULL};
+    vbm_memory *m = read_memory(3, &codes);
+    int bad[3] = {3, -1, 1000};
+    for (int i = 0; i < 3; i++) {
+        vbm_read_opts o;
+        vbm_read_opts_default(&o);
+        o.mode = (vbm_read_mode)bad[i];
+        double z[2 * 8];
+        vbm_error err;
+        memset(&err, 0, sizeof err);
+        ck_assert(vbm_read(m, &q, &o, 1, z, NULL, &err) == VBM_EINVAL);
+        ck_assert_msg(strcmp(err.field, "mode") == 0, "field \"%s\"", err.field);
+        ck_assert(strncmp(err.msg, "mode: ", 6) == 0);
+    }
+    vbm_memory_free(m);
+    free(mu);
+}
+END_TEST
+
+/* A sample read with opts NULL and with VBM_READ_SAMPLE: the same bytes, codes
+ * and addresses, for a fixed memory and seed, on every kind. */
+START_TEST(read_sample_opts_null_same_bytes)
+{
+    int C = 8;
+    long T = 60, Tq = 7;
+    double *mu = randn(T * C, 97, 2.0);
+    vbm_codes codes = {T, C, mu, NULL}, q = {Tq, C, mu + 3 * C, NULL};
+    for (int i = 0; i < READ_KINDS; i++) {
+        vbm_memory *m = read_memory(i, &codes);
+        double z1[7 * 8], z2[7 * 8];
+        vbm_addresses a1, a2;
+        vbm_error err;
+        ck_assert_msg(vbm_read(m, &q, NULL, 12345, z1, &a1, &err) == VBM_OK, "%s", err.msg);
+        read_mode(m, &q, VBM_READ_SAMPLE, 12345, z2, &a2);
+        ck_assert_msg(memcmp(z1, z2, sizeof z1) == 0, "%s: sample read differs with opts",
+                      vbm_kind_name(m->cfg.kind));
+        size_t ns = (size_t)Tq * a1.G * a1.H;
+        ck_assert(memcmp(a1.s, a2.s, sizeof(double) * ns) == 0);
+        ck_assert(memcmp(a1.w_mu, a2.w_mu, sizeof(double) * ns * a1.K) == 0);
+        vbm_addresses_free(&a1);
+        vbm_addresses_free(&a2);
+        vbm_memory_free(m);
+    }
+    free(mu);
+}
+END_TEST
+
 START_TEST(vb_beats_dkm)
 {
     int C = 50, K = 8;
@@ -1950,6 +2231,11 @@ static Suite *models_suite(void)
     tcase_add_test(tc, resize_keeps_fit);
     tcase_add_test(tc, resize_moves_k_defaults);
     tcase_add_test(tc, read_is_deterministic);
+    tcase_add_test(tc, read_mean_matches_posterior);
+    tcase_add_test(tc, read_mean_map_ties_lowest);
+    tcase_add_test(tc, read_mean_is_deterministic);
+    tcase_add_test(tc, read_unknown_mode_rejected);
+    tcase_add_test(tc, read_sample_opts_null_same_bytes);
     tcase_add_test(tc, vb_beats_dkm);
     tcase_add_test(tc, bad_input_rejected);
     tcase_add_test(tc, zero_variance_uses_loglik);

@@ -353,8 +353,9 @@ void vbm_read_opts_default(vbm_read_opts *o);
 
 /* One read step: infer q(y) for the query codes, then form codes from it as
  * opts->mode says (opts NULL: VBM_READ_SAMPLE, App. G.2 steps 3-5). out_z is
- * T x C; addr may be NULL. Deterministic given seed (the mean modes draw
- * nothing). Fails with VBM_EINVAL (bad query, unknown mode: field "mode"),
+ * T x C; addr may be NULL, otherwise it receives q(y) in every mode, the same
+ * as vbm_address gives. Deterministic given seed (the mean modes draw nothing
+ * and do not depend on it). Fails with VBM_EINVAL (bad query, unknown mode: field "mode"),
  * VBM_ENUMERIC, VBM_ENOMEM. */
 vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, const vbm_read_opts *opts,
                     uint64_t seed, double *out_z, vbm_addresses *addr, vbm_error *err);

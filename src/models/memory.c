@@ -761,18 +761,66 @@ void vbm_read_opts_default(vbm_read_opts *o)
     o->mode = VBM_READ_SAMPLE;
 }
 
+/* The posterior-mean read from the public addresses a of T frames (as the
+ * model's addresses op wrote them): for every frame and group g,
+ *   z_g = sum_h q(s = h) (R_gh^T E[w | s = h] + mu_b,gh)
+ * over every cluster (map = 0) or the most probable one alone (map = 1, ties:
+ * the lowest h), the shift only when the model has one. For the models without
+ * clusters (H = 1, q(s) = 1) this is R^T E[w] (+ mu_b), E[w] being q(w) for the
+ * categorical model. Sums run in a fixed order: the result is deterministic. */
+static void read_mean(const vbm_memory *mem, const vbm_addresses *a, int map, double *out_z)
+{
+    int G = mem->cfg.groups, H = mem->cfg.clusters, K = mem->cfg.rows, cg = mem->cg;
+    int C = mem->cfg.code_size, shift = mem->cfg.shift;
+    for (long t = 0; t < a->T; t++)
+        for (int g = 0; g < G; g++) {
+            const double *s = a->s + ((size_t)t * G + g) * H;
+            double *z = out_z + (size_t)t * C + (size_t)g * cg;
+            int best = 0;
+            for (int h = 1; h < H; h++)
+                if (s[h] > s[best])
+                    best = h;
+            for (int c = 0; c < cg; c++)
+                z[c] = 0.0;
+            for (int h = map ? best : 0; h < (map ? best + 1 : H); h++) {
+                size_t gh = (size_t)g * H + h;
+                const double *R = mem->R + gh * K * cg,
+                             *w = a->w_mu + (((size_t)t * G + g) * H + h) * K;
+                double p = map ? 1.0 : s[h];
+                for (int c = 0; c < cg; c++) {
+                    double v = shift ? mem->mu_b[gh * cg + c] : 0.0;
+                    for (int k = 0; k < K; k++)
+                        v += R[(size_t)k * cg + c] * w[k];
+                    z[c] += p * v;
+                }
+            }
+        }
+}
+
 vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, const vbm_read_opts *opts,
                     uint64_t seed, double *out_z, vbm_addresses *addr, vbm_error *err)
 {
     vbm_read_mode mode = opts != NULL ? opts->mode : VBM_READ_SAMPLE;
 
-    if (mode != VBM_READ_SAMPLE)
-        return vbm_fail(err, VBM_EINVAL, "mode", "read mode %d is not available yet", (int)mode);
+    if ((int)mode < VBM_READ_SAMPLE || (int)mode > VBM_READ_MEAN_MAP)
+        return vbm_fail(err, VBM_EINVAL, "mode",
+                        "unknown read mode %d (expected sample, mean or mean_map)", (int)mode);
     if (!out_z)
         return vbm_fail(err, VBM_EINVAL, NULL, "read: no output buffer");
-    rng_t rng;
-    rng_seed(&rng, seed);
-    return address_op(mem, query, NULL, addr, &rng, out_z, err);
+    if (mode == VBM_READ_SAMPLE) {
+        rng_t rng;
+        rng_seed(&rng, seed);
+        return address_op(mem, query, NULL, addr, &rng, out_z, err);
+    }
+    /* The mean modes: q(y) exactly as the sample read infers it, through the
+     * model's address and addresses ops, then the mean of z under it. */
+    vbm_addresses local = {0}, *a = addr ? addr : &local;
+    vbm_status st = address_op(mem, query, NULL, a, NULL, NULL, err);
+    if (st)
+        return st;
+    read_mean(mem, a, mode == VBM_READ_MEAN_MAP, out_z);
+    vbm_addresses_free(&local);
+    return VBM_OK;
 }
 
 vbm_status vbm_sample(const vbm_memory *mem, long n, uint64_t seed, int cluster, double *out_z,

@@ -55,6 +55,7 @@ enum {
     SOLVE_F_CLUSTERS = 1u << 13,
     SOLVE_F_ROWS = 1u << 14,
     SOLVE_F_THREADS = 1u << 15,
+    SOLVE_F_MODE = 1u << 16,
     /* the options of the fitting ops (write, append, refit, resize) */
     SOLVE_F_FIT = SOLVE_F_ITERATIONS | SOLVE_F_TOLERANCE | SOLVE_F_SEED | SOLVE_F_INIT
                   | SOLVE_F_ADDRESSES | SOLVE_F_TRACE | SOLVE_F_THREADS
@@ -81,6 +82,7 @@ static const solve_field solve_fields[] = {{"op", SOLVE_F_OP},
                                            {"clusters", SOLVE_F_CLUSTERS},
                                            {"rows", SOLVE_F_ROWS},
                                            {"threads", SOLVE_F_THREADS},
+                                           {"mode", SOLVE_F_MODE},
                                            {NULL, 0}};
 
 /* What each op accepts and requires ("model or memory" for write is checked apart). */
@@ -105,7 +107,7 @@ static const solve_op_info solve_ops[] = {
      SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_COUNT | SOLVE_F_CLUSTER | SOLVE_F_SEED,
      SOLVE_F_MEMORY | SOLVE_F_COUNT},
     {"read", SOLVE_READ,
-     SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CODES | SOLVE_F_SEED | SOLVE_F_ADDRESSES,
+     SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CODES | SOLVE_F_SEED | SOLVE_F_ADDRESSES | SOLVE_F_MODE,
      SOLVE_F_MEMORY | SOLVE_F_CODES},
     {"resize", SOLVE_RESIZE,
      SOLVE_F_OP | SOLVE_F_MEMORY | SOLVE_F_CLUSTERS | SOLVE_F_ROWS | SOLVE_F_FIT, SOLVE_F_MEMORY},
@@ -126,7 +128,8 @@ typedef struct {
     int cluster;
     int new_H;
     int new_K;
-    vbm_team *team; /* "threads" > 1: the fit's team (opts.team) */
+    vbm_team *team;          /* "threads" > 1: the fit's team (opts.team) */
+    vbm_read_mode read_mode; /* read: "mode" (VBM_READ_SAMPLE when absent) */
 } solve_job;
 
 static const char solve_usage[] =
@@ -144,7 +147,8 @@ static const char solve_usage[] =
     "  codes: {mu: T x C or a float32 tensor {dtype, shape, data}, sigma2: number\n"
     "          or T x C}\n"
     "  iterations, tolerance, seed, init (auto|prior|kmeans++|random|current),\n"
-    "  addresses, trace, threads, count, cluster, clusters, rows\n"
+    "  addresses, trace, threads, count, cluster, clusters, rows,\n"
+    "  mode (sample|mean|mean_map, read only)\n"
     "\n"
     "Exit status: 0 success; 2 the job failed ({\"error\": {status, message, field}}\n"
     "on stdout); 1 usage or I/O error (message on stderr).\n"
@@ -363,6 +367,38 @@ static vbm_status solve_parse_model(const json_t *root, solve_job *job, vbm_erro
     return st;
 }
 
+/* The read modes by their names in a job's "mode". */
+static const struct {
+    const char *name;
+    vbm_read_mode mode;
+} solve_read_modes[] = {
+    {"sample", VBM_READ_SAMPLE}, {"mean", VBM_READ_MEAN}, {"mean_map", VBM_READ_MEAN_MAP}};
+
+/* Optional member key of root: a read mode name, stored in *out (unchanged when
+ * absent). VBM_EINVAL naming key for anything else. */
+static vbm_status solve_opt_read_mode(const json_t *root, const char *key, vbm_read_mode *out,
+                                      vbm_error *err)
+{
+    const json_t *v = json_object_get(root, key);
+    size_t i;
+
+    if (v == NULL)
+        return VBM_OK;
+    if (!json_is_string(v))
+        return vbm_fail(err, VBM_EINVAL, key,
+                        "expected \"sample\", \"mean\" or \"mean_map\", got %s", wire_type_name(v));
+    for (i = 0; i < sizeof solve_read_modes / sizeof solve_read_modes[0]; i++) {
+        if (strcmp(json_string_value(v), solve_read_modes[i].name) == 0) {
+            *out = solve_read_modes[i].mode;
+            return VBM_OK;
+        }
+    }
+    return vbm_fail(err, VBM_EINVAL, key,
+                    "unknown read mode \"%.64s\" (expected \"sample\", \"mean\" or "
+                    "\"mean_map\")",
+                    json_string_value(v));
+}
+
 /* Read the options of the fitting and sampling ops. */
 static vbm_status solve_parse_options(const json_t *root, solve_job *job, vbm_error *err)
 {
@@ -415,7 +451,7 @@ static vbm_status solve_parse_options(const json_t *root, solve_job *job, vbm_er
     if (st != VBM_OK)
         return st;
     job->new_K = (int)x;
-    return VBM_OK;
+    return solve_opt_read_mode(root, "mode", &job->read_mode, err);
 }
 
 /* Checks that need both the memory and the rest of the job. */
@@ -711,6 +747,7 @@ static vbm_status solve_run_read(solve_job *job, json_t *result, double *seconds
 {
     vbm_codes codes = {job->T, job->C, job->mu, job->s2};
     vbm_addresses addr;
+    vbm_read_opts ro;
     long dims[2];
     double *z, t0;
     vbm_status st;
@@ -719,8 +756,10 @@ static vbm_status solve_run_read(solve_job *job, json_t *result, double *seconds
     if (z == NULL)
         return vbm_fail(err, VBM_ENOMEM, "codes", "out of memory for %ld codes", job->T);
     memset(&addr, 0, sizeof addr);
+    vbm_read_opts_default(&ro);
+    ro.mode = job->read_mode;
     t0 = solve_now();
-    st = vbm_read(job->mem, &codes, NULL, job->opts.seed, z, &addr, err);
+    st = vbm_read(job->mem, &codes, &ro, job->opts.seed, z, &addr, err);
     *seconds = solve_now() - t0;
     if (st != VBM_OK) {
         solve_lib_failed(err, st, "read");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh -- end-to-end tests of vbmem-solve: every op on a real job, a JSON round trip of the
-# memory that must reproduce the write's ELBO bit for bit, and malformed jobs that must fail
+# memory that must reproduce the write's ELBO bit for bit, the read modes, and malformed jobs that must fail
 # with exit 2 and a precise error. Usage: run.sh path/to/vbmem-solve
 set -euo pipefail
 SOLVE=${1:-build/vbmem-solve}
@@ -160,7 +160,59 @@ for k in ("elbo", "posterior", "addresses", "iterations"):
     assert a[k] == b[k], k
 PYEOF
 
-# 4. malformed jobs: exit 2 and an error naming the problem
+# 4. read modes: "mean" and "mean_map" draw nothing (the same output for two seeds), differ from a
+#    sample read, and equal sum_h q(s=h) (R_h^T w_mu[h] + mu_b[h]) (mean_map: the argmax cluster's
+#    term alone) computed here from the addresses and the posterior; "mode": "sample" is the default
+py "$dir/w.json" "$dir/job.json" "$dir" <<'PYEOF'
+import json, sys
+w = json.load(open(sys.argv[1])); job = json.load(open(sys.argv[2])); d = sys.argv[3]
+mem = w["posterior"]
+q = {"mu": [[x + 0.7 for x in r] for r in job["codes"]["mu"][:6]]}
+for mode in ("mean", "mean_map", "sample"):
+    for seed in (4, 99):
+        json.dump({"op": "read", "memory": mem, "codes": q, "seed": seed, "mode": mode},
+                  open(f"{d}/read_{mode}_{seed}.job", "w"))
+json.dump({"op": "read", "memory": mem, "codes": q, "seed": 4}, open(f"{d}/read_default_4.job", "w"))
+PYEOF
+for j in read_mean_4 read_mean_99 read_mean_map_4 read_mean_map_99 read_sample_4 read_sample_99 read_default_4; do
+  if run "$dir/$j.job" "$dir/$j.out"; then ok; else bad "$j exited non-zero: $(head -c 300 "$dir/$j.out")"; fi
+done
+py "$dir" <<'PYEOF' && ok || bad "read modes inconsistent"
+import json, sys
+d = sys.argv[1]
+out = {n: json.load(open(f"{d}/read_{n}.out")) for n in
+       ("mean_4", "mean_99", "mean_map_4", "mean_map_99", "sample_4", "sample_99", "default_4")}
+mem = json.load(open(f"{d}/read_mean_4.job"))["memory"]
+cfg = mem["config"]; H, G, K = cfg["clusters"], cfg["groups"], cfg["rows"]; cg = cfg["code_size"] // G
+blocks = mem["posterior"]["clusters"]
+assert out["mean_4"]["codes"] == out["mean_99"]["codes"], "mean read depends on the seed"
+assert out["mean_map_4"]["codes"] == out["mean_map_99"]["codes"], "mean_map read depends on the seed"
+assert out["sample_4"]["codes"] != out["sample_99"]["codes"], "sample read ignores the seed"
+assert out["default_4"]["codes"] == out["sample_4"]["codes"], "mode sample is not the default"
+assert out["mean_4"]["codes"] != out["sample_4"]["codes"], "mean read equals a sample read"
+assert out["mean_4"]["codes"] != out["mean_map_4"]["codes"], "mean and mean_map agree"
+for n in ("mean_4", "mean_map_4", "sample_4"):  # q(y) is inferred the same way in every mode
+    assert out[n]["addresses"] == out["default_4"]["addresses"], n
+for n, use_map in (("mean_4", False), ("mean_map_4", True)):
+    r = out[n]; a = r["addresses"]
+    assert list(r) == ["op", "codes", "addresses", "seconds"], list(r)
+    for t, z in enumerate(r["codes"]):
+        for g in range(G):
+            s = a["s"][t][g]
+            best = max(range(H), key=lambda h: (s[h], -h))
+            for c in range(cg):
+                want = 0.0
+                for h in range(H):
+                    if use_map and h != best:
+                        continue
+                    b = blocks[g * H + h]
+                    e = b["mu_b"][c] + sum(b["R"][k][c] * a["w_mu"][t][g][h][k] for k in range(K))
+                    want += (1.0 if use_map else s[h]) * e
+                got = z[g * cg + c]
+                assert abs(got - want) <= 1e-10 * (1.0 + abs(want)), (n, t, g, c, got, want)
+PYEOF
+
+# 5. malformed jobs: exit 2 and an error naming the problem
 check_err() { # name json expected-substring
   printf '%s' "$2" >"$dir/e.job"
   set +e
@@ -179,6 +231,11 @@ check_err "no frames" '{"op": "write", "model": {"kind": "gaussian", "rows": 1, 
 check_err "memory missing" '{"op": "sample", "count": 3}' 'memory'
 check_err "no threads" '{"op": "write", "model": {"kind": "mixture", "rows": 1, "clusters": 1}, "codes": {"mu": [[1, 2]]}, "threads": 0}' 'threads'
 check_err "threads on sample" '{"op": "sample", "memory": {}, "count": 3, "threads": 2}' 'threads'
+mem_json=$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["posterior"]))' "$dir/w.json")
+check_err "unknown read mode" '{"op": "read", "memory": '"$mem_json"', "codes": {"mu": [[1, 2, 3, 4, 5, 6, 7, 8]]}, "mode": "median"}' '"message":"mode: unknown read mode \\"median\\" (expected.*"field":"mode"}'
+check_err "read mode not a string" '{"op": "read", "memory": '"$mem_json"', "codes": {"mu": [[1, 2, 3, 4, 5, 6, 7, 8]]}, "mode": 1}' '"message":"mode: expected \\"sample\\", \\"mean\\" or \\"mean_map\\", got integer","field":"mode"}'
+check_err "read mode, wrong case" '{"op": "read", "memory": '"$mem_json"', "codes": {"mu": [[1, 2, 3, 4, 5, 6, 7, 8]]}, "mode": "Mean"}' 'unknown read mode \\"Mean\\".*"field":"mode"}'
+check_err "mode on sample" '{"op": "sample", "memory": {}, "count": 3, "mode": "mean"}' '"message":"mode: not used by op \\"sample\\"","field":"mode"}'
 
 echo "vbmem-solve: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
