@@ -58,7 +58,8 @@ END_TEST
 
 START_TEST(loglik_is_the_sum_of_the_known_terms)
 {
-    double x[4] = {0.3, 0.0, 1.0, 0.6}, mean[4] = {0.5, 0.2, 0.9, 0.1}, sd[4] = {0.1, 0.2, 0.1, 0.3};
+    double x[4] = {0.3, 0.0, 1.0, 0.6}, mean[4] = {0.5, 0.2, 0.9, 0.1},
+           sd[4] = {0.1, 0.2, 0.1, 0.3};
     unsigned char mask[4] = {1, 1, 1, 0};
     double sigma = 0.25, want = 0.0, v;
     eng_cue c = {1, 4, x, mask, 1};
@@ -86,7 +87,8 @@ END_TEST
 START_TEST(noise_estimate_finds_a_known_level)
 {
     enum { N = 4000 };
-    double *x = malloc(N * sizeof *x), *mean = malloc(N * sizeof *mean), *sd = malloc(N * sizeof *sd);
+    double *x = malloc(N * sizeof *x), *mean = malloc(N * sizeof *mean),
+           *sd = malloc(N * sizeof *sd);
     double levels[3] = {0.0, 0.2, 0.35}, est;
     rng_t r;
     eng_cue c = {1, N, x, NULL, 1};
