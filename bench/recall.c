@@ -12,16 +12,19 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench-recall [--episodes N] [--steps N] [--candidates N] [--seed N]\n"
-                    "                    [--model FILE] [--cue NAME]...\n"
-                    "cues: top bottom left right noise20 noise35 top+noise20 (default: all)\n");
+    fprintf(stderr,
+            "usage: bench-recall [--episodes N] [--steps N] [--candidates N] [--seed N]\n"
+            "                    [--model FILE] [--cue NAME]... [--no-modes] [--dump FILE]\n"
+            "cues: top bottom left right noise20 noise35 top+noise20 (default: all)\n"
+            "--no-modes: recall mode and the comparators only; --dump FILE: the first\n"
+            "episode's originals, cues and recall steps as float32 (recall_picture.py)\n");
 }
 
 int main(int argc, char **argv)
 {
     static const char *const keys[REVAL_CUES] = {"top",     "bottom",  "left",       "right",
                                                  "noise20", "noise35", "top+noise20"};
-    reval_opts o = {20, 5, 16, 1, 1};
+    reval_opts o = {20, 5, 16, 1, 1, NULL};
     const char *model = RECALL_MODEL;
     int want[REVAL_CUES] = {0}, any = 0, i, c;
     reval_result r;
@@ -35,6 +38,10 @@ int main(int argc, char **argv)
             o.candidates = atoi(argv[++i]);
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
             o.seed = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
+            o.dump = argv[++i];
+        else if (strcmp(argv[i], "--no-modes") == 0)
+            o.sample_modes = 0;
         else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
             model = argv[++i];
         else if (strcmp(argv[i], "--cue") == 0 && i + 1 < argc) {

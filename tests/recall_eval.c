@@ -186,10 +186,12 @@ static int reval_decode(const eng_model *m, const double *z, float *out)
     return 0;
 }
 
-/* One read of the cue in mode; the last step's images into y. */
+/* One read of the cue in mode; the last step's images into y; with dump (not NULL) the
+ * originals x, the cues and every step's images are written there. */
 static int reval_read(const vbm_memory *mem, const eng_model *m, const float *cue,
                       const unsigned char *mask, eng_read_mode mode, double cue_noise,
-                      const reval_opts *o, uint64_t seed, float *y, double *seconds)
+                      const reval_opts *o, uint64_t seed, float *y, double *seconds,
+                      const char *dump, const float *x)
 {
     eng_recall_query q;
     eng_recall_opts ro;
@@ -213,6 +215,18 @@ static int reval_read(const vbm_memory *mem, const eng_model *m, const float *cu
     }
     memcpy(y, out.x + (size_t)(o->steps - 1) * REVAL_T * REVAL_P,
            sizeof(float) * REVAL_T * REVAL_P);
+    if (dump != NULL) {
+        FILE *f = fopen(dump, "wb");
+        size_t TP = (size_t)REVAL_T * REVAL_P;
+        int ok = f != NULL && fwrite(x, sizeof(float), TP, f) == TP
+                 && fwrite(cue, sizeof(float), TP, f) == TP
+                 && fwrite(out.x, sizeof(float), TP * (size_t)o->steps, f) == TP * (size_t)o->steps;
+
+        if (f != NULL)
+            ok = fclose(f) == 0 && ok;
+        if (!ok)
+            fprintf(stderr, "recall_eval: cannot write %s\n", dump);
+    }
     eng_recall_out_free(&out);
     if (seconds != NULL)
         *seconds += reval_now() - t0;
@@ -278,7 +292,8 @@ int reval_run(const char *model_path, const char *fmnist_gz, reval_cue c, const 
         /* the reads: with a mask the known pixels are exact (cue_noise 0) unless the cue
          * is also noisy; without one the noise is estimated */
         if (reval_read(mem, d.m, cue, masked ? mask : NULL, ENG_READ_RECALL,
-                       masked && c != REVAL_TOP_NOISE20 ? 0.0 : -1.0, o, es + 2, y, &secs)
+                       masked && c != REVAL_TOP_NOISE20 ? 0.0 : -1.0, o, es + 2, y, &secs,
+                       e == 0 ? o->dump : NULL, x)
             != 0) {
             vbm_memory_free(mem);
             goto done;
@@ -286,13 +301,13 @@ int reval_run(const char *model_path, const char *fmnist_gz, reval_cue c, const 
         reval_score(y, x, &h_rec, &e_rec);
         if (o->sample_modes) {
             int bad = reval_read(mem, d.m, cue, masked ? mask : NULL, ENG_READ_MEAN, 0.0, o, es + 2,
-                                 y, NULL);
+                                 y, NULL, NULL, x);
 
             if (bad == 0)
                 reval_score(y, x, &h_mean, &e_junk);
             if (bad == 0)
                 bad = reval_read(mem, d.m, cue, masked ? mask : NULL, ENG_READ_SAMPLE, 0.0, o,
-                                 es + 2, y, NULL);
+                                 es + 2, y, NULL, NULL, x);
             if (bad != 0) {
                 vbm_memory_free(mem);
                 goto done;

@@ -23,6 +23,9 @@ typedef struct {
     int candidates;   /* recall mode's candidates per step */
     int sample_modes; /* also run the mean and sample modes (0: recall and the comparators) */
     uint64_t seed;    /* of the episodes, the writes, the noise and the reads */
+    const char *dump; /* NULL, or a file that receives, for the first episode, float32 images
+                       * of 784 values: the 64 originals, the 64 cues, then every recall
+                       * step's 64 answers (bench/recall_picture.py draws them) */
 } reval_opts;
 
 /* Fractions of cues whose answer ends nearest (Euclidean, pixels) to its own original

@@ -12,7 +12,7 @@
 
 static reval_opts test_opts(void)
 {
-    reval_opts o = {20, 5, 16, 0, 1};
+    reval_opts o = {20, 5, 16, 0, 1, NULL};
     const char *e = getenv("VBMEM_RECALL_EPISODES");
 
     if (e != NULL && atoi(e) > 0)
