@@ -539,6 +539,15 @@ def test_read_modes_and_mask_errors():
     raw = bytearray(pngs.grey_png([255 * v for v in top]))
     raw[raw.index(b"IDAT") + 20] ^= 0xff
     field({"observations": q, "mask": [white, pngs.b64(bytes(raw))]}, "mask[1]")
+    # query codes on a model session: the mask follows the query (T x C code dimensions), and the
+    # cue noise is in code units (no pixel bound)
+    qc = {"mu": [[0.1] * C] * 2}
+    for m in ([[1] * (C // 2) + [0] * (C // 2)] * 2, {"dtype": "uint8", "shape": [2, C], "data": pngs.b64(bytes([1] * 2 * C))}):
+        ok(c.request("POST", rd, {"query": qc, "mask": m, "seed": 4}))
+    ok(c.request("POST", rd, {"query": qc, "cue_noise": 2.5, "seed": 4}))
+    field({"query": qc, "mask": u8(2)}, "mask.shape", "[frames, code size]")
+    field({"query": qc, "mask": [[1] * C, [0] * C]}, "mask[1]", "no known value")
+    field({"query": qc, "cue_noise": -2.5}, "cue_noise")
     # every accepted form: PNG (grey; RGBA with alpha ignored, colour on the model's one channel),
     # uint8 tensor, nested n x c x h x w and n x h x w
     rgba = [bytes(sum(([0, 0, 200, 0] if v else [0, 0, 0, 255] for v in top[y * 28:(y + 1) * 28]), []))
