@@ -149,8 +149,32 @@ static int img_convert(unsigned char *const *rows, int channels, int depth, cons
     return 0;
 }
 
-int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape, float *out,
-                   vbm_error *err)
+/* Convert the decoded rows into a mask of shape (c x h x w bytes): a pixel is
+ * known (1) when any of its colour samples is non-zero (alpha is ignored), and
+ * that holds for every channel of the shape. Never fails. */
+static void img_convert_mask(unsigned char *const *rows, int channels, int depth,
+                             const img_shape *shape, unsigned char *out)
+{
+    int colour = channels >= 3 ? 3 : 1, y, x, c, k;
+    size_t plane = (size_t)shape->height * (size_t)shape->width;
+
+    for (y = 0; y < shape->height; y++) {
+        for (x = 0; x < shape->width; x++) {
+            unsigned char known = 0;
+
+            for (k = 0; k < colour; k++)
+                if (img_sample(rows[y], (size_t)x * (size_t)channels + (size_t)k, depth) != 0)
+                    known = 1;
+            for (c = 0; c < shape->channels; c++)
+                out[(size_t)c * plane + (size_t)y * (size_t)shape->width + (size_t)x] = known;
+        }
+    }
+}
+
+/* img_png_decode into float pixels (mask 0) or into a mask of bytes (mask 1,
+ * img_convert_mask). */
+static int img_png_decode_as(const unsigned char *buf, size_t len, const img_shape *shape, int mask,
+                             void *out, vbm_error *err)
 {
     png_structp png;
     png_infop info;
@@ -225,13 +249,24 @@ int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape,
         rows[y] = pix + (size_t)y * rowbytes;
     png_read_image(png, rows);
     png_read_end(png, NULL);
-    rc = img_convert(rows, channels, depth, shape, out, err);
+    if (mask) {
+        img_convert_mask(rows, channels, depth, shape, out);
+        rc = 0;
+    } else {
+        rc = img_convert(rows, channels, depth, shape, out, err);
+    }
 done:
     png_destroy_read_struct(&png, &info, NULL);
     free(rows);
     free(pix);
     free(rd);
     return rc;
+}
+
+int img_png_decode(const unsigned char *buf, size_t len, const img_shape *shape, float *out,
+                   vbm_error *err)
+{
+    return img_png_decode_as(buf, len, shape, 0, out, err);
 }
 
 /* ---- PNG encoding ------------------------------------------------------------- */
@@ -354,9 +389,10 @@ static void img_path_key(char *out, size_t n, const char *path, const char *key)
     snprintf(out, n, "%s.%s", path, key);
 }
 
-/* An array of base64 PNG strings. */
-static vbm_status img_read_pngs(const json_t *v, const char *path, const img_shape *shape,
-                                float *out, long n, vbm_error *err)
+/* An array of base64 PNG strings, decoded into float pixels (mask 0: out is
+ * float *) or into a mask (mask 1: out is unsigned char *). */
+static vbm_status img_read_pngs(const json_t *v, const char *path, const img_shape *shape, int mask,
+                                void *out, long n, vbm_error *err)
 {
     size_t per = (size_t)shape->channels * (size_t)shape->height * (size_t)shape->width;
     size_t pre = strlen(IMG_DATA_URL), blen;
@@ -381,7 +417,10 @@ static vbm_status img_read_pngs(const json_t *v, const char *path, const img_sha
         }
         if (wire_b64_decode(s, blen, &bytes, &blen) != 0)
             return vbm_fail(err, VBM_EINVAL, field, "frame %ld is not valid base64", i);
-        rc = img_png_decode(bytes, blen, shape, out + (size_t)i * per, &why);
+        rc = img_png_decode_as(bytes, blen, shape, mask,
+                               mask ? (void *)((unsigned char *)out + (size_t)i * per)
+                                    : (void *)((float *)out + (size_t)i * per),
+                               &why);
         free(bytes);
         if (rc != 0) /* why has no field: its message is the bare reason */
             return vbm_fail(err, why.status, field, "frame %ld: %s", i, why.msg);
@@ -565,7 +604,7 @@ vbm_status img_read(const json_t *v, const char *path, const img_shape *shape, l
     if (*out == NULL)
         return vbm_fail(err, VBM_ENOMEM, path, "out of memory for %ld images", count);
     if (json_is_string(first))
-        st = img_read_pngs(v, path, shape, *out, count, err);
+        st = img_read_pngs(v, path, shape, 0, *out, count, err);
     else
         st = img_read_nested(v, path, shape, *out, count, err);
     if (st != VBM_OK) {
@@ -574,6 +613,245 @@ vbm_status img_read(const json_t *v, const char *path, const img_shape *shape, l
         return st;
     }
     *n = count;
+    return VBM_OK;
+}
+
+/* ---- reading masks --------------------------------------------------------------- */
+
+/* Every frame of mask (n frames of per bytes) has a known (non-zero) value;
+ * otherwise VBM_EINVAL naming path[i]. */
+static vbm_status img_mask_frames(const unsigned char *mask, long n, size_t per, const char *path,
+                                  vbm_error *err)
+{
+    char field[IMG_PATH_LEN];
+    size_t j;
+    long i;
+
+    for (i = 0; i < n; i++) {
+        for (j = 0; j < per && mask[(size_t)i * per + j] == 0; j++)
+            ;
+        if (j == per) {
+            img_path_index(field, sizeof field, path, i);
+            return vbm_fail(err, VBM_EINVAL, field,
+                            "frame %ld of the mask has no known value (non-zero marks a value "
+                            "the query gives)",
+                            i);
+        }
+    }
+    return VBM_OK;
+}
+
+/* A uint8 tensor {dtype, shape, data} of ndim dimensions whose shape must be
+ * want[0..ndim-1], except that dimension alt_dim (or -1) may also be 1; the
+ * decoded bytes (non-zero = known) go to *bytes (malloc'd), the dimension
+ * alt_dim as given to *alt. */
+static vbm_status img_mask_tensor(const json_t *v, const char *path, int ndim, const long *want,
+                                  int alt_dim, const char *names, unsigned char **bytes, long *alt,
+                                  vbm_error *err)
+{
+    static const char *const keys[] = {"dtype", "shape", "data", NULL};
+    char field[IMG_PATH_LEN];
+    const json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
+                 *data = json_object_get(v, "data");
+    size_t need = 1, blen;
+    long dims[4];
+    int d;
+    vbm_status st;
+
+    *bytes = NULL;
+    st = wire_check_keys(v, path, keys, err);
+    if (st != VBM_OK)
+        return st;
+    img_path_key(field, sizeof field, path, "dtype");
+    if (!json_is_string(dt) || strcmp(json_string_value(dt), "uint8") != 0)
+        return vbm_fail(err, VBM_EINVAL, field, "a mask tensor is \"uint8\" (non-zero = known)");
+    img_path_key(field, sizeof field, path, "shape");
+    if (!json_is_array(sh) || (int)json_array_size(sh) != ndim)
+        return vbm_fail(err, VBM_EINVAL, field, "expected %s (%d integers)", names, ndim);
+    for (d = 0; d < ndim; d++) {
+        const json_t *e = json_array_get(sh, (size_t)d);
+
+        if (!json_is_integer(e) || json_integer_value(e) < 1
+            || json_integer_value(e) > (json_int_t)1 << 40)
+            return vbm_fail(err, VBM_EINVAL, field, "expected %s (%d positive integers)", names,
+                            ndim);
+        dims[d] = (long)json_integer_value(e);
+    }
+    for (d = 0; d < ndim; d++) {
+        if (dims[d] != want[d] && !(d == alt_dim && dims[d] == 1)) {
+            if (ndim == 4)
+                return vbm_fail(err, VBM_EINVAL, field,
+                                "[%ld, %ld, %ld, %ld], the query needs [%ld, 1 or %ld, %ld, %ld] "
+                                "(frames, channels, height, width)",
+                                dims[0], dims[1], dims[2], dims[3], want[0], want[1], want[2],
+                                want[3]);
+            return vbm_fail(err, VBM_EINVAL, field,
+                            "[%ld, %ld], the query needs [%ld, %ld] (frames, code size)", dims[0],
+                            dims[1], want[0], want[1]);
+        }
+        need *= (size_t)dims[d];
+    }
+    img_path_key(field, sizeof field, path, "data");
+    if (!json_is_string(data))
+        return vbm_fail(err, VBM_EINVAL, field, "expected a base64 string");
+    if (wire_b64_decode(json_string_value(data), json_string_length(data), bytes, &blen) != 0)
+        return vbm_fail(err, VBM_EINVAL, field, "not valid base64");
+    if (blen != need) {
+        free(*bytes);
+        *bytes = NULL;
+        return vbm_fail(err, VBM_EINVAL, field, "holds %zu bytes, the shape needs %zu", blen, need);
+    }
+    if (alt != NULL)
+        *alt = dims[alt_dim];
+    return VBM_OK;
+}
+
+/* Nested arrays of shape dims (ndim dimensions) of 0 and 1 into out (bytes).
+ * Fails naming the element that is not 0 or 1. */
+static vbm_status img_mask_nested(const json_t *v, const char *path, int ndim, const long *dims,
+                                  unsigned char *out, vbm_error *err)
+{
+    char field[IMG_PATH_LEN];
+    size_t count = 1, i, r;
+    double *d;
+    int k;
+    vbm_status st;
+
+    for (k = 0; k < ndim; k++)
+        count *= (size_t)dims[k];
+    d = malloc(count * sizeof *d);
+    if (d == NULL)
+        return vbm_fail(err, VBM_ENOMEM, path, "out of memory for the mask");
+    st = wire_read_array(v, path, ndim, dims, 0, d, err);
+    for (i = 0; st == VBM_OK && i < count; i++) {
+        if (d[i] == 0.0 || d[i] == 1.0) {
+            out[i] = d[i] != 0.0;
+            continue;
+        }
+        snprintf(field, sizeof field, "%s", path);
+        for (k = 0, r = i; k < ndim; k++) {
+            size_t below = 1, len = strlen(field);
+            int j;
+
+            for (j = k + 1; j < ndim; j++)
+                below *= (size_t)dims[j];
+            snprintf(field + len, sizeof field - len, "[%zu]", r / below);
+            r %= below;
+        }
+        st = vbm_fail(err, VBM_EINVAL, field, "a mask value is 0 (unknown) or 1 (known), got %g",
+                      d[i]);
+    }
+    free(d);
+    return st;
+}
+
+vbm_status img_read_mask(const json_t *v, const char *path, const img_shape *shape, long frames,
+                         unsigned char **out, vbm_error *err)
+{
+    size_t plane = (size_t)shape->height * (size_t)shape->width;
+    size_t per = (size_t)shape->channels * plane, i;
+    long want[4] = {frames, shape->channels, shape->height, shape->width}, mc = shape->channels;
+    unsigned char *m = NULL, *src = NULL;
+    const json_t *first;
+    vbm_status st;
+    long f;
+    int c;
+
+    *out = NULL;
+    if (json_is_object(v)) {
+        st = img_mask_tensor(v, path, 4, want, 1, "[n, channels, height, width]", &src, &mc, err);
+    } else {
+        if (!json_is_array(v) || json_array_size(v) == 0)
+            return vbm_fail(err, VBM_EINVAL, path,
+                            "expected a non-empty array of base64 PNG strings, a tensor "
+                            "{\"dtype\": \"uint8\", \"shape\": [n, c, h, w], \"data\"} or nested "
+                            "arrays of 0 and 1 (n x c x h x w or n x h x w)");
+        if ((long)json_array_size(v) != frames)
+            return vbm_fail(err, VBM_EINVAL, path, "%zu masks for a query of %ld frames",
+                            json_array_size(v), frames);
+        first = json_array_get(v, 0);
+        m = malloc((size_t)frames * per);
+        if (m == NULL)
+            return vbm_fail(err, VBM_ENOMEM, path, "out of memory for the mask");
+        if (json_is_string(first)) {
+            st = img_read_pngs(v, path, shape, 1, m, frames, err);
+        } else if (json_is_array(first)) {
+            /* n x h x w, or n x c x h x w when an element of a row is itself an array */
+            const json_t *row = json_array_get(json_array_get(first, 0), 0);
+
+            if (json_is_array(row)) {
+                mc = (long)json_array_size(first) == 1 ? 1 : shape->channels;
+                want[1] = mc;
+                src = malloc((size_t)frames * (size_t)mc * plane);
+                st = src == NULL ? vbm_fail(err, VBM_ENOMEM, path, "out of memory for the mask")
+                                 : img_mask_nested(v, path, 4, want, src, err);
+            } else {
+                long hw[3] = {frames, shape->height, shape->width};
+
+                mc = 1;
+                src = malloc((size_t)frames * plane);
+                st = src == NULL ? vbm_fail(err, VBM_ENOMEM, path, "out of memory for the mask")
+                                 : img_mask_nested(v, path, 3, hw, src, err);
+            }
+        } else {
+            st = vbm_fail(err, VBM_EINVAL, path,
+                          "%s[0]: expected a base64 PNG string or a nested array of 0 and 1", path);
+        }
+    }
+    if (st == VBM_OK && src != NULL) { /* tensor or nested: expand one channel to all */
+        if (m == NULL)
+            m = malloc((size_t)frames * per);
+        if (m == NULL)
+            st = vbm_fail(err, VBM_ENOMEM, path, "out of memory for the mask");
+        for (f = 0; st == VBM_OK && f < frames; f++)
+            for (c = 0; c < shape->channels; c++)
+                for (i = 0; i < plane; i++)
+                    m[(size_t)f * per + (size_t)c * plane + i] =
+                        src[((size_t)f * (size_t)mc + (size_t)(mc == 1 ? 0 : c)) * plane + i] != 0;
+    }
+    free(src);
+    if (st == VBM_OK)
+        st = img_mask_frames(m, frames, per, path, err);
+    if (st != VBM_OK) {
+        free(m);
+        return st;
+    }
+    *out = m;
+    return VBM_OK;
+}
+
+vbm_status img_read_code_mask(const json_t *v, const char *path, long T, int C, unsigned char **out,
+                              vbm_error *err)
+{
+    long want[2] = {T, C};
+    unsigned char *m = NULL;
+    size_t i;
+    vbm_status st;
+
+    *out = NULL;
+    if (json_is_object(v)) {
+        st = img_mask_tensor(v, path, 2, want, -1, "[frames, code size]", &m, NULL, err);
+        for (i = 0; st == VBM_OK && i < (size_t)T * (size_t)C; i++)
+            m[i] = m[i] != 0;
+    } else {
+        if (!json_is_array(v) || json_array_size(v) == 0)
+            return vbm_fail(err, VBM_EINVAL, path,
+                            "expected frames x code size nested arrays of 0 and 1, or a tensor "
+                            "{\"dtype\": \"uint8\", \"shape\": [frames, code size], \"data\"}");
+        if ((long)json_array_size(v) != T)
+            return vbm_fail(err, VBM_EINVAL, path, "%zu mask rows for a query of %ld frames",
+                            json_array_size(v), T);
+        m = malloc((size_t)T * (size_t)C);
+        st = m == NULL ? vbm_fail(err, VBM_ENOMEM, path, "out of memory for the mask")
+                       : img_mask_nested(v, path, 2, want, m, err);
+    }
+    if (st == VBM_OK)
+        st = img_mask_frames(m, T, (size_t)C, path, err);
+    if (st != VBM_OK) {
+        free(m);
+        return st;
+    }
+    *out = m;
     return VBM_OK;
 }
 

@@ -56,6 +56,31 @@ vbm_status img_opt_pixels(const json_t *obj, const char *key, int *sample, vbm_e
 vbm_status img_read(const json_t *v, const char *path, const img_shape *shape, long max_frames,
                     float **out, long *n, vbm_error *err);
 
+/* Decode the mask of a query of `frames` images at JSON path `path` into
+ * frames x c x h x w bytes (1 = known, 0 = unknown) for shape, in the forms of
+ * img_read:
+ *   - an array of base64 PNG strings (any colour type and depth, width and
+ *     height the shape's): a pixel is known when any of its colour samples is
+ *     non-zero (alpha is ignored); it is known in every channel;
+ *   - a tensor {"dtype": "uint8", "shape": [n, c, h, w], "data": base64} with c
+ *     the shape's channels or 1 (applied to every channel): non-zero = known;
+ *   - nested arrays n x c x h x w (c the shape's or 1) or n x h x w of 0 and 1.
+ * n must be frames, and every frame must have a known value. On success *out
+ * (malloc'd, owned by the caller) holds the mask. Fails with VBM_EINVAL whose
+ * field names the member and frame ("mask" for the count, "mask.shape",
+ * "mask.data", "mask[3]" for a PNG that does not decode or a frame with no
+ * known value, "mask[0][0][5][7]" for a value other than 0 or 1), or
+ * VBM_ENOMEM; *out is then NULL. */
+vbm_status img_read_mask(const json_t *v, const char *path, const img_shape *shape, long frames,
+                         unsigned char **out, vbm_error *err);
+
+/* Decode the mask of a query of T codes of size C at path: nested arrays T x C
+ * of 0 and 1, or {"dtype": "uint8", "shape": [T, C], "data": base64} (non-zero
+ * = known), into T x C bytes (1 = known). Every frame must have a known value.
+ * Fails as img_read_mask does ("mask", "mask.shape", "mask[2]", "mask[2][5]"). */
+vbm_status img_read_code_mask(const json_t *v, const char *path, long T, int C, unsigned char **out,
+                              vbm_error *err);
+
 /* Encode n images x (n x c x h x w floats, clamped to [0, 1]) in format fmt
  * (not IMG_NONE): 8-bit outputs map x to min(255, floor(256 x)). On success
  * *out is a new JSON value. Fails with VBM_EINVAL (PNG of a shape with other

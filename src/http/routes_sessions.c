@@ -677,59 +677,63 @@ void route_samples(http_req *r)
     free(clusters);
 }
 
-/* A read of a latent session from query codes (eng_session_read). Consumes q. */
-static void sess_read_codes(http_req *r, eng_session *s, wire_codes *q, long iterations,
-                            uint64_t seed, int b64, int want_addr)
+/* The read options of a ReadRequest: mode ("recall" by default, "mean",
+ * "sample"), candidates (recall only; 16 by default), cue_noise (recall only: a
+ * number, at most 1 for a cue of images (pixel scale) and finite for codes, or
+ * "auto"; "auto" by default, 0 with a mask). Stored into o (mode, candidates,
+ * cue_noise). Fails with VBM_EINVAL naming the member. */
+static vbm_status sess_read_mode(const json_t *body, int image_cue, int has_mask,
+                                 eng_recall_opts *o, vbm_error *err)
 {
-    vbm_addresses *addr = NULL;
-    vbm_codes vc;
-    json_t *steps, *step, *out;
-    vbm_error err;
-    uint64_t version = 0;
-    double *z = NULL;
-    size_t block;
-    long i;
+    const json_t *mv = json_object_get(body, "mode"), *nv = json_object_get(body, "cue_noise");
+    const char *name = json_is_string(mv) ? json_string_value(mv) : "";
+    long candidates = 16;
     vbm_status st;
 
-    vc.T = q->T;
-    vc.C = q->C;
-    vc.mu = q->mu;
-    vc.s2 = q->s2;
-    st = eng_session_read(s, &vc, (int)iterations, seed, &z, &addr, &version, &err);
-    if (st != VBM_OK && strncmp(err.field, "codes", 5) == 0)
-        sess_field_rebase(&err, "query", 5);
-    if (st != VBM_OK) {
-        wire_codes_free(q);
-        req_engine_problem(r, st, &err);
-        return;
+    o->mode = ENG_READ_RECALL;
+    if (mv != NULL) {
+        if (strcmp(name, "recall") == 0)
+            o->mode = ENG_READ_RECALL;
+        else if (strcmp(name, "mean") == 0)
+            o->mode = ENG_READ_MEAN;
+        else if (strcmp(name, "sample") == 0)
+            o->mode = ENG_READ_SAMPLE;
+        else
+            return vbm_fail(err, VBM_EINVAL, "mode", "expected \"recall\", \"mean\" or \"sample\"");
     }
-    block = (size_t)q->T * (size_t)q->C;
-    steps = json_array();
-    for (i = 0; steps != NULL && i < iterations; i++) {
-        step = json_pack("{s:o, s:o}", "codes", wire_matrix(z + (size_t)i * block, q->T, q->C, b64),
-                         "clusters", obs_clusters(&addr[i]));
-        if (step != NULL && want_addr)
-            json_object_set_new(step, "addresses", codec_addresses(&addr[i]));
-        if (step == NULL || json_array_append_new(steps, step) != 0) {
-            json_decref(steps);
-            steps = NULL;
-        }
+    if (o->mode != ENG_READ_RECALL && json_object_get(body, "candidates") != NULL)
+        return vbm_fail(err, VBM_EINVAL, "candidates",
+                        "candidates are scored by the recall mode only (mode \"%s\")", name);
+    if (o->mode != ENG_READ_RECALL && nv != NULL)
+        return vbm_fail(err, VBM_EINVAL, "cue_noise",
+                        "the cue's noise is used by the recall mode only (mode \"%s\")", name);
+    st = wire_opt_long(body, "candidates", 1, ENG_RECALL_MAX_CANDIDATES, &candidates, err);
+    if (st != VBM_OK)
+        return st;
+    o->candidates = (int)candidates;
+    o->cue_noise = has_mask ? 0.0 : -1.0;
+    if (json_is_string(nv) && strcmp(json_string_value(nv), "auto") == 0)
+        o->cue_noise = -1.0;
+    else if (nv != NULL && !json_is_number(nv))
+        return vbm_fail(err, VBM_EINVAL, "cue_noise", "expected a number >= 0 or \"auto\"");
+    else if (nv != NULL) {
+        double x = json_number_value(nv);
+
+        if (!(x >= 0.0) || !isfinite(x) || (image_cue && x > 1.0))
+            return vbm_fail(err, VBM_EINVAL, "cue_noise",
+                            image_cue ? "a standard deviation of pixels in [0, 1], got %g"
+                                      : "a standard deviation of codes >= 0 (finite), got %g",
+                            x);
+        o->cue_noise = x;
     }
-    for (i = 0; i < iterations; i++)
-        vbm_addresses_free(&addr[i]);
-    free(addr);
-    free(z);
-    wire_codes_free(q);
-    out = steps != NULL ? json_pack("{s:I, s:o}", "version", (json_int_t)version, "steps", steps)
-                        : NULL;
-    req_etag(r, version);
-    req_json(r, 200, out);
+    return VBM_OK;
 }
 
 void route_reads(http_req *r)
 {
-    static const char *const keys[] = {"query",    "observations", "count",  "iterations", "seed",
-                                       "encoding", "addresses",    "format", "pixels",     NULL};
+    static const char *const keys[] = {"query",      "observations", "count",  "iterations", "seed",
+                                       "encoding",   "addresses",    "format", "pixels",     "mode",
+                                       "candidates", "cue_noise",    "mask",   NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     eng_recall_query rq;
     eng_recall_opts ro;
@@ -740,16 +744,18 @@ void route_reads(http_req *r)
     img_format fmt = IMG_NONE;
     eng_session *s;
     eng_model *m = NULL;
-    const json_t *qv, *ov;
+    const json_t *qv, *ov, *mk;
     json_t *body, *out = NULL;
     vbm_error err;
     uint64_t seed = 0;
     long iterations = 1, count = 1, n = 0;
     float *x = NULL;
+    unsigned char *mask = NULL;
     int b64 = 0, want_addr = 1, sample = 0, C;
     vbm_status st;
 
     memset(&q, 0, sizeof q);
+    memset(&ro, 0, sizeof ro);
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
     if (obs_session_model(r, s, &m) != 0) {
@@ -759,6 +765,8 @@ void route_reads(http_req *r)
     }
     qv = json_object_get(body, "query");
     ov = json_object_get(body, "observations");
+    mk = json_object_get(body, "mask");
+    C = eng_session_code_size(s);
     st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
         st = wire_opt_long(body, "iterations", 1, lim->max_read_steps, &iterations, &err);
@@ -772,6 +780,8 @@ void route_reads(http_req *r)
         st = wire_opt_long(body, "count", 1, lim->max_frames, &count, &err);
     if (st == VBM_OK)
         st = sess_image_opts(body, m != NULL, &fmt, &sample, &err);
+    if (st == VBM_OK)
+        st = sess_read_mode(body, ov != NULL || (m != NULL && qv == NULL), mk != NULL, &ro, &err);
     if (st == VBM_OK && qv != NULL && ov != NULL)
         st = vbm_fail(&err, VBM_EINVAL, "observations",
                       "give query codes or observations, not both");
@@ -781,38 +791,39 @@ void route_reads(http_req *r)
     if (st == VBM_OK && (qv != NULL || ov != NULL) && json_object_get(body, "count") != NULL)
         st = vbm_fail(&err, VBM_EINVAL, "count",
                       "frames of a read that starts from memory (no query) only");
+    if (st == VBM_OK && mk != NULL && qv == NULL && ov == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "mask",
+                      "a mask marks the known values of a query (observations or query codes); "
+                      "a read that starts from memory has none");
     if (st == VBM_OK && qv != NULL)
         st = wire_read_codes(qv, "query", lim->max_frames, lim->max_code_size, &q, &err);
     if (st == VBM_OK && ov != NULL) {
         obs_shape(m, &shape);
         st = img_read(ov, "observations", &shape, lim->max_frames, &x, &n, &err);
     }
+    if (st == VBM_OK && mk != NULL && ov != NULL)
+        st = img_read_mask(mk, "mask", &shape, n, &mask, &err);
+    if (st == VBM_OK && qv != NULL && q.C != C)
+        st = vbm_fail(&err, VBM_EINVAL, "query", "codes of size %d, the session's are %d", q.C, C);
+    if (st == VBM_OK && mk != NULL && qv != NULL)
+        st = img_read_code_mask(mk, "mask", q.T, q.C, &mask, &err);
     json_decref(body);
+    rq.T = x != NULL ? n : q.mu != NULL ? q.T : count;
+    if (st == VBM_OK
+        && (double)iterations * (double)rq.T
+                   * (8.0 * C + 4.0 * (m != NULL ? (double)eng_model_pixels(m) : 0.0))
+               > SESS_MAX_READ_BYTES)
+        st = vbm_fail(&err, VBM_EINVAL, "iterations",
+                      "a read of %ld steps of %ld frames would hold more than %.0f bytes of codes "
+                      "and images; read fewer frames or steps",
+                      iterations, rq.T, SESS_MAX_READ_BYTES);
     if (st != VBM_OK) {
+        free(x);
+        free(mask);
         wire_codes_free(&q);
         eng_model_unref(m);
         eng_session_unref(s);
         req_engine_problem(r, st, &err);
-        return;
-    }
-    if (m == NULL && q.mu != NULL) {
-        sess_read_codes(r, s, &q, iterations, seed, b64, want_addr);
-        eng_session_unref(s);
-        return;
-    }
-    rq.T = x != NULL ? n : q.mu != NULL ? q.T : count;
-    C = eng_session_code_size(s);
-    if ((double)iterations * (double)rq.T
-            * (8.0 * C + 4.0 * (m != NULL ? (double)eng_model_pixels(m) : 0.0))
-        > SESS_MAX_READ_BYTES) {
-        free(x);
-        wire_codes_free(&q);
-        eng_model_unref(m);
-        eng_session_unref(s);
-        req_problem(r, 422, "iterations",
-                    "a read of %ld steps of %ld frames would hold more than %.0f bytes of codes "
-                    "and images; read fewer frames or steps",
-                    iterations, rq.T, SESS_MAX_READ_BYTES);
         return;
     }
     vc.T = q.T;
@@ -821,14 +832,17 @@ void route_reads(http_req *r)
     vc.s2 = q.s2;
     rq.images = x;
     rq.codes = q.mu != NULL ? &vc : NULL;
-    memset(&ro, 0, sizeof ro);
     ro.steps = (int)iterations;
     ro.seed = seed;
     ro.pixel_sample = sample;
     ro.want_addresses = 1; /* the per-step cluster summary needs them */
+    ro.mask = mask;
     st = eng_session_recall(s, m, &rq, &ro, &res, &err);
+    if (st != VBM_OK && strncmp(err.field, "codes", 5) == 0)
+        sess_field_rebase(&err, "query", 5);
     eng_session_unref(s);
     free(x);
+    free(mask);
     wire_codes_free(&q);
     if (st == VBM_OK) {
         st = obs_recall_json(r, &res, m, fmt, b64, want_addr, &out, &err);

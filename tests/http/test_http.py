@@ -6,6 +6,7 @@ API-key isolation and reload, limits, backpressure, graceful shutdown, TTL, opti
 metrics/logs and the memory of idle sessions.
 
 usage: test_http.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...']"""
+import base64
 import json
 import math
 import os
@@ -727,6 +728,102 @@ def test_idle_session_memory():
         expect(d.stop() == 0, "exit status")
 
 
+def test_latent_read_modes_and_masks():
+    """mode, candidates, cue_noise and mask of a latent session's read (a mask of code
+    dimensions, T x C): every 422 with its exact field first (no engine needed), then (ENGINE:
+    needs eng_session_recall to accept query codes without a model) every mode accepted and a
+    masked recall that keeps the known dimensions of the query."""
+    c = FAST.client()
+    s = ok(c.request("POST", "/v1/sessions", {"code_size": 6, "memory": {"kind": "mixture", "clusters": 3, "rows": 4}}), 201)
+    base = "/v1/sessions/" + s["id"]
+    rd = base + "/reads"
+    ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(30, 6, 9)}, "seed": 3}))
+    q = {"mu": codes(3, 6, 12)}
+    m = [[1, 1, 1, 0, 0, 0], [0, 1, 0, 1, 0, 1], [1, 1, 1, 1, 1, 0]]
+
+    def field(body, name, detail=None):
+        p = problem(c.request("POST", rd, body), 422, name, detail)
+        expect(p["field"] == name, "field %r, expected %r (%s)" % (p["field"], name, p["detail"]))
+
+    def u8(rows, shape=None):
+        return {"dtype": "uint8", "shape": shape or [len(rows), len(rows[0])],
+                "data": base64.b64encode(bytes(v for r in rows for v in r)).decode()}
+
+    field({"query": q, "mode": "best"}, "mode")
+    field({"query": q, "candidates": 0}, "candidates")
+    field({"query": q, "candidates": 257}, "candidates")
+    field({"query": q, "mode": "mean", "candidates": 8}, "candidates")
+    field({"query": q, "mode": "sample", "cue_noise": "auto"}, "cue_noise")
+    field({"query": q, "cue_noise": -1}, "cue_noise")
+    field({"query": q, "cue_noise": "1"}, "cue_noise")
+    field({"count": 3, "mask": m}, "mask", "query")
+    field({"mask": m}, "mask")
+    field({"query": q, "mask": m[:2]}, "mask", "3 frames")
+    field({"query": q, "mask": []}, "mask")
+    field({"query": q, "mask": [[1] * 7] * 3}, "mask[0]")
+    field({"query": q, "mask": [[1] * 6, [1] * 6, [1] * 5]}, "mask[2]")
+    field({"query": q, "mask": [[1] * 6, [1, 1, 2, 1, 1, 1], [1] * 6]}, "mask[1][2]", "0 (unknown) or 1 (known)")
+    field({"query": q, "mask": [[1] * 6, [1, 1, 0.5, 1, 1, 1], [1] * 6]}, "mask[1][2]")
+    field({"query": q, "mask": [[1] * 6, [0] * 6, [1] * 6]}, "mask[1]", "no known value")
+    field({"query": q, "mask": [[[1]] * 6] * 3}, "mask[0][0]")
+    field({"query": q, "mask": u8(m, [3, 7])}, "mask.shape", "[3, 6]")
+    field({"query": q, "mask": u8(m, [2, 6])}, "mask.shape")
+    field({"query": q, "mask": u8(m, [3, 1, 6])}, "mask.shape")
+    field({"query": q, "mask": dict(u8(m), dtype="float32")}, "mask.dtype")
+    field({"query": q, "mask": dict(u8(m), data="AAAA")}, "mask.data", "bytes")
+    field({"query": q, "mask": u8([[1] * 6, [0] * 6, [9] * 6])}, "mask[1]", "no known value")
+    field({"query": {"mu": codes(3, 5, 1)}, "mask": [[1] * 5] * 3}, "query")
+    # ENGINE from here on: the engine reads query codes of a latent session through recall
+    for mode in ("recall", "mean", "sample"):
+        r = ok(c.request("POST", rd, {"query": q, "mode": mode, "iterations": 2, "seed": 4}))
+        expect(len(r["steps"]) == 2 and len(r["steps"][1]["codes"]) == 3 and "clusters" in r["steps"][0], r.keys())
+        ok(c.request("POST", rd, {"query": q, "mask": u8(m), "mode": mode, "seed": 4}))
+    ok(c.request("POST", rd, {"query": q, "candidates": 256, "cue_noise": 7.5, "seed": 4}))
+    for mk in (m, u8([[255 * v for v in r] for r in m])):
+        r = ok(c.request("POST", rd, {"query": q, "mask": mk, "iterations": 3, "seed": 4}))
+        for st in r["steps"]:
+            for t in range(3):
+                for k in range(6):
+                    if m[t][k]:
+                        expect(abs(st["codes"][t][k] - q["mu"][t][k]) <= 1e-9 * (1 + abs(q["mu"][t][k])),
+                               "known dimension %d of frame %d changed: %r -> %r" % (k, t, q["mu"][t][k], st["codes"][t][k]))
+    ok(c.request("DELETE", base), 204)
+
+
+# The default read mode became "recall"; "sample" is App. G.2, the read of every earlier version.
+# These digests were recorded with the PRE-CHANGE daemon (commit 737b290, built in /tmp, whose
+# latent reads from query codes went through eng_session_read) on the bodies below WITHOUT "mode";
+# the test sends them with "mode": "sample" and asserts the same bytes (codes, clusters, addresses,
+# start; not timings or the version). VBMEM_RECORD_SAMPLE=1 prints the digests instead.
+LATENT_SAMPLE_DIGESTS = {
+    'query': '11d69ef23ee6ea9b1d2981712dba8003e7be7edc0e1c905433c3d6f150fa7e15',
+    'query-s2': 'cdb28fe77d9f9aea0e32b15d2cd9866019092c20c9d83ca9cc5b737f00020bdb',
+    'memory': '8c1144c89baadb35000e0bcc3b9386dfac6a9606676b284b8f7a1d99c1fee76d',
+}
+
+
+def test_latent_sample_mode_is_the_old_read():
+    import hashlib
+    c = FAST.client()
+    s = ok(c.request("POST", "/v1/sessions", {"code_size": 6, "memory": {"kind": "mixture", "clusters": 3, "rows": 4}}), 201)
+    base = "/v1/sessions/" + s["id"]
+    ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(30, 6, 9)}, "seed": 3}))
+    record = os.environ.get("VBMEM_RECORD_SAMPLE") == "1"
+    for name, b in (("query", {"query": {"mu": codes(3, 6, 10)}, "iterations": 3, "seed": 5}),
+                    ("query-s2", {"query": {"mu": codes(2, 6, 11), "sigma2": [[0.5] * 6] * 2}, "iterations": 2,
+                                  "seed": 6, "encoding": "base64"}),
+                    ("memory", {"count": 3, "iterations": 2, "seed": 4})):
+        if not record:
+            b["mode"] = "sample"
+        rd = ok(c.request("POST", base + "/reads", b))
+        dg = hashlib.sha256(json.dumps({"steps": rd["steps"], "start": rd.get("start")}, sort_keys=True).encode()).hexdigest()
+        if record:
+            print("    %r: %r," % (name, dg))
+        else:
+            expect(dg == LATENT_SAMPLE_DIGESTS[name], "mode sample (%s) differs from the read of 737b290" % name)
+    ok(c.request("DELETE", base), 204)
+
+
 TESTS = [
     test_routes_match_openapi, test_help_and_version, test_system_endpoints,
     test_lifecycle_gaussian, test_lifecycle_categorical, test_lifecycle_mixture,
@@ -735,7 +832,7 @@ TESTS = [
     test_api_keys_isolation_and_reload, test_limits, test_option_precedence,
     test_sessions_do_not_wait_on_each_other, test_backpressure_queue_full,
     test_graceful_shutdown_with_requests_in_flight,
-    test_idle_session_memory,
+    test_idle_session_memory, test_latent_sample_mode_is_the_old_read, test_latent_read_modes_and_masks,
 ]
 
 

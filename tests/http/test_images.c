@@ -357,6 +357,105 @@ START_TEST(test_recall_with_model)
 }
 END_TEST
 
+/* Masks of query images (img_read_mask) and of query codes (img_read_code_mask): a one-channel
+ * mask applies to every channel of a 3-channel shape, per-channel masks stay per channel, a PNG
+ * pixel is known when a colour sample is non-zero (alpha ignored), and the errors name their
+ * field. */
+START_TEST(test_masks)
+{
+    const size_t plane = (size_t)RGB.height * RGB.width, per = 3 * plane;
+    unsigned char one[2 * 48], three[2 * 3 * 48], *m = NULL, *png = NULL;
+    float *x = malloc(per * sizeof *x);
+    char *b64, *pb64;
+    json_t *v;
+    vbm_error err;
+    size_t i, len = 0;
+    int c;
+
+    for (i = 0; i < sizeof one; i++)
+        one[i] = (unsigned char)(i % 3 == 0 ? 255 : 0);
+    b64 = wire_b64_encode(one, sizeof one);
+    v = json_pack("{s:s, s:[i, i, i, i], s:s}", "dtype", "uint8", "shape", 2, 1, 8, 6, "data", b64);
+    ck_assert_int_eq(img_read_mask(v, "mask", &RGB, 2, &m, &err), VBM_OK);
+    for (i = 0; i < 2 * plane; i++)
+        for (c = 0; c < 3; c++)
+            ck_assert_int_eq(m[(i / plane) * per + (size_t)c * plane + i % plane], i % 3 == 0);
+    free(m);
+    ck_assert_int_eq(img_read_mask(v, "mask", &RGB, 3, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "mask.shape");
+    ck_assert_ptr_null(m);
+    json_decref(v);
+    free(b64);
+    /* per channel: channel 1 of frame 1 alone is known */
+    memset(three, 0, sizeof three);
+    memset(three, 1, per);
+    three[per + plane + 4] = 7;
+    b64 = wire_b64_encode(three, sizeof three);
+    v = json_pack("{s:s, s:[i, i, i, i], s:s}", "dtype", "uint8", "shape", 2, 3, 8, 6, "data", b64);
+    ck_assert_int_eq(img_read_mask(v, "mask", &RGB, 2, &m, &err), VBM_OK);
+    for (i = 0; i < per; i++)
+        ck_assert_int_eq(m[per + i], i == plane + 4);
+    free(m);
+    json_decref(v);
+    free(b64);
+    /* a frame with no known value */
+    memset(three + per, 0, per);
+    b64 = wire_b64_encode(three, sizeof three);
+    v = json_pack("{s:s, s:[i, i, i, i], s:s}", "dtype", "uint8", "shape", 2, 3, 8, 6, "data", b64);
+    ck_assert_int_eq(img_read_mask(v, "mask", &RGB, 2, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "mask[1]");
+    json_decref(v);
+    free(b64);
+    /* PNG: an RGB image whose pixel 5 is black is known everywhere but at pixel 5, in every
+     * channel */
+    for (i = 0; i < per; i++)
+        x[i] = (i % plane) == 5 ? 0.0f : (i < plane ? 0.5f : 0.0f);
+    ck_assert_int_eq(img_png_encode(x, &RGB, &png, &len, &err), 0);
+    pb64 = wire_b64_encode(png, len);
+    v = json_pack("[s]", pb64);
+    ck_assert_int_eq(img_read_mask(v, "mask", &RGB, 1, &m, &err), VBM_OK);
+    for (i = 0; i < per; i++)
+        ck_assert_int_eq(m[i], i % plane != 5);
+    free(m);
+    ck_assert_int_eq(img_read_mask(v, "mask", &RGB, 2, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "mask");
+    json_decref(v);
+    v = json_pack("[s, s]", pb64, "!!");
+    ck_assert_int_eq(img_read_mask(v, "mask", &RGB, 2, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "mask[1]");
+    json_decref(v);
+    free(pb64);
+    free(png);
+    /* nested n x h x w applies to every channel; a 2 names its element */
+    v = json_loads("[[[1,0,0,0,0,0],[0,0,0,0,0,0],[0,0,0,0,0,0],[0,0,0,0,0,0],"
+                   "[0,0,0,0,0,0],[0,0,0,0,0,0],[0,0,0,0,0,0],[0,0,0,0,0,1]]]",
+                   0, NULL);
+    ck_assert_int_eq(img_read_mask(v, "mask", &RGB, 1, &m, &err), VBM_OK);
+    for (i = 0; i < per; i++)
+        ck_assert_int_eq(m[i], i % plane == 0 || i % plane == plane - 1);
+    free(m);
+    json_array_set_new(json_array_get(json_array_get(v, 0), 7), 5, json_integer(2));
+    ck_assert_int_eq(img_read_mask(v, "mask", &RGB, 1, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "mask[0][7][5]");
+    json_decref(v);
+    /* code masks */
+    v = json_loads("[[1, 0, 0], [0, 0, 1]]", 0, NULL);
+    ck_assert_int_eq(img_read_code_mask(v, "mask", 2, 3, &m, &err), VBM_OK);
+    ck_assert_int_eq(m[0] + 2 * m[1] + 4 * m[2] + 8 * m[3] + 16 * m[4] + 32 * m[5], 1 + 32);
+    free(m);
+    ck_assert_int_eq(img_read_code_mask(v, "mask", 2, 4, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "mask[0]");
+    ck_assert_int_eq(img_read_code_mask(v, "mask", 3, 3, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "mask");
+    json_decref(v);
+    v = json_pack("{s:s, s:[i, i], s:s}", "dtype", "uint8", "shape", 2, 3, "data", "AAAAAAAA");
+    ck_assert_int_eq(img_read_code_mask(v, "mask", 2, 3, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "mask[0]");
+    json_decref(v);
+    free(x);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("images");
@@ -369,6 +468,7 @@ int main(void)
     tcase_add_test(tc, test_png_conversions_and_refusals);
     tcase_add_test(tc, test_png_truncations_and_bit_flips);
     tcase_add_test(tc, test_observation_forms);
+    tcase_add_test(tc, test_masks);
     tcase_add_test(tc, test_registry_reload_keeps_models_in_use);
     tcase_add_test(tc, test_recall_with_model);
     suite_add_tcase(s, tc);

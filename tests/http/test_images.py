@@ -463,11 +463,186 @@ def test_latent_only_daemon():
         stopped(d)
 
 
+def test_read_modes_and_mask_errors():
+    """mode, candidates, cue_noise and mask of a read: every mode accepted, and every 422 of the
+    new members with its exact field. None of this needs the engine's recall."""
+    c = FAST.client()
+    s, base = new_session(c, memory={"retain_max": 1000})
+    rd = base + "/reads"
+    imgs = episode_pngs(16, 300)
+    ok(c.request("POST", base + "/episodes", {"observations": imgs, "seed": 1}))
+    q = imgs[:2]
+    top = [1 if y < 14 else 0 for y in range(28) for x in range(28)]  # the top half known
+
+    def field(body, name, detail=None):
+        p = problem(c.request("POST", rd, body), 422, name, detail)
+        expect(p["field"] == name, "field %r, expected %r (%s)" % (p["field"], name, p["detail"]))
+        return p
+
+    for mode in ("recall", "mean", "sample"):
+        for body in ({"observations": q}, {"count": 2}, {"query": {"mu": [[0.1] * C]}}):
+            r = ok(c.request("POST", rd, dict(body, mode=mode, iterations=2, seed=3, format="uint8")))
+            expect(len(r["steps"]) == 2 and len(r["steps"][1]["codes"]) == len(r["steps"][0]["codes"]), r.keys())
+    for extra in ({"candidates": 1}, {"candidates": 256}, {"cue_noise": "auto"}, {"cue_noise": 0},
+                  {"cue_noise": 1}, {"cue_noise": 0.25, "mode": "recall"}):
+        ok(c.request("POST", rd, dict({"observations": q, "seed": 2}, **extra)))
+    # mode, candidates, cue_noise
+    field({"observations": q, "mode": "greedy"}, "mode")
+    field({"observations": q, "mode": 2}, "mode")
+    field({"observations": q, "candidates": 0}, "candidates")
+    field({"observations": q, "candidates": 257}, "candidates")
+    field({"observations": q, "candidates": 1.5}, "candidates")
+    field({"observations": q, "mode": "sample", "candidates": 4}, "candidates", "recall")
+    field({"observations": q, "mode": "mean", "cue_noise": 0.1}, "cue_noise", "recall")
+    field({"observations": q, "cue_noise": 1.5}, "cue_noise", "[0, 1]")
+    field({"observations": q, "cue_noise": -0.01}, "cue_noise")
+    field({"observations": q, "cue_noise": "high"}, "cue_noise")
+    field({"observations": q, "cue_noise": None}, "cue_noise")
+    # mask: without a query, count, shapes, values, empty frames, PNGs that do not decode
+    u8 = lambda n, ch=1, h=28, w=28, data=None: {"dtype": "uint8", "shape": [n, ch, h, w],
+                                                  "data": pngs.b64(data if data is not None else bytes(top) * n * ch)}
+    field({"count": 2, "mask": u8(2)}, "mask", "query")
+    field({"mask": [pngs.b64(pngs.grey_png([255 * v for v in top]))]}, "mask", "query")
+    field({"observations": q, "mask": [pngs.b64(pngs.grey_png([255 * v for v in top]))]}, "mask", "2 frames")
+    field({"observations": q, "mask": []}, "mask")
+    field({"observations": q, "mask": "all"}, "mask")
+    field({"observations": q, "mask": [7, 8]}, "mask")
+    field({"observations": q, "mask": u8(3)}, "mask.shape", "[2, 1 or 1, 28, 28]")
+    field({"observations": q, "mask": u8(2, h=27, data=bytes(2 * 27 * 28))}, "mask.shape")
+    field({"observations": q, "mask": u8(2, ch=3)}, "mask.shape")
+    field({"observations": q, "mask": dict(u8(2), shape=[2, 28, 28])}, "mask.shape")
+    field({"observations": q, "mask": dict(u8(2), dtype="float32")}, "mask.dtype", "uint8")
+    field({"observations": q, "mask": u8(2, data=bytes(top) * 2 + b"\x01")}, "mask.data", "bytes")
+    field({"observations": q, "mask": dict(u8(2), data="%%%")}, "mask.data", "base64")
+    field({"observations": q, "mask": dict(u8(2), extra=1)}, "mask.extra")
+    field({"observations": q, "mask": u8(2, data=bytes(top) + bytes(784))}, "mask[1]", "no known value")
+    nested = [[[[1] * 28 for _ in range(28)]] for _ in range(2)]
+    nested[1][0][5][7] = 2
+    field({"observations": q, "mask": nested}, "mask[1][0][5][7]", "0 (unknown) or 1 (known)")
+    nested[1][0][5][7] = 0.5
+    field({"observations": q, "mask": nested}, "mask[1][0][5][7]")
+    nested[1][0][5][7] = True
+    field({"observations": q, "mask": nested}, "mask[1][0][5][7]")
+    flat = [[[1] * 28 for _ in range(28)] for _ in range(2)]
+    flat[0][27][0] = -1
+    field({"observations": q, "mask": flat}, "mask[0][27][0]")
+    flat[0][27][0] = 1
+    flat[1] = [[0] * 28 for _ in range(28)]
+    field({"observations": q, "mask": flat}, "mask[1]", "no known value")
+    flat[1] = [[1] * 28 for _ in range(27)]
+    problem(c.request("POST", rd, {"observations": q, "mask": flat}), 422, "mask[1]")
+    white = pngs.b64(pngs.grey_png([255] * 784))
+    field({"observations": q, "mask": [white, pngs.b64(pngs.grey_png(bytes(784)))]}, "mask[1]", "no known value")
+    field({"observations": q, "mask": [white, pngs.b64(b"GIF89a" + bytes(100))]}, "mask[1]", "PNG")
+    field({"observations": q, "mask": [white, "!!!"]}, "mask[1]", "base64")
+    field({"observations": q, "mask": [pngs.b64(pngs.grey_png(bytes(32 * 32), 32, 32)), white]}, "mask[0]", "32x32")
+    raw = bytearray(pngs.grey_png([255 * v for v in top]))
+    raw[raw.index(b"IDAT") + 20] ^= 0xff
+    field({"observations": q, "mask": [white, pngs.b64(bytes(raw))]}, "mask[1]")
+    # query codes on a model session: the mask follows the query (T x C code dimensions), and the
+    # cue noise is in code units (no pixel bound)
+    qc = {"mu": [[0.1] * C] * 2}
+    for m in ([[1] * (C // 2) + [0] * (C // 2)] * 2, {"dtype": "uint8", "shape": [2, C], "data": pngs.b64(bytes([1] * 2 * C))}):
+        ok(c.request("POST", rd, {"query": qc, "mask": m, "seed": 4}))
+    ok(c.request("POST", rd, {"query": qc, "cue_noise": 2.5, "seed": 4}))
+    field({"query": qc, "mask": u8(2)}, "mask.shape", "[frames, code size]")
+    field({"query": qc, "mask": [[1] * C, [0] * C]}, "mask[1]", "no known value")
+    field({"query": qc, "cue_noise": -2.5}, "cue_noise")
+    # every accepted form: PNG (grey; RGBA with alpha ignored, colour on the model's one channel),
+    # uint8 tensor, nested n x c x h x w and n x h x w
+    rgba = [bytes(sum(([0, 0, 200, 0] if v else [0, 0, 0, 255] for v in top[y * 28:(y + 1) * 28]), []))
+            for y in range(28)]
+    forms = [[pngs.b64(pngs.grey_png([255 * v for v in top]))] * 2,
+             ["data:image/png;base64," + pngs.b64(pngs.png(28, 28, rgba, color_type=6))] * 2,
+             u8(2), [[[top[y * 28:(y + 1) * 28] for y in range(28)]]] * 2,
+             [[top[y * 28:(y + 1) * 28] for y in range(28)]] * 2]
+    for m in forms:
+        for mode in ("recall", "mean", "sample"):
+            ok(c.request("POST", rd, {"observations": q, "mask": m, "mode": mode, "seed": 4, "format": "uint8"}))
+    ok(c.request("DELETE", base), 204)
+
+
+def test_masked_recall_keeps_known_pixels():
+    """ENGINE: needs the engine's recall (eng_session_recall honouring mode and mask). A masked
+    recall read with the default cue_noise (0 with a mask) returns the query's known pixels
+    unchanged at every step, whatever the form of the mask; uint8 in and out is exact (v in,
+    (v + 0.5) / 256 inside, v out)."""
+    c = FAST.client()
+    s, base = new_session(c, memory={"retain_max": 1000})
+    ok(c.request("POST", base + "/episodes", {"observations": episode_pngs(32, 400), "seed": 1}))
+    raw = pngs.fashion_images(3, 400)
+    q = {"dtype": "uint8", "shape": [3, 1, 28, 28], "data": pngs.b64(b"".join(raw))}
+    known = [1 if (y < 14) != (t == 1) else 0 for t in range(3) for y in range(28) for x in range(28)]
+    masks = [{"dtype": "uint8", "shape": [3, 1, 28, 28], "data": pngs.b64(bytes(255 * k for k in known))},
+             [pngs.b64(pngs.grey_png([255 * k for k in known[t * 784:(t + 1) * 784]])) for t in range(3)],
+             [[[known[t * 784 + y * 28:t * 784 + (y + 1) * 28] for y in range(28)]] for t in range(3)]]
+    for m in masks:
+        r = ok(c.request("POST", base + "/reads", {"observations": q, "mask": m, "iterations": 3, "seed": 7,
+                                                  "format": "uint8"}))
+        for st in r["steps"]:
+            out = base64.b64decode(st["observations"]["data"])
+            bad = [i for i in range(3 * 784) if known[i] and out[i] != raw[i // 784][i % 784]]
+            expect(not bad, "%d known pixels changed (first at frame %d, pixel %d)"
+                   % (len(bad), bad[0] // 784, bad[0] % 784) if bad else "")
+            expect(len(st["codes"]) == 3 and len(st["codes"][0]) == C, "codes of a masked read")
+    ok(c.request("DELETE", base), 204)
+
+
+# ---- mode "sample": the read of earlier versions, bit for bit ------------------------------------
+# The default read mode became "recall"; "sample" is App. G.2, the read every earlier version did.
+# These digests were recorded with the PRE-CHANGE daemon (commit 737b290, whose reads took no
+# mode, cue_noise, candidates or mask) built in /tmp, on the bodies below WITHOUT "mode"; the test
+# sends the same bodies with "mode": "sample" and asserts the same bytes (codes, clusters,
+# addresses, images and start: everything but timings and the version), so the sample mode is the
+# old read and not merely "a" read. Re-record only for a deliberate change of the sample read:
+# VBMEM_RECORD_SAMPLE=1 prints the digests instead of checking them.
+SAMPLE_READ_BODIES = [
+    ("images", lambda imgs, cs: {"observations": imgs[:4], "iterations": 3, "seed": 11,
+                                 "format": "uint8", "encoding": "base64"}),
+    ("memory", lambda imgs, cs: {"count": 3, "iterations": 2, "seed": 2, "format": "uint8",
+                                 "pixels": "sample"}),
+    ("codes", lambda imgs, cs: {"query": {"mu": cs}, "iterations": 2, "seed": 5, "format": "json"}),
+]
+SAMPLE_READ_DIGESTS = {
+    'images': 'e7f32779b9325094d71084634fac2126526e9366290c453d8a40f5ebc04d9ffc',
+    'memory': 'd215fba85539fdf218eaa1c4fb0645563ed1e99353624f447b9e663e5b656a43',
+    'codes': '79f4ec8abc12d3171cdae7a3caaa56319ac40bc926fe34f6cea6ed35af64f9c2',
+}
+
+
+def read_digest(rd):
+    """sha256 of a read's content: every step and the start, without timings or version."""
+    import hashlib
+    import json
+    doc = {"steps": rd["steps"], "start": rd.get("start")}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def test_sample_mode_is_the_old_read():
+    c = FAST.client()
+    s, base = new_session(c, memory={"retain_max": 1000})
+    imgs = episode_pngs(16, 200)
+    ok(c.request("POST", base + "/episodes", {"observations": imgs, "seed": 1}))
+    cs = [[round(math.sin(0.3 * t + 0.1 * k), 6) for k in range(C)] for t in range(2)]
+    record = os.environ.get("VBMEM_RECORD_SAMPLE") == "1"
+    for name, body in SAMPLE_READ_BODIES:
+        b = body(imgs, cs)
+        if not record:
+            b["mode"] = "sample"
+        dg = read_digest(ok(c.request("POST", base + "/reads", b)))
+        if record:
+            print("    %r: %r," % (name, dg))
+        else:
+            expect(dg == SAMPLE_READ_DIGESTS[name], "mode sample (%s) differs from the read of 737b290" % name)
+    ok(c.request("DELETE", base), 204)
+
+
 TESTS = [
     test_model_listing, test_sessions_on_the_bundled_model, test_write_64_images_samples_and_read,
     test_encode_decode_helpers, test_image_errors, test_png_variants, test_hostile_image_inputs_never_500,
     test_models_dir_bad_file_and_sighup_reload, test_model_session_survives_restart,
-    test_latent_only_daemon,
+    test_latent_only_daemon, test_sample_mode_is_the_old_read, test_read_modes_and_mask_errors,
+    test_masked_recall_keeps_known_pixels,
 ]
 
 
