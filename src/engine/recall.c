@@ -195,7 +195,9 @@ static vbm_status recall_plain(const vbm_memory *mem, const eng_model *m, nets_w
  * code of every frame so far, and scratch for predictions. */
 typedef struct {
     const vbm_memory *mem;
-    const eng_model *m; /* NULL: latent session, the cue is codes */
+    const eng_model *m; /* the session's model, NULL for a latent session */
+    int image_cue;      /* 1: the cue is images (P pixels); 0: codes (P = C), whose answers
+                         * are decoded into images when there is a model */
     nets_workspace *ws;
     long T, P; /* frames; values per frame (pixels, or C) */
     int C;
@@ -230,7 +232,8 @@ static vbm_status rw_init(recall_work *w, const vbm_memory *mem, const eng_model
                           nets_workspace *ws, const eng_recall_query *q, const eng_recall_opts *o,
                           eng_recall_out *out, vbm_error *err)
 {
-    size_t TP = (size_t)out->T * (size_t)(m != NULL ? out->P : out->C), i;
+    int image_cue = q->images != NULL;
+    size_t TP = (size_t)out->T * (size_t)(image_cue ? out->P : out->C), i;
     size_t TC = (size_t)out->T * (size_t)out->C;
 
     memset(w, 0, sizeof *w);
@@ -239,14 +242,15 @@ static vbm_status rw_init(recall_work *w, const vbm_memory *mem, const eng_model
     w->ws = ws;
     w->T = out->T;
     w->C = out->C;
-    w->P = m != NULL ? out->P : out->C;
+    w->image_cue = image_cue;
+    w->P = image_cue ? out->P : out->C;
     w->out = out;
     w->sd_codes = sqrt(mem->cfg.sigma_z2);
     w->cue_x = vbm_calloc(TP, sizeof(double));
     w->pm = vbm_calloc(TP, sizeof(double));
     w->ps = vbm_calloc(TP, sizeof(double));
     w->ans = vbm_calloc(TP, sizeof(double));
-    if (m != NULL) {
+    if (image_cue) {
         w->fm = vbm_calloc(TP, sizeof(float));
         w->fs = vbm_calloc(TP, sizeof(float));
     }
@@ -256,17 +260,17 @@ static vbm_status rw_init(recall_work *w, const vbm_memory *mem, const eng_model
     w->sigma = vbm_calloc((size_t)out->T, sizeof(double));
     if (w->cue_x == NULL || w->pm == NULL || w->ps == NULL || w->ans == NULL || w->best_z == NULL
         || w->cand == NULL || w->best_lp == NULL || w->sigma == NULL
-        || (m != NULL && (w->fm == NULL || w->fs == NULL))) {
+        || (image_cue && (w->fm == NULL || w->fs == NULL))) {
         rw_free(w);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a read of %ld frames", out->T);
     }
     for (i = 0; i < TP; i++)
-        w->cue_x[i] = m != NULL ? (double)q->images[i] : q->codes->mu[i];
+        w->cue_x[i] = image_cue ? (double)q->images[i] : q->codes->mu[i];
     w->cue.T = w->T;
     w->cue.P = w->P;
     w->cue.x = w->cue_x;
     w->cue.mask = o->mask;
-    w->cue.bounded = m != NULL;
+    w->cue.bounded = image_cue;
     return VBM_OK;
 }
 
@@ -277,7 +281,7 @@ static vbm_status rw_predict(recall_work *w, const double *z, vbm_error *err)
     vbm_error nerr;
     double t0, p;
 
-    if (w->m == NULL) {
+    if (!w->image_cue) {
         memcpy(w->pm, z, TP * sizeof *w->pm);
         return VBM_OK;
     }
@@ -301,7 +305,7 @@ static eng_cue_pred rw_pred(const recall_work *w, long t)
     eng_cue_pred pr;
 
     pr.mean = w->pm + (size_t)t * (size_t)w->P;
-    pr.sd = w->m != NULL ? w->ps + (size_t)t * (size_t)w->P : NULL;
+    pr.sd = w->image_cue ? w->ps + (size_t)t * (size_t)w->P : NULL;
     pr.sd_const = w->sd_codes;
     return pr;
 }
@@ -365,9 +369,9 @@ static vbm_status rw_start(recall_work *w, const eng_recall_query *q, const eng_
     for (t = 0; t < w->T; t++) {
         w->best_lp[t] = -HUGE_VAL;
         /* a known noise level, or a start for pixels (0.1) or codes (sigma_z) */
-        w->sigma[t] = o->cue_noise >= 0.0 ? o->cue_noise : w->m != NULL ? 0.1 : w->sd_codes;
+        w->sigma[t] = o->cue_noise >= 0.0 ? o->cue_noise : w->image_cue ? 0.1 : w->sd_codes;
     }
-    if (w->m != NULL) {
+    if (w->image_cue) {
         t0 = eng_now();
         st = recall_encode(w->m, w->ws, q->images, w->T, mu, s2, err);
         w->out->nets_s += eng_now() - t0;
@@ -406,7 +410,7 @@ static vbm_status rw_query(recall_work *w, const eng_recall_query *q, float *xf,
     vbm_status st;
     double t0;
 
-    if (w->m == NULL) {
+    if (!w->image_cue) {
         memcpy(mu, w->ans, TC * sizeof *mu);
         if (q->codes->s2 != NULL)
             memcpy(s2, q->codes->s2, TC * sizeof *s2);
@@ -446,21 +450,32 @@ static vbm_status rw_read(recall_work *w, double *mu, double *s2, vbm_read_mode 
     return VBM_OK;
 }
 
-/* Write step i's output: the best codes (images) or the answer (codes), and the answer's
- * images. */
-static void rw_output(recall_work *w, int i)
+/* Write step i's output: the best codes and the answer's images (an image cue), or the
+ * answer and, with a model, its decoded images (a code cue). */
+static vbm_status rw_output(recall_work *w, const eng_recall_opts *o, int i, vbm_error *err)
 {
-    size_t TC = (size_t)w->T * (size_t)w->C, TP = (size_t)w->T * (size_t)w->P, k;
+    size_t TC = (size_t)w->T * (size_t)w->C, TP = (size_t)w->T * (size_t)w->out->P, k;
     float *x;
+    vbm_status st = VBM_OK;
+    double t0;
 
-    if (w->m == NULL) {
+    if (!w->image_cue) {
         memcpy(w->out->z + (size_t)i * TC, w->ans, TC * sizeof(double));
-        return;
+        if (w->m != NULL) {
+            t0 = eng_now();
+            st = eng_model_decode_images(
+                w->m, w->ws, w->ans, w->T, o->pixel_sample,
+                eng_derive_seed(o->seed + (uint64_t)i, ENG_STREAM_STEP_PIXELS),
+                w->out->x + (size_t)i * TP, err);
+            w->out->nets_s += eng_now() - t0;
+        }
+        return st;
     }
     memcpy(w->out->z + (size_t)i * TC, w->best_z, TC * sizeof(double));
     x = w->out->x + (size_t)i * TP;
     for (k = 0; k < TP; k++)
         x[k] = (float)w->ans[k];
+    return VBM_OK;
 }
 
 /* A read with a cue, with the read lock held. Recall mode: every step encodes the answer
@@ -483,7 +498,7 @@ static vbm_status recall_cue(const vbm_memory *mem, const eng_model *m, nets_wor
     st = rw_init(&w, mem, m, ws, q, o, out, err);
     if (st != VBM_OK)
         return st;
-    if (m != NULL) {
+    if (w.image_cue) {
         xf = vbm_calloc(TP, sizeof(float));
         if (xf == NULL) {
             rw_free(&w);
@@ -508,7 +523,7 @@ static vbm_status recall_cue(const vbm_memory *mem, const eng_model *m, nets_wor
                 memcpy(w.best_z, w.cand, TC * sizeof(double));
             if (st == VBM_OK)
                 st = rw_answer(&w, 0.0, err);
-            if (st == VBM_OK && m != NULL && o->pixel_sample) {
+            if (st == VBM_OK && w.image_cue && o->pixel_sample) {
                 /* the unknown pixels drawn from p(x | z) instead of its mean */
                 st = eng_model_decode_images(
                     m, ws, w.best_z, out->T, 1,
@@ -518,7 +533,7 @@ static vbm_status recall_cue(const vbm_memory *mem, const eng_model *m, nets_wor
                         w.ans[k] = (double)xf[k];
             }
             if (st == VBM_OK)
-                rw_output(&w, i);
+                st = rw_output(&w, o, i, err);
             continue;
         }
         /* recall: rescore the best so far under this step's noise, then the candidates */
@@ -549,7 +564,7 @@ static vbm_status recall_cue(const vbm_memory *mem, const eng_model *m, nets_wor
         if (st == VBM_OK)
             st = rw_answer(&w, keep, err);
         if (st == VBM_OK)
-            rw_output(&w, i);
+            st = rw_output(&w, o, i, err);
     }
     free(xf);
     rw_free(&w);
