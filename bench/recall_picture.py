@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""recall_picture.py -- draws what `bench-recall --dump FILE` wrote: for the first frames of
+an episode, a row each with the original, the damaged cue, then every read step's answer.
+
+    build/bench/bench-recall --episodes 1 --cue top --no-modes --dump /tmp/top.f32
+    /usr/bin/python3 bench/recall_picture.py /tmp/top.f32 docs/recall-top.png --steps 5
+
+Needs only NumPy (the PNG is written with zlib from the standard library)."""
+import argparse
+import struct
+import sys
+import zlib
+
+import numpy as np
+
+
+def write_png(path, img):
+    """8-bit greyscale PNG of img (H x W, values 0..255)."""
+    h, w = img.shape
+    raw = b"".join(b"\x00" + img[r].astype(np.uint8).tobytes() for r in range(h))
+
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
+
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n")
+        f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)))
+        f.write(chunk(b"IDAT", zlib.compress(raw, 9)))
+        f.write(chunk(b"IEND", b""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dump")
+    ap.add_argument("png")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--frames", type=int, default=8)
+    ap.add_argument("--scale", type=int, default=3)
+    a = ap.parse_args()
+    data = np.fromfile(a.dump, dtype="<f4")
+    per = 64 * 784
+    if data.size != per * (2 + a.steps):
+        sys.exit("recall_picture: %s holds %d values, expected %d for %d steps"
+                 % (a.dump, data.size, per * (2 + a.steps), a.steps))
+    blocks = data.reshape(2 + a.steps, 64, 28, 28)
+    gap = 2
+    cols = 2 + a.steps
+    H = a.frames * (28 + gap) - gap
+    W = cols * (28 + gap) - gap + 4  # a wider gap after the cue
+    canvas = np.full((H, W), 255.0)
+    for r in range(a.frames):
+        for c in range(cols):
+            x0 = c * (28 + gap) + (4 if c >= 2 else 0)
+            canvas[r * (28 + gap): r * (28 + gap) + 28, x0: x0 + 28] = 255.0 * np.clip(blocks[c, r], 0, 1)
+    canvas = np.kron(canvas, np.ones((a.scale, a.scale)))
+    write_png(a.png, np.round(canvas))
+
+
+if __name__ == "__main__":
+    main()
