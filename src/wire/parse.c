@@ -65,6 +65,25 @@ static void parse_ws(parse_state *ps)
     ps->p = p;
 }
 
+/* After an element or member: skip whitespace, then a ',' (returns 1: another follows, and
+ * the whitespace after it is skipped), the closing byte `close` (returns 0, consumed) or
+ * anything else, the end of the text included (returns -1). */
+static int parse_separator(parse_state *ps, unsigned char close)
+{
+    parse_ws(ps);
+    if (ps->p >= ps->end)
+        return -1;
+    if (*ps->p == ',') {
+        ps->p++;
+        parse_ws(ps);
+        return 1;
+    }
+    if (*ps->p != close)
+        return -1;
+    ps->p++;
+    return 0;
+}
+
 /* Make the scratch buffer hold at least n bytes. */
 static int parse_reserve(parse_state *ps, size_t n)
 {
@@ -407,6 +426,7 @@ static int parse_string(parse_state *ps, json_t **out)
 static int parse_array(parse_state *ps, json_t **out)
 {
     json_t *arr = json_array(), *v;
+    int sep;
 
     ps->p++;
     if (arr == NULL)
@@ -420,17 +440,11 @@ static int parse_array(parse_state *ps, json_t **out)
     for (;;) {
         if (parse_value(ps, &v) != 0 || json_array_append_new(arr, v) != 0)
             break; /* json_array_append_new releases v when it fails */
-        parse_ws(ps);
-        if (ps->p >= ps->end)
+        sep = parse_separator(ps, ']');
+        if (sep < 0)
             break;
-        if (*ps->p == ',') {
-            ps->p++;
-            parse_ws(ps);
+        if (sep > 0)
             continue;
-        }
-        if (*ps->p != ']')
-            break;
-        ps->p++;
         *out = arr;
         return 0;
     }
@@ -444,7 +458,7 @@ static int parse_object(parse_state *ps, json_t **out)
     const char *key;
     char *copy;
     size_t n;
-    int ascii, rc;
+    int ascii, rc, sep;
 
     ps->p++;
     if (obj == NULL)
@@ -487,17 +501,11 @@ static int parse_object(parse_state *ps, json_t **out)
         free(copy);
         if (rc != 0)
             break;
-        parse_ws(ps);
-        if (ps->p >= ps->end)
+        sep = parse_separator(ps, '}');
+        if (sep < 0)
             break;
-        if (*ps->p == ',') {
-            ps->p++;
-            parse_ws(ps);
+        if (sep > 0)
             continue;
-        }
-        if (*ps->p != '}')
-            break;
-        ps->p++;
         *out = obj;
         return 0;
     }
