@@ -217,8 +217,12 @@ def cmd_write(c, args):
 
 
 def cmd_sample(c, args):
+    has_images = c.get_session(args.session).model is not None
+    if args.output and not has_images:
+        raise UsageError("%s is a latent session: its samples are codes, not images (omit -o)"
+                         % args.session)
     r = c.sample(args.session, count=args.n, seed=args.seed, cluster=args.cluster,
-                 format="uint8", pixels=args.pixels)
+                 format="uint8" if has_images and args.output else "none", pixels=args.pixels)
     out = {"version": r.version, "count": len(r.codes), "files": [], "contact_sheet": None}
     if r.images is not None and args.output:
         os.makedirs(args.output, exist_ok=True)
