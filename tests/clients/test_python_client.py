@@ -439,6 +439,30 @@ def test_cli_end_to_end(url, png_dir, tmp_path):
     assert r.returncode == 3 and "404" in r.stderr
 
 
+def test_cli_progress_bar_on_a_terminal(url, png_dir):
+    import pty
+    sid = cli(url, "session", "create").stdout.strip()
+    master, slave = pty.openpty()
+    e = dict(os.environ, PYTHONPATH=PKG, VBMEM_URL=url)
+    p = subprocess.Popen([sys.executable, "-m", "vbmem", "write", sid, png_dir, "--episode", "50"],
+                         env=e, stdout=subprocess.PIPE, stderr=slave)
+    out, _ = p.communicate(timeout=120)
+    os.close(slave)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(master)
+    assert p.returncode == 0 and b"2 episodes" in out
+    assert b"50/100 frames" in err and b"100/100 frames" in err, err
+    assert cli(url, "session", "delete", sid).returncode == 0
+
+
 def test_cli_npy_codes(url, tmp_path):
     r = cli(url, "session", "create", "--code-size", "4", "--kind", "gaussian", "--rows", "2")
     assert r.returncode == 0, r.stderr
