@@ -265,9 +265,14 @@ def cmd_read(c, args):
     h = w = ch = None
     try:
         px, w0, h0, c0 = decode_png(cue)
+        if mask:  # the cue as the server sees it: unknown pixels black
+            m, mw, mh, mc = decode_png(mask[0])
+            if (mw, mh) == (w0, h0):
+                known = [any(m[i * mc:(i + 1) * mc]) for i in range(w0 * h0)]
+                px = bytes(v if known[i // c0] else 0 for i, v in enumerate(px))
         strip.append((px, h0, w0, c0))
     except PngError:
-        pass  # the strip shows the steps only
+        pass  # the strip shows the steps only (or the unmasked cue)
     for i, step in enumerate(r.steps):
         p = os.path.join(args.output, "step_%02d.png" % (i + 1))
         _write_file(p, step.images.png(0))
@@ -399,7 +404,7 @@ def build_parser():
     sp.add_argument("--pixels", choices=["mean", "sample"])
 
     sp = add(sub, "read", cmd_read, "iterative read of one image: step_NN.png for every step "
-             "and strip.png (cue, then the steps) in DIR")
+             "and strip.png (the cue, unknown pixels black, then the steps) in DIR")
     sp.add_argument("session")
     sp.add_argument("image", help="query PNG")
     sp.add_argument("--mask", help="PNG of the known pixels (non-zero = known)")

@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+MAX_RETRY_WAIT = 60.0  # seconds: a longer Retry-After is waited this long
 
 
 class VbmemError(Exception):
@@ -462,7 +463,8 @@ class Client:
     url: the server (default $VBMEM_URL, else http://127.0.0.1:8080); api_key: sent as
     `Authorization: Bearer KEY` (default $VBMEM_API_KEY); timeout: seconds per HTTP request;
     retries: how many times a request answered 503 or 429 (or refused at connect) is tried
-    again, waiting the server's Retry-After (else an exponential backoff from 0.5 s).
+    again, waiting the server's Retry-After (at most 60 s; else an exponential backoff from
+    0.5 s with jitter).
     Every method raises VbmemError (ConnectionFailed when the server cannot be reached)."""
 
     def __init__(self, url=None, api_key=None, timeout=30, retries=3):
@@ -522,7 +524,7 @@ class Client:
     def _retry_after(value, attempt):
         if value is not None:
             try:
-                return max(0.0, float(value))
+                return min(MAX_RETRY_WAIT, max(0.0, float(value)))
             except ValueError:
                 pass
         return 0.5 * (2 ** attempt) * (0.75 + 0.5 * random.random())
