@@ -217,6 +217,18 @@ def test_model_session_images(client, png_dir, pngs):
     client.delete_session(s)
 
 
+def test_pil_images_in_and_out(client, pngs):
+    Image = pytest.importorskip("PIL.Image")  # python3-pil (deploy/install-deps.sh)
+    import io
+    ims = [Image.open(io.BytesIO(p)) for p in pngs[:2]]
+    enc = client.encode(MODEL, ims)  # PIL images go as a uint8 tensor: the PNGs' pixels
+    assert enc.mu.rows == client.encode(MODEL, pngs[:2]).mu.rows
+    rgb = [im.convert("RGB") for im in ims]  # grey RGB images are accepted by a grey model
+    assert client.encode(MODEL, rgb).mu.rows == enc.mu.rows
+    out = client.decode(MODEL, enc.mu).images.pil()
+    assert len(out) == 2 and out[0].size == (28, 28) and out[0].mode == "L"
+
+
 def test_error_mapping(client):
     s = latent(client)
     with pytest.raises(vbmem.VbmemError) as e:

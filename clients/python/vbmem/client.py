@@ -408,22 +408,14 @@ def encode_images(images, mask=False):
         return [base64.b64encode(bytes(x)).decode() for x in items]
     if isinstance(first, (str, os.PathLike)):
         return [_read_png_file(x) for x in items]
-    if _is_pil(first):
-        shape, data = None, bytearray()
+    if _is_pil(first):  # as PNG (PIL's writer): the server applies its PNG conversions
+        import io
+        out = []
         for im in items:
-            im = im.convert("L" if im.mode in ("1", "L", "P", "LA", "I", "F") else "RGB")
-            w, h = im.size
-            c = 1 if im.mode == "L" else 3
-            px = im.tobytes()
-            if shape is None:
-                shape = [len(items), c, h, w]
-            elif shape[1:] != [c, h, w]:
-                raise ValueError("PIL images differ in size or mode")
-            for ch in range(c):  # HWC -> CHW
-                data += px[ch::c]
-            if mask:
-                data[-c * h * w:] = bytes(1 if v else 0 for v in data[-c * h * w:])
-        return {"dtype": "uint8", "shape": shape, "data": base64.b64encode(bytes(data)).decode()}
+            buf = io.BytesIO()
+            im.save(buf, format="PNG")
+            out.append(base64.b64encode(buf.getvalue()).decode())
+        return out
     if _is_numpy(first):
         np = _numpy()
         return encode_images(np.stack([np.asarray(x) for x in items]), mask)
