@@ -1,8 +1,8 @@
 """The vbmemd HTTP/JSON client (standard library only; NumPy and PIL used when installed).
 
-The contract is vbmem's proto/openapi.yaml. Codes travel as base64 float32 tensors, images as
-base64 PNGs (files and PNG bytes, untouched), uint8 tensors (uint8 arrays, PIL images) or
-float32 tensors (float arrays in [0, 1]), all NCHW.
+The contract is vbmem's proto/openapi.yaml. Codes travel as base64 float32 tensors; images as
+base64 PNGs (files and PNG bytes untouched, PIL images saved as PNG), uint8 tensors (uint8
+arrays) or float32 tensors (float arrays in [0, 1]), NCHW.
 """
 import base64
 import json
@@ -380,7 +380,7 @@ def encode_images(images, mask=False):
     """Images in a wire form of proto/openapi.yaml: PNG bytes or file paths (a list, or one)
     go as base64 PNG strings untouched; a NumPy array n x h x w or n x c x h x w goes as a uint8
     tensor (uint8 or bool arrays, and every mask) or a float32 tensor (values in [0, 1]); PIL
-    images as uint8 tensors; an Images result as it came; nested lists as JSON."""
+    images as PNGs saved by PIL; an Images result as it came; nested lists as JSON."""
     if isinstance(images, Images):
         return images.wire
     if isinstance(images, (bytes, bytearray, str, os.PathLike)) or _is_pil(images):
