@@ -249,6 +249,35 @@ def test_error_mapping(client):
     client.delete_session(s)
 
 
+def test_api_keys_against_a_daemon_with_keys(tmp_path, monkeypatch):
+    keys = tmp_path / "keys"
+    keys.write_text("# two keys\nkey-one\nkey-two\n")
+    binary = os.path.abspath(os.environ.get("VBMEMD") or os.path.join(ROOT, "build", "vbmemd"))
+    d = Daemon(binary, "--threads", "1", "--api-key-file", str(keys))
+    try:
+        u = "http://127.0.0.1:%d" % d.port
+        one = vbmem.Client(u, api_key="key-one", retries=0)
+        s = latent(one)
+        assert one.get_session(s).id == s.id
+        with pytest.raises(vbmem.VbmemError) as e:  # another key's session is a 404
+            vbmem.Client(u, api_key="key-two", retries=0).get_session(s)
+        assert e.value.status == 404
+        monkeypatch.delenv("VBMEM_API_KEY", raising=False)
+        with pytest.raises(vbmem.VbmemError) as e:
+            vbmem.Client(u, retries=0).models()
+        assert e.value.status == 401
+        monkeypatch.setenv("VBMEM_API_KEY", "key-one")
+        assert vbmem.Client(u).get_session(s).id == s.id  # the key from the environment
+        r = cli(u, "--api-key", "key-one", "--json", "session", "list")
+        assert r.returncode == 0 and [x["id"] for x in json.loads(r.stdout)] == [s.id], r.stderr
+        r = cli(u, "session", "list", env={"VBMEM_API_KEY": "key-one"})
+        assert r.returncode == 0 and s.id in r.stdout, r.stderr
+        r = cli(u, "session", "list")
+        assert r.returncode == 3 and "401" in r.stderr
+    finally:
+        assert d.stop() == 0
+
+
 # ------------------------------------------------------------------ retries, timeouts, keys
 
 
