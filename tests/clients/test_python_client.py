@@ -410,6 +410,60 @@ def test_codes_go_as_base64_float32():
     assert vbmem.Matrix(t).rows == [[1, 2], [3, 4.5]]
 
 
+def test_png_reader_and_writer():
+    Image = pytest.importorskip("PIL.Image")  # PIL writes PNGs with every filter type
+    import io
+    import random
+    rnd = random.Random(5)
+    base = Image.frombytes("RGB", (37, 23), bytes(rnd.randrange(256) for _ in range(37 * 23 * 3)))
+    base = base.resize((74, 46))  # smooth areas: PIL's adaptive filters pick sub, up, average, Paeth
+    for mode in ("L", "LA", "RGB", "RGBA", "P"):
+        im = base.convert(mode)
+        buf = io.BytesIO()
+        im.save(buf, format="PNG")
+        px, w, h, c = vbmem.decode_png(buf.getvalue())
+        want = im.convert("L" if mode in ("L", "LA") else "RGB")
+        assert (w, h, c) == (74, 46, 1 if mode in ("L", "LA") else 3) and px == want.tobytes(), mode
+        again = Image.open(io.BytesIO(vbmem.encode_png(px, w, h, c)))
+        assert again.tobytes() == want.tobytes()
+    with pytest.raises(vbmem.png.PngError):
+        vbmem.decode_png(b"not a png")
+
+
+def test_png_reader_every_filter():
+    """Rows filtered with none, sub, up, average and Paeth in turn (RGB, 3 bytes per pixel)."""
+    import random
+    import zlib
+    rnd = random.Random(9)
+    w, h, bpp = 9, 10, 3
+    rows = [bytes(rnd.randrange(256) for _ in range(w * bpp)) for _ in range(h)]
+
+    def paeth(a, b, c):
+        p = a + b - c
+        pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+        return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+
+    raw, prev = b"", bytes(w * bpp)
+    for y, row in enumerate(rows):
+        f = y % 5
+        out = bytearray()
+        for i, x in enumerate(row):
+            a = row[i - bpp] if i >= bpp else 0
+            b, c = prev[i], (prev[i - bpp] if i >= bpp else 0)
+            pred = [0, a, b, (a + b) >> 1, paeth(a, b, c)][f]
+            out.append((x - pred) & 0xFF)
+        raw += bytes([f]) + bytes(out)
+        prev = row
+
+    def chunk(k, body):
+        return struct.pack(">I", len(body)) + k + body + struct.pack(">I", zlib.crc32(k + body))
+
+    data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    px, w2, h2, c = vbmem.decode_png(data)
+    assert (w2, h2, c) == (w, h, 3) and px == b"".join(rows)
+
+
 def test_docstrings_on_public_names():
     import inspect
     for name in vbmem.__all__:
