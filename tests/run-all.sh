@@ -13,6 +13,9 @@ echo "== build (debugoptimized, -Werror) =="
 [ -d build ] || meson setup build >/dev/null
 ninja -C build
 meson test -C build --print-errorlogs
+echo "== Python client and CLI (clients/python) against the release build's vbmemd; offline pip install =="
+# (pytest exits non-zero, 5, if it collects no test)
+VBMEMD=build/vbmemd /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients/test_python_client.py
 
 echo "== build (release, -O3, -Werror: compile only; -O3 inlining finds warnings -O2 does not) =="
 [ -d build-o3 ] || meson setup build-o3 --buildtype=release >/dev/null

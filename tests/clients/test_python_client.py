@@ -1,0 +1,650 @@
+"""test_python_client.py -- the Python client (clients/python, import name vbmem) and its CLI
+against a real vbmemd (in memory: no --data-dir) on an ephemeral loopback port, a local stub
+server for retries and timeouts, and `pip install` of the package into fresh virtual
+environments without network.
+
+usage: VBMEMD=build/vbmemd /usr/bin/python3 -m pytest -q tests/clients
+(VBMEMD defaults to build/vbmemd of the source tree; a missing binary is a failure, not a skip.)
+"""
+import base64
+import http.server
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PKG = os.path.join(ROOT, "clients", "python")
+sys.path.insert(0, PKG)
+sys.path.insert(0, os.path.join(ROOT, "tests", "http"))
+
+import vbmem  # noqa: E402
+from daemon import Daemon  # noqa: E402
+from pngs import fashion_images, grey_png  # noqa: E402
+
+try:
+    import numpy as np
+except ImportError:  # the array tests need NumPy (python3-numpy, in deploy/install-deps.sh)
+    np = None
+
+MODEL = "fashion-mnist-mixture"
+
+
+# ---------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    binary = os.path.abspath(os.environ.get("VBMEMD") or os.path.join(ROOT, "build", "vbmemd"))
+    assert os.path.isfile(binary), "no vbmemd at %s (build it, or set VBMEMD)" % binary
+    d = Daemon(binary, "--threads", "2")  # no --data-dir: sessions in memory
+    yield d
+    assert d.stop() == 0, "\n".join(d.lines[-20:])
+
+
+@pytest.fixture(scope="module")
+def url(daemon):
+    return "http://127.0.0.1:%d" % daemon.port
+
+
+@pytest.fixture(scope="module")
+def client(url):
+    return vbmem.Client(url, retries=0)
+
+
+@pytest.fixture(scope="module")
+def pngs():
+    """100 Fashion-MNIST test images as 8-bit grey PNG bytes."""
+    return [grey_png(x) for x in fashion_images(100)]
+
+
+@pytest.fixture(scope="module")
+def png_dir(tmp_path_factory, pngs):
+    d = tmp_path_factory.mktemp("pngs")
+    for i, p in enumerate(pngs):
+        (d / ("f%03d.png" % i)).write_bytes(p)
+    return d
+
+
+def top_half_mask():
+    return grey_png([255] * 392 + [0] * 392)
+
+
+def cli(url, *args, env=None):
+    """Run `python3 -m vbmem ARGS` against url; returns the CompletedProcess (stdout/stderr text)."""
+    e = dict(os.environ)
+    e.update({"PYTHONPATH": PKG, "VBMEM_URL": url})
+    e.pop("VBMEM_API_KEY", None)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "vbmem"] + [str(a) for a in args], env=e,
+                          capture_output=True, text=True, timeout=120)
+
+
+def latent(client, **kw):
+    mem = {"kind": "mixture", "clusters": 2, "rows": 2, "retain_max": 1000}
+    mem.update(kw)
+    return client.create_session(code_size=4, memory=mem)
+
+
+CODES = [[0, 0, 0, 0], [0.1, 0, 0, 0], [5, 5, 5, 5], [5, 5.1, 5, 5]]
+
+
+# -------------------------------------------------------------------------- client methods
+
+
+def test_system_endpoints(client):
+    assert client.healthz() == {"status": "ok"}
+    r = client.readyz()
+    assert r["status"] == "ready" and r["checks"]["models_loaded"] is True
+
+
+def test_models(client):
+    ms = client.models()
+    assert [m.name for m in ms] == [MODEL]
+    m = ms[0]
+    assert m.default and m.observation_shape == (1, 28, 28) and m.code_size == 64
+    assert m.episode_length == 64 and m.defaults["kind"] == "mixture"
+    one = client.model(MODEL)
+    assert one.name == MODEL and "architecture" in one.raw
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.model("no-such-model")
+    assert e.value.status == 404
+
+
+def test_encode_decode(client, pngs):
+    enc = client.encode(MODEL, pngs[:3])
+    assert enc.mu.shape == (3, 64) and enc.sigma2.shape == (3, 64)
+    assert all(v > 0 for v in enc.sigma2[0])
+    dec = client.decode(MODEL, enc.mu)
+    assert dec.images.shape == (3, 1, 28, 28) and dec.images.format == "uint8"
+    px, w, h, c = vbmem.decode_png(dec.images.png(0))
+    assert (w, h, c) == (28, 28, 1) and px == dec.images.uint8()[:784]
+    png = client.decode(MODEL, enc.mu.rows[:1], format="png").images
+    assert png.format == "png" and png.shape == (1, 1, 28, 28) and png.uint8() == px
+    if np is not None:
+        raw = np.frombuffer(b"".join(fashion_images(3)), dtype=np.uint8).reshape(3, 28, 28)
+        same = client.encode(MODEL, raw)  # a uint8 tensor: the same pixels as the PNGs
+        assert same.mu.rows == enc.mu.rows
+        flt = client.encode(MODEL, (raw.astype(np.float32) + 0.5) / 256)  # float32 tensor
+        assert np.allclose(flt.mu.numpy(), enc.mu.numpy(), atol=1e-5)
+        assert client.decode(MODEL, enc.mu.numpy(), format="float32").images.numpy().dtype == np.float32
+
+
+def test_latent_session_lifecycle(client):
+    s = latent(client)
+    assert isinstance(s, vbmem.Session) and s.version == 1 and s.model is None and s.code_size == 4
+    r = client.write(s, codes=CODES, sigma2=0.01, seed=1)
+    assert isinstance(r, vbmem.FitResult) and r.mode == "replace" and r.version == 2 and r.frames == 4
+    assert r.elbo_per_frame is not None and r.iterations > 0
+    r = client.write(s, codes=[[1, 2, 3, 4]], mode="append", if_match=2)
+    assert r.mode == "append" and r.version == 3 and r.frames == 5
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.write(s, codes=[[1, 2, 3, 4]], mode="append", if_match=2)
+    assert e.value.status == 409
+    r = client.write(s, mode="refit", if_match='"3"')
+    assert r.mode == "refit" and r.version == 4
+    r = client.resize(s, clusters=3, seed=2)
+    assert r.clusters == 3 and r.version == 5 and r.elbo_before is not None and r.elbo_after is not None
+    smp = client.sample(s, count=3, seed=7)
+    assert smp.codes.shape == (3, 4) and smp.images is None and len(smp.clusters) == 3
+    rd = client.read(s, codes=[[4, 4, 4, 4]], steps=3, mode="mean", seed=1)
+    assert len(rd.steps) == 3 and rd.steps[0].codes.shape == (1, 4) and rd.version == 5
+    rc = client.read(s, codes=[[4, 4, 4, 4]], mask=[[1, 1, 0, 0]], steps=2, candidates=4, seed=1)
+    assert len(rc.steps) == 2
+    assert rc.steps[-1].codes[0][:2] == [4.0, 4.0]  # known code values kept (cue_noise 0 with a mask)
+    rs = client.read(s, count=2, steps=1, mode="sample", seed=3)
+    assert rs.start_codes.shape == (2, 4) and len(rs.steps) == 1
+    g = client.get_session(s.id)
+    assert g.version == 5 and g.clusters == 3 and client.last_etag == '"5"'
+    mem = client.export_memory(s)
+    assert mem["format"] == "vbmem-memory"
+    t = latent(client)
+    imp = client.import_memory(t, mem)
+    assert imp.version == 2 and imp.clusters == 3
+    assert client.export_memory(t) == mem
+    client.delete_session(s)
+    client.delete_session(t.id)
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.get_session(s.id)
+    assert e.value.status == 404 and e.value.title and e.value.request_id
+
+
+def test_list_sessions_paging(client):
+    made = {latent(client).id for _ in range(5)}
+    page = client.list_sessions(limit=2)
+    assert isinstance(page, vbmem.SessionPage) and len(page.sessions) == 2 and page.next_cursor
+    nxt = client.list_sessions(limit=2, cursor=page.next_cursor)
+    assert nxt.sessions[0].id > page.sessions[-1].id  # id order
+    every = [s.id for s in client.iter_sessions(page_size=2)]
+    assert made <= set(every) and every == sorted(every)
+    for sid in made:
+        client.delete_session(sid)
+
+
+def test_model_session_images(client, png_dir, pngs):
+    s = client.create_session()
+    assert s.model == MODEL and s.code_size == 64
+    files = sorted(str(p) for p in png_dir.iterdir())[:64]
+    r = client.write(s, images=files, seed=1)  # file paths: PNGs sent untouched
+    assert r.frames == 64 and r.version == 2
+    r = client.write(s, images=pngs[64:70], mode="append")  # PNG bytes
+    assert r.frames == 70
+    if np is not None:
+        arr = np.frombuffer(b"".join(fashion_images(4, 70)), dtype=np.uint8).reshape(4, 1, 28, 28)
+        r = client.write(s, images=arr.astype(np.float32) / 255.0, mode="append")
+        assert r.frames == 74
+    smp = client.sample(s, count=4, seed=1, format="uint8")
+    assert smp.images.shape == (4, 1, 28, 28) and smp.codes.shape == (4, 64)
+    if np is not None:
+        assert smp.images.numpy().shape == (4, 1, 28, 28)
+    smp_png = client.sample(s, count=2, seed=1)  # the server's default format, png
+    assert smp_png.images.format == "png" and smp_png.images.uint8() == smp.images.uint8()[:2 * 784]
+    cue = pngs[0]
+    rd = client.read(s, images=[cue], mask=[top_half_mask()], mode="recall", steps=3, seed=2,
+                     candidates=4, format="uint8")
+    assert len(rd.steps) == 3 and rd.steps[0].images.shape == (1, 1, 28, 28)
+    known = fashion_images(1)[0][:392]
+    for st in rd.steps:  # the known (top) pixels come back exactly
+        assert st.images.uint8()[:392] == known
+    for mode in ("mean", "sample"):
+        assert len(client.read(s, images=cue, mode=mode, steps=2, seed=1).steps) == 2
+    client.delete_session(s)
+
+
+def test_pil_images_in_and_out(client, pngs):
+    Image = pytest.importorskip("PIL.Image")  # python3-pil (deploy/install-deps.sh)
+    import io
+    ims = [Image.open(io.BytesIO(p)) for p in pngs[:2]]
+    enc = client.encode(MODEL, ims)  # PIL images go as a uint8 tensor: the PNGs' pixels
+    assert enc.mu.rows == client.encode(MODEL, pngs[:2]).mu.rows
+    rgb = [im.convert("RGB") for im in ims]  # grey RGB images are accepted by a grey model
+    assert client.encode(MODEL, rgb).mu.rows == enc.mu.rows
+    out = client.decode(MODEL, enc.mu).images.pil()
+    assert len(out) == 2 and out[0].size == (28, 28) and out[0].mode == "L"
+
+
+def test_error_mapping(client):
+    s = latent(client)
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.write(s, codes=[[1, 2, 3]])  # 3 columns for a code size of 4
+    err = e.value
+    assert err.status == 422 and err.field and err.field.startswith("codes")
+    assert err.detail and err.request_id and err.problem["status"] == 422
+    assert "422" in str(err) and err.field in str(err)
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.create_session(code_size=4, memory={"kind": "nonsense"})
+    assert e.value.status == 422 and e.value.field.startswith("memory")
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.read(s, codes=[[0, 0, 0, 0]], mode="mean", candidates=3)
+    assert e.value.status == 422 and e.value.field == "candidates"
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.delete_session("0" * 32)
+    assert e.value.status == 404 and not isinstance(e.value, vbmem.ConnectionFailed)
+    client.delete_session(s)
+
+
+def test_api_keys_against_a_daemon_with_keys(tmp_path, monkeypatch):
+    keys = tmp_path / "keys"
+    keys.write_text("# two keys\nkey-one\nkey-two\n")
+    binary = os.path.abspath(os.environ.get("VBMEMD") or os.path.join(ROOT, "build", "vbmemd"))
+    d = Daemon(binary, "--threads", "1", "--api-key-file", str(keys))
+    try:
+        u = "http://127.0.0.1:%d" % d.port
+        one = vbmem.Client(u, api_key="key-one", retries=0)
+        s = latent(one)
+        assert one.get_session(s).id == s.id
+        with pytest.raises(vbmem.VbmemError) as e:  # another key's session is a 404
+            vbmem.Client(u, api_key="key-two", retries=0).get_session(s)
+        assert e.value.status == 404
+        monkeypatch.delenv("VBMEM_API_KEY", raising=False)
+        with pytest.raises(vbmem.VbmemError) as e:
+            vbmem.Client(u, retries=0).models()
+        assert e.value.status == 401
+        monkeypatch.setenv("VBMEM_API_KEY", "key-one")
+        assert vbmem.Client(u).get_session(s).id == s.id  # the key from the environment
+        r = cli(u, "--api-key", "key-one", "--json", "session", "list")
+        assert r.returncode == 0 and [x["id"] for x in json.loads(r.stdout)] == [s.id], r.stderr
+        r = cli(u, "session", "list", env={"VBMEM_API_KEY": "key-one"})
+        assert r.returncode == 0 and s.id in r.stdout, r.stderr
+        r = cli(u, "session", "list")
+        assert r.returncode == 3 and "401" in r.stderr
+    finally:
+        assert d.stop() == 0
+
+
+# ------------------------------------------------------------------ retries, timeouts, keys
+
+
+class Stub:
+    """A local HTTP server answering from a script of (status, headers, body, delay) entries,
+    the last repeated; records each request's path and headers."""
+
+    def __init__(self, script):
+        self.script, self.seen = list(script), []
+        stub = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body_in = self.rfile.read(n) if n else b""
+                stub.seen.append((self.command, self.path, dict(self.headers), body_in, time.time()))
+                status, headers, body, delay = stub.script[min(len(stub.seen), len(stub.script)) - 1]
+                time.sleep(delay)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                ctype = "application/problem+json" if status >= 400 else "application/json"
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def busy(status=503, retry_after="1"):
+    return (status, {"Retry-After": retry_after},
+            {"type": "urn:vbmem:problem:busy", "title": "Busy", "status": status,
+             "detail": "queue full", "request_id": "r1"}, 0)
+
+
+OK = (200, {}, {"status": "ok"}, 0)
+
+
+def test_retry_on_503_honours_retry_after():
+    stub = Stub([busy(503, "1"), OK])
+    try:
+        t0 = time.time()
+        assert vbmem.Client(stub.url, retries=3).healthz() == {"status": "ok"}
+        assert len(stub.seen) == 2
+        gap = stub.seen[1][4] - stub.seen[0][4]
+        assert 0.95 <= gap < 3, gap
+        assert time.time() - t0 < 5
+    finally:
+        stub.close()
+
+
+def test_retry_on_429_then_gives_up():
+    stub = Stub([busy(429, "0"), busy(429, "0"), busy(429, "0")])
+    try:
+        with pytest.raises(vbmem.VbmemError) as e:
+            vbmem.Client(stub.url, retries=2).create_session(code_size=4)
+        assert e.value.status == 429 and e.value.request_id == "r1" and len(stub.seen) == 3
+        assert all(m == "POST" for m, *_ in stub.seen)
+    finally:
+        stub.close()
+
+
+def test_no_retry_when_retries_zero_and_not_on_422():
+    stub = Stub([busy(503, "0"), (422, {}, {"type": "urn:vbmem:problem:invalid", "title": "t",
+                                           "status": 422, "detail": "d", "field": "codes"}, 0)])
+    try:
+        with pytest.raises(vbmem.VbmemError) as e:
+            vbmem.Client(stub.url, retries=0).healthz()
+        assert e.value.status == 503 and len(stub.seen) == 1
+        with pytest.raises(vbmem.VbmemError) as e:
+            vbmem.Client(stub.url, retries=3).healthz()
+        assert e.value.status == 422 and e.value.field == "codes" and len(stub.seen) == 2
+    finally:
+        stub.close()
+
+
+def test_timeout_and_connection_failure():
+    stub = Stub([(200, {}, {"status": "ok"}, 2.0)])
+    try:
+        with pytest.raises(vbmem.ConnectionFailed) as e:
+            vbmem.Client(stub.url, timeout=0.3, retries=0).healthz()
+        assert e.value.status is None
+    finally:
+        stub.close()
+    port = Stub([OK])
+    dead = port.url
+    port.close()  # nothing listens there now
+    with pytest.raises(vbmem.ConnectionFailed):
+        vbmem.Client(dead, retries=0).healthz()
+
+
+def test_api_key_url_and_if_match_headers(monkeypatch):
+    stub = Stub([OK])
+    try:
+        monkeypatch.setenv("VBMEM_URL", stub.url)
+        monkeypatch.setenv("VBMEM_API_KEY", "s3cret")
+        c = vbmem.Client()
+        assert c.url == stub.url and c.api_key == "s3cret"
+        c.healthz()
+        assert stub.seen[0][2]["Authorization"] == "Bearer s3cret"
+        vbmem.Client(stub.url, api_key="other").request("POST", "/v1/sessions/x/resize", {},
+                                                        headers=c._if_match(7))
+        _, path, headers, body, _ = stub.seen[1]
+        assert headers["Authorization"] == "Bearer other" and headers["If-Match"] == '"7"'
+        assert path == "/v1/sessions/x/resize" and json.loads(body) == {}
+        monkeypatch.delenv("VBMEM_URL")
+        monkeypatch.delenv("VBMEM_API_KEY")
+        assert vbmem.Client().url == vbmem.DEFAULT_URL and vbmem.Client().api_key is None
+    finally:
+        stub.close()
+
+
+def test_codes_go_as_base64_float32():
+    t = vbmem.encode_codes([[1, 2], [3, 4.5]])
+    assert t["dtype"] == "float32" and t["shape"] == [2, 2]
+    assert struct.unpack("<4f", base64.b64decode(t["data"])) == (1, 2, 3, 4.5)
+    assert vbmem.Matrix(t).rows == [[1, 2], [3, 4.5]]
+
+
+def test_png_reader_and_writer():
+    Image = pytest.importorskip("PIL.Image")  # PIL writes PNGs with every filter type
+    import io
+    import random
+    rnd = random.Random(5)
+    base = Image.frombytes("RGB", (37, 23), bytes(rnd.randrange(256) for _ in range(37 * 23 * 3)))
+    base = base.resize((74, 46))  # smooth areas: PIL's adaptive filters pick sub, up, average, Paeth
+    for mode in ("L", "LA", "RGB", "RGBA", "P"):
+        im = base.convert(mode)
+        buf = io.BytesIO()
+        im.save(buf, format="PNG")
+        px, w, h, c = vbmem.decode_png(buf.getvalue())
+        want = im.convert("L" if mode in ("L", "LA") else "RGB")
+        assert (w, h, c) == (74, 46, 1 if mode in ("L", "LA") else 3) and px == want.tobytes(), mode
+        again = Image.open(io.BytesIO(vbmem.encode_png(px, w, h, c)))
+        assert again.tobytes() == want.tobytes()
+    with pytest.raises(vbmem.png.PngError):
+        vbmem.decode_png(b"not a png")
+
+
+def test_png_reader_every_filter():
+    """Rows filtered with none, sub, up, average and Paeth in turn (RGB, 3 bytes per pixel)."""
+    import random
+    import zlib
+    rnd = random.Random(9)
+    w, h, bpp = 9, 10, 3
+    rows = [bytes(rnd.randrange(256) for _ in range(w * bpp)) for _ in range(h)]
+
+    def paeth(a, b, c):
+        p = a + b - c
+        pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+        return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+
+    raw, prev = b"", bytes(w * bpp)
+    for y, row in enumerate(rows):
+        f = y % 5
+        out = bytearray()
+        for i, x in enumerate(row):
+            a = row[i - bpp] if i >= bpp else 0
+            b, c = prev[i], (prev[i - bpp] if i >= bpp else 0)
+            pred = [0, a, b, (a + b) >> 1, paeth(a, b, c)][f]
+            out.append((x - pred) & 0xFF)
+        raw += bytes([f]) + bytes(out)
+        prev = row
+
+    def chunk(k, body):
+        return struct.pack(">I", len(body)) + k + body + struct.pack(">I", zlib.crc32(k + body))
+
+    data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    px, w2, h2, c = vbmem.decode_png(data)
+    assert (w2, h2, c) == (w, h, 3) and px == b"".join(rows)
+
+
+def test_docstrings_on_public_names():
+    import inspect
+    for name in vbmem.__all__:
+        obj = getattr(vbmem, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert obj.__doc__, name
+            for m, f in inspect.getmembers(obj, inspect.isfunction):
+                if not m.startswith("_"):
+                    assert f.__doc__, "%s.%s" % (name, m)
+
+
+# ----------------------------------------------------------------------------------- the CLI
+
+
+def test_cli_end_to_end(url, png_dir, tmp_path):
+    r = cli(url, "models")
+    assert r.returncode == 0 and MODEL in r.stdout
+    r = cli(url, "session", "create")
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    assert len(sid) == 32
+    # 100 PNGs, episodes of 64: a replace, then an append; piped, so no progress bar
+    r = cli(url, "--json", "write", sid, png_dir)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    res = json.loads(r.stdout)
+    assert [x["mode"] for x in res] == ["replace", "append"] and res[-1]["frames"] == 100
+    r = cli(url, "write", sid, png_dir, "--episode", "40", "--mode", "append")
+    assert r.returncode == 0 and "3 episodes" in r.stdout, r.stdout + r.stderr
+    out = tmp_path / "samples"
+    r = cli(url, "sample", sid, "-n", "64", "-o", out, "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    names = sorted(os.listdir(out))
+    assert len(names) == 65 and "contact_sheet.png" in names and "sample_063.png" in names
+    px, w, h, c = vbmem.decode_png((out / "sample_000.png").read_bytes())
+    assert (w, h, c) == (28, 28, 1)
+    _, w, h, c = vbmem.decode_png((out / "contact_sheet.png").read_bytes())
+    assert (w, h) == (8 * 28 + 9 * 2, 8 * 28 + 9 * 2)
+    # a masked read: every step, and the strip (cue + 5 steps)
+    mask = tmp_path / "mask.png"
+    mask.write_bytes(top_half_mask())
+    rd = tmp_path / "read"
+    cue = png_dir / "f000.png"
+    r = cli(url, "--json", "read", sid, cue, "--mask", mask, "--mode", "recall", "--steps", "5",
+            "-o", rd, "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["steps"] == 5
+    assert sorted(os.listdir(rd)) == ["step_%02d.png" % i for i in range(1, 6)] + ["strip.png"]
+    _, w, h, _ = vbmem.decode_png((rd / "strip.png").read_bytes())
+    assert (w, h) == (6 * 28 + 7 * 2, 28 + 2 * 2)
+    step, _, _, _ = vbmem.decode_png((rd / "step_05.png").read_bytes())
+    assert step[:392] == fashion_images(1)[0][:392]  # the known half, exactly
+    # resize, export, import, show, list, delete
+    r = cli(url, "resize", sid, "--clusters", "8", "--seed", "1")
+    assert r.returncode == 0 and "H=8" in r.stdout, r.stdout + r.stderr
+    mem = tmp_path / "memory.json"
+    assert cli(url, "export", sid, "-o", mem).returncode == 0
+    assert json.loads(mem.read_text())["format"] == "vbmem-memory"
+    r = cli(url, "--json", "import", sid, mem)
+    assert r.returncode == 0 and json.loads(r.stdout)["clusters"] == 8, r.stderr
+    r = cli(url, "session", "show", sid)
+    assert r.returncode == 0 and "clusters:       8" in r.stdout
+    r = cli(url, "session", "list", "--json")
+    assert r.returncode == 0 and sid in [s["id"] for s in json.loads(r.stdout)]
+    assert cli(url, "session", "delete", sid).returncode == 0
+    r = cli(url, "session", "show", sid)
+    assert r.returncode == 3 and "404" in r.stderr
+
+
+def test_cli_progress_bar_on_a_terminal(url, png_dir):
+    import pty
+    sid = cli(url, "session", "create").stdout.strip()
+    master, slave = pty.openpty()
+    e = dict(os.environ, PYTHONPATH=PKG, VBMEM_URL=url)
+    p = subprocess.Popen([sys.executable, "-m", "vbmem", "write", sid, png_dir, "--episode", "50"],
+                         env=e, stdout=subprocess.PIPE, stderr=slave)
+    out, _ = p.communicate(timeout=120)
+    os.close(slave)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(master)
+    assert p.returncode == 0 and b"2 episodes" in out
+    assert b"50/100 frames" in err and b"100/100 frames" in err, err
+    assert cli(url, "session", "delete", sid).returncode == 0
+
+
+def test_cli_npy_codes(url, tmp_path):
+    r = cli(url, "session", "create", "--code-size", "4", "--kind", "gaussian", "--rows", "2")
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    rows = [[float(i), 0.5, -1.0, 2.0] for i in range(10)]
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (10, 4), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    npy = tmp_path / "codes.npy"
+    npy.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
+                    + struct.pack("<40f", *[v for r in rows for v in r]))
+    r = cli(url, "--json", "write", sid, npy, "--episode", "4")
+    assert r.returncode == 0, r.stderr
+    assert [x["frames"] for x in json.loads(r.stdout)] == [4, 8, 10]
+    r = cli(url, "--json", "sample", sid, "-n", "3")
+    assert r.returncode == 0 and len(json.loads(r.stdout)["codes"]) == 3, r.stderr
+    assert cli(url, "session", "delete", sid).returncode == 0
+
+
+def test_cli_exit_codes_and_help(url, tmp_path):
+    assert cli(url, "bogus").returncode == 2
+    assert cli(url, "sample").returncode == 2  # SESSION missing
+    assert cli(url, "write", "0" * 32, tmp_path / "missing").returncode == 2
+    r = cli(url, "session", "show", "0" * 32)
+    assert r.returncode == 3 and "404" in r.stderr
+    r = cli(url, "--json", "session", "create", "--code-size", "4", "--kind", "tree", "--clusters", "0")
+    assert r.returncode == 3 and json.loads(r.stderr)["status"] == 422
+    r = cli("http://127.0.0.1:1", "--retries", "0", "models")
+    assert r.returncode == 4 and "cannot reach" in r.stderr
+    r = cli(url, "models", env={"VBMEM_URL": "http://127.0.0.1:1"}, )
+    assert r.returncode == 4
+    for cmd in ([], ["models"], ["health"], ["session"], ["session", "create"], ["session", "list"],
+                ["session", "show"], ["session", "delete"], ["write"], ["sample"], ["read"],
+                ["resize"], ["export"], ["import"]):
+        r = cli(url, *cmd, "--help")
+        assert r.returncode == 0 and "usage: vbmem" in r.stdout, cmd
+    r = cli(url, "--json", "health")
+    assert r.returncode == 0 and json.loads(r.stdout)["readyz"]["status"] == "ready"
+
+
+# ------------------------------------------------------------------------- installation
+
+
+def _pip_env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1",
+                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONPATH": ""})
+    # no network: an unreachable proxy makes any attempt to use one fail
+    env.update({"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"})
+    return env
+
+
+def _check_installed(venv, url):
+    py = os.path.join(venv, "bin", "python")
+    code = ("import vbmem, sys; c = vbmem.Client(sys.argv[1]); "
+            "assert vbmem.__file__.startswith(sys.prefix), vbmem.__file__; "
+            "print(c.models()[0].name)")
+    r = subprocess.run([py, "-c", code, url], capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0 and r.stdout.strip() == MODEL, r.stderr
+    r = subprocess.run([os.path.join(venv, "bin", "vbmem"), "--url", url, "models"],
+                       capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0 and MODEL in r.stdout, r.stderr
+
+
+def test_pip_install_offline(tmp_path, url):
+    """pip install clients/python offline, both ways documented in clients/python/README.md."""
+    src = tmp_path / "src"
+    shutil.copytree(PKG, src, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    env = _pip_env()
+    # 1. a venv that sees Debian's python3-setuptools and python3-wheel: pip install DIR
+    v1 = str(tmp_path / "v1")
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", v1], check=True)
+    r = subprocess.run([v1 + "/bin/pip", "install", "--no-index", "--no-build-isolation", str(src)],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    _check_installed(v1, url)
+    # 2. a bare venv: build the wheel with Debian's pip, install the wheel
+    wheels = tmp_path / "wheels"
+    r = subprocess.run(["/usr/bin/python3", "-m", "pip", "wheel", "--no-index", "--no-build-isolation",
+                        "--no-deps", "-w", str(wheels), str(src)], env=env, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (whl,) = list(wheels.glob("vbmem-*.whl"))
+    v2 = str(tmp_path / "v2")
+    subprocess.run(["/usr/bin/python3", "-m", "venv", v2], check=True)
+    r = subprocess.run([v2 + "/bin/pip", "install", "--no-index", str(whl)], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    _check_installed(v2, url)
+    r = subprocess.run([v2 + "/bin/python", "-c", "import numpy"], capture_output=True)
+    assert r.returncode != 0  # a bare environment: the client needs nothing but the standard library
