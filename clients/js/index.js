@@ -18,6 +18,16 @@
  * @module vbmem
  */
 
+/**
+ * @typedef {string|Uint8Array|ArrayBuffer|Array<string|Uint8Array|ArrayBuffer>|{dtype?: string, shape: number[], data: any}|number[][][][]|Images} ImagesInput
+ *   Images: base64 PNG strings, data: URLs, PNG bytes (one or an array), a {dtype, shape, data}
+ *   tensor, nested n x c x h x w arrays, or an Images result.
+ * @typedef {Matrix|ArrayLike<number>[]|{shape: number[], data: any}} CodesInput
+ *   Codes T x C: a Matrix, rows, or a {shape: [T, C], data} tensor (Float32Array, numbers or base64).
+ * @typedef {ImagesInput|Array<Array<number|boolean>>} MaskInput
+ *   A read mask (non-zero = known): a pixel mask in any ImagesInput form, or a code mask (T rows).
+ */
+
 /** The server used when no url is given (and no $VBMEM_URL / page origin applies). */
 export const DEFAULT_URL = "http://127.0.0.1:8080";
 /** The longest Retry-After honoured, in seconds (a longer one is waited this long). */
@@ -575,7 +585,7 @@ function tensorData(data, dtype) {
 /**
  * Codes as a base64 float32 tensor: a Matrix, an array of rows (arrays or Float32Arrays), or a
  * tensor {shape: [T, C], data: Float32Array | number[] | base64 string} (dtype float32).
- * @param {import("./index.js").CodesInput} codes
+ * @param {CodesInput} codes
  * @returns {{dtype: "float32", shape: number[], data: string}}
  */
 export function encodeCodes(codes) {
@@ -612,7 +622,7 @@ function oneImage(x) {
  * string, a data: URL (canvas.toDataURL("image/png")), PNG bytes (Uint8Array/ArrayBuffer/Buffer),
  * an array of those (one per image), a tensor {dtype: "uint8"|"float32", shape: [n, c, h, w]
  * (or [n, h, w]), data: typed array | number[] | base64}, or nested n x c x h x w arrays.
- * @param {import("./index.js").ImagesInput} imgs
+ * @param {ImagesInput} imgs
  * @returns {string[]|object|number[][][][]}
  */
 export function encodeImages(imgs) {
@@ -637,7 +647,7 @@ export function encodeImages(imgs) {
  * A read mask: a pixel mask in any form encodeImages takes (PNGs or data: URLs, where a pixel
  * with any non-zero colour sample is known; a uint8 tensor; nested arrays), or a code mask (an
  * array of T rows of 0/1 or booleans, or a {shape: [T, C], data} tensor). Non-zero = known.
- * @param {import("./index.js").MaskInput} mask
+ * @param {MaskInput} mask
  * @returns {any}
  */
 export function encodeMask(mask) {
@@ -844,7 +854,7 @@ export class Client {
   /**
    * POST /v1/models/{model}/encode: the codes (mu, sigma2) of images.
    * @param {string} model
-   * @param {import("./index.js").ImagesInput} imgs
+   * @param {ImagesInput} imgs
    * @returns {Promise<{model: string, mu: Matrix, sigma2: Matrix, raw: object}>}
    */
   async encode(model, imgs) {
@@ -856,9 +866,9 @@ export class Client {
   /**
    * POST /v1/models/{model}/decode: images of codes.
    * @param {string} model
-   * @param {import("./index.js").CodesInput} codes
+   * @param {CodesInput} codes
    * @param {object} [o]
-   * @param {number|import("./index.js").CodesInput} [o.sigma2] ignored by the server (means are decoded)
+   * @param {number|CodesInput} [o.sigma2] ignored by the server (means are decoded)
    * @param {"png"|"uint8"|"float32"|"json"} [o.format] default "uint8"
    * @param {"mean"|"sample"} [o.pixels]
    * @param {number|string} [o.seed]
@@ -943,9 +953,9 @@ export class Client {
    * POST /v1/sessions/{id}/episodes: write images (a session with a model) or codes.
    * @param {string|{id: string}} session
    * @param {object} o
-   * @param {import("./index.js").ImagesInput} [o.images]
-   * @param {import("./index.js").CodesInput} [o.codes]
-   * @param {number|import("./index.js").CodesInput} [o.sigma2] a number for every entry, or T x C
+   * @param {ImagesInput} [o.images]
+   * @param {CodesInput} [o.codes]
+   * @param {number|CodesInput} [o.sigma2] a number for every entry, or T x C
    * @param {"replace"|"append"|"refit"} [o.mode] default "replace" (refit takes neither images nor codes)
    * @param {number} [o.iterations]
    * @param {number} [o.tolerance]
@@ -1009,11 +1019,11 @@ export class Client {
    * with a model) or codes; with neither, `count` frames start from memory (result `start`).
    * @param {string|{id: string}} session
    * @param {object} [o]
-   * @param {import("./index.js").ImagesInput} [o.images] query images
-   * @param {import("./index.js").CodesInput} [o.codes] query codes
-   * @param {number|import("./index.js").CodesInput} [o.sigma2] the query codes' variances
+   * @param {ImagesInput} [o.images] query images
+   * @param {CodesInput} [o.codes] query codes
+   * @param {number|CodesInput} [o.sigma2] the query codes' variances
    * @param {"recall"|"mean"|"sample"} [o.mode] server default recall
-   * @param {import("./index.js").MaskInput} [o.mask] which query pixels (or code dimensions) are known; non-zero = known
+   * @param {MaskInput} [o.mask] which query pixels (or code dimensions) are known; non-zero = known
    * @param {number|"auto"} [o.cueNoise] recall mode only
    * @param {number} [o.candidates] recall mode only (1-256)
    * @param {number} [o.steps] read steps (alias iterations)
