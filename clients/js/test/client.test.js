@@ -1,0 +1,249 @@
+// client.test.js -- every method of the vbmem JavaScript client against a real vbmemd (sessions in
+// memory) on an ephemeral loopback port: VBMEMD=build/vbmemd node --test clients/js/test/
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import {
+  Client, ConnectionFailed, Images, Matrix, VbmemError, decodePng, encodeCodes, fromBase64, toBase64,
+} from "../index.js";
+import { MODEL, fashionImages, greyPng, startDaemon } from "./helpers.js";
+
+const CODES = [[0, 0, 0, 0], [0.1, 0, 0, 0], [5, 5, 5, 5], [5, 5.1, 5, 5]];
+const latent = (c, mem = {}) => c.createSession({ codeSize: 4, memory: { kind: "mixture", clusters: 2, rows: 2, retainMax: 1000, ...mem } });
+const rejects = async (p, check) => {
+  let err = null;
+  try { await p; } catch (e) { err = e; }
+  assert.ok(err instanceof VbmemError, `expected a VbmemError, got ${err}`);
+  check(err);
+  return err;
+};
+
+describe("against vbmemd", () => {
+  let d, c, pngs;
+
+  before(async () => {
+    d = await startDaemon();
+    c = new Client({ url: d.url, retries: 0 });
+    pngs = fashionImages(80).map(greyPng);
+  });
+  after(async () => { assert.equal(await d.stop(), 0, d.lines.slice(-20).join("\n")); });
+
+  test("healthz and readyz", async () => {
+    assert.deepEqual(await c.healthz(), { status: "ok" });
+    const r = await c.readyz();
+    assert.equal(r.status, "ready");
+    assert.equal(r.checks.models_loaded, true);
+  });
+
+  test("models and model (404 for an unknown one)", async () => {
+    const ms = await c.models();
+    assert.deepEqual(ms.map((m) => m.name), [MODEL]);
+    const m = ms[0];
+    assert.equal(m.default, true);
+    assert.deepEqual(m.observationShape, [1, 28, 28]);
+    assert.equal(m.codeSize, 64);
+    assert.equal(m.episodeLength, 64);
+    assert.equal(m.defaults.kind, "mixture");
+    const one = await c.model(MODEL);
+    assert.equal(one.name, MODEL);
+    assert.ok("architecture" in one.raw);
+    await rejects(c.model("no-such-model"), (e) => assert.equal(e.status, 404));
+  });
+
+  test("encode and decode: every image form in, every format out", async () => {
+    const enc = await c.encode(MODEL, pngs.slice(0, 3)); // PNG bytes
+    assert.deepEqual(enc.mu.shape, [3, 64]);
+    assert.deepEqual(enc.sigma2.shape, [3, 64]);
+    assert.ok(enc.mu instanceof Matrix && enc.mu.data instanceof Float32Array);
+    assert.ok([...enc.sigma2.row(0)].every((v) => v > 0));
+    const same = (r) => assert.deepEqual(Array.from(r.mu.data), Array.from(enc.mu.data));
+    same(await c.encode(MODEL, pngs.slice(0, 3).map(toBase64))); // base64 strings
+    same(await c.encode(MODEL, pngs.slice(0, 3).map((p) => "data:image/png;base64," + toBase64(p)))); // data: URLs
+    const raw = new Uint8Array(3 * 784);
+    fashionImages(3).forEach((x, i) => raw.set(x, i * 784));
+    same(await c.encode(MODEL, { dtype: "uint8", shape: [3, 28, 28], data: raw })); // uint8 tensor, [n, h, w]
+    const flt = await c.encode(MODEL, { shape: [3, 1, 28, 28], data: Float32Array.from(raw, (v) => (v + 0.5) / 256) });
+    flt.mu.data.forEach((v, i) => assert.ok(Math.abs(v - enc.mu.data[i]) < 1e-4));
+    const one = await c.encode(MODEL, pngs[0]); // one image, not in an array
+    assert.deepEqual(Array.from(one.mu.row(0)), Array.from(enc.mu.row(0)));
+
+    const dec = await c.decode(MODEL, enc.mu); // a Matrix in, format uint8 (the default)
+    assert.ok(dec.images instanceof Images);
+    assert.equal(dec.images.format, "uint8");
+    assert.deepEqual(dec.images.shape, [3, 1, 28, 28]);
+    assert.equal(dec.images.length, 3);
+    const u8 = await dec.images.uint8();
+    const px = await decodePng(dec.images.png(0)); // a PNG written by the client
+    assert.equal(px.width, 28); assert.equal(px.height, 28); assert.equal(px.channels, 1);
+    assert.deepEqual(px.pixels, u8.subarray(0, 784));
+    const pngOut = await c.decode(MODEL, enc.mu.toArray().slice(0, 2), { format: "png" }); // rows in
+    assert.equal(pngOut.images.format, "png");
+    assert.deepEqual(pngOut.images.shape, [2, 1, 28, 28]);
+    assert.deepEqual(await pngOut.images.uint8(), u8.subarray(0, 2 * 784)); // the server's PNGs, inflated
+    assert.match(pngOut.images.dataUrl(1), /^data:image\/png;base64,iVBOR/);
+    const f32 = await c.decode(MODEL, { shape: [3, 64], data: enc.mu.data }, { format: "float32" });
+    assert.equal(f32.images.format, "float32");
+    assert.deepEqual(await f32.images.uint8(), u8);
+    const json = await c.decode(MODEL, enc.mu, { format: "json", pixels: "sample", seed: 3 });
+    assert.equal(json.images.format, "json");
+    assert.deepEqual(json.images.shape, [3, 1, 28, 28]);
+    // the client's PNG data URLs (stored deflate) go back in: the same pixels as a uint8 tensor
+    const back = await c.encode(MODEL, dec.images.dataUrls());
+    const backT = await c.encode(MODEL, { dtype: "uint8", shape: [3, 1, 28, 28], data: u8 });
+    assert.deepEqual(Array.from(back.mu.data), Array.from(backT.mu.data));
+    const rgba = await dec.images.rgba(0);
+    assert.equal(rgba.length, 784 * 4);
+    assert.equal(rgba[3], 255);
+    assert.equal(rgba[400 * 4 + 1], u8[400]);
+  });
+
+  test("latent session: write, append, If-Match, refit, resize, sample, read, export, import, delete", async () => {
+    const s = await latent(c);
+    assert.equal(s.version, 1); assert.equal(s.model, null); assert.equal(s.codeSize, 4);
+    assert.equal(s.kind, "mixture"); assert.equal(s.clusters, 2); assert.equal(s.config.retain_max, 1000);
+    let r = await c.write(s, { codes: CODES, sigma2: 0.01, seed: 1 });
+    assert.equal(r.mode, "replace"); assert.equal(r.version, 2); assert.equal(r.frames, 4);
+    assert.equal(typeof r.elboPerFrame, "number"); assert.ok(r.iterations > 0);
+    assert.equal(c.lastEtag, '"2"');
+    r = await c.write(s, { codes: [Float32Array.of(1, 2, 3, 4)], mode: "append", ifMatch: 2 });
+    assert.equal(r.mode, "append"); assert.equal(r.version, 3); assert.equal(r.frames, 5);
+    await rejects(c.write(s, { codes: [[1, 2, 3, 4]], mode: "append", ifMatch: 2 }), (e) => {
+      assert.equal(e.status, 409);
+    });
+    r = await c.write(s.id, { mode: "refit", ifMatch: '"3"' });
+    assert.equal(r.mode, "refit"); assert.equal(r.version, 4);
+    r = await c.resize(s, { clusters: 3, seed: 2, ifMatch: { version: 4 } });
+    assert.equal(r.clusters, 3); assert.equal(r.version, 5);
+    assert.equal(typeof r.elboBefore, "number"); assert.equal(typeof r.elboAfter, "number");
+    const smp = await c.sample(s, { count: 3, seed: 7 });
+    assert.deepEqual(smp.codes.shape, [3, 4]); assert.equal(smp.images, null); assert.equal(smp.clusters.length, 3);
+    const rd = await c.read(s, { codes: [[4, 4, 4, 4]], steps: 3, mode: "mean", seed: 1 });
+    assert.equal(rd.steps.length, 3); assert.deepEqual(rd.steps[0].codes.shape, [1, 4]); assert.equal(rd.version, 5);
+    assert.ok(rd.steps[0].addresses && rd.steps[0].addresses.s);
+    const rc = await c.read(s, { codes: encodeCodes([[4, 4, 4, 4]]), mask: [[1, 1, 0, 0]], steps: 2, candidates: 4, seed: 1 });
+    assert.equal(rc.steps.length, 2);
+    assert.deepEqual(Array.from(rc.steps[1].codes.row(0).subarray(0, 2)), [4, 4]); // known values kept
+    const rb = await c.read(s, { codes: [[4, 4, 4, 4]], mask: [[true, false, false, false]], cueNoise: 0.5,
+                                 iterations: 1, seed: 1 });
+    assert.equal(rb.steps.length, 1);
+    const rs = await c.read(s, { count: 2, steps: 1, mode: "sample", seed: 3 });
+    assert.deepEqual(rs.startCodes.shape, [2, 4]); assert.equal(rs.steps.length, 1); assert.equal(rs.startImages, null);
+    const g = await c.getSession(s.id);
+    assert.equal(g.version, 5); assert.equal(g.clusters, 3); assert.equal(c.lastEtag, '"5"');
+    const mem = await c.exportMemory(s);
+    assert.equal(mem.format, "vbmem-memory");
+    const t = await latent(c);
+    const imp = await c.importMemory(t, JSON.stringify(mem), { ifMatch: 1 });
+    assert.equal(imp.version, 2); assert.equal(imp.clusters, 3);
+    assert.deepEqual(await c.exportMemory(t), mem); // bit-exact through JSON
+    await rejects(c.deleteSession(s, { ifMatch: 4 }), (e) => assert.equal(e.status, 409));
+    assert.equal(await c.deleteSession(s, { ifMatch: g }), undefined);
+    await c.deleteSession(t.id);
+    const e = await rejects(c.getSession(s.id), (x) => assert.equal(x.status, 404));
+    assert.ok(e.title && e.requestId);
+  });
+
+  test("listSessions pages and iterSessions walks them all", async () => {
+    const made = new Set();
+    for (let i = 0; i < 5; i++) made.add((await latent(c)).id);
+    const page = await c.listSessions({ limit: 2 });
+    assert.equal(page.sessions.length, 2); assert.ok(page.nextCursor);
+    const next = await c.listSessions({ limit: 2, cursor: page.nextCursor });
+    assert.ok(next.sessions[0].id > page.sessions[1].id); // id order
+    const every = [];
+    for await (const s of c.iterSessions({ pageSize: 2 })) every.push(s.id);
+    for (const id of made) assert.ok(every.includes(id));
+    assert.deepEqual(every, [...every].sort());
+    for (const id of made) await c.deleteSession(id);
+  });
+
+  test("a session on the bundled model: PNG writes, samples, and a masked recall read", async () => {
+    const s = await c.createSession();
+    assert.equal(s.model, MODEL); assert.equal(s.codeSize, 64);
+    let r = await c.write(s, { images: pngs.slice(0, 64), seed: 1 });
+    assert.equal(r.frames, 64); assert.equal(r.version, 2);
+    r = await c.write(s, { images: pngs.slice(64, 70).map((p) => "data:image/png;base64," + toBase64(p)), mode: "append" });
+    assert.equal(r.frames, 70);
+    const smp = await c.sample(s, { count: 4, seed: 1, format: "uint8" });
+    assert.deepEqual(smp.images.shape, [4, 1, 28, 28]); assert.deepEqual(smp.codes.shape, [4, 64]);
+    const smpPng = await c.sample(s, { count: 2, seed: 1 }); // the server's default format, png
+    assert.equal(smpPng.images.format, "png");
+    assert.deepEqual(await smpPng.images.uint8(), (await smp.images.uint8()).subarray(0, 2 * 784));
+    // a masked read: the top half known (a white/black mask PNG, as a canvas gives a data: URL)
+    const mask = greyPng(new Uint8Array(784).map((_, i) => (i < 392 ? 255 : 0)));
+    const rd = await c.read(s, { images: [pngs[0]], mask: ["data:image/png;base64," + toBase64(mask)], mode: "recall",
+                                 steps: 3, seed: 2, candidates: 4, format: "uint8" });
+    assert.equal(rd.steps.length, 3);
+    const known = fashionImages(1)[0].subarray(0, 392);
+    for (const st of rd.steps) {
+      assert.deepEqual(st.images.shape, [1, 1, 28, 28]);
+      assert.deepEqual((await st.images.uint8()).subarray(0, 392), known); // the known pixels come back exactly
+    }
+    // the same read with a uint8 tensor mask and PNG output
+    const rt = await c.read(s, { images: pngs[0], mask: { shape: [1, 1, 28, 28], data: new Uint8Array(784).map((_, i) => (i < 392 ? 1 : 0)) },
+                                 steps: 1, seed: 2, candidates: 4 });
+    assert.equal(rt.steps[0].images.format, "png");
+    assert.deepEqual((await rt.steps[0].images.uint8()).subarray(0, 392), known);
+    for (const mode of ["mean", "sample"]) {
+      assert.equal((await c.read(s, { images: pngs[0], mode, steps: 2, seed: 1 })).steps.length, 2);
+    }
+    const start = await c.read(s, { count: 2, mode: "sample", seed: 4 });
+    assert.deepEqual(start.startImages.shape, [2, 1, 28, 28]);
+    await c.deleteSession(s);
+  });
+
+  test("error mapping: 422 with field, 404, nothing retried", async () => {
+    const s = await latent(c);
+    const e = await rejects(c.write(s, { codes: [[1, 2, 3]] }), (x) => {
+      assert.equal(x.status, 422); assert.ok(x.field && x.field.startsWith("codes"), x.field);
+    });
+    assert.ok(e.detail && e.requestId && e.title);
+    assert.equal(e.problem.status, 422);
+    assert.match(e.type, /^urn:vbmem:problem:/);
+    assert.ok(e.message.includes("422") && e.message.includes(e.field));
+    assert.ok(e instanceof Error && !(e instanceof ConnectionFailed));
+    await rejects(c.createSession({ codeSize: 4, memory: { kind: "nonsense" } }), (x) => {
+      assert.equal(x.status, 422); assert.ok(x.field.startsWith("memory"), x.field);
+    });
+    await rejects(c.read(s, { codes: [[0, 0, 0, 0]], mode: "mean", candidates: 3 }), (x) => {
+      assert.equal(x.status, 422); assert.equal(x.field, "candidates");
+    });
+    await rejects(c.read(s, { codes: [[0, 0, 0, 0]], cueNoise: -1 }), (x) => assert.equal(x.field, "cue_noise"));
+    await rejects(c.encode(MODEL, [toBase64(new Uint8Array([1, 2, 3]))]), (x) => {
+      assert.equal(x.status, 422); assert.equal(x.field, "observations[0]");
+    });
+    await rejects(c.deleteSession("0".repeat(32)), (x) => assert.equal(x.status, 404));
+    await assert.rejects(c.write(s, { mode: "upsert" }), RangeError); // checked before sending
+    await c.deleteSession(s);
+  });
+});
+
+test("API keys against a daemon with --api-key-file: isolation, 401, $VBMEM_API_KEY", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "vbmem-js-"));
+  const keys = path.join(dir, "keys");
+  writeFileSync(keys, "# two keys\nkey-one\nkey-two\n");
+  const d = await startDaemon("--api-key-file", keys);
+  const saved = process.env.VBMEM_API_KEY;
+  try {
+    const one = new Client({ url: d.url, apiKey: "key-one", retries: 0 });
+    const s = await latent(one);
+    assert.equal((await one.getSession(s)).id, s.id);
+    await rejects(new Client({ url: d.url, apiKey: "key-two", retries: 0 }).getSession(s), (e) => assert.equal(e.status, 404));
+    delete process.env.VBMEM_API_KEY;
+    await rejects(new Client({ url: d.url, retries: 0 }).models(), (e) => assert.equal(e.status, 401));
+    process.env.VBMEM_API_KEY = "key-one";
+    assert.equal((await new Client({ url: d.url }).getSession(s.id)).id, s.id);
+    assert.deepEqual(await new Client({ url: d.url, apiKey: null }).healthz(), { status: "ok" }); // no key needed
+  } finally {
+    if (saved === undefined) delete process.env.VBMEM_API_KEY; else process.env.VBMEM_API_KEY = saved;
+    assert.equal(await d.stop(), 0);
+  }
+});
+
+test("fromBase64 and toBase64 agree", () => {
+  const b = new Uint8Array(300).map((_, i) => (i * 7) & 0xff);
+  assert.deepEqual(fromBase64(toBase64(b)), b);
+});
