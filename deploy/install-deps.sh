@@ -11,5 +11,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   valgrind python3 python3-numpy python3-torch dataset-fashion-mnist \
   libmicrohttpd-dev nettle-dev libpng-dev python3-jsonschema python3-yaml curl \
   libsqlite3-dev sqlite3 redis-server libhiredis-dev nginx-light \
-  python3-pytest python3-venv python3-pip python3-setuptools python3-wheel python3-pil >/dev/null
+  python3-pytest python3-venv python3-pip python3-setuptools python3-wheel python3-pil nodejs >/dev/null
 echo "install-deps: done"

@@ -16,6 +16,19 @@ meson test -C build --print-errorlogs
 echo "== Python client and CLI (clients/python) against the release build's vbmemd; offline pip install =="
 # (pytest exits non-zero, 5, if it collects no test)
 VBMEMD=build/vbmemd /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients/test_python_client.py
+echo "== JavaScript client (clients/js, node --test) against the release build's vbmemd =="
+# (node --test counts a file without tests as one passed test named by its path, so the check
+# counts the passed tests that are not files: a run that finds no test fails here)
+node --version
+if ! VBMEMD=build/vbmemd node --test --test-reporter=tap clients/js/test/ >build/js-client-tests.tap 2>&1; then
+  cat build/js-client-tests.tap; echo "JavaScript client: a test failed"; exit 1
+fi
+grep -E '^# (tests|pass|fail) ' build/js-client-tests.tap
+js_passed=$(grep -Ec '^ *ok [0-9]+ - [^/]' build/js-client-tests.tap || true)
+echo "JavaScript client: $js_passed tests passed"
+if [ "$js_passed" -lt 1 ] || grep -Eq '^ *not ok ' build/js-client-tests.tap; then
+  echo "JavaScript client: no test ran, or one failed (build/js-client-tests.tap)"; exit 1
+fi
 
 echo "== build (release, -O3, -Werror: compile only; -O3 inlining finds warnings -O2 does not) =="
 [ -d build-o3 ] || meson setup build-o3 --buildtype=release >/dev/null
