@@ -167,6 +167,9 @@ describe("against vbmemd", () => {
     assert.equal(r.frames, 64); assert.equal(r.version, 2);
     r = await c.write(s, { images: pngs.slice(64, 70).map((p) => "data:image/png;base64," + toBase64(p)), mode: "append" });
     assert.equal(r.frames, 70);
+    const enc = await c.encode(MODEL, pngs.slice(70, 72)); // codes with their variances (Matrix each)
+    r = await c.write(s, { codes: enc.mu, sigma2: enc.sigma2, mode: "append", ifMatch: r.version });
+    assert.equal(r.frames, 72); assert.equal(r.version, 4);
     const smp = await c.sample(s, { count: 4, seed: 1, format: "uint8" });
     assert.deepEqual(smp.images.shape, [4, 1, 28, 28]); assert.deepEqual(smp.codes.shape, [4, 64]);
     const smpPng = await c.sample(s, { count: 2, seed: 1 }); // the server's default format, png
