@@ -114,6 +114,8 @@ function chooseModel(name) {
   state.model = state.models.find((m) => m.name === name) || null;
 }
 
+const sessionLabel = (s) => `${s.id.slice(0, 8)}… ${s.kind} H=${s.clusters} K=${s.rows} (${s.frames} frames, v${s.version})`;
+
 async function loadSessions(select) {
   const page = await client.listSessions({ limit: 1000 });
   const sel = $('session');
@@ -122,7 +124,7 @@ async function loadSessions(select) {
   for (const s of mine) {
     const o = document.createElement('option');
     o.value = s.id;
-    o.textContent = `${s.id.slice(0, 8)}… ${s.kind} H=${s.clusters} K=${s.rows} (${s.frames} frames, v${s.version})`;
+    o.textContent = sessionLabel(s);
     sel.appendChild(o);
   }
   if (select) sel.value = select;
@@ -147,6 +149,8 @@ async function showSession() {
     `${s.frames} frames, version ${s.version}, last ELBO per frame ${fmt(s.last_elbo)}`;
   $('resize-clusters').value = s.clusters;
   $('resize-rows').value = s.rows;
+  const opt = [...$('session').options].find((o) => o.value === s.id);
+  if (opt) opt.textContent = sessionLabel(s);
   drawUsage(s.cluster_usage);
   if (s.frames > 0 || s.version > 1) await drawHeatmap();
   return s;
@@ -271,28 +275,48 @@ function renderMaskView() {
   $('mask-info').textContent = `${unknown} of ${v.width * v.height} pixels unknown (red)`;
 }
 
-// Paint the unknown region (black on the mask) with a disc of the brush radius at canvas pixel (x, y).
-function paintMask(x, y) {
+// Paint the unknown region (black on the mask) with the brush from canvas pixel `from` (or a dot)
+// to (x, y); the mask is then made strictly black and white, so that what is shown in red is
+// exactly what the server takes as unknown (0), antialiased edges included.
+function paintMask(x, y, from = null) {
   const g = maskCanvas.getContext('2d');
-  g.fillStyle = '#000';
+  const r = Number($('brush').value) / 2;
+  g.fillStyle = g.strokeStyle = '#000';
+  g.lineWidth = 2 * r;
+  g.lineCap = 'round';
   g.beginPath();
-  g.arc(x, y, Number($('brush').value) / 2, 0, 2 * Math.PI);
-  g.fill();
+  if (from) {
+    g.moveTo(from[0], from[1]);
+    g.lineTo(x, y);
+    g.stroke();
+  } else {
+    g.arc(x, y, r, 0, 2 * Math.PI);
+    g.fill();
+  }
+  const d = g.getImageData(0, 0, maskCanvas.width, maskCanvas.height);
+  for (let i = 0; i < d.data.length; i += 4) {
+    const v = d.data[i] < 128 ? 0 : 255;
+    d.data[i] = d.data[i + 1] = d.data[i + 2] = v;
+    d.data[i + 3] = 255;
+  }
+  g.putImageData(d, 0, 0);
   state.maskPainted = true;
   renderMaskView();
 }
 
 function setupBrush() {
   const v = $('mask-view');
-  let down = false;
+  let last = null; // the previous point of the stroke, null when the button is up
   const at = (ev) => {
     const r = v.getBoundingClientRect();
-    paintMask(((ev.clientX - r.left) / r.width) * v.width, ((ev.clientY - r.top) / r.height) * v.height);
+    const p = [((ev.clientX - r.left) / r.width) * v.width, ((ev.clientY - r.top) / r.height) * v.height];
+    paintMask(p[0], p[1], last);
+    last = p;
   };
-  v.addEventListener('pointerdown', (ev) => { down = true; v.setPointerCapture(ev.pointerId); at(ev); });
-  v.addEventListener('pointermove', (ev) => { if (down) at(ev); });
-  v.addEventListener('pointerup', () => { down = false; });
-  v.addEventListener('pointercancel', () => { down = false; });
+  v.addEventListener('pointerdown', (ev) => { last = null; v.setPointerCapture(ev.pointerId); at(ev); });
+  v.addEventListener('pointermove', (ev) => { if (last) at(ev); });
+  v.addEventListener('pointerup', () => { last = null; });
+  v.addEventListener('pointercancel', () => { last = null; });
 }
 
 async function chooseCue(i) {
@@ -327,6 +351,17 @@ function addNoise() {
   g.putImageData(d, 0, 0);
 }
 
+// The cue as sent, with the unknown pixels in red.
+function cueShown() {
+  const c = document.createElement('canvas');
+  c.width = $('cue').width;
+  c.height = $('cue').height;
+  const g = c.getContext('2d');
+  g.drawImage($('cue'), 0, 0);
+  if (state.maskPainted) g.drawImage($('mask-view'), 0, 0);
+  return c.toDataURL('image/png');
+}
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function readCue() {
@@ -338,8 +373,9 @@ async function readCue() {
     mode: $('read-mode').value,
   };
   if (state.maskPainted) req.mask = [maskCanvas.toDataURL('image/png')];
-  const r = await client.read(state.session, req);
   const steps = $('steps');
+  steps.dataset.steps = '';
+  const r = await client.read(state.session, req);
   steps.textContent = '';
   const fig = (src, caption) => {
     const f = document.createElement('figure');
@@ -348,7 +384,7 @@ async function readCue() {
     f.append(imgEl(src, caption), cap);
     steps.appendChild(f);
   };
-  fig(req.observations[0], 'cue');
+  fig(cueShown(), state.maskPainted ? 'cue (red: unknown)' : 'cue');
   for (let i = 0; i < r.steps.length; i++) {
     await sleep(120); // one step at a time, so the read is seen converging
     const s = r.steps[i];
@@ -394,8 +430,11 @@ async function drawHeatmap() {
   const blocks = mem.posterior.clusters;
   const K = mem.config.rows;
   const cg = blocks[0].R[0].length;
-  let max = 1e-12;
-  for (const b of blocks) for (const row of b.R) for (const v of row) if (v !== null) max = Math.max(max, Math.abs(v));
+  // colour scale: the 99th percentile of |R| (a few large entries would wash out the rest)
+  const mags = [];
+  for (const b of blocks) for (const row of b.R) for (const v of row) if (v !== null) mags.push(Math.abs(v));
+  mags.sort((a, b) => a - b);
+  const max = Math.max(1e-12, mags.length ? mags[Math.floor(0.99 * (mags.length - 1))] : 1);
   const gap = 1;
   const rowsTotal = blocks.length * K + (blocks.length - 1) * gap;
   const c = $('heatmap');
@@ -409,7 +448,7 @@ async function drawHeatmap() {
   for (const b of blocks) {
     for (const row of b.R) {
       for (let x = 0; x < cg; x++) {
-        const t = row[x] === null ? 0 : row[x] / max; // -1 .. 1: blue .. white .. red
+        const t = row[x] === null ? 0 : Math.max(-1, Math.min(1, row[x] / max)); // blue .. white .. red
         const o = (y * cg + x) * 4;
         im.data[o] = t > 0 ? 255 : Math.round(255 * (1 + t));
         im.data[o + 1] = Math.round(255 * (1 - Math.abs(t)));
@@ -419,12 +458,12 @@ async function drawHeatmap() {
       y++;
     }
     for (let k = 0; k < gap && y < rowsTotal; k++, y++)
-      for (let x = 0; x < cg; x++) im.data[(y * cg + x) * 4 + 3] = 0;
+      for (let x = 0; x < cg; x++) im.data[(y * cg + x) * 4 + 3] = 255; // a black line between clusters
   }
   g.putImageData(im, 0, 0);
   $('heatmap-info').textContent =
     `${mem.config.kind}: ${blocks.length} clusters × K=${K} rows, ${cg} code dimensions; ` +
-    `blue −${max.toFixed(2)} … white 0 … red +${max.toFixed(2)}; ${mem.frames} frames`;
+    `blue ≤ −${max.toFixed(2)} … white 0 … red ≥ +${max.toFixed(2)} (99th percentile of |R|); ${mem.frames} frames`;
 }
 
 async function resize() {

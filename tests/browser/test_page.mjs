@@ -167,7 +167,7 @@ async function mainFlow(browser) {
         g.drawImage(im, 0, 0);
         return g.getImageData(0, 0, 28, 28).data;
       };
-      const cue = await pix(imgs[0].src), last = await pix(imgs[imgs.length - 1].src);
+      const cue = await pix(document.querySelector('#cue').toDataURL('image/png')), last = await pix(imgs[imgs.length - 1].src);
       const mask = document.querySelector('#mask-view').getContext('2d').getImageData(0, 0, 28, 28).data;
       let known = 0, same = 0, filledDiff = 0;
       for (let i = 0; i < cue.length; i += 4) {
@@ -179,12 +179,14 @@ async function mainFlow(browser) {
     check(kept.known > 0 && kept.same === kept.known, `the read keeps the ${kept.known} known pixels (${kept.same} equal)`);
     check(kept.filledDiff > 0, `the read fills in the unknown pixels (${kept.filledDiff} changed)`);
     await page.locator('#recall-panel').screenshot({ path: path.join(OUT, 'recall.png') });
+    await page.screenshot({ path: path.join(OUT, 'page.png'), fullPage: true });
 
     // noise instead of a mask
     await page.click('#clear-mask');
     await page.click('#add-noise');
     await page.click('#read');
-    await page.waitForFunction(() => document.querySelectorAll('#steps figure').length === 6, null, { timeout: 15000 });
+    await page.waitForFunction(() => document.querySelector('#steps').dataset.steps === '', null, { timeout: 15000 });
+    await page.waitForFunction(() => document.querySelector('#steps').dataset.steps === '5', null, { timeout: 15000 });
     check(true, 'a read of a noisy cue');
 
     // resize: H = 4, the samples are redrawn
@@ -194,7 +196,7 @@ async function mainFlow(browser) {
     await page.waitForFunction(() => /H=4/.test(document.querySelector('#resize-info').textContent));
     await page.waitForFunction((b) => [...document.querySelectorAll('#samples img')].map((i) => i.src).join() !== b, beforeResize);
     check(/H=4 clusters/.test(await page.textContent('#session-info')), 'resize to H = 4 shows in the session and the samples change');
-    await page.screenshot({ path: path.join(OUT, 'page.png'), fullPage: true });
+    await page.screenshot({ path: path.join(OUT, 'page-after-resize.png'), fullPage: true });
 
     // a server error is shown with its title and detail
     w.expecting = true;
