@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run-all.sh -- the whole test suite: release build + Check tests, an ASan/UBSan build of the same
+# run-all.sh -- the whole test suite: release build + Check tests (and the web page in headless
+# Chromium), an ASan/UBSan build of the same
 # tests, a ThreadSanitizer build of the threaded ones, and the tests under valgrind --leak-check=full.
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -16,6 +17,9 @@ meson test -C build --print-errorlogs
 echo "== Python client and CLI (clients/python) against the release build's vbmemd; offline pip install =="
 # (pytest exits non-zero, 5, if it collects no test)
 VBMEMD=build/vbmemd /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients/test_python_client.py
+
+echo "== the web page in headless Chromium (tests/browser: Debian's chromium, playwright-core; screenshots in build/browser) =="
+bash tests/browser/run.sh build/vbmemd build/browser
 
 echo "== build (release, -O3, -Werror: compile only; -O3 inlining finds warnings -O2 does not) =="
 [ -d build-o3 ] || meson setup build-o3 --buildtype=release >/dev/null
