@@ -5,7 +5,8 @@ import { Client, VbmemError } from '/ui/vbmem-client.js';
 
 const $ = (id) => document.getElementById(id);
 const KEY_STORE = 'vbmem.apiKey';
-const client = new Client({ url: '', apiKey: sessionStorage.getItem(KEY_STORE) });
+// clients/js's Client (web/vbmem-client.js): the page's origin, the key kept in this tab only
+const client = new Client({ url: location.origin, apiKey: sessionStorage.getItem(KEY_STORE) });
 
 const state = {
   models: [],
@@ -23,7 +24,7 @@ function showError(e) {
   const box = $('error');
   if (e instanceof VbmemError) {
     $('error-title').textContent = e.title;
-    $('error-status').textContent = `(HTTP ${e.status})`;
+    $('error-status').textContent = e.status ? `(HTTP ${e.status})` : '(no answer)';
     $('error-detail').textContent = e.detail;
     $('error-field').textContent = e.field ? `field: ${e.field}` : '';
     if (e.status === 401) $('key-panel').hidden = false;
@@ -96,17 +97,17 @@ function imgEl(src, title) {
 // ---------- models and sessions ----------
 async function loadModels() {
   const list = await client.models();
-  state.models = list.models;
+  state.models = list.map((m) => m.raw); // the server's own JSON (observation size)
   const sel = $('model');
   sel.textContent = '';
-  for (const m of list.models) {
+  for (const m of state.models) {
     const o = document.createElement('option');
     o.value = m.name;
     o.textContent = `${m.name} (${m.observation.channels}×${m.observation.height}×${m.observation.width}, C=${m.code_size})`;
-    if (m.name === list.default_model) o.selected = true;
+    if (m.default) o.selected = true;
     sel.appendChild(o);
   }
-  if (list.models.length === 0) throw new Error('this server hosts no model: the page needs one (GET /v1/models)');
+  if (list.length === 0) throw new Error('this server hosts no model: the page needs one (GET /v1/models)');
   chooseModel(sel.value);
 }
 
@@ -121,7 +122,7 @@ async function loadSessions(select) {
   const sel = $('session');
   sel.textContent = '';
   const mine = page.sessions.filter((s) => s.model === (state.model && state.model.name));
-  for (const s of mine) {
+  for (const { raw: s } of mine) {
     const o = document.createElement('option');
     o.value = s.id;
     o.textContent = sessionLabel(s);
@@ -143,7 +144,7 @@ async function showSession() {
     drawUsage(null);
     return null;
   }
-  const s = await client.getSession(state.session);
+  const s = (await client.getSession(state.session)).raw;
   $('session-info').textContent =
     `id ${s.id}\n${s.kind}, H=${s.clusters} clusters, K=${s.rows} rows, G=${s.groups}, C=${s.code_size}; ` +
     `${s.frames} frames, version ${s.version}, last ELBO per frame ${fmt(s.last_elbo)}`;
@@ -198,7 +199,7 @@ async function writeEpisode() {
   if (!state.session) throw new Error('choose or create a session first');
   if (!state.episode.length) throw new Error('the episode is empty: drop PNGs or pick the ready episode');
   const r = await client.write(state.session, {
-    observations: state.episode,
+    images: state.episode,
     mode: $('write-mode').value,
     iterations: Number($('write-iterations').value),
     seed: Number($('seed').value),
@@ -234,10 +235,10 @@ function showElbo(r) {
 // ---------- samples ----------
 async function drawSamples() {
   if (!state.session) throw new Error('choose or create a session first');
-  const r = await client.sample(state.session, {
+  const r = (await client.sample(state.session, {
     count: Number($('sample-count').value),
     seed: Number($('seed').value),
-  });
+  })).raw; // observations: base64 PNGs
   const grid = $('samples');
   grid.textContent = '';
   r.observations.forEach((b64, i) => grid.appendChild(imgEl(pngUrl(b64), `sample ${i}, cluster ${r.clusters[i].join(',')}`)));
@@ -367,7 +368,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function readCue() {
   if (!state.session) throw new Error('choose or create a session first');
   const req = {
-    observations: [$('cue').toDataURL('image/png')],
+    images: [$('cue').toDataURL('image/png')],
     iterations: Number($('read-iterations').value),
     seed: Number($('seed').value),
     mode: $('read-mode').value,
@@ -375,7 +376,7 @@ async function readCue() {
   if (state.maskPainted) req.mask = [maskCanvas.toDataURL('image/png')];
   const steps = $('steps');
   steps.dataset.steps = '';
-  const r = await client.read(state.session, req);
+  const r = (await client.read(state.session, req)).raw; // every step's images: base64 PNGs
   steps.textContent = '';
   const fig = (src, caption) => {
     const f = document.createElement('figure');
@@ -474,7 +475,7 @@ async function resize() {
     seed: Number($('seed').value),
   });
   $('resize-info').textContent =
-    `H=${r.clusters}, K=${r.rows}: ELBO per frame ${fmt(r.elbo_before)} before, ${fmt(r.elbo_after)} after (version ${r.version})`;
+    `H=${r.clusters}, K=${r.rows}: ELBO per frame ${fmt(r.elboBefore)} before, ${fmt(r.elboAfter)} after (version ${r.version})`;
   await showSession();
   await drawSamples();
   return r;

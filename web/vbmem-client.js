@@ -1,76 +1,1107 @@
-// vbmem-client.js -- a small ES-module client of vbmemd's HTTP API (proto/openapi.yaml), used by the
-// web page. It has the surface of clients/js (Client({url, apiKey}), models, createSession,
-// getSession, write, sample, read, resize, exportMemory; VbmemError with status, title, detail,
-// field); replace this file by clients/js/index.js once that client is committed.
+// web/vbmem-client.js -- a copy of clients/js/index.js (the vbmem JS client, branch i15-jsclient at c0204dc),
+// served to the page as /ui/vbmem-client.js; refresh it with: cp clients/js/index.js web/vbmem-client.js
+// (keeping these two lines).
+/**
+ * vbmem: the JavaScript client of vbmemd, the episodic-memory daemon (proto/openapi.yaml).
+ *
+ * Plain ES module, no dependencies, no build step; runs in browsers and Node 18+ (global fetch,
+ * AbortController, btoa/atob or Buffer, DecompressionStream for reading PNG pixels).
+ * The same surface as the Python client (clients/python), with camelCase names and option
+ * objects:
+ *
+ *     import { Client } from "vbmem";
+ *     const c = new Client({ url: "http://127.0.0.1:8080" });
+ *     const s = await c.createSession();                    // the server's default model
+ *     await c.write(s, { images: pngDataUrls });            // canvas.toDataURL("image/png") ...
+ *     const r = await c.read(s, { images: [cue], mask: [maskUrl], steps: 3 });
+ *     img.src = r.steps.at(-1).images.dataUrl(0);
+ *
+ * Codes travel as base64 float32 tensors; images as base64 PNGs (strings, data: URLs or PNG
+ * bytes), uint8/float32 tensors {dtype, shape, data}, or nested arrays, NCHW.
+ * @module vbmem
+ */
 
+/**
+ * @typedef {string|Uint8Array|ArrayBuffer|Array<string|Uint8Array|ArrayBuffer>|{dtype?: string, shape: number[], data: any}|number[][][][]|Images} ImagesInput
+ *   Images: base64 PNG strings, data: URLs, PNG bytes (one or an array), a {dtype, shape, data}
+ *   tensor, nested n x c x h x w arrays, or an Images result.
+ * @typedef {Matrix|ArrayLike<number>[]|{shape: number[], data: any}} CodesInput
+ *   Codes T x C: a Matrix, rows, or a {shape: [T, C], data} tensor (Float32Array, numbers or base64).
+ * @typedef {ImagesInput|Array<Array<number|boolean>>} MaskInput
+ *   A read mask (non-zero = known): a pixel mask in any ImagesInput form, or a code mask (T rows).
+ */
+
+/** The server used when no url is given (and no $VBMEM_URL / page origin applies). */
+export const DEFAULT_URL = "http://127.0.0.1:8080";
+/** The longest Retry-After honoured, in seconds (a longer one is waited this long). */
+export const MAX_RETRY_WAIT = 60;
+/** The package version. */
+export const VERSION = "0.1.0";
+
+const ENV = typeof process !== "undefined" && process && process.env ? process.env : {};
+const HAS_BUFFER = typeof Buffer === "function" && typeof Buffer.from === "function";
+const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+// ------------------------------------------------------------------------------------ errors
+
+/**
+ * An error answered by vbmemd (an RFC 9457 problem+json document), or a failure to reach it.
+ * `status` is the HTTP status (null when the server was not reached), `field` the JSON path or
+ * header at fault when one is, `requestId` the server's request id, `problem` the whole document.
+ */
 export class VbmemError extends Error {
-  constructor(status, problem) {
-    const p = problem || {};
-    super(`${p.title || 'HTTP ' + status}: ${p.detail || ''}`.trim());
-    this.name = 'VbmemError';
-    this.status = status;
-    this.title = p.title || `HTTP ${status}`;
-    this.detail = p.detail || '';
-    this.field = p.field || null;
-    this.type = p.type || null;
-    this.requestId = p.request_id || null;
-    this.problem = p;
+  /**
+   * @param {object} [p]
+   * @param {number|null} [p.status] HTTP status (null: not reached)
+   * @param {string} [p.title]
+   * @param {string} [p.detail]
+   * @param {string|null} [p.field]
+   * @param {string|null} [p.requestId]
+   * @param {string|null} [p.type]
+   * @param {object} [p.problem]
+   */
+  constructor({ status = null, title = "", detail = "", field = null, requestId = null, type = null,
+                problem = null } = {}) {
+    let msg = status ? `${status} ${title}: ${detail}` : (detail || title);
+    if (field) msg += ` (field ${field})`;
+    super(msg);
+    this.name = "VbmemError";
+    /** @type {number|null} */ this.status = status;
+    /** @type {string} */ this.title = title;
+    /** @type {string} */ this.detail = detail;
+    /** @type {string|null} */ this.field = field;
+    /** @type {string|null} */ this.requestId = requestId;
+    /** @type {string|null} */ this.type = type;
+    /** @type {object} */ this.problem = problem || {};
   }
 }
 
-function camelToSnake(o) {
-  const out = {};
-  for (const [k, v] of Object.entries(o)) {
-    if (v === undefined) continue;
-    out[k.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())] = v;
+/** The server could not be reached, or did not answer within the timeout (status null). */
+export class ConnectionFailed extends VbmemError {
+  /** @param {object} [p] as VbmemError's */
+  constructor(p = {}) {
+    super(p);
+    this.name = "ConnectionFailed";
+  }
+}
+
+// ------------------------------------------------------------------------------------ base64
+
+/**
+ * Bytes (Uint8Array, ArrayBuffer or any typed array view) as a base64 string.
+ * @param {Uint8Array|ArrayBuffer|ArrayBufferView} bytes
+ * @returns {string}
+ */
+export function toBase64(bytes) {
+  const u8 = asBytes(bytes);
+  if (HAS_BUFFER) return Buffer.from(u8.buffer, u8.byteOffset, u8.byteLength).toString("base64");
+  let s = "";
+  for (let i = 0; i < u8.length; i += 0x8000) {
+    s += String.fromCharCode.apply(null, u8.subarray(i, i + 0x8000));
+  }
+  return btoa(s);
+}
+
+/**
+ * A base64 string (or a data: URL) as a fresh Uint8Array.
+ * @param {string} s
+ * @returns {Uint8Array}
+ */
+export function fromBase64(s) {
+  if (s.startsWith("data:")) s = s.slice(s.indexOf(",") + 1);
+  if (HAS_BUFFER) {
+    const b = Buffer.from(s, "base64");
+    return new Uint8Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+  }
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+function asBytes(x) {
+  if (x instanceof Uint8Array) return x;
+  if (x instanceof ArrayBuffer) return new Uint8Array(x);
+  if (ArrayBuffer.isView(x)) return new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  throw new TypeError("expected bytes (Uint8Array or ArrayBuffer)");
+}
+
+function isBytes(x) {
+  return x instanceof ArrayBuffer || (ArrayBuffer.isView(x) && !(x instanceof DataView)
+    && !(x instanceof Float32Array) && !(x instanceof Float64Array));
+}
+
+function f32ToBase64(f32) {
+  if (LITTLE) return toBase64(f32);
+  const dv = new DataView(new ArrayBuffer(f32.length * 4));
+  f32.forEach((v, i) => dv.setFloat32(i * 4, v, true));
+  return toBase64(dv.buffer);
+}
+
+function base64ToF32(s) {
+  const u8 = fromBase64(s);
+  if (u8.length % 4) throw new VbmemError({ detail: "float32 data is not a multiple of 4 bytes" });
+  if (LITTLE) return new Float32Array(u8.buffer, 0, u8.length / 4);
+  const dv = new DataView(u8.buffer);
+  const out = new Float32Array(u8.length / 4);
+  for (let i = 0; i < out.length; i++) out[i] = dv.getFloat32(i * 4, true);
+  return out;
+}
+
+// --------------------------------------------------------------------------------------- PNG
+
+const PNG_SIG = [137, 80, 78, 71, 13, 10, 26, 10];
+let CRC_TABLE = null;
+
+function crc32(bytes, start, end) {
+  if (!CRC_TABLE) {
+    CRC_TABLE = new Uint32Array(256);
+    for (let n = 0; n < 256; n++) {
+      let c = n;
+      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+      CRC_TABLE[n] = c >>> 0;
+    }
+  }
+  let c = 0xffffffff;
+  for (let i = start; i < end; i++) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+/**
+ * An 8-bit PNG (greyscale for channels 1, RGB for 3, RGBA for 4) of `pixels`, height rows of
+ * width pixels with the channels interleaved (HWC). Written synchronously with stored (not
+ * compressed) deflate blocks, so it needs no zlib: fine for the small images of vbmem.
+ * @param {Uint8Array|ArrayLike<number>} pixels
+ * @param {number} width
+ * @param {number} height
+ * @param {1|3|4} [channels]
+ * @returns {Uint8Array} the PNG file's bytes
+ */
+export function encodePng(pixels, width, height, channels = 1) {
+  if (![1, 3, 4].includes(channels)) throw new RangeError(`channels must be 1, 3 or 4, not ${channels}`);
+  const stride = width * channels;
+  if (pixels.length !== stride * height) {
+    throw new RangeError(`${pixels.length} bytes for a ${width}x${height}x${channels} image`);
+  }
+  const raw = new Uint8Array((stride + 1) * height);
+  for (let y = 0; y < height; y++) {
+    raw[y * (stride + 1)] = 0;
+    for (let x = 0; x < stride; x++) raw[y * (stride + 1) + 1 + x] = pixels[y * stride + x];
+  }
+  // zlib stream of stored blocks (<= 65535 bytes each) and the Adler-32 of raw
+  const nblocks = Math.max(1, Math.ceil(raw.length / 65535));
+  const z = new Uint8Array(2 + raw.length + 5 * nblocks + 4);
+  z[0] = 0x78; z[1] = 0x01;
+  let p = 2;
+  for (let b = 0; b < nblocks; b++) {
+    const off = b * 65535;
+    const len = Math.min(65535, raw.length - off);
+    z[p++] = b === nblocks - 1 ? 1 : 0;
+    z[p++] = len & 0xff; z[p++] = len >>> 8;
+    z[p++] = ~len & 0xff; z[p++] = (~len >>> 8) & 0xff;
+    z.set(raw.subarray(off, off + len), p);
+    p += len;
+  }
+  let a = 1, bsum = 0;
+  for (let i = 0; i < raw.length; i++) { a = (a + raw[i]) % 65521; bsum = (bsum + a) % 65521; }
+  const adler = ((bsum << 16) | a) >>> 0;
+  z[p++] = adler >>> 24; z[p++] = (adler >>> 16) & 0xff; z[p++] = (adler >>> 8) & 0xff; z[p++] = adler & 0xff;
+  const colorType = channels === 1 ? 0 : channels === 3 ? 2 : 6;
+  const ihdr = new Uint8Array(13);
+  const dv = new DataView(ihdr.buffer);
+  dv.setUint32(0, width); dv.setUint32(4, height);
+  ihdr.set([8, colorType, 0, 0, 0], 8);
+  const chunks = [["IHDR", ihdr], ["IDAT", z.subarray(0, p)], ["IEND", new Uint8Array(0)]];
+  const total = 8 + chunks.reduce((n, [, body]) => n + 12 + body.length, 0);
+  const out = new Uint8Array(total);
+  out.set(PNG_SIG, 0);
+  let q = 8;
+  for (const [kind, body] of chunks) {
+    const odv = new DataView(out.buffer);
+    odv.setUint32(q, body.length);
+    for (let i = 0; i < 4; i++) out[q + 4 + i] = kind.charCodeAt(i);
+    out.set(body, q + 8);
+    odv.setUint32(q + 8 + body.length, crc32(out, q + 4, q + 8 + body.length));
+    q += 12 + body.length;
   }
   return out;
 }
 
-export class Client {
-  constructor({ url = '', apiKey = null } = {}) {
-    this.url = url.replace(/\/+$/, '');
-    this.apiKey = apiKey;
+/**
+ * The header of PNG bytes: width, height, bit depth, colour type, and the channels vbmem
+ * decodes it to (1 for grey and grey+alpha, 3 for RGB, RGBA and palette).
+ * @param {Uint8Array} png
+ * @returns {{width: number, height: number, bitDepth: number, colorType: number, channels: number}}
+ */
+export function pngInfo(png) {
+  const u8 = asBytes(png);
+  if (u8.length < 33 || PNG_SIG.some((v, i) => u8[i] !== v)) throw new VbmemError({ detail: "not a PNG file" });
+  const dv = new DataView(u8.buffer, u8.byteOffset, u8.byteLength);
+  const colorType = u8[25];
+  return { width: dv.getUint32(16), height: dv.getUint32(20), bitDepth: u8[24], colorType,
+           channels: colorType === 0 || colorType === 4 ? 1 : 3 };
+}
+
+async function inflate(bytes) {
+  if (typeof DecompressionStream !== "function") {
+    throw new VbmemError({ detail: "reading PNG pixels needs DecompressionStream (Node 18+, current browsers); ask for format \"uint8\"" });
+  }
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+function paeth(a, b, c) {
+  const p = a + b - c;
+  const pa = Math.abs(p - a), pb = Math.abs(p - b), pc = Math.abs(p - c);
+  if (pa <= pb && pa <= pc) return a;
+  return pb <= pc ? b : c;
+}
+
+/**
+ * Decode PNG bytes (non-interlaced, 8-bit grey, grey+alpha, RGB, RGBA or palette; every filter)
+ * into {pixels, width, height, channels}: pixels HWC, channels 1 (grey) or 3 (RGB; palette
+ * expanded), alpha dropped. Asynchronous: it inflates with DecompressionStream.
+ * @param {Uint8Array|ArrayBuffer|string} png PNG bytes, base64 or a data: URL
+ * @returns {Promise<{pixels: Uint8Array, width: number, height: number, channels: number}>}
+ */
+export async function decodePng(png) {
+  const u8 = typeof png === "string" ? fromBase64(png) : asBytes(png);
+  const { width, height, bitDepth, colorType } = pngInfo(u8);
+  const dv = new DataView(u8.buffer, u8.byteOffset, u8.byteLength);
+  if (bitDepth !== 8 || u8[28] !== 0) throw new VbmemError({ detail: "only non-interlaced 8-bit PNGs are read" });
+  const idat = [];
+  let palette = null;
+  for (let pos = 8; pos + 8 <= u8.length;) {
+    const len = dv.getUint32(pos);
+    const kind = String.fromCharCode(u8[pos + 4], u8[pos + 5], u8[pos + 6], u8[pos + 7]);
+    const body = u8.subarray(pos + 8, pos + 8 + len);
+    if (kind === "IDAT") idat.push(body);
+    else if (kind === "PLTE") palette = body;
+    else if (kind === "IEND") break;
+    pos += 12 + len;
+  }
+  const spp = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 }[colorType];
+  if (!spp) throw new VbmemError({ detail: `PNG colour type ${colorType} is not read` });
+  const raw = await inflate(idat.length === 1 ? idat[0] : concat(idat));
+  const stride = width * spp;
+  if (raw.length < (stride + 1) * height) throw new VbmemError({ detail: "PNG image data is short" });
+  const rows = new Uint8Array(stride * height);
+  for (let y = 0; y < height; y++) {
+    const f = raw[y * (stride + 1)];
+    const src = y * (stride + 1) + 1, dst = y * stride;
+    for (let x = 0; x < stride; x++) {
+      const v = raw[src + x];
+      const a = x >= spp ? rows[dst + x - spp] : 0;
+      const b = y > 0 ? rows[dst - stride + x] : 0;
+      const c = x >= spp && y > 0 ? rows[dst - stride + x - spp] : 0;
+      rows[dst + x] = (f === 0 ? v : f === 1 ? v + a : f === 2 ? v + b
+        : f === 3 ? v + ((a + b) >> 1) : v + paeth(a, b, c)) & 0xff;
+    }
+  }
+  const channels = colorType === 0 || colorType === 4 ? 1 : 3;
+  const pixels = new Uint8Array(width * height * channels);
+  for (let i = 0; i < width * height; i++) {
+    if (colorType === 3) {
+      const k = rows[i] * 3;
+      pixels[i * 3] = palette[k]; pixels[i * 3 + 1] = palette[k + 1]; pixels[i * 3 + 2] = palette[k + 2];
+    } else {
+      for (let ch = 0; ch < channels; ch++) pixels[i * channels + ch] = rows[i * spp + ch];
+    }
+  }
+  return { pixels, width, height, channels };
+}
+
+function concat(parts) {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let o = 0;
+  for (const p of parts) { out.set(p, o); o += p.length; }
+  return out;
+}
+
+// ----------------------------------------------------------------------------------- results
+
+/**
+ * A T x C matrix of float32 codes as the server returned it (a base64 tensor or nested arrays).
+ * `data` is the flat row-major Float32Array (a null of a JSON matrix, a non-finite value, is NaN),
+ * `shape` [T, C], `row(i)` a Float32Array view of row i, `toArray()` nested number arrays.
+ * Iterating a Matrix yields its rows.
+ */
+export class Matrix {
+  /** @param {object|number[][]} wire the Matrix of the response */
+  constructor(wire) {
+    /** The wire form as received. */
+    this.wire = wire;
+    if (Array.isArray(wire)) {
+      const t = wire.length, c = t ? wire[0].length : 0;
+      /** @type {Float32Array} */
+      this.data = new Float32Array(t * c);
+      wire.forEach((r, i) => r.forEach((v, j) => { this.data[i * c + j] = v === null ? NaN : v; }));
+      /** @type {[number, number]} */
+      this.shape = [t, c];
+    } else {
+      this.data = base64ToF32(wire.data);
+      this.shape = [wire.shape[0], wire.shape[1]];
+    }
   }
 
-  async request(method, path, body) {
-    const headers = {};
-    if (body !== undefined) headers['Content-Type'] = 'application/json';
-    if (this.apiKey) headers['Authorization'] = `Bearer ${this.apiKey}`;
-    const res = await fetch(this.url + path, {
-      method,
-      headers,
-      body: body !== undefined ? JSON.stringify(body) : undefined,
-    });
-    const text = await res.text();
-    let data = null;
-    if (text) {
-      try {
-        data = JSON.parse(text);
-      } catch (e) {
-        data = { title: `HTTP ${res.status}`, detail: text.slice(0, 200) };
+  /** Rows (T). */
+  get length() { return this.shape[0]; }
+
+  /**
+   * Row i as a Float32Array view.
+   * @param {number} i
+   * @returns {Float32Array}
+   */
+  row(i) { return this.data.subarray(i * this.shape[1], (i + 1) * this.shape[1]); }
+
+  /** @returns {number[][]} the rows as arrays of numbers */
+  toArray() { return Array.from({ length: this.shape[0] }, (_, i) => Array.from(this.row(i))); }
+
+  /** @returns {Iterator<Float32Array>} */
+  *[Symbol.iterator]() { for (let i = 0; i < this.shape[0]; i++) yield this.row(i); }
+
+  /** @returns {{dtype: "float32", shape: number[], data: string}} the base64 tensor form */
+  toTensor() { return { dtype: "float32", shape: [...this.shape], data: f32ToBase64(this.data) }; }
+}
+
+/**
+ * A batch of images as the server returned them: `wire` is the response's form (an array of
+ * base64 PNG strings, a {dtype, shape, data} tensor, or nested arrays), `format` "png", "uint8",
+ * "float32" or "json", `shape` [n, c, h, w]. Helpers: `dataUrl(i)` / `dataUrls()` give PNG data:
+ * URLs for an <img> (synchronous, any format), `png(i)` PNG bytes, and the asynchronous
+ * `uint8()`, `float32()` and `rgba(i)` (an ImageData-ready Uint8ClampedArray) give pixels.
+ */
+export class Images {
+  /** @param {string[]|object|number[][][][]} wire the images of the response */
+  constructor(wire) {
+    this.wire = wire;
+    this._u8 = null;
+    this._f32 = null;
+    if (Array.isArray(wire) && (wire.length === 0 || typeof wire[0] === "string")) {
+      /** @type {"png"|"uint8"|"float32"|"json"} */
+      this.format = "png";
+      this._b64 = wire.map((s) => (s.startsWith("data:") ? s.slice(s.indexOf(",") + 1) : s));
+      const info = this._b64.length ? pngInfo(fromBase64(this._b64[0])) : null;
+      /** @type {number[]|null} [n, c, h, w] */
+      this.shape = info ? [wire.length, info.channels, info.height, info.width] : [0, 0, 0, 0];
+    } else if (!Array.isArray(wire)) {
+      this.format = wire.dtype;
+      this.shape = [...wire.shape];
+      if (wire.dtype === "uint8") this._u8 = fromBase64(wire.data);
+      else this._f32 = base64ToF32(wire.data);
+    } else {
+      this.format = "json";
+      this.shape = [wire.length, wire[0].length, wire[0][0].length, wire[0][0][0].length];
+      this._f32 = Float32Array.from(wire.flat(3));
+    }
+  }
+
+  /** Images in the batch (n). */
+  get length() { return this.shape[0]; }
+
+  _frameU8(i) {
+    const [, c, h, w] = this.shape;
+    const n = c * h * w;
+    if (this._u8) return this._u8.subarray(i * n, (i + 1) * n);
+    const out = new Uint8Array(n);
+    for (let k = 0; k < n; k++) out[k] = Math.min(255, Math.max(0, Math.floor(256 * this._f32[i * n + k])));
+    return out;
+  }
+
+  /**
+   * Image i as PNG bytes: the server's PNG as sent, or one written from the pixels (8-bit grey,
+   * or RGB for three channels).
+   * @param {number} i
+   * @returns {Uint8Array}
+   */
+  png(i) {
+    if (this.format === "png") return fromBase64(this._b64[i]);
+    const [, c, h, w] = this.shape;
+    const chw = this._frameU8(i);
+    if (c === 1) return encodePng(chw, w, h, 1);
+    const hwc = new Uint8Array(h * w * 3);
+    for (let ch = 0; ch < 3; ch++) for (let k = 0; k < h * w; k++) hwc[k * 3 + ch] = chw[ch * h * w + k];
+    return encodePng(hwc, w, h, 3);
+  }
+
+  /**
+   * Image i as a base64 PNG string (no data: prefix).
+   * @param {number} i
+   * @returns {string}
+   */
+  pngBase64(i) { return this.format === "png" ? this._b64[i] : toBase64(this.png(i)); }
+
+  /**
+   * Image i as a "data:image/png;base64,..." URL (for an <img> src, or a canvas).
+   * @param {number} i
+   * @returns {string}
+   */
+  dataUrl(i) { return "data:image/png;base64," + this.pngBase64(i); }
+
+  /** @returns {string[]} every image as a PNG data: URL */
+  dataUrls() { return Array.from({ length: this.length }, (_, i) => this.dataUrl(i)); }
+
+  /**
+   * Every pixel as bytes, NCHW (float pixels x become min(255, floor(256 x))). Asynchronous
+   * because PNGs are inflated with DecompressionStream.
+   * @returns {Promise<Uint8Array>}
+   */
+  async uint8() {
+    if (!this._u8) {
+      if (this.format === "png") {
+        const [n, c, h, w] = this.shape;
+        const out = new Uint8Array(n * c * h * w);
+        for (let i = 0; i < n; i++) {
+          const { pixels, channels } = await decodePng(this._b64[i]);
+          for (let ch = 0; ch < c; ch++) {
+            for (let k = 0; k < h * w; k++) out[(i * c + ch) * h * w + k] = pixels[k * channels + ch];
+          }
+        }
+        this._u8 = out;
+      } else {
+        const out = new Uint8Array(this._f32.length);
+        const [, c, h, w] = this.shape;
+        for (let i = 0; i < this.length; i++) out.set(this._frameU8(i), i * c * h * w);
+        this._u8 = out;
       }
     }
-    if (!res.ok) throw new VbmemError(res.status, data);
-    return data;
+    return this._u8;
   }
 
-  models() { return this.request('GET', '/v1/models'); }
-  model(name) { return this.request('GET', `/v1/models/${encodeURIComponent(name)}`); }
-  listSessions({ limit = 100, cursor } = {}) {
-    const q = `?limit=${limit}` + (cursor ? `&cursor=${encodeURIComponent(cursor)}` : '');
-    return this.request('GET', `/v1/sessions${q}`);
+  /**
+   * Every pixel as float32 NCHW: the server's float values for float32/json images, else
+   * (v + 0.5) / 256 of the 8-bit values (what the server reads a PNG as).
+   * @returns {Promise<Float32Array>}
+   */
+  async float32() {
+    if (this._f32) return this._f32;
+    const u8 = await this.uint8();
+    return Float32Array.from(u8, (v) => (v + 0.5) / 256);
   }
-  createSession(opts = {}) { return this.request('POST', '/v1/sessions', camelToSnake(opts)); }
-  getSession(id) { return this.request('GET', `/v1/sessions/${id}`); }
-  deleteSession(id) { return this.request('DELETE', `/v1/sessions/${id}`); }
-  // write(id, {observations | codes, mode, iterations, seed, ...})
-  write(id, opts) { return this.request('POST', `/v1/sessions/${id}/episodes`, camelToSnake(opts)); }
-  // sample(id, {count, seed, cluster, format, pixels})
-  sample(id, opts = {}) { return this.request('POST', `/v1/sessions/${id}/samples`, camelToSnake(opts)); }
-  // read(id, {observations | query, mode, mask, cueNoise, iterations, seed, candidates, ...})
-  read(id, opts = {}) { return this.request('POST', `/v1/sessions/${id}/reads`, camelToSnake(opts)); }
-  // resize(id, {clusters, rows, iterations, seed})
-  resize(id, opts = {}) { return this.request('POST', `/v1/sessions/${id}/resize`, camelToSnake(opts)); }
-  exportMemory(id) { return this.request('GET', `/v1/sessions/${id}/memory`); }
+
+  /**
+   * Image i as RGBA bytes, row-major, for `new ImageData(rgba, width, height)` on a canvas.
+   * @param {number} i
+   * @returns {Promise<Uint8ClampedArray>}
+   */
+  async rgba(i) {
+    const [, c, h, w] = this.shape;
+    const u8 = await this.uint8();
+    const base = i * c * h * w;
+    const out = new Uint8ClampedArray(h * w * 4);
+    for (let k = 0; k < h * w; k++) {
+      for (let ch = 0; ch < 3; ch++) out[k * 4 + ch] = u8[base + (c === 1 ? 0 : ch) * h * w + k];
+      out[k * 4 + 3] = 255;
+    }
+    return out;
+  }
 }
+
+function images(wire) { return wire === undefined || wire === null ? null : new Images(wire); }
+
+/**
+ * @typedef {object} Model A hosted model (GET /v1/models).
+ * @property {string} name
+ * @property {boolean} default
+ * @property {number[]} observationShape [channels, height, width]
+ * @property {number} codeSize
+ * @property {number} episodeLength
+ * @property {object} defaults the memory defaults (MemoryConfig)
+ * @property {object} raw the whole document
+ */
+function toModel(d) {
+  return { name: d.name, default: d.default, observationShape: d.observation_shape, codeSize: d.code_size,
+           episodeLength: d.episode_length, defaults: d.defaults || {}, raw: d };
+}
+
+/**
+ * @typedef {object} Session A session (GET /v1/sessions/{id}).
+ * @property {string} id
+ * @property {string|null} model null for a latent session
+ * @property {string} kind
+ * @property {number} codeSize
+ * @property {number} rows
+ * @property {number} clusters
+ * @property {number} groups
+ * @property {number} frames
+ * @property {number} retainedCodes
+ * @property {number|null} lastElbo
+ * @property {number} version the ETag
+ * @property {number} ttlSeconds
+ * @property {string} created
+ * @property {string} updated
+ * @property {number} memoryBytes
+ * @property {number[][]|null} clusterUsage
+ * @property {object} config
+ * @property {object} solver
+ * @property {object} raw the whole document
+ */
+function toSession(d) {
+  return { id: d.id, model: d.model ?? null, kind: d.kind, codeSize: d.code_size, rows: d.rows,
+           clusters: d.clusters, groups: d.groups, frames: d.frames, retainedCodes: d.retained_codes,
+           lastElbo: d.last_elbo ?? null, version: d.version, ttlSeconds: d.ttl_seconds, created: d.created,
+           updated: d.updated, memoryBytes: d.memory_bytes, clusterUsage: d.cluster_usage ?? null,
+           config: d.config, solver: d.solver, raw: d };
+}
+
+/**
+ * @typedef {object} FitResult The result of a write or resize.
+ * @property {number} version the new version
+ * @property {string|null} mode replace, append or refit (a write)
+ * @property {number|null} elboPerFrame
+ * @property {object} elbo every ELBO term
+ * @property {number} iterations
+ * @property {boolean} converged
+ * @property {boolean} timeLimited
+ * @property {number} frames
+ * @property {number} retainedCodes
+ * @property {number} clusters
+ * @property {number} rows
+ * @property {number} groups
+ * @property {number[][]|null} clusterUsage
+ * @property {object} timings
+ * @property {object|null} addresses
+ * @property {number|null} elboBefore a resize's ELBO per frame before
+ * @property {number|null} elboAfter a resize's ELBO per frame after
+ * @property {object} raw the whole response
+ */
+function toFit(d) {
+  return { version: d.version, mode: d.mode ?? null, elboPerFrame: d.elbo ? d.elbo.per_frame : null,
+           elbo: d.elbo, iterations: d.iterations, converged: d.converged, timeLimited: d.time_limited,
+           frames: d.frames, retainedCodes: d.retained_codes, clusters: d.clusters, rows: d.rows,
+           groups: d.groups, clusterUsage: d.cluster_usage ?? null, timings: d.timings,
+           addresses: d.addresses ?? null, elboBefore: d.elbo_before ?? null, elboAfter: d.elbo_after ?? null,
+           raw: d };
+}
+
+// ----------------------------------------------------------------------------- request forms
+
+function tensorData(data, dtype) {
+  if (typeof data === "string") return data;
+  if (dtype === "float32") {
+    const f = data instanceof Float32Array ? data : Float32Array.from(data);
+    return f32ToBase64(f);
+  }
+  return toBase64(data instanceof Uint8Array ? data : Uint8Array.from(data));
+}
+
+/**
+ * Codes as a base64 float32 tensor: a Matrix, an array of rows (arrays or Float32Arrays), or a
+ * tensor {shape: [T, C], data: Float32Array | number[] | base64 string} (dtype float32).
+ * @param {CodesInput} codes
+ * @returns {{dtype: "float32", shape: number[], data: string}}
+ */
+export function encodeCodes(codes) {
+  if (codes instanceof Matrix) return codes.toTensor();
+  if (codes && !Array.isArray(codes) && codes.shape && codes.data !== undefined) {
+    if (codes.shape.length !== 2) throw new RangeError("codes must be 2-D (T x C)");
+    return { dtype: "float32", shape: [...codes.shape], data: tensorData(codes.data, "float32") };
+  }
+  if (!Array.isArray(codes) || !codes.length || !codes[0] || !codes[0].length) {
+    throw new RangeError("codes must be a non-empty T x C matrix (an array of rows, or {shape, data})");
+  }
+  const c = codes[0].length;
+  const out = new Float32Array(codes.length * c);
+  codes.forEach((r, i) => {
+    if (r.length !== c) throw new RangeError("codes rows differ in length");
+    for (let j = 0; j < c; j++) out[i * c + j] = r[j];
+  });
+  return { dtype: "float32", shape: [codes.length, c], data: f32ToBase64(out) };
+}
+
+function sigma2Wire(s) {
+  if (s === undefined || s === null || typeof s === "number") return s;
+  return encodeCodes(s);
+}
+
+function oneImage(x) {
+  if (typeof x === "string") return x; // base64 PNG or a data: URL (the server takes both)
+  if (isBytes(x)) return toBase64(x); // PNG file bytes
+  throw new TypeError("an image is a base64 PNG string, a data: URL or PNG bytes");
+}
+
+/**
+ * Images in a wire form of proto/openapi.yaml: an Images result (as it came), a base64 PNG
+ * string, a data: URL (canvas.toDataURL("image/png")), PNG bytes (Uint8Array/ArrayBuffer/Buffer),
+ * an array of those (one per image), a tensor {dtype: "uint8"|"float32", shape: [n, c, h, w]
+ * (or [n, h, w]), data: typed array | number[] | base64}, or nested n x c x h x w arrays.
+ * @param {ImagesInput} imgs
+ * @returns {string[]|object|number[][][][]}
+ */
+export function encodeImages(imgs) {
+  if (imgs instanceof Images) return imgs.wire;
+  if (typeof imgs === "string" || isBytes(imgs)) return [oneImage(imgs)];
+  if (Array.isArray(imgs)) {
+    if (!imgs.length) throw new RangeError("no images");
+    if (typeof imgs[0] === "string" || isBytes(imgs[0])) return imgs.map(oneImage);
+    return imgs; // nested JSON arrays
+  }
+  if (imgs && imgs.shape && imgs.data !== undefined) {
+    const dtype = imgs.dtype || (imgs.data instanceof Float32Array ? "float32" : "uint8");
+    let shape = [...imgs.shape];
+    if (shape.length === 3) shape = [shape[0], 1, shape[1], shape[2]];
+    if (shape.length !== 4) throw new RangeError("an image tensor is [n, h, w] or [n, c, h, w]");
+    return { dtype, shape, data: tensorData(imgs.data, dtype) };
+  }
+  throw new TypeError("images: PNG strings, data: URLs, PNG bytes, a {dtype, shape, data} tensor or nested arrays");
+}
+
+/**
+ * A read mask: a pixel mask in any form encodeImages takes (PNGs or data: URLs, where a pixel
+ * with any non-zero colour sample is known; a uint8 tensor; nested arrays), or a code mask (an
+ * array of T rows of 0/1 or booleans, or a {shape: [T, C], data} tensor). Non-zero = known.
+ * @param {MaskInput} mask
+ * @returns {any}
+ */
+export function encodeMask(mask) {
+  if (mask === undefined || mask === null) return undefined;
+  if (Array.isArray(mask) && mask.length && Array.isArray(mask[0]) && mask[0].length && (typeof mask[0][0] === "number" || typeof mask[0][0] === "boolean")) {
+    const c = mask[0].length;
+    const out = new Uint8Array(mask.length * c);
+    mask.forEach((r, i) => { for (let j = 0; j < c; j++) out[i * c + j] = r[j] ? 1 : 0; });
+    return { dtype: "uint8", shape: [mask.length, c], data: toBase64(out) };
+  }
+  if (mask && !Array.isArray(mask) && !isBytes(mask) && typeof mask !== "string" && !(mask instanceof Images)
+      && mask.shape && mask.data !== undefined) {
+    const data = typeof mask.data === "string" ? mask.data
+      : toBase64(Uint8Array.from(mask.data, (v) => (v ? 1 : 0)));
+    return { dtype: "uint8", shape: [...mask.shape], data };
+  }
+  return encodeImages(mask);
+}
+
+function dropUndefined(o) {
+  const out = {};
+  for (const [k, v] of Object.entries(o)) if (v !== undefined && v !== null) out[k] = v;
+  return out;
+}
+
+function snake(o) {
+  if (!o) return o;
+  const out = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (v === undefined) continue;
+    out[k.replace(/[A-Z]/g, (m) => "_" + m.toLowerCase())] = v;
+  }
+  return out;
+}
+
+const MEMORY_KEYS = { sigmaZ2: "sigma_z2", sigma2B0: "sigma2_b0", sFloor: "s_floor", dkmAddrVar: "dkm_addr_var",
+                      retainMax: "retain_max", codeSize: "code_size" };
+
+function memoryWire(m) {
+  if (!m) return undefined;
+  const out = {};
+  for (const [k, v] of Object.entries(m)) if (v !== undefined) out[MEMORY_KEYS[k] || k] = v;
+  return out;
+}
+
+function sid(session) {
+  const id = session && typeof session === "object" ? session.id : String(session);
+  return encodeURIComponent(id);
+}
+
+function ifMatchHeader(v) {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === "object") v = v.version;
+  const s = String(v);
+  return { "If-Match": s.startsWith('"') || s.startsWith("W/") || s === "*" ? s : `"${s}"` };
+}
+
+function retryAfter(value, attempt) {
+  if (value !== null && value !== undefined && value !== "") {
+    const v = Number(value);
+    if (Number.isFinite(v)) return Math.min(MAX_RETRY_WAIT, Math.max(0, v));
+  }
+  return 0.5 * 2 ** attempt * (0.75 + 0.5 * Math.random());
+}
+
+function defaultUrl() {
+  if (ENV.VBMEM_URL) return ENV.VBMEM_URL;
+  const loc = globalThis.location;
+  if (loc && /^https?:$/.test(loc.protocol)) return loc.origin;
+  return DEFAULT_URL;
+}
+
+function refused(e) {
+  for (let x = e; x; x = x.cause) {
+    if (x.code === "ECONNREFUSED") return true;
+    if (Array.isArray(x.errors) && x.errors.some((y) => y && y.code === "ECONNREFUSED")) return true;
+  }
+  return false;
+}
+
+// ------------------------------------------------------------------------------------ client
+
+/**
+ * A client of one vbmemd server. Every method returns a Promise and rejects with a VbmemError
+ * (ConnectionFailed when the server cannot be reached or does not answer within `timeout`).
+ */
+export class Client {
+  /**
+   * @param {object} [opts]
+   * @param {string} [opts.url] the server (default $VBMEM_URL in Node, else the page's origin in a
+   *   browser, else http://127.0.0.1:8080)
+   * @param {string|null} [opts.apiKey] sent as `Authorization: Bearer KEY` (default $VBMEM_API_KEY in Node)
+   * @param {number} [opts.timeout] seconds per HTTP request (default 30)
+   * @param {number} [opts.retries] how many times a request answered 503 or 429 (or refused at
+   *   connect) is tried again, after the server's Retry-After (at most 60 s; else an exponential
+   *   backoff from 0.5 s with jitter) (default 3)
+   * @param {typeof fetch} [opts.fetch] the fetch to use (default the global fetch)
+   */
+  constructor({ url, apiKey, timeout = 30, retries = 3, fetch: fetchFn } = {}) {
+    /** The server's base URL, without a trailing slash. */
+    this.url = (url || defaultUrl()).replace(/\/+$/, "");
+    /** The API key, or null. */
+    this.apiKey = apiKey !== undefined ? apiKey : (ENV.VBMEM_API_KEY || null);
+    /** Seconds per HTTP request. */
+    this.timeout = timeout;
+    /** Retries on 503/429/refused connections. */
+    this.retries = retries;
+    /** The ETag of the last response that had one (e.g. '"5"'). */
+    this.lastEtag = null;
+    this._fetch = fetchFn || ((...a) => globalThis.fetch(...a));
+    this._sleep = (s) => new Promise((r) => setTimeout(r, s * 1000));
+  }
+
+  /**
+   * One API request with retries; resolves to the decoded JSON body (null when empty). The
+   * response's ETag is kept in `lastEtag`.
+   * @param {string} method
+   * @param {string} path starting with "/"
+   * @param {object} [o]
+   * @param {any} [o.body] JSON-encoded
+   * @param {Record<string, string>} [o.headers]
+   * @param {Record<string, any>} [o.query] undefined/null values are left out
+   * @param {AbortSignal} [o.signal] aborts the request (and its retries)
+   * @returns {Promise<any>}
+   */
+  async request(method, path, { body, headers, query, signal } = {}) {
+    let url = this.url + path;
+    const q = query ? dropUndefined(query) : {};
+    if (Object.keys(q).length) url += "?" + new URLSearchParams(q).toString();
+    const h = { Accept: "application/json" };
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    if (data !== undefined) h["Content-Type"] = "application/json";
+    if (this.apiKey) h.Authorization = "Bearer " + this.apiKey;
+    Object.assign(h, headers || {});
+    for (let attempt = 0; ; attempt++) {
+      let wait;
+      const ctl = new AbortController();
+      const onAbort = () => ctl.abort();
+      if (signal) {
+        if (signal.aborted) ctl.abort();
+        else signal.addEventListener("abort", onAbort, { once: true });
+      }
+      let timedOut = false;
+      const timer = this.timeout ? setTimeout(() => { timedOut = true; ctl.abort(); }, this.timeout * 1000) : null;
+      try {
+        let res, text;
+        try {
+          res = await this._fetch(url, { method, headers: h, body: data, signal: ctl.signal });
+          text = await res.text();
+        } catch (e) {
+          if (signal && signal.aborted) throw e;
+          const why = timedOut ? `no answer within ${this.timeout} s` : (e && e.cause && e.cause.message) || String(e);
+          if (!timedOut && refused(e) && attempt < this.retries) {
+            wait = retryAfter(null, attempt);
+          } else {
+            throw new ConnectionFailed({ detail: `cannot reach ${this.url}: ${why}` });
+          }
+        }
+        if (res) {
+          if (res.ok) {
+            const etag = res.headers.get("ETag");
+            if (etag) this.lastEtag = etag;
+            return text ? JSON.parse(text) : null;
+          }
+          const err = problem(res.status, res.statusText, text);
+          if ((res.status === 429 || res.status === 503) && attempt < this.retries) {
+            wait = retryAfter(res.headers.get("Retry-After"), attempt);
+          } else {
+            throw err;
+          }
+        }
+      } finally {
+        if (timer) clearTimeout(timer);
+        if (signal) signal.removeEventListener("abort", onAbort);
+      }
+      await this._sleep(wait);
+    }
+  }
+
+  // -- system
+
+  /** GET /healthz: the liveness document ({status: "ok"}). @returns {Promise<{status: string}>} */
+  healthz() { return this.request("GET", "/healthz"); }
+
+  /**
+   * GET /readyz: the readiness document (status and checks); a VbmemError 503 when not ready
+   * (after the retries).
+   * @returns {Promise<{status: string, checks: object}>}
+   */
+  readyz() { return this.request("GET", "/readyz"); }
+
+  // -- models
+
+  /** GET /v1/models: the hosted models. @returns {Promise<Model[]>} */
+  async models() { return (await this.request("GET", "/v1/models")).models.map(toModel); }
+
+  /**
+   * GET /v1/models/{name}: one model (its raw document includes the architecture).
+   * @param {string} name
+   * @returns {Promise<Model>}
+   */
+  async model(name) { return toModel(await this.request("GET", "/v1/models/" + encodeURIComponent(name))); }
+
+  /**
+   * POST /v1/models/{model}/encode: the codes (mu, sigma2) of images.
+   * @param {string} model
+   * @param {ImagesInput} imgs
+   * @returns {Promise<{model: string, mu: Matrix, sigma2: Matrix, raw: object}>}
+   */
+  async encode(model, imgs) {
+    const d = await this.request("POST", `/v1/models/${encodeURIComponent(model)}/encode`,
+      { body: { observations: encodeImages(imgs), encoding: "base64" } });
+    return { model: d.model, mu: new Matrix(d.codes.mu), sigma2: new Matrix(d.codes.sigma2), raw: d };
+  }
+
+  /**
+   * POST /v1/models/{model}/decode: images of codes.
+   * @param {string} model
+   * @param {CodesInput} codes
+   * @param {object} [o]
+   * @param {number|CodesInput} [o.sigma2] ignored by the server (means are decoded)
+   * @param {"png"|"uint8"|"float32"|"json"} [o.format] default "uint8"
+   * @param {"mean"|"sample"} [o.pixels]
+   * @param {number|string} [o.seed]
+   * @returns {Promise<{model: string, images: Images, raw: object}>}
+   */
+  async decode(model, codes, { sigma2, format = "uint8", pixels, seed } = {}) {
+    const body = dropUndefined({ codes: dropUndefined({ mu: encodeCodes(codes), sigma2: sigma2Wire(sigma2) }),
+                                 format, pixels, seed });
+    const d = await this.request("POST", `/v1/models/${encodeURIComponent(model)}/decode`, { body });
+    return { model: d.model, images: new Images(d.observations), raw: d };
+  }
+
+  // -- sessions
+
+  /**
+   * POST /v1/sessions: a session on a model (`model`; neither model nor codeSize: the default
+   * model) or a latent session (`codeSize`).
+   * @param {object} [o]
+   * @param {string} [o.model]
+   * @param {number} [o.codeSize]
+   * @param {object} [o.memory] {kind, rows, clusters, groups, retainMax | retain_max, sigmaZ2, ...}
+   * @param {object} [o.solver] {iterations, tolerance, init}
+   * @param {number} [o.ttlSeconds] idle lifetime (0: never deleted)
+   * @returns {Promise<Session>}
+   */
+  async createSession({ model, codeSize, memory, solver, ttlSeconds } = {}) {
+    const mem = memoryWire(memory);
+    if (mem && Object.keys(mem).length && !mem.kind) throw new RangeError("memory needs a kind");
+    const body = dropUndefined({ model, code_size: codeSize, memory: mem, solver: snake(solver),
+                                 ttl_seconds: ttlSeconds });
+    return toSession(await this.request("POST", "/v1/sessions", { body }));
+  }
+
+  /**
+   * GET /v1/sessions: one page of the caller's sessions, in id order.
+   * @param {object} [o]
+   * @param {number} [o.limit] 1-1000 (server default 50)
+   * @param {string} [o.cursor] nextCursor of the previous page
+   * @returns {Promise<{sessions: Session[], nextCursor: string|null}>}
+   */
+  async listSessions({ limit, cursor } = {}) {
+    const d = await this.request("GET", "/v1/sessions", { query: { limit, cursor } });
+    return { sessions: d.sessions.map(toSession), nextCursor: d.next_cursor ?? null };
+  }
+
+  /**
+   * Every session of the caller, following nextCursor page by page:
+   * `for await (const s of client.iterSessions()) ...`.
+   * @param {object} [o]
+   * @param {number} [o.pageSize] sessions per request (default 100)
+   * @returns {AsyncGenerator<Session>}
+   */
+  async *iterSessions({ pageSize = 100 } = {}) {
+    let cursor;
+    for (;;) {
+      const page = await this.listSessions({ limit: pageSize, cursor });
+      yield* page.sessions;
+      cursor = page.nextCursor;
+      if (!cursor) return;
+    }
+  }
+
+  /**
+   * GET /v1/sessions/{id} (its version is the ETag).
+   * @param {string|{id: string}} session an id or a Session
+   * @returns {Promise<Session>}
+   */
+  async getSession(session) { return toSession(await this.request("GET", "/v1/sessions/" + sid(session))); }
+
+  /**
+   * DELETE /v1/sessions/{id}; a VbmemError 404 when there is no such session.
+   * @param {string|{id: string}} session
+   * @param {object} [o]
+   * @param {number|string|{version: number}} [o.ifMatch] the version it must be at (409 otherwise)
+   * @returns {Promise<void>}
+   */
+  async deleteSession(session, { ifMatch } = {}) {
+    await this.request("DELETE", "/v1/sessions/" + sid(session), { headers: ifMatchHeader(ifMatch) });
+  }
+
+  /**
+   * POST /v1/sessions/{id}/episodes: write images (a session with a model) or codes.
+   * @param {string|{id: string}} session
+   * @param {object} o
+   * @param {ImagesInput} [o.images]
+   * @param {CodesInput} [o.codes]
+   * @param {number|CodesInput} [o.sigma2] a number for every entry, or T x C
+   * @param {"replace"|"append"|"refit"} [o.mode] default "replace" (refit takes neither images nor codes)
+   * @param {number} [o.iterations]
+   * @param {number} [o.tolerance]
+   * @param {number|string} [o.seed]
+   * @param {string} [o.init] auto, prior, kmeans++, current, random
+   * @param {boolean} [o.addresses] return the addressing posterior
+   * @param {number|string|{version: number}} [o.ifMatch] the version the session must be at (409 otherwise)
+   * @returns {Promise<FitResult>}
+   */
+  async write(session, { images: imgs, codes, sigma2, mode = "replace", iterations, tolerance, seed, init,
+                         addresses, ifMatch } = {}) {
+    if (!["replace", "append", "refit"].includes(mode)) throw new RangeError(`mode is replace, append or refit, not ${mode}`);
+    const body = dropUndefined({ mode, iterations, tolerance, seed, init, addresses });
+    if (imgs !== undefined && imgs !== null) body.observations = encodeImages(imgs);
+    if (codes !== undefined && codes !== null) body.codes = dropUndefined({ mu: encodeCodes(codes), sigma2: sigma2Wire(sigma2) });
+    return toFit(await this.request("POST", `/v1/sessions/${sid(session)}/episodes`,
+      { body, headers: ifMatchHeader(ifMatch) }));
+  }
+
+  /**
+   * POST /v1/sessions/{id}/resize: new H (clusters) and/or K (rows), refit.
+   * @param {string|{id: string}} session
+   * @param {object} o
+   * @param {number} [o.clusters]
+   * @param {number} [o.rows]
+   * @param {number} [o.iterations]
+   * @param {number} [o.tolerance]
+   * @param {number|string} [o.seed]
+   * @param {string} [o.init]
+   * @param {boolean} [o.addresses]
+   * @param {number|string|{version: number}} [o.ifMatch]
+   * @returns {Promise<FitResult>} with elboBefore and elboAfter
+   */
+  async resize(session, { clusters, rows, iterations, tolerance, seed, init, addresses, ifMatch } = {}) {
+    const body = dropUndefined({ clusters, rows, iterations, tolerance, seed, init, addresses });
+    return toFit(await this.request("POST", `/v1/sessions/${sid(session)}/resize`,
+      { body, headers: ifMatchHeader(ifMatch) }));
+  }
+
+  /**
+   * POST /v1/sessions/{id}/samples: codes generated from the memory and (a session with a
+   * model) their images.
+   * @param {string|{id: string}} session
+   * @param {object} [o]
+   * @param {number} [o.count] default 1
+   * @param {number|string} [o.seed]
+   * @param {number} [o.cluster] fix s (-1 draws it)
+   * @param {"png"|"uint8"|"float32"|"json"|"none"} [o.format] server default: png with a model
+   * @param {"mean"|"sample"} [o.pixels]
+   * @returns {Promise<{version: number, codes: Matrix, clusters: number[][], images: Images|null, raw: object}>}
+   */
+  async sample(session, { count = 1, seed, cluster, format, pixels } = {}) {
+    const body = dropUndefined({ count, seed, cluster, encoding: "base64", format, pixels });
+    const d = await this.request("POST", `/v1/sessions/${sid(session)}/samples`, { body });
+    return { version: d.version, codes: new Matrix(d.codes), clusters: d.clusters,
+             images: images(d.observations), raw: d };
+  }
+
+  /**
+   * POST /v1/sessions/{id}/reads: an iterative read (App. G.2). The query is images (a session
+   * with a model) or codes; with neither, `count` frames start from memory (result `start`).
+   * @param {string|{id: string}} session
+   * @param {object} [o]
+   * @param {ImagesInput} [o.images] query images
+   * @param {CodesInput} [o.codes] query codes
+   * @param {number|CodesInput} [o.sigma2] the query codes' variances
+   * @param {"recall"|"mean"|"sample"} [o.mode] server default recall
+   * @param {MaskInput} [o.mask] which query pixels (or code dimensions) are known; non-zero = known
+   * @param {number|"auto"} [o.cueNoise] recall mode only
+   * @param {number} [o.candidates] recall mode only (1-256)
+   * @param {number} [o.steps] read steps (alias iterations)
+   * @param {number} [o.iterations] read steps (alias steps)
+   * @param {number} [o.count] frames of a read without a query
+   * @param {number|string} [o.seed]
+   * @param {boolean} [o.addresses]
+   * @param {"png"|"uint8"|"float32"|"json"|"none"} [o.format]
+   * @param {"mean"|"sample"} [o.pixels]
+   * @returns {Promise<ReadResult>}
+   */
+  async read(session, { images: imgs, codes, sigma2, mode, mask, cueNoise, candidates, steps, iterations,
+                        count, seed, addresses, format, pixels } = {}) {
+    if (steps !== undefined && iterations !== undefined && steps !== iterations) {
+      throw new RangeError("give steps or iterations, not both");
+    }
+    const body = dropUndefined({ iterations: steps ?? iterations, mode, cue_noise: cueNoise, candidates, count,
+                                 seed, addresses, format, pixels, encoding: "base64", mask: encodeMask(mask) });
+    if (imgs !== undefined && imgs !== null) body.observations = encodeImages(imgs);
+    if (codes !== undefined && codes !== null) body.query = dropUndefined({ mu: encodeCodes(codes), sigma2: sigma2Wire(sigma2) });
+    const d = await this.request("POST", `/v1/sessions/${sid(session)}/reads`, { body });
+    const start = d.start || {};
+    return {
+      version: d.version,
+      steps: d.steps.map((s) => ({ codes: new Matrix(s.codes), clusters: s.clusters, addresses: s.addresses ?? null,
+                                   images: images(s.observations) })),
+      startCodes: start.codes ? new Matrix(start.codes) : null,
+      startImages: images(start.observations),
+      raw: d,
+    };
+  }
+
+  /**
+   * GET /v1/sessions/{id}/memory: the whole memory (the vbmem-memory JSON form; give it to
+   * importMemory). Doubles round-trip bit-exactly through JSON.parse/JSON.stringify.
+   * @param {string|{id: string}} session
+   * @returns {Promise<object>}
+   */
+  exportMemory(session) { return this.request("GET", `/v1/sessions/${sid(session)}/memory`); }
+
+  /**
+   * PUT /v1/sessions/{id}/memory: replace the session's memory with an exported one.
+   * @param {string|{id: string}} session
+   * @param {object|string} memory the exported object, or its JSON text
+   * @param {object} [o]
+   * @param {number|string|{version: number}} [o.ifMatch]
+   * @returns {Promise<Session>}
+   */
+  async importMemory(session, memory, { ifMatch } = {}) {
+    const body = typeof memory === "string" ? JSON.parse(memory) : memory;
+    return toSession(await this.request("PUT", `/v1/sessions/${sid(session)}/memory`,
+      { body, headers: ifMatchHeader(ifMatch) }));
+  }
+}
+
+/**
+ * @typedef {object} ReadResult An iterative read.
+ * @property {number} version the version read
+ * @property {{codes: Matrix, clusters: number[][], addresses: object|null, images: Images|null}[]} steps
+ * @property {Matrix|null} startCodes a read without a query: the codes sampled from memory
+ * @property {Images|null} startImages and their images
+ * @property {object} raw the whole response
+ */
+
+function problem(status, reason, text) {
+  let p;
+  try {
+    p = JSON.parse(text);
+    if (!p || typeof p !== "object" || Array.isArray(p)) throw new Error();
+  } catch {
+    p = { title: reason || "", detail: (text || "").slice(0, 500) };
+  }
+  return new VbmemError({ status: p.status ?? status, title: p.title ?? "", detail: p.detail ?? "",
+                          field: p.field ?? null, requestId: p.request_id ?? null, type: p.type ?? null,
+                          problem: p });
+}
+
+export default Client;
