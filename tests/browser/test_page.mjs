@@ -207,6 +207,10 @@ async function mainFlow(browser) {
     const detail = await page.textContent('#error-detail');
     check(title.length > 0 && detail.length > 0 && /422/.test(await page.textContent('#error-status')),
       `a 422 is shown: "${title}": "${detail}"`);
+    check(await page.evaluate(() => {
+      const r = document.querySelector('#error').getBoundingClientRect();
+      return r.top >= 0 && r.bottom <= innerHeight && r.height > 0;
+    }), 'the error is in view where the page is scrolled');
     await page.screenshot({ path: path.join(OUT, 'error.png') });
     w.expecting = false;
     await page.click('#error-close');
