@@ -11,5 +11,11 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   valgrind python3 python3-numpy python3-torch dataset-fashion-mnist \
   libmicrohttpd-dev nettle-dev libpng-dev python3-jsonschema python3-yaml curl \
   libsqlite3-dev sqlite3 redis-server libhiredis-dev nginx-light \
-  python3-pytest python3-venv python3-pip python3-setuptools python3-wheel python3-pil nodejs >/dev/null
+  python3-pytest python3-venv python3-pip python3-setuptools python3-wheel python3-pil \
+  chromium >/dev/null
+# Node.js and npm for the browser test (tests/browser): Debian's, unless a node and an npm are
+# already on PATH (a newer Node.js from elsewhere is kept).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
 echo "install-deps: done"

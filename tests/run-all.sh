@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run-all.sh -- the whole test suite: release build + Check tests, an ASan/UBSan build of the same
+# run-all.sh -- the whole test suite: release build + Check tests (and the web page in headless
+# Chromium), an ASan/UBSan build of the same
 # tests, a ThreadSanitizer build of the threaded ones, and the tests under valgrind --leak-check=full.
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -29,6 +30,9 @@ echo "JavaScript client: $js_passed tests passed"
 if [ "$js_passed" -lt 1 ] || grep -Eq '^ *not ok ' build/js-client-tests.tap; then
   echo "JavaScript client: no test ran, or one failed (build/js-client-tests.tap)"; exit 1
 fi
+
+echo "== the web page in headless Chromium (tests/browser: Debian's chromium, playwright-core; screenshots in build/browser) =="
+bash tests/browser/run.sh build/vbmemd build/browser
 
 echo "== build (release, -O3, -Werror: compile only; -O3 inlining finds warnings -O2 does not) =="
 [ -d build-o3 ] || meson setup build-o3 --buildtype=release >/dev/null

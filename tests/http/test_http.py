@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import CONTRACT, Client, Daemon, expect, ok, parse_args, problem, run_with_shared_daemon, tensor, untensor  # noqa: E402
+from daemon import CONTRACT, ROOT, Client, Daemon, expect, ok, parse_args, problem, run_with_shared_daemon, tensor, untensor  # noqa: E402
 
 BIN = None
 WRAPPER = None
@@ -85,6 +85,32 @@ def test_help_and_version():
         expect(opt in out, "--help lacks " + opt)
     bad = subprocess.run([BIN, "--bogus"], capture_output=True, text=True)
     expect(bad.returncode == 2 and "unknown option" in bad.stderr, "bad option accepted")
+
+
+def test_web_page():
+    """GET / and GET /ui/{file}: the page's files compiled into the binary (web/), with their
+    Content-Type and ETag, no API key; an unknown file is a 404 problem. tests/browser/test_page.mjs
+    drives the page itself in headless Chromium."""
+    c = FAST.client()
+    r = c.request("GET", "/")
+    expect(r.status == 200 and r.header("Content-Type") == "text/html; charset=utf-8"
+           and b"/ui/app.js" in r.body and (r.header("ETag") or "").startswith('"'), "GET /")
+    for name, ctype in (("app.js", "text/javascript; charset=utf-8"), ("style.css", "text/css; charset=utf-8"),
+                        ("vbmem-client.js", "text/javascript; charset=utf-8"),
+                        ("fashion-mnist-episode.png", "image/png"),
+                        ("fashion-mnist-episode.json", "application/json")):
+        r = c.request("GET", "/ui/" + name)
+        expect(r.status == 200 and r.header("Content-Type") == ctype and len(r.body) > 100,
+               "GET /ui/%s: %s %s" % (name, r.status, r.header("Content-Type")))
+        src = (os.path.join(ROOT, "clients", "js", "index.js") if name == "vbmem-client.js"
+               else os.path.join(ROOT, "web", name))
+        with open(src, "rb") as f:
+            expect(f.read() == r.body, "GET /ui/%s is not %s" % (name, src))
+    expect(c.request("GET", "/ui/fashion-mnist-episode.png").body[:8] == b"\x89PNG\r\n\x1a\n", "PNG")
+    problem(c.request("GET", "/ui/nothing.js"), 404)
+    problem(c.request("GET", "/ui/"), 404)
+    problem(c.request("GET", "/ui/a/b"), 404)
+    problem(c.request("POST", "/", {}), 405)
 
 
 def test_system_endpoints():
@@ -825,7 +851,7 @@ def test_latent_sample_mode_is_the_old_read():
 
 
 TESTS = [
-    test_routes_match_openapi, test_help_and_version, test_system_endpoints,
+    test_routes_match_openapi, test_help_and_version, test_web_page, test_system_endpoints,
     test_lifecycle_gaussian, test_lifecycle_categorical, test_lifecycle_mixture,
     test_lifecycle_tree, test_lifecycle_dkm, test_write_matches_vbmem_solve, test_pagination, test_errors, test_hostile_inputs_never_500,
     test_concurrency_and_serial_replay, test_request_ids_logs_and_metrics, test_ttl_expiry,

@@ -1,0 +1,43 @@
+/* routes_web.c -- owns the handlers of the web page: GET / (index.html) and GET /ui/{file} (its
+ * script, style sheet, JS client and the shipped Fashion-MNIST episode), served from the files
+ * compiled into the binary (http/assets.h). No API key: the page itself asks for one. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <string.h>
+
+#include "http/assets.h"
+#include "http/request.h"
+
+const http_asset *http_asset_find(const char *name)
+{
+    int i;
+
+    for (i = 0; http_assets[i].name != NULL; i++)
+        if (strcmp(http_assets[i].name, name) == 0)
+            return &http_assets[i];
+    return NULL;
+}
+
+static void web_send(http_req *r, const char *name)
+{
+    const http_asset *a = http_asset_find(name);
+
+    if (a == NULL) {
+        req_problem(r, 404, NULL, "no such file of the web page: %s", name);
+        return;
+    }
+    req_text(r, 200, a->content_type, (const char *)a->data, a->len);
+    if (r->resp.status == 200)
+        snprintf(r->resp.etag, sizeof r->resp.etag, "%s", a->etag);
+}
+
+void route_web_index(http_req *r)
+{
+    web_send(r, "index.html");
+}
+
+void route_web_asset(http_req *r)
+{
+    web_send(r, r->param);
+}
