@@ -5,29 +5,22 @@ an episode, a row each with the original, the damaged cue, then every read step'
     build/bench/bench-recall --episodes 1 --cue top --no-modes --dump /tmp/top.f32
     /usr/bin/python3 bench/recall_picture.py /tmp/top.f32 docs/recall-top.png --steps 5
 
-Needs only NumPy (the PNG is written with zlib from the standard library)."""
+Needs only NumPy (the PNG is written by clients/python's standard-library encoder)."""
 import argparse
-import struct
+import os
 import sys
-import zlib
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+from vbmem.png import encode_png  # noqa: E402  (the client's standard-library PNG encoder)
+
 
 def write_png(path, img):
-    """8-bit greyscale PNG of img (H x W, values 0..255)."""
+    """8-bit greyscale PNG of img (H x W, values 0..255), with the Python client's encoder."""
     h, w = img.shape
-    raw = b"".join(b"\x00" + img[r].astype(np.uint8).tobytes() for r in range(h))
-
-    def chunk(kind, data):
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
-
     with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n")
-        f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)))
-        f.write(chunk(b"IDAT", zlib.compress(raw, 9)))
-        f.write(chunk(b"IEND", b""))
+        f.write(encode_png(img.astype(np.uint8).tobytes(), w, h, 1))
 
 
 def main():
