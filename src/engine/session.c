@@ -325,8 +325,27 @@ double eng_session_config_bytes(const vbm_config *c)
            + 8.0 * (K * C + K * K + C + GH * (K * cg + K * K + cg + 1.0 + 1.0));
 }
 
+void eng_session_test_fail_alloc(eng_session *s, int nth)
+{
+    atomic_store(&s->test_fail_alloc, nth > 0 ? nth : 0);
+}
+
+/* malloc for the session's write path; NULL also when a test made this one
+ * fail (eng_session_test_fail_alloc). */
+static void *sess_alloc(eng_session *s, size_t size)
+{
+    int k = atomic_load(&s->test_fail_alloc);
+
+    if (k > 0) {
+        atomic_store(&s->test_fail_alloc, k - 1);
+        if (k == 1)
+            return NULL;
+    }
+    return malloc(size);
+}
+
 /* Copy of the G*H usage array of s (NULL when s has none); *fail set on ENOMEM. */
-static double *sess_usage_copy(const eng_session *s, int *fail)
+static double *sess_usage_copy(eng_session *s, int *fail)
 {
     size_t n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
     double *u;
@@ -334,7 +353,7 @@ static double *sess_usage_copy(const eng_session *s, int *fail)
     *fail = 0;
     if (s->usage == NULL)
         return NULL;
-    u = malloc(n * sizeof *u);
+    u = sess_alloc(s, n * sizeof *u);
     if (u == NULL) {
         *fail = 1;
         return NULL;
@@ -412,18 +431,45 @@ static void sess_usage_add(const vbm_addresses *a, double *u, int add)
     }
 }
 
-/* After a successful fit: new usage, version, time, bytes and the out record. */
-static vbm_status sess_commit(eng_session *s, int add_usage, eng_fit_out *out, int keep_addr,
-                              vbm_error *err)
+/* The usage arrays a commit needs, allocated before the fit changes anything
+ * (sess_prealloc) so that the commit itself cannot fail. */
+typedef struct {
+    size_t n;     /* G*H they hold */
+    double *next; /* the session's next usage array (when not added to in place) */
+    double *copy; /* out->usage */
+} sess_prealloc;
+
+/* Allocate p for a fit that leaves G*H = n clusters; VBM_ENOMEM before anything changed. */
+static vbm_status sess_prealloc_take(eng_session *s, size_t n, sess_prealloc *p, vbm_error *err)
+{
+    p->n = n;
+    p->next = sess_alloc(s, n * sizeof(double));
+    p->copy = p->next != NULL ? sess_alloc(s, n * sizeof(double)) : NULL;
+    if (p->copy == NULL) {
+        free(p->next);
+        p->next = NULL;
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    }
+    return VBM_OK;
+}
+
+/* After a successful fit: new usage, version, time, bytes and the out record.
+ * Never fails: the memory has changed, so the write is applied and answered;
+ * it takes what it needs from p (the rest is freed). */
+static void sess_commit(eng_session *s, int add_usage, eng_fit_out *out, int keep_addr,
+                        sess_prealloc *p)
 {
     size_t n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
     const vbm_addresses *a = &out->res.addr;
-    int fail;
 
     if (a->s != NULL && (size_t)a->G * (size_t)a->H == n) {
         if (!add_usage || s->usage == NULL) {
             free(s->usage);
-            s->usage = calloc(n, sizeof(double));
+            s->usage = NULL;
+            if (p->n == n) {
+                s->usage = p->next;
+                p->next = NULL;
+            }
             add_usage = 0;
         }
         if (s->usage != NULL)
@@ -440,10 +486,15 @@ static vbm_status sess_commit(eng_session *s, int add_usage, eng_fit_out *out, i
     out->clusters = s->mem->cfg.clusters;
     out->rows = s->mem->cfg.rows;
     out->groups = s->mem->cfg.groups;
-    out->usage = sess_usage_copy(s, &fail);
-    if (fail)
-        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
-    return VBM_OK;
+    out->usage = NULL;
+    if (s->usage != NULL && p->n == n) {
+        memcpy(p->copy, s->usage, n * sizeof *p->copy);
+        out->usage = p->copy;
+        p->copy = NULL;
+    }
+    free(p->next);
+    free(p->copy);
+    p->next = p->copy = NULL;
 }
 
 /* Take the write lock, recording the wait, and check the version precondition. */
@@ -547,6 +598,7 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
     vbm_write_opts w;
     vbm_error verr;
     vbm_status vst;
+    sess_prealloc pre;
     sess_undo undo;
     vbm_status st;
     double t0;
@@ -560,6 +612,18 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
     st = sess_undo_take(s, NULL, &undo, err);
     if (st != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
+        return st;
+    }
+    /* Everything the commit allocates is taken now, before the memory changes:
+     * a session without an undo copy could not be rolled back after. */
+    st = sess_prealloc_take(
+        s,
+        (size_t)s->mem->cfg.groups
+            * (size_t)(job->resize && job->H > 0 ? job->H : s->mem->cfg.clusters),
+        &pre, err);
+    if (st != VBM_OK) {
+        pthread_rwlock_unlock(&s->lock);
+        sess_undo_drop(&undo);
         return st;
     }
     sess_opts(s, o, &w);
@@ -578,14 +642,14 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
     if (vst != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
         sess_undo_drop(&undo);
+        free(pre.next);
+        free(pre.copy);
         vbm_write_result_free(&out->res);
         return sess_lib_fail(err, vst, job->resize ? NULL : "codes", &verr);
     }
-    st = sess_commit(s, !job->resize && job->mode == ENG_APPEND, out, o->want_addresses, err);
-    if (st == VBM_OK)
-        st = sess_persist(s, &undo, 0, err);
-    else
-        sess_undo_drop(&undo);
+    sess_commit(s, !job->resize && job->mode == ENG_APPEND, out, o->want_addresses, &pre);
+    /* a failed persist restores the whole session from the undo copy */
+    st = sess_persist(s, &undo, 0, err);
     pthread_rwlock_unlock(&s->lock);
     if (st != VBM_OK)
         eng_fit_out_free(out);

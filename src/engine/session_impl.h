@@ -32,6 +32,7 @@ struct eng_session {
     _Atomic(eng_model *) model; /* a reference to the model object the session uses, bound at
                                  * creation (or on first use after a load from the store,
                                  * eng_session_model); NULL until bound or when latent */
+    atomic_int test_fail_alloc; /* tests only (eng_session_test_fail_alloc); 0 in production */
 };
 
 /* Take the session's read lock (engine modules that read s->mem or the other
@@ -39,5 +40,10 @@ struct eng_session {
  * eng_session_unlock. Never fail. */
 void eng_session_rdlock(eng_session *s);
 void eng_session_unlock(eng_session *s);
+
+/* Tests only: make the nth allocation (1: the next) of the session's write
+ * path (its usage arrays) fail as out of memory; 0 turns it off. The counter
+ * is the session's own: no global state, never set by the daemon. */
+void eng_session_test_fail_alloc(eng_session *s, int nth);
 
 #endif

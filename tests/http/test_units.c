@@ -373,6 +373,66 @@ START_TEST(test_session_versions)
 }
 END_TEST
 
+/* The exported bytes of the session's memory and its version. */
+static void session_snapshot(eng_session *s, unsigned char **buf, size_t *len, uint64_t *version)
+{
+    vbm_memory *mem = NULL;
+    vbm_error err;
+
+    ck_assert_int_eq(eng_session_export(s, &mem, version, &err), VBM_OK);
+    ck_assert_int_eq(vbm_export(mem, buf, len, &err), VBM_OK);
+    vbm_memory_free(mem);
+}
+
+/* Issue 16: a write that fails (out of memory at any allocation of the write
+ * path) leaves the session as it was; one that succeeds is acknowledged. */
+START_TEST(test_session_write_oom_atomic)
+{
+    eng_session *s = new_session(NULL, 0);
+    double mu[6 * 4];
+    vbm_codes codes = {6, 4, mu, NULL};
+    eng_fit_opts o;
+    eng_fit_out out;
+    vbm_error err;
+    unsigned char *b0, *b1;
+    size_t n0, n1;
+    uint64_t v0, v1;
+    int i, nth, failed = 0;
+
+    for (i = 0; i < 24; i++)
+        mu[i] = sin(i * 0.7);
+    memset(&o, 0, sizeof o);
+    o.iterations = o.init = -1;
+    o.tolerance = -1.0;
+    o.if_match = -1;
+    ck_assert_int_eq(eng_session_write(s, ENG_REPLACE, &codes, &o, &out, &err), VBM_OK);
+    eng_fit_out_free(&out);
+    for (nth = 1; nth <= 4; nth++) {
+        session_snapshot(s, &b0, &n0, &v0);
+        eng_session_test_fail_alloc(s, nth);
+        if (eng_session_write(s, ENG_APPEND, &codes, &o, &out, &err) == VBM_OK) {
+            session_snapshot(s, &b1, &n1, &v1);
+            ck_assert_int_eq(out.version, v0 + 1);
+            ck_assert_int_eq(v1, v0 + 1);
+            ck_assert_ptr_nonnull(out.usage);
+            eng_fit_out_free(&out);
+        } else {
+            failed++;
+            ck_assert_int_eq(err.status, VBM_ENOMEM);
+            session_snapshot(s, &b1, &n1, &v1);
+            ck_assert_int_eq(v1, v0);
+            ck_assert_uint_eq(n1, n0);
+            ck_assert(memcmp(b0, b1, n0) == 0);
+        }
+        eng_session_test_fail_alloc(s, 0);
+        free(b0);
+        free(b1);
+    }
+    ck_assert_int_ge(failed, 1);
+    eng_session_unref(s);
+}
+END_TEST
+
 static Suite *units_suite(void)
 {
     Suite *s = suite_create("vbmemd-units");
@@ -387,6 +447,7 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_store_owners_pages_limits);
     tcase_add_test(tc, test_store_ttl_and_bytes);
     tcase_add_test(tc, test_session_versions);
+    tcase_add_test(tc, test_session_write_oom_atomic);
     suite_add_tcase(s, tc);
     return s;
 }
