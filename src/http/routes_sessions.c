@@ -17,7 +17,7 @@
 #define SESS_LIST_DEFAULT       50
 #define SESS_LIST_MAX           1000
 #define SESS_MAX_TTL            (10L * 365 * 24 * 3600)
-#define SESS_MAX_READ_BYTES     (1024.0 * 1024.0 * 1024.0) /* codes and images of one read */
+#define SESS_MAX_READ_BYTES     (1024.0 * 1024.0 * 1024.0) /* what one read or samples request holds */
 
 /* The session named by the path and visible to the caller (a new reference),
  * or NULL after setting a 404 problem (503 when a durable store is busy or
@@ -642,6 +642,22 @@ void route_samples(http_req *r)
         eng_session_unref(s);
         return;
     }
+    /* codes and cluster indices of every frame, and their images (floats, then
+     * encoded): checked before anything is allocated */
+    if (st == VBM_OK) {
+        vbm_config cfg;
+        double bytes;
+
+        eng_session_config(s, &cfg);
+        bytes = (double)count
+                * (8.0 * cfg.code_size + 4.0 * cfg.groups
+                   + (m != NULL ? 8.0 * (double)eng_model_pixels(m) : 0.0));
+        if (bytes > SESS_MAX_READ_BYTES)
+            st = vbm_fail(&err, VBM_EINVAL, "count",
+                          "%ld samples would hold %.0f bytes of codes%s, more than %.0f; "
+                          "ask for fewer",
+                          count, bytes, m != NULL ? " and images" : "", SESS_MAX_READ_BYTES);
+    }
     if (st == VBM_OK)
         st =
             eng_session_sample(s, count, seed, (int)cluster, &z, &clusters, &C, &G, &version, &err);
@@ -809,14 +825,26 @@ void route_reads(http_req *r)
         st = img_read_code_mask(mk, "mask", q.T, q.C, &mask, &err);
     json_decref(body);
     rq.T = x != NULL ? n : q.mu != NULL ? q.T : count;
-    if (st == VBM_OK
-        && (double)iterations * (double)rq.T
-                   * (8.0 * C + 4.0 * (m != NULL ? (double)eng_model_pixels(m) : 0.0))
-               > SESS_MAX_READ_BYTES)
-        st = vbm_fail(&err, VBM_EINVAL, "iterations",
-                      "a read of %ld steps of %ld frames would hold more than %.0f bytes of codes "
-                      "and images; read fewer frames or steps",
-                      iterations, rq.T, SESS_MAX_READ_BYTES);
+    /* Every read (query codes, images or from memory) holds, per step and
+     * frame, its codes, images and addresses (G*H each), and once per frame
+     * the start and the work of the recall (candidates, the G*H*K addressing
+     * workspace); checked before the engine allocates any of it. */
+    if (st == VBM_OK) {
+        vbm_config cfg;
+        double P = m != NULL ? (double)eng_model_pixels(m) : 0.0, GH, bytes;
+
+        eng_session_config(s, &cfg);
+        GH = (double)cfg.groups * (double)cfg.clusters;
+        bytes = (double)rq.T
+                * ((double)iterations * (8.0 * C + 4.0 * P + 8.0 * GH)
+                   + (8.0 * C * (3.0 + (double)ro.candidates) + 48.0 * P
+                      + 8.0 * GH * (double)cfg.rows));
+        if (bytes > SESS_MAX_READ_BYTES)
+            st = vbm_fail(&err, VBM_EINVAL, "iterations",
+                          "a read of %ld steps of %ld frames would hold %.0f bytes of codes, "
+                          "images and addresses, more than %.0f; read fewer frames or steps",
+                          iterations, rq.T, bytes, SESS_MAX_READ_BYTES);
+    }
     if (st != VBM_OK) {
         free(x);
         free(mask);

@@ -754,6 +754,29 @@ def test_idle_session_memory():
         expect(d.stop() == 0, "exit status")
 
 
+def test_request_byte_caps():
+    """Issue 16: every read (query codes or from memory, latent or not) and every samples request
+    is checked against the 1 GiB per-request cap (codes, images, addresses) before anything is
+    allocated: 422 naming iterations (reads) or count (samples)."""
+    c = FAST.client()
+    # a latent read's addresses (steps x frames x G*H) dominate its codes (C = 1)
+    s = create(c, 1, {"kind": "mixture", "clusters": 20000, "rows": 2})
+    rd = "/v1/sessions/" + s["id"] + "/reads"
+    p = problem(c.request("POST", rd, {"count": 5000, "iterations": 2, "mode": "mean"}), 422, "iterations")
+    expect(p["field"] == "iterations" and "bytes" in p["detail"], p)
+    p = problem(c.request("POST", rd, {"query": {"mu": codes(5000, 1, 3)}, "iterations": 2}), 422, "iterations")
+    expect(p["field"] == "iterations", p)
+    ok(c.request("POST", rd, {"count": 2, "iterations": 1, "mode": "mean", "addresses": False}))
+    ok(c.request("DELETE", "/v1/sessions/" + s["id"]), 204)
+    # samples: count x C x 8 bytes of codes
+    s = create(c, 30000, {"kind": "gaussian", "rows": 2})
+    sp = "/v1/sessions/" + s["id"] + "/samples"
+    p = problem(c.request("POST", sp, {"count": 5000}), 422, "count")
+    expect(p["field"] == "count" and "bytes" in p["detail"], p)
+    ok(c.request("POST", sp, {"count": 1, "encoding": "base64"}))
+    ok(c.request("DELETE", "/v1/sessions/" + s["id"]), 204)
+
+
 def test_latent_read_modes_and_masks():
     """mode, candidates, cue_noise and mask of a latent session's read (a mask of code
     dimensions, T x C): every 422 with its exact field first (no engine needed), then (ENGINE:
@@ -851,6 +874,7 @@ def test_latent_sample_mode_is_the_old_read():
 
 
 TESTS = [
+    test_request_byte_caps,
     test_routes_match_openapi, test_help_and_version, test_web_page, test_system_endpoints,
     test_lifecycle_gaussian, test_lifecycle_categorical, test_lifecycle_mixture,
     test_lifecycle_tree, test_lifecycle_dkm, test_write_matches_vbmem_solve, test_pagination, test_errors, test_hostile_inputs_never_500,
