@@ -49,6 +49,12 @@ unit_exec=$(sed -n 's/^ExecStart=//p' deploy/vbmemd.service)
 unit_prefix=${unit_exec%/bin/vbmemd}
 [ "$unit_prefix" != "$unit_exec" ] || { echo "deploy: ExecStart is not PREFIX/bin/vbmemd: $unit_exec" >&2; exit 1; }
 exe=$prefix/bin/vbmemd
+# The unit's data directory is its StateDirectory, and it runs as a dedicated unprivileged user.
+unit_state=$(sed -n 's/^StateDirectory=//p' deploy/vbmemd.service)
+grep -qx "Environment=VBMEMD_DATA_DIR=/var/lib/$unit_state" deploy/vbmemd.service \
+  || { echo "deploy: VBMEMD_DATA_DIR is not the StateDirectory /var/lib/$unit_state" >&2; exit 1; }
+unit_user=$(sed -n 's/^User=//p' deploy/vbmemd.service)
+[ -n "$unit_user" ] && [ "$unit_user" != root ] || { echo "deploy: the unit has no unprivileged User=" >&2; exit 1; }
 if command -v systemd-analyze >/dev/null; then
   sed "s#^ExecStart=$unit_exec#ExecStart=$exe#" deploy/vbmemd.service >"$tmp/vbmemd.service"
   systemd-analyze verify "$tmp/vbmemd.service"
