@@ -70,7 +70,8 @@ static int main_runs_installed(void)
 static const char *main_models_dir(const char *opt)
 {
     static const char *const build_order[] = {VBMEM_SOURCE_MODELS_DIR, VBMEM_INSTALLED_MODELS_DIR};
-    static const char *const installed_order[] = {VBMEM_INSTALLED_MODELS_DIR, VBMEM_SOURCE_MODELS_DIR};
+    static const char *const installed_order[] = {VBMEM_INSTALLED_MODELS_DIR,
+                                                  VBMEM_SOURCE_MODELS_DIR};
     const char *const *candidates = main_runs_installed() ? installed_order : build_order;
     struct stat sb;
     size_t i;
