@@ -37,18 +37,48 @@ static int main_check_dir(const hlog *lg, const char *what, const char *path)
     return 0;
 }
 
+/* Whether this process's executable lies in the install prefix's bin directory
+ * (VBMEM_INSTALLED_BINDIR, set by meson): the directory of /proc/self/exe and
+ * that directory are the same file (device and inode; symlinks resolved). */
+static int main_runs_installed(void)
+{
+    char exe[4096];
+    struct stat a, b;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash;
+
+    if (n <= 0 || (size_t)n >= sizeof exe - 1)
+        return 0;
+    exe[n] = '\0';
+    slash = strrchr(exe, '/');
+    if (slash == NULL)
+        return 0;
+    if (slash == exe)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat(exe, &a) != 0 || stat(VBMEM_INSTALLED_BINDIR, &b) != 0)
+        return 0;
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* The models directory: the option when given ("" for none), else the first
- * existing of the source tree's models/ (a build tree) and the installed
- * DATADIR/vbmem/models (both set by meson), else none. */
+ * existing of the installed DATADIR/vbmem/models and the source tree's
+ * models/ when this executable runs from the install prefix's bin directory
+ * (an installed vbmemd: the source tree may be gone, hidden or changed), the
+ * other order otherwise (a build-tree vbmemd), else none. */
 static const char *main_models_dir(const char *opt)
 {
-    static const char *const candidates[] = {VBMEM_SOURCE_MODELS_DIR, VBMEM_INSTALLED_MODELS_DIR};
+    static const char *const build_order[] = {VBMEM_SOURCE_MODELS_DIR, VBMEM_INSTALLED_MODELS_DIR};
+    static const char *const installed_order[] = {VBMEM_INSTALLED_MODELS_DIR,
+                                                  VBMEM_SOURCE_MODELS_DIR};
+    const char *const *candidates = main_runs_installed() ? installed_order : build_order;
     struct stat sb;
     size_t i;
 
     if (opt != NULL)
         return opt;
-    for (i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+    for (i = 0; i < 2; i++) {
         if (stat(candidates[i], &sb) == 0 && S_ISDIR(sb.st_mode))
             return candidates[i];
     }
