@@ -11,8 +11,6 @@
 #include "engine/models.h"
 #include "engine/session_impl.h"
 
-#define SESS_MAX_STEPS 1000
-
 size_t eng_memory_bytes(const vbm_memory *m)
 {
     size_t K, C, GH, cg, n;
@@ -706,55 +704,6 @@ vbm_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster
         *clusters = NULL;
         return sess_lib_fail(err, vst, NULL, &verr);
     }
-    return VBM_OK;
-}
-
-vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
-                            double **z, vbm_addresses **addr, uint64_t *version, vbm_error *err)
-{
-    size_t block = (size_t)query->T * (size_t)query->C;
-    vbm_addresses *a = NULL;
-    vbm_codes q = *query;
-    vbm_error verr;
-    vbm_status vst = VBM_OK;
-    int i, done = 0;
-
-    *z = NULL;
-    if (addr != NULL)
-        *addr = NULL;
-    verr.msg[0] = '\0';
-    if (steps < 1 || steps > SESS_MAX_STEPS)
-        return vbm_fail(err, VBM_EINVAL, "iterations", "must be in [1, %d], got %d", SESS_MAX_STEPS,
-                        steps);
-    *z = vbm_calloc((size_t)steps * block, sizeof(double));
-    if (addr != NULL)
-        a = calloc((size_t)steps, sizeof *a);
-    if (*z == NULL || (addr != NULL && a == NULL)) {
-        free(*z);
-        free(a);
-        *z = NULL;
-        return vbm_fail(err, VBM_ENOMEM, "query", "out of memory for %d read steps", steps);
-    }
-    pthread_rwlock_rdlock(&s->lock);
-    *version = s->version;
-    for (i = 0; i < steps && vst == VBM_OK; i++) {
-        vst = vbm_read(s->mem, &q, NULL, seed + (uint64_t)i, *z + (size_t)i * block,
-                       a != NULL ? &a[i] : NULL, &verr);
-        if (vst == VBM_OK)
-            done = i + 1;
-        q.mu = *z + (size_t)i * block;
-    }
-    pthread_rwlock_unlock(&s->lock);
-    if (vst != VBM_OK) {
-        for (i = 0; a != NULL && i < done; i++)
-            vbm_addresses_free(&a[i]);
-        free(a);
-        free(*z);
-        *z = NULL;
-        return sess_lib_fail(err, vst, "query", &verr);
-    }
-    if (addr != NULL)
-        *addr = a;
     return VBM_OK;
 }
 

@@ -182,15 +182,6 @@ vbm_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *
 vbm_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster, double **z,
                               int **clusters, int *C, int *G, uint64_t *version, vbm_error *err);
 
-/* Iterative read under the read lock: step i (0-based) runs vbm_read with seed
- * + i on the query (step 0) or on the previous step's read-out with the
- * query's variances (later steps). On success *z holds steps x T x C doubles
- * and, when addr is non-NULL, *addr an array of `steps` addresses (release
- * each with vbm_addresses_free, then free the array). Fails with VBM_EINVAL
- * (bad query), VBM_ENUMERIC, VBM_ENOMEM; nothing is then allocated. */
-vbm_status eng_session_read(eng_session *s, const vbm_codes *query, int steps, uint64_t seed,
-                            double **z, vbm_addresses **addr, uint64_t *version, vbm_error *err);
-
 /* A copy of the session's memory taken under its read lock, with the version
  * copied (for an export that serialises it without holding the lock). On
  * success *copy is owned by the caller (vbm_memory_free). Fails with

@@ -90,24 +90,6 @@ static void sess_memjson_problem(http_req *r, const vbm_error *err)
     req_problem(r, 422, err->field, "%s", err->msg);
 }
 
-/* Replace the first `skip` characters of err->field by prefix (truncating). */
-static void sess_field_rebase(vbm_error *err, const char *prefix, size_t skip)
-{
-    char field[VBM_FIELD_LEN];
-    size_t np = strlen(prefix), nr, cap = sizeof field - 1;
-    const char *rest = err->field + (skip < strlen(err->field) ? skip : strlen(err->field));
-
-    nr = strlen(rest);
-    if (np > cap)
-        np = cap;
-    if (nr > cap - np)
-        nr = cap - np;
-    memcpy(field, prefix, np);
-    memcpy(field + np, rest, nr);
-    field[np + nr] = '\0';
-    memcpy(err->field, field, np + nr + 1);
-}
-
 /* ---- POST /v1/sessions ----------------------------------------------------- */
 
 /* Read the "solver" object into *sv. */
@@ -866,8 +848,6 @@ void route_reads(http_req *r)
     ro.want_addresses = 1; /* the per-step cluster summary needs them */
     ro.mask = mask;
     st = eng_session_recall(s, m, &rq, &ro, &res, &err);
-    if (st != VBM_OK && strncmp(err.field, "codes", 5) == 0)
-        sess_field_rebase(&err, "query", 5);
     eng_session_unref(s);
     free(x);
     free(mask);
