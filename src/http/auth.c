@@ -20,6 +20,7 @@
 /* One loaded key: its digest, policy and rate bucket (tokens, last refill). */
 typedef struct {
     unsigned char digest[KEYHASH_LEN];
+    unsigned char owner[KEYHASH_LEN]; /* the digest, or SHA-256("vbmem-owner:" NAME) */
     http_key_policy policy;
     double tokens;
     double last; /* < 0: never used (the bucket is full) */
@@ -75,10 +76,11 @@ static int auth_parse_rate(const char *s, size_t n, double *out)
 vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_len,
                                 http_key_policy *pol, vbm_error *err)
 {
-    static const char *const names[] = {"scope", "sessions", "bytes", "rps"};
+    static const char *const names[] = {"scope", "sessions", "bytes", "rps", "owner"};
     const char *p = line, *tok, *eq;
     size_t n, nlen, vlen;
-    int seen[4] = {0, 0, 0, 0}, pos = 1, k;
+    int seen[5] = {0, 0, 0, 0, 0}, pos = 1, k;
+    size_t i;
     unsigned long long count;
 
     memset(pol, 0, sizeof *pol);
@@ -108,7 +110,7 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
         k = -1;
         if (eq != NULL) {
             nlen = (size_t)(eq - tok);
-            for (k = 3; k >= 0; k--) {
+            for (k = 4; k >= 0; k--) {
                 if (strlen(names[k]) == nlen && strncmp(tok, names[k], nlen) == 0)
                     break;
             }
@@ -116,7 +118,8 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
         if (k < 0)
             return vbm_fail(err, VBM_EINVAL, "api_key_file",
                             "word %d after the key is not an option (expected scope=read|write, "
-                            "sessions=N, bytes=N or rps=R; a key cannot contain blanks)",
+                            "owner=NAME, sessions=N, bytes=N or rps=R; a key cannot contain "
+                            "blanks)",
                             pos - 1);
         if (seen[k])
             return vbm_fail(err, VBM_EINVAL, "api_key_file", "option %s= given twice", names[k]);
@@ -142,6 +145,18 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
             if (auth_parse_count(eq, vlen, &count) != 0 || count > (unsigned long long)SIZE_MAX)
                 return vbm_fail(err, VBM_EINVAL, "api_key_file", "bytes= expects an integer >= 1");
             pol->max_bytes = (size_t)count;
+            break;
+        case 4:
+            for (i = 0; i < vlen; i++) {
+                if (!isalnum((unsigned char)eq[i]) && strchr("._:-", eq[i]) == NULL)
+                    break;
+            }
+            if (vlen == 0 || vlen >= HTTP_OWNER_NAME_LEN || i < vlen)
+                return vbm_fail(err, VBM_EINVAL, "api_key_file",
+                                "owner= expects 1 to %d characters of [A-Za-z0-9._:-]",
+                                HTTP_OWNER_NAME_LEN - 1);
+            memcpy(pol->owner, eq, vlen);
+            pol->owner[vlen] = '\0';
             break;
         default:
             if (auth_parse_rate(eq, vlen, &pol->rps) != 0)
@@ -196,6 +211,15 @@ static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error 
         memset(&keys[count], 0, sizeof keys[count]);
         keyhash_digest(line + off, len, keys[count].digest);
         keys[count].policy = pol;
+        memcpy(keys[count].policy.key, keys[count].digest, KEYHASH_LEN);
+        if (pol.owner[0] != '\0') {
+            char name[HTTP_OWNER_NAME_LEN + 16];
+            int m = snprintf(name, sizeof name, "vbmem-owner:%s", pol.owner);
+
+            keyhash_digest(name, (size_t)m, keys[count].owner);
+        } else {
+            memcpy(keys[count].owner, keys[count].digest, KEYHASH_LEN);
+        }
         keys[count].last = -1.0;
         for (i = 0; i < count; i++) {
             if (keyhash_equal_ct(keys[i].digest, keys[count].digest, KEYHASH_LEN)) {
@@ -320,11 +344,12 @@ int http_auth_check_policy(http_auth *a, const char *header, unsigned char owner
         found |= hit;
         at = hit ? i : at;
     }
-    if (found && pol != NULL)
-        *pol = a->keys[at].policy;
+    if (found) {
+        if (pol != NULL)
+            *pol = a->keys[at].policy;
+        memcpy(owner, a->keys[at].owner, KEYHASH_LEN);
+    }
     pthread_rwlock_unlock(&a->lock);
-    if (found)
-        memcpy(owner, digest, KEYHASH_LEN);
     return found;
 }
 
@@ -333,7 +358,7 @@ int http_auth_check(http_auth *a, const char *header, unsigned char owner[KEYHAS
     return http_auth_check_policy(a, header, owner, NULL);
 }
 
-int http_auth_take(http_auth *a, const unsigned char owner[KEYHASH_LEN], double now,
+int http_auth_take(http_auth *a, const unsigned char key[KEYHASH_LEN], double now,
                    int *retry_after_s)
 {
     auth_key *k = NULL;
@@ -342,7 +367,7 @@ int http_auth_take(http_auth *a, const unsigned char owner[KEYHASH_LEN], double 
 
     pthread_rwlock_rdlock(&a->lock);
     for (i = 0; i < a->n; i++) {
-        if (memcmp(a->keys[i].digest, owner, KEYHASH_LEN) == 0) {
+        if (memcmp(a->keys[i].digest, key, KEYHASH_LEN) == 0) {
             k = &a->keys[i];
             break;
         }

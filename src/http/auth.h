@@ -15,17 +15,23 @@ typedef enum {
     HTTP_SCOPE_READ = 1   /* reads only: writes answer 403 */
 } http_scope;
 
-/* A key's scope and quotas (0: no quota). */
+#define HTTP_OWNER_NAME_LEN 64
+
+/* A key's scope, owner and quotas (0: no quota). */
 typedef struct {
     http_scope scope;
-    long max_sessions; /* sessions owned by the key */
-    size_t max_bytes;  /* accounted bytes of the key's sessions */
-    double rps;        /* requests per second (token bucket of max(1, rps) tokens) */
+    char owner[HTTP_OWNER_NAME_LEN]; /* owner=NAME: keys naming one owner share its sessions;
+                                        "": the key owns its sessions alone */
+    long max_sessions;               /* sessions of the owner */
+    size_t max_bytes;                /* accounted bytes of the owner's sessions */
+    double rps;                      /* requests per second (bucket of max(1, rps) tokens) */
+    unsigned char key[KEYHASH_LEN];  /* the key's own SHA-256 (its rate bucket); set by checks */
 } http_key_policy;
 
-/* Parse one line of the key file: "KEY [scope=read|write] [sessions=N]
- * [bytes=N] [rps=R]" separated by blanks (N an integer >= 1, R a number > 0;
- * each option at most once). Blank lines and lines whose first non-blank
+/* Parse one line of the key file: "KEY [scope=read|write] [owner=NAME]
+ * [sessions=N] [bytes=N] [rps=R]" separated by blanks (NAME 1..63 characters
+ * of [A-Za-z0-9._:-], N an integer >= 1, R a number > 0; each option at most
+ * once). Blank lines and lines whose first non-blank
  * character is '#' give *key_len 0. On success the key is
  * line[*key_off .. *key_off + *key_len) and *pol holds its policy (a bare key:
  * scope write, no quotas). Fails with VBM_EINVAL (field "api_key_file") and a
@@ -54,22 +60,22 @@ int http_auth_enabled(const http_auth *a);
 int http_auth_count(http_auth *a);
 
 /* Check an Authorization header value ("Bearer KEY"; NULL when absent). On a
- * match returns 1 and writes the key's SHA-256 (the owner identity) into
- * owner. Every loaded key is compared, in constant time each. Returns 0 for a
+ * match returns 1 and writes the owner identity into owner: the key's SHA-256,
+ * or for a key with owner=NAME the SHA-256 of "vbmem-owner:NAME". Every loaded key is compared, in constant time each. Returns 0 for a
  * missing, malformed or unknown key. Thread-safe with reload. */
 int http_auth_check(http_auth *a, const char *header, unsigned char owner[KEYHASH_LEN]);
 
-/* Like http_auth_check; on a match also copies the key's policy into *pol
- * (pol may be NULL). */
+/* Like http_auth_check; on a match also copies the key's policy (with its
+ * own digest in pol->key) into *pol (pol may be NULL). */
 int http_auth_check_policy(http_auth *a, const char *header, unsigned char owner[KEYHASH_LEN],
                            http_key_policy *pol);
 
-/* Take one request token of the key whose digest is owner at time now
+/* Take one request token of the key whose own digest is key at time now
  * (seconds, monotonic). Returns 1 when the request may go on (also for a key
  * without a rate quota or no longer loaded), 0 when the bucket is empty: then
  * *retry_after_s receives the whole seconds (>= 1) until a token is back.
  * Thread-safe with reload and with other callers. */
-int http_auth_take(http_auth *a, const unsigned char owner[KEYHASH_LEN], double now,
+int http_auth_take(http_auth *a, const unsigned char key[KEYHASH_LEN], double now,
                    int *retry_after_s);
 
 /* Free. NULL is a no-op. */

@@ -8,7 +8,8 @@
 
 #define QUOTA_PAGE 200
 
-/* 1 when the request's key has a session or byte quota. */
+/* 1 when the request's key has a session or byte quota (counted over its
+ * owner's sessions). */
 static int quota_applies(const http_req *r)
 {
     return r->policy.max_sessions > 0 || r->policy.max_bytes > 0;
@@ -61,8 +62,7 @@ static vbm_status quota_usage(http_req *r, long *count, double *bytes, vbm_error
     return VBM_OK;
 }
 
-int quota_admit(http_req *r, int new_session, size_t old_bytes, double new_bytes,
-                int grows_unknown)
+int quota_admit(http_req *r, int new_session, size_t old_bytes, double new_bytes, int grows_unknown)
 {
     const http_key_policy *p = &r->policy;
     double bytes, after;

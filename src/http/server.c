@@ -452,7 +452,7 @@ static int srv_authorize(http_req *r, const http_route *rt)
     }
     if (metrics)
         return 0;
-    if (!http_auth_take(srv->auth, r->owner, eng_now(), &retry)) {
+    if (!http_auth_take(srv->auth, r->policy.key, eng_now(), &retry)) {
         req_problem(r, 429, NULL, "this API key's request rate of %g per second is used up",
                     r->policy.rps);
         r->resp.retry_after = retry;

@@ -74,8 +74,8 @@ static vbm_status tls_check(const http_tls *t, const char *cert_path, const char
         return VBM_OK;
     switch (rc) {
     case GNUTLS_E_CERTIFICATE_KEY_MISMATCH:
-        return vbm_fail(err, VBM_EINVAL, "tls_key", "the key %s does not belong to the certificate %s",
-                        key_path, cert_path);
+        return vbm_fail(err, VBM_EINVAL, "tls_key",
+                        "the key %s does not belong to the certificate %s", key_path, cert_path);
     case GNUTLS_E_MEMORY_ERROR:
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory checking the TLS certificate");
     default: break;
@@ -97,8 +97,7 @@ static vbm_status tls_check(const http_tls *t, const char *cert_path, const char
                     gnutls_strerror(rc));
 }
 
-vbm_status http_tls_load(const char *cert_path, const char *key_path, http_tls *out,
-                         vbm_error *err)
+vbm_status http_tls_load(const char *cert_path, const char *key_path, http_tls *out, vbm_error *err)
 {
     int has_cert = cert_path != NULL && cert_path[0] != '\0';
     int has_key = key_path != NULL && key_path[0] != '\0';
