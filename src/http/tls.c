@@ -54,47 +54,49 @@ static vbm_status tls_read(const char *path, const char *field, char **out, vbm_
     return VBM_OK;
 }
 
-/* Check that cert and key parse as PEM and belong together. */
+/* Check that cert and key parse as PEM and belong together. Each is parsed on
+ * its own first: that names the bad one, and GnuTLS 3.7's credential loader
+ * leaks a certificate structure when handed one that does not parse. */
 static vbm_status tls_check(const http_tls *t, const char *cert_path, const char *key_path,
                             vbm_error *err)
 {
     gnutls_certificate_credentials_t cred;
+    gnutls_x509_crt_t crt;
+    gnutls_x509_privkey_t pkey;
     gnutls_datum_t c, k;
     int rc;
 
-    if (gnutls_certificate_allocate_credentials(&cred) != GNUTLS_E_SUCCESS)
-        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory checking the TLS certificate");
     c.data = (unsigned char *)t->cert_pem;
     c.size = (unsigned int)strlen(t->cert_pem);
     k.data = (unsigned char *)t->key_pem;
     k.size = (unsigned int)strlen(t->key_pem);
+    if (gnutls_x509_crt_init(&crt) != GNUTLS_E_SUCCESS)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory checking the TLS certificate");
+    rc = gnutls_x509_crt_import(crt, &c, GNUTLS_X509_FMT_PEM);
+    gnutls_x509_crt_deinit(crt);
+    if (rc < 0)
+        return vbm_fail(err, VBM_EINVAL, "tls_cert", "%s is not a PEM X.509 certificate: %s",
+                        cert_path, gnutls_strerror(rc));
+    if (gnutls_x509_privkey_init(&pkey) != GNUTLS_E_SUCCESS)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory checking the TLS key");
+    rc = gnutls_x509_privkey_import2(pkey, &k, GNUTLS_X509_FMT_PEM, NULL, GNUTLS_PKCS_PLAIN);
+    gnutls_x509_privkey_deinit(pkey);
+    if (rc < 0)
+        return vbm_fail(err, VBM_EINVAL, "tls_key", "%s is not an unencrypted PEM private key: %s",
+                        key_path, gnutls_strerror(rc));
+    if (gnutls_certificate_allocate_credentials(&cred) != GNUTLS_E_SUCCESS)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory checking the TLS certificate");
     rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
     gnutls_certificate_free_credentials(cred);
     if (rc >= 0)
         return VBM_OK;
-    switch (rc) {
-    case GNUTLS_E_CERTIFICATE_KEY_MISMATCH:
+    if (rc == GNUTLS_E_CERTIFICATE_KEY_MISMATCH)
         return vbm_fail(err, VBM_EINVAL, "tls_key",
                         "the key %s does not belong to the certificate %s", key_path, cert_path);
-    case GNUTLS_E_MEMORY_ERROR:
+    if (rc == GNUTLS_E_MEMORY_ERROR)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory checking the TLS certificate");
-    default: break;
-    }
-    /* Tell which of the two is bad: parse the certificate on its own. */
-    {
-        gnutls_x509_crt_t crt;
-        int crc;
-
-        if (gnutls_x509_crt_init(&crt) != GNUTLS_E_SUCCESS)
-            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory checking the TLS certificate");
-        crc = gnutls_x509_crt_import(crt, &c, GNUTLS_X509_FMT_PEM);
-        gnutls_x509_crt_deinit(crt);
-        if (crc < 0)
-            return vbm_fail(err, VBM_EINVAL, "tls_cert", "%s is not a PEM X.509 certificate: %s",
-                            cert_path, gnutls_strerror(crc));
-    }
-    return vbm_fail(err, VBM_EINVAL, "tls_key", "%s is not a usable PEM private key: %s", key_path,
-                    gnutls_strerror(rc));
+    return vbm_fail(err, VBM_EINVAL, "tls_cert", "GnuTLS refuses %s with %s: %s", cert_path,
+                    key_path, gnutls_strerror(rc));
 }
 
 vbm_status http_tls_load(const char *cert_path, const char *key_path, http_tls *out, vbm_error *err)
