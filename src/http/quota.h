@@ -6,9 +6,9 @@
 
 #include "http/request.h"
 
-/* Hold the request key's quota lock (one of QUOTA_STRIPES, by owner digest)
- * while a creation is checked and inserted, so that concurrent creations of
- * one key cannot both pass the last free slot. A no-op for a key without a
+/* Hold the request owner's quota lock (one of QUOTA_STRIPES, by owner
+ * digest) while a creation is checked and inserted, so that concurrent
+ * creations of one owner cannot both pass the last free slot. A no-op for a key without a
  * session or byte quota. Pair with quota_unlock. Never fails. */
 void quota_lock(http_req *r);
 
@@ -17,8 +17,9 @@ void quota_unlock(http_req *r);
 
 /* Check the request key's quotas before an operation that adds new_session
  * (0 or 1) sessions and turns old_bytes of accounted bytes into new_bytes
- * (an estimate). The key's usage is the number of its sessions and the sum of
- * their accounted bytes (eng_session_bytes; a durable store loads the key's
+ * (an estimate). The usage counted is the number of sessions of the key's
+ * owner (r->owner: the key, or the owner=NAME keys share) and the sum of
+ * their accounted bytes (eng_session_bytes; a durable store loads the owner's
  * sessions to count them, resident or not). Refused when the sessions would
  * pass max_sessions, when the bytes would pass max_bytes, or, for an
  * operation whose growth is unknown (grows_unknown 1: episodes), when the

@@ -70,8 +70,8 @@ static const opt_def opt_defs[O_COUNT] = {
     {"threads", OPT_INT, NULL, "solver worker threads (default: the number of online CPUs)"},
     {"queue-depth", OPT_INT, "256", "jobs that may wait for a worker; past it requests get 503"},
     {"api-key-file", OPT_STR, NULL,
-     "file of API keys, one per line: KEY [scope=read|write] [sessions=N] [bytes=N] [rps=R] "
-     "(a bare key: scope write, no quotas); reloaded on SIGHUP"},
+     "file of API keys, one per line: KEY [scope=read|write] [owner=NAME] [sessions=N] [bytes=N] "
+     "[rps=R] (a bare key: scope write, no quotas; see below); reloaded on SIGHUP"},
     {"config", OPT_STR, NULL, "config file of \"name = value\" lines (names as the long options)"},
     {"log-level", OPT_LEVEL, "info", "error | warn | info | debug"},
     {"max-body-bytes", OPT_SIZE, "16777216", "largest request body (413 past it)"},
@@ -442,9 +442,13 @@ void vbmemd_options_usage(FILE *out)
           "\n"
           "API key file: one key per line, then optional words: scope=read (list and get\n"
           "sessions, samples, reads, models, encode/decode, GET memory; every write answers\n"
-          "403) or scope=write (the default); sessions=N (sessions the key may own),\n"
-          "bytes=N (accounted bytes of the key's sessions, resident or not), rps=R\n"
-          "(requests per second, bursts of max(1, R)); past a quota: 429 with Retry-After.\n"
+          "403) or scope=write (the default); owner=NAME (keys naming one owner share its\n"
+          "sessions; default: the key owns its own); sessions=N (sessions of the owner),\n"
+          "bytes=N (accounted bytes of the owner's sessions, resident or not), rps=R\n"
+          "(requests per second of the key, bursts of max(1, R)); past a quota: 429 with\n"
+          "Retry-After. A malformed line stops the start (or a SIGHUP reload: the old keys\n"
+          "stay). TLS: --tls-cert and --tls-key (PEM) serve HTTPS only.\n"
+          "\n"
           "Logs are JSON lines on stderr.\n",
           out);
 }
