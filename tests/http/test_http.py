@@ -3,7 +3,8 @@
 port and talk HTTP to it. Covers every route (responses validated against proto/openapi.yaml),
 the lifecycle of every memory kind, concurrency with a serial replay, every error status,
 API-key isolation and reload, limits, backpressure, graceful shutdown, TTL, option precedence,
-metrics/logs and the memory of idle sessions.
+metrics/logs and the memory of idle sessions; TLS with real clients (Python ssl/urllib, curl), API-key
+scopes, owners and quotas (sessions, bytes, requests per second), /metrics behind a key.
 
 usage: test_http.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...']"""
 import base64
@@ -1167,6 +1168,92 @@ def test_metrics_key_required():
 
 
 TESTS += [test_tls_real_clients, test_api_key_scopes, test_api_key_quotas, test_metrics_key_required]
+
+
+def test_api_key_quotas_durable_and_concurrent():
+    """Quotas count the owner's stored sessions (resident or not, and after a restart), and
+    concurrent creations of one key cannot pass its session quota together."""
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile, data = os.path.join(tmp, "keys"), os.path.join(tmp, "data")
+        os.mkdir(data)
+        with open(keyfile, "w") as f:
+            f.write("two-key sessions=2\nbyte-key bytes=150000\nmany-key sessions=3\n")
+        args = ("--api-key-file", keyfile, "--data-dir", data, "--max-resident", "1", "--threads", "4")
+        d = start(*args)
+        try:
+            two, byt = d.client("two-key"), d.client("byte-key")
+            small = {"kind": "gaussian", "rows": 2}
+            create(two, 4, small)
+            create(two, 4, small)
+            big = create(byt, 200, {"kind": "mixture"})["id"]
+            create(byt, 4, small)  # with --max-resident 1 the big one leaves memory
+            problem(two.request("POST", "/v1/sessions", {"code_size": 4, "memory": small}), 429)
+            p = problem(byt.request("POST", "/v1/sessions", {"code_size": 200, "memory": {"kind": "mixture"}}), 429)
+            expect("quota is 150000" in p["detail"], p)
+            # twelve concurrent creations of a key with room for three: exactly three pass
+            statuses = []
+
+            def one():
+                r = d.client("many-key").request("POST", "/v1/sessions", {"code_size": 4, "memory": small})
+                statuses.append(r.status)
+            threads = [threading.Thread(target=one) for _ in range(12)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            expect(sorted(statuses) == [201] * 3 + [429] * 9, "concurrent creations: %s" % sorted(statuses))
+        finally:
+            expect(d.stop() == 0, "exit status")
+        d = start(*args)  # after a restart nothing is resident: the stored sessions still count
+        try:
+            problem(d.client("two-key").request("POST", "/v1/sessions", {"code_size": 4, "memory": {"kind": "gaussian"}}), 429)
+            problem(d.client("byte-key").request("POST", "/v1/sessions", {"code_size": 200, "memory": {"kind": "mixture"}}), 429)
+            problem(d.client("many-key").request("POST", "/v1/sessions", {"code_size": 4, "memory": {"kind": "gaussian"}}), 429)
+            ok(d.client("byte-key").request("DELETE", "/v1/sessions/" + big), 204)
+            create(d.client("byte-key"), 200, {"kind": "mixture"})
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+def test_tls_concurrent_jobs():
+    """Writes and reads from 6 threads over TLS keep-alive connections: every pool job's
+    suspend/resume completes and every answer is right."""
+    import ssl
+    with tempfile.TemporaryDirectory() as tmp:
+        crt, key = make_cert(tmp)
+        d = start("--tls-cert", crt, "--tls-key", key, "--threads", "2")
+        try:
+            ctx = ssl.create_default_context(cafile=crt)
+            errors = []
+
+            def worker(i):
+                try:
+                    r, conn = tls_request(d.port, ctx, "POST", "/v1/sessions",
+                                          {"code_size": 4, "memory": {"kind": "gaussian", "rows": 2}})
+                    sid = ok(r, 201)["id"]
+                    for k in range(4):
+                        r, conn = tls_request(d.port, ctx, "POST", "/v1/sessions/%s/episodes" % sid,
+                                              {"codes": {"mu": codes(8, 4, 10 * i + k)}}, conn=conn)
+                        expect(ok(r)["version"] == k + 2, "version")
+                        r, conn = tls_request(d.port, ctx, "POST", "/v1/sessions/%s/samples" % sid,
+                                              {"count": 2, "seed": k}, conn=conn)
+                        expect(len(ok(r)["codes"]) == 2, "samples")
+                    r, conn = tls_request(d.port, ctx, "DELETE", "/v1/sessions/" + sid, conn=conn)
+                    expect(r.status == 204, "delete")
+                    conn.close()
+                except Exception as e:  # noqa: BLE001
+                    errors.append(repr(e))
+            threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(300)
+            expect(not errors, "TLS workers: %s" % errors[:3])
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+TESTS += [test_api_key_quotas_durable_and_concurrent, test_tls_concurrent_jobs]
 
 
 def main():
