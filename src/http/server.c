@@ -726,7 +726,8 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
     for (i = 0; i < 4; i++)
         tls_opts[i].option = MHD_OPTION_END;
     if ((cfg->tls_cert_pem == NULL) != (cfg->tls_key_pem == NULL))
-        return vbm_fail(err, VBM_EINVAL, "tls_key", "a TLS certificate needs its key and back");
+        return vbm_fail(err, VBM_EINVAL, "tls_key",
+                        "give the TLS certificate and its key together");
     if (cfg->tls_cert_pem != NULL && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
         return vbm_fail(err, VBM_EINVAL, "tls_cert", "this libmicrohttpd was built without TLS");
     if (cfg->metrics_key_required && !http_auth_enabled(auth))

@@ -958,6 +958,12 @@ def test_tls_real_clients():
             r, conn = tls_request(d.port, ctx, "GET", "/healthz")
             expect(r.status == 200 and r.json()["status"] == "ok", "healthz over TLS")
             expect(conn.sock.version() in ("TLSv1.2", "TLSv1.3"), "protocol %s" % conn.sock.version())
+            for v, name in ((ssl.TLSVersion.TLSv1_2, "TLSv1.2"), (ssl.TLSVersion.TLSv1_3, "TLSv1.3")):
+                only = ssl.create_default_context(cafile=crt)
+                only.minimum_version = only.maximum_version = v
+                r, c2 = tls_request(d.port, only, "GET", "/healthz")
+                expect(r.status == 200 and c2.sock.version() == name, "%s: %s" % (name, c2.sock.version()))
+                c2.close()
             r, conn = tls_request(d.port, ctx, "GET", "/v1/sessions", conn=conn)
             problem(r, 401)
             r, conn = tls_request(d.port, ctx, "POST", "/v1/sessions",
