@@ -1,4 +1,4 @@
-/* auth.c -- owns the key file parser (keys, scopes, quotas), the key table behind a rwlock, bearer-token checks and the per-key request-rate token buckets. */
+/* auth.c -- owns the key file parser (keys, scopes, owners, quotas), the key table (sorted by digest) behind a rwlock, bearer-token checks and the per-key request-rate token buckets. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <ctype.h>
@@ -24,13 +24,14 @@ typedef struct {
     http_key_policy policy;
     double tokens;
     double last; /* < 0: never used (the bucket is full) */
+    int line;    /* of the key file */
 } auth_key;
 
 struct http_auth {
     char *path;             /* NULL: disabled */
     pthread_rwlock_t lock;  /* the table: read for checks, write for reload */
     pthread_mutex_t bucket; /* the buckets' tokens and times */
-    auth_key *keys;
+    auth_key *keys;         /* sorted by digest */
     int n;
 };
 
@@ -168,14 +169,20 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
     return VBM_OK;
 }
 
-/* Read the file into a new key table. */
+/* Order of two keys by digest (qsort). */
+static int auth_key_cmp(const void *x, const void *y)
+{
+    return memcmp(((const auth_key *)x)->digest, ((const auth_key *)y)->digest, KEYHASH_LEN);
+}
+
+/* Read the file into a new key table, sorted by digest. */
 static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error *err)
 {
     char line[AUTH_MAX_LINE];
     auth_key *keys = NULL, *grown;
     http_key_policy pol;
     size_t off, len;
-    int count = 0, cap = 0, lineno = 0, i, *lines = NULL, *glines;
+    int count = 0, cap = 0, lineno = 0, i;
     vbm_status st = VBM_OK;
     FILE *fp = fopen(path, "r");
 
@@ -186,6 +193,11 @@ static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error 
                         strerror(errno));
     while (st == VBM_OK && fgets(line, sizeof line, fp) != NULL) {
         lineno++;
+        if (strchr(line, '\n') == NULL && !feof(fp)) {
+            st = vbm_fail(err, VBM_EINVAL, "api_key_file", "%s line %d is longer than %d bytes",
+                          path, lineno, AUTH_MAX_LINE - 2);
+            break;
+        }
         st = http_auth_parse_line(line, &off, &len, &pol, err);
         if (st != VBM_OK) {
             char msg[VBM_MSG_LEN];
@@ -199,18 +211,17 @@ static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error 
         if (count == cap) {
             cap = cap > 0 ? 2 * cap : 8;
             grown = realloc(keys, (size_t)cap * sizeof *keys);
-            glines = grown != NULL ? realloc(lines, (size_t)cap * sizeof *lines) : NULL;
-            if (grown != NULL)
-                keys = grown;
-            if (glines == NULL) {
+            if (grown == NULL) {
                 st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading %s", path);
                 break;
             }
-            lines = glines;
+            keys = grown;
         }
         memset(&keys[count], 0, sizeof keys[count]);
         keyhash_digest(line + off, len, keys[count].digest);
         keys[count].policy = pol;
+        keys[count].line = lineno;
+        keys[count].last = -1.0;
         memcpy(keys[count].policy.key, keys[count].digest, KEYHASH_LEN);
         if (pol.owner[0] != '\0') {
             char name[HTTP_OWNER_NAME_LEN + 16];
@@ -220,22 +231,22 @@ static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error 
         } else {
             memcpy(keys[count].owner, keys[count].digest, KEYHASH_LEN);
         }
-        keys[count].last = -1.0;
-        for (i = 0; i < count; i++) {
-            if (keyhash_equal_ct(keys[i].digest, keys[count].digest, KEYHASH_LEN)) {
-                st = vbm_fail(err, VBM_EINVAL, "api_key_file",
-                              "%s line %d: repeats the key of line %d", path, lineno, lines[i]);
-                break;
-            }
-        }
-        lines[count] = lineno;
         count++;
     }
     if (st == VBM_OK && ferror(fp))
         st = vbm_fail(err, VBM_EINVAL, "api_key_file", "error reading %s", path);
     fclose(fp);
     memset(line, 0, sizeof line);
-    free(lines);
+    if (st == VBM_OK && count > 1) {
+        qsort(keys, (size_t)count, sizeof *keys, auth_key_cmp);
+        for (i = 1; i < count && st == VBM_OK; i++) {
+            if (memcmp(keys[i - 1].digest, keys[i].digest, KEYHASH_LEN) == 0)
+                st = vbm_fail(err, VBM_EINVAL, "api_key_file",
+                              "%s line %d: repeats the key of line %d", path,
+                              keys[i - 1].line > keys[i].line ? keys[i - 1].line : keys[i].line,
+                              keys[i - 1].line < keys[i].line ? keys[i - 1].line : keys[i].line);
+        }
+    }
     if (st != VBM_OK) {
         free(keys);
         return st;
@@ -243,6 +254,28 @@ static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error 
     *out = keys;
     *n = count;
     return VBM_OK;
+}
+
+/* The key whose digest is d in the sorted table, or NULL. A binary search
+ * over SHA-256 digests: its timing tells at most how a digest of the
+ * presented key orders among the digests of the keys, which gives nothing
+ * towards a key (that would need a preimage); the match itself is confirmed
+ * in constant time. Caller holds the table lock. */
+static auth_key *auth_find(const http_auth *a, const unsigned char d[KEYHASH_LEN])
+{
+    int lo = 0, hi = a->n - 1, mid, c;
+
+    while (lo <= hi) {
+        mid = lo + (hi - lo) / 2;
+        c = memcmp(d, a->keys[mid].digest, KEYHASH_LEN);
+        if (c == 0)
+            return keyhash_equal_ct(d, a->keys[mid].digest, KEYHASH_LEN) ? &a->keys[mid] : NULL;
+        if (c < 0)
+            hi = mid - 1;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
 }
 
 vbm_status http_auth_create(const char *path, http_auth **out, vbm_error *err)
@@ -279,8 +312,8 @@ static double auth_capacity(double rps)
 
 vbm_status http_auth_reload(http_auth *a, vbm_error *err)
 {
-    auth_key *keys, *old;
-    int n, i, j;
+    auth_key *keys, *old, *prev;
+    int n, i;
     vbm_status st;
 
     if (a->path == NULL)
@@ -290,14 +323,12 @@ vbm_status http_auth_reload(http_auth *a, vbm_error *err)
         return st;
     pthread_rwlock_wrlock(&a->lock);
     for (i = 0; i < n; i++) {
-        for (j = 0; j < a->n; j++) {
-            if (memcmp(keys[i].digest, a->keys[j].digest, KEYHASH_LEN) == 0) {
-                double cap = auth_capacity(keys[i].policy.rps);
+        prev = auth_find(a, keys[i].digest);
+        if (prev != NULL) {
+            double cap = auth_capacity(keys[i].policy.rps);
 
-                keys[i].last = a->keys[j].last;
-                keys[i].tokens = a->keys[j].tokens < cap ? a->keys[j].tokens : cap;
-                break;
-            }
+            keys[i].last = prev->last;
+            keys[i].tokens = prev->tokens < cap ? prev->tokens : cap;
         }
     }
     old = a->keys;
@@ -328,7 +359,7 @@ int http_auth_check_policy(http_auth *a, const char *header, unsigned char owner
 {
     unsigned char digest[KEYHASH_LEN];
     const char *key;
-    int i, found = 0, hit, at = -1;
+    auth_key *k;
 
     if (header == NULL || strncasecmp(header, "Bearer ", 7) != 0)
         return 0;
@@ -339,18 +370,14 @@ int http_auth_check_policy(http_auth *a, const char *header, unsigned char owner
         return 0;
     keyhash_digest(key, strlen(key), digest);
     pthread_rwlock_rdlock(&a->lock);
-    for (i = 0; i < a->n; i++) {
-        hit = keyhash_equal_ct(digest, a->keys[i].digest, KEYHASH_LEN);
-        found |= hit;
-        at = hit ? i : at;
-    }
-    if (found) {
+    k = auth_find(a, digest);
+    if (k != NULL) {
         if (pol != NULL)
-            *pol = a->keys[at].policy;
-        memcpy(owner, a->keys[at].owner, KEYHASH_LEN);
+            *pol = k->policy;
+        memcpy(owner, k->owner, KEYHASH_LEN);
     }
     pthread_rwlock_unlock(&a->lock);
-    return found;
+    return k != NULL;
 }
 
 int http_auth_check(http_auth *a, const char *header, unsigned char owner[KEYHASH_LEN])
@@ -361,17 +388,12 @@ int http_auth_check(http_auth *a, const char *header, unsigned char owner[KEYHAS
 int http_auth_take(http_auth *a, const unsigned char key[KEYHASH_LEN], double now,
                    int *retry_after_s)
 {
-    auth_key *k = NULL;
+    auth_key *k;
     double cap, wait;
-    int i, ok = 1;
+    int ok = 1;
 
     pthread_rwlock_rdlock(&a->lock);
-    for (i = 0; i < a->n; i++) {
-        if (memcmp(a->keys[i].digest, key, KEYHASH_LEN) == 0) {
-            k = &a->keys[i];
-            break;
-        }
-    }
+    k = auth_find(a, key);
     if (k != NULL && k->policy.rps > 0.0) {
         cap = auth_capacity(k->policy.rps);
         pthread_mutex_lock(&a->bucket);

@@ -1,4 +1,4 @@
-/* auth.h -- owns API keys: loading the key file (keys with a scope and quotas), reloading it, checking bearer tokens in constant time, and each key's request-rate token bucket. */
+/* auth.h -- owns API keys: loading the key file (keys with a scope, an owner and quotas), reloading it, checking bearer tokens by their SHA-256, and each key's request-rate token bucket. */
 #ifndef VBMEM_HTTP_AUTH_H
 #define VBMEM_HTTP_AUTH_H
 
@@ -43,8 +43,9 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
 /* Load the key file at path (one key per line, see http_auth_parse_line).
  * path NULL or "" disables authentication. Keys are kept only as SHA-256
  * digests. On success *out is owned by the caller (http_auth_free). Fails
- * with VBM_EINVAL when the file cannot be read, a line is malformed (the
- * message gives its number) or a key repeats; VBM_ENOMEM. */
+ * with VBM_EINVAL when the file cannot be read, a line is malformed or longer
+ * than 4094 bytes (the message gives its number) or a key repeats;
+ * VBM_ENOMEM. */
 vbm_status http_auth_create(const char *path, http_auth **out, vbm_error *err);
 
 /* Re-read the key file. On failure the previous keys stay in force and the
@@ -61,8 +62,11 @@ int http_auth_count(http_auth *a);
 
 /* Check an Authorization header value ("Bearer KEY"; NULL when absent). On a
  * match returns 1 and writes the owner identity into owner: the key's SHA-256,
- * or for a key with owner=NAME the SHA-256 of "vbmem-owner:NAME". Every loaded key is compared, in constant time each. Returns 0 for a
- * missing, malformed or unknown key. Thread-safe with reload. */
+ * or for a key with owner=NAME the SHA-256 of "vbmem-owner:NAME". The key's
+ * SHA-256 is looked up among the loaded keys' digests (a binary search: its
+ * timing depends on digests only, never on the key's characters) and the
+ * match confirmed in constant time. Returns 0 for a missing, malformed or
+ * unknown key. Thread-safe with reload. */
 int http_auth_check(http_auth *a, const char *header, unsigned char owner[KEYHASH_LEN]);
 
 /* Like http_auth_check; on a match also copies the key's policy (with its
