@@ -603,6 +603,7 @@ START_TEST(test_auth_file_owner_bucket_reload)
     ck_assert_int_eq(http_auth_check(a, "Bearer key-c", owner_c), 1);
     ck_assert_int_eq(http_auth_check(a, "Bearer key-x", owner_c), 0);
     http_auth_free(a);
+    unlink(path);
     /* repeated keys are refused; a missing file too */
     snprintf(path, sizeof path, "%s", auth_file("k1\nk2 scope=read\nk1 scope=read\n"));
     ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_EINVAL);
@@ -614,6 +615,52 @@ START_TEST(test_auth_file_owner_bucket_reload)
     ck_assert_int_eq(http_auth_create(NULL, &a, &err), VBM_OK);
     ck_assert_int_eq(http_auth_enabled(a), 0);
     http_auth_free(a);
+}
+END_TEST
+
+START_TEST(test_auth_many_keys_and_long_lines)
+{
+    unsigned char owner[KEYHASH_LEN], want[KEYHASH_LEN];
+    char path[64], header[64], *text, *p;
+    http_key_policy pol;
+    http_auth *a = NULL;
+    vbm_error err;
+    FILE *fp;
+    int i;
+
+    /* 2000 keys in file order; each is found with its own policy (the table is sorted) */
+    snprintf(path, sizeof path, "%s", auth_file(""));
+    fp = fopen(path, "w");
+    for (i = 0; i < 2000; i++)
+        fprintf(fp, "key-%d sessions=%d%s\n", (i * 7919) % 2000, (i * 7919) % 2000 + 1,
+                i % 3 == 0 ? " scope=read" : "");
+    fclose(fp);
+    ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_OK);
+    ck_assert_int_eq(http_auth_count(a), 2000);
+    for (i = 0; i < 2000; i++) {
+        snprintf(header, sizeof header, "Bearer key-%d", i);
+        ck_assert_int_eq(http_auth_check_policy(a, header, owner, &pol), 1);
+        ck_assert_int_eq(pol.max_sessions, i + 1);
+        keyhash_digest(header + 7, strlen(header + 7), want);
+        ck_assert_mem_eq(owner, want, KEYHASH_LEN);
+        ck_assert_mem_eq(pol.key, want, KEYHASH_LEN);
+    }
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-2000", owner), 0);
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-", owner), 0);
+    http_auth_free(a);
+    unlink(path);
+    /* a line longer than the reader's buffer is refused, not split into two keys */
+    text = malloc(6000);
+    ck_assert_ptr_nonnull(text);
+    p = text + sprintf(text, "short-key\n");
+    memset(p, 'x', 5000);
+    strcpy(p + 5000, "\nother-key\n");
+    snprintf(path, sizeof path, "%s", auth_file(text));
+    free(text);
+    ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_EINVAL);
+    ck_assert_ptr_null(a);
+    ck_assert_ptr_nonnull(strstr(err.msg, "line 2 is longer than"));
+    unlink(path);
 }
 END_TEST
 
@@ -634,6 +681,7 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_session_write_oom_atomic);
     tcase_add_test(tc, test_auth_key_lines);
     tcase_add_test(tc, test_auth_file_owner_bucket_reload);
+    tcase_add_test(tc, test_auth_many_keys_and_long_lines);
     suite_add_tcase(s, tc);
     return s;
 }
