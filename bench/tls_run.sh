@@ -4,13 +4,15 @@
 # throwaway self-signed certificate made here), on an inline route (GET /healthz) and a pool job
 # (POST .../samples); then the same plain daemon's GET /v1/sessions/{id} with a key file of 1 key and
 # one of 10,000 keys (every request compares the bearer digest with every key, in constant time).
-# Rounds alternate between the sides; prints every run and the median ratios. Needs wrk and openssl.
-# usage: bench/tls_run.sh [BUILD_DIR]   (env: ROUNDS (3), SECONDS_RUN (3), CONNECTIONS (8))
+# Each round measures both sides of a pair back to back (the order alternating by round); prints the
+# median req/s and the median of the rounds' ratios (pairs drift together on a shared machine).
+# Needs wrk and openssl.
+# usage: bench/tls_run.sh [BUILD_DIR]   (env: ROUNDS (7), SECONDS_RUN (2), CONNECTIONS (8))
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-ROUNDS=${ROUNDS:-3}
-SECONDS_RUN=${SECONDS_RUN:-3}
+ROUNDS=${ROUNDS:-7}
+SECONDS_RUN=${SECONDS_RUN:-2}
 CONNECTIONS=${CONNECTIONS:-8}
 tmp=$(mktemp -d)
 pids=()
@@ -57,26 +59,34 @@ rps() { # rps URL [wrk args]: requests/s of one wrk run (non-2xx answers fail th
 }
 echo "vbmemd $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $(date -u '+%F %H:%M UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores"
 declare -A runs
+# pair NAME URL_A URL_B [wrk args]: one measurement of each side, in an order that alternates by round
+pair() {
+  local name=$1 a=$2 b=$3; shift 3
+  if [ $((r % 2)) = 1 ]; then
+    runs[${name}_a]+="$(rps "$a" "$@") "; runs[${name}_b]+="$(rps "$b" "$@") "
+  else
+    runs[${name}_b]+="$(rps "$b" "$@") "; runs[${name}_a]+="$(rps "$a" "$@") "
+  fi
+}
 for r in $(seq "$ROUNDS"); do
-  for side in plain tls; do
-    eval "port=\$port_$side; sid=\$sid_$side"
-    scheme=http; [ "$side" = tls ] && scheme=https
-    runs[healthz_$side]+="$(rps "$scheme://127.0.0.1:$port/healthz") "
-    runs[samples_$side]+="$(rps "$scheme://127.0.0.1:$port/v1/sessions/$sid/samples" -s "$tmp/samples.lua") "
-  done
-  runs[get_keys1]+="$(rps "http://127.0.0.1:$port_plain/v1/sessions/$sid_plain" -s "$tmp/get.lua") "
-  runs[get_keys10k]+="$(rps "http://127.0.0.1:$port_keys10k/v1/sessions/$sid_keys10k" -s "$tmp/get.lua") "
+  pair healthz "http://127.0.0.1:$port_plain/healthz" "https://127.0.0.1:$port_tls/healthz"
+  pair samples "http://127.0.0.1:$port_plain/v1/sessions/$sid_plain/samples" \
+    "https://127.0.0.1:$port_tls/v1/sessions/$sid_tls/samples" -s "$tmp/samples.lua"
+  pair keys "http://127.0.0.1:$port_plain/v1/sessions/$sid_plain" \
+    "http://127.0.0.1:$port_keys10k/v1/sessions/$sid_keys10k" -s "$tmp/get.lua"
   echo "round $r: load $(cut -d' ' -f1 /proc/loadavg)"
 done
-/usr/bin/python3 - "${runs[healthz_plain]}" "${runs[healthz_tls]}" "${runs[samples_plain]}" "${runs[samples_tls]}" \
-  "${runs[get_keys1]}" "${runs[get_keys10k]}" "$CONNECTIONS" <<'PY'
+/usr/bin/python3 - "${runs[healthz_a]}" "${runs[healthz_b]}" "${runs[samples_a]}" "${runs[samples_b]}" \
+  "${runs[keys_a]}" "${runs[keys_b]}" "$CONNECTIONS" <<'PY'
 import statistics, sys
 v = [[float(x) for x in a.split()] for a in sys.argv[1:7]]
-m = [statistics.median(x) for x in v]
-print("| route (wrk, 1 thread, %s keep-alive connections) | comparator req/s (median) | measured req/s (median) | ratio | runs |" % sys.argv[7])
+print("| route (wrk, 1 thread, %s keep-alive connections) | comparator req/s (median) | measured req/s (median) | "
+      "ratio (median of the rounds' ratios) | rounds' ratios |" % sys.argv[7])
 print("|---|---|---|---|---|")
 rows = [("GET /healthz: plain HTTP -> TLS", 0, 1), ("POST .../samples (4 codes, pool job): plain HTTP -> TLS", 2, 3),
         ("GET /v1/sessions/{id}: 1 key -> 10,000 keys in the key file", 4, 5)]
 for name, a, b in rows:
-    print("| %s | %.0f | %.0f | %.2f | %s / %s |" % (name, m[a], m[b], m[b] / m[a], v[a], v[b]))
+    ratios = [y / x for x, y in zip(v[a], v[b])]
+    print("| %s | %.0f | %.0f | %.2f | %s |" % (name, statistics.median(v[a]), statistics.median(v[b]),
+                                               statistics.median(ratios), " ".join("%.2f" % x for x in ratios)))
 PY
