@@ -97,6 +97,14 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
         p++;
     *key_off = (size_t)(tok - line);
     *key_len = (size_t)(p - tok);
+    for (k = 0; k < 5; k++) {
+        nlen = strlen(names[k]);
+        if (*key_len > nlen && strncmp(tok, names[k], nlen) == 0 && tok[nlen] == '=') {
+            *key_len = 0;
+            return vbm_fail(err, VBM_EINVAL, "api_key_file",
+                            "the line starts with the option %s= (the key comes first)", names[k]);
+        }
+    }
     for (;;) {
         while (isspace((unsigned char)*p))
             p++;

@@ -34,7 +34,9 @@ typedef struct {
  * once). Blank lines and lines whose first non-blank
  * character is '#' give *key_len 0. On success the key is
  * line[*key_off .. *key_off + *key_len) and *pol holds its policy (a bare key:
- * scope write, no quotas). Fails with VBM_EINVAL (field "api_key_file") and a
+ * scope write, no quotas). A line whose first word looks like an option
+ * ("scope=...", "owner=...", ...: the key was left out) is refused. Fails
+ * with VBM_EINVAL (field "api_key_file") and a
  * message naming the offending option by position and name only (never the
  * key or an option's text, which could be part of a secret). */
 vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_len,

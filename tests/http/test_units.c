@@ -477,7 +477,10 @@ START_TEST(test_auth_key_lines)
                                       "k Scope=read",
                                       "k sessions=1 rps",
                                       "k =read",
-                                      "k bytes=99999999999999999999"};
+                                      "k bytes=99999999999999999999",
+                                      "scope=read",
+                                      "owner=x k",
+                                      "  rps=1 k"};
     char key[64];
     http_key_policy pol;
     vbm_error err;
