@@ -14,6 +14,7 @@
 #include "engine/session.h"
 #include "engine/store.h"
 #include "http/auth.h"
+#include "http/conns.h"
 #include "http/log.h"
 #include "http/metrics.h"
 #include "http/server.h"
@@ -64,6 +65,7 @@ struct http_server {
     atomic_ullong next_rid; /* generated request ids */
     int port;
     double started;
+    http_conns conns; /* open connections; only the MHD thread changes them */
 };
 
 /* The response a handler produces. body is malloc'd (owned). */

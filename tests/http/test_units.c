@@ -1,18 +1,21 @@
 /* test_units.c -- Check tests of vbmemd's building blocks: SHA-256, constant-time compare,
  * base64, code decoding, the job pool (bounded queue, drain), the session store (owners,
- * pagination, limits, TTL) and session versions / If-Match. */
+ * pagination, limits, TTL), session versions / If-Match and the connection table's eviction. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/pool.h"
 #include "engine/session_impl.h"
 #include "engine/store.h"
 #include "http/codec.h"
+#include "http/conns.h"
 #include "http/keyhash.h"
 
 static void hex(const unsigned char *d, size_t n, char *out)
@@ -433,6 +436,66 @@ START_TEST(test_session_write_oom_atomic)
 }
 END_TEST
 
+/* 1 when the peer of socket s was shut down (a read returns end of file at once). */
+static int conn_peer_closed(int s)
+{
+    char c;
+    ssize_t n = recv(s, &c, 1, MSG_DONTWAIT);
+
+    return n == 0;
+}
+
+/* Past the limit, the waiting connection with the oldest `since` is shut down: never a busy one,
+ * never the new one; a connection that got its answer waits again from then. */
+START_TEST(test_conns_evict_stalest_waiting)
+{
+    http_conns t;
+    http_conn *c[6];
+    int sv[6][2], i, ev = -1;
+
+    for (i = 0; i < 6; i++)
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+    http_conns_init(&t, 3);
+    c[0] = http_conns_opened(&t, sv[0][0], 1.0, &ev);
+    ck_assert_int_eq(ev, 0);
+    c[1] = http_conns_opened(&t, sv[1][0], 2.0, &ev);
+    c[2] = http_conns_opened(&t, sv[2][0], 3.0, &ev);
+    ck_assert_int_eq(ev, 0);
+    ck_assert(c[0] != NULL && c[1] != NULL && c[2] != NULL);
+    http_conns_busy(&t, c[0]);          /* oldest, but its request is being handled */
+    http_conns_waiting(&t, c[1], 10.0); /* answered at 10: waits from then */
+    c[3] = http_conns_opened(&t, sv[3][0], 11.0, &ev);
+    ck_assert_int_eq(ev, 1);
+    ck_assert_int_eq(t.count, 3);
+    for (i = 0; i < 4; i++) /* c[2] (waiting since 3) went, not busy c[0] nor c[1] (since 10) */
+        ck_assert_int_eq(conn_peer_closed(sv[i][1]), i == 2);
+    /* closing an evicted entry does not count it twice */
+    http_conns_closed(&t, c[2]);
+    ck_assert_int_eq(t.count, 3);
+    http_conns_busy(&t, c[1]);
+    http_conns_busy(&t, c[3]);
+    c[4] = http_conns_opened(&t, sv[4][0], 12.0, &ev); /* everything else busy: nobody goes */
+    ck_assert_int_eq(ev, 0);
+    ck_assert_int_eq(t.count, 4);
+    ck_assert_int_eq(conn_peer_closed(sv[4][1]), 0);
+    http_conns_waiting(&t, c[0], 13.0);
+    c[5] = http_conns_opened(&t, sv[5][0], 14.0, &ev); /* 5 > 3: c[4] (12) then c[0] (13) */
+    ck_assert_int_eq(ev, 2);
+    ck_assert_int_eq(t.count, 3);
+    ck_assert_int_eq(conn_peer_closed(sv[4][1]), 1);
+    ck_assert_int_eq(conn_peer_closed(sv[0][1]), 1);
+    ck_assert_int_eq(conn_peer_closed(sv[5][1]), 0);
+    ck_assert_uint_eq(t.evictions, 3);
+    http_conns_closed(&t, NULL); /* untracked: a no-op */
+    http_conns_closed(&t, c[0]);
+    http_conns_destroy(&t); /* frees the entries still listed */
+    for (i = 0; i < 6; i++) {
+        close(sv[i][0]);
+        close(sv[i][1]);
+    }
+}
+END_TEST
+
 static Suite *units_suite(void)
 {
     Suite *s = suite_create("vbmemd-units");
@@ -448,6 +511,7 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_store_ttl_and_bytes);
     tcase_add_test(tc, test_session_versions);
     tcase_add_test(tc, test_session_write_oom_atomic);
+    tcase_add_test(tc, test_conns_evict_stalest_waiting);
     suite_add_tcase(s, tc);
     return s;
 }
