@@ -424,6 +424,22 @@ static void srv_job(eng_job *job)
     MHD_resume_connection(conn);
 }
 
+/* Pool job shed for waiting in the queue past --queue-timeout: answer 503 + Retry-After without
+ * running the handler, then wake the connection (as srv_job). */
+static void srv_shed(eng_job *job)
+{
+    http_req *r = (http_req *)job;
+    struct MHD_Connection *conn = r->conn;
+
+    metrics_rejected(r->srv->metrics);
+    req_problem(r, 503, NULL,
+                "the request waited %.3f s for a worker, longer than the queue timeout of %g s; "
+                "retry later",
+                job->started_at - job->queued_at, r->srv->cfg.queue_timeout_s);
+    atomic_store(&r->state, REQ_DONE);
+    MHD_resume_connection(conn);
+}
+
 /* First callback of a request: headers, routing, auth, early refusals. Returns
  * 1 when r->resp holds an early answer. */
 static int srv_begin(http_req *r, const char *url, const char *method)
@@ -576,6 +592,7 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         return srv_send(r);
     }
     r->job.run = srv_job;
+    r->job.shed = srv_shed;
     http_conns_busy(&srv->conns, srv_conn_of(r));
     atomic_store(&r->state, REQ_RUNNING);
     MHD_suspend_connection(conn);

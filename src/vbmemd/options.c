@@ -50,6 +50,7 @@ enum {
     O_VERSION,
     O_PRINT_ROUTES,
     O_LIST_SESSIONS,
+    O_QUEUE_TIMEOUT,
     O_COUNT
 };
 
@@ -98,6 +99,9 @@ static const opt_def opt_defs[O_COUNT] = {
     {"print-routes", OPT_FLAG, NULL, "print the HTTP routes (METHOD PATH) and exit"},
     {"list-sessions", OPT_FLAG, NULL,
      "with --data-dir: print every stored session as a JSON line and exit"},
+    {"queue-timeout", OPT_DOUBLE, "30",
+     "seconds a job may wait in the queue for a worker; past it the request gets 503 without "
+     "running"},
 };
 
 /* Options that only the command line may give (one-shot commands). */
@@ -285,6 +289,7 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         case O_MAX_CONN: o->max_connections = (int)v; break;
         case O_CONN_TIMEOUT: o->connection_timeout_s = (int)v; break;
         case O_SHUTDOWN: o->shutdown_timeout_s = d; break;
+        case O_QUEUE_TIMEOUT: o->queue_timeout_s = d; break;
         case O_MAX_RESIDENT: o->max_resident = v; break;
         default: break;
         }

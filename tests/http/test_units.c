@@ -232,6 +232,88 @@ START_TEST(test_pool_bounded_and_drain)
 }
 END_TEST
 
+typedef struct {
+    eng_job job;
+    int ran, shed;
+} count_job;
+
+static void count_run(eng_job *j)
+{
+    ((count_job *)j)->ran++;
+}
+
+static void count_shed(eng_job *j)
+{
+    ((count_job *)j)->shed++;
+}
+
+/* With a maximum wait, a job that waited longer is shed (shed called, run not); one without shed
+ * runs anyway; with no limit (0) every job runs. */
+START_TEST(test_pool_sheds_jobs_past_max_wait)
+{
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int release = 0, done = 0, queued, running, i;
+    block_job blocker;
+    count_job jobs[3];
+    struct timespec ts = {0, 2000000L}, wait = {0, 60000000L};
+    eng_pool *pool;
+    vbm_error err;
+
+    memset(jobs, 0, sizeof jobs);
+    memset(&blocker, 0, sizeof blocker);
+    for (i = 0; i < 3; i++) {
+        jobs[i].job.run = count_run;
+        jobs[i].job.shed = i < 2 ? count_shed : NULL;
+    }
+    blocker.job.run = block_run;
+    blocker.lock = &lock;
+    blocker.cond = &cond;
+    blocker.release = &release;
+    blocker.done = &done;
+    ck_assert_int_eq(eng_pool_create(1, 8, &pool, &err), VBM_OK);
+    eng_pool_set_max_wait(pool, 0.02);
+    ck_assert_int_eq(eng_pool_submit(pool, &blocker.job), VBM_OK);
+    do {
+        nanosleep(&ts, NULL);
+        eng_pool_stats(pool, &queued, &running, NULL);
+    } while (running == 0);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[0].job), VBM_OK);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[2].job), VBM_OK);
+    nanosleep(&wait, NULL); /* both wait 60 ms > 20 ms behind the blocked worker */
+    pthread_mutex_lock(&lock);
+    release = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    ck_assert_int_eq(eng_pool_drain(pool, 10.0), VBM_OK);
+    ck_assert_int_eq(jobs[0].shed, 1);
+    ck_assert_int_eq(jobs[0].ran, 0);
+    ck_assert_int_eq(jobs[2].ran, 1); /* no shed callback: runs */
+    ck_assert_uint_eq(eng_pool_shed_count(pool), 1);
+    eng_pool_free(pool);
+    /* no limit: a job that waited runs */
+    release = 0;
+    ck_assert_int_eq(eng_pool_create(1, 8, &pool, &err), VBM_OK);
+    eng_pool_set_max_wait(pool, 0.0);
+    ck_assert_int_eq(eng_pool_submit(pool, &blocker.job), VBM_OK);
+    do {
+        nanosleep(&ts, NULL);
+        eng_pool_stats(pool, &queued, &running, NULL);
+    } while (running == 0);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[1].job), VBM_OK);
+    nanosleep(&wait, NULL);
+    pthread_mutex_lock(&lock);
+    release = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    ck_assert_int_eq(eng_pool_drain(pool, 10.0), VBM_OK);
+    ck_assert_int_eq(jobs[1].ran, 1);
+    ck_assert_int_eq(jobs[1].shed, 0);
+    ck_assert_uint_eq(eng_pool_shed_count(pool), 0);
+    eng_pool_free(pool);
+}
+END_TEST
+
 static eng_session *new_session(const unsigned char *owner, long ttl)
 {
     eng_solver sv = {10, 0.0, VBM_INIT_AUTO};
@@ -512,6 +594,7 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_session_versions);
     tcase_add_test(tc, test_session_write_oom_atomic);
     tcase_add_test(tc, test_conns_evict_stalest_waiting);
+    tcase_add_test(tc, test_pool_sheds_jobs_past_max_wait);
     suite_add_tcase(s, tc);
     return s;
 }
