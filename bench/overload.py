@@ -266,11 +266,13 @@ def cmd_overload(a):
                 failures.append("after overload: /readyz answered %d" % st)
             log("summary: capacity %.0f ok/s at %d connections; at %s (%.0f offered/s, %d "
                 "connections): %.0f ok/s, 503 %d of %d answers, admitted p50 %s ms p99 %s ms "
-                "max %s ms; other statuses/errors: %s" % (
+                "max %s ms (server side, writes: queue wait p99 %s ms, headers to answer p99 %s ms); "
+                "other statuses/errors: %s" % (
                     capacity, cap_conns, "closed loop" if a.closed else "%.1fx" % a.factor,
                     ov["requests"] / ov["duration_s"], a.connections, served, n503,
                     ov["requests"], ov["admitted_p50_ms"], ov["admitted_p99_ms"],
-                    ov["admitted_max_ms"], only_2xx_503(ov) or "none"))
+                    ov["admitted_max_ms"], ov["server_queue_p99_ms"], ov["server_total_p99_ms"],
+                    only_2xx_503(ov) or "none"))
     finally:
         rc = d.stop()
         if rc != 0:

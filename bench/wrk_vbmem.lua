@@ -50,6 +50,10 @@ counts = {}
 retry_missing = 0
 lat = {}
 nlat = 0
+-- server-side timings of the 2xx writes (their "timings": queue_s, from submission to a worker,
+-- and total_s, from the request's headers to the answer), in ms
+qlat, tlat = {}, {}
+nq = 0
 
 function init(args)
   local plan = assert(os.getenv("VBM_PLAN"), "VBM_PLAN is not set")
@@ -137,6 +141,15 @@ function response(status, headers, body)
       retry_missing = retry_missing + 1
     end
   end
+  if status >= 200 and status < 300 and body ~= nil then
+    local q = body:match('"queue_s":([-%d.eE+]+)')
+    local t = body:match('"total_s":([-%d.eE+]+)')
+    if q ~= nil and t ~= nil then
+      nq = nq + 1
+      qlat[nq] = tonumber(q) * 1000
+      tlat[nq] = tonumber(t) * 1000
+    end
+  end
   if timing and status >= 200 and status < 300 then
     local rid = headers["X-Request-Id"]
     if rid ~= nil and rid:sub(1, 1) == "t" then
@@ -158,7 +171,7 @@ local function pct(sorted, p)
 end
 
 function done(summary, latency, requests)
-  local all = {}
+  local all, qall, tall = {}, {}, {}
   local total = {}
   local missing = 0
   for _, t in ipairs(threads) do
@@ -171,8 +184,15 @@ function done(summary, latency, requests)
     for i = 1, #l do
       all[#all + 1] = l[i]
     end
+    local q, tt = t:get("qlat"), t:get("tlat")
+    for i = 1, #q do
+      qall[#qall + 1] = q[i]
+      tall[#tall + 1] = tt[i]
+    end
   end
   table.sort(all)
+  table.sort(qall)
+  table.sort(tall)
   local parts = {}
   for k, v in pairs(total) do
     parts[#parts + 1] = string.format('"%d":%d', k, v)
@@ -188,10 +208,13 @@ function done(summary, latency, requests)
     '{"duration_s":%.3f,"requests":%d,"bytes":%d,"status":{%s},"retry_after_missing":%d,' ..
     '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
     '"admitted_timed":%d,"admitted_p50_ms":%s,"admitted_p99_ms":%s,"admitted_max_ms":%s,' ..
+    '"server_writes":%d,"server_queue_p99_ms":%s,"server_queue_max_ms":%s,' ..
+    '"server_total_p99_ms":%s,"server_total_max_ms":%s,' ..
     '"all_p50_ms":%.3f,"all_p99_ms":%.3f,"all_max_ms":%.3f}',
     summary.duration / 1e6, summary.requests, summary.bytes, table.concat(parts, ","), missing,
     e.connect, e.read, e.write, e.status, e.timeout, #all, num(pct(all, 50)), num(pct(all, 99)),
-    num(all[#all]), latency:percentile(50) / 1000, latency:percentile(99) / 1000,
+    num(all[#all]), #qall, num(pct(qall, 99)), num(qall[#qall]), num(pct(tall, 99)),
+    num(tall[#tall]), latency:percentile(50) / 1000, latency:percentile(99) / 1000,
     latency.max / 1000)
   local path = os.getenv("VBM_OUT")
   if path then
