@@ -575,7 +575,7 @@ def main():
         a.cap_seconds = 5 if a.quick else a.cap_seconds
         if a.quick:
             # deterministic overload whatever the machine's speed: 256 closed-loop connections
-            # against 2 workers and a queue of 32
+            # against the workers and a queue of 32
             a.closed, a.connections, a.queue_depth = True, 256, 32
         a.max_connections = a.max_connections or 1024
         failures = cmd_overload(a)
