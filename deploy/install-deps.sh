@@ -21,4 +21,7 @@ $SUDO apt-get install -y -qq --no-install-recommends libgnutls28-dev openssl >/d
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
+# wrk (closed-loop HTTP load: bench/overload.sh, slowloris, soak and their short versions in
+# tests/run-all.sh) and matplotlib (the soak's RSS plot)
+$SUDO apt-get install -y -qq --no-install-recommends wrk python3-matplotlib >/dev/null
 echo "install-deps: done"

@@ -82,6 +82,14 @@ echo "== vbmemd with images under valgrind (all but the 64-image round, which re
 echo "== durable stores under valgrind: SQLite (SIGKILL rounds, restart, backup CLI, busy and corrupt store), Redis replicas behind nginx =="
 /usr/bin/python3 tests/http/test_store.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
+echo "== overload, slowloris, RSS growth (build/vbmemd under wrk on loopback: bench/overload.py --quick, ~80 s) =="
+# counts and status codes only, never a latency threshold (the p99s are printed): overload (256
+# closed-loop connections, queue 32): every answer a 2xx or a 503 with Retry-After, no socket
+# error; slowloris: 1.5 x --max-connections idle / slow-header / slow-body connections held while a
+# normal client is served; soak: RSS median after warm-up grows by at most max(5 %, 4 MiB)
+/usr/bin/python3 bench/overload.py overload --quick --build build
+/usr/bin/python3 bench/overload.py slowloris --quick --build build
+/usr/bin/python3 bench/overload.py soak --quick --build build
 echo "== deploy files (nginx -t, compose and Kubernetes YAML, no shipped key, systemd unit; install.sh + the installed vbmemd as the unit runs it) =="
 bash tests/deploy/check.sh
 echo "run-all: every test passed"

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -18,12 +19,15 @@ struct eng_pool {
     int stop;      /* workers exit when set and the queue is empty */
     int nthreads;
     pthread_t *threads;
+    double max_wait;    /* seconds a job may wait in the queue; 0: no limit */
+    unsigned long shed; /* jobs shed for waiting longer */
 };
 
 static void *pool_worker(void *arg)
 {
     eng_pool *p = arg;
     eng_job *job;
+    int late;
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
@@ -37,10 +41,17 @@ static void *pool_worker(void *arg)
             p->tail = NULL;
         p->queued--;
         p->running++;
-        pthread_mutex_unlock(&p->lock);
         job->next = NULL;
         job->started_at = eng_now();
-        job->run(job);
+        late = p->max_wait > 0.0 && job->shed != NULL
+               && job->started_at - job->queued_at > p->max_wait;
+        if (late)
+            p->shed++;
+        pthread_mutex_unlock(&p->lock);
+        if (late)
+            job->shed(job);
+        else
+            job->run(job);
         pthread_mutex_lock(&p->lock);
         p->running--;
         pthread_cond_broadcast(&p->idle);
@@ -124,6 +135,23 @@ vbm_status eng_pool_submit(eng_pool *p, eng_job *job)
     }
     pthread_mutex_unlock(&p->lock);
     return st;
+}
+
+void eng_pool_set_max_wait(eng_pool *p, double seconds)
+{
+    pthread_mutex_lock(&p->lock);
+    p->max_wait = seconds > 0.0 && isfinite(seconds) ? seconds : 0.0;
+    pthread_mutex_unlock(&p->lock);
+}
+
+unsigned long eng_pool_shed_count(eng_pool *p)
+{
+    unsigned long n;
+
+    pthread_mutex_lock(&p->lock);
+    n = p->shed;
+    pthread_mutex_unlock(&p->lock);
+    return n;
 }
 
 void eng_pool_stats(eng_pool *p, int *queued, int *running, int *depth)

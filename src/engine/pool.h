@@ -14,6 +14,9 @@ struct eng_job {
     eng_job *next;     /* queue link, owned by the pool while queued */
     double queued_at;  /* eng_now() when submitted, set by the pool */
     double started_at; /* eng_now() when a worker took it, set by the pool */
+    /* Called on the worker instead of run when the job waited in the queue longer than the
+     * pool's maximum wait (eng_pool_set_max_wait); NULL: such a job runs anyway. */
+    void (*shed)(eng_job *job);
 };
 
 typedef struct eng_pool eng_pool;
@@ -28,6 +31,14 @@ vbm_status eng_pool_create(int threads, int depth, eng_pool **out, vbm_error *er
  * already waiting (the job is not queued), or VBM_ESTOPPED after
  * eng_pool_drain began. Never blocks on the queue. */
 vbm_status eng_pool_submit(eng_pool *pool, eng_job *job);
+
+/* Set the longest a job may wait in the queue, in seconds: a worker that takes a job queued
+ * longer ago calls its shed(job) instead of run(job) (a job without shed runs). 0 (the value of
+ * a new pool) means no limit; a negative or non-finite value also means no limit. Never fails. */
+void eng_pool_set_max_wait(eng_pool *pool, double seconds);
+
+/* Jobs shed so far (eng_pool_set_max_wait). Never fails. */
+unsigned long eng_pool_shed_count(eng_pool *pool);
 
 /* Current number of waiting and running jobs, and the queue capacity (any
  * pointer may be NULL). Never fails. */

@@ -15,6 +15,7 @@
 #include "engine/session.h"
 #include "engine/store.h"
 #include "http/auth.h"
+#include "http/conns.h"
 #include "http/log.h"
 #include "http/metrics.h"
 #include "http/server.h"
@@ -68,6 +69,7 @@ struct http_server {
     pthread_mutex_t quota_locks[QUOTA_STRIPES]; /* per-key quota checks (quota.c) */
     int port;
     double started;
+    http_conns conns; /* open connections; only the MHD thread changes them */
 };
 
 /* The response a handler produces. body is malloc'd (owned). */

@@ -19,6 +19,10 @@
 #define SRV_LISTEN_LEN 256
 /* TLS 1.2 and 1.3 only, GnuTLS's NORMAL ciphers otherwise. */
 #define SRV_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+/* MHD's hard connection limit is --max-connections plus this many: past --max-connections a new
+ * connection is still accepted and the stalest waiting one is shut down (http/conns.h), so slow or
+ * idle clients cannot keep others waiting in the kernel's backlog. */
+#define SRV_CONN_SPARE 16
 
 void http_limits_default(http_limits *lim)
 {
@@ -357,6 +361,15 @@ static int srv_is_json(const char *ct)
     return *ct == '\0' || *ct == ';';
 }
 
+/* The connection table's entry of r's connection (NULL when untracked). */
+static http_conn *srv_conn_of(http_req *r)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return ci != NULL ? (http_conn *)ci->socket_context : NULL;
+}
+
 /* Hand the response to MHD, count and log it. */
 static enum MHD_Result srv_send(http_req *r)
 {
@@ -389,6 +402,7 @@ static enum MHD_Result srv_send(http_req *r)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (atomic_load(&srv->stopping) || r->too_large)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    http_conns_busy(&srv->conns, srv_conn_of(r));
     ret = MHD_queue_response(r->conn, (unsigned)r->resp.status, resp);
     MHD_destroy_response(resp);
     metrics_request(srv->metrics, r->route >= 0 ? r->route : http_route_count(), r->resp.status,
@@ -464,6 +478,22 @@ static int srv_authorize(http_req *r, const http_route *rt)
         return 1;
     }
     return 0;
+}
+
+/* Pool job shed for waiting in the queue past --queue-timeout: answer 503 + Retry-After without
+ * running the handler, then wake the connection (as srv_job). */
+static void srv_shed(eng_job *job)
+{
+    http_req *r = (http_req *)job;
+    struct MHD_Connection *conn = r->conn;
+
+    metrics_rejected(r->srv->metrics);
+    req_problem(r, 503, NULL,
+                "the request waited %.3f s for a worker, longer than the queue timeout of %g s; "
+                "retry later",
+                job->started_at - job->queued_at, r->srv->cfg.queue_timeout_s);
+    atomic_store(&r->state, REQ_DONE);
+    MHD_resume_connection(conn);
 }
 
 /* First callback of a request: headers, routing, auth, early refusals. Returns
@@ -613,6 +643,8 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         return srv_send(r);
     }
     r->job.run = srv_job;
+    r->job.shed = srv_shed;
+    http_conns_busy(&srv->conns, srv_conn_of(r));
     atomic_store(&r->state, REQ_RUNNING);
     MHD_suspend_connection(conn);
     st = eng_pool_submit(srv->pool, &r->job);
@@ -638,12 +670,37 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **con_cls
     (void)conn;
     if (r == NULL)
         return;
+    http_conns_waiting(&srv->conns, srv_conn_of(r), eng_now());
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && srv->log->level >= HLOG_DEBUG)
         hlog_emit(srv->log, HLOG_DEBUG, "request terminated early", r->request_id,
                   json_pack("{s:i}", "code", (int)toe));
     srv_req_free(r);
     *con_cls = NULL;
     atomic_fetch_sub(&srv->active, 1);
+}
+
+/* Connection opened or closed: keep the connection table (http/conns.h); an opening past
+ * --max-connections shuts down the connection that has waited longest for a request. */
+static void srv_notify_conn(void *cls, struct MHD_Connection *conn, void **socket_context,
+                            enum MHD_ConnectionNotificationCode code)
+{
+    http_server *srv = cls;
+    const union MHD_ConnectionInfo *ci;
+    int evicted = 0;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context =
+            ci != NULL ? http_conns_opened(&srv->conns, ci->connect_fd, eng_now(), &evicted) : NULL;
+        if (evicted > 0 && srv->log->level >= HLOG_DEBUG)
+            hlog_emit(srv->log, HLOG_DEBUG,
+                      "connection limit: closed the stalest waiting "
+                      "connection",
+                      NULL, json_pack("{s:i}", "closed", evicted));
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        http_conns_closed(&srv->conns, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static void srv_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -741,6 +798,7 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     for (i = 0; i < QUOTA_STRIPES; i++)
         pthread_mutex_init(&srv->quota_locks[i], NULL);
+    http_conns_init(&srv->conns, cfg->max_connections);
     srv->cfg = *cfg;
     srv->listen = strdup(cfg->listen);
     for (i = 0; i < http_route_count() && i < METRICS_MAX_ROUTES; i++)
@@ -775,10 +833,11 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
     srv->daemon = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, srv_access, srv, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log,
         srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-        srv_completed, srv, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout_s,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_ARRAY, tls_opts,
-        MHD_OPTION_END);
+        srv_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned int)cfg->max_connections + SRV_CONN_SPARE, MHD_OPTION_NOTIFY_CONNECTION,
+        srv_notify_conn, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)cfg->connection_timeout_s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
+        (unsigned int)1, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         http_server_stop(srv);
         return vbm_fail(err, VBM_EBUSY, "listen", "cannot listen on %s (address in use%s?)",
@@ -833,6 +892,7 @@ void http_server_stop(http_server *srv)
         MHD_stop_daemon(srv->daemon);
     for (i = 0; i < QUOTA_STRIPES; i++)
         pthread_mutex_destroy(&srv->quota_locks[i]);
+    http_conns_destroy(&srv->conns);
     metrics_free(srv->metrics);
     free(srv->listen);
     free(srv);

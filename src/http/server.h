@@ -29,6 +29,8 @@ typedef struct {
     const char *listen; /* "ADDR:PORT", "[V6ADDR]:PORT"; port 0 picks a free one */
     int max_connections;
     int connection_timeout_s;
+    double
+        queue_timeout_s; /* reported in the 503 of a job shed by the pool (eng_pool_set_max_wait) */
     const char *models_dir; /* may be NULL */
     eng_models *models;     /* borrowed (outlives the server): the hosted models; NULL: none */
     const char *data_dir;   /* may be NULL */

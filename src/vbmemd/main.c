@@ -259,8 +259,10 @@ int main(int argc, char **argv)
         hlog_emit(&lg, HLOG_ERROR, "cannot start", NULL, json_pack("{s:s}", "detail", err.msg));
         goto out;
     }
+    eng_pool_set_max_wait(pool, opt.queue_timeout_s);
     memset(&scfg, 0, sizeof scfg);
     scfg.listen = opt.listen;
+    scfg.queue_timeout_s = opt.queue_timeout_s;
     scfg.max_connections = opt.max_connections;
     scfg.connection_timeout_s = opt.connection_timeout_s;
     scfg.models_dir = eng_models_dir(models);

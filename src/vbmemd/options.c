@@ -53,6 +53,7 @@ enum {
     O_VERSION,
     O_PRINT_ROUTES,
     O_LIST_SESSIONS,
+    O_QUEUE_TIMEOUT,
     O_COUNT
 };
 
@@ -84,7 +85,8 @@ static const opt_def opt_defs[O_COUNT] = {
      "solver time budget of one write, append, refit or resize (seconds)"},
     {"max-read-steps", OPT_INT, "100", "iterations of one read"},
     {"retry-after", OPT_INT, "1", "seconds in Retry-After of 429 and 503 answers"},
-    {"max-connections", OPT_INT, "1024", "open connections at once"},
+    {"max-connections", OPT_INT, "1024",
+     "open connections at once; a new one past it closes the one waiting longest for a request"},
     {"connection-timeout", OPT_INT, "60", "seconds an idle connection stays open"},
     {"shutdown-timeout", OPT_DOUBLE, "10", "seconds to finish in-flight jobs on SIGTERM/SIGINT"},
     {"max-resident", OPT_INT, "1000",
@@ -109,6 +111,9 @@ static const opt_def opt_defs[O_COUNT] = {
     {"print-routes", OPT_FLAG, NULL, "print the HTTP routes (METHOD PATH) and exit"},
     {"list-sessions", OPT_FLAG, NULL,
      "with --data-dir: print every stored session as a JSON line and exit"},
+    {"queue-timeout", OPT_DOUBLE, "30",
+     "seconds a job may wait in the queue for a worker; past it the request gets 503 without "
+     "running"},
 };
 
 /* Options that only the command line may give (one-shot commands). */
@@ -298,6 +303,7 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         case O_MAX_CONN: o->max_connections = (int)v; break;
         case O_CONN_TIMEOUT: o->connection_timeout_s = (int)v; break;
         case O_SHUTDOWN: o->shutdown_timeout_s = d; break;
+        case O_QUEUE_TIMEOUT: o->queue_timeout_s = d; break;
         case O_MAX_RESIDENT: o->max_resident = v; break;
         case O_METRICS_KEY:
             if (v > 1) {

@@ -31,6 +31,7 @@ typedef struct {
     int max_connections;
     int connection_timeout_s;
     double shutdown_timeout_s;
+    double queue_timeout_s; /* --queue-timeout: longest wait of a job in the queue */
     hlog_level log_level;
     http_limits limits;
     int help;

@@ -572,6 +572,56 @@ def test_backpressure_queue_full():
         expect(d.stop() == 0, "exit status")
 
 
+def test_queue_timeout_sheds_late_jobs():
+    """--queue-timeout: a job that waited longer for a worker is answered 503 + Retry-After (a
+    problem naming the wait) without running; the others run; nothing else comes back."""
+    # the timeout must exceed an idle worker's wake-up (ms; ~10 ms under valgrind) and be shorter
+    # than 7 writes of slow_episode, which the last of 8 waits for behind the only worker
+    limit = "0.2" if WRAPPER is not None else "0.02"
+    d = start("--threads", "1", "--queue-depth", "16", "--queue-timeout", limit,
+              "--log-level", "warn")
+    try:
+        c = d.client()
+        for _ in range(20):  # the creation is a job too: retried should a wake-up be that slow
+            r = c.request("POST", "/v1/sessions",
+                          {"code_size": 48, "memory": {"kind": "mixture", "rows": 6, "clusters": 10}},
+                          validate=False)
+            if r.status != 503:
+                break
+        expect(r.status == 201, (r.status, r.body[:200]))
+        sid = json.loads(r.body)["id"]
+        body = slow_episode()
+        statuses, errors, details = [], [], []
+
+        def go():
+            try:
+                r = d.client().request("POST", "/v1/sessions/%s/episodes" % sid, body)
+                statuses.append(r.status)
+                if r.status == 503:
+                    problem(r, 503)
+                    details.append(json.loads(r.body)["detail"])
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=go) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        expect(not errors, errors[:2])
+        expect(set(statuses) <= {200, 503} and len(statuses) == 8, statuses)
+        expect(statuses.count(200) >= 1 and statuses.count(503) >= 1,
+               "1 worker, 8 slow writes at once, %s s queue timeout: %s" % (limit, statuses))
+        expect(all("queue timeout" in x for x in details), details[:1])
+        m = c.request("GET", "/metrics").body.decode()
+        expect("vbmemd_rejected_total %d" % statuses.count(503) in m, "rejected counter")
+        # the session's version counts only the writes that ran
+        info = ok(c.request("GET", "/v1/sessions/" + sid))
+        expect(info["version"] == 1 + statuses.count(200), (info["version"], statuses))
+    finally:
+        expect(d.stop() == 0, "exit status")
+
+
 def test_graceful_shutdown_with_requests_in_flight():
     d = start("--threads", "2", "--queue-depth", "16", "--shutdown-timeout", "60")
     c = d.client()
@@ -882,6 +932,7 @@ TESTS = [
     test_concurrency_and_serial_replay, test_request_ids_logs_and_metrics, test_ttl_expiry,
     test_api_keys_isolation_and_reload, test_limits, test_option_precedence,
     test_sessions_do_not_wait_on_each_other, test_backpressure_queue_full,
+    test_queue_timeout_sheds_late_jobs,
     test_graceful_shutdown_with_requests_in_flight,
     test_idle_session_memory, test_latent_sample_mode_is_the_old_read, test_latent_read_modes_and_masks,
 ]

@@ -1,13 +1,14 @@
 /* test_units.c -- Check tests of vbmemd's building blocks: SHA-256, constant-time compare,
  * base64, code decoding, the job pool (bounded queue, drain), the session store (owners,
- * pagination, limits, TTL), session versions / If-Match, and the API key file (scopes, owners,
- * quotas, the request-rate bucket, reload). */
+ * pagination, limits, TTL), session versions / If-Match, the connection table's eviction, and the
+ * API key file (scopes, owners, quotas, the request-rate bucket, reload). */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "engine/store.h"
 #include "http/auth.h"
 #include "http/codec.h"
+#include "http/conns.h"
 #include "http/keyhash.h"
 
 static void hex(const unsigned char *d, size_t n, char *out)
@@ -228,6 +230,88 @@ START_TEST(test_pool_bounded_and_drain)
     pthread_mutex_unlock(&lock);
     ck_assert_int_eq(eng_pool_drain(pool, 10.0), VBM_OK);
     ck_assert_int_eq(done, 3);
+    eng_pool_free(pool);
+}
+END_TEST
+
+typedef struct {
+    eng_job job;
+    int ran, shed;
+} count_job;
+
+static void count_run(eng_job *j)
+{
+    ((count_job *)j)->ran++;
+}
+
+static void count_shed(eng_job *j)
+{
+    ((count_job *)j)->shed++;
+}
+
+/* With a maximum wait, a job that waited longer is shed (shed called, run not); one without shed
+ * runs anyway; with no limit (0) every job runs. */
+START_TEST(test_pool_sheds_jobs_past_max_wait)
+{
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int release = 0, done = 0, queued, running, i;
+    block_job blocker;
+    count_job jobs[3];
+    struct timespec ts = {0, 2000000L}, wait = {0, 60000000L};
+    eng_pool *pool;
+    vbm_error err;
+
+    memset(jobs, 0, sizeof jobs);
+    memset(&blocker, 0, sizeof blocker);
+    for (i = 0; i < 3; i++) {
+        jobs[i].job.run = count_run;
+        jobs[i].job.shed = i < 2 ? count_shed : NULL;
+    }
+    blocker.job.run = block_run;
+    blocker.lock = &lock;
+    blocker.cond = &cond;
+    blocker.release = &release;
+    blocker.done = &done;
+    ck_assert_int_eq(eng_pool_create(1, 8, &pool, &err), VBM_OK);
+    eng_pool_set_max_wait(pool, 0.02);
+    ck_assert_int_eq(eng_pool_submit(pool, &blocker.job), VBM_OK);
+    do {
+        nanosleep(&ts, NULL);
+        eng_pool_stats(pool, &queued, &running, NULL);
+    } while (running == 0);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[0].job), VBM_OK);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[2].job), VBM_OK);
+    nanosleep(&wait, NULL); /* both wait 60 ms > 20 ms behind the blocked worker */
+    pthread_mutex_lock(&lock);
+    release = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    ck_assert_int_eq(eng_pool_drain(pool, 10.0), VBM_OK);
+    ck_assert_int_eq(jobs[0].shed, 1);
+    ck_assert_int_eq(jobs[0].ran, 0);
+    ck_assert_int_eq(jobs[2].ran, 1); /* no shed callback: runs */
+    ck_assert_uint_eq(eng_pool_shed_count(pool), 1);
+    eng_pool_free(pool);
+    /* no limit: a job that waited runs */
+    release = 0;
+    ck_assert_int_eq(eng_pool_create(1, 8, &pool, &err), VBM_OK);
+    eng_pool_set_max_wait(pool, 0.0);
+    ck_assert_int_eq(eng_pool_submit(pool, &blocker.job), VBM_OK);
+    do {
+        nanosleep(&ts, NULL);
+        eng_pool_stats(pool, &queued, &running, NULL);
+    } while (running == 0);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[1].job), VBM_OK);
+    nanosleep(&wait, NULL);
+    pthread_mutex_lock(&lock);
+    release = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    ck_assert_int_eq(eng_pool_drain(pool, 10.0), VBM_OK);
+    ck_assert_int_eq(jobs[1].ran, 1);
+    ck_assert_int_eq(jobs[1].shed, 0);
+    ck_assert_uint_eq(eng_pool_shed_count(pool), 0);
     eng_pool_free(pool);
 }
 END_TEST
@@ -667,6 +751,66 @@ START_TEST(test_auth_many_keys_and_long_lines)
 }
 END_TEST
 
+/* 1 when the peer of socket s was shut down (a read returns end of file at once). */
+static int conn_peer_closed(int s)
+{
+    char c;
+    ssize_t n = recv(s, &c, 1, MSG_DONTWAIT);
+
+    return n == 0;
+}
+
+/* Past the limit, the waiting connection with the oldest `since` is shut down: never a busy one,
+ * never the new one; a connection that got its answer waits again from then. */
+START_TEST(test_conns_evict_stalest_waiting)
+{
+    http_conns t;
+    http_conn *c[6];
+    int sv[6][2], i, ev = -1;
+
+    for (i = 0; i < 6; i++)
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]), 0);
+    http_conns_init(&t, 3);
+    c[0] = http_conns_opened(&t, sv[0][0], 1.0, &ev);
+    ck_assert_int_eq(ev, 0);
+    c[1] = http_conns_opened(&t, sv[1][0], 2.0, &ev);
+    c[2] = http_conns_opened(&t, sv[2][0], 3.0, &ev);
+    ck_assert_int_eq(ev, 0);
+    ck_assert(c[0] != NULL && c[1] != NULL && c[2] != NULL);
+    http_conns_busy(&t, c[0]);          /* oldest, but its request is being handled */
+    http_conns_waiting(&t, c[1], 10.0); /* answered at 10: waits from then */
+    c[3] = http_conns_opened(&t, sv[3][0], 11.0, &ev);
+    ck_assert_int_eq(ev, 1);
+    ck_assert_int_eq(t.count, 3);
+    for (i = 0; i < 4; i++) /* c[2] (waiting since 3) went, not busy c[0] nor c[1] (since 10) */
+        ck_assert_int_eq(conn_peer_closed(sv[i][1]), i == 2);
+    /* closing an evicted entry does not count it twice */
+    http_conns_closed(&t, c[2]);
+    ck_assert_int_eq(t.count, 3);
+    http_conns_busy(&t, c[1]);
+    http_conns_busy(&t, c[3]);
+    c[4] = http_conns_opened(&t, sv[4][0], 12.0, &ev); /* everything else busy: nobody goes */
+    ck_assert_int_eq(ev, 0);
+    ck_assert_int_eq(t.count, 4);
+    ck_assert_int_eq(conn_peer_closed(sv[4][1]), 0);
+    http_conns_waiting(&t, c[0], 13.0);
+    c[5] = http_conns_opened(&t, sv[5][0], 14.0, &ev); /* 5 > 3: c[4] (12) then c[0] (13) */
+    ck_assert_int_eq(ev, 2);
+    ck_assert_int_eq(t.count, 3);
+    ck_assert_int_eq(conn_peer_closed(sv[4][1]), 1);
+    ck_assert_int_eq(conn_peer_closed(sv[0][1]), 1);
+    ck_assert_int_eq(conn_peer_closed(sv[5][1]), 0);
+    ck_assert_uint_eq(t.evictions, 3);
+    http_conns_closed(&t, NULL); /* untracked: a no-op */
+    http_conns_closed(&t, c[0]);
+    http_conns_destroy(&t); /* frees the entries still listed */
+    for (i = 0; i < 6; i++) {
+        close(sv[i][0]);
+        close(sv[i][1]);
+    }
+}
+END_TEST
+
 static Suite *units_suite(void)
 {
     Suite *s = suite_create("vbmemd-units");
@@ -685,6 +829,8 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_auth_key_lines);
     tcase_add_test(tc, test_auth_file_owner_bucket_reload);
     tcase_add_test(tc, test_auth_many_keys_and_long_lines);
+    tcase_add_test(tc, test_conns_evict_stalest_waiting);
+    tcase_add_test(tc, test_pool_sheds_jobs_past_max_wait);
     suite_add_tcase(s, tc);
     return s;
 }
