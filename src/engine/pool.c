@@ -1,4 +1,4 @@
-/* pool.c -- owns the worker threads, the bounded job queue and draining at shutdown. */
+/* pool.c -- owns the worker threads, their CPU slots (workers blocked on I/O give theirs up), the bounded job queue and draining at shutdown. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -17,20 +17,52 @@ struct eng_pool {
     int accepting; /* 0 once draining began */
     int stop;      /* workers exit when set and the queue is empty */
     int nthreads;
+    int slots_free;      /* CPU slots not held by a worker: a job starts only with one */
+    int slot_waiting;    /* workers back from a wait, waiting for a slot */
+    pthread_cond_t slot; /* signalled for them */
+    pthread_key_t self;  /* set to the pool in its own workers (eng_pool_block) */
     pthread_t *threads;
 };
+
+/* Take a CPU slot, waiting for one (a worker back from a wait goes before
+ * queued jobs). Lock held. */
+static void pool_slot_take(eng_pool *p)
+{
+    p->slot_waiting++;
+    while (p->slots_free == 0)
+        pthread_cond_wait(&p->slot, &p->lock);
+    p->slot_waiting--;
+    p->slots_free--;
+    if (p->slots_free > 0 && p->slot_waiting == 0 && p->head != NULL)
+        pthread_cond_signal(&p->work); /* a slot left over for a queued job */
+}
+
+/* Give a CPU slot back: to a worker back from a wait, else to an idle worker
+ * when a job is queued. Lock held. */
+static void pool_slot_give(eng_pool *p)
+{
+    p->slots_free++;
+    if (p->slot_waiting > 0)
+        pthread_cond_signal(&p->slot);
+    else if (p->head != NULL)
+        pthread_cond_signal(&p->work);
+}
 
 static void *pool_worker(void *arg)
 {
     eng_pool *p = arg;
     eng_job *job;
 
+    pthread_setspecific(p->self, p);
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (p->head == NULL && !p->stop)
+        /* Wait for a job and a slot to run it (stopping: exit once the queue is empty). */
+        while (p->stop ? p->head != NULL && p->slots_free == 0
+                       : p->head == NULL || p->slots_free == 0 || p->slot_waiting > 0)
             pthread_cond_wait(&p->work, &p->lock);
         if (p->head == NULL)
             break;
+        p->slots_free--;
         job = p->head;
         p->head = job->next;
         if (p->head == NULL)
@@ -43,6 +75,7 @@ static void *pool_worker(void *arg)
         job->run(job);
         pthread_mutex_lock(&p->lock);
         p->running--;
+        pool_slot_give(p);
         pthread_cond_broadcast(&p->idle);
     }
     pthread_mutex_unlock(&p->lock);
@@ -61,37 +94,51 @@ static void pool_destroy(eng_pool *p, int n)
     for (i = 0; i < n; i++)
         pthread_join(p->threads[i], NULL);
     pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->slot);
     pthread_cond_destroy(&p->idle);
     pthread_mutex_destroy(&p->lock);
+    pthread_key_delete(p->self);
     free(p->threads);
     free(p);
 }
 
 vbm_status eng_pool_create(int threads, int depth, eng_pool **out, vbm_error *err)
 {
+    return eng_pool_create_blocking(threads, 0, depth, out, err);
+}
+
+vbm_status eng_pool_create_blocking(int threads, int waiters, int depth, eng_pool **out,
+                                    vbm_error *err)
+{
     eng_pool *p;
-    int i;
+    int i, total;
 
     *out = NULL;
     if (threads < 1 || threads > 1024)
         return vbm_fail(err, VBM_EINVAL, "threads", "%d is outside [1, 1024]", threads);
+    if (waiters < 0 || waiters > 1024)
+        return vbm_fail(err, VBM_EINVAL, "waiters", "%d is outside [0, 1024]", waiters);
+    total = threads + waiters;
     if (depth < 1 || depth > 1000000)
         return vbm_fail(err, VBM_EINVAL, "queue_depth", "%d is outside [1, 1000000]", depth);
     p = calloc(1, sizeof *p);
     if (p == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
-    p->threads = calloc((size_t)threads, sizeof *p->threads);
-    if (p->threads == NULL) {
+    p->threads = calloc((size_t)total, sizeof *p->threads);
+    if (p->threads == NULL || pthread_key_create(&p->self, NULL) != 0) {
+        free(p->threads);
         free(p);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->slot, NULL);
     pthread_cond_init(&p->idle, NULL);
     p->depth = depth;
     p->accepting = 1;
-    p->nthreads = threads;
-    for (i = 0; i < threads; i++) {
+    p->nthreads = total;
+    p->slots_free = threads;
+    for (i = 0; i < total; i++) {
         if (pthread_create(&p->threads[i], NULL, pool_worker, p) != 0) {
             pool_destroy(p, i);
             return vbm_fail(err, VBM_ENOMEM, NULL, "cannot start worker thread %d", i);
@@ -170,4 +217,18 @@ void eng_pool_free(eng_pool *p)
     if (p == NULL)
         return;
     pool_destroy(p, p->nthreads);
+}
+
+void eng_pool_block(void *pool, int begin)
+{
+    eng_pool *p = pool;
+
+    if (p == NULL || pthread_getspecific(p->self) != p)
+        return; /* not one of this pool's workers: it holds no slot */
+    pthread_mutex_lock(&p->lock);
+    if (begin)
+        pool_slot_give(p);
+    else
+        pool_slot_take(p);
+    pthread_mutex_unlock(&p->lock);
 }

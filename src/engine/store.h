@@ -34,7 +34,15 @@ typedef struct {
     const eng_store_ops *ops;
     void *impl;
     eng_store_limits limits;
+    void (*wait)(void *ctx, int begin); /* NULL, or called around backend I/O */
+    void *wait_ctx;
 } eng_store;
+
+/* Have a durable store call wait(ctx, 1) before and wait(ctx, 0) after each
+ * blocking backend call (a commit, a load), so that a worker pool can run
+ * other jobs meanwhile (eng_pool_block). The in-memory store never calls it.
+ * Set before the store is shared between threads. Never fails. */
+void eng_store_set_wait(eng_store *st, void (*wait)(void *ctx, int begin), void *ctx);
 
 /* Create the in-memory store (a sorted table guarded by one mutex) with the
  * given limits. On success *out is owned by the caller (eng_store_free).

@@ -43,6 +43,34 @@ static int dur_id_ok(const char *id)
     return strlen(id) == ENG_ID_LEN && strspn(id, "0123456789abcdef") == ENG_ID_LEN;
 }
 
+/* eng_backend_save with the store's wait hook around it (a worker waiting for
+ * a commit gives its CPU slot to another request, whose write may join the
+ * same group commit). */
+static vbm_status dur_save(dur_store *d, const eng_record *rec, uint64_t expected, vbm_error *err)
+{
+    vbm_status st;
+
+    if (d->base.wait != NULL)
+        d->base.wait(d->base.wait_ctx, 1);
+    st = eng_backend_save(d->backend, rec, expected, err);
+    if (d->base.wait != NULL)
+        d->base.wait(d->base.wait_ctx, 0);
+    return st;
+}
+
+/* eng_backend_load with the store's wait hook around it. */
+static vbm_status dur_load(dur_store *d, const char *id, eng_record *out, vbm_error *err)
+{
+    vbm_status st;
+
+    if (d->base.wait != NULL)
+        d->base.wait(d->base.wait_ctx, 1);
+    st = eng_backend_load(d->backend, id, out, err);
+    if (d->base.wait != NULL)
+        d->base.wait(d->base.wait_ctx, 0);
+    return st;
+}
+
 /* Index of the first item whose id is >= id. Lock held. */
 static long dur_find(const dur_store *d, const char *id)
 {
@@ -168,7 +196,7 @@ static vbm_status dur_persist(void *ctx, eng_session *s, uint64_t prev_version, 
 
     if (st != VBM_OK)
         return st;
-    st = eng_backend_save(d->backend, &rec, prev_version, err);
+    st = dur_save(d, &rec, prev_version, err);
     eng_record_free(&rec);
     if (st == VBM_ECONFLICT || st == VBM_ENOTFOUND || st == VBM_EUNAVAIL)
         dur_drop(d, s); /* the stored state is newer, gone, or unknown: reload it next time */
@@ -208,7 +236,7 @@ static vbm_status dur_insert(void *impl, eng_session *s, size_t extra, vbm_error
     eng_session_set_persist(s, dur_persist, d);
     st = eng_session_to_record(s, &rec, err);
     if (st == VBM_OK) {
-        st = eng_backend_save(d->backend, &rec, 0, err);
+        st = dur_save(d, &rec, 0, err);
         eng_record_free(&rec);
     }
     pthread_mutex_lock(&d->lock);
@@ -291,7 +319,7 @@ static vbm_status dur_get(void *impl, const char *id, const unsigned char *owner
         gen = d->removals;
         pthread_mutex_unlock(&d->lock);
 
-        st = eng_backend_load(d->backend, id, &rec, err);
+        st = dur_load(d, id, &rec, err);
         if (st != VBM_OK)
             return st;
         if (memcmp(rec.owner, who, ENG_OWNER_LEN) != 0) {

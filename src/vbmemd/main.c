@@ -244,10 +244,14 @@ int main(int argc, char **argv)
     main_log_models(&lg, models, "models loaded", NULL);
     blas = main_blas_threads(opt.threads);
     if (vbmemd_storage_open(&opt, &store, &durable, &err) != VBM_OK
-        || eng_pool_create(opt.threads, opt.queue_depth, &pool, &err) != VBM_OK) {
+        || eng_pool_create_blocking(opt.threads, durable ? opt.commit_waiters : 0, opt.queue_depth,
+                                    &pool, &err)
+               != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot start", NULL, json_pack("{s:s}", "detail", err.msg));
         goto out;
     }
+    if (durable) /* workers waiting for a commit free their CPU slot: group commit */
+        eng_store_set_wait(store, eng_pool_block, pool);
     memset(&scfg, 0, sizeof scfg);
     scfg.listen = opt.listen;
     scfg.max_connections = opt.max_connections;
@@ -292,6 +296,8 @@ int main(int argc, char **argv)
     rc = 0;
 out:
     http_server_stop(srv);
+    if (store != NULL)
+        eng_store_set_wait(store, NULL, NULL); /* the pool goes first */
     eng_pool_free(pool);
     eng_store_free(store);
     eng_models_free(models);

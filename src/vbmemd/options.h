@@ -22,7 +22,8 @@ typedef struct {
     const char *export_all;    /* --export-all FILE, NULL: none */
     const char *import_all;    /* --import-all FILE, NULL: none */
     long max_resident;         /* resident sessions of the durable store */
-    const char *redis;         /* --redis HOST:PORT, NULL: none */
+    int commit_waiters; /* extra pool workers of a durable store (eng_pool_create_blocking) */
+    const char *redis;  /* --redis HOST:PORT, NULL: none */
     int threads;
     int queue_depth;
     int max_connections;
