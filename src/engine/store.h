@@ -90,7 +90,9 @@ vbm_status eng_store_remove(eng_store *st, const char *id, const unsigned char *
  * "": from the start), in id order; *out is a malloc'd array of *n referenced
  * sessions (unref each, free the array); *more is 1 when further sessions
  * follow. A durable store loads them (they count towards its resident bound
- * once released). Fails with VBM_ENOMEM, VBM_EUNAVAIL. */
+ * once released) and returns at most max_resident a page, so that a listing
+ * never holds more sessions than that bound. Fails with VBM_ENOMEM,
+ * VBM_EUNAVAIL. */
 vbm_status eng_store_list(eng_store *st, const unsigned char *owner, const char *after, int limit,
                           eng_session ***out, int *n, int *more, vbm_error *err);
 

@@ -407,6 +407,8 @@ static vbm_status dur_list(void *impl, const unsigned char *owner, const char *a
     *more = 0;
     if (limit < 1)
         return vbm_fail(err, VBM_EINVAL, "limit", "must be >= 1");
+    if (limit > d->max_resident)
+        limit = (int)d->max_resident; /* a page never holds more than the resident bound */
     ids = calloc((size_t)limit + 1, sizeof *ids);
     arr = calloc((size_t)limit, sizeof *arr);
     if (ids == NULL || arr == NULL) {
