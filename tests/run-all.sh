@@ -78,6 +78,8 @@ echo "== vbmemd with images under valgrind (all but the 64-image round, which re
 echo "== durable stores under valgrind: SQLite (SIGKILL rounds, restart, backup CLI, busy and corrupt store), Redis replicas behind nginx =="
 /usr/bin/python3 tests/http/test_store.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
+echo "== scale of the SQLite store (bench/scale.py --quick: 3,000 sessions, --max-resident 100; RSS bound, restart, backup during writes) =="
+/usr/bin/python3 bench/scale.py build/vbmemd --quick
 echo "== deploy files (nginx -t, compose and Kubernetes YAML, no shipped key, systemd unit; install.sh + the installed vbmemd as the unit runs it) =="
 bash tests/deploy/check.sh
 echo "run-all: every test passed"
