@@ -89,10 +89,10 @@ vbm_status eng_store_remove(eng_store *st, const char *id, const unsigned char *
 /* Up to limit (>= 1) sessions of owner whose ids sort after `after` (NULL or
  * "": from the start), in id order; *out is a malloc'd array of *n referenced
  * sessions (unref each, free the array); *more is 1 when further sessions
- * follow. A durable store loads them (they count towards its resident bound
- * once released) and returns at most max_resident a page, so that a listing
- * never holds more sessions than that bound. Fails with VBM_ENOMEM,
- * VBM_EUNAVAIL. */
+ * follow. A durable store returns the resident copy of a resident session
+ * and a private copy, loaded for this page and not cached, of any other (it
+ * goes when the caller drops it), at most max_resident a page: a listing
+ * leaves the cache as it was. Fails with VBM_ENOMEM, VBM_EUNAVAIL. */
 vbm_status eng_store_list(eng_store *st, const unsigned char *owner, const char *after, int limit,
                           eng_session ***out, int *n, int *more, vbm_error *err);
 

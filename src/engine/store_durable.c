@@ -393,6 +393,43 @@ static vbm_status dur_remove(void *impl, const char *id, const unsigned char *ow
     return VBM_OK;
 }
 
+/* One session of a listing: the resident copy when there is one (dur_get),
+ * else a private copy loaded for the caller alone and not cached, so that a
+ * page of sessions leaves the cache (and the resident bound) as it was and
+ * goes when the caller drops it. */
+static vbm_status dur_list_one(dur_store *d, const char *id, const unsigned char *owner,
+                               eng_session **out, vbm_error *err)
+{
+    eng_record rec;
+    vbm_status st;
+    int resident;
+
+    *out = NULL;
+    pthread_mutex_lock(&d->lock);
+    resident = dur_index(d, id) >= 0;
+    pthread_mutex_unlock(&d->lock);
+    if (resident || !dur_id_ok(id))
+        return dur_get(d, id, owner, out, err);
+    st = dur_load(d, id, &rec, err);
+    if (st != VBM_OK)
+        return st;
+    if (memcmp(rec.owner, dur_owner(owner), ENG_OWNER_LEN) != 0) {
+        eng_record_free(&rec);
+        return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
+    }
+    st = eng_session_from_record(&rec, out, err);
+    eng_record_free(&rec);
+    if (st == VBM_EFORMAT) {
+        char msg[VBM_MSG_LEN];
+
+        snprintf(msg, sizeof msg, "%s", err != NULL ? err->msg : "corrupt record");
+        return vbm_fail(err, VBM_EUNAVAIL, NULL, "%s", msg);
+    }
+    if (st == VBM_OK) /* a write through this copy is a compare-and-set like any other */
+        eng_session_set_persist(*out, dur_persist, d);
+    return st;
+}
+
 static vbm_status dur_list(void *impl, const unsigned char *owner, const char *after, int limit,
                            eng_session ***out, int *n, int *more, vbm_error *err)
 {
@@ -418,7 +455,7 @@ static vbm_status dur_list(void *impl, const unsigned char *owner, const char *a
     }
     st = eng_backend_list(d->backend, dur_owner(owner), after, limit + 1, ids, &got, err);
     for (i = 0; st == VBM_OK && i < got && i < limit; i++) {
-        st = dur_get(d, ids[i], owner, &arr[*n], err);
+        st = dur_list_one(d, ids[i], owner, &arr[*n], err);
         if (st == VBM_OK)
             (*n)++;
         else if (st == VBM_ENOTFOUND)
