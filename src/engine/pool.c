@@ -17,34 +17,27 @@ struct eng_pool {
     int accepting; /* 0 once draining began */
     int stop;      /* workers exit when set and the queue is empty */
     int nthreads;
-    int slots_free;      /* CPU slots not held by a worker: a job starts only with one */
-    int slot_waiting;    /* workers back from a wait, waiting for a slot */
-    pthread_cond_t slot; /* signalled for them */
-    pthread_key_t self;  /* set to the pool in its own workers (eng_pool_block) */
+    int slots_free;     /* CPU slots not held by a worker (< 0: over for a moment after
+                           waits); a job starts only with one */
+    pthread_key_t self; /* set to the pool in its own workers (eng_pool_block) */
     pthread_t *threads;
 };
 
-/* Take a CPU slot, waiting for one (a worker back from a wait goes before
- * queued jobs). Lock held. */
+/* Take a CPU slot back after a wait, without waiting for one: the count may
+ * go below zero for a moment (no new job starts until it is positive again).
+ * Waiting here could deadlock: the slots may be held by requests that wait for
+ * this worker (e.g. on the write lock of the session it is committing). Lock
+ * held. */
 static void pool_slot_take(eng_pool *p)
 {
-    p->slot_waiting++;
-    while (p->slots_free == 0)
-        pthread_cond_wait(&p->slot, &p->lock);
-    p->slot_waiting--;
     p->slots_free--;
-    if (p->slots_free > 0 && p->slot_waiting == 0 && p->head != NULL)
-        pthread_cond_signal(&p->work); /* a slot left over for a queued job */
 }
 
-/* Give a CPU slot back: to a worker back from a wait, else to an idle worker
- * when a job is queued. Lock held. */
+/* Give a CPU slot back: to an idle worker when a job is queued. Lock held. */
 static void pool_slot_give(eng_pool *p)
 {
     p->slots_free++;
-    if (p->slot_waiting > 0)
-        pthread_cond_signal(&p->slot);
-    else if (p->head != NULL)
+    if (p->slots_free > 0 && p->head != NULL)
         pthread_cond_signal(&p->work);
 }
 
@@ -57,8 +50,8 @@ static void *pool_worker(void *arg)
     pthread_mutex_lock(&p->lock);
     for (;;) {
         /* Wait for a job and a slot to run it (stopping: exit once the queue is empty). */
-        while (p->stop ? p->head != NULL && p->slots_free == 0
-                       : p->head == NULL || p->slots_free == 0 || p->slot_waiting > 0)
+        while (p->stop ? p->head != NULL && p->slots_free <= 0
+                       : p->head == NULL || p->slots_free <= 0)
             pthread_cond_wait(&p->work, &p->lock);
         if (p->head == NULL)
             break;
@@ -94,7 +87,6 @@ static void pool_destroy(eng_pool *p, int n)
     for (i = 0; i < n; i++)
         pthread_join(p->threads[i], NULL);
     pthread_cond_destroy(&p->work);
-    pthread_cond_destroy(&p->slot);
     pthread_cond_destroy(&p->idle);
     pthread_mutex_destroy(&p->lock);
     pthread_key_delete(p->self);
@@ -132,7 +124,6 @@ vbm_status eng_pool_create_blocking(int threads, int waiters, int depth, eng_poo
     }
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
-    pthread_cond_init(&p->slot, NULL);
     pthread_cond_init(&p->idle, NULL);
     p->depth = depth;
     p->accepting = 1;

@@ -34,8 +34,10 @@ vbm_status eng_pool_create_blocking(int threads, int waiters, int depth, eng_poo
                                     vbm_error *err);
 
 /* Called by a job around a wait that uses no CPU (begin 1 before, 0 after):
- * the calling worker gives its CPU slot up, then takes one back (waiting for
- * it). A no-op from a thread that is not one of pool's workers, or for a NULL
+ * the calling worker gives its CPU slot up, then takes one back without
+ * waiting for it (more than `threads` jobs may compute for a moment; no new job
+ * starts until they are fewer: waiting could deadlock on requests that hold the
+ * slots and wait for this one, e.g. on a session's write lock). A no-op from a thread that is not one of pool's workers, or for a NULL
  * pool. Never fails. Signature fits eng_store_set_wait. */
 void eng_pool_block(void *pool, int begin);
 
