@@ -7,7 +7,12 @@
 # 8 and 64 clients, with VB_ITERATIONS and with 0 iterations (the server's ceiling), alternating the
 # stores run by run so that a busy machine slows both alike. Prints one JSON line per run and a
 # Markdown table. Bounded: each run stops after REQUESTS requests or SECONDS_MAX seconds.
-# usage: bench/store_run.sh [BUILD_DIR] [DATA_PARENT]   (env: REQUESTS, SECONDS_MAX, ITERATIONS, THREADS)
+# usage: bench/store_run.sh [BUILD_DIR] [DATA_PARENT]   (env: REQUESTS, SECONDS_MAX, ITERATIONS, THREADS,
+#        STORES="memory sqlite redis", CLIENTS="1 8 64", ITERATION_SET="$ITERATIONS 0")
+# Store sqlite-w0 (not run by default) is SQLite with --commit-waiters 0: the pool without extra
+# workers for requests waiting on a commit, as before group commit across workers (the comparator
+# of that change). After the table, one line per (iterations, clients) gives each store's rate as a
+# ratio of the in-memory store's in the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -16,6 +21,9 @@ REQUESTS=${REQUESTS:-2000}
 SECONDS_MAX=${SECONDS_MAX:-10}
 ITERATIONS=${ITERATIONS:-10}
 THREADS=${THREADS:-$(nproc)}
+STORES=${STORES:-memory sqlite redis}
+CLIENTS=${CLIENTS:-1 8 64}
+ITERATION_SET=${ITERATION_SET:-$ITERATIONS 0}
 data=$(mktemp -d "$PARENT/vbmem-bench-XXXXXX")
 declare -A pid port log
 rpid=""
@@ -26,14 +34,15 @@ cleanup() {
 }
 trap cleanup EXIT
 rport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir "$data/redis" "$data/sqlite"
+mkdir "$data/redis" "$data/sqlite" "$data/sqlite-w0"
 redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync always \
   --dir "$data/redis" >/dev/null 2>&1 &
 rpid=$!
 for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.05; done
-for store in memory sqlite redis; do
+for store in $STORES; do
   args=()
   [ "$store" = sqlite ] && args=(--data-dir "$data/sqlite")
+  [ "$store" = sqlite-w0 ] && args=(--data-dir "$data/sqlite-w0" --commit-waiters 0)
   [ "$store" = redis ] && args=(--redis "127.0.0.1:$rport")
   log[$store]=$(mktemp)
   OPENBLAS_NUM_THREADS=1 "$BUILD/vbmemd" --listen 127.0.0.1:0 --threads "$THREADS" --queue-depth 1024 \
@@ -43,9 +52,9 @@ for store in memory sqlite redis; do
   port[$store]=$(grep -o '"port":[0-9]*' "${log[$store]}" | head -1 | cut -d: -f2)
 done
 results=()
-for iters in "$ITERATIONS" 0; do
-  for c in 1 8 64; do
-    for store in memory sqlite redis; do
+for iters in $ITERATION_SET; do
+  for c in $CLIENTS; do
+    for store in $STORES; do
       out=$("$BUILD/bench-http" --port "${port[$store]}" --requests "$REQUESTS" --seconds "$SECONDS_MAX" \
             --iterations "$iters" --mode write-b64 --clients "$c")
       out=$(/usr/bin/python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r["store"]=sys.argv[2]; print(json.dumps(r))' "$out" "$store")
@@ -64,3 +73,12 @@ import json, sys
 r = json.loads(sys.argv[1])
 print("| %s | %d | %s | %d | %.0f | %.2f | %.2f | %.2f | %s |" % (r["store"], r["clients"], r["iterations"], r["requests"], r["rps"], r["p50_ms"], r["p99_ms"], r["max_ms"], "%.2f" % r["mean_solve_ms"] if r["mean_solve_ms"] else "-"))' "$r"
 done
+echo
+/usr/bin/python3 -c '
+import json, sys
+rows = [json.loads(a) for a in sys.argv[1:]]
+mem = {(r["iterations"], r["clients"]): r["rps"] for r in rows if r["store"] == "memory"}
+for (it, c), m in mem.items():
+    others = ", ".join("%s %.2f" % (r["store"], r["rps"] / m) for r in rows
+                       if r["store"] != "memory" and (r["iterations"], r["clients"]) == (it, c) and m > 0)
+    print("ratio to memory (%s iterations, %d clients): %s" % (it, c, others))' "${results[@]}"

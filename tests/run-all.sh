@@ -90,6 +90,8 @@ echo "== overload, slowloris, RSS growth (build/vbmemd under wrk on loopback: be
 /usr/bin/python3 bench/overload.py overload --quick --build build
 /usr/bin/python3 bench/overload.py slowloris --quick --build build
 /usr/bin/python3 bench/overload.py soak --quick --build build
+echo "== scale of the SQLite store (bench/scale.py --quick: 3,000 sessions, --max-resident 100; RSS bound, restart, backup during writes) =="
+/usr/bin/python3 bench/scale.py build/vbmemd --quick
 echo "== deploy files (nginx -t, compose and Kubernetes YAML, no shipped key, systemd unit; install.sh + the installed vbmemd as the unit runs it) =="
 bash tests/deploy/check.sh
 echo "run-all: every test passed"

@@ -58,6 +58,15 @@ vbm_status store_sqlite_open(const char *path, const char *lock_path, int readon
 vbm_status store_redis_open(const char *host, int port, const char *prefix, eng_backend **out,
                             vbm_error *err);
 
+/* Bulk copies into a SQLite backend (the backup CLI): on = 1 drops the
+ * per-commit fsync (synchronous=NORMAL: the WAL keeps the file consistent,
+ * a crash loses only the last commits); on = 0 then makes everything durable
+ * (a full checkpoint, fsyncing the WAL and the database, the WAL truncated)
+ * and restores synchronous=FULL. Call on = 0 and check it before reporting a
+ * copy done. Fails with VBM_EINVAL (not a writable SQLite backend),
+ * VBM_EUNAVAIL (the pragma or the checkpoint failed or was blocked). */
+vbm_status store_sqlite_bulk(eng_backend *b, int on, vbm_error *err);
+
 /* Open the database of a data directory: DIR/vbmem.db, locked through
  * DIR/vbmemd.lock. Same failures as store_sqlite_open. */
 vbm_status store_sqlite_open_dir(const char *dir, eng_backend **out, vbm_error *err);

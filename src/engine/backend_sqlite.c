@@ -676,3 +676,39 @@ vbm_status store_sqlite_open_dir(const char *dir, eng_backend **out, vbm_error *
         return vbm_fail(err, VBM_EINVAL, NULL, "data directory path too long");
     return store_sqlite_open(db, lock, 0, out, err);
 }
+
+vbm_status store_sqlite_bulk(eng_backend *b, int on, vbm_error *err)
+{
+    sq_store *q;
+    char got[64];
+    vbm_status est = VBM_OK;
+    int rc;
+
+    if (b == NULL || b->ops != &sq_ops)
+        return vbm_fail(err, VBM_EINVAL, NULL, "not a SQLite backend");
+    q = b->impl;
+    pthread_mutex_lock(&q->lock);
+    if (sqlite3_db_readonly(q->db, "main") == 1) {
+        est = vbm_fail(err, VBM_EINVAL, NULL, "%s is open read-only", q->path);
+    } else if (on) {
+        rc = sqlite3_exec(q->db, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+            est = sq_fail(q, rc, err, "set synchronous=NORMAL");
+    } else {
+        /* The result row is (busy, WAL frames, frames checkpointed): busy 1 means
+         * the checkpoint could not finish. */
+        rc = sq_pragma(q, "PRAGMA wal_checkpoint(TRUNCATE)", got, sizeof got);
+        if (rc != SQLITE_OK)
+            est = sq_fail(q, rc, err, "checkpoint");
+        else if (strcmp(got, "0") != 0)
+            est =
+                vbm_fail(err, VBM_EUNAVAIL, NULL, "%s: the final checkpoint was blocked", q->path);
+        if (est == VBM_OK) {
+            rc = sqlite3_exec(q->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL);
+            if (rc != SQLITE_OK)
+                est = sq_fail(q, rc, err, "set synchronous=FULL");
+        }
+    }
+    pthread_mutex_unlock(&q->lock);
+    return est;
+}

@@ -1,4 +1,4 @@
-/* pool.c -- owns the worker threads, the bounded job queue and draining at shutdown. */
+/* pool.c -- owns the worker threads, their CPU slots (workers blocked on I/O give theirs up), the bounded job queue and draining at shutdown. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -18,10 +18,31 @@ struct eng_pool {
     int accepting; /* 0 once draining began */
     int stop;      /* workers exit when set and the queue is empty */
     int nthreads;
+    int slots_free;     /* CPU slots not held by a worker (< 0: over for a moment after
+                           waits); a job starts only with one */
+    pthread_key_t self; /* set to the pool in its own workers (eng_pool_block) */
     pthread_t *threads;
     double max_wait;    /* seconds a job may wait in the queue; 0: no limit */
     unsigned long shed; /* jobs shed for waiting longer */
 };
+
+/* Take a CPU slot back after a wait, without waiting for one: the count may
+ * go below zero for a moment (no new job starts until it is positive again).
+ * Waiting here could deadlock: the slots may be held by requests that wait for
+ * this worker (e.g. on the write lock of the session it is committing). Lock
+ * held. */
+static void pool_slot_take(eng_pool *p)
+{
+    p->slots_free--;
+}
+
+/* Give a CPU slot back: to an idle worker when a job is queued. Lock held. */
+static void pool_slot_give(eng_pool *p)
+{
+    p->slots_free++;
+    if (p->slots_free > 0 && p->head != NULL)
+        pthread_cond_signal(&p->work);
+}
 
 static void *pool_worker(void *arg)
 {
@@ -29,12 +50,16 @@ static void *pool_worker(void *arg)
     eng_job *job;
     int late;
 
+    pthread_setspecific(p->self, p);
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (p->head == NULL && !p->stop)
+        /* Wait for a job and a slot to run it (stopping: exit once the queue is empty). */
+        while (p->stop ? p->head != NULL && p->slots_free <= 0
+                       : p->head == NULL || p->slots_free <= 0)
             pthread_cond_wait(&p->work, &p->lock);
         if (p->head == NULL)
             break;
+        p->slots_free--;
         job = p->head;
         p->head = job->next;
         if (p->head == NULL)
@@ -54,6 +79,7 @@ static void *pool_worker(void *arg)
             job->run(job);
         pthread_mutex_lock(&p->lock);
         p->running--;
+        pool_slot_give(p);
         pthread_cond_broadcast(&p->idle);
     }
     pthread_mutex_unlock(&p->lock);
@@ -74,25 +100,36 @@ static void pool_destroy(eng_pool *p, int n)
     pthread_cond_destroy(&p->work);
     pthread_cond_destroy(&p->idle);
     pthread_mutex_destroy(&p->lock);
+    pthread_key_delete(p->self);
     free(p->threads);
     free(p);
 }
 
 vbm_status eng_pool_create(int threads, int depth, eng_pool **out, vbm_error *err)
 {
+    return eng_pool_create_blocking(threads, 0, depth, out, err);
+}
+
+vbm_status eng_pool_create_blocking(int threads, int waiters, int depth, eng_pool **out,
+                                    vbm_error *err)
+{
     eng_pool *p;
-    int i;
+    int i, total;
 
     *out = NULL;
     if (threads < 1 || threads > 1024)
         return vbm_fail(err, VBM_EINVAL, "threads", "%d is outside [1, 1024]", threads);
+    if (waiters < 0 || waiters > 1024)
+        return vbm_fail(err, VBM_EINVAL, "waiters", "%d is outside [0, 1024]", waiters);
+    total = threads + waiters;
     if (depth < 1 || depth > 1000000)
         return vbm_fail(err, VBM_EINVAL, "queue_depth", "%d is outside [1, 1000000]", depth);
     p = calloc(1, sizeof *p);
     if (p == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
-    p->threads = calloc((size_t)threads, sizeof *p->threads);
-    if (p->threads == NULL) {
+    p->threads = calloc((size_t)total, sizeof *p->threads);
+    if (p->threads == NULL || pthread_key_create(&p->self, NULL) != 0) {
+        free(p->threads);
         free(p);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
@@ -101,8 +138,9 @@ vbm_status eng_pool_create(int threads, int depth, eng_pool **out, vbm_error *er
     pthread_cond_init(&p->idle, NULL);
     p->depth = depth;
     p->accepting = 1;
-    p->nthreads = threads;
-    for (i = 0; i < threads; i++) {
+    p->nthreads = total;
+    p->slots_free = threads;
+    for (i = 0; i < total; i++) {
         if (pthread_create(&p->threads[i], NULL, pool_worker, p) != 0) {
             pool_destroy(p, i);
             return vbm_fail(err, VBM_ENOMEM, NULL, "cannot start worker thread %d", i);
@@ -198,4 +236,18 @@ void eng_pool_free(eng_pool *p)
     if (p == NULL)
         return;
     pool_destroy(p, p->nthreads);
+}
+
+void eng_pool_block(void *pool, int begin)
+{
+    eng_pool *p = pool;
+
+    if (p == NULL || pthread_getspecific(p->self) != p)
+        return; /* not one of this pool's workers: it holds no slot */
+    pthread_mutex_lock(&p->lock);
+    if (begin)
+        pool_slot_give(p);
+    else
+        pool_slot_take(p);
+    pthread_mutex_unlock(&p->lock);
 }

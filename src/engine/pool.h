@@ -1,4 +1,4 @@
-/* pool.h -- owns the fixed pool of worker threads and its bounded FIFO job queue. */
+/* pool.h -- owns the fixed pool of worker threads, their CPU slots and its bounded FIFO job queue. */
 #ifndef VBMEM_ENGINE_POOL_H
 #define VBMEM_ENGINE_POOL_H
 
@@ -26,6 +26,23 @@ typedef struct eng_pool eng_pool;
  * with eng_pool_free). Fails with VBM_EINVAL (sizes out of range) or VBM_ENOMEM
  * (allocation or thread creation failed; nothing is left running). */
 vbm_status eng_pool_create(int threads, int depth, eng_pool **out, vbm_error *err);
+
+/* Like eng_pool_create, with `waiters` (0..1024) more worker threads for jobs
+ * that block on I/O: threads + waiters workers share `threads` CPU slots; a
+ * worker runs a job only while holding a slot and gives it up between
+ * eng_pool_block(pool, 1) and eng_pool_block(pool, 0), so that other jobs run
+ * while it waits (e.g. several writes meet in one durable commit). Fails with
+ * VBM_EINVAL (sizes out of range) or VBM_ENOMEM. */
+vbm_status eng_pool_create_blocking(int threads, int waiters, int depth, eng_pool **out,
+                                    vbm_error *err);
+
+/* Called by a job around a wait that uses no CPU (begin 1 before, 0 after):
+ * the calling worker gives its CPU slot up, then takes one back without
+ * waiting for it (more than `threads` jobs may compute for a moment; no new job
+ * starts until they are fewer: waiting could deadlock on requests that hold the
+ * slots and wait for this one, e.g. on a session's write lock). A no-op from a thread that is not one of pool's workers, or for a NULL
+ * pool. Never fails. Signature fits eng_store_set_wait. */
+void eng_pool_block(void *pool, int begin);
 
 /* Queue job for a worker. Returns VBM_OK, VBM_EBUSY when `depth` jobs are
  * already waiting (the job is not queued), or VBM_ESTOPPED after

@@ -37,6 +37,12 @@ vbm_status eng_store_list(eng_store *st, const unsigned char *owner, const char 
     return st->ops->list(st->impl, owner, after, limit, out, n, more, err);
 }
 
+void eng_store_set_wait(eng_store *st, void (*wait)(void *ctx, int begin), void *ctx)
+{
+    st->wait = wait;
+    st->wait_ctx = ctx;
+}
+
 void eng_store_stats(eng_store *st, long *count, size_t *bytes)
 {
     st->ops->stats(st->impl, count, bytes);

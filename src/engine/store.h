@@ -34,7 +34,15 @@ typedef struct {
     const eng_store_ops *ops;
     void *impl;
     eng_store_limits limits;
+    void (*wait)(void *ctx, int begin); /* NULL, or called around backend I/O */
+    void *wait_ctx;
 } eng_store;
+
+/* Have a durable store call wait(ctx, 1) before and wait(ctx, 0) after each
+ * blocking backend call (a commit, a load), so that a worker pool can run
+ * other jobs meanwhile (eng_pool_block). The in-memory store never calls it.
+ * Set before the store is shared between threads. Never fails. */
+void eng_store_set_wait(eng_store *st, void (*wait)(void *ctx, int begin), void *ctx);
 
 /* Create the in-memory store (a sorted table guarded by one mutex) with the
  * given limits. On success *out is owned by the caller (eng_store_free).
@@ -81,8 +89,10 @@ vbm_status eng_store_remove(eng_store *st, const char *id, const unsigned char *
 /* Up to limit (>= 1) sessions of owner whose ids sort after `after` (NULL or
  * "": from the start), in id order; *out is a malloc'd array of *n referenced
  * sessions (unref each, free the array); *more is 1 when further sessions
- * follow. A durable store loads them (they count towards its resident bound
- * once released). Fails with VBM_ENOMEM, VBM_EUNAVAIL. */
+ * follow. A durable store returns the resident copy of a resident session
+ * and a private copy, loaded for this page and not cached, of any other (it
+ * goes when the caller drops it), at most max_resident a page: a listing
+ * leaves the cache as it was. Fails with VBM_ENOMEM, VBM_EUNAVAIL. */
 vbm_status eng_store_list(eng_store *st, const unsigned char *owner, const char *after, int limit,
                           eng_session ***out, int *n, int *more, vbm_error *err);
 

@@ -43,6 +43,34 @@ static int dur_id_ok(const char *id)
     return strlen(id) == ENG_ID_LEN && strspn(id, "0123456789abcdef") == ENG_ID_LEN;
 }
 
+/* eng_backend_save with the store's wait hook around it (a worker waiting for
+ * a commit gives its CPU slot to another request, whose write may join the
+ * same group commit). */
+static vbm_status dur_save(dur_store *d, const eng_record *rec, uint64_t expected, vbm_error *err)
+{
+    vbm_status st;
+
+    if (d->base.wait != NULL)
+        d->base.wait(d->base.wait_ctx, 1);
+    st = eng_backend_save(d->backend, rec, expected, err);
+    if (d->base.wait != NULL)
+        d->base.wait(d->base.wait_ctx, 0);
+    return st;
+}
+
+/* eng_backend_load with the store's wait hook around it. */
+static vbm_status dur_load(dur_store *d, const char *id, eng_record *out, vbm_error *err)
+{
+    vbm_status st;
+
+    if (d->base.wait != NULL)
+        d->base.wait(d->base.wait_ctx, 1);
+    st = eng_backend_load(d->backend, id, out, err);
+    if (d->base.wait != NULL)
+        d->base.wait(d->base.wait_ctx, 0);
+    return st;
+}
+
 /* Index of the first item whose id is >= id. Lock held. */
 static long dur_find(const dur_store *d, const char *id)
 {
@@ -168,7 +196,7 @@ static vbm_status dur_persist(void *ctx, eng_session *s, uint64_t prev_version, 
 
     if (st != VBM_OK)
         return st;
-    st = eng_backend_save(d->backend, &rec, prev_version, err);
+    st = dur_save(d, &rec, prev_version, err);
     eng_record_free(&rec);
     if (st == VBM_ECONFLICT || st == VBM_ENOTFOUND || st == VBM_EUNAVAIL)
         dur_drop(d, s); /* the stored state is newer, gone, or unknown: reload it next time */
@@ -208,7 +236,7 @@ static vbm_status dur_insert(void *impl, eng_session *s, size_t extra, vbm_error
     eng_session_set_persist(s, dur_persist, d);
     st = eng_session_to_record(s, &rec, err);
     if (st == VBM_OK) {
-        st = eng_backend_save(d->backend, &rec, 0, err);
+        st = dur_save(d, &rec, 0, err);
         eng_record_free(&rec);
     }
     pthread_mutex_lock(&d->lock);
@@ -291,7 +319,7 @@ static vbm_status dur_get(void *impl, const char *id, const unsigned char *owner
         gen = d->removals;
         pthread_mutex_unlock(&d->lock);
 
-        st = eng_backend_load(d->backend, id, &rec, err);
+        st = dur_load(d, id, &rec, err);
         if (st != VBM_OK)
             return st;
         if (memcmp(rec.owner, who, ENG_OWNER_LEN) != 0) {
@@ -365,6 +393,43 @@ static vbm_status dur_remove(void *impl, const char *id, const unsigned char *ow
     return VBM_OK;
 }
 
+/* One session of a listing: the resident copy when there is one (dur_get),
+ * else a private copy loaded for the caller alone and not cached, so that a
+ * page of sessions leaves the cache (and the resident bound) as it was and
+ * goes when the caller drops it. */
+static vbm_status dur_list_one(dur_store *d, const char *id, const unsigned char *owner,
+                               eng_session **out, vbm_error *err)
+{
+    eng_record rec;
+    vbm_status st;
+    int resident;
+
+    *out = NULL;
+    pthread_mutex_lock(&d->lock);
+    resident = dur_index(d, id) >= 0;
+    pthread_mutex_unlock(&d->lock);
+    if (resident || !dur_id_ok(id))
+        return dur_get(d, id, owner, out, err);
+    st = dur_load(d, id, &rec, err);
+    if (st != VBM_OK)
+        return st;
+    if (memcmp(rec.owner, dur_owner(owner), ENG_OWNER_LEN) != 0) {
+        eng_record_free(&rec);
+        return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
+    }
+    st = eng_session_from_record(&rec, out, err);
+    eng_record_free(&rec);
+    if (st == VBM_EFORMAT) {
+        char msg[VBM_MSG_LEN];
+
+        snprintf(msg, sizeof msg, "%s", err != NULL ? err->msg : "corrupt record");
+        return vbm_fail(err, VBM_EUNAVAIL, NULL, "%s", msg);
+    }
+    if (st == VBM_OK) /* a write through this copy is a compare-and-set like any other */
+        eng_session_set_persist(*out, dur_persist, d);
+    return st;
+}
+
 static vbm_status dur_list(void *impl, const unsigned char *owner, const char *after, int limit,
                            eng_session ***out, int *n, int *more, vbm_error *err)
 {
@@ -379,6 +444,8 @@ static vbm_status dur_list(void *impl, const unsigned char *owner, const char *a
     *more = 0;
     if (limit < 1)
         return vbm_fail(err, VBM_EINVAL, "limit", "must be >= 1");
+    if (limit > d->max_resident)
+        limit = (int)d->max_resident; /* a page never holds more than the resident bound */
     ids = calloc((size_t)limit + 1, sizeof *ids);
     arr = calloc((size_t)limit, sizeof *arr);
     if (ids == NULL || arr == NULL) {
@@ -388,7 +455,7 @@ static vbm_status dur_list(void *impl, const unsigned char *owner, const char *a
     }
     st = eng_backend_list(d->backend, dur_owner(owner), after, limit + 1, ids, &got, err);
     for (i = 0; st == VBM_OK && i < got && i < limit; i++) {
-        st = dur_get(d, ids[i], owner, &arr[*n], err);
+        st = dur_list_one(d, ids[i], owner, &arr[*n], err);
         if (st == VBM_OK)
             (*n)++;
         else if (st == VBM_ENOTFOUND)

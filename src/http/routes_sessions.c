@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,6 +343,7 @@ void route_sessions_list(http_req *r)
         eng_session_unref(items[i]);
     free(items);
     req_json(r, 200, out);
+    malloc_trim(0);
 }
 
 void route_sessions_get(http_req *r)

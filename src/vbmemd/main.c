@@ -133,12 +133,18 @@ static int main_blas_threads(int workers)
 /* Every write allocates and frees buffers of ~0.1-4 MB (libvbmem's transactional
  * copy, codes, addresses). glibc's defaults return them to the kernel and fault
  * them in again on the next request (page faults were ~15% of a write's CPU);
- * keep them in the heap instead. Returns 0 when glibc accepted both. */
-static int main_tune_malloc(void)
+ * keep them in the heap instead. Each malloc arena keeps what it held at its
+ * peak, and glibc makes up to 8 per core: the workers of a durable store's
+ * pool (--commit-waiters) would spread loads and evictions over all of them
+ * and RSS would grow past the resident bound, so arenas are capped at the
+ * threads that can allocate at once (the CPU slots, plus the HTTP thread and
+ * one spare). Returns 0 when glibc accepted all three. */
+static int main_tune_malloc(int threads)
 {
     int ok = mallopt(M_MMAP_THRESHOLD, 4 << 20);
 
     ok &= mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    ok &= mallopt(M_ARENA_MAX, threads + 2);
     return ok ? 0 : -1;
 }
 
@@ -217,7 +223,7 @@ int main(int argc, char **argv)
         return rc;
     }
     lg.level = opt.log_level;
-    if (main_tune_malloc() != 0)
+    if (main_tune_malloc(opt.threads) != 0)
         hlog_emit(&lg, HLOG_WARN, "mallopt refused the heap thresholds", NULL, NULL);
 
     /* Signals are taken synchronously by this thread only: block them before
@@ -255,11 +261,15 @@ int main(int argc, char **argv)
     main_log_models(&lg, models, "models loaded", NULL);
     blas = main_blas_threads(opt.threads);
     if (vbmemd_storage_open(&opt, &store, &durable, &err) != VBM_OK
-        || eng_pool_create(opt.threads, opt.queue_depth, &pool, &err) != VBM_OK) {
+        || eng_pool_create_blocking(opt.threads, durable ? opt.commit_waiters : 0, opt.queue_depth,
+                                    &pool, &err)
+               != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot start", NULL, json_pack("{s:s}", "detail", err.msg));
         goto out;
     }
     eng_pool_set_max_wait(pool, opt.queue_timeout_s);
+    if (durable) /* workers waiting for a commit free their CPU slot: group commit */
+        eng_store_set_wait(store, eng_pool_block, pool);
     memset(&scfg, 0, sizeof scfg);
     scfg.listen = opt.listen;
     scfg.queue_timeout_s = opt.queue_timeout_s;
@@ -308,6 +318,8 @@ int main(int argc, char **argv)
     rc = 0;
 out:
     http_server_stop(srv);
+    if (store != NULL)
+        eng_store_set_wait(store, NULL, NULL); /* the pool goes first */
     eng_pool_free(pool);
     eng_store_free(store);
     eng_models_free(models);

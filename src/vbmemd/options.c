@@ -43,6 +43,7 @@ enum {
     O_CONN_TIMEOUT,
     O_SHUTDOWN,
     O_MAX_RESIDENT,
+    O_COMMIT_WAITERS,
     O_REDIS,
     O_EXPORT_ALL,
     O_IMPORT_ALL,
@@ -91,6 +92,9 @@ static const opt_def opt_defs[O_COUNT] = {
     {"shutdown-timeout", OPT_DOUBLE, "10", "seconds to finish in-flight jobs on SIGTERM/SIGINT"},
     {"max-resident", OPT_INT, "1000",
      "with --data-dir: idle sessions kept in memory (least recently used leave first)"},
+    {"commit-waiters", OPT_INT, "32",
+     "with --data-dir or --redis: extra workers for requests waiting on a durable commit (they "
+     "hold no CPU slot meanwhile, so more writes share one group commit; 0..1024)"},
     {"redis", OPT_STR, NULL,
      "HOST:PORT of a Redis server that replicas share as their session store (instead of "
      "--data-dir; run it with appendonly yes, appendfsync always)"},
@@ -313,6 +317,7 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
             }
             o->metrics_key_required = (int)v;
             break;
+        case O_COMMIT_WAITERS: o->commit_waiters = (int)v; break;
         default: break;
         }
     }
@@ -322,6 +327,10 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         snprintf(msg, msglen,
                  "queue-depth, max-connections, max-frames, max-code-size, "
                  "max-sessions, max-read-steps and max-resident must be >= 1");
+        return -1;
+    }
+    if (o->commit_waiters > 1024) {
+        snprintf(msg, msglen, "--commit-waiters: expected 0..1024, got %d", o->commit_waiters);
         return -1;
     }
     return 0;

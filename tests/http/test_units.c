@@ -4,6 +4,7 @@
  * API key file (scopes, owners, quotas, the request-rate bucket, reload). */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -312,6 +313,128 @@ START_TEST(test_pool_sheds_jobs_past_max_wait)
     ck_assert_int_eq(jobs[1].ran, 1);
     ck_assert_int_eq(jobs[1].shed, 0);
     ck_assert_uint_eq(eng_pool_shed_count(pool), 0);
+    eng_pool_free(pool);
+}
+END_TEST
+
+/* A job for the CPU-slot tests: counts the jobs running at once (max in
+ * *peak); with `waits` set it gives its slot up (eng_pool_block) and waits,
+ * slot-less, until *arrived reaches want (other jobs started meanwhile). */
+typedef struct {
+    eng_job job;
+    eng_pool *pool;
+    pthread_mutex_t *lock;
+    pthread_cond_t *cond;
+    int *running, *peak, *arrived, *done;
+    int waits, want, saw; /* saw: *arrived reached want while this job waited */
+    int patience_s;       /* how long it waits */
+} slot_job;
+
+static void slot_run(eng_job *j)
+{
+    slot_job *b = (slot_job *)j;
+    struct timespec ts = {0, 20000000L}, deadline;
+
+    pthread_mutex_lock(b->lock);
+    (*b->arrived)++;
+    (*b->running)++;
+    if (*b->running > *b->peak)
+        *b->peak = *b->running;
+    pthread_cond_broadcast(b->cond);
+    pthread_mutex_unlock(b->lock);
+    if (b->waits) {
+        pthread_mutex_lock(b->lock);
+        (*b->running)--; /* not computing while it waits */
+        pthread_mutex_unlock(b->lock);
+        eng_pool_block(b->pool, 1);
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += b->patience_s;
+        pthread_mutex_lock(b->lock);
+        while (*b->arrived < b->want
+               && pthread_cond_timedwait(b->cond, b->lock, &deadline) != ETIMEDOUT) {
+        }
+        b->saw = *b->arrived >= b->want;
+        pthread_mutex_unlock(b->lock);
+        eng_pool_block(b->pool, 0);
+        pthread_mutex_lock(b->lock);
+        (*b->running)++;
+        if (*b->running > *b->peak)
+            *b->peak = *b->running;
+        pthread_mutex_unlock(b->lock);
+    }
+    nanosleep(&ts, NULL); /* "compute": overlapping jobs would raise *peak */
+    pthread_mutex_lock(b->lock);
+    (*b->running)--;
+    (*b->done)++;
+    pthread_mutex_unlock(b->lock);
+}
+
+START_TEST(test_pool_slots_and_block)
+{
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int running = 0, peak = 0, arrived = 0, done = 0, i;
+    slot_job jobs[4];
+    eng_pool *pool;
+    vbm_error err;
+
+    ck_assert_int_eq(eng_pool_create_blocking(1, -1, 4, &pool, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "waiters");
+    ck_assert_int_eq(eng_pool_create_blocking(1, 1025, 4, &pool, &err), VBM_EINVAL);
+    /* One CPU slot, three more workers: jobs that never block run one at a time. */
+    ck_assert_int_eq(eng_pool_create_blocking(1, 3, 8, &pool, &err), VBM_OK);
+    eng_pool_block(pool, 1); /* not a worker: no-op */
+    eng_pool_block(pool, 0);
+    eng_pool_block(NULL, 1);
+    memset(jobs, 0, sizeof jobs);
+    for (i = 0; i < 4; i++) {
+        jobs[i].job.run = slot_run;
+        jobs[i].pool = pool;
+        jobs[i].lock = &lock;
+        jobs[i].cond = &cond;
+        jobs[i].running = &running;
+        jobs[i].peak = &peak;
+        jobs[i].arrived = &arrived;
+        jobs[i].done = &done;
+    }
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(eng_pool_submit(pool, &jobs[i].job), VBM_OK);
+    ck_assert_int_eq(eng_pool_drain(pool, 10.0), VBM_OK);
+    ck_assert_int_eq(done, 4);
+    ck_assert_int_eq(peak, 1);
+    eng_pool_free(pool);
+
+    /* A job that gives its slot up lets the three others run while it waits
+     * (and takes its slot back without waiting). */
+    running = peak = arrived = done = 0;
+    ck_assert_int_eq(eng_pool_create_blocking(1, 3, 8, &pool, &err), VBM_OK);
+    for (i = 0; i < 4; i++)
+        jobs[i].pool = pool;
+    jobs[0].waits = 1;
+    jobs[0].want = 4;
+    jobs[0].patience_s = 20;
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(eng_pool_submit(pool, &jobs[i].job), VBM_OK);
+    ck_assert_int_eq(eng_pool_drain(pool, 30.0), VBM_OK);
+    ck_assert_int_eq(done, 4);
+    ck_assert_int_eq(jobs[0].saw, 1);
+    ck_assert_int_le(peak, 2); /* back from its wait, job 0 may overlap the last job */
+    eng_pool_free(pool);
+
+    /* Without waiters (eng_pool_create) a blocked job keeps the others out:
+     * its wait times out. */
+    running = peak = arrived = done = 0;
+    ck_assert_int_eq(eng_pool_create(1, 8, &pool, &err), VBM_OK);
+    for (i = 0; i < 2; i++)
+        jobs[i].pool = pool;
+    jobs[0].want = 2;
+    jobs[0].saw = 0;
+    jobs[0].patience_s = 1;
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[0].job), VBM_OK);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[1].job), VBM_OK);
+    ck_assert_int_eq(eng_pool_drain(pool, 30.0), VBM_OK);
+    ck_assert_int_eq(done, 2);
+    ck_assert_int_eq(jobs[0].saw, 0);
     eng_pool_free(pool);
 }
 END_TEST
@@ -822,6 +945,7 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_codec_codes);
     tcase_add_test(tc, test_fast_body_parse);
     tcase_add_test(tc, test_pool_bounded_and_drain);
+    tcase_add_test(tc, test_pool_slots_and_block);
     tcase_add_test(tc, test_store_owners_pages_limits);
     tcase_add_test(tc, test_store_ttl_and_bytes);
     tcase_add_test(tc, test_session_versions);

@@ -603,6 +603,54 @@ START_TEST(test_lru_resident_bound_and_restart)
     }
     eng_store_stats(st, &count, NULL);
     ck_assert_int_eq(count, 6);
+    /* Listing (nothing resident): pages of at most max_resident (2) sessions
+     * whatever the limit, each with its stored content, and the cache left as
+     * it was (nothing resident afterwards). */
+    {
+        eng_session **page;
+        char cursor[ENG_ID_LEN + 1] = "";
+        int np, more, seen = 0, k;
+
+        do {
+            ck_assert_int_eq(eng_store_list(st, NULL, cursor, 10, &page, &np, &more, &err), VBM_OK);
+            ck_assert_int_le(np, 2);
+            for (k = 0; k < np; k++) {
+                for (i = 0; i < 6 && strcmp(ids[i], page[k]->id) != 0; i++) {
+                }
+                ck_assert_int_lt(i, 6);
+                after = export_of(page[k], &n, &v);
+                ck_assert_uint_eq(n, len[i]);
+                ck_assert(memcmp(after, before[i], n) == 0);
+                free(after);
+                seen++;
+            }
+            if (np > 0)
+                strcpy(cursor, page[np - 1]->id);
+            for (k = 0; k < np; k++)
+                eng_session_unref(page[k]);
+            free(page);
+        } while (more);
+        ck_assert_int_eq(seen, 6);
+        eng_store_stats(st, NULL, &bytes);
+        ck_assert_uint_eq(bytes, 0);
+        /* A resident session is listed as its resident copy. */
+        ck_assert_int_eq(eng_store_get(st, ids[1], NULL, &got, &err), VBM_OK);
+        cursor[0] = '\0'; /* the id just before ids[1], so that it opens the page */
+        for (i = 0; i < 6; i++) {
+            if (strcmp(ids[i], ids[1]) < 0 && strcmp(ids[i], cursor) > 0)
+                strcpy(cursor, ids[i]);
+        }
+        ck_assert_int_eq(eng_store_list(st, NULL, cursor, 10, &page, &np, &more, &err), VBM_OK);
+        ck_assert_int_ge(np, 1);
+        ck_assert_str_eq(page[0]->id, ids[1]);
+        ck_assert_ptr_eq(page[0], got);
+        for (k = 0; k < np; k++)
+            eng_session_unref(page[k]);
+        free(page);
+        eng_session_unref(got);
+        eng_store_stats(st, NULL, &bytes);
+        ck_assert_uint_eq(bytes, one);
+    }
     ck_assert_int_eq(eng_store_remove(st, ids[0], NULL, &err), VBM_OK);
     ck_assert_int_eq(eng_store_get(st, ids[0], NULL, &got, &err), VBM_ENOTFOUND);
     eng_store_free(st);
