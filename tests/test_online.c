@@ -184,8 +184,7 @@ static vbm_memory *make_memory(vbm_kind kind, int C, int K, int H, const double 
 /* Write the T codes as n pieces: the first by vbm_write (from the base prior, seeded as a
  * write is: random means, k-means++ shifts), the others by vbm_append (the posterior as the
  * prior), iters VB iterations each, recording every piece. */
-static void write_in_pieces(vbm_memory *m, const double *z, long T, int n, int iters,
-                            piece_rec *p)
+static void write_in_pieces(vbm_memory *m, const double *z, long T, int n, int iters, piece_rec *p)
 {
     int C = m->cfg.code_size, GH = m->cfg.clusters * m->cfg.groups, K = m->cfg.rows;
     long len = T / n;
