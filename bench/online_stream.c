@@ -325,8 +325,8 @@ int main(int argc, char **argv)
     for (int kind = 0; kind < 2; kind++) {
         double n = (double)o.seeds * F;
         printf("cue: %s; encode-decode (no memory) %.3f, chance %.3f\n\n",
-               kind ? "noise sd 0.35, no mask" : "top half blanked, with its mask",
-               ed[kind] / n, 1.0 / T);
+               kind ? "noise sd 0.35, no mask" : "top half blanked, with its mask", ed[kind] / n,
+               1.0 / T);
         printf("| pieces written | N appends | batch write of all seen | appends + refit |\n"
                "|---|---|---|---|\n");
         for (int k = 0; k < P; k++) {
