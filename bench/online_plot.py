@@ -21,11 +21,25 @@ def main():
         sys.exit(__doc__)
     hits = defaultdict(int)  # (cue, pieces, condition) -> hits over seeds
     total = defaultdict(int)
+    per_seed = defaultdict(float)  # (seed, cue, pieces, condition) -> fraction
     with open(sys.argv[1], newline="") as f:
         for row in csv.DictReader(f):
             key = (row["cue"], int(row["pieces_written"]), row["condition"])
             hits[key] += int(row["hits"])
             total[key] += int(row["of"])
+            per_seed[(row["seed"],) + key] = int(row["hits"]) / int(row["of"])
+    # paired differences: per seed, the mean over the pieces written after the first of
+    # (condition - batch); then their mean and standard error over the seeds
+    seeds = sorted({k[0] for k in per_seed})
+    pieces = sorted({k[2] for k in per_seed if k[2] > 1})
+    for cue in ("top", "noise35"):
+        for cond in ("appends", "appends+refit"):
+            d = [sum(per_seed[(sd, cue, k, cond)] - per_seed[(sd, cue, k, "batch")]
+                     for k in pieces) / len(pieces) for sd in seeds]
+            m = sum(d) / len(d)
+            se = (sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5 if len(d) > 1 else 0
+            print(f"cue {cue}: {cond} - batch over pieces {pieces[0]}..{pieces[-1]}: "
+                  f"{m:+.3f} (standard error over {len(d)} seeds {se:.3f})")
     cues = [("top", "top half blanked (mask)"), ("noise35", "noise sd 0.35 (no mask)")]
     conds = [("appends", "N appends", "tab:red", "o-"),
              ("batch", "batch write of all seen", "tab:blue", "s--"),

@@ -18,4 +18,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
+# matplotlib draws the benchmark pictures (bench/online_plot.py); nothing in the tests needs it
+$SUDO apt-get install -y -qq --no-install-recommends python3-matplotlib >/dev/null
 echo "install-deps: done"
