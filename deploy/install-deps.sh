@@ -13,6 +13,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libsqlite3-dev sqlite3 redis-server libhiredis-dev nginx-light \
   python3-pytest python3-venv python3-pip python3-setuptools python3-wheel python3-pil \
   chromium >/dev/null
+# TLS: GnuTLS headers (vbmemd checks its certificate with GnuTLS; libmicrohttpd serves TLS through it)
+# and the openssl command line (the tests make a throwaway self-signed certificate with it).
+$SUDO apt-get install -y -qq --no-install-recommends libgnutls28-dev openssl >/dev/null
 # Node.js and npm for the browser test (tests/browser): Debian's, unless a node and an npm are
 # already on PATH (a newer Node.js from elsewhere is kept).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

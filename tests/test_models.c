@@ -1339,6 +1339,67 @@ START_TEST(read_sample_opts_null_same_bytes)
 }
 END_TEST
 
+/* A DKM memory with the default prior mean R0 = 0 used to stay at the writer's
+ * fixed point: every address mean (R R^T + I)^{-1} R z and every rank-one
+ * update is 0 there, so a write changed nothing. The writer now starts such a
+ * memory from R drawn from p(M) (unless init is VBM_INIT_PRIOR). */
+START_TEST(dkm_zero_prior_mean_learns)
+{
+    int C = 20, K = 8;
+    long T = 32;
+    double *M = randn((long)K * C, 11, 1.0), *W = randn(T * K, 12, 1.0), *N = randn(T * C, 13, 0.3);
+    double *z = calloc((size_t)T * C, sizeof(double));
+    for (long t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            double v = N[t * C + c];
+            for (int k = 0; k < K; k++)
+                v += M[k * C + c] * W[t * K + k];
+            z[t * C + c] = v;
+        }
+    vbm_codes codes = {T, C, z, NULL};
+    vbm_config cfg;
+    vbm_error err;
+    vbm_config_default(VBM_DKM, C, &cfg);
+    cfg.rows = K;
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.want_trace = 1;
+    o.want_addresses = 1;
+    vbm_memory *a, *b, *p;
+    ck_assert(vbm_memory_create(&cfg, NULL, NULL, &a, &err) == VBM_OK);
+    ck_assert(vbm_memory_create(&cfg, NULL, NULL, &b, &err) == VBM_OK);
+    ck_assert(vbm_memory_create(&cfg, NULL, NULL, &p, &err) == VBM_OK);
+    vbm_write_result ra, rb, rp;
+    write_ok(a, &codes, &o, &ra);
+    double wabs = 0.0;
+    for (long i = 0; i < T * K; i++)
+        wabs += fabs(ra.addr.w_mu[i]);
+    ck_assert_msg(wabs > 1e-3 * (double)(T * K), "address means all ~0 (sum |w| = %g)", wabs);
+    /* the start is drawn from the write's seeded generator: the same seed gives the same bits */
+    write_ok(b, &codes, &o, &rb);
+    ck_assert(ra.elbo.per_frame == rb.elbo.per_frame);
+    /* VBM_INIT_PRIOR keeps R = R0 = 0: the writer's fixed point, nothing written */
+    o.init = VBM_INIT_PRIOR;
+    write_ok(p, &codes, &o, &rp);
+    for (long i = 0; i < T * K; i++)
+        ck_assert(rp.addr.w_mu[i] == 0.0);
+    /* scored the same way (fixed address variance), the written memory explains the codes far
+     * better than the untouched prior */
+    ck_assert_msg(ra.elbo.per_frame > rp.elbo.per_frame + 1.0, "DKM ELBO %g, unwritten %g",
+                  ra.elbo.per_frame, rp.elbo.per_frame);
+    vbm_write_result_free(&ra);
+    vbm_write_result_free(&rb);
+    vbm_write_result_free(&rp);
+    vbm_memory_free(a);
+    vbm_memory_free(b);
+    vbm_memory_free(p);
+    free(M);
+    free(W);
+    free(N);
+    free(z);
+}
+END_TEST
+
 START_TEST(vb_beats_dkm)
 {
     int C = 50, K = 8;
@@ -2237,6 +2298,7 @@ static Suite *models_suite(void)
     tcase_add_test(tc, read_unknown_mode_rejected);
     tcase_add_test(tc, read_sample_opts_null_same_bytes);
     tcase_add_test(tc, vb_beats_dkm);
+    tcase_add_test(tc, dkm_zero_prior_mean_learns);
     tcase_add_test(tc, bad_input_rejected);
     tcase_add_test(tc, zero_variance_uses_loglik);
     tcase_add_test(tc, parallel_writes_match_sequential);

@@ -314,49 +314,60 @@ END_TEST
 START_TEST(dkm_appends_equal_one_write)
 {
     /* the DKM writer is a Kalman filter over the frames: writing them in pieces is the same
-     * computation in the same order, bit for bit. With the default R0 = 0 every address
-     * (R R^T + I)^{-1} R z_t is 0 and nothing is ever written, so the prior mean is random. */
+     * computation in the same order, bit for bit. Both with a random prior mean R0 and with
+     * the default R0 = 0, from which the writer (a write, or the first append on a fresh
+     * memory) starts at R drawn from p(M) with the options' seed. */
     int C = 8;
     long T = 64;
     double *z = clustered_codes(T, C, 3, 5), *R0 = clustered_codes(4, C, 1, 9);
     vbm_codes all = {T, C, z, NULL};
-    vbm_memory *one = make_memory(VBM_DKM, C, 4, 1, R0);
     vbm_write_opts o;
     vbm_write_opts_default(&o);
+    o.seed = 23;
     vbm_write_result res;
     vbm_error err;
-    ck_assert(vbm_write(one, &all, &o, &res, &err) == VBM_OK);
-    vbm_write_result_free(&res);
-    vbm_elbo e1;
-    ck_assert(vbm_elbo_eval(one, &all, &e1, NULL, &err) == VBM_OK);
-    static const int ns[] = {1, 2, 4, 8};
-    for (int i = 0; i < 4; i++) {
-        int n = ns[i];
-        vbm_memory *m = make_memory(VBM_DKM, C, 4, 1, R0);
-        for (int j = 0; j < n; j++) {
-            vbm_codes piece = {T / n, C, z + (size_t)j * (T / n) * C, NULL};
-            ck_assert(vbm_append(m, &piece, &o, &res, &err) == VBM_OK);
-            vbm_write_result_free(&res);
+    for (int pr = 0; pr < 2; pr++) {
+        const double *prior = pr == 0 ? R0 : NULL;
+        vbm_memory *one = make_memory(VBM_DKM, C, 4, 1, prior);
+        ck_assert(vbm_write(one, &all, &o, &res, &err) == VBM_OK);
+        vbm_write_result_free(&res);
+        double rabs = 0.0;
+        for (int i = 0; i < 4 * C; i++)
+            rabs += fabs(one->R[i]);
+        ck_assert_msg(rabs > 0.1, "prior %d: nothing written", pr);
+        vbm_elbo e1;
+        ck_assert(vbm_elbo_eval(one, &all, &e1, NULL, &err) == VBM_OK);
+        static const int ns[] = {1, 2, 4, 8};
+        for (int i = 0; i < 4; i++) {
+            int n = ns[i];
+            vbm_memory *m = make_memory(VBM_DKM, C, 4, 1, prior);
+            for (int j = 0; j < n; j++) {
+                vbm_codes piece = {T / n, C, z + (size_t)j * (T / n) * C, NULL};
+                ck_assert(vbm_append(m, &piece, &o, &res, &err) == VBM_OK);
+                vbm_write_result_free(&res);
+            }
+            ck_assert_msg(memcmp(m->R, one->R, sizeof(double) * 4 * C) == 0,
+                          "prior %d, %d pieces: R", pr, n);
+            ck_assert_msg(memcmp(m->U, one->U, sizeof(double) * 4 * 4) == 0,
+                          "prior %d, %d pieces: U", pr, n);
+            vbm_elbo e;
+            ck_assert(vbm_elbo_eval(m, &all, &e, NULL, &err) == VBM_OK);
+            ck_assert(e.total == e1.total);
+            vbm_memory_free(m);
         }
-        ck_assert_msg(memcmp(m->R, one->R, sizeof(double) * 4 * C) == 0, "%d pieces: R", n);
-        ck_assert_msg(memcmp(m->U, one->U, sizeof(double) * 4 * 4) == 0, "%d pieces: U", n);
-        vbm_elbo e;
-        ck_assert(vbm_elbo_eval(m, &all, &e, NULL, &err) == VBM_OK);
-        ck_assert(e.total == e1.total);
-        vbm_memory_free(m);
+        /* and a different order of the frames is a different memory (the check can fail) */
+        double *rev = malloc(sizeof(double) * T * C);
+        for (long t = 0; t < T; t++)
+            memcpy(rev + t * C, z + (T - 1 - t) * C, sizeof(double) * C);
+        vbm_codes back = {T, C, rev, NULL};
+        vbm_memory *r = make_memory(VBM_DKM, C, 4, 1, prior);
+        ck_assert(vbm_write(r, &back, &o, &res, &err) == VBM_OK);
+        vbm_write_result_free(&res);
+        ck_assert(memcmp(r->R, one->R, sizeof(double) * 4 * C) != 0);
+        vbm_memory_free(r);
+        free(rev);
+        vbm_memory_free(one);
     }
-    /* and a different order of the frames is a different memory (the check can fail) */
-    double *rev = malloc(sizeof(double) * T * C);
-    for (long t = 0; t < T; t++)
-        memcpy(rev + t * C, z + (T - 1 - t) * C, sizeof(double) * C);
-    vbm_codes back = {T, C, rev, NULL};
-    vbm_memory *r = make_memory(VBM_DKM, C, 4, 1, R0);
-    ck_assert(vbm_write(r, &back, &o, &res, &err) == VBM_OK);
-    vbm_write_result_free(&res);
-    ck_assert(memcmp(r->R, one->R, sizeof(double) * 4 * C) != 0);
-    vbm_memory_free(r);
-    free(rev);
-    vbm_memory_free(one);
     free(z);
     free(R0);
 }

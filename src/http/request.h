@@ -2,6 +2,7 @@
 #ifndef VBMEM_HTTP_REQUEST_H
 #define VBMEM_HTTP_REQUEST_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +18,8 @@
 #include "http/log.h"
 #include "http/metrics.h"
 #include "http/server.h"
+
+#define QUOTA_STRIPES 16
 
 #define REQ_ID_LEN    64
 #define REQ_PARAM_LEN 72
@@ -60,8 +63,9 @@ struct http_server {
     http_metrics *metrics;
     const char *route_names[METRICS_MAX_ROUTES]; /* metrics labels, from http_routes */
     atomic_int stopping;
-    atomic_long active;     /* requests between first call and completion */
-    atomic_ullong next_rid; /* generated request ids */
+    atomic_long active;                         /* requests between first call and completion */
+    atomic_ullong next_rid;                     /* generated request ids */
+    pthread_mutex_t quota_locks[QUOTA_STRIPES]; /* per-key quota checks (quota.c) */
     int port;
     double started;
 };
@@ -95,6 +99,7 @@ struct http_req {
     int has_if_match;
     int64_t if_match; /* parsed version, -1 for "*" */
     unsigned char owner[ENG_OWNER_LEN];
+    http_key_policy policy; /* the API key's scope and quotas (all open without keys) */
     int nargs;
     char *arg_key[REQ_MAX_ARGS], *arg_val[REQ_MAX_ARGS];
     char *body;

@@ -11,6 +11,7 @@
 #include "engine/recall.h"
 #include "http/codec.h"
 #include "http/observe.h"
+#include "http/quota.h"
 #include "http/request.h"
 
 #define SESS_DEFAULT_ITERATIONS 50
@@ -271,12 +272,19 @@ void route_sessions_create(http_req *r)
         eng_model_unref(m);
         return;
     }
+    quota_lock(r); /* the key's quota check and the insert, together */
+    if (quota_admit(r, 1, 0, eng_session_config_bytes(&cfg), 0) != 0) {
+        quota_unlock(r);
+        eng_model_unref(m);
+        return;
+    }
     st = eng_session_create(&cfg, &solver, ttl, r->owner, &s, &err);
     if (st == VBM_OK)
         eng_session_set_model(s, m);
     eng_model_unref(m);
     if (st == VBM_OK)
         st = eng_store_insert(r->srv->store, s, 0, &err);
+    quota_unlock(r);
     if (st != VBM_OK) {
         if (st == VBM_EINVAL && err.field[0] == '\0') {
             vbm_error_rebase(&err, "memory");
@@ -491,6 +499,11 @@ void route_episodes(http_req *r)
         eng_session_unref(s);
         return;
     }
+    if (quota_admit(r, 0, 0, 0.0, 1) != 0) {
+        wire_codes_free(&codes);
+        eng_session_unref(s);
+        return;
+    }
     parse_s = eng_now() - t0;
     o.if_match = sess_if_match(r);
     vc.T = codes.T;
@@ -547,6 +560,19 @@ void route_resize(http_req *r)
         req_engine_problem(r, st, &err);
         eng_session_unref(s);
         return;
+    }
+    {
+        vbm_config grown;
+
+        eng_session_config(s, &grown);
+        if (H > 0)
+            grown.clusters = (int)H;
+        if (K > 0)
+            grown.rows = (int)K;
+        if (quota_admit(r, 0, eng_session_bytes(s), eng_session_config_bytes(&grown), 0) != 0) {
+            eng_session_unref(s);
+            return;
+        }
     }
     o.if_match = sess_if_match(r);
     st = eng_store_resize(r->srv->store, s, (int)H, (int)K, &o, &out, &err);
@@ -931,6 +957,11 @@ void route_memory_put(http_req *r)
         req_problem(r, 422, "memory.config.code_size",
                     "code size %d: the session's model \"%s\" has code size %d", mem->cfg.code_size,
                     eng_session_model_name(s), code_size);
+        vbm_memory_free(mem);
+        eng_session_unref(s);
+        return;
+    }
+    if (quota_admit(r, 0, eng_session_bytes(s), (double)eng_session_footprint(mem), 0) != 0) {
         vbm_memory_free(mem);
         eng_session_unref(s);
         return;

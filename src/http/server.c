@@ -17,6 +17,8 @@
 #include "http/request.h"
 
 #define SRV_LISTEN_LEN 256
+/* TLS 1.2 and 1.3 only, GnuTLS's NORMAL ciphers otherwise. */
+#define SRV_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 void http_limits_default(http_limits *lim)
 {
@@ -111,6 +113,10 @@ static void req_problem_kind(int status, const char **slug, const char **title)
     case 401:
         *slug = "unauthorized";
         *title = "Missing or unknown API key";
+        break;
+    case 403:
+        *slug = "forbidden";
+        *title = "Not allowed for this API key";
         break;
     case 404:
         *slug = "not-found";
@@ -410,6 +416,56 @@ static void srv_job(eng_job *job)
     MHD_resume_connection(conn);
 }
 
+/* 1 when the route changes stored state (refused to read-only keys). */
+static int srv_route_writes(const http_route *rt)
+{
+    static const char *const writes[] = {"sessions_create", "sessions_delete", "episodes",
+                                         "resize",          "memory_put",      NULL};
+    int i;
+
+    for (i = 0; writes[i] != NULL; i++) {
+        if (strcmp(rt->name, writes[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* API keys: 401 without a valid key (versioned routes; /metrics when
+ * metrics_key_required), then the key's request rate (429 with the bucket's
+ * Retry-After) and scope (403 on writes for a read-only key). Sets r->owner
+ * and r->policy. Returns 1 when r->resp holds the refusal. */
+static int srv_authorize(http_req *r, const http_route *rt)
+{
+    http_server *srv = r->srv;
+    int metrics = strcmp(rt->name, "metrics") == 0 && srv->cfg.metrics_key_required;
+    int retry = 0;
+
+    memset(&r->policy, 0, sizeof r->policy);
+    r->policy.scope = HTTP_SCOPE_WRITE;
+    if ((!rt->versioned && !metrics) || !http_auth_enabled(srv->auth))
+        return 0;
+    if (!http_auth_check_policy(
+            srv->auth, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization"),
+            r->owner, &r->policy)) {
+        req_problem(r, 401, "Authorization", "a valid \"Authorization: Bearer KEY\" is required");
+        return 1;
+    }
+    if (metrics)
+        return 0;
+    if (!http_auth_take(srv->auth, r->policy.key, eng_now(), &retry)) {
+        req_problem(r, 429, NULL, "this API key's request rate of %g per second is used up",
+                    r->policy.rps);
+        r->resp.retry_after = retry;
+        return 1;
+    }
+    if (r->policy.scope == HTTP_SCOPE_READ && srv_route_writes(rt)) {
+        req_problem(r, 403, "Authorization", "this API key is read-only: %s %s is a write",
+                    r->method, rt->pattern);
+        return 1;
+    }
+    return 0;
+}
+
 /* First callback of a request: headers, routing, auth, early refusals. Returns
  * 1 when r->resp holds an early answer. */
 static int srv_begin(http_req *r, const char *url, const char *method)
@@ -439,13 +495,8 @@ static int srv_begin(http_req *r, const char *url, const char *method)
         return 1;
     }
     rt = &http_routes[r->route];
-    if (rt->versioned && http_auth_enabled(srv->auth)
-        && !http_auth_check(srv->auth,
-                            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization"),
-                            r->owner)) {
-        req_problem(r, 401, "Authorization", "a valid \"Authorization: Bearer KEY\" is required");
+    if (srv_authorize(r, rt))
         return 1;
-    }
     srv_if_match(r);
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, srv_collect_arg, r);
     if (rt->needs_body) {
@@ -664,18 +715,32 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
     struct sockaddr_storage addr;
     socklen_t addrlen = 0;
     const union MHD_DaemonInfo *info;
+    struct MHD_OptionItem tls_opts[4];
     unsigned int flags;
     http_server *srv;
     vbm_status st;
     int port = 0, i;
 
     *out = NULL;
+    memset(tls_opts, 0, sizeof tls_opts);
+    for (i = 0; i < 4; i++)
+        tls_opts[i].option = MHD_OPTION_END;
+    if ((cfg->tls_cert_pem == NULL) != (cfg->tls_key_pem == NULL))
+        return vbm_fail(err, VBM_EINVAL, "tls_key",
+                        "give the TLS certificate and its key together");
+    if (cfg->tls_cert_pem != NULL && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return vbm_fail(err, VBM_EINVAL, "tls_cert", "this libmicrohttpd was built without TLS");
+    if (cfg->metrics_key_required && !http_auth_enabled(auth))
+        return vbm_fail(err, VBM_EINVAL, "metrics_key_required",
+                        "--metrics-key-required needs --api-key-file");
     st = srv_resolve(cfg->listen, &addr, &addrlen, &port, err);
     if (st != VBM_OK)
         return st;
     srv = calloc(1, sizeof *srv);
     if (srv == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    for (i = 0; i < QUOTA_STRIPES; i++)
+        pthread_mutex_init(&srv->quota_locks[i], NULL);
     srv->cfg = *cfg;
     srv->listen = strdup(cfg->listen);
     for (i = 0; i < http_route_count() && i < METRICS_MAX_ROUTES; i++)
@@ -698,16 +763,27 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
             | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if (cfg->tls_cert_pem != NULL) {
+        flags |= MHD_USE_TLS;
+        tls_opts[0].option = MHD_OPTION_HTTPS_MEM_CERT;
+        tls_opts[0].ptr_value = (void *)cfg->tls_cert_pem;
+        tls_opts[1].option = MHD_OPTION_HTTPS_MEM_KEY;
+        tls_opts[1].ptr_value = (void *)cfg->tls_key_pem;
+        tls_opts[2].option = MHD_OPTION_HTTPS_PRIORITIES;
+        tls_opts[2].ptr_value = (void *)SRV_TLS_PRIORITIES;
+    }
     srv->daemon = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, srv_access, srv, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log,
         srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
         srv_completed, srv, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout_s,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_END);
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_ARRAY, tls_opts,
+        MHD_OPTION_END);
     if (srv->daemon == NULL) {
         http_server_stop(srv);
-        return vbm_fail(err, VBM_EBUSY, "listen", "cannot listen on %s (address in use?)",
-                        cfg->listen);
+        return vbm_fail(err, VBM_EBUSY, "listen", "cannot listen on %s (address in use%s?)",
+                        cfg->listen,
+                        cfg->tls_cert_pem != NULL ? ", or the TLS certificate refused" : "");
     }
     info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info != NULL ? info->port : port;
@@ -749,10 +825,14 @@ vbm_status http_server_wait_idle(http_server *srv, double seconds)
 
 void http_server_stop(http_server *srv)
 {
+    int i;
+
     if (srv == NULL)
         return;
     if (srv->daemon != NULL)
         MHD_stop_daemon(srv->daemon);
+    for (i = 0; i < QUOTA_STRIPES; i++)
+        pthread_mutex_destroy(&srv->quota_locks[i]);
     metrics_free(srv->metrics);
     free(srv->listen);
     free(srv);

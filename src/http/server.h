@@ -33,6 +33,9 @@ typedef struct {
     eng_models *models;     /* borrowed (outlives the server): the hosted models; NULL: none */
     const char *data_dir;   /* may be NULL */
     http_limits limits;
+    const char *tls_cert_pem; /* PEM certificate chain (http_tls_load); NULL: plain HTTP */
+    const char *tls_key_pem;  /* PEM private key; given with tls_cert_pem */
+    int metrics_key_required; /* 1: GET /metrics needs a valid API key (401 without) */
 } http_server_config;
 
 typedef struct http_server http_server;
@@ -40,10 +43,13 @@ typedef struct http_server http_server;
 /* Fill *lim with the defaults documented in README.md. Never fails. */
 void http_limits_default(http_limits *lim);
 
-/* Start listening. The server borrows pool, store, auth and log (they must
- * outlive it). On success *out is owned by the caller. Fails with VBM_EINVAL
- * (bad listen address), VBM_ENOMEM, or VBM_EBUSY when the socket cannot be
- * bound (the message says why). */
+/* Start listening (over TLS when cfg gives a certificate and key; the PEM
+ * texts are borrowed until http_server_stop). The server borrows pool, store,
+ * auth and log (they must outlive it). On success *out is owned by the
+ * caller. Fails with VBM_EINVAL (bad listen address; TLS asked of a
+ * libmicrohttpd built without it; metrics_key_required without a key file),
+ * VBM_ENOMEM, or VBM_EBUSY when the socket cannot be bound (the message says
+ * why). */
 vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_store *store,
                              http_auth *auth, const hlog *log, http_server **out, vbm_error *err);
 

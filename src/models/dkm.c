@@ -12,6 +12,16 @@
 
 #include "numerics/linalg.h"
 
+int dkm_is_zero(const vbm_memory *mem)
+{
+    size_t n = (size_t)mem->cfg.rows * mem->cfg.code_size;
+
+    for (size_t i = 0; i < n; i++)
+        if (mem->R[i] != 0.0)
+            return 0;
+    return 1;
+}
+
 vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vbm_error *err)
 {
     int K = mem->cfg.rows, C = mem->cfg.code_size;

@@ -11,4 +11,9 @@
  * VBM_ENUMERIC. */
 vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vbm_error *err);
 
+/* 1 when every entry of mem->R is exactly 0: the writer's fixed point, from
+ * which dkm_run can never move (every address mean and update is 0). Never
+ * fails. */
+int dkm_is_zero(const vbm_memory *mem);
+
 #endif

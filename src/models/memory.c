@@ -538,6 +538,14 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
         st = ops->address(mem, prior, work, &e0, err); /* ELBO of the starting memory */
         elbo_finish(&e0, codes->T);
         res->trace[0] = e0.per_frame;
+        /* The DKM writer's fixed point: with R identically 0 every address mean
+         * (R R^T + I)^{-1} R z is 0 and every rank-one update is 0, so nothing
+         * would ever be written. Unless the caller asked for the prior's mean
+         * (VBM_INIT_PRIOR), start such a memory from R drawn from p(M), as the
+         * VB kinds' `auto` init does. A nonzero R (a prior mean given at
+         * creation, or an earlier write) is kept as the writer's start. */
+        if (!st && init != VBM_INIT_PRIOR && dkm_is_zero(mem))
+            init_random_means(mem, prior, &rng);
         if (!st)
             st = dkm_run(mem, codes, work, err);
         vbm_elbo e = {0};

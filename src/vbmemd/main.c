@@ -18,6 +18,7 @@
 #include "http/auth.h"
 #include "http/log.h"
 #include "http/server.h"
+#include "http/tls.h"
 #include "vbmem/vbmem.h"
 #include "vbmemd/options.h"
 #include "vbmemd/storage.h"
@@ -187,6 +188,7 @@ int main(int argc, char **argv)
     http_auth *auth = NULL;
     http_server *srv = NULL;
     eng_models *models = NULL;
+    http_tls tls = {NULL, NULL};
     sigset_t set;
     vbm_error err;
     double t0, left;
@@ -235,6 +237,15 @@ int main(int argc, char **argv)
                   json_pack("{s:s}", "detail", err.msg));
         goto out;
     }
+    if (http_tls_load(opt.tls_cert, opt.tls_key, &tls, &err) != VBM_OK) {
+        hlog_emit(&lg, HLOG_ERROR, "cannot load the TLS certificate", NULL,
+                  json_pack("{s:s, s:s}", "option", err.field, "detail", err.msg));
+        goto out;
+    }
+    if (opt.metrics_key_required && !http_auth_enabled(auth)) {
+        hlog_emit(&lg, HLOG_ERROR, "--metrics-key-required needs --api-key-file", NULL, NULL);
+        goto out;
+    }
     if (eng_models_create(main_models_dir(opt.models_dir), opt.default_model, &models, &err)
         != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot load models", NULL,
@@ -256,16 +267,19 @@ int main(int argc, char **argv)
     scfg.models = models;
     scfg.data_dir = opt.data_dir;
     scfg.limits = opt.limits;
+    scfg.tls_cert_pem = tls.cert_pem;
+    scfg.tls_key_pem = tls.key_pem;
+    scfg.metrics_key_required = opt.metrics_key_required;
     if (http_server_start(&scfg, pool, store, auth, &lg, &srv, &err) != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot listen", NULL,
                   json_pack("{s:s, s:s}", "listen", opt.listen, "detail", err.msg));
         goto out;
     }
     hlog_event(&lg, "listening",
-               json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:s, s:s}", "listen", opt.listen, "port",
-                         http_server_port(srv), "threads", opt.threads, "queue_depth",
+               json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:s, s:s}", "listen", opt.listen,
+                         "port", http_server_port(srv), "threads", opt.threads, "queue_depth",
                          opt.queue_depth, "blas_threads", blas, "api_keys", http_auth_enabled(auth),
-                         "version", VBM_VERSION_STRING, "store",
+                         "tls", http_tls_enabled(&tls), "version", VBM_VERSION_STRING, "store",
                          !durable            ? "memory"
                          : opt.redis != NULL ? "redis"
                                              : "sqlite"));
@@ -296,6 +310,7 @@ out:
     eng_store_free(store);
     eng_models_free(models);
     http_auth_free(auth);
+    http_tls_free(&tls);
     vbmemd_options_free(&opt);
     return rc;
 }

@@ -46,6 +46,9 @@ enum {
     O_REDIS,
     O_EXPORT_ALL,
     O_IMPORT_ALL,
+    O_TLS_CERT,
+    O_TLS_KEY,
+    O_METRICS_KEY,
     O_HELP,
     O_VERSION,
     O_PRINT_ROUTES,
@@ -66,7 +69,9 @@ static const opt_def opt_defs[O_COUNT] = {
      "model of sessions created without \"model\" or \"code_size\" (\"\" for none)"},
     {"threads", OPT_INT, NULL, "solver worker threads (default: the number of online CPUs)"},
     {"queue-depth", OPT_INT, "256", "jobs that may wait for a worker; past it requests get 503"},
-    {"api-key-file", OPT_STR, NULL, "file of API keys, one per line; reloaded on SIGHUP"},
+    {"api-key-file", OPT_STR, NULL,
+     "file of API keys, one per line: KEY [scope=read|write] [owner=NAME] [sessions=N] [bytes=N] "
+     "[rps=R] (a bare key: scope write, no quotas; see below); reloaded on SIGHUP"},
     {"config", OPT_STR, NULL, "config file of \"name = value\" lines (names as the long options)"},
     {"log-level", OPT_LEVEL, "info", "error | warn | info | debug"},
     {"max-body-bytes", OPT_SIZE, "16777216", "largest request body (413 past it)"},
@@ -93,6 +98,12 @@ static const opt_def opt_defs[O_COUNT] = {
     {"import-all", OPT_STR, NULL,
      "with --data-dir: copy every session of the backup FILE into the store (replacing same ids) "
      "and exit; vbmemd must not be running (command line only)"},
+    {"tls-cert", OPT_STR, NULL,
+     "PEM certificate (chain) file: serve HTTPS (TLS 1.2/1.3) instead of HTTP; needs --tls-key; "
+     "read at start (a new certificate needs a restart)"},
+    {"tls-key", OPT_STR, NULL, "PEM private key file of --tls-cert"},
+    {"metrics-key-required", OPT_INT, "0",
+     "1: GET /metrics needs a valid API key (any scope; 401 without); needs --api-key-file"},
     {"help", OPT_FLAG, NULL, "print this help and exit"},
     {"version", OPT_FLAG, NULL, "print the version and exit"},
     {"print-routes", OPT_FLAG, NULL, "print the HTTP routes (METHOD PATH) and exit"},
@@ -236,6 +247,8 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
     o->redis = vals[O_REDIS];
     o->import_all = vals[O_IMPORT_ALL];
     o->config = vals[O_CONFIG];
+    o->tls_cert = vals[O_TLS_CERT];
+    o->tls_key = vals[O_TLS_KEY];
     if (hlog_parse_level(vals[O_LOG_LEVEL], &o->log_level) != 0) {
         snprintf(msg, msglen, "--log-level: expected error, warn, info or debug, got \"%s\"",
                  vals[O_LOG_LEVEL]);
@@ -286,6 +299,14 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         case O_CONN_TIMEOUT: o->connection_timeout_s = (int)v; break;
         case O_SHUTDOWN: o->shutdown_timeout_s = d; break;
         case O_MAX_RESIDENT: o->max_resident = v; break;
+        case O_METRICS_KEY:
+            if (v > 1) {
+                snprintf(msg, msglen, "--metrics-key-required: expected 0 or 1, got \"%s\"",
+                         vals[i]);
+                return -1;
+            }
+            o->metrics_key_required = (int)v;
+            break;
         default: break;
         }
     }
@@ -418,6 +439,16 @@ void vbmemd_options_usage(FILE *out)
     }
     fputs("\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight jobs (within\n"
           "--shutdown-timeout) and exit 0; SIGHUP reloads the API keys.\n"
+          "\n"
+          "API key file: one key per line, then optional words: scope=read (list and get\n"
+          "sessions, samples, reads, models, encode/decode, GET memory; every write answers\n"
+          "403) or scope=write (the default); owner=NAME (keys naming one owner share its\n"
+          "sessions; default: the key owns its own); sessions=N (sessions of the owner),\n"
+          "bytes=N (accounted bytes of the owner's sessions, resident or not), rps=R\n"
+          "(requests per second of the key, bursts of max(1, R)); past a quota: 429 with\n"
+          "Retry-After. A malformed line stops the start (or a SIGHUP reload: the old keys\n"
+          "stay). TLS: --tls-cert and --tls-key (PEM) serve HTTPS only.\n"
+          "\n"
           "Logs are JSON lines on stderr.\n",
           out);
 }

@@ -23,6 +23,9 @@ typedef struct {
     const char *import_all;    /* --import-all FILE, NULL: none */
     long max_resident;         /* resident sessions of the durable store */
     const char *redis;         /* --redis HOST:PORT, NULL: none */
+    const char *tls_cert;      /* --tls-cert FILE, NULL: plain HTTP */
+    const char *tls_key;       /* --tls-key FILE */
+    int metrics_key_required;  /* 1: /metrics needs an API key */
     int threads;
     int queue_depth;
     int max_connections;

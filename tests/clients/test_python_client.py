@@ -648,3 +648,42 @@ def test_pip_install_offline(tmp_path, url):
     _check_installed(v2, url)
     r = subprocess.run([v2 + "/bin/python", "-c", "import numpy"], capture_output=True)
     assert r.returncode != 0  # a bare environment: the client needs nothing but the standard library
+
+
+# ------------------------------------------------------------------------------ https (i16)
+
+
+def test_https_with_a_ca_file(tmp_path):
+    """The client and the CLI over TLS: a throwaway self-signed certificate (openssl) trusted
+    through ca_file / --ca-file / $VBMEM_CA_FILE or an ssl.SSLContext; without it the server's
+    certificate is refused (ConnectionFailed; the CLI exits with EXIT_CONNECTION)."""
+    import ssl
+    from vbmem.cli import EXIT_CONNECTION
+    binary = os.path.abspath(os.environ.get("VBMEMD") or os.path.join(ROOT, "build", "vbmemd"))
+    crt, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", crt, "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    d = Daemon(binary, "--threads", "1", "--tls-cert", crt, "--tls-key", key)
+    try:
+        url = "https://127.0.0.1:%d" % d.port
+        c = vbmem.Client(url, retries=0, ca_file=crt)
+        s = latent(c)
+        c.write(s.id, codes=CODES)
+        assert c.get_session(s.id).version == 2
+        ctx = ssl.create_default_context(cafile=crt)
+        assert vbmem.Client(url, retries=0, ssl_context=ctx).get_session(s.id).id == s.id
+        with pytest.raises(vbmem.ConnectionFailed) as e:
+            vbmem.Client(url, retries=0).get_session(s.id)
+        assert "CERTIFICATE_VERIFY_FAILED" in str(e.value)
+        with pytest.raises(vbmem.ConnectionFailed):  # plain HTTP to the TLS port
+            vbmem.Client("http://127.0.0.1:%d" % d.port, retries=0).healthz()
+        r = cli(url, "--ca-file", crt, "--json", "session", "list")
+        assert r.returncode == 0 and s.id in r.stdout, r.stderr
+        r = cli(url, "--json", "session", "list", env={"VBMEM_CA_FILE": crt})
+        assert r.returncode == 0 and s.id in r.stdout, r.stderr
+        r = cli(url, "--json", "session", "list")
+        assert r.returncode == EXIT_CONNECTION and s.id not in r.stdout, r.returncode
+    finally:
+        assert d.stop() == 0, "\n".join(d.lines[-20:])

@@ -41,6 +41,11 @@ if shipped | xargs -0 grep -l -I -e 'change-me-to-a-long-random-key' -- 2>/dev/n
     | grep -v 'tests/deploy/check.sh$'; then
   echo "deploy: a shipped file (above) holds the placeholder API key" >&2; exit 1
 fi
+# No shipped file holds a TLS private key (the tests make a throwaway one at run time).
+if shipped | xargs -0 grep -l -I -E -e '-----BEGIN ([A-Z]+ )?PRIVATE KEY-----' -- 2>/dev/null \
+    | grep -v 'tests/deploy/check.sh$'; then
+  echo "deploy: a shipped file (above) holds a private key" >&2; exit 1
+fi
 
 # A deployment that starts: install into a temporary prefix, run as the unit would.
 t0=$SECONDS

@@ -3,7 +3,8 @@
 port and talk HTTP to it. Covers every route (responses validated against proto/openapi.yaml),
 the lifecycle of every memory kind, concurrency with a serial replay, every error status,
 API-key isolation and reload, limits, backpressure, graceful shutdown, TTL, option precedence,
-metrics/logs and the memory of idle sessions.
+metrics/logs and the memory of idle sessions; TLS with real clients (Python ssl/urllib, curl), API-key
+scopes, owners and quotas (sessions, bytes, requests per second), /metrics behind a key.
 
 usage: test_http.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...']"""
 import base64
@@ -884,6 +885,381 @@ TESTS = [
     test_graceful_shutdown_with_requests_in_flight,
     test_idle_session_memory, test_latent_sample_mode_is_the_old_read, test_latent_read_modes_and_masks,
 ]
+
+
+# ---- security: TLS, API-key scopes and quotas, /metrics behind a key (i16) ---------------------
+
+def make_cert(tmp, name="server"):
+    """A throwaway self-signed certificate for 127.0.0.1/localhost (EC P-256, one day), made by
+    the openssl command line; returns (certificate path, key path)."""
+    crt, key = os.path.join(tmp, name + ".pem"), os.path.join(tmp, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", crt, "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    return crt, key
+
+
+def start_fails(*args, rc=1):
+    """Run vbmemd with args, expecting it to exit with rc (1: a start-up failure, 2: a bad option;
+    valgrind's 3 for a leak on the way out fails) before listening; returns stderr."""
+    p = subprocess.run(list(WRAPPER or []) + [BIN, "--listen", "127.0.0.1:0"] + list(args),
+                       capture_output=True, timeout=120, text=True)
+    expect(p.returncode == rc, "vbmemd %s: exit %s, expected %s: %s" % (" ".join(args), p.returncode, rc, p.stderr[-500:]))
+    expect('"msg":"listening"' not in p.stderr, "vbmemd listened: %s" % p.stderr[-500:])
+    return p.stderr
+
+
+def tls_request(port, ctx, method, path, body=None, key=None, conn=None):
+    """One HTTPS request (http.client over ssl ctx), checked against the OpenAPI document;
+    returns (Response, the connection for reuse)."""
+    import http.client
+    import ssl  # noqa: F401
+    from daemon import Response
+    if conn is None:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
+    h = {}
+    if key is not None:
+        h["Authorization"] = "Bearer " + key
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        h["Content-Type"] = "application/json"
+    conn.request(method, path, body=data, headers=h)
+    r = conn.getresponse()
+    resp = Response(r.status, r.getheaders(), r.read())
+    CONTRACT.validate(method, path, r.status, resp.header("Content-Type") or "", resp.body)
+    return resp, conn
+
+
+def wait_reloaded(d, count):
+    """Wait until the daemon logged its count-th "reloaded" event (SIGHUP handled)."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if sum(1 for l in d.logs() if l.get("msg") == "reloaded") >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError("no reload logged")
+
+
+def test_tls_real_clients():
+    import ssl
+    import urllib.error
+    import urllib.request
+    with tempfile.TemporaryDirectory() as tmp:
+        crt, key = make_cert(tmp)
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("tls-test-key\n")
+        d = start("--tls-cert", crt, "--tls-key", key, "--api-key-file", keyfile)
+        try:
+            expect([l for l in d.logs() if l.get("msg") == "listening"][0]["tls"] is True, "listening: tls")
+            ctx = ssl.create_default_context(cafile=crt)
+            r, conn = tls_request(d.port, ctx, "GET", "/healthz")
+            expect(r.status == 200 and r.json()["status"] == "ok", "healthz over TLS")
+            expect(conn.sock.version() in ("TLSv1.2", "TLSv1.3"), "protocol %s" % conn.sock.version())
+            for v, name in ((ssl.TLSVersion.TLSv1_2, "TLSv1.2"), (ssl.TLSVersion.TLSv1_3, "TLSv1.3")):
+                only = ssl.create_default_context(cafile=crt)
+                only.minimum_version = only.maximum_version = v
+                r, c2 = tls_request(d.port, only, "GET", "/healthz")
+                expect(r.status == 200 and c2.sock.version() == name, "%s: %s" % (name, c2.sock.version()))
+                c2.close()
+            r, conn = tls_request(d.port, ctx, "GET", "/v1/sessions", conn=conn)
+            problem(r, 401)
+            r, conn = tls_request(d.port, ctx, "POST", "/v1/sessions",
+                                  {"code_size": 4, "memory": {"kind": "gaussian", "rows": 2}}, key="tls-test-key", conn=conn)
+            sid = ok(r, 201)["id"]
+            r, conn = tls_request(d.port, ctx, "POST", "/v1/sessions/%s/episodes" % sid,
+                                  {"codes": {"mu": codes(6, 4, 5)}}, key="tls-test-key", conn=conn)
+            expect(ok(r)["version"] == 2, "write over TLS")
+            conn.close()
+            # urllib with the certificate as CA; without it the (self-signed) server is refused
+            req = urllib.request.Request("https://127.0.0.1:%d/v1/sessions/%s" % (d.port, sid),
+                                         headers={"Authorization": "Bearer tls-test-key"})
+            with urllib.request.urlopen(req, timeout=60, context=ctx) as u:
+                expect(json.loads(u.read())["id"] == sid, "urllib over TLS")
+            try:
+                urllib.request.urlopen("https://127.0.0.1:%d/healthz" % d.port, timeout=60,
+                                       context=ssl.create_default_context())
+                raise AssertionError("an untrusted self-signed certificate was accepted")
+            except urllib.error.URLError as e:
+                expect(isinstance(e.reason, ssl.SSLCertVerificationError), "not a verification failure: %r" % e)
+            # curl, checking the certificate with --cacert; without it curl refuses the server
+            out = subprocess.run(["curl", "-sS", "--cacert", crt, "-H", "Authorization: Bearer tls-test-key",
+                                  "https://127.0.0.1:%d/v1/sessions/%s" % (d.port, sid)],
+                                 capture_output=True, timeout=60, text=True)
+            expect(out.returncode == 0 and json.loads(out.stdout)["version"] == 2, "curl: %s %s" % (out.returncode, out.stderr))
+            out = subprocess.run(["curl", "-sS", "https://127.0.0.1:%d/healthz" % d.port],
+                                 capture_output=True, timeout=60, text=True)
+            expect(out.returncode != 0 and out.stdout == "", "curl trusted an unknown certificate")
+            # plain HTTP and garbage on the TLS port: closed unanswered, and the daemon serves on
+            for junk in (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", b"\x16\x03\x01\x00\x05hello" + bytes(range(256))):
+                data = raw_http(d.port, junk)
+                expect(not data.startswith(b"HTTP/"), "plain HTTP answered on the TLS port: %r" % data[:40])
+                r, conn = tls_request(d.port, ctx, "GET", "/healthz")
+                expect(r.status == 200, "healthz after a plain-HTTP request")
+                conn.close()
+            out = subprocess.run(["curl", "-sS", "-m", "30", "http://127.0.0.1:%d/healthz" % d.port],
+                                 capture_output=True, timeout=60, text=True)
+            expect(out.returncode != 0 and "ok" not in out.stdout, "curl over plain HTTP got an answer")
+        finally:
+            expect(d.stop() == 0, "exit status")
+        # start-up refusals: precise, before listening
+        other_crt, other_key = make_cert(tmp, "other")
+        bad = os.path.join(tmp, "bad.pem")
+        with open(bad, "w") as f:
+            f.write("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n")
+        err = start_fails("--tls-cert", crt)
+        expect("tls_key" in err and "--tls-key" in err, err)
+        err = start_fails("--tls-key", key)
+        expect("tls_cert" in err, err)
+        err = start_fails("--tls-cert", os.path.join(tmp, "missing.pem"), "--tls-key", key)
+        expect("cannot open" in err and "tls_cert" in err, err)
+        err = start_fails("--tls-cert", bad, "--tls-key", key)
+        expect("not a PEM X.509 certificate" in err, err)
+        err = start_fails("--tls-cert", crt, "--tls-key", crt)
+        expect("tls_key" in err, err)
+        err = start_fails("--tls-cert", crt, "--tls-key", other_key)
+        expect("does not belong" in err, err)
+        with open(other_key) as f:
+            secret = f.read().split("\n")[1]
+        expect(secret not in err, "the key file's text is in the log")
+
+
+def test_api_key_scopes():
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("writer-key owner=team-a\nreader-key scope=read owner=team-a\nloner-key scope=read\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            w, rd, loner = d.client("writer-key"), d.client("reader-key"), d.client("loner-key")
+            sid = create(w, 4, {"kind": "mixture", "rows": 2, "clusters": 2, "retain_max": 100})["id"]
+            base = "/v1/sessions/" + sid
+            ok(w.request("POST", base + "/episodes", {"codes": {"mu": codes(12, 4, 3)}}))
+            mem = ok(w.request("GET", base + "/memory"))
+            # the read-only key of the same owner reads everything ...
+            expect([s["id"] for s in ok(rd.request("GET", "/v1/sessions"))["sessions"]] == [sid], "reader lists")
+            expect(ok(rd.request("GET", base))["version"] == 2, "reader gets")
+            expect(len(ok(rd.request("POST", base + "/samples", {"count": 2, "seed": 1}))["codes"]) == 2, "reader samples")
+            ok(rd.request("POST", base + "/reads", {"query": {"mu": codes(1, 4, 3)}}))
+            expect(ok(rd.request("GET", base + "/memory"))["config"] == mem["config"], "reader exports")
+            ok(rd.request("GET", "/v1/models"))
+            for m in ok(rd.request("GET", "/v1/models"))["models"][:1]:
+                ok(rd.request("GET", "/v1/models/" + m["name"]))
+                # encode/decode are not writes: a bad body gets 422, not 403
+                problem(rd.request("POST", "/v1/models/%s/encode" % m["name"], {}), 422)
+                problem(rd.request("POST", "/v1/models/%s/decode" % m["name"], {}), 422)
+            # ... and every write is refused with 403, changing nothing
+            for method, path, body in (("POST", "/v1/sessions", {"code_size": 4}),
+                                       ("POST", base + "/episodes", {"codes": {"mu": codes(12, 4, 4)}}),
+                                       ("POST", base + "/episodes", {"mode": "refit"}),
+                                       ("POST", base + "/resize", {"clusters": 3}),
+                                       ("PUT", base + "/memory", mem),
+                                       ("DELETE", base, None)):
+                p = problem(rd.request(method, path, body), 403, "Authorization")
+                expect("read-only" in p["detail"], p)
+            expect(ok(w.request("GET", base))["version"] == 2, "a refused write changed the session")
+            expect(ok(w.request("GET", "/v1/sessions"))["sessions"][0]["id"] == sid)
+            # a read-only key of another owner sees nothing of team-a
+            problem(loner.request("GET", base), 404)
+            expect(ok(loner.request("GET", "/v1/sessions"))["sessions"] == [], "loner sees team-a")
+            # the writer may do each of them
+            expect(ok(w.request("POST", base + "/resize", {"clusters": 3}))["version"] == 3, "writer resizes")
+            expect(ok(w.request("PUT", base + "/memory", mem))["version"] == 4, "writer imports")
+            # SIGHUP: the scopes swap; a malformed file is refused and the keys stay as they were
+            with open(keyfile, "w") as f:
+                f.write("writer-key scope=read owner=team-a\nreader-key owner=team-a\n")
+            d.signal(signal.SIGHUP)
+            wait_reloaded(d, 1)
+            problem(w.request("POST", base + "/episodes", {"codes": {"mu": codes(12, 4, 4)}}), 403)
+            expect(ok(rd.request("POST", base + "/episodes", {"codes": {"mu": codes(12, 4, 4)}}))["version"] == 5, "reader became writer")
+            with open(keyfile, "w") as f:
+                f.write("writer-key scope=admin\n")
+            d.signal(signal.SIGHUP)
+            wait_reloaded(d, 2)
+            bad = [l for l in d.logs() if l.get("msg", "").startswith("reload failed")]
+            expect(bad and "line 1" in bad[-1]["detail"] and "scope=" in bad[-1]["detail"], "reload error: %s" % bad)
+            expect("writer-key" not in json.dumps(d.logs()), "a key is in the log")
+            ok(rd.request("DELETE", base), 204)
+            problem(loner.request("GET", "/v1/sessions"), 401)
+        finally:
+            expect(d.stop() == 0, "exit status")
+        # a malformed key file stops the start, naming the line but not the key
+        with open(keyfile, "w") as f:
+            f.write("# keys\ngood-key\nsecret-one sessions=0\n")
+        err = start_fails("--api-key-file", keyfile)
+        expect("line 3" in err and "sessions=" in err and "secret-one" not in err, err)
+        with open(keyfile, "w") as f:
+            f.write("dup-key\ndup-key scope=read\n")
+        err = start_fails("--api-key-file", keyfile)
+        expect("line 2" in err and "repeats" in err and "dup-key" not in err, err)
+
+
+def test_api_key_quotas():
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("two-key sessions=2\nbyte-key bytes=150000\nslow-key rps=0.5\nfree-key\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            two, byt, slow = d.client("two-key"), d.client("byte-key"), d.client("slow-key")
+            small = {"kind": "gaussian", "rows": 2}
+            ids = [create(two, 4, small)["id"] for _ in range(2)]
+            p = problem(two.request("POST", "/v1/sessions", {"code_size": 4, "memory": small}), 429)
+            expect("quota is 2" in p["detail"], p)
+            ok(two.request("DELETE", "/v1/sessions/" + ids[0]), 204)
+            ids[0] = create(two, 4, small)["id"]
+            # bytes: a mixture of C = 200 (H = 10, K = 6) takes ~107 kB; a second does not fit
+            big = create(byt, 200, {"kind": "mixture"})["id"]
+            p = problem(byt.request("POST", "/v1/sessions", {"code_size": 200, "memory": {"kind": "mixture"}}), 429)
+            expect("quota is 150000" in p["detail"], p)
+            create(byt, 4, small)  # a small one still fits
+            problem(byt.request("POST", "/v1/sessions/%s/resize" % big, {"clusters": 30}), 429)
+            ok(byt.request("POST", "/v1/sessions/%s/resize" % big, {"clusters": 5}))  # shrinking passes
+            # other keys are not limited by these quotas
+            create(d.client("free-key"), 200, {"kind": "mixture"})
+            create(d.client("free-key"), 200, {"kind": "mixture"})
+            # requests per second: a bucket of one request refilled every 2 s
+            statuses, retry = [], None
+            for _ in range(4):
+                r = slow.request("GET", "/v1/sessions")
+                statuses.append(r.status)
+                if r.status == 429:
+                    problem(r, 429)
+                    retry = int(r.header("Retry-After"))
+            expect(statuses[0] == 200 and 429 in statuses, "rate not limited: %s" % statuses)
+            expect(retry is not None and 1 <= retry <= 2, "Retry-After %s" % retry)
+            ok(two.request("GET", "/v1/sessions"))  # another key meanwhile
+            time.sleep(retry + 0.05)
+            ok(slow.request("GET", "/v1/sessions"))  # the window passed: served again
+            # SIGHUP: the new quotas apply to the next request
+            with open(keyfile, "w") as f:
+                f.write("two-key sessions=3\nbyte-key bytes=150000\nslow-key\nfree-key\n")
+            d.signal(signal.SIGHUP)
+            wait_reloaded(d, 1)
+            create(two, 4, small)
+            problem(two.request("POST", "/v1/sessions", {"code_size": 4, "memory": small}), 429)
+            for _ in range(5):
+                ok(slow.request("GET", "/v1/sessions"))
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+def test_metrics_key_required():
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("ops-key scope=read\n")
+        d = start("--api-key-file", keyfile, "--metrics-key-required", "1")
+        try:
+            r = d.client().request("GET", "/metrics")
+            problem(r, 401, "Authorization")
+            expect(r.header("WWW-Authenticate") == "Bearer", "WWW-Authenticate")
+            problem(d.client("wrong").request("GET", "/metrics"), 401)
+            r = d.client("ops-key").request("GET", "/metrics")
+            expect(r.status == 200 and b"vbmemd_requests_total" in r.body, "metrics with a key")
+            expect(ok(d.client().request("GET", "/healthz"))["status"] == "ok", "healthz stays open")
+        finally:
+            expect(d.stop() == 0, "exit status")
+        d = start("--api-key-file", keyfile)  # the default: /metrics open
+        try:
+            expect(d.client().request("GET", "/metrics").status == 200, "metrics open by default")
+        finally:
+            expect(d.stop() == 0, "exit status")
+        err = start_fails("--metrics-key-required", "1")
+        expect("--api-key-file" in err, err)
+        err = start_fails("--metrics-key-required", "2", rc=2)
+        expect("expected 0 or 1" in err, err)
+
+
+TESTS += [test_tls_real_clients, test_api_key_scopes, test_api_key_quotas, test_metrics_key_required]
+
+
+def test_api_key_quotas_durable_and_concurrent():
+    """Quotas count the owner's stored sessions (resident or not, and after a restart), and
+    concurrent creations of one key cannot pass its session quota together."""
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile, data = os.path.join(tmp, "keys"), os.path.join(tmp, "data")
+        os.mkdir(data)
+        with open(keyfile, "w") as f:
+            f.write("two-key sessions=2\nbyte-key bytes=150000\nmany-key sessions=3\n")
+        args = ("--api-key-file", keyfile, "--data-dir", data, "--max-resident", "1", "--threads", "4")
+        d = start(*args)
+        try:
+            two, byt = d.client("two-key"), d.client("byte-key")
+            small = {"kind": "gaussian", "rows": 2}
+            create(two, 4, small)
+            create(two, 4, small)
+            big = create(byt, 200, {"kind": "mixture"})["id"]
+            create(byt, 4, small)  # with --max-resident 1 the big one leaves memory
+            problem(two.request("POST", "/v1/sessions", {"code_size": 4, "memory": small}), 429)
+            p = problem(byt.request("POST", "/v1/sessions", {"code_size": 200, "memory": {"kind": "mixture"}}), 429)
+            expect("quota is 150000" in p["detail"], p)
+            # twelve concurrent creations of a key with room for three: exactly three pass
+            statuses = []
+
+            def one():
+                r = d.client("many-key").request("POST", "/v1/sessions", {"code_size": 4, "memory": small})
+                statuses.append(r.status)
+            threads = [threading.Thread(target=one) for _ in range(12)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            expect(sorted(statuses) == [201] * 3 + [429] * 9, "concurrent creations: %s" % sorted(statuses))
+        finally:
+            expect(d.stop() == 0, "exit status")
+        d = start(*args)  # after a restart nothing is resident: the stored sessions still count
+        try:
+            problem(d.client("two-key").request("POST", "/v1/sessions", {"code_size": 4, "memory": {"kind": "gaussian"}}), 429)
+            problem(d.client("byte-key").request("POST", "/v1/sessions", {"code_size": 200, "memory": {"kind": "mixture"}}), 429)
+            problem(d.client("many-key").request("POST", "/v1/sessions", {"code_size": 4, "memory": {"kind": "gaussian"}}), 429)
+            ok(d.client("byte-key").request("DELETE", "/v1/sessions/" + big), 204)
+            create(d.client("byte-key"), 200, {"kind": "mixture"})
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+def test_tls_concurrent_jobs():
+    """Writes and reads from 6 threads over TLS keep-alive connections: every pool job's
+    suspend/resume completes and every answer is right."""
+    import ssl
+    with tempfile.TemporaryDirectory() as tmp:
+        crt, key = make_cert(tmp)
+        d = start("--tls-cert", crt, "--tls-key", key, "--threads", "2")
+        try:
+            ctx = ssl.create_default_context(cafile=crt)
+            errors = []
+
+            def worker(i):
+                try:
+                    r, conn = tls_request(d.port, ctx, "POST", "/v1/sessions",
+                                          {"code_size": 4, "memory": {"kind": "gaussian", "rows": 2}})
+                    sid = ok(r, 201)["id"]
+                    for k in range(4):
+                        r, conn = tls_request(d.port, ctx, "POST", "/v1/sessions/%s/episodes" % sid,
+                                              {"codes": {"mu": codes(8, 4, 10 * i + k)}}, conn=conn)
+                        expect(ok(r)["version"] == k + 2, "version")
+                        r, conn = tls_request(d.port, ctx, "POST", "/v1/sessions/%s/samples" % sid,
+                                              {"count": 2, "seed": k}, conn=conn)
+                        expect(len(ok(r)["codes"]) == 2, "samples")
+                    r, conn = tls_request(d.port, ctx, "DELETE", "/v1/sessions/" + sid, conn=conn)
+                    expect(r.status == 204, "delete")
+                    conn.close()
+                except Exception as e:  # noqa: BLE001
+                    errors.append(repr(e))
+            threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(300)
+            expect(not errors, "TLS workers: %s" % errors[:3])
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+TESTS += [test_api_key_quotas_durable_and_concurrent, test_tls_concurrent_jobs]
 
 
 def main():

@@ -1,6 +1,7 @@
 /* test_units.c -- Check tests of vbmemd's building blocks: SHA-256, constant-time compare,
  * base64, code decoding, the job pool (bounded queue, drain), the session store (owners,
- * pagination, limits, TTL) and session versions / If-Match. */
+ * pagination, limits, TTL), session versions / If-Match, and the API key file (scopes, owners,
+ * quotas, the request-rate bucket, reload). */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <math.h>
@@ -8,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/pool.h"
 #include "engine/session_impl.h"
 #include "engine/store.h"
+#include "http/auth.h"
 #include "http/codec.h"
 #include "http/keyhash.h"
 
@@ -433,6 +436,237 @@ START_TEST(test_session_write_oom_atomic)
 }
 END_TEST
 
+/* Parse one key-file line; returns the status and fills key (NUL-terminated) and pol. */
+static vbm_status auth_line(const char *line, char *key, size_t cap, http_key_policy *pol,
+                            vbm_error *err)
+{
+    size_t off = 99, len = 99;
+    vbm_status st = http_auth_parse_line(line, &off, &len, pol, err);
+
+    key[0] = '\0';
+    if (st == VBM_OK && len > 0 && len < cap) {
+        memcpy(key, line + off, len);
+        key[len] = '\0';
+    }
+    if (st == VBM_OK && len == 0)
+        ck_assert_uint_eq(off, 0);
+    return st;
+}
+
+START_TEST(test_auth_key_lines)
+{
+    static const char *const bad[] = {"k scope=admin",
+                                      "k scope=",
+                                      "k scope=read scope=write",
+                                      "k sessions=0",
+                                      "k sessions=-1",
+                                      "k sessions=1.5",
+                                      "k sessions=1e3",
+                                      "k bytes=",
+                                      "k bytes=12kB",
+                                      "k rps=0",
+                                      "k rps=-1",
+                                      "k rps=nan",
+                                      "k rps=inf",
+                                      "k rps=2000000",
+                                      "k rps=1x",
+                                      "k owner=",
+                                      "k owner=a/b",
+                                      "k owner=a b",
+                                      "k extra",
+                                      "k Scope=read",
+                                      "k sessions=1 rps",
+                                      "k =read",
+                                      "k bytes=99999999999999999999",
+                                      "scope=read",
+                                      "owner=x k",
+                                      "  rps=1 k"};
+    char key[64];
+    http_key_policy pol;
+    vbm_error err;
+    size_t i;
+
+    /* bare keys keep today's meaning: full rights, no quotas */
+    ck_assert_int_eq(auth_line("  alpha-key \n", key, sizeof key, &pol, &err), VBM_OK);
+    ck_assert_str_eq(key, "alpha-key");
+    ck_assert_int_eq(pol.scope, HTTP_SCOPE_WRITE);
+    ck_assert_int_eq(pol.max_sessions, 0);
+    ck_assert_uint_eq(pol.max_bytes, 0);
+    ck_assert(pol.rps == 0.0);
+    ck_assert_str_eq(pol.owner, "");
+    /* blank and comment lines */
+    ck_assert_int_eq(auth_line("", key, sizeof key, &pol, &err), VBM_OK);
+    ck_assert_str_eq(key, "");
+    ck_assert_int_eq(auth_line(" \t\n", key, sizeof key, &pol, &err), VBM_OK);
+    ck_assert_str_eq(key, "");
+    ck_assert_int_eq(auth_line("  # scope=read", key, sizeof key, &pol, &err), VBM_OK);
+    ck_assert_str_eq(key, "");
+    /* every option, in any order, blanks and tabs between */
+    ck_assert_int_eq(
+        auth_line("k9\trps=2.5  bytes=1048576 scope=read sessions=7 owner=team.a-1:x\n", key,
+                  sizeof key, &pol, &err),
+        VBM_OK);
+    ck_assert_str_eq(key, "k9");
+    ck_assert_int_eq(pol.scope, HTTP_SCOPE_READ);
+    ck_assert_int_eq(pol.max_sessions, 7);
+    ck_assert_uint_eq(pol.max_bytes, 1048576);
+    ck_assert(pol.rps == 2.5);
+    ck_assert_str_eq(pol.owner, "team.a-1:x");
+    ck_assert_int_eq(auth_line("k scope=write rps=.5", key, sizeof key, &pol, &err), VBM_OK);
+    ck_assert_int_eq(pol.scope, HTTP_SCOPE_WRITE);
+    ck_assert(pol.rps == 0.5);
+    /* malformed: refused with the field, never echoing the words */
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = '\0';
+        ck_assert_msg(auth_line(bad[i], key, sizeof key, &pol, &err) == VBM_EINVAL, "accepted %s",
+                      bad[i]);
+        ck_assert_str_eq(err.field, "api_key_file");
+        ck_assert_msg(strstr(err.msg, "extra") == NULL && strstr(err.msg, "admin") == NULL
+                          && strstr(err.msg, "a/b") == NULL,
+                      "%s echoed in %s", bad[i], err.msg);
+    }
+}
+END_TEST
+
+/* Write text to a new temporary file; returns its path (static buffer). */
+static const char *auth_file(const char *text)
+{
+    static char path[] = "/tmp/vbmem-keys-XXXXXX";
+    int fd;
+    FILE *fp;
+
+    strcpy(path, "/tmp/vbmem-keys-XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    fp = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(fp);
+    fputs(text, fp);
+    fclose(fp);
+    return path;
+}
+
+START_TEST(test_auth_file_owner_bucket_reload)
+{
+    unsigned char owner_a[KEYHASH_LEN], owner_b[KEYHASH_LEN], owner_c[KEYHASH_LEN],
+        digest[KEYHASH_LEN];
+    char path[64];
+    http_key_policy pol;
+    http_auth *a = NULL;
+    vbm_error err;
+    int retry = 0, i;
+    FILE *fp;
+
+    snprintf(path, sizeof path, "%s",
+             auth_file("# keys\nkey-a owner=t\nkey-b scope=read owner=t rps=2\nkey-c\n"));
+    ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_OK);
+    ck_assert_int_eq(http_auth_count(a), 3);
+    ck_assert_int_eq(http_auth_check_policy(a, "Bearer key-a", owner_a, &pol), 1);
+    ck_assert_int_eq(pol.scope, HTTP_SCOPE_WRITE);
+    ck_assert_int_eq(http_auth_check_policy(a, "Bearer key-b", owner_b, &pol), 1);
+    ck_assert_int_eq(pol.scope, HTTP_SCOPE_READ);
+    keyhash_digest("key-b", 5, digest);
+    ck_assert_mem_eq(pol.key, digest, KEYHASH_LEN);
+    ck_assert_mem_eq(owner_a, owner_b, KEYHASH_LEN); /* one owner */
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-c", owner_c), 1);
+    keyhash_digest("key-c", 5, digest);
+    ck_assert_mem_eq(owner_c, digest, KEYHASH_LEN); /* a bare key owns by its digest */
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-", owner_c), 0);
+    ck_assert_int_eq(http_auth_check(a, "key-a", owner_c), 0);
+    ck_assert_int_eq(http_auth_check(a, NULL, owner_c), 0);
+    /* the bucket of key-b: 2 tokens, 2 per second; explicit times */
+    ck_assert_int_eq(http_auth_take(a, pol.key, 100.0, &retry), 1);
+    ck_assert_int_eq(http_auth_take(a, pol.key, 100.0, &retry), 1);
+    ck_assert_int_eq(http_auth_take(a, pol.key, 100.0, &retry), 0);
+    ck_assert_int_eq(retry, 1);
+    ck_assert_int_eq(http_auth_take(a, pol.key, 100.25, &retry), 0); /* half a token */
+    ck_assert_int_eq(http_auth_take(a, pol.key, 100.5, &retry), 1);
+    ck_assert_int_eq(http_auth_take(a, pol.key, 100.5, &retry), 0);
+    for (i = 0; i < 100; i++) /* a key without a rate never waits */
+        ck_assert_int_eq(http_auth_take(a, digest, 100.5, &retry), 1);
+    /* reload: key-b keeps its (empty) bucket at a new rate, key-a is gone */
+    fp = fopen(path, "w");
+    fputs("key-b rps=0.25\nkey-c\n", fp);
+    fclose(fp);
+    ck_assert_int_eq(http_auth_reload(a, &err), VBM_OK);
+    ck_assert_int_eq(http_auth_count(a), 2);
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-a", owner_a), 0);
+    ck_assert_int_eq(http_auth_check_policy(a, "Bearer key-b", owner_b, &pol), 1);
+    ck_assert_int_eq(pol.scope, HTTP_SCOPE_WRITE);
+    ck_assert_int_eq(http_auth_take(a, pol.key, 100.5, &retry), 0);
+    ck_assert_int_eq(retry, 4);
+    ck_assert_int_eq(http_auth_take(a, pol.key, 104.5, &retry), 1);
+    /* a bad file keeps the previous keys and names the line */
+    fp = fopen(path, "w");
+    fputs("key-x\n\nkey-y rps=fast\n", fp);
+    fclose(fp);
+    ck_assert_int_eq(http_auth_reload(a, &err), VBM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "line 3"));
+    ck_assert_ptr_null(strstr(err.msg, "fast"));
+    ck_assert_int_eq(http_auth_count(a), 2);
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-c", owner_c), 1);
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-x", owner_c), 0);
+    http_auth_free(a);
+    unlink(path);
+    /* repeated keys are refused; a missing file too */
+    snprintf(path, sizeof path, "%s", auth_file("k1\nk2 scope=read\nk1 scope=read\n"));
+    ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_EINVAL);
+    ck_assert_ptr_null(a);
+    ck_assert_ptr_nonnull(strstr(err.msg, "line 3: repeats the key of line 1"));
+    unlink(path);
+    ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_EINVAL);
+    ck_assert_ptr_null(a);
+    ck_assert_int_eq(http_auth_create(NULL, &a, &err), VBM_OK);
+    ck_assert_int_eq(http_auth_enabled(a), 0);
+    http_auth_free(a);
+}
+END_TEST
+
+START_TEST(test_auth_many_keys_and_long_lines)
+{
+    unsigned char owner[KEYHASH_LEN], want[KEYHASH_LEN];
+    char path[64], header[64], *text, *p;
+    http_key_policy pol;
+    http_auth *a = NULL;
+    vbm_error err;
+    FILE *fp;
+    int i;
+
+    /* 2000 keys in file order; each is found with its own policy (the table is sorted) */
+    snprintf(path, sizeof path, "%s", auth_file(""));
+    fp = fopen(path, "w");
+    for (i = 0; i < 2000; i++)
+        fprintf(fp, "key-%d sessions=%d%s\n", (i * 7919) % 2000, (i * 7919) % 2000 + 1,
+                i % 3 == 0 ? " scope=read" : "");
+    fclose(fp);
+    ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_OK);
+    ck_assert_int_eq(http_auth_count(a), 2000);
+    for (i = 0; i < 2000; i++) {
+        snprintf(header, sizeof header, "Bearer key-%d", i);
+        ck_assert_int_eq(http_auth_check_policy(a, header, owner, &pol), 1);
+        ck_assert_int_eq(pol.max_sessions, i + 1);
+        keyhash_digest(header + 7, strlen(header + 7), want);
+        ck_assert_mem_eq(owner, want, KEYHASH_LEN);
+        ck_assert_mem_eq(pol.key, want, KEYHASH_LEN);
+    }
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-2000", owner), 0);
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-", owner), 0);
+    http_auth_free(a);
+    unlink(path);
+    /* a line longer than the reader's buffer is refused, not split into two keys */
+    text = malloc(6000);
+    ck_assert_ptr_nonnull(text);
+    p = text + sprintf(text, "short-key\n");
+    memset(p, 'x', 5000);
+    strcpy(p + 5000, "\nother-key\n");
+    snprintf(path, sizeof path, "%s", auth_file(text));
+    free(text);
+    ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_EINVAL);
+    ck_assert_ptr_null(a);
+    ck_assert_ptr_nonnull(strstr(err.msg, "line 2 is longer than"));
+    unlink(path);
+}
+END_TEST
+
 static Suite *units_suite(void)
 {
     Suite *s = suite_create("vbmemd-units");
@@ -448,6 +682,9 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_store_ttl_and_bytes);
     tcase_add_test(tc, test_session_versions);
     tcase_add_test(tc, test_session_write_oom_atomic);
+    tcase_add_test(tc, test_auth_key_lines);
+    tcase_add_test(tc, test_auth_file_owner_bucket_reload);
+    tcase_add_test(tc, test_auth_many_keys_and_long_lines);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -340,6 +340,8 @@ def build_parser():
         o.add_argument("--url", default=d(None),
                        help="server URL (default $VBMEM_URL or http://127.0.0.1:8080)")
         o.add_argument("--api-key", default=d(None), help="API key (default $VBMEM_API_KEY)")
+        o.add_argument("--ca-file", default=d(None),
+                       help="PEM certificate authorities for an https URL (default $VBMEM_CA_FILE)")
         o.add_argument("--json", action="store_true", default=d(False), help="print JSON for scripts")
         o.add_argument("--timeout", type=float, default=d(60), help="seconds per request (60)")
         o.add_argument("--retries", type=int, default=d(3), help="retries on 503/429 (3)")
@@ -441,7 +443,7 @@ def main(argv=None):
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     client = Client(url=args.url, api_key=args.api_key, timeout=args.timeout,
-                    retries=args.retries)
+                    retries=args.retries, ca_file=args.ca_file)
     try:
         args.func(client, args)
     except ConnectionFailed as e:

@@ -9,6 +9,7 @@ import json
 import os
 import random
 import socket
+import ssl
 import struct
 import time
 import urllib.error
@@ -456,16 +457,24 @@ class Client:
     `Authorization: Bearer KEY` (default $VBMEM_API_KEY); timeout: seconds per HTTP request;
     retries: how many times a request answered 503 or 429 (or refused at connect) is tried
     again, waiting the server's Retry-After (at most 60 s; else an exponential backoff from
-    0.5 s with jitter).
-    Every method raises VbmemError (ConnectionFailed when the server cannot be reached)."""
+    0.5 s with jitter); ca_file: PEM file of the certificate authorities an https server's
+    certificate is checked against (default $VBMEM_CA_FILE, else the system's); ssl_context:
+    an ssl.SSLContext used for https instead (it wins over ca_file).
+    Every method raises VbmemError (ConnectionFailed when the server cannot be reached or its
+    certificate is not trusted)."""
 
-    def __init__(self, url=None, api_key=None, timeout=30, retries=3):
+    def __init__(self, url=None, api_key=None, timeout=30, retries=3, ca_file=None,
+                 ssl_context=None):
         self.url = (url or os.environ.get("VBMEM_URL") or DEFAULT_URL).rstrip("/")
         self.api_key = api_key if api_key is not None else (os.environ.get("VBMEM_API_KEY") or None)
         self.timeout = timeout
         self.retries = retries
         self.last_etag = None
         self._sleep = time.sleep
+        ca_file = ca_file or os.environ.get("VBMEM_CA_FILE") or None
+        if ssl_context is None and ca_file is not None:
+            ssl_context = ssl.create_default_context(cafile=ca_file)
+        self.ssl_context = ssl_context
 
     def __repr__(self):
         return "Client(url=%r)" % self.url
@@ -491,7 +500,7 @@ class Client:
             req = urllib.request.Request(url, data=data, headers=h, method=method)
             wait = None
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl_context) as r:
                     payload = r.read()
                     self.last_etag = r.headers.get("ETag")
                     return json.loads(payload) if payload else None
