@@ -16,13 +16,13 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 # TLS: GnuTLS headers (vbmemd checks its certificate with GnuTLS; libmicrohttpd serves TLS through it)
 # and the openssl command line (the tests make a throwaway self-signed certificate with it).
 $SUDO apt-get install -y -qq --no-install-recommends libgnutls28-dev openssl >/dev/null
-# The figures of bench/scale.py --plot.
 # Node.js and npm for the browser test (tests/browser): Debian's, unless a node and an npm are
 # already on PATH (a newer Node.js from elsewhere is kept).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 # wrk (closed-loop HTTP load: bench/overload.sh, slowloris, soak and their short versions in
-# tests/run-all.sh) and matplotlib (the soak's RSS plot)
+# tests/run-all.sh) and matplotlib (the benchmarks' pictures: the soak's RSS, bench/scale.py --plot,
+# bench/online_plot.py; the soak's and scale's short versions in the tests draw none)
 $SUDO apt-get install -y -qq --no-install-recommends wrk python3-matplotlib >/dev/null
 echo "install-deps: done"
