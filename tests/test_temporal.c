@@ -21,7 +21,7 @@ typedef struct {
     double *lambda; /* K */
     double T[4];    /* T[2 m + n] = P(b_t = n | b_{t-1} = m) */
     double pi0;
-    double noise;   /* standard deviation of the observation noise */
+    double noise; /* standard deviation of the observation noise */
 } truth_t;
 
 /* Draw truth: W with N(0, 1) entries scaled by wscale[p] (0 switches a column off). */
@@ -87,25 +87,33 @@ static double *truth_draw(const truth_t *tr, long T, uint64_t seed)
     return y;
 }
 
-static vbm_temporal *make(int D, int P, int Q)
+static vbm_temporal *make_vbe(int D, int P, int Q, int temporal)
 {
     vbm_temporal_config c;
     vbm_temporal *m = NULL;
     vbm_error err;
     vbm_temporal_config_default(D, P, &c);
     c.attributes = Q;
+    c.vbe_temporal = temporal;
     ck_assert_msg(vbm_temporal_create(&c, &m, &err) == VBM_OK, "%s", err.msg);
     return m;
 }
 
+/* A memory with the eq. 18 VBE. */
+static vbm_temporal *make(int D, int P, int Q)
+{
+    return make_vbe(D, P, Q, 0);
+}
+
 /* ---- free energy ---- */
 
-static void check_monotone(int D, int P, int Q, int nseq, long T, int iters, uint64_t seed)
+static void check_monotone(int D, int P, int Q, int nseq, long T, int iters, int rescale,
+                           int ard_start, int temporal, uint64_t seed)
 {
     double lam[8] = {0.9, 0.5, 0.7, 0.2, 0.95, 0.3, 0.8, 0.6};
     truth_t tr;
     vbm_sequence *s = calloc(nseq, sizeof *s);
-    vbm_temporal *m = make(D, P, Q);
+    vbm_temporal *m = make_vbe(D, P, Q, temporal);
     vbm_temporal_opts o;
     vbm_temporal_trace tc;
     vbm_error err;
@@ -119,12 +127,14 @@ static void check_monotone(int D, int P, int Q, int nseq, long T, int iters, uin
     vbm_temporal_opts_default(&o);
     o.iterations = iters;
     o.seed = seed;
+    o.rescale = rescale;
+    o.ard_start = ard_start;
     ck_assert_msg(vbm_temporal_write(m, s, nseq, &o, &tc, &err) == VBM_OK, "%s", err.msg);
     ck_assert_int_eq(tc.iterations, iters);
     for (int i = 1; i < tc.iterations; i++) {
         double a = tc.free_energy[i - 1], b = tc.free_energy[i];
-        ck_assert_msg(b >= a - 1e-9 * fabs(a), "F decreased at iteration %d: %.12g -> %.12g", i,
-                      a, b);
+        ck_assert_msg(b >= a - 1e-9 * fabs(a), "F decreased at iteration %d: %.12g -> %.12g", i, a,
+                      b);
     }
     /* it also moved: the fit is not a no-op */
     ck_assert_msg(tc.free_energy[tc.iterations - 1] > tc.free_energy[0] + 1.0,
@@ -140,9 +150,18 @@ static void check_monotone(int D, int P, int Q, int nseq, long T, int iters, uin
 
 START_TEST(free_energy_never_decreases)
 {
-    check_monotone(8, 3, 1, 2, 60, 60, 11);
-    check_monotone(6, 2, 2, 3, 40, 60, 12);
-    check_monotone(5, 4, 1, 1, 1, 10, 13); /* T = 1: no transitions */
+    /* with and without the rescaling step and the ARD update */
+    check_monotone(8, 3, 1, 2, 60, 60, 1, 5, 0, 11);
+    check_monotone(8, 3, 1, 2, 60, 60, 0, 5, 0, 11);
+    check_monotone(8, 3, 1, 2, 60, 60, 1, -1, 0, 11);
+    check_monotone(6, 2, 2, 3, 40, 60, 1, 0, 0, 12);
+    check_monotone(6, 2, 2, 3, 40, 60, 0, -1, 0, 12);
+    check_monotone(5, 4, 1, 1, 1, 10, 1, 5, 0, 13); /* T = 1: no transitions */
+    /* the eq. 19 VBE (forward-backward, Kalman smoother) */
+    check_monotone(8, 3, 1, 2, 60, 60, 1, 5, 1, 11);
+    check_monotone(8, 3, 1, 2, 60, 60, 0, -1, 1, 11);
+    check_monotone(6, 2, 2, 3, 40, 60, 1, 0, 1, 12);
+    check_monotone(5, 4, 1, 1, 1, 10, 1, 5, 1, 13);
 }
 END_TEST
 
@@ -210,25 +229,26 @@ static double col_cos(int D, const double *A, int lda, int i, const double *B, i
 }
 
 typedef struct {
-    double sin_w;   /* subspace distance of the active columns of W */
-    double err_T;   /* max |E[T] - T| */
-    double err_lam; /* max |E[lambda] - lambda| over matched components */
+    double sin_w;    /* subspace distance of the active columns of W */
+    double err_T;    /* max |E[T] - T| */
+    double err_lam;  /* max |E[lambda] - lambda| over matched components */
     double lam_over; /* max E[lambda] - lambda over matched components */
-    double err_rho; /* relative error of the mean over k of E[rho_k] */
-    int active;     /* columns not switched off by ARD */
-    double min_cos; /* smallest |cos| between a true column and its match */
-    double extra;   /* sum of |<W_k>|^2 over the columns matched to no true column, over the
+    double err_rho;  /* relative error of the mean over k of E[rho_k] */
+    int active;      /* columns not switched off by ARD */
+    double min_cos;  /* smallest |cos| between a true column and its match */
+    double extra;    /* sum of |<W_k>|^2 over the columns matched to no true column, over the
                        same sum over the matched ones */
 } recovery_t;
 
 /* Fit a P_model-component memory to nseq sequences of T frames drawn from truth; match each
  * true column to the learned active column of largest |cos|. */
 static recovery_t fit_and_compare(const truth_t *tr, int P_model, int Q_model, int nseq, long T,
-                                  int iters, int ard_start, double *gamma_out, uint64_t seed)
+                                  int iters, int ard_start, double *gamma_out, int temporal,
+                                  uint64_t seed)
 {
     int D = tr->D, Q = Q_model, K = P_model * Q;
     vbm_sequence *s = calloc(nseq, sizeof *s);
-    vbm_temporal *m = make(D, P_model, Q);
+    vbm_temporal *m = make_vbe(D, P_model, Q, temporal);
     vbm_temporal_opts o;
     vbm_error err;
     double *W = calloc((size_t)D * K, sizeof(double)), *g = calloc(K, sizeof(double));
@@ -327,7 +347,7 @@ START_TEST(recovers_generating_parameters)
     truth_t tr;
     for (uint64_t seed = 1; seed <= 2; seed++) {
         truth_init(&tr, 20, 3, 1, lam, 0.2, 0.1, 0.3, 40 + seed);
-        recovery_t rv = fit_and_compare(&tr, 3, 1, 8, 200, 150, 5, NULL, seed);
+        recovery_t rv = fit_and_compare(&tr, 3, 1, 8, 200, 150, 5, NULL, 0, seed);
         fprintf(stderr,
                 "recovery seed %d: sin W %.4f, T err %.4f, lambda err %.4f, rho rel err %.4f, "
                 "min cos %.4f\n",
@@ -352,10 +372,11 @@ START_TEST(ard_switches_off_unneeded_attributes)
     double lam[2] = {0.9, 0.6}, g[4], g0[4];
     truth_t tr;
     truth_init(&tr, 16, 1, 2, lam, 0.2, 0.1, 0.3, 92);
-    recovery_t rv = fit_and_compare(&tr, 1, 4, 3, 150, 150, 5, g, 2);
-    recovery_t r0 = fit_and_compare(&tr, 1, 4, 3, 150, 150, -1, g0, 2);
+    recovery_t rv = fit_and_compare(&tr, 1, 4, 3, 150, 150, 5, g, 0, 2);
+    recovery_t r0 = fit_and_compare(&tr, 1, 4, 3, 150, 150, -1, g0, 0, 2);
     int big = 0, small = 0;
-    fprintf(stderr, "ard: active %d, sin W %.4f; gamma %.3g %.3g %.3g %.3g; without ARD: active %d\n",
+    fprintf(stderr,
+            "ard: active %d, sin W %.4f; gamma %.3g %.3g %.3g %.3g; without ARD: active %d\n",
             rv.active, rv.sin_w, g[0], g[1], g[2], g[3], r0.active);
     ck_assert_int_eq(rv.active, 2);
     ck_assert_msg(rv.sin_w < 0.05, "subspace sin %g", rv.sin_w);
@@ -382,7 +403,8 @@ static double brute_force(const vbm_temporal *m, const double *y, int T, double 
     const temporal_exp *e = &m->ex;
     int D = e->D, P = e->P, Q = e->Q, K = e->K, n = T * K, nb = T * P;
     double *L = calloc((size_t)n * n, sizeof(double)), *h = calloc(n, sizeof(double));
-    double *wry = calloc((size_t)T * K, sizeof(double)), *lz = calloc((size_t)1 << nb, sizeof(double));
+    double *wry = calloc((size_t)T * K, sizeof(double)),
+           *lz = calloc((size_t)1 << nb, sizeof(double));
     double c = 0.0, mx = -INFINITY, tot = 0.0;
 
     for (int t = 0; t < T; t++)
@@ -394,11 +416,12 @@ static double brute_force(const vbm_temporal *m, const double *y, int T, double 
         for (int d = 0; d < D; d++)
             c += 0.5 * e->elogrho[d] - 0.5 * e->rho[d] * y[t * D + d] * y[t * D + d];
         for (int k = 0; k < K; k++)
-            c += t == 0 ? -0.5 * log(2 * M_PI * e->sigma_a2) : -0.5 * log(2 * M_PI) - 0.5 * e->elog[k];
+            c += t == 0 ? -0.5 * log(2 * M_PI * e->sigma_a2)
+                        : -0.5 * log(2 * M_PI) - 0.5 * e->elog[k];
     }
     for (long cfg = 0; cfg < (1L << nb); cfg++) {
         double v = c, q;
-#define BIT(t, p) ((int)((cfg >> ((t) * P + (p))) & 1))
+#define BIT(t, p) ((int)((cfg >> ((t)*P + (p))) & 1))
         memset(L, 0, sizeof(double) * n * n);
         memset(h, 0, sizeof(double) * n);
         for (int p = 0; p < P; p++) {
@@ -409,7 +432,8 @@ static double brute_force(const vbm_temporal *m, const double *y, int T, double 
         for (int t = 0; t < T; t++)
             for (int k = 0; k < K; k++) {
                 int r = t * K + k;
-                L[r * n + r] += (t == 0 ? 1.0 / e->sigma_a2 : e->einv[k]) + (t < T - 1 ? e->elam2[k] : 0.0);
+                L[r * n + r] +=
+                    (t == 0 ? 1.0 / e->sigma_a2 : e->einv[k]) + (t < T - 1 ? e->elam2[k] : 0.0);
                 if (t > 0) {
                     L[r * n + r - K] -= e->elam[k];
                     L[(r - K) * n + r] -= e->elam[k];
@@ -487,8 +511,8 @@ START_TEST(vbe_matches_brute_force)
         vbm_sequence q = {1, 5, y};
         ck_assert_msg(vbm_temporal_infer(m, &q, 3, qb, a, &fe, &err) == VBM_OK, "%s", err.msg);
         lz = brute_force(m, y, 1, qx);
-        fprintf(stderr, "brute force T=1 P=1: q(b) %.12f vs %.12f, F %.12f vs %.12f\n", qb[0], qx[0],
-                fe, lz);
+        fprintf(stderr, "brute force T=1 P=1: q(b) %.12f vs %.12f, F %.12f vs %.12f\n", qb[0],
+                qx[0], fe, lz);
         ck_assert_msg(fabs(qb[0] - qx[0]) < 1e-9, "q(b) %.15g vs %.15g", qb[0], qx[0]);
         ck_assert_msg(fabs(fe - lz) < 1e-9 * fabs(lz), "F %.15g vs %.15g", fe, lz);
         free(y);
@@ -504,13 +528,133 @@ START_TEST(vbe_matches_brute_force)
         lz = brute_force(m, y, 4, qx);
         for (int i = 0; i < 8; i++)
             md = fmax(md, fabs(qb[i] - qx[i]));
-        fprintf(stderr, "brute force T=4 P=2: max |q(b) - q*(b)| %.4f, F %.6f <= %.6f\n", md, fe, lz);
+        fprintf(stderr, "brute force T=4 P=2: max |q(b) - q*(b)| %.4f, F %.6f <= %.6f\n", md, fe,
+                lz);
         ck_assert_msg(fe <= lz + 1e-9 * fabs(lz), "F %.15g above the exact %.15g", fe, lz);
         ck_assert_msg(lz - fe < 0.05 * fabs(lz), "F %.15g far below the exact %.15g", fe, lz);
         ck_assert_msg(md < 0.1, "marginals differ by %g", md);
+        /* the eq. 19 factorisation (chains by forward-backward and the Kalman smoother) under
+         * the same q(Theta): also a bound, also close */
+        m->cfg.vbe_temporal = 1;
+        ck_assert_msg(vbm_temporal_infer(m, &q, 200, qb, a, &fe, &err) == VBM_OK, "%s", err.msg);
+        md = 0.0;
+        for (int i = 0; i < 8; i++)
+            md = fmax(md, fabs(qb[i] - qx[i]));
+        fprintf(stderr, "brute force T=4 P=2, eq. 19: max |q(b) - q*(b)| %.4f, F %.6f <= %.6f\n",
+                md, fe, lz);
+        ck_assert_msg(fe <= lz + 1e-9 * fabs(lz), "F %.15g above the exact %.15g", fe, lz);
+        ck_assert_msg(lz - fe < 0.1 * fabs(lz), "F %.15g far below the exact %.15g", fe, lz);
         free(y);
         vbm_temporal_free(m);
     }
+    /* one identity with two attributes over six frames, eq. 19, with <log T> and log pi0 set
+     * so that b = 1 at every frame is certain (the other 63 paths have weight e^-700): then
+     * q(a_{1:6}) of the Kalman smoother is the exact posterior of a, and F equals the
+     * brute-force optimum; this checks the smoother's means, covariances, lag-one
+     * covariances and log-determinant, and eq. 19's free energy */
+    for (uint64_t seed = 7; seed <= 9; seed++) {
+        vbm_temporal *m = fitted(5, 1, 2, &y, 6, seed);
+        vbm_sequence q = {6, 5, y};
+        m->cfg.vbe_temporal = 1;
+        m->ex.logpi[0] = -700.0;
+        m->ex.logpi[1] = 0.0;
+        m->ex.elogT[0] = m->ex.elogT[2] = -700.0;
+        m->ex.elogT[1] = m->ex.elogT[3] = 0.0;
+        ck_assert_msg(vbm_temporal_infer(m, &q, 3, qb, a, &fe, &err) == VBM_OK, "%s", err.msg);
+        lz = brute_force(m, y, 6, qx);
+        fprintf(stderr, "brute force T=6 P=1 Q=2, b certain, eq. 19: F %.12f vs %.12f\n", fe, lz);
+        ck_assert_msg(fabs(fe - lz) < 1e-9 * fabs(lz), "F %.15g vs %.15g", fe, lz);
+        for (int t = 0; t < 6; t++)
+            ck_assert(qb[t] == 1.0);
+        free(y);
+        vbm_temporal_free(m);
+    }
+}
+END_TEST
+
+/* ---- bad input ---- */
+
+static void expect_fail(vbm_status st, vbm_status want, const vbm_error *err, const char *field)
+{
+    ck_assert_int_eq(st, want);
+    ck_assert_str_eq(err->field, field);
+}
+
+START_TEST(bad_input_rejected)
+{
+    vbm_temporal_config c;
+    vbm_temporal *m = NULL;
+    vbm_temporal_opts o;
+    vbm_temporal_trace tc = {7, NULL};
+    vbm_error err;
+    double y[12] = {0}, qb[4];
+
+    vbm_temporal_config_default(0, 2, &c);
+    expect_fail(vbm_temporal_create(&c, &m, &err), VBM_EINVAL, &err, "code_size");
+    ck_assert_ptr_null(m);
+    vbm_temporal_config_default(3, 65, &c);
+    expect_fail(vbm_temporal_create(&c, &m, &err), VBM_EINVAL, &err, "components");
+    vbm_temporal_config_default(3, 2, &c);
+    c.attributes = 17;
+    expect_fail(vbm_temporal_create(&c, &m, &err), VBM_EINVAL, &err, "attributes");
+    vbm_temporal_config_default(3, 2, &c);
+    c.pi0 = 1.0;
+    expect_fail(vbm_temporal_create(&c, &m, &err), VBM_EINVAL, &err, "pi0");
+    vbm_temporal_config_default(3, 2, &c);
+    c.u_T[1][0] = -1;
+    expect_fail(vbm_temporal_create(&c, &m, &err), VBM_EINVAL, &err, "u_T[1][0]");
+    vbm_temporal_config_default(3, 2, &c);
+    c.lam_g = NAN;
+    expect_fail(vbm_temporal_create(&c, &m, &err), VBM_EINVAL, &err, "lam_g");
+    vbm_temporal_config_default(3, 2, &c);
+    c.lambda_grid = 3;
+    expect_fail(vbm_temporal_create(&c, &m, &err), VBM_EINVAL, &err, "lambda_grid");
+    vbm_temporal_config_default(3, 2, &c);
+    c.rho_e = 0;
+    expect_fail(vbm_temporal_create(&c, &m, &err), VBM_EINVAL, &err, "rho_e");
+    vbm_temporal_config_default(3, 2, &c);
+    c.gamma_max = 0.5;
+    expect_fail(vbm_temporal_create(&c, &m, &err), VBM_EINVAL, &err, "gamma_max");
+
+    m = make(3, 2, 1);
+    vbm_sequence s[2] = {{4, 3, y}, {0, 3, y}};
+    expect_fail(vbm_temporal_write(m, s, 2, NULL, &tc, &err), VBM_EINVAL, &err, "sequences[1].T");
+    ck_assert_int_eq(tc.iterations, 0);
+    ck_assert_ptr_null(tc.free_energy);
+    s[1].T = 2;
+    s[1].D = 4;
+    expect_fail(vbm_temporal_write(m, s, 2, NULL, NULL, &err), VBM_EINVAL, &err, "sequences[1].D");
+    s[1].D = 3;
+    s[1].y = NULL;
+    expect_fail(vbm_temporal_write(m, s, 2, NULL, NULL, &err), VBM_EINVAL, &err, "sequences[1].y");
+    s[1].y = y;
+    y[5] = INFINITY;
+    expect_fail(vbm_temporal_write(m, s, 2, NULL, NULL, &err), VBM_EINVAL, &err,
+                "sequences[0].y[1][2]");
+    y[5] = 0.0;
+    expect_fail(vbm_temporal_write(m, s, 0, NULL, NULL, &err), VBM_EINVAL, &err, "sequences");
+    vbm_temporal_opts_default(&o);
+    o.sweeps = 0;
+    expect_fail(vbm_temporal_write(m, s, 2, &o, NULL, &err), VBM_EINVAL, &err, "sweeps");
+    vbm_temporal_opts_default(&o);
+    o.restarts = 0;
+    expect_fail(vbm_temporal_write(m, s, 2, &o, NULL, &err), VBM_EINVAL, &err, "restarts");
+    vbm_temporal_opts_default(&o);
+    o.tol = -1;
+    expect_fail(vbm_temporal_write(m, s, 2, &o, NULL, &err), VBM_EINVAL, &err, "tol");
+    expect_fail(vbm_temporal_infer(m, &s[0], 0, qb, NULL, NULL, &err), VBM_EINVAL, &err, "sweeps");
+    s[0].D = 2;
+    expect_fail(vbm_temporal_infer(m, &s[0], 1, qb, NULL, NULL, &err), VBM_EINVAL, &err,
+                "sequence.D");
+    /* all-zero codes are valid input: the fit runs and F is finite */
+    s[0].D = 3;
+    vbm_temporal_opts_default(&o);
+    o.iterations = 5;
+    ck_assert_msg(vbm_temporal_write(m, s, 2, &o, &tc, &err) == VBM_OK, "%s", err.msg);
+    ck_assert(isfinite(tc.free_energy[4]));
+    vbm_temporal_trace_free(&tc);
+    vbm_temporal_free(m);
+    vbm_temporal_free(NULL);
 }
 END_TEST
 
@@ -523,6 +667,7 @@ static Suite *temporal_suite(void)
     tcase_add_test(tc, recovers_generating_parameters);
     tcase_add_test(tc, ard_switches_off_unneeded_attributes);
     tcase_add_test(tc, vbe_matches_brute_force);
+    tcase_add_test(tc, bad_input_rejected);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -432,6 +432,9 @@ typedef struct {
     double rho_e;
     double gamma0;    /* initial ARD precision of every W_{p,q}; default 1 */
     double gamma_max; /* ARD precisions are capped here (a switched-off column); 1e8 */
+    int vbe_temporal; /* 0 (default): the VBE factorisation of eq. 18, one factor per (t, p);
+                         1: that of eq. 19, q(b_{1:T,p}) q(a_{1:T,p}) per identity, by
+                         forward-backward and a Kalman (RTS) smoother */
 } vbm_temporal_config;
 
 /* Fill cfg with the defaults above for D-dimensional codes and P identities of
@@ -440,7 +443,8 @@ void vbm_temporal_config_default(int code_size, int components, vbm_temporal_con
 /* VBM_OK, or VBM_EINVAL naming the first bad field: 1 <= code_size <=
  * VBM_MAX_CODE_SIZE, 1 <= components <= 64, 1 <= attributes <= 16, components *
  * attributes <= 256, 0 < pi0 < 1, u_T > 0, sigma_a2 > 0, 16 <= lambda_grid <=
- * 100000, rho_d, rho_e, gamma0 > 0, gamma_max >= gamma0, every value finite. */
+ * 100000, rho_d, rho_e, gamma0 > 0, gamma_max >= gamma0, vbe_temporal 0 or 1,
+ * every value finite. */
 vbm_status vbm_temporal_config_check(const vbm_temporal_config *cfg, vbm_error *err);
 /* A memory holding the prior (no sequence written yet). VBM_EINVAL as
  * config_check, VBM_ENOMEM. *out is owned by the caller (vbm_temporal_free). */
@@ -498,7 +502,8 @@ vbm_status vbm_temporal_write(vbm_temporal *m, const vbm_sequence *seqs, int nse
 void vbm_temporal_trace_free(vbm_temporal_trace *t);
 
 /* Infer the identities and attributes of one query sequence under the memory's
- * q(Theta) (held fixed): VBE sweeps of eq. 24-51 from q(b) = 1/2, a = 0. Fills
+ * q(Theta) (held fixed): VBE sweeps (eq. 24-51, or the chains of eq. 19 when
+ * the config's vbe_temporal is 1) from q(b) = 1/2, a = 0. Fills
  * qb (T x P, q(b_{t,p} = 1)), a (T x P*Q, the mean of a_{t,p,q}, eq. 47) and
  * *local_fe (the free energy of the query's latent terms: <log p(Y, B, A |
  * Theta)> - <log q(B, A)>), each when not NULL. Fails with VBM_EINVAL (bad

@@ -101,6 +101,7 @@ void vbm_temporal_config_default(int code_size, int components, vbm_temporal_con
     cfg->rho_e = 1e-3;
     cfg->gamma0 = 1.0;
     cfg->gamma_max = 1e8;
+    cfg->vbe_temporal = 0;
 }
 
 static int pos_finite(double x)
@@ -151,8 +152,9 @@ vbm_status vbm_temporal_config_check(const vbm_temporal_config *c, vbm_error *er
     if (!pos_finite(c->rho_e))
         return vbm_fail(err, VBM_EINVAL, "rho_e", "%g is not a positive finite number", c->rho_e);
     if (!pos_finite(c->gamma0))
-        return vbm_fail(err, VBM_EINVAL, "gamma0", "%g is not a positive finite number",
-                        c->gamma0);
+        return vbm_fail(err, VBM_EINVAL, "gamma0", "%g is not a positive finite number", c->gamma0);
+    if (c->vbe_temporal != 0 && c->vbe_temporal != 1)
+        return vbm_fail(err, VBM_EINVAL, "vbe_temporal", "%d is not 0 or 1", c->vbe_temporal);
     if (!(isfinite(c->gamma_max) && c->gamma_max >= c->gamma0))
         return vbm_fail(err, VBM_EINVAL, "gamma_max", "%g is not finite and >= gamma0",
                         c->gamma_max);
@@ -219,8 +221,7 @@ static void temporal_reset(vbm_temporal *m)
     m->fitted = 0;
 }
 
-vbm_status vbm_temporal_create(const vbm_temporal_config *cfg, vbm_temporal **out,
-                               vbm_error *err)
+vbm_status vbm_temporal_create(const vbm_temporal_config *cfg, vbm_temporal **out, vbm_error *err)
 {
     vbm_status st = vbm_temporal_config_check(cfg, err);
     vbm_temporal *m;
@@ -264,8 +265,8 @@ vbm_status vbm_temporal_create(const vbm_temporal_config *cfg, vbm_temporal **ou
     m->ex.Wr = vbm_calloc(D * K, sizeof(double));
     m->ex.M = vbm_calloc(K * K, sizeof(double));
     if (!m->mw || !m->Sw || !m->ldJw || !m->gamma || !m->rd || !m->re || !m->lam || !m->grid
-        || !m->phi || !m->post || !m->ex.einv || !m->ex.elam || !m->ex.elam2 || !m->ex.elog || !m->ex.lmean
-        || !m->ex.kl_lam || !m->ex.rho || !m->ex.elogrho || !m->ex.Wr || !m->ex.M) {
+        || !m->phi || !m->post || !m->ex.einv || !m->ex.elam || !m->ex.elam2 || !m->ex.elog
+        || !m->ex.lmean || !m->ex.kl_lam || !m->ex.rho || !m->ex.elogrho || !m->ex.Wr || !m->ex.M) {
         vbm_temporal_free(m);
         return vbm_fail(err, VBM_ENOMEM, "", "out of memory for a temporal memory");
     }
@@ -380,6 +381,16 @@ typedef struct {
     double *ea;      /* [T x K] <a> (eq. 47) */
     double *eaa;     /* [T x K] <a^2> per attribute (diagonal of eq. 51) */
     double *wry;     /* [T x K] <W>^T <diag(rho)> y_t */
+    /* eq. 19 (temporal) factorisation only */
+    int temporal;
+    double *V;   /* [T x P][Q x Q] Cov(a_{t,p}) under q(a_{1:T,p}) */
+    double *C;   /* [T x P][Q x Q] Cov(a_{t,p}, a_{t-1,p}) (t >= 1) */
+    double *xi;  /* [T x P][4] q(b_{t-1,p} = m, b_{t,p} = n) at [2 m + n] (t >= 1) */
+    double *Hb;  /* [P] entropy of q(b_{1:T,p}) */
+    double *lda; /* [P] log det of the precision of q(a_{1:T,p}) */
+    double *Dn;  /* [T][Q x Q] scratch of the smoother */
+    double *z;   /* [T x Q] scratch of the smoother */
+    double *fb;  /* [5 T] scratch of forward-backward */
 } tseq;
 
 static void tseq_free(tseq *s)
@@ -395,12 +406,19 @@ static void tseq_free(tseq *s)
     free(s->ea);
     free(s->eaa);
     free(s->wry);
+    free(s->V);
+    free(s->C);
+    free(s->xi);
+    free(s->Hb);
+    free(s->lda);
+    free(s->Dn);
+    free(s->z);
+    free(s->fb);
     memset(s, 0, sizeof *s);
 }
 
 /* Allocate q(B, A) of a sequence at q(b) = 1/2, a = 0 (mu2 = 0, s2 = sigma_a2). */
-static vbm_status tseq_init(tseq *s, const vbm_temporal *m, const vbm_sequence *seq,
-                            vbm_error *err)
+static vbm_status tseq_init(tseq *s, const vbm_temporal *m, const vbm_sequence *seq, vbm_error *err)
 {
     size_t T = (size_t)seq->T, P = (size_t)m->P, K = (size_t)m->K, Q = (size_t)m->Q;
 
@@ -418,10 +436,27 @@ static vbm_status tseq_init(tseq *s, const vbm_temporal *m, const vbm_sequence *
     s->ea = vbm_calloc(T * K, sizeof(double));
     s->eaa = vbm_calloc(T * K, sizeof(double));
     s->wry = vbm_calloc(T * K, sizeof(double));
-    if (!s->q1 || !s->q0 || !s->mu1 || !s->S1 || !s->ld1 || !s->mu2 || !s->s2 || !s->ex
-        || !s->ea || !s->eaa || !s->wry) {
+    if (!s->q1 || !s->q0 || !s->mu1 || !s->S1 || !s->ld1 || !s->mu2 || !s->s2 || !s->ex || !s->ea
+        || !s->eaa || !s->wry) {
         tseq_free(s);
         return vbm_fail(err, VBM_ENOMEM, "", "out of memory for %ld frames", seq->T);
+    }
+    s->temporal = m->cfg.vbe_temporal;
+    if (s->temporal) {
+        s->V = vbm_calloc(T * P * Q * Q, sizeof(double));
+        s->C = vbm_calloc(T * P * Q * Q, sizeof(double));
+        s->xi = vbm_calloc(T * P * 4, sizeof(double));
+        s->Hb = vbm_calloc(P, sizeof(double));
+        s->lda = vbm_calloc(P, sizeof(double));
+        s->Dn = vbm_calloc(T * Q * Q, sizeof(double));
+        s->z = vbm_calloc(T * Q, sizeof(double));
+        s->fb = vbm_calloc(5 * T, sizeof(double));
+        if (!s->V || !s->C || !s->xi || !s->Hb || !s->lda || !s->Dn || !s->z || !s->fb) {
+            tseq_free(s);
+            return vbm_fail(err, VBM_ENOMEM, "", "out of memory for %ld frames", seq->T);
+        }
+        for (size_t i = 0; i < T * P * 4; i++)
+            s->xi[i] = 0.25;
     }
     for (size_t i = 0; i < T * P; i++)
         s->q1[i] = s->q0[i] = 0.5;
@@ -509,16 +544,273 @@ static int site_update(const temporal_exp *e, tseq *s, long t, int p, double *sc
         s->mu1[k] = mu[q];
         s->mu2[k] = m2;
         s->s2[k] = v2;
-        s->ex[k] = q1 * mu[q];                                                   /* eq. 48 */
-        s->ea[k] = q1 * mu[q] + q0 * m2;                                         /* eq. 47 */
+        s->ex[k] = q1 * mu[q];                                                 /* eq. 48 */
+        s->ea[k] = q1 * mu[q] + q0 * m2;                                       /* eq. 47 */
         s->eaa[k] = q1 * (S[q * Q + q] + mu[q] * mu[q]) + q0 * (v2 + m2 * m2); /* eq. 51 */
     }
     return 0;
 }
 
+/* ---- q(B, A) of one sequence under eq. 19: q(b_{1:T,p}) q(a_{1:T,p}) per identity ---- */
+
+/* r_t = <W_p>^T diag(rho) y_t - sum_{i not in p} M[p, i] <x_{t,i}> for attribute q of p. */
+static double chain_r(const temporal_exp *e, const tseq *s, long t, int p, int q)
+{
+    int Q = e->Q, K = e->K, k = p * Q + q;
+    double v = s->wry[t * K + k];
+    const double *x = s->ex + (size_t)t * K;
+
+    for (int i = 0; i < K; i++)
+        if (i / Q != p)
+            v -= e->M[k * K + i] * x[i];
+    return v;
+}
+
+/* q(b_{1:T,p}) <- its optimum given q(a_{1:T,p}), the other identities and q(Theta): the
+ * forward-backward algorithm on log-potentials psi_t = <a_t>^T r_t - tr(M_pp <a_t a_t^T>) / 2 for
+ * b_t = 1, in logs. psi is T scratch doubles, al and be 2 T each. */
+static void chain_b(const temporal_exp *e, tseq *s, int p, double *psi, double *al, double *be)
+{
+    int P = e->P, Q = e->Q, K = e->K;
+    long T = s->T;
+    double lz, Epot = 0.0;
+
+    for (long t = 0; t < T; t++) {
+        const double *V = s->V + ((size_t)t * P + p) * Q * Q, *m = s->ea + (size_t)t * K + p * Q;
+        double v = 0.0;
+        for (int q = 0; q < Q; q++) {
+            v += m[q] * chain_r(e, s, t, p, q);
+            for (int r = 0; r < Q; r++)
+                v -= 0.5 * e->M[(p * Q + q) * K + p * Q + r] * (V[q * Q + r] + m[q] * m[r]);
+        }
+        psi[t] = v;
+    }
+    for (long t = 0; t < T; t++)
+        for (int n = 0; n < 2; n++) {
+            double pot = n ? psi[t] : 0.0;
+            if (t == 0) {
+                al[n] = e->logpi[n] + pot;
+            } else {
+                double a0 = al[2 * (t - 1)] + e->elogT[n],
+                       a1 = al[2 * (t - 1) + 1] + e->elogT[2 + n];
+                double mx = fmax(a0, a1);
+                al[2 * t + n] = mx + log(exp(a0 - mx) + exp(a1 - mx)) + pot;
+            }
+        }
+    for (long t = T - 1; t >= 0; t--)
+        for (int mm = 0; mm < 2; mm++) {
+            if (t == T - 1) {
+                be[2 * t + mm] = 0.0;
+            } else {
+                double b0 = e->elogT[2 * mm] + be[2 * (t + 1)];
+                double b1 = e->elogT[2 * mm + 1] + psi[t + 1] + be[2 * (t + 1) + 1];
+                double mx = fmax(b0, b1);
+                be[2 * t + mm] = mx + log(exp(b0 - mx) + exp(b1 - mx));
+            }
+        }
+    {
+        double a0 = al[2 * (T - 1)], a1 = al[2 * (T - 1) + 1], mx = fmax(a0, a1);
+        lz = mx + log(exp(a0 - mx) + exp(a1 - mx));
+    }
+    for (long t = 0; t < T; t++) {
+        double q1 = exp(al[2 * t + 1] + be[2 * t + 1] - lz), q0 = exp(al[2 * t] + be[2 * t] - lz);
+        double sum = q0 + q1;
+        q0 /= sum;
+        q1 /= sum;
+        s->q0[t * P + p] = q0;
+        s->q1[t * P + p] = q1;
+        Epot += q1 * psi[t];
+        if (t == 0) {
+            Epot += q0 * e->logpi[0] + q1 * e->logpi[1];
+        } else {
+            double *xi = s->xi + ((size_t)t * P + p) * 4, tot = 0.0;
+            for (int mm = 0; mm < 2; mm++)
+                for (int n = 0; n < 2; n++) {
+                    xi[2 * mm + n] = exp(al[2 * (t - 1) + mm] + e->elogT[2 * mm + n]
+                                         + (n ? psi[t] : 0.0) + be[2 * t + n] - lz);
+                    tot += xi[2 * mm + n];
+                }
+            for (int i = 0; i < 4; i++) {
+                xi[i] /= tot;
+                Epot += xi[i] * e->elogT[i];
+            }
+        }
+        for (int q = 0; q < Q; q++)
+            s->ex[(size_t)t * K + p * Q + q] = q1 * s->ea[(size_t)t * K + p * Q + q];
+    }
+    s->Hb[p] = lz - Epot;
+}
+
+/* q(a_{1:T,p}) <- its optimum given q(b_{1:T,p}), the other identities and q(Theta): a Gaussian
+ * chain with block-tridiagonal precision (node blocks J_t = the AR(1) terms + q(b_t = 1) M_pp,
+ * off-diagonal blocks -diag(<lambda / (1 - lambda^2)>)), solved by its block LDL^T factorisation
+ * (the information-form Kalman filter) and the backward (RTS) recursion for the marginal and
+ * lag-one covariances. work holds 4 Q^2 doubles. Returns non-zero when a block is not positive
+ * definite. */
+static int chain_a(const temporal_exp *e, tseq *s, int p, double *work)
+{
+    int P = e->P, Q = e->Q, K = e->K;
+    long T = s->T;
+    double *J = work, *A = J + Q * Q, *Bm = A + Q * Q, *tmp = Bm + Q * Q, ld = 0.0;
+
+    /* forward: D_t = J_t - B D_{t-1}^{-1} B, z_t = h_t - B D_{t-1}^{-1} z_{t-1}; keep D_t^{-1} */
+    for (long t = 0; t < T; t++) {
+        double *Di = s->Dn + (size_t)t * Q * Q, *z = s->z + (size_t)t * Q, q1 = s->q1[t * P + p];
+        for (int q = 0; q < Q; q++) {
+            int k = p * Q + q;
+            for (int r = 0; r < Q; r++)
+                J[q * Q + r] = q1 * e->M[k * K + p * Q + r];
+            J[q * Q + q] +=
+                (t == 0 ? 1.0 / e->sigma_a2 : e->einv[k]) + (t < T - 1 ? e->elam2[k] : 0.0);
+            z[q] = q1 * chain_r(e, s, t, p, q);
+            if (t > 0) {
+                const double *Dp = s->Dn + (size_t)(t - 1) * Q * Q,
+                             *zp = s->z + (size_t)(t - 1) * Q;
+                double lq = e->elam[k];
+                for (int r = 0; r < Q; r++) {
+                    double lr = e->elam[p * Q + r];
+                    J[q * Q + r] -= lq * Dp[q * Q + r] * lr;
+                    z[q] += lq * Dp[q * Q + r] * zp[r];
+                }
+            }
+        }
+        memcpy(Di, J, sizeof(double) * Q * Q);
+        if (la_chol(Q, Di) != 0)
+            return 1;
+        ld += la_chol_logdet(Q, Di);
+        la_chol_inverse(Q, Di);
+    }
+    s->lda[p] = ld;
+    /* backward: means, marginal covariances Sigma_t, lag-one Sigma_{t+1,t} */
+    for (long t = T - 1; t >= 0; t--) {
+        const double *Di = s->Dn + (size_t)t * Q * Q, *z = s->z + (size_t)t * Q;
+        double *m = s->ea + (size_t)t * K + p * Q, *V = s->V + ((size_t)t * P + p) * Q * Q;
+        if (t == T - 1) {
+            for (int q = 0; q < Q; q++) {
+                double v = 0.0;
+                for (int r = 0; r < Q; r++)
+                    v += Di[q * Q + r] * z[r];
+                m[q] = v;
+            }
+            memcpy(V, Di, sizeof(double) * Q * Q);
+        } else {
+            const double *mn = s->ea + (size_t)(t + 1) * K + p * Q;
+            const double *Vn = s->V + ((size_t)(t + 1) * P + p) * Q * Q;
+            double *Cn = s->C + ((size_t)(t + 1) * P + p) * Q * Q;
+            /* m_t = D_t^{-1} (z_t - B^T m_{t+1}), B = -diag(elam) */
+            for (int q = 0; q < Q; q++)
+                tmp[q] = z[q] + e->elam[p * Q + q] * mn[q];
+            for (int q = 0; q < Q; q++) {
+                double v = 0.0;
+                for (int r = 0; r < Q; r++)
+                    v += Di[q * Q + r] * tmp[r];
+                m[q] = v;
+            }
+            /* with B = -diag(elam) and A = diag(elam) D_t^{-1}:
+             * Sigma_{t+1,t} = -Sigma_{t+1} B D_t^{-1} = Sigma_{t+1} A */
+            for (int q = 0; q < Q; q++)
+                for (int r = 0; r < Q; r++)
+                    A[q * Q + r] = e->elam[p * Q + q] * Di[q * Q + r];
+            for (int q = 0; q < Q; q++)
+                for (int r = 0; r < Q; r++) {
+                    double v = 0.0;
+                    for (int u = 0; u < Q; u++)
+                        v += Vn[q * Q + u] * A[u * Q + r];
+                    Cn[q * Q + r] = v;
+                }
+            /* Sigma_t = D_t^{-1} + A^T Sigma_{t+1} A */
+            for (int q = 0; q < Q; q++)
+                for (int r = 0; r < Q; r++) {
+                    double v = 0.0;
+                    for (int u = 0; u < Q; u++)
+                        v += A[u * Q + q] * Cn[u * Q + r];
+                    Bm[q * Q + r] = v;
+                }
+            for (int q = 0; q < Q; q++)
+                for (int r = 0; r < Q; r++)
+                    V[q * Q + r] = Di[q * Q + r] + 0.5 * (Bm[q * Q + r] + Bm[r * Q + q]);
+        }
+    }
+    for (long t = 0; t < T; t++)
+        for (int q = 0; q < Q; q++) {
+            size_t k = (size_t)t * K + p * Q + q;
+            double v = s->V[((size_t)t * P + p) * Q * Q + q * Q + q];
+            s->eaa[k] = v + s->ea[k] * s->ea[k];
+            s->ex[k] = s->q1[t * P + p] * s->ea[k];
+        }
+    return 0;
+}
+
+/* The latent free-energy terms under eq. 19 (sec. 7 with q(b_{1:T,p}) q(a_{1:T,p})). */
+static double chain_local_fe(const temporal_exp *e, const tseq *s)
+{
+    int P = e->P, Q = e->Q, K = e->K, D = e->D;
+    long T = s->T;
+    double F = 0.0, c0 = -0.5 * D * TM_LOG2PI, sa2 = e->sigma_a2;
+
+    for (int k = 0; k < D; k++)
+        c0 += 0.5 * e->elogrho[k];
+    for (int p = 0; p < P; p++)
+        F += s->Hb[p] + 0.5 * ((double)T * Q * (TM_LOG2PI + 1.0) - s->lda[p]);
+    for (long t = 0; t < T; t++) {
+        const double *y = s->y + (size_t)t * D, *x = s->ex + (size_t)t * K;
+        double quad = 0.0;
+        for (int p = 0; p < P; p++) {
+            if (t == 0) {
+                F += s->q0[p] * e->logpi[0] + s->q1[p] * e->logpi[1];
+            } else {
+                const double *xi = s->xi + ((size_t)t * P + p) * 4;
+                for (int i = 0; i < 4; i++)
+                    F += xi[i] * e->elogT[i];
+            }
+        }
+        for (int k = 0; k < K; k++) {
+            size_t i = (size_t)t * K + k;
+            if (t == 0) {
+                F += -0.5 * (TM_LOG2PI + log(sa2)) - 0.5 * s->eaa[i] / sa2;
+            } else {
+                int p = k / Q, q = k % Q;
+                double cr = s->ea[i] * s->ea[i - K] + s->C[((size_t)t * P + p) * Q * Q + q * Q + q];
+                F += -0.5 * TM_LOG2PI - 0.5 * e->elog[k]
+                     - 0.5
+                           * (e->einv[k] * s->eaa[i] - 2.0 * e->elam[k] * cr
+                              + e->elam2[k] * s->eaa[i - K]);
+            }
+        }
+        F += c0;
+        for (int k = 0; k < D; k++)
+            F -= 0.5 * e->rho[k] * y[k] * y[k];
+        for (int i = 0; i < K; i++) {
+            F += x[i] * s->wry[t * K + i];
+            for (int j = 0; j < K; j++)
+                if (i / Q != j / Q)
+                    quad += x[i] * e->M[i * K + j] * x[j];
+        }
+        for (int p = 0; p < P; p++) {
+            const double *V = s->V + ((size_t)t * P + p) * Q * Q, *m = s->ea + t * K + p * Q;
+            double q1 = s->q1[t * P + p];
+            for (int a = 0; a < Q; a++)
+                for (int b = 0; b < Q; b++)
+                    quad += q1 * e->M[(p * Q + a) * K + p * Q + b] * (V[a * Q + b] + m[a] * m[b]);
+        }
+        F -= 0.5 * quad;
+    }
+    return F;
+}
+
 /* One VBE sweep over t = 1..T, p = 1..P. */
 static vbm_status tseq_sweep(const temporal_exp *e, tseq *s, double *scr, vbm_error *err)
 {
+    if (s->temporal) {
+        /* per identity: q(b_{1:T,p}), then q(a_{1:T,p}) */
+        for (int p = 0; p < e->P; p++) {
+            chain_b(e, s, p, s->fb, s->fb + s->T, s->fb + 3 * s->T);
+            if (chain_a(e, s, p, scr) != 0)
+                return vbm_fail(err, VBM_ENUMERIC, "",
+                                "the precision of a_{.,%d} is not positive definite", p);
+        }
+        return VBM_OK;
+    }
     for (long t = 0; t < s->T; t++)
         for (int p = 0; p < e->P; p++)
             if (site_update(e, s, t, p, scr) != 0)
@@ -531,6 +823,8 @@ static vbm_status tseq_sweep(const temporal_exp *e, tseq *s, double *scr, vbm_er
  * <log P(B | T)> + <log P(A | Lambda)> + <log P(Y | B, A, W, rho)> - <log Q(B, A)>. */
 static double tseq_local_fe(const temporal_exp *e, const tseq *s)
 {
+    if (s->temporal)
+        return chain_local_fe(e, s);
     int P = e->P, Q = e->Q, K = e->K, D = e->D;
     long T = s->T;
     double F = 0.0, c0 = -0.5 * D * TM_LOG2PI, sa2 = e->sigma_a2;
@@ -597,13 +891,13 @@ static double tseq_local_fe(const temporal_exp *e, const tseq *s)
 /* ---- VBM (sec. 5) and ARD (sec. 6) ---- */
 
 typedef struct {
-    double N[4];           /* sum_t Q(b_{t-1} = m) Q(b_t = n) */
+    double N[4];             /* sum_t Q(b_{t-1} = m) Q(b_t = n) */
     double *Saa, *Scr, *Spr; /* [K] sums over t > 1 of <a_t^2>, <a_t><a_{t-1}>, <a_{t-1}^2> */
-    double ntr;            /* number of transitions */
-    double *R;             /* [K x K] sum_t <x_t x_t^T> */
-    double *r;             /* [D x K] sum_t y_t <x_t>^T */
-    double *yy;            /* [D] sum_t y_t^2 */
-    double nfr;            /* frames */
+    double ntr;              /* number of transitions */
+    double *R;               /* [K x K] sum_t <x_t x_t^T> */
+    double *r;               /* [D x K] sum_t y_t <x_t>^T */
+    double *yy;              /* [D] sum_t y_t^2 */
+    double nfr;              /* frames */
 } tstats;
 
 static void tstats_add(tstats *st, const temporal_exp *e, const tseq *s)
@@ -615,6 +909,12 @@ static void tstats_add(tstats *st, const temporal_exp *e, const tseq *s)
         for (int p = 0; p < P; p++) {
             double r0 = s->q0[(t - 1) * P + p], r1 = s->q1[(t - 1) * P + p];
             double q0 = s->q0[t * P + p], q1 = s->q1[t * P + p];
+            if (s->temporal) { /* pair marginals of the chain */
+                const double *xi = s->xi + ((size_t)t * P + p) * 4;
+                for (int i = 0; i < 4; i++)
+                    st->N[i] += xi[i];
+                continue;
+            }
             st->N[0] += r0 * q0;
             st->N[1] += r0 * q1;
             st->N[2] += r1 * q0;
@@ -625,6 +925,8 @@ static void tstats_add(tstats *st, const temporal_exp *e, const tseq *s)
             size_t i = (size_t)t * K + k;
             st->Saa[k] += s->eaa[i];
             st->Scr[k] += s->ea[i] * s->ea[i - K];
+            if (s->temporal)
+                st->Scr[k] += s->C[((size_t)t * P + k / Q) * Q * Q + (k % Q) * Q + k % Q];
             st->Spr[k] += s->eaa[i - K];
         }
     st->ntr += (double)(T - 1);
@@ -637,6 +939,10 @@ static void tstats_add(tstats *st, const temporal_exp *e, const tseq *s)
         for (int p = 0; p < P; p++) {
             const double *S = s->S1 + ((size_t)t * P + p) * Q * Q, *mu = s->mu1 + t * K + p * Q;
             double q1 = s->q1[t * P + p];
+            if (s->temporal) { /* <x x^T> = q(b = 1) <a a^T> */
+                S = s->V + ((size_t)t * P + p) * Q * Q;
+                mu = s->ea + t * K + p * Q;
+            }
             for (int a = 0; a < Q; a++)
                 for (int b = 0; b < Q; b++)
                     st->R[(p * Q + a) * K + p * Q + b] += q1 * (S[a * Q + b] + mu[a] * mu[b]);
@@ -668,7 +974,8 @@ static vbm_status vbm_step(vbm_temporal *m, const tstats *st, double *work, vbm_
         m->lam[4 * k + 3] = c->lam_h - 0.5 * st->Spr[k];
     }
     for (int k = 0; k < D; k++) {
-        double rho = m->rd[k] / m->re[k], *S = m->Sw + (size_t)k * K * K, *w = m->mw + (size_t)k * K;
+        double rho = m->rd[k] / m->re[k], *S = m->Sw + (size_t)k * K * K,
+               *w = m->mw + (size_t)k * K;
         for (int i = 0; i < K * K; i++)
             J[i] = rho * st->R[i];
         for (int i = 0; i < K; i++) {
@@ -676,7 +983,8 @@ static vbm_status vbm_step(vbm_temporal *m, const tstats *st, double *work, vbm_
             v[i] = rho * st->r[(size_t)k * K + i];
         }
         if (la_chol(K, J) != 0)
-            return vbm_fail(err, VBM_ENUMERIC, "", "the precision of q(w_%d) is not positive definite", k);
+            return vbm_fail(err, VBM_ENUMERIC, "",
+                            "the precision of q(w_%d) is not positive definite", k);
         m->ldJw[k] = la_chol_logdet(K, J);
         la_chol_solve(K, 1, J, v, 1);
         memcpy(w, v, sizeof(double) * K);
@@ -706,7 +1014,8 @@ static void ard_step(vbm_temporal *m)
     for (int i = 0; i < K; i++) {
         double s = 0.0, g;
         for (int k = 0; k < D; k++)
-            s += m->Sw[(size_t)k * K * K + i * K + i] + m->mw[(size_t)k * K + i] * m->mw[(size_t)k * K + i];
+            s += m->Sw[(size_t)k * K * K + i * K + i]
+                 + m->mw[(size_t)k * K + i] * m->mw[(size_t)k * K + i];
         g = s > 0 ? D / s : m->cfg.gamma_max;
         m->gamma[i] = g < m->cfg.gamma_max ? g : m->cfg.gamma_max;
     }
@@ -729,15 +1038,18 @@ static void rescale_step(vbm_temporal *m, tseq *ss, int nseq)
         double A = 0.0, B = 0.0, N = 0.0, u, s, c;
         int p = k / Q, q = k % Q;
         for (int d = 0; d < D; d++)
-            B += m->Sw[(size_t)d * K * K + k * K + k] + m->mw[(size_t)d * K + k] * m->mw[(size_t)d * K + k];
+            B += m->Sw[(size_t)d * K * K + k * K + k]
+                 + m->mw[(size_t)d * K + k] * m->mw[(size_t)d * K + k];
         B *= m->gamma[k];
         for (int i = 0; i < nseq; i++) {
             const tseq *sq = &ss[i];
             A += sq->eaa[k] / e->sigma_a2;
             for (long t = 1; t < sq->T; t++) {
                 size_t j = (size_t)t * K + k;
-                A += e->einv[k] * sq->eaa[j] - 2.0 * e->elam[k] * sq->ea[j] * sq->ea[j - K]
-                     + e->elam2[k] * sq->eaa[j - K];
+                double cr = sq->ea[j] * sq->ea[j - K];
+                if (sq->temporal)
+                    cr += sq->C[((size_t)t * P + p) * Q * Q + q * Q + q];
+                A += e->einv[k] * sq->eaa[j] - 2.0 * e->elam[k] * cr + e->elam2[k] * sq->eaa[j - K];
             }
             N += (double)sq->T;
         }
@@ -750,6 +1062,24 @@ static void rescale_step(vbm_temporal *m, tseq *ss, int nseq)
         c = 1.0 / s;
         for (int i = 0; i < nseq; i++) {
             tseq *sq = &ss[i];
+            if (sq->temporal) {
+                for (long t = 0; t < sq->T; t++) {
+                    size_t j = (size_t)t * K + k;
+                    double *V = sq->V + ((size_t)t * P + p) * Q * Q;
+                    double *Cc = sq->C + ((size_t)t * P + p) * Q * Q;
+                    sq->ex[j] *= s;
+                    sq->ea[j] *= s;
+                    sq->eaa[j] *= u;
+                    for (int r = 0; r < Q; r++) {
+                        V[q * Q + r] *= s;
+                        V[r * Q + q] *= s;
+                        Cc[q * Q + r] *= s;
+                        Cc[r * Q + q] *= s;
+                    }
+                }
+                sq->lda[p] -= 2.0 * (double)sq->T * log(s);
+                continue;
+            }
             for (long t = 0; t < sq->T; t++) {
                 size_t j = (size_t)t * K + k;
                 double *S = sq->S1 + ((size_t)t * P + p) * Q * Q;
@@ -1126,7 +1456,7 @@ vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, in
         return rc;
     if ((rc = tseq_init(&s, m, seq, err)) != VBM_OK)
         return rc;
-    scr = vbm_calloc((size_t)3 * m->Q * m->Q + 4 * m->Q, sizeof(double));
+    scr = vbm_calloc((size_t)4 * m->Q * m->Q + 4 * m->Q, sizeof(double));
     if (scr == NULL) {
         tseq_free(&s);
         return vbm_fail(err, VBM_ENOMEM, "", "out of memory");
