@@ -62,6 +62,9 @@ for t in build/tests/test-models build/tests/test-parity build/test-nets build/t
   CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
     --error-exitcode=3 -q "$t"
 done
+# the temporal memory's Check tests (seed 003) under valgrind
+CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+  --error-exitcode=3 -q build/tests/test-temporal
 echo "== vbmem-solve end to end (release, ASan/UBSan, valgrind) =="
 bash tests/solve/run.sh build/vbmem-solve
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve
