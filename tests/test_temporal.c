@@ -572,6 +572,109 @@ START_TEST(vbe_matches_brute_force)
 }
 END_TEST
 
+/* ---- ancestral sampling ---- */
+
+START_TEST(samples_follow_the_posterior)
+{
+    /* a memory fitted to plenty of data (q(Theta) concentrated), then one long sample: its
+     * transition frequencies, the lag-one autocorrelation of its attributes and its noise
+     * variance match the posterior means */
+    double lam[2] = {0.8, 0.3}, Tm[4], lm[2], rho[6], W[12];
+    truth_t tr;
+    vbm_sequence s[4];
+    vbm_temporal *m = make(6, 2, 1);
+    vbm_temporal_opts o;
+    vbm_error err;
+    long Ts = 20000;
+    double *y = malloc(sizeof(double) * Ts * 6), *a = malloc(sizeof(double) * Ts * 2);
+    int *b = malloc(sizeof(int) * Ts * 2);
+    double n[4] = {0, 0, 0, 0}, res = 0.0;
+
+    truth_init(&tr, 6, 2, 1, lam, 0.2, 0.1, 0.5, 3);
+    for (int i = 0; i < 4; i++) {
+        s[i].T = 300;
+        s[i].D = 6;
+        s[i].y = truth_draw(&tr, 300, 300 + i);
+    }
+    vbm_temporal_opts_default(&o);
+    o.iterations = 60;
+    ck_assert_msg(vbm_temporal_write(m, s, 4, &o, NULL, &err) == VBM_OK, "%s", err.msg);
+    vbm_temporal_posterior(m, W, NULL, Tm, lm, rho);
+    ck_assert_msg(vbm_temporal_sample(m, Ts, 9, y, b, a, &err) == VBM_OK, "%s", err.msg);
+    for (long t = 1; t < Ts; t++)
+        for (int p = 0; p < 2; p++)
+            n[2 * b[(t - 1) * 2 + p] + b[t * 2 + p]] += 1.0;
+    for (int r = 0; r < 2; r++) {
+        /* T is drawn once from q(T): three standard deviations of that draw (Beta) and of
+         * the frequency over the sample's transitions */
+        double f1 = n[2 * r + 1] / (n[2 * r] + n[2 * r + 1]), u0 = m->ut[2 * r],
+               u1 = m->ut[2 * r + 1];
+        double vq = u0 * u1 / ((u0 + u1) * (u0 + u1) * (u0 + u1 + 1.0));
+        double tol = 3.0 * sqrt(vq + f1 * (1.0 - f1) / (n[2 * r] + n[2 * r + 1]));
+        fprintf(stderr, "sample: P(1 | %d) %.4f vs E[T] %.4f (tolerance %.4f)\n", r, f1,
+                Tm[2 * r + 1], tol);
+        ck_assert_msg(fabs(f1 - Tm[2 * r + 1]) < tol, "transition %d: %g vs %g", r, f1,
+                      Tm[2 * r + 1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        double c = 0.0, v = 0.0;
+        for (long t = 1; t < Ts; t++) {
+            c += a[t * 2 + k] * a[(t - 1) * 2 + k];
+            v += a[(t - 1) * 2 + k] * a[(t - 1) * 2 + k];
+        }
+        /* lambda is drawn once from q(lambda) (on its grid): its variance there, and that of
+         * the estimate over the sample */
+        double mx = -INFINITY, z = 0.0, m1 = 0.0, m2 = 0.0, tol;
+        const double *th = m->lam + 4 * k;
+        for (int i = 0; i < m->G; i++) {
+            const double *ph = m->phi + 4 * i;
+            mx = fmax(mx, th[0] * ph[0] + th[1] * ph[1] + th[2] * ph[2] + th[3] * ph[3]);
+        }
+        for (int i = 0; i < m->G; i++) {
+            const double *ph = m->phi + 4 * i;
+            double w = exp(th[0] * ph[0] + th[1] * ph[1] + th[2] * ph[2] + th[3] * ph[3] - mx);
+            z += w;
+            m1 += w * m->grid[i];
+            m2 += w * m->grid[i] * m->grid[i];
+        }
+        m1 /= z;
+        m2 /= z;
+        tol = 3.0 * sqrt(m2 - m1 * m1 + (1.0 - m1 * m1) / (double)Ts);
+        fprintf(stderr, "sample: lag-one correlation %.4f vs E[lambda] %.4f (tolerance %.4f)\n",
+                c / v, lm[k], tol);
+        ck_assert_msg(fabs(c / v - lm[k]) < tol, "lambda %d: %g vs %g", k, c / v, lm[k]);
+    }
+    /* the residual y - W x with the posterior-mean W: noise variance 1 / E[rho] (up to the
+     * draw of W from q(W), small here) */
+    for (long t = 0; t < Ts; t++)
+        for (int d = 0; d < 6; d++) {
+            double v = y[t * 6 + d];
+            for (int k = 0; k < 2; k++)
+                v -= b[t * 2 + k] * W[d * 2 + k] * a[t * 2 + k];
+            res += v * v * rho[d];
+        }
+    res /= (double)Ts * 6;
+    fprintf(stderr, "sample: residual variance x E[rho] %.4f\n", res);
+    ck_assert_msg(fabs(res - 1.0) < 0.1, "residual %g", res);
+    /* equal seeds, equal samples */
+    {
+        double *y2 = malloc(sizeof(double) * 100 * 6);
+        ck_assert(vbm_temporal_sample(m, 100, 9, y2, NULL, NULL, &err) == VBM_OK);
+        ck_assert(memcmp(y, y2, sizeof(double) * 100 * 6) == 0);
+        free(y2);
+    }
+    ck_assert_int_eq(vbm_temporal_sample(m, 0, 9, y, NULL, NULL, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "T");
+    for (int i = 0; i < 4; i++)
+        free((void *)s[i].y);
+    free(y);
+    free(a);
+    free(b);
+    truth_free(&tr);
+    vbm_temporal_free(m);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 static void expect_fail(vbm_status st, vbm_status want, const vbm_error *err, const char *field)
@@ -662,11 +765,12 @@ static Suite *temporal_suite(void)
 {
     Suite *s = suite_create("temporal");
     TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, free_energy_never_decreases);
     tcase_add_test(tc, recovers_generating_parameters);
     tcase_add_test(tc, ard_switches_off_unneeded_attributes);
     tcase_add_test(tc, vbe_matches_brute_force);
+    tcase_add_test(tc, samples_follow_the_posterior);
     tcase_add_test(tc, bad_input_rejected);
     suite_add_tcase(s, tc);
     return s;

@@ -511,6 +511,15 @@ void vbm_temporal_trace_free(vbm_temporal_trace *t);
 vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
                               double *qb, double *a, double *local_fe, vbm_error *err);
 
+/* Draw a new sequence of T frames ancestrally: Theta ~ q(Theta) once (the rows of T, each
+ * lambda from its grid posterior, the rows of W, each rho_k), then b (eq. 5-7), a (eq.
+ * 9-11) and y (eq. 1-2) frame by frame, all from the generator seeded with seed. Fills y
+ * (T x D), and b (T x P, 0/1) and a (T x P*Q) when not NULL. Fails with VBM_EINVAL (T
+ * not in [1, VBM_MAX_FRAMES], y NULL), VBM_ENOMEM, VBM_ENUMERIC (a covariance of q(W) not
+ * positive definite). */
+vbm_status vbm_temporal_sample(const vbm_temporal *m, long T, uint64_t seed, double *y, int *b,
+                               double *a, vbm_error *err);
+
 /* Posterior summaries (arrays owned by the caller, each may be NULL):
  * W (D x P*Q, the mean of q(W)), gamma (P*Q), T (2 x 2, E[T_{beta,alpha}]),
  * lambda (P*Q, E[lambda]), rho (D, E[rho_k]). Never fails. */

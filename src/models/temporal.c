@@ -1497,3 +1497,126 @@ void vbm_temporal_posterior(const vbm_temporal *m, double *W, double *gamma, dou
     if (rho)
         memcpy(rho, m->ex.rho, sizeof(double) * m->D);
 }
+
+/* ---- ancestral sampling ---- */
+
+/* Gamma(shape a, rate 1) draw (Marsaglia-Tsang; a < 1 through a + 1 and u^(1/a)). */
+static double draw_gamma(rng_t *r, double a)
+{
+    double boost = 1.0, d, c;
+
+    if (a < 1.0) {
+        double u = rng_uniform(r);
+        boost = pow(u > 0 ? u : 1e-300, 1.0 / a);
+        a += 1.0;
+    }
+    d = a - 1.0 / 3.0;
+    c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = rng_normal(r), v = 1.0 + c * x, u;
+        if (v <= 0.0)
+            continue;
+        v = v * v * v;
+        u = rng_uniform(r);
+        if (u > 0 && log(u) < 0.5 * x * x + d - d * v + d * log(v))
+            return boost * d * v;
+    }
+}
+
+vbm_status vbm_temporal_sample(const vbm_temporal *m, long T, uint64_t seed, double *y, int *b,
+                               double *a, vbm_error *err)
+{
+    int D, P, Q, K;
+    double *W = NULL, *L = NULL, *rho = NULL, *lam = NULL, *post = NULL, *z = NULL, *at = NULL;
+    int *bt = NULL;
+    double Tr[4];
+    vbm_status rc = VBM_OK;
+    rng_t r;
+
+    if (m == NULL)
+        return vbm_fail(err, VBM_EINVAL, "memory", "is NULL");
+    if (T < 1 || T > VBM_MAX_FRAMES)
+        return vbm_fail(err, VBM_EINVAL, "T", "%ld is not in [1, %ld]", T, VBM_MAX_FRAMES);
+    if (y == NULL)
+        return vbm_fail(err, VBM_EINVAL, "y", "is NULL");
+    D = m->D;
+    P = m->P;
+    Q = m->Q;
+    K = m->K;
+    if ((double)T * D > (double)VBM_MAX_ELEMENTS)
+        return vbm_fail(err, VBM_ENOMEM, "T", "%ld frames are too many", T);
+    W = vbm_calloc((size_t)D * K, sizeof(double));
+    L = vbm_calloc((size_t)K * K, sizeof(double));
+    rho = vbm_calloc(D, sizeof(double));
+    lam = vbm_calloc(K, sizeof(double));
+    post = vbm_calloc(m->G, sizeof(double));
+    z = vbm_calloc(K, sizeof(double));
+    at = vbm_calloc(K, sizeof(double));
+    bt = vbm_calloc(P, sizeof(int));
+    if (!W || !L || !rho || !lam || !post || !z || !at || !bt) {
+        rc = vbm_fail(err, VBM_ENOMEM, "", "out of memory for a sample");
+        goto out;
+    }
+    rng_seed(&r, seed);
+    /* Theta ~ q(Theta): T's rows (Beta by two Gammas), lambda on its grid, W's rows, rho */
+    for (int row = 0; row < 2; row++) {
+        double g0 = draw_gamma(&r, m->ut[2 * row]), g1 = draw_gamma(&r, m->ut[2 * row + 1]);
+        double s = g0 + g1;
+        Tr[2 * row] = s > 0 ? g0 / s : 0.5;
+        Tr[2 * row + 1] = s > 0 ? g1 / s : 0.5;
+    }
+    for (int k = 0; k < K; k++) {
+        lam_lognorm(m, m->lam + 4 * k, post);
+        lam[k] = m->grid[rng_categorical(&r, post, m->G)];
+    }
+    for (int d = 0; d < D; d++) {
+        memcpy(L, m->Sw + (size_t)d * K * K, sizeof(double) * K * K);
+        if (la_chol(K, L) != 0) {
+            rc = vbm_fail(err, VBM_ENUMERIC, "",
+                          "the covariance of q(w_%d) is not positive definite", d);
+            goto out;
+        }
+        rng_normal_fill(&r, z, K);
+        for (int i = 0; i < K; i++) {
+            double v = m->mw[(size_t)d * K + i];
+            for (int j = 0; j <= i; j++)
+                v += L[i * K + j] * z[j];
+            W[(size_t)d * K + i] = v;
+        }
+        rho[d] = draw_gamma(&r, m->rd[d]) / m->re[d];
+    }
+    /* b, a, y ancestrally (eq. 1-11) */
+    for (long t = 0; t < T; t++) {
+        for (int p = 0; p < P; p++) {
+            double p1 = t == 0 ? m->cfg.pi0 : Tr[2 * bt[p] + 1];
+            bt[p] = rng_uniform(&r) < p1;
+            for (int q = 0; q < Q; q++) {
+                int k = p * Q + q;
+                double l = lam[k];
+                at[k] = t == 0 ? sqrt(m->cfg.sigma_a2) * rng_normal(&r)
+                               : l * at[k] + sqrt((1.0 - l) * (1.0 + l)) * rng_normal(&r);
+            }
+        }
+        for (int d = 0; d < D; d++) {
+            double v = rng_normal(&r) / sqrt(rho[d]);
+            for (int k = 0; k < K; k++)
+                if (bt[k / Q])
+                    v += W[(size_t)d * K + k] * at[k];
+            y[(size_t)t * D + d] = v;
+        }
+        if (b)
+            memcpy(b + (size_t)t * P, bt, sizeof(int) * P);
+        if (a)
+            memcpy(a + (size_t)t * K, at, sizeof(double) * K);
+    }
+out:
+    free(W);
+    free(L);
+    free(rho);
+    free(lam);
+    free(post);
+    free(z);
+    free(at);
+    free(bt);
+    return rc;
+}
