@@ -65,6 +65,9 @@ done
 # online writes against the conjugate posterior of their recorded addresses (tests/test_online.c)
 CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-online
+# the temporal memory's Check tests (seed 003) under valgrind
+CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+  --error-exitcode=3 -q build/tests/test-temporal
 echo "== vbmem-solve end to end (release, ASan/UBSan, valgrind) =="
 bash tests/solve/run.sh build/vbmem-solve
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve

@@ -398,6 +398,134 @@ void vbm_write_result_free(vbm_write_result *res);
  * 8 * VBM_MAX_ELEMENTS bytes or calloc fails. Memory is zeroed. */
 void *vbm_calloc(size_t n, size_t size);
 
+/* ---- temporal memories: the identity/attribute model of sequences (seed 003) ----
+ *
+ * A temporal memory holds a posterior over the parameters of the model
+ *   y_t = sum_p W_p (a_{t,p} b_{t,p}) + noise,  noise ~ N(0, diag(1 / rho)),
+ * for sequences y_1..y_T of D-dimensional codes: P identities b_{t,p} in {0,1}
+ * (binary Markov chains sharing one 2 x 2 transition matrix T with Dirichlet
+ * rows), Q real attributes a_{t,p,q} per identity (AR(1): a_t = lambda a_{t-1} +
+ * N(0, 1 - lambda^2), a_1 ~ N(0, sigma_a2), with the conjugate prior of eq. 13 on
+ * lambda), columns W_{p,q} in R^D with ARD precisions gamma_{p,q}, and Gamma noise
+ * precisions rho_k. It is fitted by VB-EM with the mean-field factorisation of
+ * eq. 18 over (t, p), and reports the free energy of sec. 7 after every
+ * iteration. It has its own type rather than a vbm_kind: its latent structure
+ * (sequences, Markov chains, per-identity weights, learned noise) does not fit
+ * the code/address operation table of vbm_memory. Component index k = p * Q + q
+ * throughout. */
+typedef struct vbm_temporal vbm_temporal;
+
+typedef struct {
+    int code_size;    /* D (d_y) */
+    int components;   /* P (d_b): identities */
+    int attributes;   /* Q (d_a): attributes per identity */
+    double pi0;       /* P(b_{1,p} = 1), eq. 6; default 0.5 */
+    double u_T[2][2]; /* Dirichlet pseudo-counts u^(T)_{beta,alpha} of the row beta of T,
+                          eq. 8; default all 1 (uniform rows) */
+    double sigma_a2;  /* variance of a_{1,p,q}, eq. 10; default 1 (the stationary one) */
+    double lam_eta;   /* lambda prior of eq. 13: eta, f, g, h; the defaults eta = 1/2, */
+    double lam_f;     /* f = h = -1/2, g = 0 are the posterior after one pseudo-transition */
+    double lam_g;     /* with a_{t-1}^2 = a_t^2 = 1 and a_{t-1} a_t = 0 (eq. 63-66) */
+    double lam_h;
+    int lambda_grid; /* nodes of the quadrature of lambda on (-1, 1); default 399 */
+    double rho_d;    /* Gamma(d, e) prior of each rho_k, eq. 3; default d = e = 1e-3 */
+    double rho_e;
+    double gamma0;    /* initial ARD precision of every W_{p,q}; default 1 */
+    double gamma_max; /* ARD precisions are capped here (a switched-off column); 1e8 */
+    int vbe_temporal; /* 0 (default): the VBE factorisation of eq. 18, one factor per (t, p);
+                         1: that of eq. 19, q(b_{1:T,p}) q(a_{1:T,p}) per identity, by
+                         forward-backward and a Kalman (RTS) smoother */
+} vbm_temporal_config;
+
+/* Fill cfg with the defaults above for D-dimensional codes and P identities of
+ * one attribute each. Never fails (the sizes are checked by create). */
+void vbm_temporal_config_default(int code_size, int components, vbm_temporal_config *cfg);
+/* VBM_OK, or VBM_EINVAL naming the first bad field: 1 <= code_size <=
+ * VBM_MAX_CODE_SIZE, 1 <= components <= 64, 1 <= attributes <= 16, components *
+ * attributes <= 256, 0 < pi0 < 1, u_T > 0, sigma_a2 > 0, 16 <= lambda_grid <=
+ * 100000, rho_d, rho_e, gamma0 > 0, gamma_max >= gamma0, vbe_temporal 0 or 1,
+ * every value finite. */
+vbm_status vbm_temporal_config_check(const vbm_temporal_config *cfg, vbm_error *err);
+/* A memory holding the prior (no sequence written yet). VBM_EINVAL as
+ * config_check, VBM_ENOMEM. *out is owned by the caller (vbm_temporal_free). */
+vbm_status vbm_temporal_create(const vbm_temporal_config *cfg, vbm_temporal **out, vbm_error *err);
+/* Free a temporal memory; NULL is a no-op. */
+void vbm_temporal_free(vbm_temporal *m);
+
+/* One sequence of T codes, y row-major T x D. */
+typedef struct {
+    long T;
+    int D;
+    const double *y;
+} vbm_sequence;
+
+typedef struct {
+    int iterations; /* VB-EM iterations (VBE, VBM, ARD, free energy); default 100 */
+    int sweeps;     /* VBE sweeps over (t, p) per iteration; default 2 */
+    int ard_start;  /* gamma is updated (sec. 6) from this 0-based iteration on; -1 never;
+                       default 5 (the seed's "initial learning phase") */
+    double tol;     /* stop early when F rose by less than tol * |F| in an iteration;
+                       0 (default) runs every iteration */
+    uint64_t seed;  /* the random start of the means of q(W) */
+    int rescale;    /* 1 (default): after each VBE step from the second iteration on, also
+                       maximise F over the joint rescaling of each attribute a_{.,k} and the
+                       column W_{.,k} (parameter expansion; not in the seed, see temporal.c);
+                       0: the seed's VB-EM steps only. Either way F never decreases. */
+    int restarts;   /* VB-EM runs from the random starts seed, seed + 1, ...; the run with the
+                       highest final F is kept (its trace is returned); default 1 */
+    int init_pca;   /* 1 (default): the start of q(W)'s mean mixes the top P*Q principal
+                       directions of the codes by a random matrix; 0: i.i.d. normal entries on
+                       the codes' scale */
+} vbm_temporal_opts;
+
+/* Defaults listed above. Never fails. */
+void vbm_temporal_opts_default(vbm_temporal_opts *o);
+
+/* The free energy after each iteration: free_energy[0 .. iterations). */
+typedef struct {
+    int iterations;
+    double *free_energy;
+} vbm_temporal_trace;
+
+/* Write nseq sequences: q(Theta) is refitted from the prior on them (VB-EM as
+ * above, starting from a random q(W) mean drawn with opts->seed, best of
+ * opts->restarts runs; opts NULL means the defaults) and replaces the memory's posterior. The free-energy trace is
+ * returned in *trace when trace is not NULL (free it with
+ * vbm_temporal_trace_free; on failure it is left empty). Fails with VBM_EINVAL
+ * (nseq < 1, a NULL or empty sequence, D != code_size, a non-finite code, more
+ * than VBM_MAX_FRAMES frames in all, bad opts: "sequences[i].y" etc.),
+ * VBM_ENOMEM, or VBM_ENUMERIC (a precision matrix not positive definite, or a
+ * non-finite free energy); on failure the memory is unchanged. */
+vbm_status vbm_temporal_write(vbm_temporal *m, const vbm_sequence *seqs, int nseq,
+                              const vbm_temporal_opts *opts, vbm_temporal_trace *trace,
+                              vbm_error *err);
+void vbm_temporal_trace_free(vbm_temporal_trace *t);
+
+/* Infer the identities and attributes of one query sequence under the memory's
+ * q(Theta) (held fixed): VBE sweeps (eq. 24-51, or the chains of eq. 19 when
+ * the config's vbe_temporal is 1) from q(b) = 1/2, a = 0. Fills
+ * qb (T x P, q(b_{t,p} = 1)), a (T x P*Q, the mean of a_{t,p,q}, eq. 47) and
+ * *local_fe (the free energy of the query's latent terms: <log p(Y, B, A |
+ * Theta)> - <log q(B, A)>), each when not NULL. Fails with VBM_EINVAL (bad
+ * sequence, sweeps < 1), VBM_ENOMEM, VBM_ENUMERIC. */
+vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
+                              double *qb, double *a, double *local_fe, vbm_error *err);
+
+/* Draw a new sequence of T frames ancestrally: Theta ~ q(Theta) once (the rows of T, each
+ * lambda from its grid posterior, the rows of W, each rho_k), then b (eq. 5-7), a (eq.
+ * 9-11) and y (eq. 1-2) frame by frame, all from the generator seeded with seed. Fills y
+ * (T x D), and b (T x P, 0/1) and a (T x P*Q) when not NULL. Fails with VBM_EINVAL (T
+ * not in [1, VBM_MAX_FRAMES], y NULL), VBM_ENOMEM, VBM_ENUMERIC (a covariance of q(W) not
+ * positive definite). */
+vbm_status vbm_temporal_sample(const vbm_temporal *m, long T, uint64_t seed, double *y, int *b,
+                               double *a, vbm_error *err);
+
+/* Posterior summaries (arrays owned by the caller, each may be NULL):
+ * W (D x P*Q, the mean of q(W)), gamma (P*Q), T (2 x 2, E[T_{beta,alpha}]),
+ * lambda (P*Q, E[lambda]), rho (D, E[rho_k]). Never fails. */
+void vbm_temporal_posterior(const vbm_temporal *m, double *W, double *gamma, double *T,
+                            double *lambda, double *rho);
+
 #ifdef __cplusplus
 }
 #endif
