@@ -139,6 +139,30 @@ class Networks(unittest.TestCase):
             self.assertTrue(torch.equal(a, b))
             self.assertTrue(torch.equal(dec(a), dec2(a)))
 
+    def test_bounded_head(self):
+        # the default gaussian head: mean = sigmoid(raw) in (0, 1), scale = 0.005 + 0.5 sigmoid(raw')
+        # in (0.005, 0.505); the softplus head of the first model stays reachable
+        arch = nets.default_architecture(1, 16, 16, code_size=6, filters=8, groups=4, blocks=2)
+        self.assertEqual(arch["observation"]["mean"], "sigmoid")
+        _, dec = nets.build_networks(arch)
+        raw = torch.tensor([-1e4, -3.0, 0.0, 2.0, 1e4]).reshape(1, 1, 1, 5).repeat(1, 2, 1, 1)
+        mean, scale = dec.params(raw)
+        want_mean = torch.sigmoid(raw[:, :1])
+        self.assertTrue(torch.equal(mean, want_mean))
+        self.assertEqual(float(mean.min()), 0.0)
+        self.assertEqual(float(mean[0, 0, 0, 2]), 0.5)
+        self.assertAlmostEqual(float(scale.min()), 0.005, places=7)
+        self.assertAlmostEqual(float(scale.max()), 0.505, places=6)
+        self.assertAlmostEqual(float(scale[0, 0, 0, 2]), 0.255, places=6)
+        old = nets.default_architecture(1, 16, 16, code_size=6, filters=8, groups=4, blocks=2, head="softplus")
+        self.assertNotIn("mean", old["observation"])
+        _, dec = nets.build_networks(old)
+        mean, scale = dec.params(raw)
+        self.assertTrue(torch.equal(mean, raw[:, :1]))
+        self.assertAlmostEqual(float(scale[0, 0, 0, 2]), math.log(2.0) + 1e-3, places=6)
+        with self.assertRaises(ValueError):
+            nets.default_architecture(1, 16, 16, head="tanh")
+
     def test_objective_gradients(self):
         torch.manual_seed(0)
         arch = nets.default_architecture(1, 16, 16, code_size=6, filters=8, groups=4, blocks=2)
@@ -231,6 +255,44 @@ class CommandLine(unittest.TestCase):
                 lines = [json.loads(line) for line in f]
             self.assertEqual(lines[0]["step"], 3)
             self.assertIn("usage_per_episode", lines[0])
+
+    def test_resume_is_bit_exact(self):
+        # N steps straight == k steps, a checkpoint, a resumed run to N: every parameter and
+        # Adam moment equal bit for bit. 6 episodes of 16 frames, 2 per step: 3 steps per pass,
+        # so k = 4 stops inside the second pass and k = 3 between passes; the regularizer and
+        # the sampled memory draw from the generator every step.
+        base = ["--kind", "mixture", "--code-size", "8", "--filters", "8", "--norm-groups", "4",
+                "--episode-length", "16", "--batch", "2", "--clusters", "3", "--rows", "2", "--iterations", "3",
+                "--epochs", "4", "--stage2", "0.5", "--train-frames", "96", "--eval-episodes", "1", "--quiet",
+                "--threads", "1"]
+        N = 8
+        with tempfile.TemporaryDirectory() as d:
+            def run(name, steps, resume=False):
+                ck = os.path.join(d, name + ".ck")
+                argv = base + ["--max-steps", str(steps), "--out", os.path.join(d, name + ".st"), "--checkpoint", ck]
+                if resume:
+                    argv += ["--resume", ck]
+                self.assertEqual(train_cli.main(argv), 0)
+                return torch.load(ck)
+
+            straight = run("straight", N)
+            self.assertEqual(straight["step"], N)
+            for k in (3, 4):
+                part = run("k%d" % k, k)
+                self.assertEqual(part["step"], k)
+                moved = [n for n in straight["encoder"] if not torch.equal(straight["encoder"][n], part["encoder"][n])]
+                self.assertTrue(moved, "steps %d..%d changed no parameter" % (k, N))
+                resumed = run("k%d" % k, N, resume=True)
+                self.assertEqual(resumed["step"], N)
+                for net in ("encoder", "decoder"):
+                    for n, t in straight[net].items():
+                        self.assertTrue(torch.equal(t, resumed[net][n]), "k=%d: %s %s differs" % (k, net, n))
+                for i, st in straight["optimizer"]["state"].items():
+                    for key in ("exp_avg", "exp_avg_sq"):
+                        self.assertTrue(torch.equal(st[key], resumed["optimizer"]["state"][i][key]), (k, i, key))
+                self.assertEqual(straight["optimizer"]["param_groups"][0]["lr"],
+                                 resumed["optimizer"]["param_groups"][0]["lr"])
+                self.assertTrue(torch.equal(straight["gen"], resumed["gen"]))
 
     def test_episodes_without_replacement(self):
         imgs = data.load_dataset("fashion-mnist", None, "test")[:640]

@@ -146,6 +146,7 @@ class EpisodeSampler:
         self.dgen.manual_seed(seed + 1)
         self.device = device
         self.dequantize = dequantize
+        self.epoch_start_state = self.gen.get_state().clone()
 
     def episodes_per_epoch(self):
         return self.images.shape[0] // self.T
@@ -158,13 +159,28 @@ class EpisodeSampler:
             x = x + 0.5
         return x / 256.0
 
-    def epoch(self, shuffle=True):
-        """Yield (B, T, ch, h, w) batches covering one pass (a last partial batch too)."""
+    def state(self, next_pass=False):
+        """The generators' states, for a checkpoint: the episode order's as it was
+        when the current pass began (its permutation is drawn again on resume;
+        next_pass: as it is now, for a checkpoint between passes) and the
+        dequantization noise's as it is now."""
+        order = self.gen.get_state() if next_pass else self.epoch_start_state
+        return {"order": order.clone(), "noise": self.dgen.get_state().clone()}
+
+    def epoch(self, shuffle=True, skip=0, state=None):
+        """Yield (B, T, ch, h, w) batches covering one pass (a last partial batch too).
+        Resuming: state (from state()) restores the generators and the pass
+        starts after its first `skip` batches, drawing no noise for them."""
+        if state is not None:
+            self.gen.set_state(state["order"])
+        self.epoch_start_state = self.gen.get_state().clone()
         n = self.images.shape[0]
         perm = torch.randperm(n, generator=self.gen) if shuffle else torch.arange(n)
+        if state is not None:
+            self.dgen.set_state(state["noise"])
         E = n // self.T
         perm = perm[:E * self.T].reshape(E, self.T).to(self.device)
-        for i in range(0, E, self.B):
+        for i in range(skip * self.B, E, self.B):
             idx = perm[i:i + self.B]
             x = self.to_float(idx.reshape(-1))
             yield x.reshape(idx.shape[0], self.T, *x.shape[1:])
