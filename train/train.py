@@ -33,7 +33,7 @@ from vbmtrain import data, nets, objective, vb  # noqa: E402
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "mnist", "cifar10", "png"])
+    p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "mnist", "cifar10", "png", "omniglot"])
     p.add_argument("--data-root", default=None, help="directory of the dataset files")
     p.add_argument("--kind", default="mixture", choices=["mixture", "tree", "gaussian", "categorical", "vae"])
     p.add_argument("--code-size", type=int, default=64)
@@ -164,10 +164,9 @@ def main(argv=None):
     torch.manual_seed(args.seed)  # network initialisation
     gen = torch.Generator()
     gen.manual_seed(args.seed)
-    train_x = data.load_dataset(args.dataset, args.data_root, "train")
-    if args.train_frames:
-        train_x = train_x[:args.train_frames]
-    test_x = data.load_dataset(args.dataset, args.data_root, "test")
+    train_x = data.load_dataset(args.dataset, args.data_root, "train", args.train_frames)
+    test_x = data.load_dataset(args.dataset, args.data_root, "test",
+                               args.eval_episodes * args.episode_length if args.train_frames else 0)
     ch, h, w = train_x.shape[1:]
     arch = nets.default_architecture(ch, h, w, args.code_size, args.filters, args.norm_groups, args.likelihood,
                                      head=args.head)

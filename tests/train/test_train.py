@@ -305,5 +305,75 @@ class CommandLine(unittest.TestCase):
         self.assertTrue(torch.allclose(a, b, atol=1e-3))
 
 
+OMNIGLOT = os.path.join(ROOT, "..", "shared", "data", "omniglot")
+
+
+@unittest.skipUnless(os.path.isdir(OMNIGLOT) or os.environ.get("VBMEM_REQUIRE_OMNIGLOT"),
+                     "../shared/data/omniglot not present")
+class SecondModel(unittest.TestCase):
+    def test_omniglot_reader(self):
+        x = data.load_dataset("omniglot", OMNIGLOT, "test", limit=40)
+        self.assertEqual(x.shape, (40, 1, 28, 28))
+        self.assertEqual(x.dtype.name, "uint8")
+        # strokes bright on a dark background: a character covers a minority of the pixels
+        frac = float((x > 127).mean())
+        self.assertGreater(frac, 0.02)
+        self.assertLess(frac, 0.4)
+        # the first 20 are the 20 drawings of one character: closer to each other than to the next 20
+        f = x.reshape(40, -1).astype("float64")
+        same = sum(float(((f[i] - f[j]) ** 2).sum()) for i in range(20) for j in range(20) if i != j) / 380
+        other = sum(float(((f[i] - f[20 + j]) ** 2).sum()) for i in range(20) for j in range(20)) / 400
+        self.assertLess(same, other)
+        with self.assertRaises(ValueError):
+            data.load_dataset("omniglot", OMNIGLOT, "validation", limit=1)
+
+    def test_omniglot_trains_and_vbmemd_serves_it(self):
+        # a few steps of the second model's configuration (smaller), exported, loaded by vbmemd
+        vbmemd = os.environ.get("VBMEMD") or os.path.join(ROOT, "build", "vbmemd")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "omniglot-mixture.safetensors")
+            log = os.path.join(d, "log.jsonl")
+            rc = train_cli.main(["--dataset", "omniglot", "--data-root", OMNIGLOT, "--kind", "mixture",
+                                 "--code-size", "8", "--filters", "8", "--norm-groups", "4", "--episode-length", "16",
+                                 "--batch", "2", "--clusters", "3", "--rows", "2", "--iterations", "3",
+                                 "--train-frames", "64", "--max-steps", "2", "--eval-episodes", "1",
+                                 "--out", out, "--log", log, "--quiet", "--threads", "1"])
+            self.assertEqual(rc, 0)
+            enc, dec, arch, mem, prov = nets.load_model(out)
+            self.assertEqual(prov["dataset"], "omniglot")
+            self.assertEqual(arch["observation"]["mean"], "sigmoid")
+            self.assertTrue(math.isfinite(prov["test_elbo_per_frame"]))
+            if not os.path.exists(vbmemd):
+                self.skipTest("no vbmemd binary (set VBMEMD)")
+            sys.path.insert(0, os.path.join(ROOT, "tests", "http"))
+            from daemon import Daemon, ok
+            os.mkdir(os.path.join(d, "data"))
+            dmn = Daemon(vbmemd, "--models-dir", d, "--default-model", "", "--data-dir", os.path.join(d, "data"))
+            try:
+                c = dmn.client()
+                listed = ok(c.request("GET", "/v1/models"))
+                names = json.dumps(listed)
+                self.assertIn("omniglot-mixture", names)
+                one = ok(c.request("GET", "/v1/models/omniglot-mixture"))
+                self.assertIn("omniglot", json.dumps(one))
+                # the bounded head in C: the daemon's mean images are PyTorch's sigmoid means (the raw
+                # outputs, which an identity head would return, differ from them by far more)
+                codes = [[0.0] * 8, [1.5, -1.0, 0.5, 2.0, -2.0, 0.0, 1.0, -0.5]]
+                got = ok(c.request("POST", "/v1/models/omniglot-mixture/decode",
+                                   {"codes": {"mu": codes}, "format": "json"}))
+
+                def flat(v):
+                    return [w for u in v for w in flat(u)] if isinstance(v, list) else [v]
+                got = torch.tensor(flat(got["observations"]), dtype=torch.float64)
+                with torch.no_grad():
+                    raw = dec(torch.tensor(codes))
+                    want = dec.params(raw)[0].reshape(-1).double()
+                self.assertEqual(got.shape, want.shape)
+                self.assertLess(float((got - want).abs().max()), 1e-4)
+                self.assertGreater(float((raw[:, :1].reshape(-1).double() - want).abs().max()), 0.1)
+            finally:
+                self.assertEqual(dmn.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
