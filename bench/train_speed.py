@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """train_speed.py -- steps per second of train/train.py on this machine with the
 old thread settings (--threads -1: PyTorch's and OpenBLAS's defaults) against
-the new ones (--threads 0), measured alternately in the same run.
+the new ones (--threads 0: as many as the CPUs this process may use; and
+--threads 1), measured alternately in the same run.
 
   nice -n 10 /usr/bin/python3 bench/train_speed.py [--kind vae] [--steps 5] [--rounds 2]
 
@@ -42,9 +43,9 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--rounds", type=int, default=2)
     a, extra = p.parse_known_args()
-    res = {"old": [], "new": []}
+    res = {"old": [], "new": [], "new1": []}
     for r in range(a.rounds):
-        for name, threads in (("old", -1), ("new", 0)):
+        for name, threads in (("old", -1), ("new", 0), ("new1", 1)):
             res[name].append(one(a.kind, a.steps, threads, extra))
             print("round %d %s: %.4f steps/s, %.2f s user + %.2f s sys CPU per step (all steps, start included)"
                   % (r + 1, name, res[name][-1]["steps_per_s"], res[name][-1]["user"], res[name][-1]["sys"]),
@@ -55,6 +56,7 @@ def main():
                                                             " ".join("%.2f" % x for x in os.getloadavg())))
     print("old (--threads -1): %.4f steps/s   new (--threads 0): %.4f steps/s   ratio new/old %.2f"
           % (mean["old"], mean["new"], mean["new"] / mean["old"]))
+    print("new with --threads 1: %.4f steps/s   ratio new1/old %.2f" % (mean["new1"], mean["new1"] / mean["old"]))
 
 
 if __name__ == "__main__":

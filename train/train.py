@@ -32,7 +32,7 @@ from vbmtrain import data, nets, objective, vb  # noqa: E402
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], fromfile_prefix_chars="@")
     p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "mnist", "cifar10", "png", "omniglot"])
     p.add_argument("--data-root", default=None, help="directory of the dataset files")
     p.add_argument("--kind", default="mixture", choices=["mixture", "tree", "gaussian", "categorical", "vae"])
