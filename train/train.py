@@ -132,8 +132,8 @@ def evaluate(args, cfg, enc, dec, sampler, gen):
 
 
 def set_threads(threads):
-    """Intra-op threads = the CPUs this process may use (or `threads`), one
-    inter-op thread, and OpenBLAS single-threaded: PyTorch calls it from its
+    """Intra-op threads = the CPUs this process may use (or `threads`) and
+    OpenBLAS single-threaded (one inter-op thread is set at program start): PyTorch calls it from its
     own threads, and OpenBLAS's own pool (2 threads here by default) then
     busy-waits against them (the system time of the first trainer). Returns
     the intra-op thread count; threads < 0 leaves every default alone."""
@@ -146,8 +146,6 @@ def set_threads(threads):
     except (OSError, AttributeError):  # not OpenBLAS: nothing to do
         pass
     torch.set_num_threads(n)
-    if torch.get_num_interop_threads() != 1:  # a second call would abort the process
-        torch.set_num_interop_threads(1)
     return n
 
 
@@ -326,4 +324,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # one inter-op thread; PyTorch allows this once, before any parallel work (so not in
+    # main(), which tests call several times in one process)
+    if " --threads -1 " not in " " + " ".join(sys.argv[1:]) + " " and "--threads=-1" not in sys.argv:
+        torch.set_num_interop_threads(1)
     sys.exit(main())
