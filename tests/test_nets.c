@@ -536,6 +536,13 @@ START_TEST(test_reject_architecture)
                 "\"bernoulli\"");
     reject_arch("\"likelihood\":\"gaussian\",\"min_scale\":0.001", "\"likelihood\":\"gaussian\"",
                 "metadata vbmem.architecture: observation: min_scale must be a number in [0, inf)");
+    reject_arch(
+        "\"min_scale\":0.001", "\"min_scale\":0.001,\"mean\":\"tanh\"",
+        "metadata vbmem.architecture: observation mean must be \"identity\" or \"sigmoid\"");
+    reject_arch("\"min_scale\":0.001", "\"min_scale\":0.001,\"scale_max\":0",
+                "metadata vbmem.architecture: observation scale_max must be above 0");
+    reject_arch("\"min_scale\":0.001", "\"min_scale\":0.001,\"scale_max\":\"big\"",
+                "metadata vbmem.architecture: observation: scale_max must be a number in [0, inf)");
     reject_arch("\"log_sigma_max\":4", "\"log_sigma_max\":-10",
                 "metadata vbmem.architecture: log_sigma_min -9 is not below log_sigma_max -10");
     reject_arch_p("\"encoder\":[", "\"encoder\":{\"x\":[",
@@ -1208,6 +1215,20 @@ START_TEST(test_parity_bernoulli)
 }
 END_TEST
 
+/* The trainer's bounded gaussian head: mean = sigmoid(raw), scale = 0.5 sigmoid(raw') + 0.005. */
+START_TEST(test_parity_bounded)
+{
+    check_parity("golden_nets_bounded");
+    st_file io;
+    nets_model *m = load_golden("golden_nets_bounded", &io);
+    const nets_info *in = nets_model_info(m);
+    ck_assert(in->sigmoid_mean == 1);
+    ck_assert(in->scale_max == 0.5);
+    st_free(&io);
+    nets_model_free(m);
+}
+END_TEST
+
 /* ---- concurrency: one model, several threads ---- */
 
 typedef struct {
@@ -1278,6 +1299,7 @@ static Suite *nets_suite(void)
     tc = tcase_create("parity");
     tcase_add_test(tc, test_parity_gaussian);
     tcase_add_test(tc, test_parity_bernoulli);
+    tcase_add_test(tc, test_parity_bounded);
     tcase_add_test(tc, test_threads);
     suite_add_tcase(s, tc);
     return s;

@@ -8,6 +8,9 @@ fixed random inputs.
   golden_nets_bernoulli.safetensors  the default architecture (F.2.1) of nets.py, 1 x 28 x 28,
                                      bernoulli, C = 8, F = 8
   golden_nets_bernoulli_io.safetensors  x, mu, log_sigma, z, mean, loglik
+  golden_nets_bounded.safetensors    the default architecture, 1 x 28 x 28, gaussian with the
+                                     bounded head (sigmoid mean, scale 0.005 + 0.5 sigmoid(raw)),
+                                     C = 8, F = 8 (and its _io file)
 
 IO tensors: x (N, ch, h, w) in [0, 1); mu and log_sigma (N, C) = encoder(x), log_sigma clamped;
 z (N, C) independent N(0, 1) codes; mean (and scale) (N, ch, h, w) = decoder(z) through the
@@ -155,6 +158,10 @@ def main():
     arch = nets.default_architecture(channels=1, height=28, width=28, code_size=8, filters=8, groups=2,
                                      likelihood="bernoulli", act="swish", blocks=3)
     make(args.out, "golden_nets_bernoulli", arch, n=3, seed=7)
+    # the bounded gaussian head (sigmoid mean, scale 0.005 + 0.5 sigmoid) of the trainer's default
+    arch = nets.default_architecture(channels=1, height=28, width=28, code_size=8, filters=8, groups=2,
+                                     likelihood="gaussian", act="swish", blocks=3, head="bounded")
+    make(args.out, "golden_nets_bounded", arch, n=3, seed=8)
     total = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out)
                 if f.startswith("golden_nets"))
     print("golden files: %d bytes in %s" % (total, os.path.abspath(args.out)))

@@ -7,8 +7,11 @@ episodes of a dataset and export a vbmem model file (proto/model-format.md).
 
 Each epoch draws new episodes without replacement (App. E.2); the memory write
 is the VB loop of libvbmem in PyTorch (train/vbmtrain/vb.py); the objective is
-the episode ELBO of Eq. 5; Adam with beta_1 = 0 (Sec. 3.2.2)."""
+the episode ELBO of Eq. 5; Adam with beta_1 = 0 for memory models (Sec. 3.2.2)
+and 0.9 for the VAE baseline. --resume CHECKPOINT continues a run bit for bit
+(model, optimiser, generators, epoch and step)."""
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -16,6 +19,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Threads that wait for work sleep instead of spinning: the trainer's OpenMP
+# threads otherwise burn the CPU that other processes (or PyTorch's other
+# threads) need. It must be in the environment before PyTorch loads libgomp.
+_argv = " ".join(sys.argv[1:]) + " "
+if "--threads -1 " not in _argv and "--threads=-1 " not in _argv:  # -1: the old defaults
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 
@@ -23,8 +32,8 @@ from vbmtrain import data, nets, objective, vb  # noqa: E402
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "mnist", "cifar10", "png"])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], fromfile_prefix_chars="@")
+    p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "mnist", "cifar10", "png", "omniglot"])
     p.add_argument("--data-root", default=None, help="directory of the dataset files")
     p.add_argument("--kind", default="mixture", choices=["mixture", "tree", "gaussian", "categorical", "vae"])
     p.add_argument("--code-size", type=int, default=64)
@@ -51,7 +60,23 @@ def parse_args(argv):
     p.add_argument("--eval-episodes", type=int, default=0, help="test episodes to evaluate (0: all)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0,
+                   help="intra-op threads (0: the CPUs this process may run on; -1: leave PyTorch's and "
+                        "OpenBLAS's own defaults, the old behaviour)")
+    p.add_argument("--head", default="bounded", choices=["bounded", "softplus"],
+                   help="gaussian decoder head: bounded (sigmoid mean, scale 0.005 + 0.5 sigmoid) or "
+                        "softplus (unbounded mean, scale softplus + 0.001: the first bundled model)")
+    p.add_argument("--beta1", type=float, default=None,
+                   help="Adam beta_1 (default 0 for memory models as in Sec. 3.2.2, 0.9 for the VAE)")
+    p.add_argument("--clip", type=float, default=100.0, help="gradient norm clip (the first model: 1000)")
+    p.add_argument("--train-frames", type=int, default=0, help="use only the first N training images (tests)")
+    p.add_argument("--log-every", type=int, default=0,
+                   help="also log the mean training ELBO per frame every N steps (learning curves)")
+    p.add_argument("--checkpoint", default=None, help="write a resumable checkpoint here (at the end, and "
+                                                       "every --checkpoint-every steps)")
+    p.add_argument("--checkpoint-every", type=int, default=0)
+    p.add_argument("--resume", default=None, help="continue from this checkpoint (the other options must "
+                                                   "be those of the run that wrote it)")
     p.add_argument("--out", required=True, help="model file to write")
     p.add_argument("--log", default=None, help="JSON-lines log file (one line per epoch)")
     p.add_argument("--baseline-elbo", type=float, default=None,
@@ -106,17 +131,43 @@ def evaluate(args, cfg, enc, dec, sampler, gen):
     return tot / (n * T), {k: v / (n * T) if k != "usage" else v / n for k, v in acc.items()}, n
 
 
+def set_threads(threads):
+    """Intra-op threads = the CPUs this process may use (or `threads`) and
+    OpenBLAS single-threaded (one inter-op thread is set at program start): PyTorch calls it from its
+    own threads, and OpenBLAS's own pool (2 threads here by default) then
+    busy-waits against them (the system time of the first trainer). Returns
+    the intra-op thread count; threads < 0 leaves every default alone."""
+    if threads < 0:
+        return torch.get_num_threads()
+    n = threads or len(os.sched_getaffinity(0))
+    try:
+        blas = ctypes.CDLL("libblas.so.3")
+        blas.openblas_set_num_threads(1)
+    except (OSError, AttributeError):  # not OpenBLAS: nothing to do
+        pass
+    torch.set_num_threads(n)
+    return n
+
+
+def save_checkpoint(path, state):
+    """Write a checkpoint atomically (a temporary file renamed over path)."""
+    tmp = path + ".tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     torch.manual_seed(args.seed)  # network initialisation
     gen = torch.Generator()
     gen.manual_seed(args.seed)
-    train_x = data.load_dataset(args.dataset, args.data_root, "train")
-    test_x = data.load_dataset(args.dataset, args.data_root, "test")
+    train_x = data.load_dataset(args.dataset, args.data_root, "train", args.train_frames)
+    test_x = data.load_dataset(args.dataset, args.data_root, "test",
+                               args.eval_episodes * args.episode_length if args.train_frames else 0)
     ch, h, w = train_x.shape[1:]
-    arch = nets.default_architecture(ch, h, w, args.code_size, args.filters, args.norm_groups, args.likelihood)
+    arch = nets.default_architecture(ch, h, w, args.code_size, args.filters, args.norm_groups, args.likelihood,
+                                     head=args.head)
     enc, dec = nets.build_networks(arch)
     enc.to(args.device)
     dec.to(args.device)
@@ -132,7 +183,8 @@ def main(argv=None):
         reg = {"eps": e, "delta": d, "alpha": a, "beta": b}
     reg_first = reg
     params = list(enc.parameters()) + list(dec.parameters())
-    opt = torch.optim.Adam(params, lr=args.lr, betas=(0.0, 0.999))
+    beta1 = args.beta1 if args.beta1 is not None else (0.9 if kind == "vae" else 0.0)
+    opt = torch.optim.Adam(params, lr=args.lr, betas=(beta1, 0.999))
     sampler = data.EpisodeSampler(train_x, args.episode_length, args.batch, args.seed, args.device)
     test_sampler = data.EpisodeSampler(test_x, args.episode_length, args.batch, args.seed + 7, args.device)
     logf = open(args.log, "a") if args.log else None
@@ -140,9 +192,36 @@ def main(argv=None):
     print("training %s on %s: %d train / %d test images %dx%dx%d, C=%d, F=%d, %d params, %d steps/epoch, device %s"
           % (kind, args.dataset, train_x.shape[0], test_x.shape[0], ch, h, w, args.code_size, args.filters,
              sum(p.numel() for p in params), steps_per_epoch, args.device), flush=True)
-    step, skipped, epochs_run = 0, 0, 0
-    t_start = time.time()
-    for epoch in range(args.epochs):
+    step, skipped, epochs_run, start_epoch, skip, resume_state = 0, 0, 0, 0, 0, None
+    sums, n_ep, elapsed0 = {}, 0, 0.0
+    if args.resume:
+        ck = torch.load(args.resume)
+        enc.load_state_dict(ck["encoder"])
+        dec.load_state_dict(ck["decoder"])
+        opt.load_state_dict(ck["optimizer"])
+        torch.set_rng_state(ck["torch_rng"])
+        gen.set_state(ck["gen"])
+        step, skipped, epochs_run, start_epoch, skip = (ck[k] for k in ("step", "skipped", "epochs_run", "epoch",
+                                                                         "batches_done"))
+        reg, sums, n_ep, elapsed0, resume_state = ck["reg"], ck["sums"], ck["n_ep"], ck["elapsed"], ck["sampler"]
+        print("resumed from %s at step %d (epoch %d, batch %d)" % (args.resume, step, start_epoch + 1, skip),
+              flush=True)
+    t_start = time.time() - elapsed0
+    curve = {"elbo": torch.zeros((), dtype=torch.float64, device=args.device), "n": 0}
+
+    def checkpoint(epoch, batches_done):
+        save_checkpoint(args.checkpoint, {
+            "encoder": enc.state_dict(), "decoder": dec.state_dict(), "optimizer": opt.state_dict(),
+            "torch_rng": torch.get_rng_state(), "gen": gen.get_state(),
+            "sampler": sampler.state(next_pass=batches_done == 0),
+            "epoch": epoch, "batches_done": batches_done, "step": step, "skipped": skipped,
+            "epochs_run": epochs_run, "reg": reg, "sums": sums, "n_ep": n_ep,
+            "elapsed": time.time() - t_start, "args": vars(args)})
+
+    stop = bool(args.max_steps and step >= args.max_steps)
+    for epoch in range(start_epoch, args.epochs):
+        if stop:
+            break
         elapsed = time.time() - t_start
         if args.time_limit and elapsed > args.time_limit:
             break
@@ -153,9 +232,13 @@ def main(argv=None):
             if reg is not None:
                 reg = {"eps": 1e-6, "delta": 2e-6, "alpha": reg["alpha"], "beta": reg["beta"]}
         bar = Progress(steps_per_epoch, "epoch %3d" % (epoch + 1), args.quiet)
-        sums, n_ep = {}, 0
+        if resume_state is None:
+            sums, n_ep = {}, 0
         t0 = time.time()
-        for x in sampler.epoch():
+        batches = skip
+        for x in sampler.epoch(skip=skip, state=resume_state):
+            resume_state, skip = None, 0
+            batches += 1
             try:
                 elbo, terms = objective.episode_elbo(kind, cfg, enc, dec, x, args.iterations, gen, reg,
                                                      not args.no_sample_memory)
@@ -164,7 +247,7 @@ def main(argv=None):
                     raise RuntimeError("non-finite loss")
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, 1000.0)
+                torch.nn.utils.clip_grad_norm_(params, args.clip)
                 opt.step()
             except RuntimeError as exc:  # a failed Cholesky or a NaN: skip this batch, say so
                 skipped += 1
@@ -172,26 +255,48 @@ def main(argv=None):
                 opt.zero_grad(set_to_none=True)
                 continue
             n_ep += x.shape[0]
-            sums["elbo"] = sums.get("elbo", 0.0) + float(elbo.detach().sum())
+            # sums stay tensors on the device: no host synchronisation per step
+            esum = elbo.detach().sum()
+            sums["elbo"] = sums.get("elbo", 0.0) + esum
             for k, v in terms.items():
-                sums[k] = sums.get(k, 0.0) + float(v.detach().sum())
+                sums[k] = sums.get(k, 0.0) + v.detach().sum()
             step += 1
-            bar.step("elbo/frame %.1f" % (float(elbo.detach().mean()) / args.episode_length))
+            if args.log_every:
+                curve["elbo"] += esum
+                curve["n"] += x.shape[0]
+                if step % args.log_every == 0:
+                    line = {"step": step, "train_elbo_per_frame": round(float(curve["elbo"]) / curve["n"]
+                                                                         / args.episode_length, 4),
+                            "seconds": round(time.time() - t_start, 2)}
+                    curve = {"elbo": torch.zeros_like(curve["elbo"]), "n": 0}
+                    if logf:
+                        logf.write(json.dumps(line) + "\n")
+                        logf.flush()
+            if not args.quiet:
+                bar.step("elbo/frame %.1f" % (float(esum) / x.shape[0] / args.episode_length))
+            if args.checkpoint and args.checkpoint_every and step % args.checkpoint_every == 0:
+                checkpoint(epoch, batches)
             if args.max_steps and step >= args.max_steps:
+                stop = True
                 break
         bar.done()
+        if stop and batches < steps_per_epoch:
+            if args.checkpoint:
+                checkpoint(epoch, batches)
+            # a partial pass: its log line below, its rest in a resumed run
         epochs_run += 1
         T = args.episode_length
         line = {"epoch": epoch + 1, "step": step, "seconds": round(time.time() - t0, 2),
                 "lr": opt.param_groups[0]["lr"]}
         for k, v in sums.items():
-            line[k + ("_per_episode" if k == "usage" else "_per_frame")] = round(v / max(1, n_ep) / (1 if k == "usage" else T), 4)
+            line[k + ("_per_episode" if k == "usage" else "_per_frame")] = round(float(v) / max(1, n_ep) / (1 if k == "usage" else T), 4)
         print(json.dumps(line), flush=True)
         if logf:
             logf.write(json.dumps(line) + "\n")
             logf.flush()
-        if args.max_steps and step >= args.max_steps:
-            break
+        if args.checkpoint and not (stop and batches < steps_per_epoch):
+            sums, n_ep = {}, 0
+            checkpoint(epoch + 1, 0)
     gen_eval = torch.Generator()
     gen_eval.manual_seed(12345)
     test_elbo, test_terms, n_test = evaluate(args, cfg, enc, dec, test_sampler, gen_eval)
@@ -210,7 +315,7 @@ def main(argv=None):
             "seed": args.seed, "batch_episodes": args.batch, "model": kind,
             "test_elbo_per_frame": round(test_elbo, 4), "test_episodes": n_test,
             "trainer": "train/train.py", "regularizer": reg_first, "regularizer_stage2": reg, "sample_memory": not args.no_sample_memory,
-            "adam": {"lr": args.lr, "lr2": args.lr2, "beta1": 0.0, "beta2": 0.999}}
+            "adam": {"lr": args.lr, "lr2": args.lr2, "beta1": beta1, "beta2": 0.999}, "clip": args.clip}
     if args.baseline_elbo is not None:
         prov["baseline_vae_test_elbo_per_frame"] = args.baseline_elbo
     nets.save_model(args.out, enc.cpu(), dec.cpu(), arch, memory, prov)
@@ -219,4 +324,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # one inter-op thread; PyTorch allows this once, before any parallel work (so not in
+    # main(), which tests call several times in one process)
+    if " --threads -1 " not in " " + " ".join(sys.argv[1:]) + " " and "--threads=-1" not in sys.argv:
+        torch.set_num_interop_threads(1)
     sys.exit(main())

@@ -464,9 +464,25 @@ static vbm_status parse_architecture(nets_model *m, const json_t *a, vbm_error *
         in->likelihood = NETS_GAUSSIAN;
         if ((st = meta_num(obs, "min_scale", 0.0, INFINITY, 1, &in->min_scale, OBS, err)) != VBM_OK)
             return st;
+        const json_t *mean = json_object_get(obs, "mean");
+        const char *ms = json_string_value(mean);
+        if (mean && !(ms && (strcmp(ms, "identity") == 0 || strcmp(ms, "sigmoid") == 0)))
+            return vbm_fail(err, VBM_EFORMAT, NULL,
+                            "metadata %s: observation mean must be \"identity\" or \"sigmoid\"", K);
+        in->sigmoid_mean = ms && strcmp(ms, "sigmoid") == 0;
+        in->scale_max = 0.0;
+        if (json_object_get(obs, "scale_max")
+            && (st = meta_num(obs, "scale_max", 0.0, INFINITY, 1, &in->scale_max, OBS, err))
+                   != VBM_OK)
+            return st;
+        if (json_object_get(obs, "scale_max") && !(in->scale_max > 0.0))
+            return vbm_fail(err, VBM_EFORMAT, NULL,
+                            "metadata %s: observation scale_max must be above 0", K);
     } else if (lik && strcmp(lik, "bernoulli") == 0) {
         in->likelihood = NETS_BERNOULLI;
         in->min_scale = 0.0;
+        in->sigmoid_mean = 0;
+        in->scale_max = 0.0;
     } else {
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "metadata %s: observation likelihood must be \"gaussian\" or \"bernoulli\"",

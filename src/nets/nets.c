@@ -156,13 +156,22 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
             float *mo = mean + (i0 + i) * obs;
             int finite = 1;
             if (gauss) {
-                memcpy(mo, o, sizeof(float) * obs);
                 for (long j = 0; j < P; j++)
                     finite &= isfinite(o[j]) != 0;
-                if (scale) {
-                    float *so = scale + (i0 + i) * obs, ms = (float)in->min_scale;
+                if (in->sigmoid_mean)
                     for (long j = 0; j < obs; j++)
-                        so[j] = softplus(o[obs + j]) + ms;
+                        mo[j] = 1.0f / (1.0f + expf(-o[j]));
+                else
+                    memcpy(mo, o, sizeof(float) * obs);
+                if (scale) {
+                    float *so = scale + (i0 + i) * obs, ms = (float)in->min_scale,
+                          sm = (float)in->scale_max;
+                    if (sm > 0.0f)
+                        for (long j = 0; j < obs; j++)
+                            so[j] = sm / (1.0f + expf(-o[obs + j])) + ms;
+                    else
+                        for (long j = 0; j < obs; j++)
+                            so[j] = softplus(o[obs + j]) + ms;
                 }
             } else {
                 for (long j = 0; j < obs; j++) {

@@ -17,7 +17,11 @@ typedef struct {
     int channels, height, width; /* observation shape */
     nets_likelihood likelihood;
     double min_scale; /* gaussian: scale = softplus(raw) + min_scale */
-    int code_size;    /* C */
+    /* gaussian, optional: mean = sigmoid(raw) when sigmoid_mean; scale =
+     * scale_max * sigmoid(raw) + min_scale when scale_max > 0 (bounded head) */
+    int sigmoid_mean;
+    double scale_max;
+    int code_size; /* C */
     double log_sigma_min, log_sigma_max;
     /* vbmem.memory: defaults for sessions that use this model */
     char kind[16];

@@ -139,6 +139,30 @@ class Networks(unittest.TestCase):
             self.assertTrue(torch.equal(a, b))
             self.assertTrue(torch.equal(dec(a), dec2(a)))
 
+    def test_bounded_head(self):
+        # the default gaussian head: mean = sigmoid(raw) in (0, 1), scale = 0.005 + 0.5 sigmoid(raw')
+        # in (0.005, 0.505); the softplus head of the first model stays reachable
+        arch = nets.default_architecture(1, 16, 16, code_size=6, filters=8, groups=4, blocks=2)
+        self.assertEqual(arch["observation"]["mean"], "sigmoid")
+        _, dec = nets.build_networks(arch)
+        raw = torch.tensor([-1e4, -3.0, 0.0, 2.0, 1e4]).reshape(1, 1, 1, 5).repeat(1, 2, 1, 1)
+        mean, scale = dec.params(raw)
+        want_mean = torch.sigmoid(raw[:, :1])
+        self.assertTrue(torch.equal(mean, want_mean))
+        self.assertEqual(float(mean.min()), 0.0)
+        self.assertEqual(float(mean[0, 0, 0, 2]), 0.5)
+        self.assertAlmostEqual(float(scale.min()), 0.005, places=7)
+        self.assertAlmostEqual(float(scale.max()), 0.505, places=6)
+        self.assertAlmostEqual(float(scale[0, 0, 0, 2]), 0.255, places=6)
+        old = nets.default_architecture(1, 16, 16, code_size=6, filters=8, groups=4, blocks=2, head="softplus")
+        self.assertNotIn("mean", old["observation"])
+        _, dec = nets.build_networks(old)
+        mean, scale = dec.params(raw)
+        self.assertTrue(torch.equal(mean, raw[:, :1]))
+        self.assertAlmostEqual(float(scale[0, 0, 0, 2]), math.log(2.0) + 1e-3, places=6)
+        with self.assertRaises(ValueError):
+            nets.default_architecture(1, 16, 16, head="tanh")
+
     def test_objective_gradients(self):
         torch.manual_seed(0)
         arch = nets.default_architecture(1, 16, 16, code_size=6, filters=8, groups=4, blocks=2)
@@ -232,6 +256,44 @@ class CommandLine(unittest.TestCase):
             self.assertEqual(lines[0]["step"], 3)
             self.assertIn("usage_per_episode", lines[0])
 
+    def test_resume_is_bit_exact(self):
+        # N steps straight == k steps, a checkpoint, a resumed run to N: every parameter and
+        # Adam moment equal bit for bit. 6 episodes of 16 frames, 2 per step: 3 steps per pass,
+        # so k = 4 stops inside the second pass and k = 3 between passes; the regularizer and
+        # the sampled memory draw from the generator every step.
+        base = ["--kind", "mixture", "--code-size", "8", "--filters", "8", "--norm-groups", "4",
+                "--episode-length", "16", "--batch", "2", "--clusters", "3", "--rows", "2", "--iterations", "3",
+                "--epochs", "4", "--stage2", "0.5", "--train-frames", "96", "--eval-episodes", "1", "--quiet",
+                "--threads", "1"]
+        N = 8
+        with tempfile.TemporaryDirectory() as d:
+            def run(name, steps, resume=False):
+                ck = os.path.join(d, name + ".ck")
+                argv = base + ["--max-steps", str(steps), "--out", os.path.join(d, name + ".st"), "--checkpoint", ck]
+                if resume:
+                    argv += ["--resume", ck]
+                self.assertEqual(train_cli.main(argv), 0)
+                return torch.load(ck)
+
+            straight = run("straight", N)
+            self.assertEqual(straight["step"], N)
+            for k in (3, 4):
+                part = run("k%d" % k, k)
+                self.assertEqual(part["step"], k)
+                moved = [n for n in straight["encoder"] if not torch.equal(straight["encoder"][n], part["encoder"][n])]
+                self.assertTrue(moved, "steps %d..%d changed no parameter" % (k, N))
+                resumed = run("k%d" % k, N, resume=True)
+                self.assertEqual(resumed["step"], N)
+                for net in ("encoder", "decoder"):
+                    for n, t in straight[net].items():
+                        self.assertTrue(torch.equal(t, resumed[net][n]), "k=%d: %s %s differs" % (k, net, n))
+                for i, st in straight["optimizer"]["state"].items():
+                    for key in ("exp_avg", "exp_avg_sq"):
+                        self.assertTrue(torch.equal(st[key], resumed["optimizer"]["state"][i][key]), (k, i, key))
+                self.assertEqual(straight["optimizer"]["param_groups"][0]["lr"],
+                                 resumed["optimizer"]["param_groups"][0]["lr"])
+                self.assertTrue(torch.equal(straight["gen"], resumed["gen"]))
+
     def test_episodes_without_replacement(self):
         imgs = data.load_dataset("fashion-mnist", None, "test")[:640]
         s = data.EpisodeSampler(imgs, 64, 4, seed=1, dequantize=False)
@@ -241,6 +303,76 @@ class CommandLine(unittest.TestCase):
         a = torch.sort(seen.sum(1))[0]
         b = torch.sort(((torch.from_numpy(imgs).float() + 0.5) / 256).reshape(-1, 784).sum(1))[0]
         self.assertTrue(torch.allclose(a, b, atol=1e-3))
+
+
+OMNIGLOT = os.path.join(ROOT, "..", "shared", "data", "omniglot")
+
+
+@unittest.skipUnless(os.path.isdir(OMNIGLOT) or os.environ.get("VBMEM_REQUIRE_OMNIGLOT"),
+                     "../shared/data/omniglot not present")
+class SecondModel(unittest.TestCase):
+    def test_omniglot_reader(self):
+        x = data.load_dataset("omniglot", OMNIGLOT, "test", limit=40)
+        self.assertEqual(x.shape, (40, 1, 28, 28))
+        self.assertEqual(x.dtype.name, "uint8")
+        # strokes bright on a dark background: a character covers a minority of the pixels
+        frac = float((x > 127).mean())
+        self.assertGreater(frac, 0.02)
+        self.assertLess(frac, 0.4)
+        # the first 20 are the 20 drawings of one character: closer to each other than to the next 20
+        f = x.reshape(40, -1).astype("float64")
+        same = sum(float(((f[i] - f[j]) ** 2).sum()) for i in range(20) for j in range(20) if i != j) / 380
+        other = sum(float(((f[i] - f[20 + j]) ** 2).sum()) for i in range(20) for j in range(20)) / 400
+        self.assertLess(same, other)
+        with self.assertRaises(ValueError):
+            data.load_dataset("omniglot", OMNIGLOT, "validation", limit=1)
+
+    def test_omniglot_trains_and_vbmemd_serves_it(self):
+        # a few steps of the second model's configuration (smaller), exported, loaded by vbmemd
+        vbmemd = os.environ.get("VBMEMD") or os.path.join(ROOT, "build", "vbmemd")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "omniglot-mixture.safetensors")
+            log = os.path.join(d, "log.jsonl")
+            rc = train_cli.main(["--dataset", "omniglot", "--data-root", OMNIGLOT, "--kind", "mixture",
+                                 "--code-size", "8", "--filters", "8", "--norm-groups", "4", "--episode-length", "16",
+                                 "--batch", "2", "--clusters", "3", "--rows", "2", "--iterations", "3",
+                                 "--train-frames", "64", "--max-steps", "2", "--eval-episodes", "1",
+                                 "--out", out, "--log", log, "--quiet", "--threads", "1"])
+            self.assertEqual(rc, 0)
+            enc, dec, arch, mem, prov = nets.load_model(out)
+            self.assertEqual(prov["dataset"], "omniglot")
+            self.assertEqual(arch["observation"]["mean"], "sigmoid")
+            self.assertTrue(math.isfinite(prov["test_elbo_per_frame"]))
+            if not os.path.exists(vbmemd):
+                self.skipTest("no vbmemd binary (set VBMEMD)")
+            sys.path.insert(0, os.path.join(ROOT, "tests", "http"))
+            from daemon import Daemon, ok
+            os.mkdir(os.path.join(d, "data"))
+            dmn = Daemon(vbmemd, "--models-dir", d, "--default-model", "", "--data-dir", os.path.join(d, "data"))
+            try:
+                c = dmn.client()
+                listed = ok(c.request("GET", "/v1/models"))
+                names = json.dumps(listed)
+                self.assertIn("omniglot-mixture", names)
+                one = ok(c.request("GET", "/v1/models/omniglot-mixture"))
+                self.assertIn("omniglot", json.dumps(one))
+                # the bounded head in C: the daemon's mean images are PyTorch's sigmoid means (the raw
+                # outputs, which an identity head would return, differ from them by far more)
+                codes = [[0.0] * 8, [1.5, -1.0, 0.5, 2.0, -2.0, 0.0, 1.0, -0.5]]
+                got = ok(c.request("POST", "/v1/models/omniglot-mixture/decode",
+                                   {"codes": {"mu": codes}, "format": "json"}))
+
+                def flat(v):
+                    return [w for u in v for w in flat(u)] if isinstance(v, list) else [v]
+                got = torch.tensor(flat(got["observations"]), dtype=torch.float64)
+                with torch.no_grad():
+                    raw = dec(torch.tensor(codes))
+                    want = dec.params(raw)[0].reshape(-1).double()
+                self.assertEqual(got.shape, want.shape)
+                self.assertLess(float((got - want).abs().max()), 1e-4)
+                self.assertGreater(float((raw[:, :1].reshape(-1).double() - want).abs().max()), 0.1)
+            finally:
+                self.assertEqual(dmn.stop(), 0)
 
 
 if __name__ == "__main__":

@@ -117,8 +117,59 @@ def _read_png(path):
     return np.ascontiguousarray(img[:, :, :3 if ch == 4 else ch].transpose(2, 0, 1))
 
 
-def load_dataset(name, root, split):
-    """uint8 images (N, channels, h, w) of a named dataset under root."""
+OMNIGLOT_SPLITS = {"train": "images_background", "test": "images_evaluation"}
+
+
+def load_omniglot(root, split, size=28, limit=0):
+    """Omniglot (Lake et al. 2015) -> uint8 (N, 1, size, size), strokes bright
+    (255) on a dark background. root: the folder with images_background/ and
+    images_evaluation/ (30 and 20 alphabets, 105 x 105 1-bit PNGs), or a
+    .tar.gz of them, or a folder holding omniglot.tar.gz. train = the
+    background alphabets (19,280 images), test = the evaluation ones (13,180),
+    in sorted path order; each image is inverted and area-averaged to size x
+    size (PIL's box filter). limit > 0 reads only the first `limit` images.
+    Raises FileNotFoundError when nothing is there, ValueError on a bad split."""
+    from PIL import Image
+    import io
+    import tarfile
+    if split not in OMNIGLOT_SPLITS:
+        raise ValueError("omniglot split must be train or test, not %r" % (split,))
+    prefix = OMNIGLOT_SPLITS[split] + "/"
+    if os.path.isdir(root) and os.path.isfile(os.path.join(root, "omniglot.tar.gz")) \
+            and not os.path.isdir(os.path.join(root, OMNIGLOT_SPLITS[split])):
+        root = os.path.join(root, "omniglot.tar.gz")
+
+    def convert(f):
+        im = Image.open(f).convert("L").resize((size, size), Image.BOX)
+        return 255 - np.asarray(im, dtype=np.uint8)
+
+    imgs = []
+    if os.path.isfile(root):
+        with tarfile.open(root) as t:
+            members = sorted((m for m in t if m.isfile() and m.name.startswith(prefix)
+                              and m.name.lower().endswith(".png")), key=lambda m: m.name)
+            for m in members[:limit or None]:
+                imgs.append(convert(io.BytesIO(t.extractfile(m).read())))
+    else:
+        base = os.path.join(root, OMNIGLOT_SPLITS[split])
+        paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(base) for f in fs if f.lower().endswith(".png"))
+        for p in paths[:limit or None]:
+            with open(p, "rb") as f:
+                imgs.append(convert(f))
+    if not imgs:
+        raise FileNotFoundError("no Omniglot %s images under %s" % (prefix, root))
+    return np.stack(imgs)[:, None, :, :]
+
+
+def load_dataset(name, root, split, limit=0):
+    """uint8 images (N, channels, h, w) of a named dataset under root; limit > 0:
+    at most the first `limit` (Omniglot then decodes only those)."""
+    if limit:
+        if name == "omniglot":
+            if root is None:
+                raise FileNotFoundError("omniglot needs --data-root (its folder or omniglot.tar.gz)")
+            return load_omniglot(root, split, limit=limit)
+        return load_dataset(name, root, split)[:limit]
     if name in ("fashion-mnist", "mnist"):
         if root is None and name == "fashion-mnist":
             root = next((d for d in FASHION_DIRS if os.path.isdir(d)), None)
@@ -129,6 +180,10 @@ def load_dataset(name, root, split):
         return load_cifar_binary(root, split)
     if name == "png":
         return load_png_folder(root, split)
+    if name == "omniglot":
+        if root is None:
+            raise FileNotFoundError("omniglot needs --data-root (its folder or omniglot.tar.gz)")
+        return load_omniglot(root, split)
     raise ValueError("unknown dataset %r" % name)
 
 
@@ -146,6 +201,7 @@ class EpisodeSampler:
         self.dgen.manual_seed(seed + 1)
         self.device = device
         self.dequantize = dequantize
+        self.epoch_start_state = self.gen.get_state().clone()
 
     def episodes_per_epoch(self):
         return self.images.shape[0] // self.T
@@ -158,13 +214,28 @@ class EpisodeSampler:
             x = x + 0.5
         return x / 256.0
 
-    def epoch(self, shuffle=True):
-        """Yield (B, T, ch, h, w) batches covering one pass (a last partial batch too)."""
+    def state(self, next_pass=False):
+        """The generators' states, for a checkpoint: the episode order's as it was
+        when the current pass began (its permutation is drawn again on resume;
+        next_pass: as it is now, for a checkpoint between passes) and the
+        dequantization noise's as it is now."""
+        order = self.gen.get_state() if next_pass else self.epoch_start_state
+        return {"order": order.clone(), "noise": self.dgen.get_state().clone()}
+
+    def epoch(self, shuffle=True, skip=0, state=None):
+        """Yield (B, T, ch, h, w) batches covering one pass (a last partial batch too).
+        Resuming: state (from state()) restores the generators and the pass
+        starts after its first `skip` batches, drawing no noise for them."""
+        if state is not None:
+            self.gen.set_state(state["order"])
+        self.epoch_start_state = self.gen.get_state().clone()
         n = self.images.shape[0]
         perm = torch.randperm(n, generator=self.gen) if shuffle else torch.arange(n)
+        if state is not None:
+            self.dgen.set_state(state["noise"])
         E = n // self.T
         perm = perm[:E * self.T].reshape(E, self.T).to(self.device)
-        for i in range(0, E, self.B):
+        for i in range(skip * self.B, E, self.B):
             idx = perm[i:i + self.B]
             x = self.to_float(idx.reshape(-1))
             yield x.reshape(idx.shape[0], self.T, *x.shape[1:])

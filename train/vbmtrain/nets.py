@@ -30,13 +30,18 @@ def _res_block(name, ch, groups, act):
 
 
 def default_architecture(channels=1, height=28, width=28, code_size=64, filters=32, groups=8,
-                         likelihood="gaussian", act="swish", blocks=3):
+                         likelihood="gaussian", act="swish", blocks=3, head="bounded"):
     """The improved architecture of App. F.2.1 (group norm, Swish-1, decoder residual
     blocks before each transposed convolution) for images of the given shape.
     Encoder: `blocks` x [conv 4x4 stride 2 'valid', residual block], flatten,
     dense to 2C, then the two-layer MLP of F.1.1 (widths 2C). Decoder: dense to
     F x s x s, `blocks` x [residual block, transposed conv 4x4 stride 2 'same'],
-    center crop, act, 1x1 heads."""
+    center crop, act, 1x1 heads. head (gaussian only): "bounded" gives mean =
+    sigmoid(raw) and scale = 0.005 + 0.5 sigmoid(raw') (bounded both ways);
+    "softplus" the unbounded mean and scale = softplus(raw') + 0.001 of the
+    first bundled model."""
+    if head not in ("bounded", "softplus"):
+        raise ValueError("head must be 'bounded' or 'softplus', not %r" % (head,))
     enc = []
     h, w, ch = height, width, channels
     for i in range(blocks):
@@ -63,10 +68,12 @@ def default_architecture(channels=1, height=28, width=28, code_size=64, filters=
     dec.append({"type": "center_crop", "height": height, "width": width})
     dec.append({"type": act})
     out_ch = 2 * channels if likelihood == "gaussian" else channels
+    obs = {"channels": channels, "height": height, "width": width, "likelihood": likelihood, "min_scale": 1e-3}
+    if likelihood == "gaussian" and head == "bounded":
+        obs.update({"min_scale": 5e-3, "mean": "sigmoid", "scale_max": 0.5})
     dec.append({"type": "conv2d", "name": "dec.head", "in": filters, "out": out_ch, "kernel": 1, "stride": 1,
                 "padding": "valid"})
-    return {"observation": {"channels": channels, "height": height, "width": width,
-                            "likelihood": likelihood, "min_scale": 1e-3},
+    return {"observation": obs,
             "code_size": code_size, "log_sigma_min": -9.0, "log_sigma_max": 4.0,
             "encoder": enc, "decoder": dec}
 
@@ -240,6 +247,8 @@ class Decoder(nn.Module):
         self.likelihood = obs["likelihood"]
         self.channels = obs["channels"]
         self.min_scale = obs.get("min_scale", 1e-3)
+        self.sigmoid_mean = obs.get("mean", "identity") == "sigmoid"
+        self.scale_max = obs.get("scale_max")  # None: softplus scale
 
     def forward(self, z):
         return self.net(z)
@@ -247,7 +256,12 @@ class Decoder(nn.Module):
     def params(self, out):
         """(mean, scale) for gaussian, (probabilities, None) for bernoulli."""
         if self.likelihood == "gaussian":
-            return out[:, :self.channels], F.softplus(out[:, self.channels:]) + self.min_scale
+            mean, raw = out[:, :self.channels], out[:, self.channels:]
+            if self.sigmoid_mean:
+                mean = torch.sigmoid(mean)
+            if self.scale_max is not None:
+                return mean, self.scale_max * torch.sigmoid(raw) + self.min_scale
+            return mean, F.softplus(raw) + self.min_scale
         return torch.sigmoid(out), None
 
     def log_prob(self, out, x):
