@@ -58,6 +58,11 @@ enum {
     O_COUNT
 };
 
+/* vbmemd_options.store holds one string per option. */
+_Static_assert(O_COUNT <= (int)(sizeof(((vbmemd_options *)0)->store)
+                                / sizeof(((vbmemd_options *)0)->store[0])),
+               "vbmemd_options.store is too small for the option table");
+
 static const opt_def opt_defs[O_COUNT] = {
     {"listen", OPT_STR, "127.0.0.1:8080",
      "ADDR:PORT to listen on ([V6]:PORT for IPv6; port 0 picks one)"},

@@ -39,7 +39,7 @@ typedef struct {
     int version;
     int print_routes;
     int list_sessions;
-    char *store[32]; /* owned option strings */
+    char *store[64]; /* owned option strings, one per option (options.c asserts there is room) */
 } vbmemd_options;
 
 /* Read the options: defaults, then the config file (--config or
