@@ -504,8 +504,14 @@ def test_concurrency_and_serial_replay():
         ok(setup.request("DELETE", "/v1/sessions/" + sid), 204)
 
 
+def under_valgrind():
+    """1 when the daemons run under valgrind (~50x slower); a wrapper may also be only
+    with_data_dir.sh (a SQLite store at full speed)."""
+    return WRAPPER is not None and any("valgrind" in w for w in WRAPPER)
+
+
 def slow_episode(C=48, T=800):
-    if WRAPPER is not None:  # valgrind runs ~50x slower
+    if under_valgrind():
         T = 100
     return {"mode": "replace", "codes": {"mu": tensor(codes(T, C, 5, k=6))}, "iterations": 60, "seed": 2}
 
@@ -577,7 +583,7 @@ def test_queue_timeout_sheds_late_jobs():
     problem naming the wait) without running; the others run; nothing else comes back."""
     # the timeout must exceed an idle worker's wake-up (ms; ~10 ms under valgrind) and be shorter
     # than 7 writes of slow_episode, which the last of 8 waits for behind the only worker
-    limit = "0.2" if WRAPPER is not None else "0.02"
+    limit = "0.2" if under_valgrind() else "0.02"
     d = start("--threads", "1", "--queue-depth", "16", "--queue-timeout", limit,
               "--log-level", "warn")
     try:
