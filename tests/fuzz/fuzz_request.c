@@ -35,6 +35,8 @@ static fuzz_daemon fuzz_d;
 
 #define FUZZ_ANSWER_MAX  (8u << 20) /* bytes of answer read per input */
 #define FUZZ_WAIT_MS     20000      /* an answer (or the close) must come within this */
+#define FUZZ_IDLE_MS     200        /* silence to a partial request */
+#define FUZZ_TAIL_MS     20         /* silence after whole answers */
 #define FUZZ_MAX_ANSWERS 64
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -54,8 +56,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     fuzz_d.log.out = stderr;
     memset(&cfg, 0, sizeof cfg);
     cfg.listen = "127.0.0.1:0";
-    cfg.max_connections = 64;
-    cfg.connection_timeout_s = 5;
+    cfg.max_connections = 512; /* connections the harness left wait for their timeout */
+    cfg.connection_timeout_s = 2;
     http_limits_default(&cfg.limits);
     cfg.limits.max_body_bytes = 1u << 20;
     cfg.limits.max_frames = 16;
@@ -85,50 +87,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* Send len bytes to the server on a new connection, half-close, and read the
- * whole answer (until the server closes) into buf (at most cap bytes). Returns
- * the bytes read. A server that neither answers nor closes within FUZZ_WAIT_MS
- * is a finding. */
-static size_t fuzz_exchange(const uint8_t *data, size_t len, char *buf, size_t cap)
-{
-    struct sockaddr_in a;
-    struct pollfd p;
-    size_t sent = 0, got = 0;
-    ssize_t k;
-    int fd, rc;
-
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    FUZZ_CHECK(fd >= 0, "socket: %s", strerror(errno));
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)fuzz_d.port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    FUZZ_CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s", strerror(errno));
-    while (sent < len) {
-        k = send(fd, data + sent, len - sent, MSG_NOSIGNAL);
-        if (k <= 0)
-            break; /* the server may close early (a bad request) */
-        sent += (size_t)k;
-    }
-    shutdown(fd, SHUT_WR);
-    for (;;) {
-        p.fd = fd;
-        p.events = POLLIN;
-        rc = poll(&p, 1, FUZZ_WAIT_MS);
-        FUZZ_CHECK(rc != 0, "the server neither answered nor closed within %d ms", FUZZ_WAIT_MS);
-        if (rc < 0 && errno == EINTR)
-            continue;
-        k = recv(fd, buf + got, cap - got, 0);
-        if (k <= 0)
-            break; /* closed, or reset after an answer to an unread body */
-        got += (size_t)k;
-        if (got == cap)
-            break;
-    }
-    close(fd);
-    return got;
-}
-
 /* The value of header name in the header block h[0..n) (not NUL-terminated)
  * copied into out (cap bytes), or 0 when absent. */
 static int fuzz_header(const char *h, size_t n, const char *name, char *out, size_t cap)
@@ -149,6 +107,107 @@ static int fuzz_header(const char *h, size_t n, const char *name, char *out, siz
         i = e + 2;
     }
     return 0;
+}
+
+/* 1 when data[0..len) holds a whole first request: the end of its headers and,
+ * when it has a Content-Length, that many body bytes (a chunked body counts as
+ * not known to be whole). The server must answer such a request; to anything
+ * else it may rightly wait for more bytes until its connection timeout. */
+static int fuzz_request_whole(const uint8_t *data, size_t len)
+{
+    const uint8_t *end = memmem(data, len, "\r\n\r\n", 4);
+    char v[32];
+    size_t h;
+
+    if (end == NULL)
+        return 0;
+    h = (size_t)(end - data) + 4;
+    if (fuzz_header((const char *)data, h - 2, "Transfer-Encoding", v, sizeof v))
+        return 0;
+    if (fuzz_header((const char *)data, h - 2, "Content-Length", v, sizeof v))
+        return v[0] >= '0' && v[0] <= '9' && strtoull(v, NULL, 10) <= len - h;
+    return 1;
+}
+
+/* 1 when buf[0..n) is one or more whole answers (status line, headers, and
+ * Content-Length bytes of body, or no body when the next answer follows). */
+static int fuzz_answers_whole(const char *buf, size_t n)
+{
+    const char *end;
+    char v[32];
+    size_t i = 0, h, len;
+
+    while (i < n) {
+        end = memmem(buf + i, n - i, "\r\n\r\n", 4);
+        if (end == NULL)
+            return 0;
+        h = (size_t)(end - buf) + 4;
+        len = 0;
+        if (fuzz_header(buf + i, h - 2 - i, "Content-Length", v, sizeof v))
+            len = strtoull(v, NULL, 10);
+        if (len > n - h)
+            return 0;
+        i = h + len;
+    }
+    return n > 0;
+}
+
+/* Send len bytes to the server on a new connection and read the answer into
+ * buf (at most cap bytes) until the server closes, or, once the bytes read are
+ * whole answers, until nothing more comes for FUZZ_TAIL_MS (a kept-alive
+ * connection stays open). Returns the bytes read. When the input is a
+ * whole request, or an answer has begun, a server that neither answers nor
+ * closes within FUZZ_WAIT_MS is a finding; to another input it may rightly say
+ * nothing (it waits for the rest), and the harness stops waiting after
+ * FUZZ_IDLE_MS. */
+static size_t fuzz_exchange(const uint8_t *data, size_t len, char *buf, size_t cap)
+{
+    struct sockaddr_in a;
+    struct pollfd p;
+    size_t sent = 0, got = 0;
+    ssize_t k;
+    int fd, rc, whole = fuzz_request_whole(data, len), wait;
+
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    FUZZ_CHECK(fd >= 0, "socket: %s", strerror(errno));
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)fuzz_d.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    FUZZ_CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s", strerror(errno));
+    while (sent < len) {
+        k = send(fd, data + sent, len - sent, MSG_NOSIGNAL);
+        if (k <= 0)
+            break; /* the server may close early (a bad request) */
+        sent += (size_t)k;
+    }
+    /* (no half-close: libmicrohttpd 0.9.75 may drop a whole request whose FIN it
+     * reads before answering) */
+    for (;;) {
+        if (got > 0 && fuzz_answers_whole(buf, got))
+            wait = FUZZ_TAIL_MS;
+        else if (got > 0 || whole)
+            wait = FUZZ_WAIT_MS;
+        else
+            wait = FUZZ_IDLE_MS;
+        p.fd = fd;
+        p.events = POLLIN;
+        rc = poll(&p, 1, wait);
+        if (rc == 0 && wait != FUZZ_WAIT_MS)
+            break;
+        FUZZ_CHECK(rc != 0, "the server neither answered nor closed within %d ms (%zu bytes read)",
+                   FUZZ_WAIT_MS, got);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        k = recv(fd, buf + got, cap - got, 0);
+        if (k <= 0)
+            break; /* closed, or reset after an answer to an unread body */
+        got += (size_t)k;
+        if (got == cap)
+            break;
+    }
+    close(fd);
+    return got;
 }
 
 /* Check a problem body of an answer with status code. */
@@ -200,6 +259,12 @@ static int fuzz_check_answers(const char *buf, size_t n, char loc[][256], int nl
             ;
         FUZZ_CHECK(h + 3 < n, "answer %d has no end of headers", answers);
         body = h + 4;
+        /* an error answer without Content-Type is libmicrohttpd's own, to malformed
+         * HTTP; libmicrohttpd 0.9.75 may send its headers twice, the first time
+         * without the body (a defect outside vbmem: tests/fuzz/README.md), so the
+         * bytes after it are not checked */
+        if (code >= 400 && !fuzz_header(buf + i, h - i + 2, "Content-Type", ctype, sizeof ctype))
+            break;
         len = 0;
         if (fuzz_header(buf + i, h - i + 2, "Content-Length", clen, sizeof clen))
             len = strtoul(clen, NULL, 10);
