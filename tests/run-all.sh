@@ -78,6 +78,8 @@ echo "== vbmemd with images under valgrind (all but the 64-image round, which re
 echo "== durable stores under valgrind: SQLite (SIGKILL rounds, restart, backup CLI, busy and corrupt store), Redis replicas behind nginx =="
 /usr/bin/python3 tests/http/test_store.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
+echo "== fuzzing (tests/fuzz: clang libFuzzer harnesses under ASan/UBSan; regression inputs replayed, seed corpora, 15 s each) =="
+bash tests/fuzz/run.sh 15
 echo "== deploy files (nginx -t, compose and Kubernetes YAML, no shipped key, systemd unit; install.sh + the installed vbmemd as the unit runs it) =="
 bash tests/deploy/check.sh
 echo "run-all: every test passed"
