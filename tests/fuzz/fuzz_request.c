@@ -34,8 +34,9 @@ typedef struct {
 static fuzz_daemon fuzz_d;
 
 #define FUZZ_ANSWER_MAX (8u << 20) /* bytes of answer read per input */
-#define FUZZ_WAIT_MS                                                                               \
-    180000 /* an answer (or the close) must come within this (a model read under ASan on a loaded machine takes tens of seconds) */
+/* an answer (or the close) must come within this: a model read under ASan on a
+ * loaded machine takes tens of seconds */
+#define FUZZ_WAIT_MS     180000
 #define FUZZ_IDLE_MS     200 /* silence to a partial request */
 #define FUZZ_TAIL_MS     20  /* silence after whole answers */
 #define FUZZ_MAX_ANSWERS 64
