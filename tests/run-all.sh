@@ -98,6 +98,8 @@ echo "== overload, slowloris, RSS growth (build/vbmemd under wrk on loopback: be
 /usr/bin/python3 bench/overload.py soak --quick --build build
 echo "== scale of the SQLite store (bench/scale.py --quick: 3,000 sessions, --max-resident 100; RSS bound, restart, backup during writes) =="
 /usr/bin/python3 bench/scale.py build/vbmemd --quick
+echo "== fuzzing (tests/fuzz: clang libFuzzer harnesses under ASan/UBSan; regression inputs replayed, seed corpora, 15 s each) =="
+bash tests/fuzz/run.sh 15
 echo "== deploy files (nginx -t, compose and Kubernetes YAML, no shipped key, systemd unit; install.sh + the installed vbmemd as the unit runs it) =="
 bash tests/deploy/check.sh
 echo "run-all: every test passed"

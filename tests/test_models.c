@@ -674,6 +674,56 @@ START_TEST(import_rejects_garbage)
 }
 END_TEST
 
+/* The binary import refuses what the JSON form of a memory refuses (found by
+ * tests/fuzz/fuzz_memory.c: a shift variance of 0 imported, and its JSON form
+ * then did not decode). Offsets follow proto/memory-format.md: a 144-byte
+ * header, then R0 (K x C), U0 (K x K), mu_b0 (C), R (GH x K x cg), U (GH x K x
+ * K), mu_b (GH x cg), s2_b (GH) as little-endian doubles. */
+static void import_patched(int shift, size_t at, double v, int expect_ok)
+{
+    vbm_memory *g = make(VBM_GAUSSIAN, 4, 2, 1, 1), *m = NULL;
+    unsigned char *b;
+    size_t n;
+    vbm_error err;
+
+    g->cfg.shift = shift;
+    g->s2_b[0] = shift ? 0.5 : 0.0;
+    for (int j = 0; j < 4; j++)
+        g->mu_b[j] = 0.0;
+    ck_assert(vbm_export(g, &b, &n, &err) == VBM_OK);
+    ck_assert_msg(vbm_import(b, n, &m, &err) == VBM_OK, "unpatched: %s", err.msg);
+    vbm_memory_free(m);
+    m = NULL;
+    ck_assert(144 + 8 * at + 8 <= n);
+    memcpy(b + 144 + 8 * at, &v, 8);
+    if (expect_ok) {
+        ck_assert_msg(vbm_import(b, n, &m, &err) == VBM_OK, "%s", err.msg);
+    } else {
+        ck_assert(vbm_import(b, n, &m, &err) == VBM_EFORMAT && m == NULL);
+        ck_assert(strncmp(err.msg, "memory import: ", 15) == 0);
+    }
+    vbm_memory_free(m);
+    free(b);
+    vbm_memory_free(g);
+}
+
+START_TEST(import_rejects_what_json_rejects)
+{
+    /* a Gaussian memory, K = 2, C = 4, G = H = 1, cg = 4: R0 at 0, U0 at 8,
+     * mu_b0 at 12, R at 16, U at 24, mu_b at 28, s2_b at 32 */
+    import_patched(1, 32, 0.0, 0);  /* shift variance 0 with a shift */
+    import_patched(1, 32, -0.0, 0); /* -0 too */
+    import_patched(0, 32, 0.25, 0); /* a shift variance without a shift */
+    import_patched(0, 28, 1.0, 0);  /* a shift mean without a shift */
+    import_patched(1, 28, 1.0, 1);  /* with a shift it is fine */
+    import_patched(0, 9, 0.5, 0);   /* U0 not symmetric */
+    import_patched(0, 8, -1.0, 0);  /* U0 not positive definite */
+    import_patched(0, 24, -2.0, 0); /* the block's U with a negative diagonal */
+    import_patched(0, 25, 1e6, 0);  /* the block's U not symmetric */
+    import_patched(0, 0, 1e300, 1); /* R0 is any finite value */
+}
+END_TEST
+
 START_TEST(same_seed_same_bytes)
 {
     int C = 10;
@@ -2285,6 +2335,7 @@ static Suite *models_suite(void)
     tcase_add_test(tc, samples_match_posterior);
     tcase_add_test(tc, export_import_bit_exact);
     tcase_add_test(tc, import_rejects_garbage);
+    tcase_add_test(tc, import_rejects_what_json_rejects);
     tcase_add_test(tc, same_seed_same_bytes);
     tcase_add_test(tc, append_from_fresh_equals_write_from_prior);
     tcase_add_test(tc, refit_uses_retained_codes);

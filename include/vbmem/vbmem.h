@@ -388,7 +388,10 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
 vbm_status vbm_export(const vbm_memory *mem, unsigned char **buf, size_t *len, vbm_error *err);
 /* Import a memory exported by vbm_export; bit-exact round trip. Fails with
  * VBM_EFORMAT (bad magic, version, truncated, sizes inconsistent, non-finite
- * values) or VBM_ENOMEM. */
+ * values, or a memory the JSON form rejects: a configuration vbm_config_check
+ * refuses, R0 or U0 that vbm_memory_create refuses, a posterior block's U not
+ * symmetric positive definite, a shift variance <= 0 with a shift, mu_b or
+ * sigma2_b not 0 without one) or VBM_ENOMEM. */
 vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vbm_error *err);
 
 void vbm_addresses_free(vbm_addresses *addr);

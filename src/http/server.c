@@ -305,7 +305,10 @@ static void srv_request_id(http_req *r)
         memcpy(r->request_id, h, n + 1);
         return;
     }
-    snprintf(r->request_id, sizeof r->request_id, "%08x-%llx", (unsigned)(r->srv->started * 1000.0),
+    /* (the low 32 bits of the start time in ms: a double above UINT_MAX converted
+     * to unsigned directly is undefined, so through unsigned long long) */
+    snprintf(r->request_id, sizeof r->request_id, "%08x-%llx",
+             (unsigned)(unsigned long long)(r->srv->started * 1000.0),
              (unsigned long long)atomic_fetch_add(&r->srv->next_rid, 1));
 }
 

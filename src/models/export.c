@@ -149,6 +149,66 @@ static vbm_status bad(vbm_error *err, const char *what, int rc)
                     rc == -2 ? "holds a non-finite value" : "is truncated");
 }
 
+/* The checks of a posterior block's U that the JSON form makes (memform_check_spd
+ * in src/wire/memory.c, the same arithmetic): diagonal > 0, symmetric within
+ * 1e-8 sqrt(U_ii U_jj), every Cholesky pivot > 0 and finite. work holds K*K
+ * doubles. Returns 0 or -1. */
+static int import_spd(const double *U, size_t K, double *work)
+{
+    for (size_t i = 0; i < K; i++)
+        if (!(U[i * K + i] > 0))
+            return -1;
+    for (size_t i = 0; i < K; i++)
+        for (size_t j = 0; j < i; j++)
+            if (fabs(U[i * K + j] - U[j * K + i]) > 1e-8 * sqrt(U[i * K + i] * U[j * K + j]))
+                return -1;
+    for (size_t j = 0; j < K; j++) {
+        double d = U[j * K + j];
+        for (size_t k = 0; k < j; k++)
+            d -= work[j * K + k] * work[j * K + k];
+        if (!(d > 0) || !isfinite(d))
+            return -1;
+        work[j * K + j] = sqrt(d);
+        for (size_t i = j + 1; i < K; i++) {
+            double a = U[i * K + j];
+            for (size_t k = 0; k < j; k++)
+                a -= work[i * K + k] * work[j * K + k];
+            work[i * K + j] = a / work[j * K + j];
+        }
+    }
+    return 0;
+}
+
+/* The posterior's rules of the JSON form (src/wire/memory.c), so that every memory
+ * that imports has a JSON form that decodes: each block's U symmetric positive
+ * definite; with a shift, sigma2_b > 0; without, mu_b and sigma2_b 0. */
+static vbm_status import_check_posterior(const vbm_memory *m, vbm_error *err)
+{
+    size_t K = m->cfg.rows, GH = (size_t)m->cfg.groups * m->cfg.clusters, cg = m->cg;
+    double *work = vbm_calloc(K * K, sizeof(double));
+    vbm_status st = VBM_OK;
+
+    if (!work)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    for (size_t gh = 0; !st && gh < GH; gh++) {
+        if (import_spd(m->U + gh * K * K, K, work) != 0)
+            st = vbm_fail(err, VBM_EFORMAT, NULL,
+                          "memory import: U of block %zu is not symmetric positive definite", gh);
+        else if (m->cfg.shift && !(m->s2_b[gh] > 0))
+            st = vbm_fail(err, VBM_EFORMAT, NULL,
+                          "memory import: s2_b[%zu] must be > 0 with a shift", gh);
+        for (size_t j = 0; !st && !m->cfg.shift && j < cg; j++)
+            if (m->mu_b[gh * cg + j] != 0)
+                st = vbm_fail(err, VBM_EFORMAT, NULL,
+                              "memory import: mu_b of block %zu must be 0 without a shift", gh);
+        if (!st && !m->cfg.shift && m->s2_b[gh] != 0)
+            st = vbm_fail(err, VBM_EFORMAT, NULL,
+                          "memory import: s2_b[%zu] must be 0 without a shift", gh);
+    }
+    free(work);
+    return st;
+}
+
 vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vbm_error *err)
 {
     rbuf r = {buf, len, 0};
@@ -193,18 +253,29 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     if (need != (double)(len - r.off))
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "memory import: body length does not match the header");
-    vbm_memory *m;
-    st = vbm_memory_create(&c, NULL, NULL, &m, err);
+    /* the prior through vbm_memory_create, which checks it as the JSON form's
+     * decoder does (R0 finite, U0 symmetric positive definite) */
+    vbm_memory *m = NULL;
+    double *R0 = vbm_calloc((size_t)K * C, sizeof(double)),
+           *U0 = vbm_calloc((size_t)K * K, sizeof(double));
+    int rc;
+    if (!R0 || !U0)
+        st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    else if ((rc = r_f64s(&r, R0, K * C)))
+        st = bad(err, "R0", rc);
+    else if ((rc = r_f64s(&r, U0, K * K)))
+        st = bad(err, "U0", rc);
+    else if ((st = vbm_memory_create(&c, R0, U0, &m, &cerr)) != VBM_OK)
+        st = st == VBM_ENOMEM
+                 ? vbm_fail(err, st, NULL, "%s", cerr.msg)
+                 : vbm_fail(err, VBM_EFORMAT, NULL, "memory import: %s: %s", cerr.field, cerr.msg);
+    free(R0);
+    free(U0);
     if (st)
         return st;
     m->frames = (long)frames;
     m->last_elbo = last;
-    int rc;
-    if ((rc = r_f64s(&r, m->R0, K * C)))
-        st = bad(err, "R0", rc);
-    else if ((rc = r_f64s(&r, m->U0, K * K)))
-        st = bad(err, "U0", rc);
-    else if ((rc = r_f64s(&r, m->mu_b0, C)))
+    if ((rc = r_f64s(&r, m->mu_b0, C)))
         st = bad(err, "mu_b0", rc);
     else if ((rc = r_f64s(&r, m->R, GH * K * cg)))
         st = bad(err, "R", rc);
@@ -217,6 +288,8 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     for (size_t i = 0; !st && i < GH; i++)
         if (m->s2_b[i] < 0.0)
             st = vbm_fail(err, VBM_EFORMAT, NULL, "memory import: s2_b[%zu] is negative", i);
+    if (!st)
+        st = import_check_posterior(m, err);
     if (!st && npaths > 0) {
         m->paths = vbm_calloc((size_t)npaths * G, sizeof(int));
         m->path_counts = vbm_calloc((size_t)npaths, sizeof(double));

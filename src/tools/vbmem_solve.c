@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "tools/solve_job.h"
 #include "vbmem/vbmem.h"
 #include "wire/codes.h"
 #include "wire/memory.h"
@@ -132,6 +133,7 @@ typedef struct {
     vbm_read_mode read_mode; /* read: "mode" (VBM_READ_SAMPLE when absent) */
 } solve_job;
 
+#ifndef VBMEM_SOLVE_NO_MAIN
 static const char solve_usage[] =
     "usage: vbmem-solve [JOB.json | -]\n"
     "       vbmem-solve --help\n"
@@ -153,6 +155,7 @@ static const char solve_usage[] =
     "Exit status: 0 success; 2 the job failed ({\"error\": {status, message, field}}\n"
     "on stdout); 1 usage or I/O error (message on stderr).\n"
     "The format is documented in proto/solve-job.md.\n";
+#endif
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -803,6 +806,31 @@ static vbm_status solve_run(solve_job *job, json_t *result, vbm_error *err)
     return solve_set(result, "seconds", json_real(seconds), err);
 }
 
+/* Contract in tools/solve_job.h. */
+vbm_status solve_job_run(const json_t *root, json_t **result, vbm_error *err)
+{
+    solve_job job;
+    vbm_status st;
+
+    *result = NULL;
+    memset(&job, 0, sizeof job);
+    solve_job_clear(&job);
+    st = solve_parse(root, &job, err);
+    if (st == VBM_OK) {
+        *result = json_object();
+        if (*result == NULL)
+            st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building the result");
+    }
+    if (st == VBM_OK)
+        st = solve_run(&job, *result, err);
+    solve_job_clear(&job);
+    if (st != VBM_OK) {
+        json_decref(*result);
+        *result = NULL;
+    }
+    return st;
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 /* Growing output buffer for solve_dump. failed latches the first allocation
@@ -847,9 +875,8 @@ static int solve_buffer_append(const char *data, size_t size, void *ctx)
     return 0;
 }
 
-/* *text <- compact JSON of v followed by a newline (malloc'd, owned by the
- * caller). Fails with VBM_ENOMEM, leaving *text NULL. */
-static vbm_status solve_dump(const json_t *v, char **text)
+/* Contract in tools/solve_job.h. */
+vbm_status solve_dump(const json_t *v, char **text)
 {
     solve_buffer b = {NULL, 0, 0, 0};
 
@@ -863,12 +890,11 @@ static vbm_status solve_dump(const json_t *v, char **text)
     return VBM_OK;
 }
 
-/* Print the error object of err on stdout. Returns 0, or -1 on an output error. */
-static int solve_print_error(const vbm_error *err)
+/* Contract in tools/solve_job.h. */
+char *solve_error_text(const vbm_error *err)
 {
     json_t *root = json_object(), *e = json_object();
     char *text = NULL;
-    int rc = -1;
 
     if (root != NULL && e != NULL && json_object_set(root, "error", e) == 0
         && json_object_set_new(e, "status", json_string(vbm_status_name(err->status))) == 0
@@ -879,6 +905,18 @@ static int solve_print_error(const vbm_error *err)
         if (solve_dump(root, &text) != VBM_OK)
             text = NULL;
     }
+    json_decref(e);
+    json_decref(root);
+    return text;
+}
+
+#ifndef VBMEM_SOLVE_NO_MAIN
+/* Print the error object of err on stdout. Returns 0, or -1 on an output error. */
+static int solve_print_error(const vbm_error *err)
+{
+    char *text = solve_error_text(err);
+    int rc;
+
     if (text != NULL) {
         rc = fputs(text, stdout) < 0 ? -1 : 0;
         free(text);
@@ -891,8 +929,6 @@ static int solve_print_error(const vbm_error *err)
                  ? -1
                  : 0;
     }
-    json_decref(e);
-    json_decref(root);
     if (rc != 0 || fflush(stdout) != 0)
         return -1;
     return 0;
@@ -968,7 +1004,6 @@ int main(int argc, char **argv)
 {
     const char *path = NULL;
     vbm_error err;
-    solve_job job;
     json_t *root = NULL, *result = NULL;
     char *text;
     vbm_status st;
@@ -993,22 +1028,12 @@ int main(int argc, char **argv)
     }
 
     memset(&err, 0, sizeof err);
-    memset(&job, 0, sizeof job);
-    solve_job_clear(&job);
     rc = solve_load(path, &root, &err);
     if (rc == 1)
         return SOLVE_EXIT_IO;
     st = rc == 0 ? VBM_OK : err.status;
     if (st == VBM_OK)
-        st = solve_parse(root, &job, &err);
-    if (st == VBM_OK) {
-        result = json_object();
-        if (result == NULL)
-            st = vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory building the result");
-    }
-    if (st == VBM_OK)
-        st = solve_run(&job, result, &err);
-    solve_job_clear(&job);
+        st = solve_job_run(root, &result, &err);
     json_decref(root);
 
     if (st != VBM_OK) {
@@ -1030,3 +1055,4 @@ int main(int argc, char **argv)
     }
     return SOLVE_EXIT_OK;
 }
+#endif /* VBMEM_SOLVE_NO_MAIN */
