@@ -15,9 +15,14 @@ static uint64_t backend_fnv(uint64_t h, const unsigned char *p, size_t n)
     uint64_t w;
 
     for (; i + 8 <= n; i += 8) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(&w, p + i, 8); /* the word as little-endian, in one load */
+        (void)k;
+#else
         w = 0;
         for (k = 0; k < 8; k++)
             w |= (uint64_t)p[i + k] << (8 * k);
+#endif
         h = (h ^ w) * 1099511628211ULL;
     }
     for (; i < n; i++)

@@ -3,6 +3,7 @@
  * every field validated on import. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +55,14 @@ static void w_f64(wbuf *b, double d)
 
 static void w_f64s(wbuf *b, const double *d, size_t n)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__                           \
+    && defined(__FLOAT_WORD_ORDER__) && __FLOAT_WORD_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* The format's little-endian IEEE doubles are the host's own bytes: one copy. */
+    if (n <= SIZE_MAX / 8) {
+        w_bytes(b, d, n * 8);
+        return;
+    }
+#endif
     for (size_t i = 0; i < n; i++)
         w_f64(b, d[i]);
 }
