@@ -46,7 +46,7 @@ ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   VBMEM_RECALL_EPISODES=1 meson test -C build-asan --print-errorlogs
 
-echo "== ThreadSanitizer build: the thread team (fits split over a team, the networks' layers) =="
+echo "== ThreadSanitizer build: the thread team (fits split over a team, the networks' layers), the daemon's pool, connections, keys and store =="
 [ -d build-tsan ] || meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug >/dev/null
 ninja -C build-tsan tests/test-models test-nets
 # (without address-space randomisation where the machine allows it: GCC 12's ThreadSanitizer
@@ -54,6 +54,12 @@ ninja -C build-tsan tests/test-models test-nets
 tsan_run() { if setarch "$(uname -m)" -R true 2>/dev/null; then setarch "$(uname -m)" -R "$@"; else "$@"; fi; }
 TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-models
 TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" tsan_run build-tsan/test-nets
+# the daemon's threaded building blocks: the worker pool (CPU slots, commit waiters, queue
+# timeout), the connection table, API keys' rate buckets and reload, and the SQLite store's group
+# commit across threads
+ninja -C build-tsan tests/test-http-units tests/test-store
+CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-http-units
+CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-store
 
 echo "== valgrind --leak-check=full =="
 # (test-demo, 20 episodes through the real networks, runs in the release and ASan builds only: under
