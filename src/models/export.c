@@ -58,6 +58,8 @@ static void w_f64s(wbuf *b, const double *d, size_t n)
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__                           \
     && defined(__FLOAT_WORD_ORDER__) && __FLOAT_WORD_ORDER__ == __ORDER_LITTLE_ENDIAN__
     /* The format's little-endian IEEE doubles are the host's own bytes: one copy. */
+    if (n == 0) /* d may then be NULL, which memcpy may not be given */
+        return;
     if (n <= SIZE_MAX / 8) {
         w_bytes(b, d, n * 8);
         return;
