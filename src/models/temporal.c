@@ -741,6 +741,34 @@ static int chain_a(const temporal_exp *e, tseq *s, int p, double *work)
     return 0;
 }
 
+/* <log P(y_t | ...)> of frame t (eq. 116) with <W^T diag(rho) W> = M, given c0 (the constant and
+ * the <log rho> terms) and the second moments of a_{t,p} given b_{t,p} = 1: covariance blocks
+ * cov[(t P + p) Q Q ...] and means mean[t K + p Q ...] (eq. 18: V and ea; eq. 19: S1 and mu1). */
+static double frame_loglik_y(const temporal_exp *e, const tseq *s, long t, double c0,
+                             const double *cov, const double *mean)
+{
+    int P = e->P, Q = e->Q, K = e->K, D = e->D;
+    const double *y = s->y + (size_t)t * D, *x = s->ex + (size_t)t * K;
+    double F = c0, quad = 0.0;
+
+    for (int k = 0; k < D; k++)
+        F -= 0.5 * e->rho[k] * y[k] * y[k];
+    for (int i = 0; i < K; i++) {
+        F += x[i] * s->wry[t * K + i];
+        for (int j = 0; j < K; j++)
+            if (i / Q != j / Q)
+                quad += x[i] * e->M[i * K + j] * x[j];
+    }
+    for (int p = 0; p < P; p++) {
+        const double *V = cov + ((size_t)t * P + p) * Q * Q, *m = mean + t * K + p * Q;
+        double q1 = s->q1[t * P + p];
+        for (int a = 0; a < Q; a++)
+            for (int b = 0; b < Q; b++)
+                quad += q1 * e->M[(p * Q + a) * K + p * Q + b] * (V[a * Q + b] + m[a] * m[b]);
+    }
+    return F - 0.5 * quad;
+}
+
 /* The latent free-energy terms under eq. 19 (sec. 7 with q(b_{1:T,p}) q(a_{1:T,p})). */
 static double chain_local_fe(const temporal_exp *e, const tseq *s)
 {
@@ -753,8 +781,6 @@ static double chain_local_fe(const temporal_exp *e, const tseq *s)
     for (int p = 0; p < P; p++)
         F += s->Hb[p] + 0.5 * ((double)T * Q * (TM_LOG2PI + 1.0) - s->lda[p]);
     for (long t = 0; t < T; t++) {
-        const double *y = s->y + (size_t)t * D, *x = s->ex + (size_t)t * K;
-        double quad = 0.0;
         for (int p = 0; p < P; p++) {
             if (t == 0) {
                 F += s->q0[p] * e->logpi[0] + s->q1[p] * e->logpi[1];
@@ -777,23 +803,7 @@ static double chain_local_fe(const temporal_exp *e, const tseq *s)
                               + e->elam2[k] * s->eaa[i - K]);
             }
         }
-        F += c0;
-        for (int k = 0; k < D; k++)
-            F -= 0.5 * e->rho[k] * y[k] * y[k];
-        for (int i = 0; i < K; i++) {
-            F += x[i] * s->wry[t * K + i];
-            for (int j = 0; j < K; j++)
-                if (i / Q != j / Q)
-                    quad += x[i] * e->M[i * K + j] * x[j];
-        }
-        for (int p = 0; p < P; p++) {
-            const double *V = s->V + ((size_t)t * P + p) * Q * Q, *m = s->ea + t * K + p * Q;
-            double q1 = s->q1[t * P + p];
-            for (int a = 0; a < Q; a++)
-                for (int b = 0; b < Q; b++)
-                    quad += q1 * e->M[(p * Q + a) * K + p * Q + b] * (V[a * Q + b] + m[a] * m[b]);
-        }
-        F -= 0.5 * quad;
+        F += frame_loglik_y(e, s, t, c0, s->V, s->ea);
     }
     return F;
 }
@@ -832,8 +842,6 @@ static double tseq_local_fe(const temporal_exp *e, const tseq *s)
     for (int k = 0; k < D; k++)
         c0 += 0.5 * e->elogrho[k];
     for (long t = 0; t < T; t++) {
-        const double *y = s->y + (size_t)t * D, *x = s->ex + (size_t)t * K;
-        double quad = 0.0;
 
         /* <log P(b)> (eq. 101-102) and the entropy of q(b) */
         for (int p = 0; p < P; p++) {
@@ -867,23 +875,7 @@ static double tseq_local_fe(const temporal_exp *e, const tseq *s)
                               + e->elam2[k] * s->eaa[i - K]);
         }
         /* <log P(y_t | ...)> (eq. 116) with <W^T diag(rho) W> = M */
-        F += c0;
-        for (int k = 0; k < D; k++)
-            F -= 0.5 * e->rho[k] * y[k] * y[k];
-        for (int i = 0; i < K; i++) {
-            F += x[i] * s->wry[t * K + i];
-            for (int j = 0; j < K; j++)
-                if (i / Q != j / Q)
-                    quad += x[i] * e->M[i * K + j] * x[j];
-        }
-        for (int p = 0; p < P; p++) {
-            const double *S = s->S1 + ((size_t)t * P + p) * Q * Q, *mu = s->mu1 + t * K + p * Q;
-            double q1 = s->q1[t * P + p];
-            for (int a = 0; a < Q; a++)
-                for (int b = 0; b < Q; b++)
-                    quad += q1 * e->M[(p * Q + a) * K + p * Q + b] * (S[a * Q + b] + mu[a] * mu[b]);
-        }
-        F -= 0.5 * quad;
+        F += frame_loglik_y(e, s, t, c0, s->S1, s->mu1);
     }
     return F;
 }
