@@ -546,29 +546,36 @@ def test_sessions_do_not_wait_on_each_other():
     ok(c.request("DELETE", "/v1/sessions/" + b), 204)
 
 
+def writes_at_once(d, sid, body, n):
+    """n threads post body as an episode of session sid at once; returns (statuses, the detail of
+    each 503, which must be a problem+json). A request that raises fails the test."""
+    statuses, errors, details = [], [], []
+
+    def go():
+        try:
+            r = d.client().request("POST", "/v1/sessions/%s/episodes" % sid, body)
+            statuses.append(r.status)
+            if r.status == 503:
+                problem(r, 503)
+                details.append(json.loads(r.body)["detail"])
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=go) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    expect(not errors, errors[:2])
+    return statuses, details
+
+
 def test_backpressure_queue_full():
     d = start("--threads", "1", "--queue-depth", "2", "--log-level", "warn")
     try:
         c = d.client()
         sid = create(c, 48, {"kind": "mixture", "rows": 6, "clusters": 10})["id"]
-        body = slow_episode()
-        statuses, errors = [], []
-
-        def go():
-            try:
-                r = d.client().request("POST", "/v1/sessions/%s/episodes" % sid, body)
-                statuses.append(r.status)
-                if r.status == 503:
-                    problem(r, 503)
-            except Exception as e:  # noqa: BLE001
-                errors.append(repr(e))
-
-        threads = [threading.Thread(target=go) for _ in range(10)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        expect(not errors, errors[:2])
+        statuses, _ = writes_at_once(d, sid, slow_episode(), 10)
         expect(statuses.count(503) >= 1, "no 503 with a full queue: %s" % statuses)
         expect(statuses.count(200) >= 3, "too few served: %s" % statuses)
         expect(set(statuses) <= {200, 503}, statuses)
@@ -596,25 +603,7 @@ def test_queue_timeout_sheds_late_jobs():
                 break
         expect(r.status == 201, (r.status, r.body[:200]))
         sid = json.loads(r.body)["id"]
-        body = slow_episode()
-        statuses, errors, details = [], [], []
-
-        def go():
-            try:
-                r = d.client().request("POST", "/v1/sessions/%s/episodes" % sid, body)
-                statuses.append(r.status)
-                if r.status == 503:
-                    problem(r, 503)
-                    details.append(json.loads(r.body)["detail"])
-            except Exception as e:  # noqa: BLE001
-                errors.append(repr(e))
-
-        threads = [threading.Thread(target=go) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        expect(not errors, errors[:2])
+        statuses, details = writes_at_once(d, sid, slow_episode(), 8)
         expect(set(statuses) <= {200, 503} and len(statuses) == 8, statuses)
         expect(statuses.count(200) >= 1 and statuses.count(503) >= 1,
                "1 worker, 8 slow writes at once, %s s queue timeout: %s" % (limit, statuses))
