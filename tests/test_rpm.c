@@ -3,12 +3,16 @@
  * infer against the PyTorch golden file of train/golden_rpm.py. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nets/gp.h"
+#include "nets/nets.h"
+#include "nets/rpm.h"
+#include "nets/safetensors.h"
 #include "numerics/rng.h"
 
 /* ---- brute force: dense Gauss-Jordan with partial pivoting ---- */
@@ -64,7 +68,8 @@ static void rbf(int T, double var, double len, double jitter, double *K)
 {
     for (int i = 0; i < T; i++)
         for (int k = 0; k < T; k++)
-            K[i * T + k] = var * exp(-0.5 * (i - k) * (i - k) / (len * len)) + (i == k ? jitter : 0);
+            K[i * T + k] =
+                var * exp(-0.5 * (i - k) * (i - k) / (len * len)) + (i == k ? jitter : 0);
 }
 
 static void assert_close(const char *what, int t, double got, double want, double rtol)
@@ -187,6 +192,256 @@ START_TEST(test_gp_failures)
 }
 END_TEST
 
+/* ---- the rpm model file and inference, against train/golden_rpm.py ---- */
+
+static char *data_path(const char *name)
+{
+    const char *dir = getenv("VBMEM_TEST_DATA");
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", dir ? dir : "tests/data", name);
+    return buf;
+}
+
+static unsigned char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
+    *len = fread(b, 1, (size_t)n, f);
+    fclose(f);
+    return b;
+}
+
+/* The golden file rebuilt with architecture arch (JSON text; NULL: unchanged), metadata key
+ * drop removed (NULL: none) and, with extra, one more tensor "extra.weight". */
+static unsigned char *rebuild(const char *arch, const char *drop, int extra, size_t *len)
+{
+    size_t n;
+    unsigned char *buf = read_all(data_path("golden_rpm.safetensors"), &n);
+    st_file f;
+    memset(&f, 0, sizeof f);
+    ck_assert_int_eq(st_parse(buf, n, &f, NULL), VBM_OK);
+    free(buf);
+    st_input in[64];
+    ck_assert(f.n_tensors < 63);
+    for (size_t i = 0; i < f.n_tensors; i++)
+        in[i] =
+            (st_input){f.tensors[i].name, f.tensors[i].ndim, f.tensors[i].shape, f.tensors[i].data};
+    static const int64_t xs[1] = {2};
+    static const float xv[2] = {1, 2};
+    size_t nt = f.n_tensors;
+    if (extra)
+        in[nt++] = (st_input){"extra.weight", 1, xs, xv};
+    const char *meta[16];
+    size_t nm = 0;
+    for (size_t i = 0; i < f.n_meta; i++) {
+        if (drop && strcmp(f.meta_keys[i], drop) == 0)
+            continue;
+        meta[2 * nm] = f.meta_keys[i];
+        meta[2 * nm + 1] =
+            arch && strcmp(f.meta_keys[i], "vbmem.architecture") == 0 ? arch : f.meta_values[i];
+        nm++;
+    }
+    unsigned char *out = NULL;
+    ck_assert_int_eq(st_build(in, nt, meta, nm, &out, len, NULL), VBM_OK);
+    st_free(&f);
+    return out;
+}
+
+/* The golden architecture with one change: path "a.b" (object keys) set to the JSON value. */
+static char *arch_with(const char *key, const char *sub, const char *value)
+{
+    size_t n;
+    unsigned char *buf = read_all(data_path("golden_rpm.safetensors"), &n);
+    st_file f;
+    memset(&f, 0, sizeof f);
+    ck_assert_int_eq(st_parse(buf, n, &f, NULL), VBM_OK);
+    free(buf);
+    json_t *a = json_loads(st_meta(&f, "vbmem.architecture"), 0, NULL);
+    json_t *v = json_loads(value, JSON_DECODE_ANY, NULL);
+    ck_assert(a != NULL && v != NULL);
+    json_object_set_new(sub ? json_object_get(a, sub) : a, key, v);
+    char *s = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    st_free(&f);
+    return s;
+}
+
+static void expect_reject(const char *arch, const char *drop, int extra, const char *want)
+{
+    size_t len;
+    unsigned char *buf = rebuild(arch, drop, extra, &len);
+    nets_rpm *m = NULL;
+    vbm_error err;
+    ck_assert_int_eq(nets_rpm_load_buffer(buf, len, &m, &err), VBM_EFORMAT);
+    ck_assert(m == NULL);
+    ck_assert_msg(strstr(err.msg, want) != NULL, "message \"%s\" lacks \"%s\"", err.msg, want);
+    free(buf);
+}
+
+START_TEST(test_rpm_file)
+{
+    size_t len;
+    unsigned char *buf = rebuild(NULL, NULL, 0, &len);
+    nets_rpm *m = NULL;
+    vbm_error err;
+    ck_assert_int_eq(nets_rpm_load_buffer(buf, len, &m, &err), VBM_OK);
+    const nets_rpm_info *in = nets_rpm_info_of(m);
+    ck_assert_int_eq(in->factors, 3);
+    ck_assert_int_eq(in->obs_size, 1);
+    ck_assert_int_eq(in->latent, 1);
+    ck_assert_int_eq(in->min_steps, 2);
+    ck_assert_int_eq(in->max_steps, 64);
+    ck_assert_int_eq(in->shared, 0);
+    nets_rpm_free(m);
+    /* the encoder/decoder loader refuses it, naming the kind */
+    nets_model *vae = NULL;
+    ck_assert_int_eq(nets_model_load_buffer(buf, len, &vae, &err), VBM_EFORMAT);
+    ck_assert_msg(strstr(err.msg, "vbmem.kind is \"rpm\"") != NULL, "%s", err.msg);
+    free(buf);
+    ck_assert_int_eq(nets_file_is_rpm(data_path("golden_rpm.safetensors")), 1);
+    ck_assert_int_eq(nets_file_is_rpm(data_path("golden_nets.safetensors")), 0);
+    ck_assert_int_eq(nets_file_is_rpm(data_path("no-such-file")), 0);
+
+    char *a;
+    expect_reject(NULL, "vbmem.kind", 0, "metadata vbmem.kind is missing");
+    expect_reject(NULL, "vbmem.provenance", 0, "metadata vbmem.provenance is missing");
+    expect_reject(NULL, NULL, 1, "tensor extra.weight is not used by any layer");
+    expect_reject(a = arch_with("factors", NULL, "0"), NULL, 0,
+                  "factors must be an integer in [1, 1024]");
+    free(a);
+    expect_reject(a = arch_with("factors", NULL, "4"), NULL, 0,
+                  "recognition must be a list of 4 layer lists (one per factor)");
+    free(a);
+    expect_reject(a = arch_with("min_steps", NULL, "65"), NULL, 0,
+                  "min_steps 65 exceeds max_steps 64");
+    free(a);
+    expect_reject(a = arch_with("precision", "factor", "\"relu\""), NULL, 0,
+                  "factor.precision must be \"softplus\" or \"exp\"");
+    free(a);
+    expect_reject(a = arch_with("min_precision", "factor", "-1"), NULL, 0,
+                  "factor.min_precision must be a number >= 0");
+    free(a);
+    expect_reject(a = arch_with("kernel", "prior", "\"periodic\""), NULL, 0,
+                  "prior.kernel must be \"rbf\" or \"matern12\"");
+    free(a);
+    expect_reject(a = arch_with("lengthscale", "prior", "[1, 2]"), NULL, 0,
+                  "prior.lengthscale must be a list of 1 positive numbers");
+    free(a);
+    expect_reject(a = arch_with("variance", "prior", "[0]"), NULL, 0,
+                  "prior.variance[0] must be a positive number");
+    free(a);
+    expect_reject(a = arch_with("jitter", "prior", "\"x\""), NULL, 0,
+                  "prior.jitter must be a positive number");
+    free(a);
+    expect_reject(a = arch_with("subtract_marginals", "prior", "1"), NULL, 0,
+                  "prior.subtract_marginals must be true or false");
+    free(a);
+    expect_reject(a = arch_with("observation_size", NULL, "2"), NULL, 0,
+                  "layer row0.l0 (conv2d): input shape [2,1,1] has 2 channels, the layer has in "
+                  "= 1");
+    free(a);
+    /* two latent dimensions: the nets give 2 values, not 4 */
+    {
+        char *b = arch_with("latent_size", NULL, "2");
+        json_t *o = json_loads(b, 0, NULL);
+        json_t *p = json_object_get(o, "prior");
+        json_object_set_new(p, "variance", json_pack("[f, f]", 1.0, 1.0));
+        json_object_set_new(p, "lengthscale", json_pack("[f, f]", 2.0, 2.0));
+        a = json_dumps(o, JSON_COMPACT);
+        expect_reject(a, NULL, 0, "recognition[0]: output shape [2,1,1] is not [4,1,1] or [4]");
+        free(a);
+        free(b);
+        json_decref(o);
+    }
+}
+END_TEST
+
+static double *golden_array(const json_t *v, size_t *n)
+{
+    *n = json_array_size(v);
+    double *a = malloc(sizeof(double) * (*n ? *n : 1));
+    for (size_t i = 0; i < *n; i++)
+        a[i] = json_number_value(json_array_get(v, i));
+    return a;
+}
+
+/* The factors and the posterior of rpm.py (PyTorch, float32 nets, float64 GP) on each golden
+ * case: T = 12 (trained), 2 (the shortest served) and 30. */
+START_TEST(test_rpm_parity)
+{
+    nets_rpm *m = NULL;
+    vbm_error err;
+    ck_assert_msg(nets_rpm_load(data_path("golden_rpm.safetensors"), &m, &err) == VBM_OK, "%s",
+                  err.msg);
+    json_error_t jerr;
+    json_t *g = json_load_file(data_path("golden_rpm_io.json"), 0, &jerr);
+    ck_assert_msg(g != NULL, "golden_rpm_io.json: %s", jerr.text);
+    const json_t *cases = json_object_get(g, "cases");
+    ck_assert_int_eq(json_array_size(cases), 3);
+    int J = nets_rpm_info_of(m)->factors;
+    for (size_t c = 0; c < json_array_size(cases); c++) {
+        const json_t *k = json_array_get(cases, c);
+        int T = (int)json_integer_value(json_object_get(k, "T"));
+        float *x = malloc(sizeof(float) * J * T);
+        double *h = malloc(sizeof(double) * J * T), *lam = malloc(sizeof(double) * J * T);
+        double *mean = malloc(sizeof(double) * T), *var = malloc(sizeof(double) * T);
+        for (int j = 0; j < J; j++) {
+            size_t n;
+            double *row = golden_array(json_array_get(json_object_get(k, "X"), (size_t)j), &n);
+            ck_assert_int_eq((int)n, T);
+            for (int t = 0; t < T; t++)
+                x[j * T + t] = (float)row[t];
+            free(row);
+        }
+        ck_assert_int_eq(nets_rpm_factors(m, x, T, h, lam, NULL), VBM_OK);
+        for (int j = 0; j < J; j++) {
+            size_t n;
+            double *ga = golden_array(json_array_get(json_object_get(k, "a"), (size_t)j), &n);
+            double *gP = golden_array(json_array_get(json_object_get(k, "P"), (size_t)j), &n);
+            for (int t = 0; t < T; t++) {
+                assert_close("a", j * T + t, h[j * T + t], ga[t], 1e-5);
+                assert_close("P", j * T + t, lam[j * T + t], gP[t], 1e-5);
+            }
+            free(ga);
+            free(gP);
+        }
+        ck_assert_int_eq(nets_rpm_infer(m, x, T, mean, var, &err), VBM_OK);
+        size_t n;
+        double *gm = golden_array(json_object_get(k, "mu"), &n),
+               *gv = golden_array(json_object_get(k, "var"), &n);
+        for (int t = 0; t < T; t++) {
+            assert_close("mu", t, mean[t], gm[t], 1e-4);
+            assert_close("var", t, var[t], gv[t], 1e-4);
+        }
+        free(gm);
+        free(gv);
+        free(x);
+        free(h);
+        free(lam);
+        free(mean);
+        free(var);
+    }
+    /* failures: T outside [min_steps, max_steps], a value that is not finite */
+    float x[3 * 65];
+    double mean[65], var[65];
+    for (int i = 0; i < 3 * 65; i++)
+        x[i] = 0.5f;
+    ck_assert_int_eq(nets_rpm_infer(m, x, 1, mean, var, &err), VBM_EINVAL);
+    ck_assert_msg(strstr(err.msg, "T = 1 steps is outside [2, 64]") != NULL, "%s", err.msg);
+    ck_assert_int_eq(nets_rpm_infer(m, x, 65, mean, var, &err), VBM_EINVAL);
+    x[7] = NAN;
+    ck_assert_int_eq(nets_rpm_infer(m, x, 4, mean, var, &err), VBM_EINVAL);
+    ck_assert_msg(strstr(err.msg, "value 7 is not finite") != NULL, "%s", err.msg);
+    ck_assert_int_eq(nets_rpm_infer(m, NULL, 4, mean, var, &err), VBM_EINVAL);
+    json_decref(g);
+    nets_rpm_free(m);
+}
+END_TEST
+
 static Suite *rpm_suite(void)
 {
     Suite *s = suite_create("rpm");
@@ -194,6 +449,10 @@ static Suite *rpm_suite(void)
     tcase_add_test(tc, test_gp_conditioning);
     tcase_add_test(tc, test_gp_negative_d);
     tcase_add_test(tc, test_gp_failures);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("model");
+    tcase_add_test(tc, test_rpm_file);
+    tcase_add_test(tc, test_rpm_parity);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -52,6 +52,7 @@ void eng_model_unref(eng_model *m)
     if (m == NULL || atomic_fetch_sub(&m->refs, 1) != 1)
         return;
     nets_model_free(m->net);
+    nets_rpm_free(m->rpm);
     free(m->path);
     free(m);
 }
@@ -142,16 +143,23 @@ static eng_model *models_load_one(const char *path, const char *name, char *msg,
         free(m);
         return NULL;
     }
-    if (nets_model_load(path, &m->net, &nerr) != VBM_OK)
+    if (nets_file_is_rpm(path)) {
+        if (nets_rpm_load(path, &m->rpm, &nerr) != VBM_OK)
+            snprintf(msg, msglen, "%s", nerr.msg);
+    } else if (nets_model_load(path, &m->net, &nerr) != VBM_OK) {
         snprintf(msg, msglen, "%s", nerr.msg);
-    if (m->net == NULL || models_hash_file(path, m->sha256, &m->file_bytes, msg, msglen) != 0) {
+    }
+    if ((m->net == NULL && m->rpm == NULL)
+        || models_hash_file(path, m->sha256, &m->file_bytes, msg, msglen) != 0) {
         nets_model_free(m->net);
+        nets_rpm_free(m->rpm);
         free(m->path);
         free(m);
         return NULL;
     }
     snprintf(m->name, sizeof m->name, "%s", name);
-    m->info = nets_model_info(m->net);
+    m->info = m->net != NULL ? nets_model_info(m->net) : NULL;
+    m->rpm_info = m->rpm != NULL ? nets_rpm_info_of(m->rpm) : NULL;
     m->loaded_at = eng_wall();
     atomic_init(&m->refs, 1);
     return m;
@@ -375,6 +383,22 @@ const char *eng_models_default_name(const eng_models *reg)
 }
 
 vbm_status eng_models_get(eng_models *reg, const char *name, eng_model **out, vbm_error *err)
+{
+    vbm_status st = eng_models_find(reg, name, out, err);
+
+    if (st == VBM_OK && (*out)->rpm != NULL) {
+        vbm_fail(err, VBM_ECONFLICT, "name",
+                 "model \"%.80s\" is an RPM (a time-series recognition model without "
+                 "encoder/decoder): it serves POST /v1/models/%.80s/infer only",
+                 name, name);
+        eng_model_unref(*out);
+        *out = NULL;
+        return VBM_ECONFLICT;
+    }
+    return st;
+}
+
+vbm_status eng_models_find(eng_models *reg, const char *name, eng_model **out, vbm_error *err)
 {
     eng_model_set *set = eng_models_snapshot(reg);
     char hosted[256];

@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "nets/nets.h"
+#include "nets/rpm.h"
 #include "vbmem/vbmem.h"
 
 #define ENG_MODELS_MAX     256 /* model files read from one directory */
@@ -22,8 +23,12 @@ struct eng_model {
     char sha256[65];                   /* hex SHA-256 of the file's bytes */
     long long file_bytes;
     double loaded_at;      /* wall clock */
-    nets_model *net;       /* owned */
-    const nets_info *info; /* nets_model_info(net) */
+    nets_model *net;       /* owned; NULL for an RPM */
+    const nets_info *info; /* nets_model_info(net); NULL for an RPM */
+    /* a model file of kind "rpm" (nets/rpm.h): rpm and rpm_info set, net and info NULL.
+     * eng_models_get never returns one (eng_models_find does). */
+    nets_rpm *rpm;                 /* owned */
+    const nets_rpm_info *rpm_info; /* nets_rpm_info_of(rpm) */
     atomic_int refs;
 };
 
@@ -88,6 +93,12 @@ const char *eng_models_default_name(const eng_models *reg);
  * caller (eng_model_unref). Fails with VBM_ENOTFOUND (field "name"; the
  * message lists what is hosted when the list is short). */
 vbm_status eng_models_get(eng_models *reg, const char *name, eng_model **out, vbm_error *err);
+
+/* Like eng_models_get, but the model may also be an RPM (m->rpm set), and an
+ * RPM is what eng_models_get refuses: it fails for one with VBM_ECONFLICT (field
+ * "name", "model X is an RPM ... POST /v1/models/X/infer"), so that code that
+ * needs an encoder/decoder never receives one. */
+vbm_status eng_models_find(eng_models *reg, const char *name, eng_model **out, vbm_error *err);
 
 /* Take one more reference. Never fails. */
 void eng_model_ref(eng_model *m);

@@ -153,6 +153,8 @@ void route_models_list(http_req *r);
 void route_models_get(http_req *r);
 void route_models_encode(http_req *r);
 void route_models_decode(http_req *r);
+/* routes_models.c: POST /v1/models/{name}/infer, the posterior of a served RPM (pool worker). */
+void route_models_infer(http_req *r);
 void route_sessions_create(http_req *r);
 void route_sessions_list(http_req *r);
 void route_sessions_get(http_req *r);

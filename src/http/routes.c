@@ -16,6 +16,7 @@ const http_route http_routes[] = {
     {"GET", "/v1/models/{name}", route_models_get, 1, 0, 1, "models_get"},
     {"POST", "/v1/models/{name}/encode", route_models_encode, 0, 1, 1, "models_encode"},
     {"POST", "/v1/models/{name}/decode", route_models_decode, 0, 1, 1, "models_decode"},
+    {"POST", "/v1/models/{name}/infer", route_models_infer, 0, 1, 1, "models_infer"},
     {"POST", "/v1/sessions", route_sessions_create, 0, 1, 1, "sessions_create"},
     {"GET", "/v1/sessions", route_sessions_list, 0, 0, 1, "sessions_list"},
     {"GET", "/v1/sessions/{id}", route_sessions_get, 0, 0, 1, "sessions_get"},

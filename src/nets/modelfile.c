@@ -597,6 +597,12 @@ static vbm_status load_inner(nets_model *m, const unsigned char *buf, size_t len
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "metadata vbmem.format_version is \"%.40s\"; this build reads version 1",
                         ver);
+    const char *kind = st_meta(&m->file, "vbmem.kind");
+    if (kind && strcmp(kind, "vae") != 0)
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "metadata vbmem.kind is \"%.40s\": not an encoder/decoder model (kind "
+                        "\"vae\"; an \"rpm\" file is read by nets_rpm_load)",
+                        kind);
     json_t *arch = meta_json(&m->file, "vbmem.architecture", err);
     if (!arch)
         return VBM_EFORMAT;

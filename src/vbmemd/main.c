@@ -99,6 +99,16 @@ static void main_log_models(const hlog *lg, eng_models *models, const char *even
     for (i = 0; i < set->n; i++) {
         const nets_info *in = set->models[i]->info;
 
+        if (in == NULL) { /* an RPM (nets/rpm.h) */
+            const nets_rpm_info *ri = set->models[i]->rpm_info;
+
+            hlog_emit(lg, HLOG_INFO, "model", NULL,
+                      json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s}", "name", set->models[i]->name,
+                                "file", set->models[i]->path, "kind", "rpm", "factors", ri->factors,
+                                "observation_size", ri->obs_size, "latent_size", ri->latent,
+                                "sha256", set->models[i]->sha256));
+            continue;
+        }
         hlog_emit(lg, HLOG_INFO, "model", NULL,
                   json_pack("{s:s, s:s, s:[i, i, i], s:i, s:s, s:s}", "name", set->models[i]->name,
                             "file", set->models[i]->path, "observation_shape", in->channels,
