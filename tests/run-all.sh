@@ -74,6 +74,11 @@ CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,
 # the temporal memory's Check tests (seed 003) under valgrind
 CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-temporal
+# the served RPM (seed 004): GP posterior, rpm model file, parity with rpm.py; then its route
+CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" valgrind --leak-check=full \
+  --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q build/test-rpm
+/usr/bin/python3 tests/http/test_rpm.py build/vbmemd \
+  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
 echo "== vbmem-solve end to end (release, ASan/UBSan, valgrind) =="
 bash tests/solve/run.sh build/vbmem-solve
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve

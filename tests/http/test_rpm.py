@@ -1,0 +1,227 @@
+#!/usr/bin/python3
+"""test_rpm.py -- integration tests of a served RPM (POST /v1/models/{name}/infer): the real daemon
+with a models directory holding the golden RPM of train/golden_rpm.py next to the bundled model.
+The posterior is checked against rpm.py's PyTorch numbers (tests/data/golden_rpm_io.json), in JSON
+and base64 forms; every 422 (too short, too long, ragged, NaN, J mismatched, wrong observation
+size), 404 for an unknown model, 409 for the wrong kind both ways, and a SIGHUP reload that adds,
+replaces and breaks the RPM file. Every response is validated against proto/openapi.yaml.
+
+usage: test_rpm.py PATH/TO/vbmemd [--wrapper 'valgrind ...'] [--only a,b]"""
+import base64
+import json
+import os
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon import Daemon, ROOT, expect, ok, parse_args, problem, run_with_shared_daemon  # noqa: E402
+
+BIN = None
+WRAPPER = None
+SHARED = None
+TMP = None
+DATA = os.path.join(ROOT, "tests", "data")
+RPM_FILE = os.path.join(DATA, "golden_rpm.safetensors")
+BUNDLED = os.path.join(ROOT, "models", "fashion-mnist-mixture.safetensors")
+NAME = "balls-rpm"
+with open(os.path.join(DATA, "golden_rpm_io.json")) as _f:
+    GOLDEN = json.load(_f)
+J = GOLDEN["J"]
+INFER = "/v1/models/%s/infer" % NAME
+
+
+def start(*args):
+    return Daemon(BIN, *args, wrapper=WRAPPER)
+
+
+def f32(rows):
+    """A float32 tensor object of the nested rows (J x T, or J x T x D)."""
+    flat, shape = [], []
+    def walk(v, depth):
+        if isinstance(v, list):
+            if len(shape) <= depth:
+                shape.append(len(v))
+            for x in v:
+                walk(x, depth + 1)
+        else:
+            flat.append(v)
+    walk(rows, 0)
+    return {"dtype": "float32", "shape": shape,
+            "data": base64.b64encode(struct.pack("<%df" % len(flat), *flat)).decode()}
+
+
+def unf32(t):
+    vals = struct.unpack("<%df" % (len(base64.b64decode(t["data"])) // 4), base64.b64decode(t["data"]))
+    rows, cols = t["shape"]
+    return [list(vals[r * cols:(r + 1) * cols]) for r in range(rows)]
+
+
+def close(got, want, rtol, what):
+    for t, (g, w) in enumerate(zip(got, want)):
+        expect(abs(g - w) <= rtol * (abs(w) + 1e-3), "%s[%d]: %r, expected %r" % (what, t, g, w))
+
+
+def setup_dir(tmp):
+    shutil.copy(BUNDLED, os.path.join(tmp, "fashion-mnist-mixture.safetensors"))
+    shutil.copy(RPM_FILE, os.path.join(tmp, NAME + ".safetensors"))
+
+
+# ---- tests -------------------------------------------------------------------------------------
+
+def test_listing_and_description():
+    c = SHARED.client()
+    lst = ok(c.request("GET", "/v1/models"))
+    expect([m["name"] for m in lst["models"]] == ["fashion-mnist-mixture"], lst["models"])
+    expect([m["name"] for m in lst["rpm_models"]] == [NAME] and lst["failed"] == [], lst)
+    m = ok(c.request("GET", "/v1/models/" + NAME))
+    expect(m["kind"] == "rpm" and m["factors"] == J and m["observation_size"] == 1 and m["latent_size"] == 1
+           and m["steps"] == {"min": 2, "max": 64} and m["kernel"] == "rbf", m)
+    expect(m["architecture"]["prior"]["lengthscale"][0] == GOLDEN["lengthscale"], m["architecture"]["prior"])
+
+
+def test_infer_matches_pytorch():
+    """The served posterior equals rpm.py's (float32 nets, float64 GP) on T = 12, 2 and 30, with
+    observations as JSON numbers and as a float32 tensor, results as JSON and base64."""
+    c = SHARED.client()
+    for case in GOLDEN["cases"]:
+        T = case["T"]
+        r = ok(c.request("POST", INFER, {"observations": case["X"]}))
+        expect(r["model"] == NAME and r["factors"] == J and r["steps"] == T and r["latent_size"] == 1, r)
+        expect(len(r["mean"]) == T and all(len(row) == 1 for row in r["mean"]), r["mean"])
+        close([row[0] for row in r["mean"]], case["mu"], 1e-4, "mean")
+        close([row[0] for row in r["variance"]], case["var"], 1e-4, "variance")
+        r2 = ok(c.request("POST", INFER, {"observations": f32(case["X"]), "encoding": "base64"}))
+        expect(r2["mean"]["shape"] == [T, 1], r2["mean"])
+        close([row[0] for row in unf32(r2["mean"])], case["mu"], 1e-4, "mean (base64)")
+        close([row[0] for row in unf32(r2["variance"])], case["var"], 1e-4, "variance (base64)")
+
+
+def test_infer_errors():
+    c = SHARED.client()
+    X = GOLDEN["cases"][0]["X"]  # J x 12
+    T = len(X[0])
+
+    def bad(obs, field, detail=None, status=422, body=None):
+        return problem(c.request("POST", INFER, body if body is not None else {"observations": obs}),
+                       status, field, detail)
+
+    bad([row[:1] for row in X], "observations", "T = 1 steps is outside [2, 64]")           # too short
+    bad([row * 6 for row in X], "observations", "T = 72 steps is outside [2, 64]")          # too long
+    ragged = [list(row) for row in X]
+    ragged[2] = ragged[2][:-1]
+    bad(ragged, "observations[2]", "%d steps, row 0 has %d" % (T - 1, T))                  # ragged
+    bad(X[:J - 1], "observations", "%d rows, the model has J = %d" % (J - 1, J))            # J
+    bad(X + [X[0]], "observations", "the model has J = %d" % J)
+    nan = f32(X)
+    raw = bytearray(base64.b64decode(nan["data"]))
+    raw[4 * (T + 3):4 * (T + 4)] = struct.pack("<f", float("nan"))
+    nan["data"] = base64.b64encode(bytes(raw)).decode()
+    bad(nan, "observations.data", "element [1][3][0] is not finite")                      # NaN
+    raw[4 * (T + 3):4 * (T + 4)] = struct.pack("<f", float("inf"))
+    nan["data"] = base64.b64encode(bytes(raw)).decode()
+    bad(nan, "observations.data", "not finite")
+    bad([[1e39] * T for _ in range(J)], "observations", "not finite in float32")
+    bad([[[v, v] for v in row] for row in X], "observations[0][0]")                        # D = 2 given
+    t3 = f32([[[v, v] for v in row] for row in X])
+    bad(t3, "observations.shape", "D = 2 values per observation, the model's observation size is 1")
+    t = f32(X)
+    t["shape"] = [J - 1, T]
+    bad(t, "observations.shape", "J = %d rows" % (J - 1))
+    t["shape"] = [J, T + 1]
+    bad(t, "observations.data", "holds")
+    t = f32(X)
+    t["data"] = "@@@"
+    bad(t, "observations.data", "base64")
+    bad([["x"] * T for _ in range(J)], "observations[0][0]")
+    bad("abc", "observations")
+    bad([1, 2, 3], "observations[0]")
+    bad(None, "observations", "missing", body={})
+    bad(None, "extra", body={"observations": X, "extra": 1})
+    bad(None, "encoding", body={"observations": X, "encoding": "hex"})
+    # models of the wrong kind, and none
+    problem(c.request("POST", "/v1/models/nope/infer", {"observations": X}), 404, "name")
+    problem(c.request("POST", "/v1/models/fashion-mnist-mixture/infer", {"observations": X}), 409, "name",
+            "not an RPM")
+    problem(c.request("POST", "/v1/models/%s/encode" % NAME, {"observations": []}), 409, "name",
+            "is an RPM")
+    problem(c.request("POST", "/v1/models/%s/decode" % NAME, {"codes": {"mu": [[0]]}}), 409, "name")
+    problem(c.request("POST", "/v1/sessions", {"model": NAME}), 409, "model", "is an RPM")
+    # the daemon still serves
+    ok(c.request("POST", INFER, {"observations": X}))
+
+
+def test_sighup_reload():
+    """An RPM file added, replaced by another (a different lengthscale changes the posterior), then
+    broken: each SIGHUP swaps the registry; a broken file is a failure entry and a 404."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(BUNDLED, os.path.join(tmp, "fashion-mnist-mixture.safetensors"))
+        d = start("--models-dir", tmp, "--threads", "2")
+        try:
+            c = d.client()
+            X = GOLDEN["cases"][0]["X"]
+
+            def reload():
+                gen = ok(c.request("GET", "/v1/models"))["generation"]
+                d.signal(signal.SIGHUP)
+                deadline = time.time() + 20
+                while time.time() < deadline and ok(c.request("GET", "/v1/models"))["generation"] == gen:
+                    time.sleep(0.02)
+                return ok(c.request("GET", "/v1/models"))
+
+            problem(c.request("POST", INFER, {"observations": X}), 404, "name")
+            shutil.copy(RPM_FILE, os.path.join(tmp, NAME + ".safetensors"))
+            lst = reload()
+            expect([m["name"] for m in lst["rpm_models"]] == [NAME], lst)
+            r = ok(c.request("POST", INFER, {"observations": X}))
+            close([row[0] for row in r["mean"]], GOLDEN["cases"][0]["mu"], 1e-4, "mean")
+            # the same weights with a longer lengthscale: another posterior
+            with open(RPM_FILE, "rb") as f:
+                blob = f.read()
+            n = struct.unpack("<Q", blob[:8])[0]
+            header = json.loads(blob[8:8 + n])
+            arch = json.loads(header["__metadata__"]["vbmem.architecture"])
+            arch["prior"]["lengthscale"] = [10.0]
+            header["__metadata__"]["vbmem.architecture"] = json.dumps(arch)
+            h = json.dumps(header).encode()
+            h += b" " * ((8 - len(h) % 8) % 8)
+            with open(os.path.join(tmp, NAME + ".safetensors"), "wb") as f:
+                f.write(struct.pack("<Q", len(h)) + h + blob[8 + n:])
+            reload()
+            r2 = ok(c.request("POST", INFER, {"observations": X}))
+            diff = max(abs(a[0] - b[0]) for a, b in zip(r["mean"], r2["mean"]))
+            expect(diff > 1e-3, "the reloaded model gives the same posterior (max diff %g)" % diff)
+            m = ok(c.request("GET", "/v1/models/" + NAME))
+            expect(m["architecture"]["prior"]["lengthscale"] == [10.0], m)
+            # broken: tensors truncated
+            with open(os.path.join(tmp, NAME + ".safetensors"), "wb") as f:
+                f.write(blob[:-8])
+            lst = reload()
+            expect(lst["rpm_models"] == [] and lst["failed"][0]["file"] == NAME + ".safetensors", lst)
+            problem(c.request("POST", INFER, {"observations": X}), 404, "name")
+            ok(c.request("GET", "/v1/models/fashion-mnist-mixture"))
+        finally:
+            rc = d.stop()
+            expect(rc == 0, "exit status %s" % rc)
+
+
+TESTS = [test_listing_and_description, test_infer_matches_pytorch, test_infer_errors, test_sighup_reload]
+
+
+def main():
+    global BIN, WRAPPER, SHARED, TMP
+    BIN, WRAPPER, _quick, only = parse_args(sys.argv[1:])
+    if BIN is None:
+        print(__doc__)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        setup_dir(tmp)
+        SHARED = start("--models-dir", tmp, "--threads", "2")
+        return run_with_shared_daemon(SHARED, TESTS, only)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
