@@ -387,13 +387,13 @@ vbm_status eng_models_get(eng_models *reg, const char *name, eng_model **out, vb
     vbm_status st = eng_models_find(reg, name, out, err);
 
     if (st == VBM_OK && (*out)->rpm != NULL) {
-        vbm_fail(err, VBM_ECONFLICT, "name",
+        vbm_fail(err, VBM_EINVAL, "name",
                  "model \"%.80s\" is an RPM (a time-series recognition model without "
                  "encoder/decoder): it serves POST /v1/models/%.80s/infer only",
                  name, name);
         eng_model_unref(*out);
         *out = NULL;
-        return VBM_ECONFLICT;
+        return VBM_EINVAL;
     }
     return st;
 }

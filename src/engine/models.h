@@ -95,7 +95,7 @@ const char *eng_models_default_name(const eng_models *reg);
 vbm_status eng_models_get(eng_models *reg, const char *name, eng_model **out, vbm_error *err);
 
 /* Like eng_models_get, but the model may also be an RPM (m->rpm set), and an
- * RPM is what eng_models_get refuses: it fails for one with VBM_ECONFLICT (field
+ * RPM is what eng_models_get refuses: it fails for one with VBM_EINVAL (field
  * "name", "model X is an RPM ... POST /v1/models/X/infer"), so that code that
  * needs an encoder/decoder never receives one. */
 vbm_status eng_models_find(eng_models *reg, const char *name, eng_model **out, vbm_error *err);

@@ -131,7 +131,7 @@ void route_models_list(http_req *r)
 }
 
 /* The model named by the path (a new reference), or NULL after a problem
- * response: 404 when none has that name; with any zero (encode, decode), 409
+ * response: 404 when none has that name; with any zero (encode, decode), 422
  * when it is an RPM. */
 static eng_model *models_lookup_kind(http_req *r, int any)
 {
@@ -147,7 +147,7 @@ static eng_model *models_lookup_kind(http_req *r, int any)
     st = any ? eng_models_find(r->srv->cfg.models, r->param, &m, &err)
              : eng_models_get(r->srv->cfg.models, r->param, &m, &err);
     if (st != VBM_OK) {
-        req_problem(r, st == VBM_ECONFLICT ? 409 : 404, "name", "%s", err.msg);
+        req_problem(r, st == VBM_ENOTFOUND ? 404 : 422, "name", "%s", err.msg);
         return NULL;
     }
     return m;
@@ -480,7 +480,7 @@ void route_models_infer(http_req *r)
     if (m == NULL)
         return;
     if (m->rpm == NULL) {
-        req_problem(r, 409, "name",
+        req_problem(r, 422, "name",
                     "model \"%s\" is an encoder/decoder, not an RPM: infer needs a model file of "
                     "kind \"rpm\" (see GET /v1/models, rpm_models)",
                     m->name);

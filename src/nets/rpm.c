@@ -51,8 +51,8 @@ int nets_file_is_rpm(const char *path)
         char *h = n >= 2 && n <= ST_MAX_HEADER ? malloc((size_t)n) : NULL;
         if (h && fread(h, 1, (size_t)n, fp) == (size_t)n) {
             json_t *root = json_loadb(h, (size_t)n, 0, NULL);
-            const char *k =
-                json_string_value(json_object_get(json_object_get(root, "__metadata__"), "vbmem.kind"));
+            const char *k = json_string_value(
+                json_object_get(json_object_get(root, "__metadata__"), "vbmem.kind"));
             is = k && strcmp(k, "rpm") == 0;
             json_decref(root);
         }
@@ -83,8 +83,8 @@ static vbm_status get_pos(const json_t *o, const char *where, const char *key, d
     const json_t *v = json_object_get(o, key);
     double x = json_is_number(v) ? json_number_value(v) : NAN;
     if (!(x > 0) || !isfinite(x))
-        return vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: %s%s must be a positive number",
-                        ARCH, where, key);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: %s%s must be a positive number", ARCH,
+                        where, key);
     *out = x;
     return VBM_OK;
 }
@@ -178,8 +178,7 @@ static vbm_status parse_arch(nets_rpm *m, const json_t *a, vbm_error *err)
     const json_t *rec = json_object_get(a, "recognition");
     const json_t *shared = json_object_get(a, "shared");
     if (!json_is_boolean(shared))
-        return vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: shared must be true or false",
-                        ARCH);
+        return vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: shared must be true or false", ARCH);
     in->shared = json_is_true(shared);
     m->n_nets = in->shared ? 1 : in->factors;
     if (!json_is_array(rec) || (!in->shared && json_array_size(rec) != (size_t)in->factors))
@@ -356,8 +355,8 @@ vbm_status nets_rpm_load(const char *path, nets_rpm **out, vbm_error *err)
 vbm_status nets_rpm_prior(const nets_rpm *m, int l, int T, double *K, vbm_error *err)
 {
     if (l < 0 || l >= m->info.latent || T < 1 || T > GP_MAX_T || !K)
-        return vbm_fail(err, VBM_EINVAL, NULL, "nets_rpm_prior: l = %d or T = %d out of range",
-                        l, T);
+        return vbm_fail(err, VBM_EINVAL, NULL, "nets_rpm_prior: l = %d or T = %d out of range", l,
+                        T);
     double v = m->variance[l], len = m->lengthscale[l];
     for (int s = 0; s < T; s++)
         for (int t = 0; t < T; t++) {
@@ -368,13 +367,14 @@ vbm_status nets_rpm_prior(const nets_rpm *m, int l, int T, double *K, vbm_error 
     return VBM_OK;
 }
 
+/* log(1 + e^x) in the stable form max(x, 0) + log1p(e^-|x|) (rpm.py's contract) */
 static double softplus(double x)
 {
-    return x > 30 ? x : log1p(exp(x));
+    return fmax(x, 0.0) + log1p(exp(-fabs(x)));
 }
 
-static vbm_status check_args(const nets_rpm *m, const float *x, int T, const void *a,
-                             const void *b, const char *fn, vbm_error *err)
+static vbm_status check_args(const nets_rpm *m, const float *x, int T, const void *a, const void *b,
+                             const char *fn, vbm_error *err)
 {
     if (!m || !x || !a || !b)
         return vbm_fail(err, VBM_EINVAL, NULL, "%s: NULL argument", fn);

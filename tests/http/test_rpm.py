@@ -3,7 +3,7 @@
 with a models directory holding the golden RPM of train/golden_rpm.py next to the bundled model.
 The posterior is checked against rpm.py's PyTorch numbers (tests/data/golden_rpm_io.json), in JSON
 and base64 forms; every 422 (too short, too long, ragged, NaN, J mismatched, wrong observation
-size), 404 for an unknown model, 409 for the wrong kind both ways, and a SIGHUP reload that adds,
+size), 404 for an unknown model, 422 (field name) for the wrong kind both ways, and a SIGHUP reload that adds,
 replaces and breaks the RPM file. Every response is validated against proto/openapi.yaml.
 
 usage: test_rpm.py PATH/TO/vbmemd [--wrapper 'valgrind ...'] [--only a,b]"""
@@ -144,12 +144,12 @@ def test_infer_errors():
     bad(None, "encoding", body={"observations": X, "encoding": "hex"})
     # models of the wrong kind, and none
     problem(c.request("POST", "/v1/models/nope/infer", {"observations": X}), 404, "name")
-    problem(c.request("POST", "/v1/models/fashion-mnist-mixture/infer", {"observations": X}), 409, "name",
+    problem(c.request("POST", "/v1/models/fashion-mnist-mixture/infer", {"observations": X}), 422, "name",
             "not an RPM")
-    problem(c.request("POST", "/v1/models/%s/encode" % NAME, {"observations": []}), 409, "name",
+    problem(c.request("POST", "/v1/models/%s/encode" % NAME, {"observations": []}), 422, "name",
             "is an RPM")
-    problem(c.request("POST", "/v1/models/%s/decode" % NAME, {"codes": {"mu": [[0]]}}), 409, "name")
-    problem(c.request("POST", "/v1/sessions", {"model": NAME}), 409, "model", "is an RPM")
+    problem(c.request("POST", "/v1/models/%s/decode" % NAME, {"codes": {"mu": [[0]]}}), 422, "name")
+    problem(c.request("POST", "/v1/sessions", {"model": NAME}), 422, "model", "is an RPM")
     # the daemon still serves
     ok(c.request("POST", INFER, {"observations": X}))
 
