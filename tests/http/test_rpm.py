@@ -3,7 +3,7 @@
 with a models directory holding the golden RPM of train/golden_rpm.py next to the bundled model.
 The posterior is checked against rpm.py's PyTorch numbers (tests/data/golden_rpm_io.json), in JSON
 and base64 forms; every 422 (too short, too long, ragged, NaN, J mismatched, wrong observation
-size), 404 for an unknown model, 422 (field name) for the wrong kind both ways, and a SIGHUP reload that adds,
+size), 404 for an unknown model, 422 (field name) for the wrong kind both ways, API keys, /metrics, and a SIGHUP reload that adds,
 replaces and breaks the RPM file. Every response is validated against proto/openapi.yaml.
 
 usage: test_rpm.py PATH/TO/vbmemd [--wrapper 'valgrind ...'] [--only a,b]"""
@@ -150,8 +150,13 @@ def test_infer_errors():
             "is an RPM")
     problem(c.request("POST", "/v1/models/%s/decode" % NAME, {"codes": {"mu": [[0]]}}), 422, "name")
     problem(c.request("POST", "/v1/sessions", {"model": NAME}), 422, "model", "is an RPM")
-    # the daemon still serves
+    # the daemon still serves, and /metrics counts the route like any other
     ok(c.request("POST", INFER, {"observations": X}))
+    m = c.request("GET", "/metrics").body.decode()
+    for needle in ('vbmemd_requests_total{route="models_infer",status="200"}',
+                   'vbmemd_requests_total{route="models_infer",status="422"}',
+                   'vbmemd_requests_total{route="models_infer",status="404"}'):
+        expect(needle in m, "/metrics lacks %s" % needle)
 
 
 def test_sighup_reload():
@@ -208,7 +213,26 @@ def test_sighup_reload():
             expect(rc == 0, "exit status %s" % rc)
 
 
-TESTS = [test_listing_and_description, test_infer_matches_pytorch, test_infer_errors, test_sighup_reload]
+def test_api_keys():
+    """infer is under /v1 like encode: 401 without a key; a read-only key may infer (not a write)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        setup_dir(tmp)
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("reader-key scope=read\n")
+        d = start("--models-dir", tmp, "--api-key-file", keyfile, "--threads", "1")
+        try:
+            X = GOLDEN["cases"][1]["X"]
+            problem(d.client().request("POST", INFER, {"observations": X}), 401)
+            r = ok(d.client("reader-key").request("POST", INFER, {"observations": X}))
+            close([row[0] for row in r["mean"]], GOLDEN["cases"][1]["mu"], 1e-4, "mean")
+        finally:
+            rc = d.stop()
+            expect(rc == 0, "exit status %s" % rc)
+
+
+TESTS = [test_listing_and_description, test_infer_matches_pytorch, test_infer_errors, test_sighup_reload,
+         test_api_keys]
 
 
 def main():
