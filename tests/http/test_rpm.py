@@ -231,8 +231,36 @@ def test_api_keys():
             expect(rc == 0, "exit status %s" % rc)
 
 
+def test_trained_checkpoint_example():
+    """The trained Poisson-ball checkpoint of rpm.py (tests/data/rpm_poisson_minimalist.pt), exported
+    by train/rpm_export.py, served: its two held-out example sequences give the posterior rpm.py
+    stored in the checkpoint."""
+    import subprocess
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "balls.safetensors")
+        code = ("import json, sys, torch; sys.path.insert(0, %r); import rpm_export\n"
+                "ck = torch.load(%r, weights_only=False); rpm_export.export(ck, %r)\n"
+                "e = ck['example']; print(json.dumps({k: e[k].tolist() for k in ('X', 'mu', 'var')}))"
+                % (os.path.join(ROOT, "train"), os.path.join(DATA, "rpm_poisson_minimalist.pt"), out))
+        ex = json.loads(subprocess.run(["/usr/bin/python3", "-c", code], check=True, capture_output=True,
+                                       env=dict(os.environ, OMP_NUM_THREADS="1")).stdout)
+        d = start("--models-dir", tmp, "--default-model", "", "--threads", "1")
+        try:
+            c = d.client()
+            m = ok(c.request("GET", "/v1/models/balls"))
+            expect(m["factors"] == 10 and m["provenance"]["dataset"] == "poisson", m)
+            for i in range(2):
+                r = ok(c.request("POST", "/v1/models/balls/infer", {"observations": ex["X"][i]}))
+                expect(r["steps"] == 50, r["steps"])
+                close([row[0] for row in r["mean"]], ex["mu"][i], 1e-4, "mean")
+                close([row[0] for row in r["variance"]], ex["var"][i], 1e-4, "variance")
+        finally:
+            rc = d.stop()
+            expect(rc == 0, "exit status %s" % rc)
+
+
 TESTS = [test_listing_and_description, test_infer_matches_pytorch, test_infer_errors, test_sighup_reload,
-         test_api_keys]
+         test_api_keys, test_trained_checkpoint_example]
 
 
 def main():
