@@ -81,6 +81,16 @@ def test_listing_and_description():
     expect(m["kind"] == "rpm" and m["factors"] == J and m["observation_size"] == 1 and m["latent_size"] == 1
            and m["steps"] == {"min": 2, "max": 64} and m["kernel"] == "rbf", m)
     expect(m["architecture"]["prior"]["lengthscale"][0] == GOLDEN["lengthscale"], m["architecture"]["prior"])
+    # the Python client's infer (clients/python)
+    sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+    import vbmem
+    r = vbmem.Client("http://127.0.0.1:%d" % SHARED.port).infer(NAME, GOLDEN["cases"][0]["X"])
+    close([row[0] for row in r["mean"]], GOLDEN["cases"][0]["mu"], 1e-4, "client mean")
+    try:
+        vbmem.Client("http://127.0.0.1:%d" % SHARED.port, retries=0).infer(NAME, [[1, 2]])
+        expect(False, "no error")
+    except vbmem.VbmemError as e:
+        expect(e.status == 422 and e.field == "observations", e)
 
 
 def test_infer_matches_pytorch():

@@ -588,6 +588,16 @@ class Client:
                                      "seed": seed}))
         return DecodeResult(d["model"], Images(d["observations"]), d)
 
+    def infer(self, model, observations):
+        """POST /v1/models/{model}/infer: the posterior q(Z | X) of a served time-series RPM
+        (a model file of kind rpm) given J rows of T observations (nested lists of numbers, or
+        anything with .tolist(), e.g. a numpy array or torch tensor of shape (J, T)) -> the
+        response dict: mean and variance (T rows of latent_size values), steps, factors,
+        latent_size, timings."""
+        obs = observations.tolist() if hasattr(observations, "tolist") else observations
+        return self.request("POST", "/v1/models/%s/infer" % urllib.parse.quote(model, safe=""),
+                            {"observations": obs})
+
     # -- sessions
 
     def create_session(self, model=None, code_size=None, memory=None, solver=None,
