@@ -442,6 +442,77 @@ START_TEST(test_rpm_parity)
 }
 END_TEST
 
+/* The other options of the file kind, against a direct computation: one dense network shared by
+ * J = 2 rows, D = 2 values per observation, L = 2 latent dimensions with their own Matern-1/2
+ * kernels, exp precisions, prior marginals not subtracted. The factors are affine in x, so the
+ * test computes them itself; the posterior is the dense precision K^-1 + diag(sum_j lambda)
+ * inverted by Gauss-Jordan. */
+START_TEST(test_rpm_options)
+{
+    static const float W[8] = {0.5f, -1.0f, 0.25f, 0.75f, 0.1f, -0.2f, -0.3f, 0.4f}; /* [4,2] */
+    static const float B[4] = {0.1f, -0.2f, 0.3f, -0.5f};
+    static const int64_t ws[2] = {4, 2}, bs[1] = {4};
+    const char *arch =
+        "{\"factors\":2,\"observation_size\":2,\"latent_size\":2,\"min_steps\":2,"
+        "\"max_steps\":16,\"shared\":true,\"recognition\":[{\"type\":\"flatten\"},"
+        "{\"type\":\"dense\",\"name\":\"s\",\"in\":2,\"out\":4}],"
+        "\"factor\":{\"parameters\":\"natural\",\"precision\":\"exp\",\"min_precision\":0.05},"
+        "\"prior\":{\"kernel\":\"matern12\",\"variance\":[1.5,0.5],\"lengthscale\":[3,1.25],"
+        "\"jitter\":0.001,\"time_step\":0.5,\"subtract_marginals\":false}}";
+    const char *meta[] = {"vbmem.format",     "vbmem-model", "vbmem.format_version", "1",
+                          "vbmem.kind",       "rpm",         "vbmem.architecture",   arch,
+                          "vbmem.provenance", "{}"};
+    st_input in[2] = {{"s.weight", 2, ws, W}, {"s.bias", 1, bs, B}};
+    unsigned char *buf = NULL;
+    size_t len;
+    ck_assert_int_eq(st_build(in, 2, meta, 5, &buf, &len, NULL), VBM_OK);
+    nets_rpm *m = NULL;
+    vbm_error err;
+    ck_assert_msg(nets_rpm_load_buffer(buf, len, &m, &err) == VBM_OK, "%s", err.msg);
+    free(buf);
+    ck_assert_int_eq(nets_rpm_info_of(m)->shared, 1);
+    ck_assert_str_eq(nets_rpm_info_of(m)->kernel, "matern12");
+    enum { J = 2, T = 6, D = 2, L = 2 };
+    float x[J * T * D];
+    rng_t r;
+    rng_seed(&r, 5);
+    for (int i = 0; i < J * T * D; i++)
+        x[i] = (float)rng_normal(&r);
+    double mean[L * T], var[L * T];
+    ck_assert_int_eq(nets_rpm_infer(m, x, T, mean, var, &err), VBM_OK);
+    const double vl[2] = {1.5, 0.5}, ll[2] = {3, 1.25};
+    for (int l = 0; l < L; l++) {
+        double K[T * T], I[T * T], Ki[T * T], P[T * T], S[T * T], b[T] = {0}, dd[T] = {0};
+        for (int s = 0; s < T; s++)
+            for (int t = 0; t < T; t++) {
+                K[s * T + t] = vl[l] * exp(-fabs(0.5 * (s - t)) / ll[l]) + (s == t ? 0.001 : 0);
+                I[s * T + t] = s == t;
+            }
+        for (int j = 0; j < J; j++)
+            for (int t = 0; t < T; t++) {
+                const float *xo = x + (j * T + t) * D;
+                double a = (double)((float)(W[l * 2] * xo[0] + W[l * 2 + 1] * xo[1]) + B[l]);
+                double rr = (double)((float)(W[(L + l) * 2] * xo[0] + W[(L + l) * 2 + 1] * xo[1])
+                                     + B[L + l]);
+                b[t] += a;
+                dd[t] += exp(rr) + 0.05;
+            }
+        ck_assert_int_eq(gj_solve(T, T, K, I, Ki), 0);
+        for (int i = 0; i < T * T; i++)
+            P[i] = Ki[i] + (i % (T + 1) == 0 ? dd[i / T] : 0.0);
+        ck_assert_int_eq(gj_solve(T, T, P, I, S), 0);
+        for (int t = 0; t < T; t++) {
+            double want = 0;
+            for (int k = 0; k < T; k++)
+                want += S[t * T + k] * b[k];
+            assert_close("mean", l * T + t, mean[l * T + t], want, 1e-5);
+            assert_close("var", l * T + t, var[l * T + t], S[t * T + t], 1e-5);
+        }
+    }
+    nets_rpm_free(m);
+}
+END_TEST
+
 static Suite *rpm_suite(void)
 {
     Suite *s = suite_create("rpm");
@@ -453,6 +524,7 @@ static Suite *rpm_suite(void)
     tc = tcase_create("model");
     tcase_add_test(tc, test_rpm_file);
     tcase_add_test(tc, test_rpm_parity);
+    tcase_add_test(tc, test_rpm_options);
     suite_add_tcase(s, tc);
     return s;
 }

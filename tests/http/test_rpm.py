@@ -65,9 +65,35 @@ def close(got, want, rtol, what):
         expect(abs(g - w) <= rtol * (abs(w) + 1e-3), "%s[%d]: %r, expected %r" % (what, t, g, w))
 
 
+VEC = "vec-rpm"  # J = 2 rows of D = 2 values, L = 2, one shared dense net (tests/test_rpm.c's model)
+VEC_ARCH = {"factors": 2, "observation_size": 2, "latent_size": 2, "min_steps": 2, "max_steps": 16,
+            "shared": True, "recognition": [{"type": "flatten"}, {"type": "dense", "name": "s", "in": 2, "out": 4}],
+            "factor": {"parameters": "natural", "precision": "exp", "min_precision": 0.05},
+            "prior": {"kernel": "matern12", "variance": [1.5, 0.5], "lengthscale": [3, 1.25], "jitter": 0.001,
+                      "time_step": 0.5, "subtract_marginals": False}}
+
+
+def write_vec_rpm(path):
+    tensors = [("s.bias", [4], [0.1, -0.2, 0.3, -0.5]),
+               ("s.weight", [4, 2], [0.5, -1.0, 0.25, 0.75, 0.1, -0.2, -0.3, 0.4])]
+    header, off, blob = {"__metadata__": {"vbmem.format": "vbmem-model", "vbmem.format_version": "1",
+                                          "vbmem.kind": "rpm", "vbmem.architecture": json.dumps(VEC_ARCH),
+                                          "vbmem.provenance": "{}"}}, 0, b""
+    for name, shape, vals in tensors:
+        b = struct.pack("<%df" % len(vals), *vals)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blob += b
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + blob)
+
+
 def setup_dir(tmp):
     shutil.copy(BUNDLED, os.path.join(tmp, "fashion-mnist-mixture.safetensors"))
     shutil.copy(RPM_FILE, os.path.join(tmp, NAME + ".safetensors"))
+    write_vec_rpm(os.path.join(tmp, VEC + ".safetensors"))
 
 
 # ---- tests -------------------------------------------------------------------------------------
@@ -76,7 +102,7 @@ def test_listing_and_description():
     c = SHARED.client()
     lst = ok(c.request("GET", "/v1/models"))
     expect([m["name"] for m in lst["models"]] == ["fashion-mnist-mixture"], lst["models"])
-    expect([m["name"] for m in lst["rpm_models"]] == [NAME] and lst["failed"] == [], lst)
+    expect([m["name"] for m in lst["rpm_models"]] == [NAME, VEC] and lst["failed"] == [], lst)
     m = ok(c.request("GET", "/v1/models/" + NAME))
     expect(m["kind"] == "rpm" and m["factors"] == J and m["observation_size"] == 1 and m["latent_size"] == 1
            and m["steps"] == {"min": 2, "max": 64} and m["kernel"] == "rbf", m)
@@ -108,6 +134,26 @@ def test_infer_matches_pytorch():
         expect(r2["mean"]["shape"] == [T, 1], r2["mean"])
         close([row[0] for row in unf32(r2["mean"])], case["mu"], 1e-4, "mean (base64)")
         close([row[0] for row in unf32(r2["variance"])], case["var"], 1e-4, "variance (base64)")
+
+
+def test_vector_observations():
+    """D = 2 values per observation, L = 2: nested [J][T][D] and a [J, T, D] tensor give the same
+    posterior, T rows of 2; a scalar per observation or a wrong D is a 422."""
+    c = SHARED.client()
+    X = [[[0.5 * j - 0.1 * t, 0.3 * t - j] for t in range(7)] for j in range(2)]
+    url = "/v1/models/%s/infer" % VEC
+    r = ok(c.request("POST", url, {"observations": X}))
+    expect(r["steps"] == 7 and r["latent_size"] == 2 and len(r["mean"]) == 7 and len(r["mean"][0]) == 2, r)
+    expect(all(v > 0 for row in r["variance"] for v in row), r["variance"])
+    r2 = ok(c.request("POST", url, {"observations": f32(X)}))
+    for a, b in zip(r["mean"] + r["variance"], r2["mean"] + r2["variance"]):
+        close(a, b, 1e-12, "tensor vs nested")
+    problem(c.request("POST", url, {"observations": [[1.0] * 7, [2.0] * 7]}), 422, "observations[0][0]")
+    problem(c.request("POST", url, {"observations": [[[1.0, 2.0, 3.0]] * 7] * 2}), 422, "observations[0][0]")
+    t = f32([[[1.0] * 3] * 7] * 2)
+    problem(c.request("POST", url, {"observations": t}), 422, "observations.shape", "D = 3")
+    t = f32([[1.0] * 7] * 2)
+    problem(c.request("POST", url, {"observations": t}), 422, "observations.shape", "D = 1")
 
 
 def test_infer_errors():
@@ -269,7 +315,7 @@ def test_trained_checkpoint_example():
             expect(rc == 0, "exit status %s" % rc)
 
 
-TESTS = [test_listing_and_description, test_infer_matches_pytorch, test_infer_errors, test_sighup_reload,
+TESTS = [test_listing_and_description, test_infer_matches_pytorch, test_vector_observations, test_infer_errors, test_sighup_reload,
          test_api_keys, test_trained_checkpoint_example]
 
 
