@@ -91,9 +91,8 @@ static double logsumexp(const double *a, int n)
 START_TEST(memo_elbo_is_mean_field_minus_missing_mass)
 {
     static const int cfgs[][4] = {/* H, G, k, C */
-                                  {4, 2, 1, 16},  {4, 2, 4, 16},   {4, 2, 16, 16},
-                                  {10, 2, 8, 16}, {10, 2, 64, 16}, {3, 4, 9, 24},
-                                  {2, 2, 4, 8}};
+                                  {4, 2, 1, 16},   {4, 2, 4, 16}, {4, 2, 16, 16}, {10, 2, 8, 16},
+                                  {10, 2, 64, 16}, {3, 4, 9, 24}, {2, 2, 4, 8}};
     int ncfg = (int)(sizeof cfgs / sizeof cfgs[0]);
     long T = 48;
     int full_seen = 0;
@@ -299,8 +298,7 @@ START_TEST(memos_follow_appends_refits_and_samples)
         int found = 0;
         for (long t = 0; t < m->n_memos && !found; t++)
             for (int j = 0; j < m->memo_n[t] && !found; j++)
-                found = memcmp(s + i * G, m->memo_paths + ((size_t)t * k + j) * G,
-                               sizeof(int) * G)
+                found = memcmp(s + i * G, m->memo_paths + ((size_t)t * k + j) * G, sizeof(int) * G)
                         == 0;
         ck_assert_msg(found, "sample %ld drew a path in no memo", i);
     }
