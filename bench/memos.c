@@ -79,7 +79,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    double *z = malloc(sizeof(double) * (size_t)T * C), *out = malloc(sizeof(double) * (size_t)T * C);
+    double *z = malloc(sizeof(double) * (size_t)T * C),
+           *out = malloc(sizeof(double) * (size_t)T * C);
     double *times[NK], elbo[NK] = {0}, paths[NK] = {0};
     for (int i = 0; i < NK; i++)
         times[i] = malloc(sizeof(double) * (size_t)reps);
