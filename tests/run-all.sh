@@ -79,6 +79,9 @@ CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" valgrind --leak-check=full \
   --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q build/test-rpm
 /usr/bin/python3 tests/http/test_rpm.py build/vbmemd \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
+# the tree memory's memos (tests/test_memos.c) under valgrind
+CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+  --error-exitcode=3 -q build/tests/test-memos
 echo "== vbmem-solve end to end (release, ASan/UBSan, valgrind) =="
 bash tests/solve/run.sh build/vbmem-solve
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve

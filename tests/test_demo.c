@@ -240,6 +240,96 @@ START_TEST(test_memory_works)
 }
 END_TEST
 
+/* The tree memory (Theorem 5, G = 2 halves of the code, the bundled model's H, K and
+ * noise) on the same episodes and seeds as test_memory_works: the specificity ratio of
+ * its samples without memos (App. G.1 pseudocounts of hard paths) and with memos of
+ * memo_k joint paths per frame (README "Memos"; the values: DEMO_MEMO_KS below). Prints the
+ * figures of README "Memos"; fails if a memory's samples are not nearer A than B on average. */
+START_TEST(test_tree_memos_specificity)
+{
+    /* memo_k values: DEMO_MEMO_KS, e.g. "0,1,4,16,64" (README's figures); by default
+     * 0, 1 and 16, to keep the suite's decoder work (ASan build included) small */
+    int ks[8] = {0, 1, 16}, NK = 3;
+    const char *env = getenv("DEMO_MEMO_KS");
+    if (env) {
+        NK = 0;
+        for (const char *p = env; *p && NK < 8;) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            ck_assert_msg(end != p && v >= 0 && v <= VBM_MAX_MEMO_K, "bad DEMO_MEMO_KS \"%s\"",
+                          env);
+            ks[NK++] = (int)v;
+            p = *end == ',' ? end + 1 : end;
+            ck_assert_msg(*end == ',' || *end == '\0', "bad DEMO_MEMO_KS \"%s\"", env);
+        }
+        ck_assert_msg(NK > 0 && ks[0] == 0, "DEMO_MEMO_KS must start with 0 (the comparator)");
+    }
+    int C = info->code_size;
+    float *A = malloc(sizeof(float) * T * 784), *B = malloc(sizeof(float) * T * 784);
+    float *S = malloc(sizeof(float) * T * 784);
+    double *mu = malloc(sizeof(double) * T * C), *s2 = malloc(sizeof(double) * T * C),
+           *z = malloc(sizeof(double) * T * C);
+    long ia[T], ib[T];
+    double spec[8] = {0}, elbo[8] = {0}, d1[8] = {0}, d2[8] = {0};
+    int wins[8] = {0};
+    vbm_error nerr, err;
+    for (int e = 0; e < EPISODES; e++) {
+        rng_t rng;
+        rng_seed(&rng, 1000 + (uint64_t)e);
+        pick(&rng, ia, NULL, 0);
+        pick(&rng, ib, ia, T);
+        to_float(ia, A);
+        to_float(ib, B);
+        ck_assert_msg(nets_encode(model, A, T, mu, s2, &nerr) == VBM_OK, "%s", nerr.msg);
+        vbm_codes codes = {T, C, mu, s2};
+        double r0 = 0.0;
+        for (int i = 0; i < NK; i++) {
+            vbm_config cfg;
+            memory_config(&cfg);
+            cfg.kind = VBM_TREE;
+            cfg.groups = 2;
+            cfg.memo_k = ks[i];
+            vbm_memory *mem = NULL;
+            ck_assert_msg(vbm_memory_create(&cfg, NULL, NULL, &mem, &err) == VBM_OK, "%s", err.msg);
+            vbm_write_opts opts;
+            vbm_write_opts_default(&opts);
+            opts.max_iter = info->iterations;
+            opts.seed = 7 + (uint64_t)e;
+            vbm_write_result res;
+            ck_assert_msg(vbm_write(mem, &codes, &opts, &res, &err) == VBM_OK, "%s", err.msg);
+            elbo[i] += res.elbo.per_frame / EPISODES;
+            vbm_write_result_free(&res);
+            ck_assert_msg(vbm_sample(mem, T, 100 + (uint64_t)e, -1, z, NULL, &err) == VBM_OK, "%s",
+                          err.msg);
+            decode_mean(z, T, S);
+            double r = mean_nn(S, T, A) / mean_nn(S, T, B);
+            if (i == 0)
+                r0 = r;
+            spec[i] += r / EPISODES;
+            wins[i] += r < r0;
+            d1[i] += (r - r0) / EPISODES; /* paired difference to memo_k 0: mean, mean square */
+            d2[i] += (r - r0) * (r - r0) / EPISODES;
+            vbm_memory_free(mem);
+        }
+    }
+    for (int i = 0; i < NK; i++) {
+        double se = sqrt(fmax(0.0, d2[i] - d1[i] * d1[i]) / (EPISODES - 1));
+        printf("demo: tree G=2 memo_k %2d  specificity %.3f  (below memo_k 0 in %2d/%d; paired "
+               "difference %+.4f +- %.4f)  ELBO per frame %.2f\n",
+               ks[i], spec[i], wins[i], EPISODES, d1[i], se, elbo[i]);
+        ck_assert_msg(spec[i] < 1.0, "tree memo_k %d: samples not nearer A than B (%.3f)", ks[i],
+                      spec[i]);
+    }
+    fflush(stdout);
+    free(A);
+    free(B);
+    free(S);
+    free(mu);
+    free(s2);
+    free(z);
+}
+END_TEST
+
 int main(void)
 {
     if (load_idx(FASHION_TEST) != 0) {
@@ -257,6 +347,7 @@ int main(void)
     TCase *tc = tcase_create("bundled-model");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_memory_works);
+    tcase_add_test(tc, test_tree_memos_specificity);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

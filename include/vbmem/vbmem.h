@@ -113,7 +113,12 @@ typedef struct {
                             mixture/tree is vbmem's own, not the paper's) */
     double dkm_addr_var; /* DKM: fixed variance of the address posterior */
     long retain_max;     /* codes retained for refit/resize (0: none), FIFO */
+    int memo_k;          /* tree: memos of the top memo_k joint paths per frame (MWS,
+                            README "Memos"); 0 (the default) = off, else 1..VBM_MAX_MEMO_K */
 } vbm_config;
+
+/* The largest memo_k (joint paths kept per written frame by a tree memory). */
+#define VBM_MAX_MEMO_K 64
 
 /* A batch of perceptual codes q(z_t) = N(mu_t, diag(s2_t)), t = 1..T.
  * mu is T x C. s2 is T x C, or NULL meaning all variances are zero (codes
@@ -240,6 +245,14 @@ typedef struct {
     long n_codes;
     double *codes_mu; /* n_codes x C */
     double *codes_s2; /* n_codes x C */
+    /* tree with cfg.memo_k > 0: the memo of every frame of the last write/refit and
+     * the appends since, oldest first: memo_n[i] (1..memo_k) distinct joint paths
+     * (s^1..s^G) with their scores (the frame's ELBO term under that path), best
+     * first; slots past memo_n[i] are unused (paths -1, scores 0) */
+    long n_memos;
+    int *memo_n;         /* n_memos */
+    int *memo_paths;     /* n_memos x memo_k x G */
+    double *memo_scores; /* n_memos x memo_k */
 } vbm_memory;
 
 /* Fill *cfg with the defaults for a model of the given kind and code size C.

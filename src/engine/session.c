@@ -21,12 +21,14 @@ size_t eng_memory_bytes(const vbm_memory *m)
     C = (size_t)m->cfg.code_size;
     GH = (size_t)m->cfg.groups * (size_t)m->cfg.clusters;
     cg = (size_t)m->cg;
-    n = K * C + K * K + C;               /* prior R0, U0, mu_b0 */
-    n += GH * (K * cg + K * K + cg + 1); /* posterior R, U, mu_b, s2_b */
-    n += (size_t)m->n_codes * C * 2;     /* retained codes mu, s2 */
-    n += (size_t)m->n_paths;             /* tree path counts */
-    return sizeof *m + n * sizeof(double)
-           + (size_t)m->n_paths * (size_t)m->cfg.groups * sizeof(int);
+    n = K * C + K * K + C;                           /* prior R0, U0, mu_b0 */
+    n += GH * (K * cg + K * K + cg + 1);             /* posterior R, U, mu_b, s2_b */
+    n += (size_t)m->n_codes * C * 2;                 /* retained codes mu, s2 */
+    n += (size_t)m->n_paths;                         /* tree path counts */
+    n += (size_t)m->n_memos * (size_t)m->cfg.memo_k; /* tree memo scores */
+    return sizeof *m + n * sizeof(double) + (size_t)m->n_paths * (size_t)m->cfg.groups * sizeof(int)
+           + (size_t)m->n_memos * ((size_t)m->cfg.memo_k * (size_t)m->cfg.groups + 1)
+                 * sizeof(int); /* tree memo paths and sizes */
 }
 
 /* Pass on the libvbmem failure vst recorded in verr: a failure that names no field

@@ -11,6 +11,9 @@
 
 static const unsigned char MAGIC[8] = {'V', 'B', 'M', 'E', 'M', 'P', 'S', 'T'};
 #define FORMAT_VERSION 1u
+/* Version 2 = version 1 + the tree's memos (written only when memo_k > 0, so
+ * every memory without memos keeps version 1's bytes). */
+#define FORMAT_VERSION_MEMOS 2u
 
 typedef struct {
     unsigned char *p;
@@ -74,8 +77,12 @@ vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm
     wbuf b = {0};
     const vbm_config *c = &m->cfg;
     size_t K = c->rows, C = c->code_size, GH = (size_t)c->groups * c->clusters;
+    int memos = c->memo_k > 0;
+    long entries = 0;
+    for (long i = 0; i < m->n_memos; i++)
+        entries += m->memo_n[i];
     w_bytes(&b, MAGIC, 8);
-    w_u64(&b, FORMAT_VERSION);
+    w_u64(&b, memos ? FORMAT_VERSION_MEMOS : FORMAT_VERSION);
     w_u64(&b, (uint64_t)c->kind);
     w_u64(&b, (uint64_t)c->code_size);
     w_u64(&b, (uint64_t)c->rows);
@@ -92,6 +99,11 @@ vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm
     w_f64(&b, m->last_elbo);
     w_u64(&b, (uint64_t)m->n_paths);
     w_u64(&b, (uint64_t)m->n_codes);
+    if (memos) {
+        w_u64(&b, (uint64_t)c->memo_k);
+        w_u64(&b, (uint64_t)m->n_memos);
+        w_u64(&b, (uint64_t)entries);
+    }
     w_f64s(&b, m->R0, K * C);
     w_f64s(&b, m->U0, K * K);
     w_f64s(&b, m->mu_b0, C);
@@ -106,6 +118,16 @@ vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm
     }
     w_f64s(&b, m->codes_mu, (size_t)m->n_codes * C);
     w_f64s(&b, m->codes_s2, (size_t)m->n_codes * C);
+    for (long i = 0; memos && i < m->n_memos; i++) {
+        int n = m->memo_n[i];
+        w_u64(&b, (uint64_t)n);
+        for (int j = 0; j < n; j++) {
+            size_t e = (size_t)i * c->memo_k + (size_t)j;
+            for (int g = 0; g < c->groups; g++)
+                w_u64(&b, (uint64_t)m->memo_paths[e * c->groups + g]);
+            w_f64(&b, m->memo_scores[e]);
+        }
+    }
     if (b.oom) {
         free(b.p);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory exporting a memory");
@@ -220,6 +242,52 @@ static vbm_status import_check_posterior(const vbm_memory *m, vbm_error *err)
     return st;
 }
 
+/* Read the n memos of version 2 into m (memo_k and G from m's config): each
+ * holds 1..memo_k entries, clusters below H, finite scores sorted best first,
+ * no path twice. VBM_EFORMAT naming the memo, VBM_ENOMEM. */
+static vbm_status import_memos(rbuf *r, vbm_memory *m, long n, vbm_error *err)
+{
+    int k = m->cfg.memo_k, G = m->cfg.groups, H = m->cfg.clusters;
+    m->memo_n = vbm_calloc((size_t)n, sizeof(int));
+    m->memo_paths = vbm_calloc((size_t)n * k * G, sizeof(int));
+    m->memo_scores = vbm_calloc((size_t)n * k, sizeof(double));
+    if (!m->memo_n || !m->memo_paths || !m->memo_scores)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %ld memos", n);
+    m->n_memos = n;
+    for (size_t i = 0; i < (size_t)n * k * G; i++)
+        m->memo_paths[i] = -1;
+    for (long i = 0; i < n; i++) {
+        uint64_t cnt = 0;
+        if (r_u64(r, &cnt) || cnt < 1 || cnt > (uint64_t)k)
+            return vbm_fail(err, VBM_EFORMAT, NULL,
+                            "memory import: memo %ld holds no entry or more than memo_k", i);
+        m->memo_n[i] = (int)cnt;
+        for (int j = 0; j < (int)cnt; j++) {
+            size_t e = (size_t)i * k + (size_t)j;
+            int *p = m->memo_paths + e * G;
+            for (int g = 0; g < G; g++) {
+                uint64_t v = 0;
+                if (r_u64(r, &v) || v >= (uint64_t)H)
+                    return vbm_fail(err, VBM_EFORMAT, NULL,
+                                    "memory import: memo %ld entry %d names a cluster >= H", i, j);
+                p[g] = (int)v;
+            }
+            double sc = 0.0;
+            if (r_f64(r, &sc) || !isfinite(sc) || (j > 0 && sc > m->memo_scores[e - 1]))
+                return vbm_fail(err, VBM_EFORMAT, NULL,
+                                "memory import: memo %ld entry %d has a non-finite or unsorted "
+                                "score",
+                                i, j);
+            m->memo_scores[e] = sc;
+            for (int u = 0; u < j; u++)
+                if (memcmp(m->memo_paths + ((size_t)i * k + u) * G, p, sizeof(int) * G) == 0)
+                    return vbm_fail(err, VBM_EFORMAT, NULL,
+                                    "memory import: memo %ld holds entry %d twice", i, j);
+        }
+    }
+    return VBM_OK;
+}
+
 vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vbm_error *err)
 {
     rbuf r = {buf, len, 0};
@@ -227,16 +295,24 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: bad magic (not a vbmem memory)");
     r.off = 8;
     uint64_t ver, kind, C, K, H, G, shift, retain, frames, npaths, ncodes;
+    uint64_t memo_k = 0, nmemos = 0, nentries = 0;
     vbm_config c;
     memset(&c, 0, sizeof c);
     double last;
-    if (r_u64(&r, &ver) || ver != FORMAT_VERSION)
+    if (r_u64(&r, &ver) || (ver != FORMAT_VERSION && ver != FORMAT_VERSION_MEMOS))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: unsupported format version");
     if (r_u64(&r, &kind) || r_u64(&r, &C) || r_u64(&r, &K) || r_u64(&r, &H) || r_u64(&r, &G)
         || r_u64(&r, &shift) || r_u64(&r, &retain) || r_f64(&r, &c.sigma_z2) || r_f64(&r, &c.u0)
         || r_f64(&r, &c.sigma2_b0) || r_f64(&r, &c.s_floor) || r_f64(&r, &c.dkm_addr_var)
         || r_u64(&r, &frames) || r_f64(&r, &last) || r_u64(&r, &npaths) || r_u64(&r, &ncodes))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
+    if (ver == FORMAT_VERSION_MEMOS
+        && (r_u64(&r, &memo_k) || r_u64(&r, &nmemos) || r_u64(&r, &nentries)))
+        return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
+    if (ver == FORMAT_VERSION_MEMOS
+        && (memo_k < 1 || memo_k > VBM_MAX_MEMO_K || nmemos > (uint64_t)VBM_MAX_FRAMES * 1000
+            || nentries < nmemos || nentries > nmemos * memo_k))
+        return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: memo sizes out of range");
     if (kind > VBM_DKM || C > VBM_MAX_CODE_SIZE || K > VBM_MAX_ROWS || H > VBM_MAX_CLUSTERS
         || G > VBM_MAX_CODE_SIZE || shift > 1 || retain > (uint64_t)VBM_MAX_FRAMES
         || frames > (uint64_t)VBM_MAX_FRAMES * 1000 || ncodes > (uint64_t)VBM_MAX_FRAMES
@@ -249,6 +325,7 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     c.groups = (int)G;
     c.shift = (int)shift;
     c.retain_max = (long)retain;
+    c.memo_k = (int)memo_k;
     vbm_error cerr;
     vbm_status st = vbm_config_check(&c, &cerr);
     if (st)
@@ -260,7 +337,8 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     size_t GH = (size_t)G * H, cg = C / G;
     double need = 8.0
                   * ((double)K * C + K * K + C + GH * K * cg + GH * K * K + GH * cg + GH
-                     + (double)npaths * (G + 1) + 2.0 * ncodes * C);
+                     + (double)npaths * (G + 1) + 2.0 * ncodes * C + (double)nmemos
+                     + (double)nentries * (G + 1));
     if (need != (double)(len - r.off))
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "memory import: body length does not match the header");
@@ -342,6 +420,8 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
                 st = vbm_fail(err, VBM_EFORMAT, NULL,
                               "memory import: retained variance %zu is negative", i);
     }
+    if (!st && nmemos > 0)
+        st = import_memos(&r, m, (long)nmemos, err);
     if (st) {
         vbm_memory_free(m);
         return st;

@@ -13,6 +13,7 @@
 #include "gaussian.h"
 #include "model.h"
 #include "numerics/linalg.h"
+#include "tree.h"
 
 static const char *const kind_names[] = {"gaussian", "categorical", "mixture", "tree", "dkm"};
 
@@ -138,6 +139,13 @@ vbm_status vbm_config_check(const vbm_config *c, vbm_error *err)
         return vbm_fail(err, VBM_EINVAL, "dkm_addr_var", "must be a finite number > 0");
     if (!(c->s_floor >= 0.0 && c->s_floor < 1.0))
         return vbm_fail(err, VBM_EINVAL, "s_floor", "must be in [0, 1)");
+    if (c->memo_k < 0 || c->memo_k > VBM_MAX_MEMO_K)
+        return vbm_fail(err, VBM_EINVAL, "memo_k", "%d is outside [0, %d]", c->memo_k,
+                        VBM_MAX_MEMO_K);
+    if (c->memo_k > 0 && c->kind != VBM_TREE)
+        return vbm_fail(err, VBM_EINVAL, "memo_k",
+                        "only the tree model keeps memos (kind is %s; memo_k must be 0)",
+                        vbm_kind_name(c->kind));
     if (c->retain_max < 0 || c->retain_max > VBM_MAX_FRAMES)
         return vbm_fail(err, VBM_EINVAL, "retain_max", "%ld is outside [0, %ld]", c->retain_max,
                         VBM_MAX_FRAMES);
@@ -164,6 +172,9 @@ void vbm_memory_free(vbm_memory *m)
     free(m->path_counts);
     free(m->codes_mu);
     free(m->codes_s2);
+    free(m->memo_n);
+    free(m->memo_paths);
+    free(m->memo_scores);
     free(m);
 }
 
@@ -313,6 +324,18 @@ vbm_status vbm_memory_clone(const vbm_memory *src, vbm_memory **out, vbm_error *
     if (src->n_codes > 0) {
         fail |= dup_array(&m->codes_mu, src->codes_mu, (size_t)src->n_codes * C);
         fail |= dup_array(&m->codes_s2, src->codes_s2, (size_t)src->n_codes * C);
+    }
+    if (src->n_memos > 0 && !fail) {
+        size_t n = (size_t)src->n_memos, k = (size_t)src->cfg.memo_k, G = (size_t)src->cfg.groups;
+        m->n_memos = src->n_memos;
+        m->memo_n = vbm_calloc(n, sizeof(int));
+        m->memo_paths = vbm_calloc(n * k * G, sizeof(int));
+        fail |= !m->memo_n || !m->memo_paths;
+        fail |= dup_array(&m->memo_scores, src->memo_scores, n * k);
+        if (!fail) {
+            memcpy(m->memo_n, src->memo_n, n * sizeof(int));
+            memcpy(m->memo_paths, src->memo_paths, n * k * G * sizeof(int));
+        }
     }
     if (fail) {
         vbm_memory_free(m);
@@ -506,15 +529,21 @@ static double fit_clock(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* memo_from: a tree fit with memos starts frame t's memo from mem's memo
+ * memo_from + t (refit; -1: empty memos); append: the fit's memos are added to
+ * mem's (else they replace them). */
 static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t *prior,
-                         vbm_init init, const vbm_write_opts *opts, vbm_write_result *res,
-                         vbm_error *err)
+                         vbm_init init, const vbm_write_opts *opts, long memo_from, int append,
+                         vbm_write_result *res, vbm_error *err)
 {
     const model_ops *ops = ops_for(mem->cfg.kind);
     void *work = NULL;
     vbm_status st = ops->work_new(mem, codes, &work, err);
     if (st)
         return st;
+    int memos = mem->cfg.kind == VBM_TREE && mem->cfg.memo_k > 0;
+    if (memos)
+        tree_memo_seed(work, mem, memo_from);
     if (ops->set_solver)
         ops->set_solver(work, (int)opts->solver);
     if (ops->set_team && opts->team) {
@@ -594,6 +623,8 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
         }
         if (!st && ops->finish)
             ops->finish(mem, prior, work);
+        if (!st && memos)
+            st = tree_memo_commit(mem, work, append, err);
     }
     if (!st && (opts->want_addresses || mem->cfg.kind == VBM_TREE)) {
         st = ops->addresses(mem, work, &res->addr, err);
@@ -621,7 +652,7 @@ static vbm_status write_opts_check(const vbm_write_opts *o, vbm_error *err)
 
 /* write / append / refit share this: fit a private copy, then swap it in. */
 static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int online,
-                                 int replace_codes, const vbm_write_opts *opts_in,
+                                 int replace_codes, long memo_from, const vbm_write_opts *opts_in,
                                  vbm_write_result *res, vbm_error *err)
 {
     vbm_write_opts opts;
@@ -649,7 +680,7 @@ static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int on
     vbm_init init = online ? VBM_INIT_CURRENT : opts.init;
     if (!online && work->cfg.kind == VBM_DKM)
         memory_reset_posterior(work);
-    st = vb_fit(work, codes, &prior, init, &opts, res, err);
+    st = vb_fit(work, codes, &prior, init, &opts, memo_from, online, res, err);
     prior_free(&prior);
     if (!st && work->cfg.kind == VBM_TREE)
         st = paths_add(work, &res->addr, !online, err);
@@ -675,13 +706,13 @@ static vbm_status fit_and_commit(vbm_memory *mem, const vbm_codes *codes, int on
 vbm_status vbm_write(vbm_memory *mem, const vbm_codes *codes, const vbm_write_opts *opts,
                      vbm_write_result *res, vbm_error *err)
 {
-    return fit_and_commit(mem, codes, 0, 1, opts, res, err);
+    return fit_and_commit(mem, codes, 0, 1, -1, opts, res, err);
 }
 
 vbm_status vbm_append(vbm_memory *mem, const vbm_codes *codes, const vbm_write_opts *opts,
                       vbm_write_result *res, vbm_error *err)
 {
-    return fit_and_commit(mem, codes, 1, 0, opts, res, err);
+    return fit_and_commit(mem, codes, 1, 0, -1, opts, res, err);
 }
 
 vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_opts *opts,
@@ -716,7 +747,10 @@ vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_op
             memcpy(s2 + (size_t)mem->n_codes * C, extra->s2, sizeof(double) * extra->T * C);
     }
     vbm_codes all = {T, C, mu, s2};
-    vbm_status st = fit_and_commit(mem, &all, 0, 1, opts, res, err);
+    /* the retained codes are the newest frames, whose memos are the newest memos */
+    long memo_from =
+        mem->n_codes > 0 && mem->n_memos >= mem->n_codes ? mem->n_memos - mem->n_codes : -1;
+    vbm_status st = fit_and_commit(mem, &all, 0, 1, memo_from, opts, res, err);
     free(mu);
     free(s2);
     return st;
@@ -924,7 +958,7 @@ vbm_status vbm_resize(vbm_memory *mem, int new_H, int new_K, const vbm_write_opt
         long keep_max = nm->cfg.retain_max;
         if (mem->n_codes == 0)
             nm->cfg.retain_max = 0; /* pseudo-codes are never retained */
-        st = fit_and_commit(nm, &codes, 0, 1, &opts, res, err);
+        st = fit_and_commit(nm, &codes, 0, 1, -1, &opts, res, err);
         nm->cfg.retain_max = keep_max;
     }
     free(R0);

@@ -143,7 +143,7 @@ static const char solve_usage[] =
     "\n"
     "  op: write | append | refit | elbo | sample | read | resize | export\n"
     "  model: {kind, code_size, rows, clusters, groups, sigma_z2, shift, u0,\n"
-    "          sigma2_b0, s_floor, dkm_addr_var, retain_max}   (write only)\n"
+    "          sigma2_b0, s_floor, dkm_addr_var, retain_max, memo_k} (write only)\n"
     "  prior: {R0: K x C, U0: K x K}                            (write with model)\n"
     "  memory: a memory as printed in \"posterior\" by an earlier job\n"
     "  codes: {mu: T x C or a float32 tensor {dtype, shape, data}, sigma2: number\n"

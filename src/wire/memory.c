@@ -59,10 +59,11 @@ static vbm_status memform_require(const json_t *obj, const char *path, const cha
     return VBM_OK;
 }
 
-/* Names of the twelve configuration fields, NULL-terminated. */
+/* Names of the configuration fields, NULL-terminated: the twelve of every form, then
+ * memo_k (optional even in a complete form: absent means 0). */
 static const char *const memform_config_keys[] = {
     "kind", "code_size", "rows",    "clusters",     "groups",     "sigma_z2", "shift",
-    "u0",   "sigma2_b0", "s_floor", "dkm_addr_var", "retain_max", NULL};
+    "u0",   "sigma2_b0", "s_floor", "dkm_addr_var", "retain_max", "memo_k",   NULL};
 
 /* Read the optional (or, when required, mandatory) int member key of obj. */
 static vbm_status memform_config_int(const json_t *obj, const char *path, const char *key,
@@ -184,7 +185,7 @@ vbm_status wire_config_read(const json_t *obj, const char *path, int complete, i
     } else if (complete) {
         return vbm_fail(err, VBM_EINVAL, where, "missing");
     }
-    return VBM_OK;
+    return memform_config_int(obj, path, "memo_k", 0, 0, VBM_MAX_MEMO_K, &cfg->memo_k, err);
 }
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -198,12 +199,20 @@ static int memform_set(json_t *obj, const char *key, json_t *val)
 
 json_t *wire_config(const vbm_config *c)
 {
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:o, s:b, s:o, s:o, s:o, s:o, s:I}", "kind",
-                     vbm_kind_name(c->kind), "code_size", c->code_size, "rows", c->rows, "clusters",
-                     c->clusters, "groups", c->groups, "sigma_z2", wire_number(c->sigma_z2),
-                     "shift", c->shift, "u0", wire_number(c->u0), "sigma2_b0",
-                     wire_number(c->sigma2_b0), "s_floor", wire_number(c->s_floor), "dkm_addr_var",
-                     wire_number(c->dkm_addr_var), "retain_max", (json_int_t)c->retain_max);
+    json_t *o =
+        json_pack("{s:s, s:i, s:i, s:i, s:i, s:o, s:b, s:o, s:o, s:o, s:o, s:I}", "kind",
+                  vbm_kind_name(c->kind), "code_size", c->code_size, "rows", c->rows, "clusters",
+                  c->clusters, "groups", c->groups, "sigma_z2", wire_number(c->sigma_z2), "shift",
+                  c->shift, "u0", wire_number(c->u0), "sigma2_b0", wire_number(c->sigma2_b0),
+                  "s_floor", wire_number(c->s_floor), "dkm_addr_var", wire_number(c->dkm_addr_var),
+                  "retain_max", (json_int_t)c->retain_max);
+    /* memo_k only when set: forms of memories without memos are unchanged */
+    if (o != NULL && c->memo_k != 0
+        && json_object_set_new(o, "memo_k", json_integer(c->memo_k)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 /* obj[key] = nested array of a (shape ndim/dims), naming it path in errors. */
@@ -317,6 +326,38 @@ static vbm_status memform_encode_paths(const vbm_memory *mem, json_t *arr, vbm_e
     return VBM_OK;
 }
 
+/* root["memos"] = the tree's memos, one object per frame: "s", its paths
+ * (n x G clusters), and "score", their scores (n), best first. */
+static vbm_status memform_encode_memos(const vbm_memory *mem, json_t *root, vbm_error *err)
+{
+    char path[WIRE_PATH_LEN];
+    long G = mem->cfg.groups, k = mem->cfg.memo_k, dims[2];
+    json_t *arr = json_array(), *item, *v;
+    vbm_status st;
+
+    if (memform_set(root, "memos", arr) != 0)
+        return vbm_fail(err, VBM_ENOMEM, "memory.memos", "out of memory");
+    for (long i = 0; i < mem->n_memos; i++) {
+        wire_path_index(path, sizeof path, "memory.memos", i);
+        item = json_object();
+        if (item == NULL || json_array_append_new(arr, item) != 0)
+            return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
+        dims[0] = mem->memo_n[i];
+        dims[1] = G;
+        st = wire_new_int_array(mem->memo_paths + (size_t)i * k * G, 2, dims, path, &v, err);
+        if (st != VBM_OK)
+            return st;
+        if (memform_set(item, "s", v) != 0)
+            return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
+        st = wire_new_array(mem->memo_scores + (size_t)i * k, 1, dims, 0, path, &v, err);
+        if (st != VBM_OK)
+            return st;
+        if (memform_set(item, "score", v) != 0)
+            return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
+    }
+    return VBM_OK;
+}
+
 /* Fill root with every member of the memory form. */
 static vbm_status memform_encode(const vbm_memory *mem, json_t *root, vbm_error *err)
 {
@@ -373,6 +414,12 @@ static vbm_status memform_encode(const vbm_memory *mem, json_t *root, vbm_error 
                != 0)
         return vbm_fail(err, VBM_ENOMEM, "memory", "out of memory");
 
+    if (mem->n_memos > 0) {
+        st = memform_encode_memos(mem, root, err);
+        if (st != VBM_OK)
+            return st;
+    }
+
     if (mem->n_codes > 0) {
         obj = json_object();
         if (memform_set(root, "codes", obj) != 0)
@@ -405,7 +452,8 @@ vbm_status wire_memory_to_json(const vbm_memory *mem, json_t **out, vbm_error *e
         return vbm_fail(err, VBM_EINVAL, "memory", "no memory given");
     c = &mem->cfg;
     if (c->code_size < 1 || c->rows < 1 || c->clusters < 1 || c->groups < 1 || mem->cg < 1
-        || (long)mem->cg * c->groups != c->code_size || mem->n_paths < 0 || mem->n_codes < 0)
+        || (long)mem->cg * c->groups != c->code_size || mem->n_paths < 0 || mem->n_codes < 0
+        || mem->n_memos < 0 || (mem->n_memos > 0 && c->memo_k < 1))
         return vbm_fail(err, VBM_EINVAL, "memory", "inconsistent sizes (C=%d K=%d H=%d G=%d cg=%d)",
                         c->code_size, c->rows, c->clusters, c->groups, mem->cg);
     root = json_object();
@@ -689,6 +737,100 @@ static vbm_status memform_decode_paths(const json_t *v, const vbm_config *cfg, m
     return VBM_OK;
 }
 
+/* Decoded tree memos, owned until moved into a memory (the layout of vbm_memory). */
+typedef struct {
+    long n;
+    int *cnt;      /* n */
+    int *paths;    /* n x memo_k x G, unused slots -1 */
+    double *score; /* n x memo_k, unused slots 0 */
+} memform_memos;
+
+/* Read the optional "memos" member v (NULL: none) into *out: per frame
+ * {"s": n x G clusters, "score": n scores}, 1 <= n <= memo_k, scores finite and
+ * best first, no path twice. */
+static vbm_status memform_decode_memos(const json_t *v, const vbm_config *cfg, memform_memos *out,
+                                       vbm_error *err)
+{
+    static const char *const keys[] = {"s", "score", NULL};
+    char path[WIRE_PATH_LEN], where[WIRE_PATH_LEN];
+    long G = cfg->groups, k = cfg->memo_k, n, x = 0;
+    vbm_status st;
+
+    if (v == NULL)
+        return VBM_OK;
+    if (!json_is_array(v))
+        return vbm_fail(err, VBM_EINVAL, "memory.memos", "expected an array, got %s",
+                        wire_type_name(v));
+    n = (long)json_array_size(v);
+    if (n == 0)
+        return VBM_OK;
+    if (k < 1)
+        return vbm_fail(err, VBM_EINVAL, "memory.memos",
+                        "the memory keeps no memos (config.memo_k is 0)");
+    if ((size_t)n > (size_t)VBM_MAX_ELEMENTS / (size_t)(k * G))
+        return vbm_fail(err, VBM_EINVAL, "memory.memos", "too many memos (%ld)", n);
+    out->cnt = vbm_calloc((size_t)n, sizeof(int));
+    out->paths = vbm_calloc((size_t)(n * k * G), sizeof(int));
+    out->score = vbm_calloc((size_t)(n * k), sizeof(double));
+    if (out->cnt == NULL || out->paths == NULL || out->score == NULL)
+        return vbm_fail(err, VBM_ENOMEM, "memory.memos", "out of memory");
+    out->n = n;
+    for (long i = 0; i < n * k * G; i++)
+        out->paths[i] = -1;
+    for (long i = 0; i < n; i++) {
+        json_t *item = json_array_get(v, (size_t)i), *s, *sc;
+        wire_path_index(path, sizeof path, "memory.memos", i);
+        st = memform_object_at(item, path, keys, err);
+        if (st == VBM_OK)
+            st = memform_require(item, path, "s", &s, err);
+        if (st == VBM_OK)
+            st = memform_require(item, path, "score", &sc, err);
+        if (st != VBM_OK)
+            return st;
+        wire_path_key(where, sizeof where, path, "s");
+        if (!json_is_array(s) || json_array_size(s) < 1 || json_array_size(s) > (size_t)k)
+            return vbm_fail(err, VBM_EINVAL, where, "expected an array of 1 to %ld paths", k);
+        long m = (long)json_array_size(s);
+        out->cnt[i] = (int)m;
+        double *score = out->score + (size_t)i * k;
+        long dims[1] = {m};
+        wire_path_key(where, sizeof where, path, "score");
+        st = wire_read_array(sc, where, 1, dims, 0, score, err);
+        if (st != VBM_OK)
+            return st;
+        for (long j = 0; j < m; j++) {
+            int *p = out->paths + ((size_t)i * k + j) * G;
+            json_t *pj = json_array_get(s, (size_t)j);
+            if (snprintf(where, sizeof where, "%s.s[%ld]", path, j) < 0)
+                where[0] = '\0';
+            if (!json_is_array(pj) || json_array_size(pj) != (size_t)G)
+                return vbm_fail(err, VBM_EINVAL, where,
+                                "expected an array of %ld clusters (one per group)", G);
+            for (long g = 0; g < G; g++) {
+                char at[WIRE_PATH_LEN];
+                if (snprintf(at, sizeof at, "%s[%ld]", where, g) < 0)
+                    at[0] = '\0';
+                st =
+                    wire_get_long(json_array_get(pj, (size_t)g), at, 0, cfg->clusters - 1, &x, err);
+                if (st != VBM_OK)
+                    return st;
+                p[g] = (int)x;
+            }
+            for (long u = 0; u < j; u++)
+                if (memcmp(out->paths + ((size_t)i * k + u) * G, p, sizeof(int) * G) == 0)
+                    return vbm_fail(err, VBM_EINVAL, where, "the same path as entry %ld", u);
+            if (j > 0 && score[j] > score[j - 1]) {
+                if (snprintf(where, sizeof where, "%s.score[%ld]", path, j) < 0)
+                    where[0] = '\0';
+                return vbm_fail(err, VBM_EINVAL, where,
+                                "scores must be sorted best first (%.17g > %.17g)", score[j],
+                                score[j - 1]);
+            }
+        }
+    }
+    return VBM_OK;
+}
+
 /* Decoded retained codes, owned until moved into a memory. */
 typedef struct {
     long n;
@@ -745,8 +887,9 @@ static vbm_status memform_decode_codes(const json_t *v, const vbm_config *cfg, m
 /* Check the header members (format, version) of a memory object. */
 static vbm_status memform_decode_header(const json_t *json, vbm_error *err)
 {
-    static const char *const keys[] = {"format", "version", "config",    "prior", "posterior",
-                                       "paths",  "frames",  "last_elbo", "codes", NULL};
+    static const char *const keys[] = {"format",    "version", "config", "prior",
+                                       "posterior", "paths",   "frames", "last_elbo",
+                                       "codes",     "memos",   NULL};
     json_t *v;
     long version = 0;
     vbm_status st;
@@ -794,7 +937,7 @@ static vbm_status memform_decode_bookkeeping(const json_t *json, vbm_memory *mem
 /* Decode everything except the header into a new memory *out. Buffers in paths
  * and codes are owned by the caller. */
 static vbm_status memform_decode(const json_t *json, vbm_memory **out, memform_paths *paths,
-                                 memform_codes *codes, vbm_error *err)
+                                 memform_codes *codes, memform_memos *memos, vbm_error *err)
 {
     vbm_config cfg;
     vbm_memory *mem = NULL;
@@ -847,6 +990,8 @@ static vbm_status memform_decode(const json_t *json, vbm_memory **out, memform_p
         st = memform_decode_bookkeeping(json, mem, err);
     if (st == VBM_OK)
         st = memform_decode_codes(json_object_get(json, "codes"), &cfg, codes, err);
+    if (st == VBM_OK)
+        st = memform_decode_memos(json_object_get(json, "memos"), &cfg, memos, err);
     if (st != VBM_OK) {
         vbm_memory_free(mem);
         return st;
@@ -869,6 +1014,14 @@ static vbm_status memform_decode(const json_t *json, vbm_memory **out, memform_p
     codes->n = 0;
     codes->mu = NULL;
     codes->s2 = NULL;
+    mem->n_memos = memos->n;
+    mem->memo_n = memos->cnt;
+    mem->memo_paths = memos->paths;
+    mem->memo_scores = memos->score;
+    memos->n = 0;
+    memos->cnt = NULL;
+    memos->paths = NULL;
+    memos->score = NULL;
     *out = mem;
     return VBM_OK;
 }
@@ -880,6 +1033,7 @@ vbm_status wire_memory_from_json(const json_t *json, vbm_memory **out, vbm_error
 {
     memform_paths paths = {0, NULL, NULL};
     memform_codes codes = {0, NULL, NULL};
+    memform_memos memos = {0, NULL, NULL, NULL};
     vbm_status st;
 
     if (out == NULL)
@@ -887,11 +1041,14 @@ vbm_status wire_memory_from_json(const json_t *json, vbm_memory **out, vbm_error
     *out = NULL;
     st = memform_decode_header(json, err);
     if (st == VBM_OK)
-        st = memform_decode(json, out, &paths, &codes, err);
+        st = memform_decode(json, out, &paths, &codes, &memos, err);
     free(paths.s);
     free(paths.counts);
     free(codes.mu);
     free(codes.s2);
+    free(memos.cnt);
+    free(memos.paths);
+    free(memos.score);
     if (st == VBM_OK || st == VBM_ENOMEM)
         return st;
     /* A malformed memory is a format failure whatever check found it; the field

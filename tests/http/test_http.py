@@ -1308,6 +1308,37 @@ def test_tls_concurrent_jobs():
 TESTS += [test_api_key_quotas_durable_and_concurrent, test_tls_concurrent_jobs]
 
 
+def test_tree_memos():
+    """A latent tree session with memo_k: the memos follow a write, an append and a refit, travel
+    in the exported memory and back (samples equal), and a bad memo_k is a 422 naming its field."""
+    c = FAST.client()
+    C = 8
+    s = create(c, C, dict(KINDS["tree"], memo_k=4), solver={"iterations": 10})
+    base = "/v1/sessions/" + s["id"]
+    ok(c.request("POST", base + "/episodes", {"mode": "replace", "codes": {"mu": codes(24, C, 1, spread=0.5)}, "seed": 7}))
+    ok(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(12, C, 2, spread=0.5)}, "seed": 8}))
+    ok(c.request("POST", base + "/episodes", {"mode": "refit", "iterations": 5}))
+    mem = ok(c.request("GET", base + "/memory"))
+    expect(mem["config"]["memo_k"] == 4 and len(mem["memos"]) == 36, "memos after refit")
+    for m in mem["memos"]:
+        expect(1 <= len(m["s"]) <= 4 and len(m["score"]) == len(m["s"]), m)
+        expect(all(a >= b for a, b in zip(m["score"], m["score"][1:])), "memo not sorted: %s" % m)
+    other = create(c, C, {"kind": "gaussian", "rows": 2})
+    ob = "/v1/sessions/" + other["id"]
+    ok(c.request("PUT", ob + "/memory", mem))
+    expect(ok(c.request("GET", ob + "/memory")) == mem, "memos do not round-trip")
+    s1 = ok(c.request("POST", base + "/samples", {"count": 4, "seed": 9}))
+    s2 = ok(c.request("POST", ob + "/samples", {"count": 4, "seed": 9}))
+    expect(s1["codes"] == s2["codes"], "imported memos sample differently")
+    problem(c.request("POST", "/v1/sessions", {"code_size": C, "memory": dict(KINDS["tree"], memo_k=65)}), 422, "memory.memo_k")
+    problem(c.request("POST", "/v1/sessions", {"code_size": C, "memory": dict(KINDS["mixture"], memo_k=2)}), 422, "memory.memo_k")
+    ok(c.request("DELETE", base), 204)
+    ok(c.request("DELETE", ob), 204)
+
+
+TESTS += [test_tree_memos]
+
+
 def main():
     global BIN, WRAPPER, QUICK, FAST
     BIN, WRAPPER, QUICK, only = parse_args(sys.argv[1:])

@@ -237,5 +237,35 @@ check_err "read mode not a string" '{"op": "read", "memory": '"$mem_json"', "cod
 check_err "read mode, wrong case" '{"op": "read", "memory": '"$mem_json"', "codes": {"mu": [[1, 2, 3, 4, 5, 6, 7, 8]]}, "mode": "Mean"}' 'unknown read mode \\"Mean\\".*"field":"mode"}'
 check_err "mode on sample" '{"op": "sample", "memory": {}, "count": 3, "mode": "mean"}' '"message":"mode: not used by op \\"sample\\"","field":"mode"}'
 
+# 6. tree memos (README "Memos"): a write keeps one memo per frame, an append adds the new
+#    frames' memos to the imported ones, and bad memo_k values name model.memo_k
+py "$dir/mj.json" <<'PYEOF'
+import json, random, sys
+r = random.Random(5)
+mu = [[r.gauss(0.0, 1.0) for _ in range(4)] for _ in range(12)]
+json.dump({"op": "write", "model": {"kind": "tree", "code_size": 4, "clusters": 3, "rows": 2, "groups": 2,
+                                    "memo_k": 3}, "codes": {"mu": mu, "sigma2": 0.01}, "iterations": 5, "seed": 1},
+          open(sys.argv[1], "w"))
+PYEOF
+if run "$dir/mj.json" "$dir/mw.json"; then ok; else bad "memo write exited non-zero: $(cat "$dir/mw.json.err")"; fi
+py "$dir/mw.json" "$dir/ma.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))["posterior"]
+assert p["config"]["memo_k"] == 3 and len(p["memos"]) == 12, "one memo per frame"
+for m in p["memos"]:
+    assert 1 <= len(m["s"]) <= 3 and all(a >= b for a, b in zip(m["score"], m["score"][1:])), m
+json.dump({"op": "append", "memory": p, "codes": {"mu": [[0.1, 0.2, 0.3, 0.4]]}, "iterations": 3, "seed": 2},
+          open(sys.argv[2], "w"))
+PYEOF
+if run "$dir/ma.json" "$dir/mao.json" && py "$dir/mw.json" "$dir/mao.json" <<'PYEOF'
+import json, sys
+before = json.load(open(sys.argv[1]))["posterior"]["memos"]
+after = json.load(open(sys.argv[2]))["posterior"]["memos"]
+assert len(after) == 13 and after[:12] == before, "an append keeps the earlier memos and adds one"
+PYEOF
+then ok; else bad "memo append: $(cat "$dir/mao.json.err")"; fi
+check_err "memo_k too large" '{"op": "write", "model": {"kind": "tree", "code_size": 4, "memo_k": 65}, "codes": {"mu": [[1, 2, 3, 4]]}}' '"field":"model.memo_k"'
+check_err "memo_k on a mixture" '{"op": "write", "model": {"kind": "mixture", "clusters": 1, "rows": 1, "memo_k": 2}, "codes": {"mu": [[1, 2]]}}' '"field":"model.memo_k"'
+
 echo "vbmem-solve: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
