@@ -237,6 +237,9 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
         || r_f64(&r, &c.sigma2_b0) || r_f64(&r, &c.s_floor) || r_f64(&r, &c.dkm_addr_var)
         || r_u64(&r, &frames) || r_f64(&r, &last) || r_u64(&r, &npaths) || r_u64(&r, &ncodes))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
+    if (kind == 5)
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "memory import: kind 5 is a temporal memory (vbm_temporal_import)");
     if (kind > VBM_DKM || C > VBM_MAX_CODE_SIZE || K > VBM_MAX_ROWS || H > VBM_MAX_CLUSTERS
         || G > VBM_MAX_CODE_SIZE || shift > 1 || retain > (uint64_t)VBM_MAX_FRAMES
         || frames > (uint64_t)VBM_MAX_FRAMES * 1000 || ncodes > (uint64_t)VBM_MAX_FRAMES
