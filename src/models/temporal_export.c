@@ -233,10 +233,9 @@ vbm_status vbm_temporal_import(const unsigned char *buf, size_t len, vbm_tempora
     if (tr_f64s(&r, m->mw, D * K) || tr_f64s(&r, m->Sw, D * K * K) || tr_f64s(&r, m->ldJw, D)
         || tr_f64s(&r, m->gamma, K) || tr_f64s(&r, m->rd, D) || tr_f64s(&r, m->re, D)
         || tr_f64s(&r, m->ut, 4) || tr_f64s(&r, m->lam, 4 * K) || tr_f64s(&r, m->acc.N, 4)
-        || tr_f64s(&r, &m->acc.ntr, 1) || tr_f64s(&r, &m->acc.nfr, 1)
-        || tr_f64s(&r, m->acc.Saa, K) || tr_f64s(&r, m->acc.Scr, K) || tr_f64s(&r, m->acc.Spr, K)
-        || tr_f64s(&r, m->acc.R, K * K) || tr_f64s(&r, m->acc.r, D * K)
-        || tr_f64s(&r, m->acc.yy, D)) {
+        || tr_f64s(&r, &m->acc.ntr, 1) || tr_f64s(&r, &m->acc.nfr, 1) || tr_f64s(&r, m->acc.Saa, K)
+        || tr_f64s(&r, m->acc.Scr, K) || tr_f64s(&r, m->acc.Spr, K) || tr_f64s(&r, m->acc.R, K * K)
+        || tr_f64s(&r, m->acc.r, D * K) || tr_f64s(&r, m->acc.yy, D)) {
         vbm_temporal_free(m);
         return tm_bad(err, "the body holds a non-finite value");
     }
