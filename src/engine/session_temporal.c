@@ -209,8 +209,8 @@ void eng_temporal_out_free(eng_temporal_out *o)
 }
 
 vbm_status eng_session_temporal_infer(eng_session *s, const vbm_sequence *q, int sweeps,
-                                      double **qb, double **a, double *fe,
-                                      vbm_temporal_config *cfg, uint64_t *version, vbm_error *err)
+                                      double **qb, double **a, double *fe, vbm_temporal_config *cfg,
+                                      uint64_t *version, vbm_error *err)
 {
     vbm_error verr;
     vbm_status st;
@@ -347,8 +347,8 @@ vbm_status eng_session_temporal_replace(eng_session *s, vbm_temporal *m, int64_t
     if (s->model_name[0] != '\0' && now.code_size != next.code_size) {
         pthread_rwlock_unlock(&s->lock);
         return vbm_fail(err, VBM_EINVAL, "memory.config.code_size",
-                        "code size %d: the session's model \"%s\" has code size %d",
-                        next.code_size, s->model_name, now.code_size);
+                        "code size %d: the session's model \"%s\" has code size %d", next.code_size,
+                        s->model_name, now.code_size);
     }
     /* the old memory itself is the undo copy */
     old = s->tmem;

@@ -61,9 +61,8 @@ void eng_temporal_out_free(eng_temporal_out *o);
  * memory's configuration, *version the version read. Fails with VBM_EINVAL (bad sequence:
  * field "sequence..."; sweeps), VBM_ENOMEM, VBM_ENUMERIC. */
 vbm_status eng_session_temporal_infer(eng_session *s, const vbm_sequence *q, int sweeps,
-                                      double **qb, double **a, double *fe,
-                                      vbm_temporal_config *cfg, uint64_t *version,
-                                      vbm_error *err);
+                                      double **qb, double **a, double *fe, vbm_temporal_config *cfg,
+                                      uint64_t *version, vbm_error *err);
 
 /* Draw a sequence of T frames under the read lock (vbm_temporal_sample): *y (T x D), *b (T x P)
  * and *a (T x P*Q) malloc'd for the caller. Fails with VBM_EINVAL (T: field "length"),

@@ -197,8 +197,8 @@ static int tr_source(http_req *r, eng_session *s, const json_t *body, const char
         return -1;
     }
     if (*images && eng_session_model_name(s)[0] == '\0') {
-        req_problem(r, 422, ikey, "%s: this is a latent session (no model): post codes as %s",
-                    ikey, ckey);
+        req_problem(r, 422, ikey, "%s: this is a latent session (no model): post codes as %s", ikey,
+                    ckey);
         return -1;
     }
     if (*images && obs_session_model(r, s, m) != 0)
@@ -210,9 +210,9 @@ static int tr_source(http_req *r, eng_session *s, const json_t *body, const char
 
 void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
 {
-    static const char *const keys[] = {"mode",  "sequences", "observations", "iterations",
-                                       "sweeps", "restarts", "tolerance",    "seed",
-                                       NULL};
+    static const char *const keys[] = {"mode",       "sequences", "observations",
+                                       "iterations", "sweeps",    "restarts",
+                                       "tolerance",  "seed",      NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), encode_s = 0.0, parse_s;
     const json_t *mv = json_object_get(body, "mode"), *src;
@@ -223,7 +223,7 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
     eng_model *m = NULL;
     vbm_error err;
     long it = TR_DEFAULT_ITERATIONS < lim->max_iterations ? TR_DEFAULT_ITERATIONS
-                                                           : lim->max_iterations,
+                                                          : lim->max_iterations,
          sweeps = 2, restarts = 1;
     int append = 0, images = 0, n = 0;
     json_t *res, *trace;
@@ -316,8 +316,8 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
                     out.trace.iterations, "free_energy", wire_number(out.free_energy),
                     "free_energy_trace", trace != NULL ? trace : json_null(), "sequences",
                     (json_int_t)out.sequences, "frames", (json_int_t)out.frames, "timings",
-                    "parse_s", parse_s, "encode_s", encode_s, "lock_wait_s", out.wait_s,
-                    "solve_s", out.solve_s, "total_s", eng_now() - r->t_start);
+                    "parse_s", parse_s, "encode_s", encode_s, "lock_wait_s", out.wait_s, "solve_s",
+                    out.solve_s, "total_s", eng_now() - r->t_start);
     req_etag(r, out.version);
     eng_temporal_out_free(&out);
     req_json(r, 200, res);
@@ -334,8 +334,7 @@ static vbm_status tr_image_opts(const json_t *body, int has_model, img_format *f
     st = img_opt_format(body, "format", 1, fmt, err);
     if (st == VBM_OK)
         st = img_opt_pixels(body, "pixels", sample, err);
-    if (st == VBM_OK && !has_model
-        && (*fmt != IMG_NONE || json_object_get(body, "pixels") != NULL))
+    if (st == VBM_OK && !has_model && (*fmt != IMG_NONE || json_object_get(body, "pixels") != NULL))
         st = vbm_fail(err, VBM_EINVAL, json_object_get(body, "pixels") ? "pixels" : "format",
                       "this is a latent session (no model): it has codes, not images");
     return st;
@@ -452,8 +451,8 @@ void route_temporal_infer(http_req *r)
         return;
     }
     st = tr_one(m, json_object_get(body, images ? "observations" : "sequence"),
-                images ? "observations" : "sequence", images, lim->max_frames, cfg.code_size, 1,
-                &q, &encode_s, &err);
+                images ? "observations" : "sequence", images, lim->max_frames, cfg.code_size, 1, &q,
+                &encode_s, &err);
     eng_model_unref(m);
     json_decref(body);
     if (st == VBM_OK)
@@ -466,8 +465,7 @@ void route_temporal_infer(http_req *r)
     }
     out = json_pack("{s:I, s:I, s:o, s:o, s:o}", "version", (json_int_t)version, "length",
                     (json_int_t)q.T, "identities", wire_matrix(qb, q.T, cfg.components, 0),
-                    "attributes",
-                    wire_matrix(a, q.T, (long)cfg.components * cfg.attributes, 0),
+                    "attributes", wire_matrix(a, q.T, (long)cfg.components * cfg.attributes, 0),
                     "free_energy", wire_number(fe));
     free((void *)q.y);
     free(qb);
@@ -525,8 +523,8 @@ void route_temporal_continue(http_req *r)
     if (st == VBM_OK)
         st = tr_image_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
     if (st == VBM_OK && (double)steps * (ns + 1) * (8.0 * cfg.code_size + 8.0 * 784) > TR_MAX_BYTES)
-        st = vbm_fail(&err, VBM_EINVAL, "steps", "%ld steps of %ld samples are too many", steps,
-                      ns);
+        st =
+            vbm_fail(&err, VBM_EINVAL, "steps", "%ld steps of %ld samples are too many", steps, ns);
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         json_decref(body);
@@ -584,9 +582,8 @@ void route_temporal_continue(http_req *r)
     if (ns > 0) {
         jsamples = json_array();
         for (long j = 0; j < ns; j++)
-            json_array_append_new(
-                jsamples, wire_matrix(smp + (size_t)j * steps * cfg.code_size, steps,
-                                      cfg.code_size, b64));
+            json_array_append_new(jsamples, wire_matrix(smp + (size_t)j * steps * cfg.code_size,
+                                                        steps, cfg.code_size, b64));
     }
     out = json_pack("{s:I, s:I, s:I, s:o, s:o}", "version", (json_int_t)version, "prefix_length",
                     (json_int_t)q.T, "steps", (json_int_t)steps, "mean",
@@ -666,8 +663,7 @@ void route_temporal_memory_put(http_req *r, eng_session *s, json_t *body)
     st = eng_store_reserve(r->srv->store, eng_session_bytes(s),
                            (size_t)eng_temporal_config_bytes(&cfg), &err);
     if (st == VBM_OK)
-        st = eng_session_temporal_replace(s, m, r->has_if_match ? r->if_match : -1, &version,
-                                          &err);
+        st = eng_session_temporal_replace(s, m, r->has_if_match ? r->if_match : -1, &version, &err);
     if (st != VBM_OK) {
         vbm_temporal_free(m);
         req_engine_problem(r, st, &err);

@@ -12,9 +12,9 @@
 vbm_status wire_temporal_config_read(const json_t *obj, const char *path, int code_size,
                                      vbm_temporal_config *cfg, vbm_error *err)
 {
-    static const char *const keys[] = {
-        "kind",  "code_size", "components", "attributes", "pi0",    "u_T",       "sigma_a2",
-        "lambda_prior", "lambda_grid", "rho_d", "rho_e", "gamma0", "gamma_max", "vbe", NULL};
+    static const char *const keys[] = {"kind",  "code_size", "components",   "attributes",  "pi0",
+                                       "u_T",   "sigma_a2",  "lambda_prior", "lambda_grid", "rho_d",
+                                       "rho_e", "gamma0",    "gamma_max",    "vbe",         NULL};
     static const char *const lkeys[] = {"eta", "f", "g", "h", NULL};
     char f[WIRE_PATH_LEN];
     long P = 2, Q = 1, G, cs = code_size;
@@ -104,8 +104,10 @@ vbm_status wire_temporal_config_read(const json_t *obj, const char *path, int co
     if (vbm_temporal_config_check(cfg, &verr) != VBM_OK) {
         static const struct {
             const char *lib, *wire;
-        } names[] = {{"lam_eta", "lambda_prior.eta"}, {"lam_f", "lambda_prior.f"},
-                     {"lam_g", "lambda_prior.g"},     {"lam_h", "lambda_prior.h"},
+        } names[] = {{"lam_eta", "lambda_prior.eta"},
+                     {"lam_f", "lambda_prior.f"},
+                     {"lam_g", "lambda_prior.g"},
+                     {"lam_h", "lambda_prior.h"},
                      {"vbe_temporal", "vbe"}};
         const char *name = verr.field;
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -128,11 +130,10 @@ json_t *wire_temporal_config(const vbm_temporal_config *c)
                      wire_number(c->u_T[0][0]), wire_number(c->u_T[0][1]),
                      wire_number(c->u_T[1][0]), wire_number(c->u_T[1][1]), "sigma_a2",
                      wire_number(c->sigma_a2), "lambda_prior", "eta", wire_number(c->lam_eta), "f",
-                     wire_number(c->lam_f), "g", wire_number(c->lam_g), "h",
-                     wire_number(c->lam_h), "lambda_grid", c->lambda_grid, "rho_d",
-                     wire_number(c->rho_d), "rho_e", wire_number(c->rho_e), "gamma0",
-                     wire_number(c->gamma0), "gamma_max", wire_number(c->gamma_max), "vbe",
-                     c->vbe_temporal ? "eq19" : "eq18");
+                     wire_number(c->lam_f), "g", wire_number(c->lam_g), "h", wire_number(c->lam_h),
+                     "lambda_grid", c->lambda_grid, "rho_d", wire_number(c->rho_d), "rho_e",
+                     wire_number(c->rho_e), "gamma0", wire_number(c->gamma0), "gamma_max",
+                     wire_number(c->gamma_max), "vbe", c->vbe_temporal ? "eq19" : "eq18");
 }
 
 vbm_status wire_temporal_to_json(const vbm_temporal *m, json_t **out, vbm_error *err)
@@ -175,10 +176,10 @@ vbm_status wire_temporal_to_json(const vbm_temporal *m, json_t **out, vbm_error 
         st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory exporting a temporal memory");
         goto done;
     }
-    o = json_pack("{s:s, s:o, s:I, s:I, s:o, s:{s:O, s:O, s:O, s:O, s:O}, s:s}", "kind",
-                  "temporal", "config", wire_temporal_config(&c), "sequences", (json_int_t)nseq,
-                  "frames", (json_int_t)frames, "free_energy", wire_number(fe), "posterior", "W",
-                  jW, "gamma", jg, "T", jT, "lambda", jl, "rho", jr, "export", b64);
+    o = json_pack("{s:s, s:o, s:I, s:I, s:o, s:{s:O, s:O, s:O, s:O, s:O}, s:s}", "kind", "temporal",
+                  "config", wire_temporal_config(&c), "sequences", (json_int_t)nseq, "frames",
+                  (json_int_t)frames, "free_energy", wire_number(fe), "posterior", "W", jW, "gamma",
+                  jg, "T", jT, "lambda", jl, "rho", jr, "export", b64);
     if (o == NULL)
         st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory exporting a temporal memory");
     else
@@ -220,8 +221,8 @@ vbm_status wire_temporal_from_json(const json_t *json, vbm_temporal **out, vbm_e
     return st;
 }
 
-vbm_status wire_read_sequence(const json_t *v, const char *path, long max_frames, int D,
-                              long min_T, vbm_sequence *seq, vbm_error *err)
+vbm_status wire_read_sequence(const json_t *v, const char *path, long max_frames, int D, long min_T,
+                              vbm_sequence *seq, vbm_error *err)
 {
     wire_codes c;
     vbm_status st;
@@ -239,8 +240,8 @@ vbm_status wire_read_sequence(const json_t *v, const char *path, long max_frames
     }
     if (c.T < min_T) {
         wire_codes_free(&c);
-        return vbm_fail(err, VBM_EINVAL, f, "%s: %ld frames; a sequence needs at least %ld", f,
-                        c.T, min_T);
+        return vbm_fail(err, VBM_EINVAL, f, "%s: %ld frames; a sequence needs at least %ld", f, c.T,
+                        min_T);
     }
     if (c.s2 != NULL)
         for (size_t i = 0; i < (size_t)c.T * (size_t)c.C; i++)
@@ -269,8 +270,9 @@ vbm_status wire_read_sequences(const json_t *v, const char *path, long max_frame
     *seqs = NULL;
     *n = 0;
     if (!json_is_array(v) || k == 0)
-        return vbm_fail(err, VBM_EINVAL, path, "%s: expected a non-empty array of sequences, got %s",
-                        path, json_is_array(v) ? "an empty array" : wire_type_name(v));
+        return vbm_fail(err, VBM_EINVAL, path,
+                        "%s: expected a non-empty array of sequences, got %s", path,
+                        json_is_array(v) ? "an empty array" : wire_type_name(v));
     if (k > 100000)
         return vbm_fail(err, VBM_EINVAL, path, "%s: %zu sequences, the limit is 100000", path, k);
     s = calloc(k, sizeof *s);

@@ -41,8 +41,8 @@ vbm_status wire_read_sequences(const json_t *v, const char *path, long max_frame
                                long min_T, vbm_sequence **seqs, int *n, vbm_error *err);
 
 /* Read one sequence (a codes object) at path, as wire_read_sequences does for each. */
-vbm_status wire_read_sequence(const json_t *v, const char *path, long max_frames, int D,
-                              long min_T, vbm_sequence *seq, vbm_error *err);
+vbm_status wire_read_sequence(const json_t *v, const char *path, long max_frames, int D, long min_T,
+                              vbm_sequence *seq, vbm_error *err);
 
 void wire_sequences_free(vbm_sequence *seqs, int n);
 
