@@ -1417,6 +1417,24 @@ def test_temporal_sessions():
     problem(c.request("POST", "/v1/sessions/%s/continue" % mix, {"prefix": {"mu": third[:4]}, "steps": 1}),
             422, "kind")
     problem(c.request("PUT", "/v1/sessions/%s/memory" % mix, e), 422, "kind")
+    # hostile shapes and types: always a 422 naming the member, never a 500
+    for path, body, field in ((ep, {"sequences": "x"}, "sequences"), (ep, {"sequences": [1]}, "sequences[0]"),
+                              (ep, {"sequences": [{"mu": "x"}]}, "sequences[0].mu"),
+                              (ep, {"sequences": [{"mu": seqs[0]}], "iterations": 0}, "iterations"),
+                              (ep, {"sequences": [{"mu": seqs[0]}], "restarts": 99}, "restarts"),
+                              (cont, {"prefix": {"mu": third[:3]}, "steps": "2"}, "steps"),
+                              (cont, {"prefix": {"mu": third[:3]}, "steps": 2, "samples": -1}, "samples"),
+                              (cont, {"prefix": {"mu": third[:3]}, "steps": 2, "samples": 1001}, "samples"),
+                              ("/v1/sessions/%s/samples" % sid, {"length": 0}, "length"),
+                              ("/v1/sessions/%s/samples" % sid, {"count": 3}, "count"),
+                              ("/v1/sessions", {"code_size": 4, "memory": {"kind": "temporal", "u_T": "x"}}, "memory.u_T"),
+                              ("/v1/sessions", {"code_size": 4, "memory": {"kind": "temporal", "lambda_prior": 1}},
+                               "memory.lambda_prior"),
+                              ("/v1/sessions", {"code_size": 4, "memory": {"kind": "temporal", "solver": {}}},
+                               "memory.solver"),
+                              ("/v1/sessions/%s/memory" % s2id, {"kind": "temporal", "export": "!!"}, "export"),
+                              ("/v1/sessions/%s/memory" % s2id, {"kind": "temporal", "export": "AAAA"}, "export")):
+        problem(c.request("PUT" if path.endswith("/memory") else "POST", path, body), 422, field)
     for i in (sid, s2id, mix):
         ok(c.request("DELETE", "/v1/sessions/" + i), 204)
 
