@@ -1,6 +1,7 @@
 /* test_temporal.c -- Check tests of the temporal (identity/attribute) memory of seed 003:
  * monotone free energy, recovery of the generating parameters, ARD pruning, the VBE posterior
- * against brute-force enumeration, bad input. */
+ * against brute-force enumeration, bad input; appends against one write, continuations (the
+ * predictive mean against sampled continuations, held-out frames), bit-exact export/import. */
 #define _DEFAULT_SOURCE /* M_PI */
 #include <check.h>
 #include <math.h>
