@@ -940,6 +940,38 @@ static vbm_temporal *fit_truth(const truth_t *tr, int temporal, int nseq, long T
     return m;
 }
 
+/* What appends rely on: a sequence's latent free energy is its statistics' q(Theta) part
+ * (temporal_stats_fe) plus a part that does not depend on q(Theta). Checked exactly with one
+ * q(B, A) under two different posteriors (eq. 18 and eq. 19), and falsifiable: the q(Theta)
+ * parts differ by far more than the tolerance. */
+START_TEST(free_energy_splits_into_statistics)
+{
+    enum { D = 5, P = 2, Q = 2 };
+    double lam[4] = {0.9, 0.5, 0.7, 0.3};
+    truth_t tr;
+
+    truth_init(&tr, D, P, Q, lam, 0.1, 0.2, 0.3, 91);
+    for (int temporal = 0; temporal < 2; temporal++) {
+        vbm_temporal *m1 = fit_truth(&tr, temporal, 1, 40, 9100);
+        vbm_temporal *m2 = fit_truth(&tr, temporal, 2, 40, 9200);
+        vbm_sequence q = {30, D, truth_draw(&tr, 30, 9300)};
+        double out[4], c1, c2;
+        vbm_error err;
+        ck_assert_msg(temporal_fe_split(m1, m2, &q, 4, out, &err) == VBM_OK, "%s", err.msg);
+        c1 = out[0] - out[1];
+        c2 = out[2] - out[3];
+        fprintf(stderr, "split (eq. %d): const %.12g vs %.12g; q(Theta) parts %.6g vs %.6g\n",
+                temporal ? 19 : 18, c1, c2, out[1], out[3]);
+        ck_assert_msg(fabs(c1 - c2) <= 1e-9 * (fabs(c1) + fabs(out[1])), "%.12g vs %.12g", c1, c2);
+        ck_assert(fabs(out[1] - out[3]) > 1.0);
+        free((void *)q.y);
+        vbm_temporal_free(m1);
+        vbm_temporal_free(m2);
+    }
+    truth_free(&tr);
+}
+END_TEST
+
 /* The predictive mean against the average of sampled continuations (two computations of the
  * same expectation), and the same seed giving the same samples. */
 START_TEST(continuation_mean_matches_its_samples)
@@ -1169,6 +1201,7 @@ static Suite *temporal_suite(void)
     tcase_add_test(tc, continuation_predicts_held_out_frames);
     tcase_add_test(tc, export_import_is_bit_exact);
     tcase_add_test(tc, bad_continuations_rejected);
+    tcase_add_test(tc, free_energy_splits_into_statistics);
     suite_add_tcase(s, tc);
     return s;
 }

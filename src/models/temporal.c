@@ -1808,6 +1808,44 @@ out:
     return rc;
 }
 
+/* Test hook (temporal.h): q(B, A) of seq inferred under m (sweeps VBE sweeps), then its latent
+ * free energy and the q(Theta) part of it (temporal_stats_fe of its statistics) under m and under
+ * m2 (same configuration): out = {local(m), stats(m), local(m2), stats(m2)}. */
+vbm_status temporal_fe_split(const vbm_temporal *m, const vbm_temporal *m2, const vbm_sequence *seq,
+                             int sweeps, double out[4], vbm_error *err)
+{
+    tseq s;
+    tstats st;
+    double *scr;
+    vbm_status rc;
+
+    if ((rc = seq_check(m, seq, "sequence", err)) != VBM_OK)
+        return rc;
+    if ((rc = tseq_init(&s, m, seq, err)) != VBM_OK)
+        return rc;
+    scr = vbm_calloc((size_t)4 * m->Q * m->Q + 4 * m->Q, sizeof(double));
+    if (scr == NULL || tstats_alloc(&st, m->D, m->K) != 0) {
+        free(scr);
+        tseq_free(&s);
+        return vbm_fail(err, VBM_ENOMEM, "", "out of memory");
+    }
+    tseq_data(&s, &m->ex);
+    for (int i = 0; i < sweeps && rc == VBM_OK; i++)
+        rc = tseq_sweep(&m->ex, &s, scr, err);
+    if (rc == VBM_OK) {
+        tstats_add(&st, &m->ex, &s);
+        out[0] = tseq_local_fe(&m->ex, &s);
+        out[1] = temporal_stats_fe(&m->ex, &st);
+        tseq_data(&s, &m2->ex);
+        out[2] = tseq_local_fe(&m2->ex, &s);
+        out[3] = temporal_stats_fe(&m2->ex, &st);
+    }
+    tstats_release(&st);
+    free(scr);
+    tseq_free(&s);
+    return rc;
+}
+
 void vbm_temporal_posterior(const vbm_temporal *m, double *W, double *gamma, double *T,
                             double *lambda, double *rho)
 {

@@ -65,6 +65,13 @@ struct vbm_temporal {
  * has statistics st, under the expectations e. Never fails. */
 double temporal_stats_fe(const temporal_exp *e, const tstats *st);
 
+/* Tests only: q(B, A) of seq inferred under m (sweeps VBE sweeps); out = {its latent free
+ * energy under m, temporal_stats_fe of its statistics under m, the same two under m2} (m2 of
+ * the same configuration). The difference local - stats must not depend on the memory: that is
+ * what appends rely on. VBM_EINVAL (bad seq), VBM_ENOMEM, VBM_ENUMERIC. */
+vbm_status temporal_fe_split(const vbm_temporal *m, const vbm_temporal *m2, const vbm_sequence *seq,
+                             int sweeps, double out[4], vbm_error *err);
+
 /* Recompute m->ex from the current q(Theta). Never fails. */
 void temporal_refresh(vbm_temporal *m);
 
