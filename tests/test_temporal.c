@@ -1,6 +1,7 @@
 /* test_temporal.c -- Check tests of the temporal (identity/attribute) memory of seed 003:
  * monotone free energy, recovery of the generating parameters, ARD pruning, the VBE posterior
- * against brute-force enumeration, bad input. */
+ * against brute-force enumeration, bad input; appends against one write, continuations (the
+ * predictive mean against sampled continuations, held-out frames), bit-exact export/import. */
 #define _DEFAULT_SOURCE /* M_PI */
 #include <check.h>
 #include <math.h>
@@ -761,6 +762,428 @@ START_TEST(bad_input_rejected)
 }
 END_TEST
 
+/* ---- append: sequences one by one against all at once ---- */
+
+/* The memory after writing seqs[0] and appending seqs[1..n) one by one (iters each), with the
+ * appends' traces checked to never decrease and to end at vbm_temporal_free_energy. */
+static vbm_temporal *write_then_append(int D, int P, int Q, const vbm_sequence *s, int n, int iters,
+                                       int temporal)
+{
+    vbm_temporal *m = make_vbe(D, P, Q, temporal);
+    vbm_temporal_opts o;
+    vbm_temporal_trace tc;
+    vbm_error err;
+
+    vbm_temporal_opts_default(&o);
+    o.iterations = iters;
+    o.restarts = 2;
+    ck_assert_msg(vbm_temporal_write(m, s, 1, &o, NULL, &err) == VBM_OK, "%s", err.msg);
+    for (int i = 1; i < n; i++) {
+        double before = vbm_temporal_free_energy(m);
+        ck_assert_msg(vbm_temporal_append(m, &s[i], 1, &o, &tc, &err) == VBM_OK, "%s", err.msg);
+        ck_assert_int_eq(tc.iterations, iters);
+        for (int it = 1; it < tc.iterations; it++) {
+            double a = tc.free_energy[it - 1], b = tc.free_energy[it];
+            ck_assert_msg(b >= a - 1e-9 * fabs(a), "append %d: F decreased at %d: %.12g -> %.12g",
+                          i, it, a, b);
+        }
+        ck_assert_msg(fabs(vbm_temporal_free_energy(m) - tc.free_energy[iters - 1])
+                          <= 1e-9 * fabs(tc.free_energy[iters - 1]),
+                      "free energy %.12g, trace %.12g", vbm_temporal_free_energy(m),
+                      tc.free_energy[iters - 1]);
+        /* the append counts the earlier sequences: F falls by about their share */
+        ck_assert(tc.free_energy[iters - 1] < before);
+        vbm_temporal_trace_free(&tc);
+    }
+    return m;
+}
+
+static void append_vs_batch(int temporal, double *dF, double *dT, double *drho, double *sinW,
+                            double *eTb, double *eTa)
+{
+    enum { D = 8, P = 2, Q = 1, N = 4 };
+    const long T = 100;
+    double lam[2] = {0.9, 0.7}, Tb[4], Ta[4], rb[D], ra[D], Wb[D * P], Wa[D * P];
+    long seqs_a = 0, frames_a = 0;
+    truth_t tr;
+    vbm_sequence s[N];
+    vbm_temporal *batch = make_vbe(D, P, Q, temporal), *app;
+    vbm_temporal_opts o;
+    vbm_error err;
+
+    truth_init(&tr, D, P, Q, lam, 0.1, 0.15, 0.3, 31);
+    for (int i = 0; i < N; i++) {
+        s[i].T = T;
+        s[i].D = D;
+        s[i].y = truth_draw(&tr, T, 3100 + i);
+    }
+    vbm_temporal_opts_default(&o);
+    o.iterations = 60;
+    o.restarts = 2;
+    ck_assert_msg(vbm_temporal_write(batch, s, N, &o, NULL, &err) == VBM_OK, "%s", err.msg);
+    app = write_then_append(D, P, Q, s, N, 60, temporal);
+    vbm_temporal_summary(app, NULL, &seqs_a, &frames_a, NULL);
+    ck_assert_int_eq(seqs_a, N);
+    ck_assert_int_eq(frames_a, N * T);
+    *dF = (vbm_temporal_free_energy(batch) - vbm_temporal_free_energy(app)) / (double)(N * T);
+    vbm_temporal_posterior(batch, Wb, NULL, Tb, NULL, rb);
+    vbm_temporal_posterior(app, Wa, NULL, Ta, NULL, ra);
+    *dT = 0.0;
+    for (int i = 0; i < 4; i++)
+        *dT = fmax(*dT, fabs(Tb[i] - Ta[i]));
+    *drho = 0.0;
+    for (int d = 0; d < D; d++)
+        *drho = fmax(*drho, fabs(ra[d] / rb[d] - 1.0));
+    *sinW = subspace_sin(D, P, Wb, P, Wa, P);
+    *eTb = *eTa = 0.0; /* against the generating transition matrix */
+    for (int i = 0; i < 4; i++) {
+        *eTb = fmax(*eTb, fabs(Tb[i] - tr.T[i]));
+        *eTa = fmax(*eTa, fabs(Ta[i] - tr.T[i]));
+    }
+    for (int i = 0; i < N; i++)
+        free((void *)s[i].y);
+    truth_free(&tr);
+    vbm_temporal_free(batch);
+    vbm_temporal_free(app);
+}
+
+START_TEST(appends_land_near_one_write)
+{
+    for (int temporal = 0; temporal < 2; temporal++) {
+        double dF, dT, drho, sinW, eTb, eTa;
+        append_vs_batch(temporal, &dF, &dT, &drho, &sinW, &eTb, &eTa);
+        fprintf(stderr,
+                "append vs batch (eq. %d): F/frame batch - appends %.4f, max |dT| %.4f, "
+                "max |rho ratio - 1| %.4f, subspace sin %.4f; T error vs the truth: batch %.4f, "
+                "appends %.4f\n",
+                temporal ? 19 : 18, dF, dT, drho, sinW, eTb, eTa);
+        if (temporal)
+            continue; /* eq. 19: printed only (its batch fits recover worse, see README) */
+        ck_assert_msg(fabs(dF) < 0.2, "F per frame differs by %g", dF);
+        ck_assert_msg(dT < 0.06, "transition matrices differ by %g", dT);
+        ck_assert_msg(drho < 0.1, "noise precisions differ by %g", drho);
+        ck_assert_msg(sinW < 0.02, "W subspaces differ: sin %g", sinW);
+    }
+}
+END_TEST
+
+/* An append is not a write of the new sequence alone: with the earlier data kept, the posterior
+ * differs from a write of the last sequence (its frame count shows it, and q(T) carries the
+ * transitions of all sequences). */
+START_TEST(append_keeps_earlier_sequences)
+{
+    enum { D = 6, P = 1, Q = 1 };
+    double lam[1] = {0.8}, Tw[4], Ta[4];
+    truth_t tr;
+    vbm_sequence s[2];
+    vbm_temporal *a = make(D, P, Q), *w = make(D, P, Q), *e = make(D, P, Q);
+    vbm_temporal_opts o;
+    vbm_temporal_trace tc;
+    vbm_error err;
+    long fr;
+
+    truth_init(&tr, D, P, Q, lam, 0.2, 0.2, 0.3, 41);
+    for (int i = 0; i < 2; i++) {
+        s[i].T = 60;
+        s[i].D = D;
+        s[i].y = truth_draw(&tr, 60, 4100 + i);
+    }
+    vbm_temporal_opts_default(&o);
+    o.iterations = 20;
+    /* an append to an empty memory is a write */
+    ck_assert(vbm_temporal_append(e, &s[0], 1, &o, NULL, &err) == VBM_OK);
+    ck_assert(vbm_temporal_write(a, &s[0], 1, &o, NULL, &err) == VBM_OK);
+    ck_assert(vbm_temporal_free_energy(a) == vbm_temporal_free_energy(e));
+    ck_assert(vbm_temporal_append(a, &s[1], 1, &o, &tc, &err) == VBM_OK);
+    vbm_temporal_trace_free(&tc);
+    ck_assert(vbm_temporal_write(w, &s[1], 1, &o, NULL, &err) == VBM_OK);
+    vbm_temporal_summary(a, NULL, NULL, &fr, NULL);
+    ck_assert_int_eq(fr, 120);
+    vbm_temporal_summary(w, NULL, NULL, &fr, NULL);
+    ck_assert_int_eq(fr, 60);
+    vbm_temporal_posterior(a, NULL, NULL, Ta, NULL, NULL);
+    vbm_temporal_posterior(w, NULL, NULL, Tw, NULL, NULL);
+    /* pseudo-counts of q(T) are 4 + transitions: 118 against 59 (E[T] is a ratio, so look at
+     * the free energy's scale instead: twice the frames, about twice the |F|) */
+    ck_assert_msg(vbm_temporal_free_energy(a) < 1.5 * vbm_temporal_free_energy(w), "F %g vs %g",
+                  vbm_temporal_free_energy(a), vbm_temporal_free_energy(w));
+    for (int i = 0; i < 2; i++)
+        free((void *)s[i].y);
+    truth_free(&tr);
+    vbm_temporal_free(a);
+    vbm_temporal_free(w);
+    vbm_temporal_free(e);
+}
+END_TEST
+
+/* ---- continuation of a prefix ---- */
+
+static vbm_temporal *fit_truth(const truth_t *tr, int temporal, int nseq, long T, uint64_t seed)
+{
+    vbm_sequence *s = calloc(nseq, sizeof *s);
+    vbm_temporal *m = make_vbe(tr->D, tr->P, tr->Q, temporal);
+    vbm_temporal_opts o;
+    vbm_error err;
+
+    for (int i = 0; i < nseq; i++) {
+        s[i].T = T;
+        s[i].D = tr->D;
+        s[i].y = truth_draw(tr, T, seed + i);
+    }
+    vbm_temporal_opts_default(&o);
+    o.iterations = 60;
+    o.restarts = 2;
+    ck_assert_msg(vbm_temporal_write(m, s, nseq, &o, NULL, &err) == VBM_OK, "%s", err.msg);
+    for (int i = 0; i < nseq; i++)
+        free((void *)s[i].y);
+    free(s);
+    return m;
+}
+
+/* What appends rely on: a sequence's latent free energy is its statistics' q(Theta) part
+ * (temporal_stats_fe) plus a part that does not depend on q(Theta). Checked exactly with one
+ * q(B, A) under two different posteriors (eq. 18 and eq. 19), and falsifiable: the q(Theta)
+ * parts differ by far more than the tolerance. */
+START_TEST(free_energy_splits_into_statistics)
+{
+    enum { D = 5, P = 2, Q = 2 };
+    double lam[4] = {0.9, 0.5, 0.7, 0.3};
+    truth_t tr;
+
+    truth_init(&tr, D, P, Q, lam, 0.1, 0.2, 0.3, 91);
+    for (int temporal = 0; temporal < 2; temporal++) {
+        vbm_temporal *m1 = fit_truth(&tr, temporal, 1, 40, 9100);
+        vbm_temporal *m2 = fit_truth(&tr, temporal, 2, 40, 9200);
+        vbm_sequence q = {30, D, truth_draw(&tr, 30, 9300)};
+        double out[4], c1, c2;
+        vbm_error err;
+        ck_assert_msg(temporal_fe_split(m1, m2, &q, 4, out, &err) == VBM_OK, "%s", err.msg);
+        c1 = out[0] - out[1];
+        c2 = out[2] - out[3];
+        fprintf(stderr, "split (eq. %d): const %.12g vs %.12g; q(Theta) parts %.6g vs %.6g\n",
+                temporal ? 19 : 18, c1, c2, out[1], out[3]);
+        ck_assert_msg(fabs(c1 - c2) <= 1e-9 * (fabs(c1) + fabs(out[1])), "%.12g vs %.12g", c1, c2);
+        ck_assert(fabs(out[1] - out[3]) > 1.0);
+        free((void *)q.y);
+        vbm_temporal_free(m1);
+        vbm_temporal_free(m2);
+    }
+    truth_free(&tr);
+}
+END_TEST
+
+/* The predictive mean against the average of sampled continuations (two computations of the
+ * same expectation), and the same seed giving the same samples. */
+START_TEST(continuation_mean_matches_its_samples)
+{
+    enum { D = 6, P = 2, Q = 1, NS = 3000, H = 4 };
+    double lam[2] = {0.9, 0.6};
+    truth_t tr;
+
+    truth_init(&tr, D, P, Q, lam, 0.1, 0.2, 0.3, 51);
+    for (int temporal = 0; temporal < 2; temporal++) {
+        vbm_temporal *m = fit_truth(&tr, temporal, 2, 100, 5100);
+        vbm_sequence pre = {40, D, truth_draw(&tr, 40, 5200)};
+        double mean[H * D], qb[H * P], *smp = malloc(sizeof(double) * NS * H * D),
+                                       *smp2 = malloc(sizeof(double) * 2 * H * D), worst = 0.0;
+        vbm_error err;
+
+        ck_assert_msg(vbm_temporal_continue(m, &pre, H, 4, 7, NS, mean, qb, smp, &err) == VBM_OK,
+                      "%s", err.msg);
+        for (int i = 0; i < H * P; i++)
+            ck_assert(qb[i] >= 0.0 && qb[i] <= 1.0);
+        for (int i = 0; i < H * D; i++) {
+            double s1 = 0.0, s2 = 0.0, mu, sd, z;
+            for (int j = 0; j < NS; j++) {
+                double v = smp[(size_t)j * H * D + i];
+                s1 += v;
+                s2 += v * v;
+            }
+            mu = s1 / NS;
+            sd = sqrt((s2 / NS - mu * mu) / NS);
+            z = fabs(mu - mean[i]) / sd;
+            worst = fmax(worst, z);
+        }
+        fprintf(stderr, "continuation (eq. %d): worst |sample mean - mean| / se = %.2f\n",
+                temporal ? 19 : 18, worst);
+        ck_assert_msg(worst < 4.5, "sample mean %g standard errors from the predictive mean",
+                      worst);
+        /* seeded: the first two samples again, bit for bit */
+        ck_assert(vbm_temporal_continue(m, &pre, H, 4, 7, 2, mean, NULL, smp2, &err) == VBM_OK);
+        ck_assert(memcmp(smp, smp2, sizeof(double) * 2 * H * D) == 0);
+        ck_assert(vbm_temporal_continue(m, &pre, H, 4, 8, 2, mean, NULL, smp2, &err) == VBM_OK);
+        ck_assert(memcmp(smp, smp2, sizeof(double) * 2 * H * D) != 0);
+        free(smp);
+        free(smp2);
+        free((void *)pre.y);
+        vbm_temporal_free(m);
+    }
+    truth_free(&tr);
+}
+END_TEST
+
+/* The continuation predicts held-out frames: the squared error of the one-step and three-step
+ * predictive means, over held-out sequences, against predicting the stationary mean (zero, the
+ * model's mean with a_t of mean zero) and against the last frame of the prefix. */
+START_TEST(continuation_predicts_held_out_frames)
+{
+    enum { D = 8, P = 2, Q = 1, NQ = 20, T0 = 30, H = 3 };
+    double lam[2] = {0.95, 0.9};
+    truth_t tr;
+    vbm_temporal *m;
+    double e_model[H] = {0}, e_zero[H] = {0}, e_last[H] = {0};
+
+    truth_init(&tr, D, P, Q, lam, 0.05, 0.05, 0.3, 61);
+    m = fit_truth(&tr, 0, 4, 100, 6100);
+    for (int i = 0; i < NQ; i++) {
+        double *y = truth_draw(&tr, T0 + H, 6200 + i), mean[H * D];
+        vbm_sequence pre = {T0, D, y};
+        vbm_error err;
+        ck_assert_msg(vbm_temporal_continue(m, &pre, H, 4, 1, 0, mean, NULL, NULL, &err) == VBM_OK,
+                      "%s", err.msg);
+        for (int h = 0; h < H; h++)
+            for (int d = 0; d < D; d++) {
+                double v = y[(T0 + h) * D + d];
+                e_model[h] += (v - mean[h * D + d]) * (v - mean[h * D + d]);
+                e_zero[h] += v * v;
+                e_last[h] += (v - y[(T0 - 1) * D + d]) * (v - y[(T0 - 1) * D + d]);
+            }
+        free(y);
+    }
+    for (int h = 0; h < H; h++) {
+        fprintf(stderr,
+                "continuation, step %d: squared error model %.3f, zero %.3f, last frame %.3f "
+                "(per frame)\n",
+                h + 1, e_model[h] / NQ, e_zero[h] / NQ, e_last[h] / NQ);
+        ck_assert_msg(e_model[h] < 0.7 * e_zero[h], "step %d: %g vs zero %g", h + 1, e_model[h],
+                      e_zero[h]);
+        ck_assert_msg(e_model[h] < e_last[h], "step %d: %g vs last frame %g", h + 1, e_model[h],
+                      e_last[h]);
+    }
+    vbm_temporal_free(m);
+    truth_free(&tr);
+}
+END_TEST
+
+/* ---- export / import ---- */
+
+START_TEST(export_import_is_bit_exact)
+{
+    enum { D = 5, P = 2, Q = 2 };
+    double lam[4] = {0.9, 0.5, 0.7, 0.3};
+    truth_t tr;
+    unsigned char *b1 = NULL, *b2 = NULL, *bad = NULL, *mb = NULL;
+    size_t n1, n2, nm;
+    vbm_temporal *m, *c = NULL;
+    vbm_memory *mem = NULL;
+    vbm_config mc;
+    vbm_error err;
+    vbm_temporal_opts o;
+    vbm_temporal_trace t1, t2;
+
+    truth_init(&tr, D, P, Q, lam, 0.1, 0.2, 0.3, 71);
+    for (int temporal = 0; temporal < 2; temporal++) {
+        m = fit_truth(&tr, temporal, 1, 50, 7100);
+        vbm_sequence more = {30, D, truth_draw(&tr, 30, 7200)};
+        double m1[3 * D], m2[3 * D];
+        /* an empty memory too */
+        vbm_temporal *e = make_vbe(D, P, Q, temporal), *ec = NULL;
+        ck_assert(vbm_temporal_export(e, &b1, &n1, &err) == VBM_OK);
+        ck_assert_msg(vbm_temporal_import(b1, n1, &ec, &err) == VBM_OK, "%s", err.msg);
+        ck_assert(isnan(vbm_temporal_free_energy(ec)));
+        free(b1);
+        vbm_temporal_free(e);
+        vbm_temporal_free(ec);
+
+        ck_assert(vbm_temporal_export(m, &b1, &n1, &err) == VBM_OK);
+        ck_assert_msg(vbm_temporal_import(b1, n1, &c, &err) == VBM_OK, "%s", err.msg);
+        ck_assert(vbm_temporal_export(c, &b2, &n2, &err) == VBM_OK);
+        ck_assert_uint_eq(n1, n2);
+        ck_assert(memcmp(b1, b2, n1) == 0);
+        free(b2);
+        ck_assert(vbm_temporal_free_energy(m) == vbm_temporal_free_energy(c));
+        /* the copy behaves the same, bit for bit: a continuation and an append */
+        ck_assert(vbm_temporal_continue(m, &more, 3, 3, 1, 0, m1, NULL, NULL, &err) == VBM_OK);
+        ck_assert(vbm_temporal_continue(c, &more, 3, 3, 1, 0, m2, NULL, NULL, &err) == VBM_OK);
+        ck_assert(memcmp(m1, m2, sizeof m1) == 0);
+        vbm_temporal_opts_default(&o);
+        o.iterations = 5;
+        ck_assert(vbm_temporal_append(m, &more, 1, &o, &t1, &err) == VBM_OK);
+        ck_assert(vbm_temporal_append(c, &more, 1, &o, &t2, &err) == VBM_OK);
+        ck_assert(memcmp(t1.free_energy, t2.free_energy, sizeof(double) * 5) == 0);
+        vbm_temporal_trace_free(&t1);
+        vbm_temporal_trace_free(&t2);
+        vbm_temporal_free(c);
+        c = NULL;
+
+        /* truncated, padded, a non-finite value, a bad kind, a negative variance */
+        ck_assert(vbm_temporal_import(b1, n1 - 8, &c, &err) == VBM_EFORMAT);
+        ck_assert_ptr_null(c);
+        bad = malloc(n1 + 8);
+        memcpy(bad, b1, n1);
+        memset(bad + n1, 0, 8);
+        ck_assert(vbm_temporal_import(bad, n1 + 8, &c, &err) == VBM_EFORMAT);
+        memcpy(bad, b1, n1);
+        {
+            double nan = NAN;
+            memcpy(bad + n1 - 8, &nan, 8);
+        }
+        ck_assert(vbm_temporal_import(bad, n1, &c, &err) == VBM_EFORMAT);
+        ck_assert_msg(strstr(err.msg, "non-finite") != NULL, "%s", err.msg);
+        memcpy(bad, b1, n1);
+        bad[16] = 2; /* kind: mixture */
+        ck_assert(vbm_temporal_import(bad, n1, &c, &err) == VBM_EFORMAT);
+        ck_assert_msg(strstr(err.msg, "kind 2") != NULL, "%s", err.msg);
+        /* a libvbmem memory import refuses a temporal memory, naming it */
+        ck_assert(vbm_import(b1, n1, &mem, &err) == VBM_EFORMAT);
+        ck_assert_msg(strstr(err.msg, "temporal") != NULL, "%s", err.msg);
+        /* and the temporal import refuses a mixture memory */
+        vbm_config_default(VBM_MIXTURE, 4, &mc);
+        mc.rows = 2;
+        mc.clusters = 2;
+        ck_assert(vbm_memory_create(&mc, NULL, NULL, &mem, &err) == VBM_OK);
+        ck_assert(vbm_export(mem, &mb, &nm, &err) == VBM_OK);
+        ck_assert(vbm_temporal_import(mb, nm, &c, &err) == VBM_EFORMAT);
+        ck_assert_ptr_null(c);
+        free(mb);
+        vbm_memory_free(mem);
+        mem = NULL;
+        free(bad);
+        free(b1);
+        free((void *)more.y);
+        vbm_temporal_free(m);
+    }
+    truth_free(&tr);
+}
+END_TEST
+
+START_TEST(bad_continuations_rejected)
+{
+    double *q, mean[12], nan = NAN;
+    vbm_temporal *m = fitted(4, 1, 1, &q, 10, 81);
+    vbm_sequence pre = {10, 4, q}, wrong = {10, 3, q}, none = {0, 4, q};
+    vbm_error err;
+
+    expect_fail(vbm_temporal_continue(m, &pre, 0, 2, 1, 0, mean, NULL, NULL, &err), VBM_EINVAL,
+                &err, "steps");
+    expect_fail(vbm_temporal_continue(m, &wrong, 3, 2, 1, 0, mean, NULL, NULL, &err), VBM_EINVAL,
+                &err, "prefix.D");
+    expect_fail(vbm_temporal_continue(m, &none, 3, 2, 1, 0, mean, NULL, NULL, &err), VBM_EINVAL,
+                &err, "prefix.T");
+    expect_fail(vbm_temporal_continue(m, &pre, 3, 2, 1, 2, mean, NULL, NULL, &err), VBM_EINVAL,
+                &err, "samples");
+    expect_fail(vbm_temporal_continue(m, &pre, 3, 0, 1, 0, mean, NULL, NULL, &err), VBM_EINVAL,
+                &err, "sweeps");
+    q[13] = nan;
+    expect_fail(vbm_temporal_continue(m, &pre, 3, 2, 1, 0, mean, NULL, NULL, &err), VBM_EINVAL,
+                &err, "prefix.y[3][1]");
+    expect_fail(vbm_temporal_append(m, &pre, 1, NULL, NULL, &err), VBM_EINVAL, &err,
+                "sequences[0].y[3][1]");
+    free(q);
+    vbm_temporal_free(m);
+}
+END_TEST
+
 static Suite *temporal_suite(void)
 {
     Suite *s = suite_create("temporal");
@@ -772,6 +1195,13 @@ static Suite *temporal_suite(void)
     tcase_add_test(tc, vbe_matches_brute_force);
     tcase_add_test(tc, samples_follow_the_posterior);
     tcase_add_test(tc, bad_input_rejected);
+    tcase_add_test(tc, appends_land_near_one_write);
+    tcase_add_test(tc, append_keeps_earlier_sequences);
+    tcase_add_test(tc, continuation_mean_matches_its_samples);
+    tcase_add_test(tc, continuation_predicts_held_out_frames);
+    tcase_add_test(tc, export_import_is_bit_exact);
+    tcase_add_test(tc, bad_continuations_rejected);
+    tcase_add_test(tc, free_energy_splits_into_statistics);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -121,7 +121,8 @@ async function loadSessions(select) {
   const page = await client.listSessions({ limit: 1000 });
   const sel = $('session');
   sel.textContent = '';
-  const mine = page.sessions.filter((s) => s.model === (state.model && state.model.name));
+  // (temporal sessions of seed 003 take sequences: this page works with the other kinds)
+  const mine = page.sessions.filter((s) => s.model === (state.model && state.model.name) && s.kind !== 'temporal');
   for (const { raw: s } of mine) {
     const o = document.createElement('option');
     o.value = s.id;

@@ -341,6 +341,24 @@ export declare class Client {
   exportMemory(session: SessionRef): Promise<Record<string, any>>;
   /** PUT /v1/sessions/{id}/memory */
   importMemory(session: SessionRef, memory: Record<string, any> | string, o?: { ifMatch?: IfMatch }): Promise<Session>;
+  /** POST /v1/sessions with memory kind "temporal" */
+  createTemporalSession(o?: { model?: string; codeSize?: number; memory?: Record<string, any>; ttlSeconds?: number }): Promise<Session>;
+  /** POST /v1/sessions/{id}/episodes of a temporal session */
+  writeSequences(session: SessionRef, o?: {
+    sequences?: CodesInput[]; images?: ImagesInput[]; mode?: "replace" | "append"; iterations?: number;
+    sweeps?: number; restarts?: number; tolerance?: number; seed?: Seed; ifMatch?: IfMatch;
+  }): Promise<Record<string, any>>;
+  /** POST /v1/sessions/{id}/infer */
+  inferSequence(session: SessionRef, o?: { codes?: CodesInput; images?: ImagesInput; sweeps?: number }):
+    Promise<{ version: number; identities: Matrix; attributes: Matrix; freeEnergy: number | null; raw: any }>;
+  /** POST /v1/sessions/{id}/samples of a temporal session */
+  sampleSequence(session: SessionRef, o: { length: number; seed?: Seed; format?: ImageFormat; pixels?: Pixels }):
+    Promise<{ version: number; codes: Matrix; identities: number[][]; attributes: Matrix; images: Images | null; raw: any }>;
+  /** POST /v1/sessions/{id}/continue */
+  continueSequence(session: SessionRef, o: {
+    steps: number; codes?: CodesInput; images?: ImagesInput; samples?: number; seed?: Seed; sweeps?: number;
+    format?: ImageFormat; pixels?: Pixels;
+  }): Promise<{ version: number; mean: Matrix; identities: Matrix; samples: Matrix[]; images: Images | null; sampleImages: Images[]; raw: any }>;
 }
 
 /** Bytes as base64. */

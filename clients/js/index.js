@@ -1077,6 +1077,112 @@ export class Client {
     return toSession(await this.request("PUT", `/v1/sessions/${sid(session)}/memory`,
       { body, headers: ifMatchHeader(ifMatch) }));
   }
+
+  // ---- temporal sessions (the identity/attribute sequence memory of seed 003) ----
+
+  /**
+   * POST /v1/sessions with memory kind "temporal": a latent session (codeSize) or one on a
+   * hosted model (images). memory: components, attributes, pi0, u_T, sigma_a2, lambda_prior,
+   * lambda_grid, rho_d, rho_e, gamma0, gamma_max, vbe ("eq18" or "eq19"), as the server spells them.
+   * @param {object} o
+   * @param {string} [o.model]
+   * @param {number} [o.codeSize]
+   * @param {object} [o.memory]
+   * @param {number} [o.ttlSeconds]
+   * @returns {Promise<Session>} (raw holds components, attributes, sequences, free_energy)
+   */
+  async createTemporalSession({ model, codeSize, memory, ttlSeconds } = {}) {
+    const body = dropUndefined({ model, code_size: codeSize, ttl_seconds: ttlSeconds,
+                                 memory: { ...(memory || {}), kind: "temporal" } });
+    return toSession(await this.request("POST", "/v1/sessions", { body }));
+  }
+
+  /**
+   * POST /v1/sessions/{id}/episodes on a temporal session: sequences of codes (each T x D, frames
+   * in order) or, on a model session, sequences of images (one ImagesInput per sequence).
+   * @param {string|{id: string}} session
+   * @param {object} o
+   * @param {CodesInput[]} [o.sequences]
+   * @param {ImagesInput[]} [o.images]
+   * @param {"replace"|"append"} [o.mode]
+   * @param {number} [o.iterations]
+   * @param {number} [o.sweeps]
+   * @param {number} [o.restarts]
+   * @param {number} [o.tolerance]
+   * @param {number|string} [o.seed]
+   * @param {number|string|{version: number}} [o.ifMatch]
+   * @returns {Promise<object>} version, mode, free_energy, free_energy_trace, sequences, frames, timings
+   */
+  async writeSequences(session, { sequences, images: imgs, mode = "replace", iterations, sweeps, restarts,
+                                  tolerance, seed, ifMatch } = {}) {
+    if (!["replace", "append"].includes(mode)) throw new RangeError(`mode is replace or append, not ${mode}`);
+    const body = dropUndefined({ mode, iterations, sweeps, restarts, tolerance, seed });
+    if (sequences) body.sequences = sequences.map((q) => ({ mu: encodeCodes(q) }));
+    if (imgs) body.observations = imgs.map((q) => encodeImages(q));
+    return this.request("POST", `/v1/sessions/${sid(session)}/episodes`, { body, headers: ifMatchHeader(ifMatch) });
+  }
+
+  /**
+   * POST /v1/sessions/{id}/infer: identities (T x P, q(b = 1)) and attribute means of a query
+   * sequence (codes, or images on a model session).
+   * @param {string|{id: string}} session
+   * @param {object} o
+   * @param {CodesInput} [o.codes]
+   * @param {ImagesInput} [o.images]
+   * @param {number} [o.sweeps]
+   * @returns {Promise<{version: number, identities: Matrix, attributes: Matrix, freeEnergy: number|null, raw: object}>}
+   */
+  async inferSequence(session, { codes, images: imgs, sweeps } = {}) {
+    const body = dropUndefined({ sweeps });
+    if (codes) body.sequence = { mu: encodeCodes(codes) };
+    if (imgs) body.observations = encodeImages(imgs);
+    const d = await this.request("POST", `/v1/sessions/${sid(session)}/infer`, { body });
+    return { version: d.version, identities: new Matrix(d.identities), attributes: new Matrix(d.attributes),
+             freeEnergy: d.free_energy ?? null, raw: d };
+  }
+
+  /**
+   * POST /v1/sessions/{id}/samples on a temporal session: one sequence drawn ancestrally.
+   * @param {string|{id: string}} session
+   * @param {object} o
+   * @param {number} o.length frames
+   * @param {number|string} [o.seed]
+   * @param {"png"|"uint8"|"float32"|"json"|"none"} [o.format]
+   * @param {"mean"|"sample"} [o.pixels]
+   * @returns {Promise<{version: number, codes: Matrix, identities: number[][], attributes: Matrix, images: Images|null, raw: object}>}
+   */
+  async sampleSequence(session, { length, seed, format, pixels } = {}) {
+    const body = dropUndefined({ length, seed, encoding: "base64", format, pixels });
+    const d = await this.request("POST", `/v1/sessions/${sid(session)}/samples`, { body });
+    return { version: d.version, codes: new Matrix(d.codes), identities: d.identities,
+             attributes: new Matrix(d.attributes), images: images(d.observations), raw: d };
+  }
+
+  /**
+   * POST /v1/sessions/{id}/continue: a prefix (codes, or images on a model session) continued by
+   * `steps` frames: the predictive mean, P(b = 1) per identity, and seeded sampled continuations.
+   * @param {string|{id: string}} session
+   * @param {object} o
+   * @param {number} o.steps
+   * @param {CodesInput} [o.codes]
+   * @param {ImagesInput} [o.images]
+   * @param {number} [o.samples]
+   * @param {number|string} [o.seed]
+   * @param {number} [o.sweeps]
+   * @param {"png"|"uint8"|"float32"|"json"|"none"} [o.format]
+   * @param {"mean"|"sample"} [o.pixels]
+   * @returns {Promise<{version: number, mean: Matrix, identities: Matrix, samples: Matrix[], images: Images|null, sampleImages: Images[], raw: object}>}
+   */
+  async continueSequence(session, { steps, codes, images: imgs, samples, seed, sweeps, format, pixels } = {}) {
+    const body = dropUndefined({ steps, samples, seed, sweeps, encoding: "base64", format, pixels });
+    if (codes) body.prefix = { mu: encodeCodes(codes) };
+    if (imgs) body.observations = encodeImages(imgs);
+    const d = await this.request("POST", `/v1/sessions/${sid(session)}/continue`, { body });
+    const obs = d.observations || {};
+    return { version: d.version, mean: new Matrix(d.mean), identities: new Matrix(d.identities),
+             samples: (d.samples || []).map((m) => new Matrix(m)), images: images(obs.mean),
+             sampleImages: (obs.samples || []).map(images), raw: d };
+  }
 }
 
 /**

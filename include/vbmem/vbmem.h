@@ -542,6 +542,64 @@ vbm_status vbm_temporal_sample(const vbm_temporal *m, long T, uint64_t seed, dou
 void vbm_temporal_posterior(const vbm_temporal *m, double *W, double *gamma, double *T,
                             double *lambda, double *rho);
 
+/* Append nseq sequences, continuing from the memory's posterior: VB-EM over the new sequences'
+ * q(B, A) only, where every VBM step adds to their sufficient statistics those accumulated from
+ * every sequence written before (each sequence's q(B, A) as its own write or append ended), so
+ * that N appends give the batch VBM with the earlier sequences' q(B, A) frozen, and the ARD
+ * step sees the whole data. (Not the posterior as the prior: p(W | gamma) p(rho) has no
+ * conjugate form for the joint q(W) q(rho) as a prior, and the ARD update of gamma would count
+ * the earlier data twice.) Starts from the current q(Theta); one run (opts->restarts is
+ * ignored), no rescaling step (opts->rescale is ignored: it would have to rescale the frozen
+ * q(B, A) too); the free-energy trace is that of every sequence written so far, earlier ones
+ * through their statistics, and never decreases. An append to a memory with nothing written is
+ * a write. Same failures as vbm_temporal_write (also VBM_EINVAL when the frames in all would
+ * exceed VBM_MAX_FRAMES); on failure the memory is unchanged. */
+vbm_status vbm_temporal_append(vbm_temporal *m, const vbm_sequence *seqs, int nseq,
+                               const vbm_temporal_opts *opts, vbm_temporal_trace *trace,
+                               vbm_error *err);
+
+/* The free energy of every sequence written so far under the current q(Theta), each with its
+ * q(B, A) as its write or append ended (after a write or append: the trace's last value). NaN
+ * for a memory with nothing written. Never fails. */
+double vbm_temporal_free_energy(const vbm_temporal *m);
+
+/* The memory's configuration, the sequences and frames written since the last write (appends
+ * included) and the free energy at the end of the last write or append (NaN before any); each
+ * output may be NULL. Never fails. */
+void vbm_temporal_summary(const vbm_temporal *m, vbm_temporal_config *cfg, long *sequences,
+                          long *frames, double *free_energy);
+
+/* Continue a prefix by n frames. The prefix is filtered under q(Theta) held fixed: VBE sweeps
+ * over it as vbm_temporal_infer does, whose last frame gives q(b_T0, a_T0) (the last frame of
+ * a smoother is the filter). From there, under the posterior means of T, lambda, W and rho:
+ * mean (n x D, required) is the predictive mean of y_{T0+h}, h = 1..n: <W> sum over b_T0 of
+ * q(b_T0) P(b_{T0+h} = 1 | b_T0) E[lambda]^h E[a_T0 | b_T0] (a is independent of b under the
+ * model); qb (n x P, may be NULL) is P(b_{T0+h,p} = 1); samples (nsamples x n x D, required when
+ * nsamples > 0) are continuations drawn from the generator seeded with seed: (b_T0, a_T0) from
+ * their filtered q, then the Markov chains, the AR(1) attributes and the Gaussian noise. Fails
+ * with VBM_EINVAL (bad prefix as in infer, n not in [1, VBM_MAX_FRAMES] ("steps"), sweeps not
+ * in [1, 100000], nsamples not in [0, 100000], mean NULL, samples NULL when needed),
+ * VBM_ENOMEM, VBM_ENUMERIC. */
+vbm_status vbm_temporal_continue(const vbm_temporal *m, const vbm_sequence *prefix, long n,
+                                 int sweeps, uint64_t seed, int nsamples, double *mean, double *qb,
+                                 double *samples, vbm_error *err);
+
+/* Export the whole memory (configuration, q(Theta), what appends continue from) as one byte
+ * string, kind 5 of proto/memory-format.md; a round trip through vbm_temporal_import is
+ * bit-exact. *buf is malloc'd and owned by the caller. Fails with VBM_ENOMEM. */
+vbm_status vbm_temporal_export(const vbm_temporal *m, unsigned char **buf, size_t *len,
+                               vbm_error *err);
+/* Import a temporal memory exported by vbm_temporal_export. Fails with VBM_EFORMAT (bad magic,
+ * version or kind, truncated or padded, sizes or configuration out of range, a non-finite
+ * value, a non-positive variance, precision or count: the message says which), VBM_ENOMEM. *out
+ * is owned by the caller. */
+vbm_status vbm_temporal_import(const unsigned char *buf, size_t len, vbm_temporal **out,
+                               vbm_error *err);
+/* A deep copy of m (through export and import). VBM_ENOMEM. */
+vbm_status vbm_temporal_clone(const vbm_temporal *m, vbm_temporal **out, vbm_error *err);
+/* Heap bytes held by m (an estimate of its arrays). 0 for NULL. Never fails. */
+size_t vbm_temporal_bytes(const vbm_temporal *m);
+
 #ifdef __cplusplus
 }
 #endif

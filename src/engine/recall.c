@@ -636,6 +636,9 @@ vbm_status eng_session_recall(eng_session *s, const eng_model *m, const eng_reca
     vbm_status st;
     uint64_t version;
 
+    if (s->temporal)
+        return vbm_fail(err, VBM_EINVAL, "kind",
+                        "a temporal session reads by infer and continue, not reads");
     eng_session_rdlock(s);
     version = s->version;
     st = eng_recall_run(s->mem, m, q, o, out, err);

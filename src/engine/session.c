@@ -137,7 +137,7 @@ void eng_session_set_persist(eng_session *s, eng_persist_fn fn, void *ctx)
 
 vbm_status eng_session_to_record(const eng_session *s, eng_record *rec, vbm_error *err)
 {
-    size_t n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
+    size_t n = s->temporal ? 0 : (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
     long long idle_ms = (long long)(eng_now() * 1000.0) - atomic_load(&s->last_used_ms);
     vbm_error verr;
     vbm_status vst;
@@ -153,7 +153,8 @@ vbm_status eng_session_to_record(const eng_session *s, eng_record *rec, vbm_erro
     rec->used = eng_wall() - (idle_ms > 0 ? (double)idle_ms / 1000.0 : 0.0);
     rec->solver = s->solver;
     memcpy(rec->model_name, s->model_name, sizeof rec->model_name);
-    vst = vbm_export(s->mem, &rec->blob, &rec->blob_len, &verr);
+    vst = s->temporal ? vbm_temporal_export(s->tmem, &rec->blob, &rec->blob_len, &verr)
+                      : vbm_export(s->mem, &rec->blob, &rec->blob_len, &verr);
     if (vst != VBM_OK) {
         memset(rec, 0, sizeof *rec);
         return vbm_fail(err, VBM_ENOMEM, NULL, "cannot export session %s: %s", s->id, verr.msg);
@@ -188,17 +189,21 @@ vbm_status eng_session_from_record(const eng_record *rec, eng_session **out, vbm
     s = calloc(1, sizeof *s);
     if (s == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
-    vst = vbm_import(rec->blob, rec->blob_len, &s->mem, &verr);
+    /* the kind (bytes 16..23 of the format) says which import: 5 is a temporal memory */
+    s->temporal = rec->blob_len >= 24 && rec->blob[16] == 5 && rec->blob[17] == 0;
+    vst = s->temporal ? vbm_temporal_import(rec->blob, rec->blob_len, &s->tmem, &verr)
+                      : vbm_import(rec->blob, rec->blob_len, &s->mem, &verr);
     if (vst != VBM_OK) {
         free(s);
         return vbm_fail(err, vst == VBM_ENOMEM ? VBM_ENOMEM : VBM_EFORMAT, NULL,
                         "stored session %s does not import: %s", rec->id, verr.msg);
     }
-    n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
+    n = s->temporal ? 0 : (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
     if (rec->usage != NULL) {
         s->usage = rec->n_usage == n ? malloc(n * sizeof *s->usage) : NULL;
         if (s->usage == NULL) {
             vbm_memory_free(s->mem);
+            vbm_temporal_free(s->tmem);
             free(s);
             if (rec->n_usage != n)
                 return vbm_fail(err, VBM_EFORMAT, NULL,
@@ -223,7 +228,8 @@ vbm_status eng_session_from_record(const eng_record *rec, eng_session **out, vbm
     idle = now_wall - rec->used;
     atomic_init(&s->last_used_ms,
                 (long long)(eng_now() * 1000.0) - (idle > 0.0 ? (long long)(idle * 1000.0) : 0));
-    atomic_init(&s->bytes, sess_bytes(s->mem, s->usage != NULL ? n : 0));
+    atomic_init(&s->bytes, s->temporal ? sizeof(eng_session) + vbm_temporal_bytes(s->tmem)
+                                       : sess_bytes(s->mem, s->usage != NULL ? n : 0));
     *out = s;
     return VBM_OK;
 }
@@ -252,6 +258,7 @@ void eng_session_unref(eng_session *s)
     pthread_rwlock_destroy(&s->lock);
     eng_model_unref(atomic_load(&s->model));
     vbm_memory_free(s->mem);
+    vbm_temporal_free(s->tmem);
     free(s->usage);
     free(s);
 }
@@ -294,7 +301,14 @@ uint64_t eng_session_version(eng_session *s)
 void eng_session_config(eng_session *s, vbm_config *cfg)
 {
     pthread_rwlock_rdlock(&s->lock);
-    *cfg = s->mem->cfg;
+    if (s->temporal) { /* a temporal session: only its code size */
+        vbm_temporal_config tc;
+        vbm_temporal_summary(s->tmem, &tc, NULL, NULL, NULL);
+        memset(cfg, 0, sizeof *cfg);
+        cfg->code_size = tc.code_size;
+    } else {
+        *cfg = s->mem->cfg;
+    }
     pthread_rwlock_unlock(&s->lock);
 }
 
@@ -347,12 +361,13 @@ static void *sess_alloc(eng_session *s, size_t size)
 /* Copy of the G*H usage array of s (NULL when s has none); *fail set on ENOMEM. */
 static double *sess_usage_copy(eng_session *s, int *fail)
 {
-    size_t n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
+    size_t n;
     double *u;
 
     *fail = 0;
-    if (s->usage == NULL)
+    if (s->usage == NULL || s->temporal)
         return NULL;
+    n = (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters;
     u = sess_alloc(s, n * sizeof *u);
     if (u == NULL) {
         *fail = 1;
@@ -369,12 +384,21 @@ vbm_status eng_session_info(eng_session *s, eng_info *info, vbm_error *err)
     memset(info, 0, sizeof *info);
     pthread_rwlock_rdlock(&s->lock);
     memcpy(info->id, s->id, sizeof info->id);
-    info->cfg = s->mem->cfg;
     info->solver = s->solver;
     info->ttl_s = s->ttl_s;
-    info->frames = s->mem->frames;
-    info->retained = s->mem->n_codes;
-    info->last_elbo = s->mem->last_elbo;
+    info->free_energy = NAN;
+    if (s->temporal) {
+        info->temporal = 1;
+        vbm_temporal_summary(s->tmem, &info->tcfg, &info->sequences, &info->frames,
+                             &info->free_energy);
+        info->cfg.code_size = info->tcfg.code_size;
+        info->last_elbo = NAN;
+    } else {
+        info->cfg = s->mem->cfg;
+        info->frames = s->mem->frames;
+        info->retained = s->mem->n_codes;
+        info->last_elbo = s->mem->last_elbo;
+    }
     info->version = s->version;
     info->created = s->created;
     info->updated = s->updated;
@@ -606,6 +630,8 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
     memset(out, 0, sizeof *out);
     out->elbo_before = out->elbo_after = NAN;
     verr.msg[0] = '\0';
+    if (s->temporal)
+        return vbm_fail(err, VBM_EINVAL, "kind", "a temporal session takes sequences");
     st = sess_wrlock(s, o->if_match, &out->wait_s, err);
     if (st != VBM_OK)
         return st;
@@ -683,6 +709,8 @@ vbm_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster
     verr.msg[0] = '\0';
     if (n < 1)
         return vbm_fail(err, VBM_EINVAL, "count", "must be >= 1, got %ld", n);
+    if (s->temporal)
+        return vbm_fail(err, VBM_EINVAL, "kind", "a temporal session samples sequences");
     pthread_rwlock_rdlock(&s->lock);
     *C = s->mem->cfg.code_size;
     *G = s->mem->cfg.groups;
@@ -716,6 +744,8 @@ vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *versi
 
     *copy = NULL;
     verr.msg[0] = '\0';
+    if (s->temporal)
+        return vbm_fail(err, VBM_EINVAL, "kind", "a temporal session exports a temporal memory");
     pthread_rwlock_rdlock(&s->lock);
     *version = s->version;
     vst = vbm_memory_clone(s->mem, copy, &verr);
@@ -730,9 +760,12 @@ vbm_status eng_session_export(eng_session *s, vbm_memory **copy, uint64_t *versi
 vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match, uint64_t *version,
                                vbm_error *err)
 {
-    vbm_status st = sess_wrlock(s, if_match, NULL, err);
+    vbm_status st;
     sess_undo undo;
 
+    if (s->temporal)
+        return vbm_fail(err, VBM_EINVAL, "kind", "a temporal session imports a temporal memory");
+    st = sess_wrlock(s, if_match, NULL, err);
     if (st != VBM_OK)
         return st;
     /* The old memory itself is the undo copy: no clone needed. */
@@ -789,9 +822,7 @@ vbm_status eng_session_model(eng_session *s, eng_models *reg, eng_model **out, v
     if (st != VBM_OK)
         return vbm_fail(err, VBM_EINVAL, "model",
                         "the session's model \"%s\" is not hosted any more", s->model_name);
-    pthread_rwlock_rdlock(&s->lock);
-    C = s->mem->cfg.code_size;
-    pthread_rwlock_unlock(&s->lock);
+    C = eng_session_code_size(s);
     if (m->info->code_size != C) {
         eng_model_unref(m);
         return vbm_fail(err, VBM_EINVAL, "model",

@@ -61,6 +61,11 @@ typedef struct {
     size_t bytes;
     double *usage;                           /* G*H, NULL before any write */
     char model_name[ENG_MODEL_NAME_LEN + 1]; /* "" for a latent session */
+    /* a session of kind temporal (cfg then holds only code_size; session_temporal.h) */
+    int temporal;
+    vbm_temporal_config tcfg;
+    long sequences;     /* sequences written since the last replace */
+    double free_energy; /* at the end of the last write or append (NaN before any) */
 } eng_info;
 
 typedef enum { ENG_REPLACE = 0, ENG_APPEND = 1, ENG_REFIT = 2 } eng_mode;

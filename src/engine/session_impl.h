@@ -33,6 +33,9 @@ struct eng_session {
                                  * creation (or on first use after a load from the store,
                                  * eng_session_model); NULL until bound or when latent */
     atomic_int test_fail_alloc; /* tests only (eng_session_test_fail_alloc); 0 in production */
+    int temporal; /* fixed at creation: 1 for a session of kind temporal (mem is then NULL) */
+    vbm_temporal
+        *tmem; /* locked; the memory of a temporal session (session_temporal.c), else NULL */
 };
 
 /* Take the session's read lock (engine modules that read s->mem or the other

@@ -1,6 +1,7 @@
 /* codec.c -- owns the JSON forms that only the HTTP API has: session info, usage, times, addresses of a response, the encoding option. */
 #define _POSIX_C_SOURCE 200809L
 
+#include "wire/temporal.h"
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -34,8 +35,27 @@ json_t *codec_time(double wall)
     return json_string(buf);
 }
 
+/* The session resource of a temporal session: the members shared with the other kinds (id,
+ * kind, code_size, config, ttl_seconds, frames, created, updated, version, memory_bytes,
+ * model) and its own (components, attributes, sequences, free_energy). NULL when out of
+ * memory. */
+static json_t *codec_temporal_info(const eng_info *i)
+{
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:I, s:I, s:o}",
+                     "id", i->id, "kind", "temporal", "code_size", i->tcfg.code_size, "components",
+                     i->tcfg.components, "attributes", i->tcfg.attributes, "config",
+                     wire_temporal_config(&i->tcfg), "ttl_seconds", (json_int_t)i->ttl_s, "frames",
+                     (json_int_t)i->frames, "sequences", (json_int_t)i->sequences, "free_energy",
+                     wire_number(i->free_energy), "created", codec_time(i->created), "updated",
+                     codec_time(i->updated), "version", (json_int_t)i->version, "memory_bytes",
+                     (json_int_t)i->bytes, "model",
+                     i->model_name[0] != '\0' ? json_string(i->model_name) : json_null());
+}
+
 json_t *codec_info(const eng_info *i)
 {
+    if (i->temporal)
+        return codec_temporal_info(i);
     json_t *o = json_pack(
         "{s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:{s:i, s:o, s:s}, s:I, s:I, s:I, s:o, s:o, s:o, "
         "s:o, s:I, s:I}",

@@ -165,6 +165,9 @@ void route_samples(http_req *r);
 void route_reads(http_req *r);
 void route_memory_get(http_req *r);
 void route_memory_put(http_req *r);
+/* routes_temporal.c: infer and continue of temporal sessions (pool workers) */
+void route_temporal_infer(http_req *r);
+void route_temporal_continue(http_req *r);
 /* routes_web.c: the web page, inline on the HTTP thread */
 void route_web_index(http_req *r);
 void route_web_asset(http_req *r);

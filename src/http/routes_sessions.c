@@ -14,6 +14,8 @@
 #include "http/observe.h"
 #include "http/quota.h"
 #include "http/request.h"
+#include "http/routes_temporal.h"
+#include "engine/session_temporal.h"
 
 #define SESS_DEFAULT_ITERATIONS 50
 #define SESS_LIST_DEFAULT       50
@@ -212,6 +214,10 @@ void route_sessions_create(http_req *r)
 
     if (req_body_object(r, &body) != 0)
         return;
+    if (route_temporal_requested(body)) { /* a temporal session: routes_temporal.c */
+        route_temporal_create(r, body);
+        return;
+    }
     st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
         st = sess_pick_model(r, body, &m, &err);
@@ -460,6 +466,11 @@ void route_episodes(http_req *r)
     memset(&codes, 0, sizeof codes);
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
+    if (eng_session_is_temporal(s)) { /* sequences: routes_temporal.c */
+        route_temporal_episodes(r, s, body);
+        eng_session_unref(s);
+        return;
+    }
     ov = json_object_get(body, "observations");
     images = ov != NULL;
     if (images && obs_session_model(r, s, &m) != 0) {
@@ -548,6 +559,12 @@ void route_resize(http_req *r)
 
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
+    if (eng_session_is_temporal(s)) {
+        req_problem(r, 422, "kind", "a temporal session has no clusters or rows to resize");
+        json_decref(body);
+        eng_session_unref(s);
+        return;
+    }
     st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
         st = wire_opt_long(body, "clusters", 0, VBM_MAX_CLUSTERS, &H, &err);
@@ -635,6 +652,11 @@ void route_samples(http_req *r)
 
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
+    if (eng_session_is_temporal(s)) { /* a sequence: routes_temporal.c */
+        route_temporal_samples(r, s, body);
+        eng_session_unref(s);
+        return;
+    }
     st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
         st = wire_opt_long(body, "count", 1, lim->max_frames, &count, &err);
@@ -784,6 +806,13 @@ void route_reads(http_req *r)
     memset(&ro, 0, sizeof ro);
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
+    if (eng_session_is_temporal(s)) {
+        req_problem(r, 422, "kind",
+                    "a temporal session reads by POST .../infer and POST .../continue");
+        json_decref(body);
+        eng_session_unref(s);
+        return;
+    }
     if (obs_session_model(r, s, &m) != 0) {
         json_decref(body);
         eng_session_unref(s);
@@ -907,6 +936,11 @@ void route_memory_get(http_req *r)
 
     if (s == NULL)
         return;
+    if (eng_session_is_temporal(s)) {
+        route_temporal_memory_get(r, s);
+        eng_session_unref(s);
+        return;
+    }
     vst = eng_session_export(s, &mem, &version, &err);
     eng_session_unref(s);
     if (vst != VBM_OK) {
@@ -937,6 +971,21 @@ void route_memory_put(http_req *r)
 
     if (sess_lookup_body(r, &s, &body) != 0)
         return;
+    if (eng_session_is_temporal(s)
+        || (json_is_string(json_object_get(body, "kind"))
+            && strcmp(json_string_value(json_object_get(body, "kind")), "temporal") == 0)) {
+        if (!eng_session_is_temporal(s) || !json_is_string(json_object_get(body, "export")))
+            req_problem(r, 422, "kind",
+                        eng_session_is_temporal(s)
+                            ? "a temporal session imports the form of GET .../memory of a "
+                              "temporal session (kind \"temporal\", export)"
+                            : "a temporal memory goes into a session of kind temporal");
+        else
+            route_temporal_memory_put(r, s, json_incref(body));
+        json_decref(body);
+        eng_session_unref(s);
+        return;
+    }
     vst = wire_memory_from_json(body, &mem, &err);
     json_decref(body);
     if (vst != VBM_OK) {

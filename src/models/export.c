@@ -313,6 +313,9 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
         && (memo_k < 1 || memo_k > VBM_MAX_MEMO_K || nmemos > (uint64_t)VBM_MAX_FRAMES * 1000
             || nentries < nmemos || nentries > nmemos * memo_k))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: memo sizes out of range");
+    if (kind == 5)
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "memory import: kind 5 is a temporal memory (vbm_temporal_import)");
     if (kind > VBM_DKM || C > VBM_MAX_CODE_SIZE || K > VBM_MAX_ROWS || H > VBM_MAX_CLUSTERS
         || G > VBM_MAX_CODE_SIZE || shift > 1 || retain > (uint64_t)VBM_MAX_FRAMES
         || frames > (uint64_t)VBM_MAX_FRAMES * 1000 || ncodes > (uint64_t)VBM_MAX_FRAMES

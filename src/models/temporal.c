@@ -187,6 +187,12 @@ void vbm_temporal_free(vbm_temporal *m)
     free(m->ex.elogrho);
     free(m->ex.Wr);
     free(m->ex.M);
+    free(m->acc.Saa);
+    free(m->acc.Scr);
+    free(m->acc.Spr);
+    free(m->acc.R);
+    free(m->acc.r);
+    free(m->acc.yy);
     free(m);
 }
 
@@ -219,6 +225,17 @@ static void temporal_reset(vbm_temporal *m)
     m->ut[2] = c->u_T[1][0];
     m->ut[3] = c->u_T[1][1];
     m->fitted = 0;
+    memset(m->acc.N, 0, sizeof m->acc.N);
+    memset(m->acc.Saa, 0, sizeof(double) * K);
+    memset(m->acc.Scr, 0, sizeof(double) * K);
+    memset(m->acc.Spr, 0, sizeof(double) * K);
+    memset(m->acc.R, 0, sizeof(double) * K * K);
+    memset(m->acc.r, 0, sizeof(double) * D * K);
+    memset(m->acc.yy, 0, sizeof(double) * D);
+    m->acc.ntr = m->acc.nfr = 0.0;
+    m->fe_const = 0.0;
+    m->nseq = 0;
+    m->last_fe = NAN;
 }
 
 vbm_status vbm_temporal_create(const vbm_temporal_config *cfg, vbm_temporal **out, vbm_error *err)
@@ -264,6 +281,16 @@ vbm_status vbm_temporal_create(const vbm_temporal_config *cfg, vbm_temporal **ou
     m->ex.elogrho = vbm_calloc(D, sizeof(double));
     m->ex.Wr = vbm_calloc(D * K, sizeof(double));
     m->ex.M = vbm_calloc(K * K, sizeof(double));
+    m->acc.Saa = vbm_calloc(K, sizeof(double));
+    m->acc.Scr = vbm_calloc(K, sizeof(double));
+    m->acc.Spr = vbm_calloc(K, sizeof(double));
+    m->acc.R = vbm_calloc(K * K, sizeof(double));
+    m->acc.r = vbm_calloc(D * K, sizeof(double));
+    m->acc.yy = vbm_calloc(D, sizeof(double));
+    if (!m->acc.Saa || !m->acc.Scr || !m->acc.Spr || !m->acc.R || !m->acc.r || !m->acc.yy) {
+        vbm_temporal_free(m);
+        return vbm_fail(err, VBM_ENOMEM, "", "out of memory for a temporal memory");
+    }
     if (!m->mw || !m->Sw || !m->ldJw || !m->gamma || !m->rd || !m->re || !m->lam || !m->grid
         || !m->phi || !m->post || !m->ex.einv || !m->ex.elam || !m->ex.elam2 || !m->ex.elog
         || !m->ex.lmean || !m->ex.kl_lam || !m->ex.rho || !m->ex.elogrho || !m->ex.Wr || !m->ex.M) {
@@ -882,15 +909,87 @@ static double tseq_local_fe(const temporal_exp *e, const tseq *s)
 
 /* ---- VBM (sec. 5) and ARD (sec. 6) ---- */
 
-typedef struct {
-    double N[4];             /* sum_t Q(b_{t-1} = m) Q(b_t = n) */
-    double *Saa, *Scr, *Spr; /* [K] sums over t > 1 of <a_t^2>, <a_t><a_{t-1}>, <a_{t-1}^2> */
-    double ntr;              /* number of transitions */
-    double *R;               /* [K x K] sum_t <x_t x_t^T> */
-    double *r;               /* [D x K] sum_t y_t <x_t>^T */
-    double *yy;              /* [D] sum_t y_t^2 */
-    double nfr;              /* frames */
-} tstats;
+/* Allocate the arrays of st (zeroed); 0, or -1 out of memory (st then owns nothing). */
+static int tstats_alloc(tstats *st, int D, int K)
+{
+    memset(st, 0, sizeof *st);
+    st->Saa = vbm_calloc((size_t)K, sizeof(double));
+    st->Scr = vbm_calloc((size_t)K, sizeof(double));
+    st->Spr = vbm_calloc((size_t)K, sizeof(double));
+    st->R = vbm_calloc((size_t)K * K, sizeof(double));
+    st->r = vbm_calloc((size_t)D * K, sizeof(double));
+    st->yy = vbm_calloc((size_t)D, sizeof(double));
+    if (!st->Saa || !st->Scr || !st->Spr || !st->R || !st->r || !st->yy) {
+        free(st->Saa);
+        free(st->Scr);
+        free(st->Spr);
+        free(st->R);
+        free(st->r);
+        free(st->yy);
+        memset(st, 0, sizeof *st);
+        return -1;
+    }
+    return 0;
+}
+
+static void tstats_release(tstats *st)
+{
+    free(st->Saa);
+    free(st->Scr);
+    free(st->Spr);
+    free(st->R);
+    free(st->r);
+    free(st->yy);
+    memset(st, 0, sizeof *st);
+}
+
+/* dst <- a + b (a NULL: dst <- b); the arrays are dst's own. */
+static void tstats_sum(tstats *dst, const tstats *a, const tstats *b, int D, int K)
+{
+    for (int i = 0; i < 4; i++)
+        dst->N[i] = (a ? a->N[i] : 0.0) + b->N[i];
+    for (int k = 0; k < K; k++) {
+        dst->Saa[k] = (a ? a->Saa[k] : 0.0) + b->Saa[k];
+        dst->Scr[k] = (a ? a->Scr[k] : 0.0) + b->Scr[k];
+        dst->Spr[k] = (a ? a->Spr[k] : 0.0) + b->Spr[k];
+    }
+    for (int i = 0; i < K * K; i++)
+        dst->R[i] = (a ? a->R[i] : 0.0) + b->R[i];
+    for (int i = 0; i < D * K; i++)
+        dst->r[i] = (a ? a->r[i] : 0.0) + b->r[i];
+    for (int i = 0; i < D; i++)
+        dst->yy[i] = (a ? a->yy[i] : 0.0) + b->yy[i];
+    dst->ntr = (a ? a->ntr : 0.0) + b->ntr;
+    dst->nfr = (a ? a->nfr : 0.0) + b->nfr;
+}
+
+/* The latent free energy (tseq_local_fe, chain_local_fe) is linear in the expectations under
+ * q(Theta), with the sufficient statistics of q(B, A) as coefficients, plus terms that do not
+ * involve q(Theta) (entropies of q(B, A), the first frame's <log P(b_1)> and <log P(a_1)>,
+ * 2 pi constants). This is the q(Theta) part, term by term as those functions write it. */
+double temporal_stats_fe(const temporal_exp *e, const tstats *st)
+{
+    int D = e->D, K = e->K;
+    double F = 0.0, erl = 0.0;
+
+    for (int i = 0; i < 4; i++)
+        F += st->N[i] * e->elogT[i];
+    for (int k = 0; k < K; k++)
+        F += -0.5 * e->elog[k] * st->ntr
+             - 0.5
+                   * (e->einv[k] * st->Saa[k] - 2.0 * e->elam[k] * st->Scr[k]
+                      + e->elam2[k] * st->Spr[k]);
+    for (int k = 0; k < D; k++) {
+        erl += e->elogrho[k];
+        F -= 0.5 * e->rho[k] * st->yy[k];
+        for (int i = 0; i < K; i++)
+            F += e->Wr[(size_t)k * K + i] * st->r[(size_t)k * K + i];
+    }
+    F += 0.5 * erl * st->nfr;
+    for (int i = 0; i < K * K; i++)
+        F -= 0.5 * e->M[i] * st->R[i];
+    return F;
+}
 
 static void tstats_add(tstats *st, const temporal_exp *e, const tseq *s)
 {
@@ -1234,36 +1333,57 @@ out:
     return rc;
 }
 
-/* One VB-EM run from the random start drawn with seed: the fitted memory in *out (caller
- * frees) and its free-energy trace in *fe_out (malloc'd, *done_out values). The sequences and
- * options are checked by the caller. */
-static vbm_status fit_run(const vbm_temporal *m, const vbm_sequence *seqs, int nseq,
-                          const vbm_temporal_opts *o, uint64_t seed, vbm_temporal **out,
+/* Copy q(Theta) and what appends continue from (acc, fe_const, nseq, fitted) from src to dst
+ * (same configuration). Never fails. */
+static void temporal_copy_posterior(vbm_temporal *dst, const vbm_temporal *src)
+{
+    size_t D = (size_t)src->D, K = (size_t)src->K;
+
+    memcpy(dst->mw, src->mw, sizeof(double) * D * K);
+    memcpy(dst->Sw, src->Sw, sizeof(double) * D * K * K);
+    memcpy(dst->ldJw, src->ldJw, sizeof(double) * D);
+    memcpy(dst->gamma, src->gamma, sizeof(double) * K);
+    memcpy(dst->rd, src->rd, sizeof(double) * D);
+    memcpy(dst->re, src->re, sizeof(double) * D);
+    memcpy(dst->ut, src->ut, sizeof dst->ut);
+    memcpy(dst->lam, src->lam, sizeof(double) * 4 * K);
+    tstats_sum(&dst->acc, NULL, &src->acc, (int)D, (int)K);
+    dst->fe_const = src->fe_const;
+    dst->nseq = src->nseq;
+    dst->last_fe = src->last_fe;
+    dst->fitted = src->fitted;
+    temporal_refresh(dst);
+}
+
+/* One VB-EM run: the fitted memory in *out (caller frees) and its free-energy trace in *fe_out
+ * (malloc'd, *done_out values). base NULL: a write, from the prior and the random start drawn
+ * with seed. base not NULL: an append, started from base's q(Theta); every VBM step then adds
+ * base's accumulated statistics (its sequences' q(B, A) as they were) to the new sequences',
+ * the free energy counts those sequences through them (temporal_stats_fe + fe_const), and the
+ * rescaling step is not taken (it would have to rescale the frozen q(B, A) too). The sequences
+ * and options are checked by the caller. */
+static vbm_status fit_run(const vbm_temporal *m, const vbm_temporal *base, const vbm_sequence *seqs,
+                          int nseq, const vbm_temporal_opts *o, uint64_t seed, vbm_temporal **out,
                           double **fe_out, int *done_out, vbm_error *err)
 {
     vbm_temporal *w = NULL;
     tseq *ss = NULL;
-    tstats st;
-    double *scr = NULL, *fe = NULL, ysq = 0.0, nfr = 0.0, scale;
+    tstats st, tot;
+    double *scr = NULL, *fe = NULL, ysq = 0.0, nfr = 0.0, scale, loc = 0.0;
     vbm_status rc;
     int K, D, done = 0;
     rng_t rng;
 
+    memset(&st, 0, sizeof st);
+    memset(&tot, 0, sizeof tot);
     if ((rc = vbm_temporal_create(&m->cfg, &w, err)) != VBM_OK)
         return rc;
     K = w->K;
     D = w->D;
-    memset(&st, 0, sizeof st);
     ss = vbm_calloc((size_t)nseq, sizeof *ss);
     scr = vbm_calloc((size_t)3 * K * K + 4 * K + 16 * 16 * 3, sizeof(double));
     fe = vbm_calloc((size_t)o->iterations, sizeof(double));
-    st.Saa = vbm_calloc((size_t)K, sizeof(double));
-    st.Scr = vbm_calloc((size_t)K, sizeof(double));
-    st.Spr = vbm_calloc((size_t)K, sizeof(double));
-    st.R = vbm_calloc((size_t)K * K, sizeof(double));
-    st.r = vbm_calloc((size_t)D * K, sizeof(double));
-    st.yy = vbm_calloc((size_t)D, sizeof(double));
-    if (!ss || !scr || !fe || !st.Saa || !st.Scr || !st.Spr || !st.R || !st.r || !st.yy) {
+    if (!ss || !scr || !fe || tstats_alloc(&st, D, K) || tstats_alloc(&tot, D, K)) {
         rc = vbm_fail(err, VBM_ENOMEM, "", "out of memory for a temporal write");
         goto out;
     }
@@ -1271,22 +1391,26 @@ static vbm_status fit_run(const vbm_temporal *m, const vbm_sequence *seqs, int n
         if ((rc = tseq_init(&ss[i], w, &seqs[i], err)) != VBM_OK)
             goto out;
 
-    /* start: q(Theta) at the prior, except a random mean of q(W) on the data's scale */
-    for (int i = 0; i < nseq; i++) {
-        for (long j = 0; j < seqs[i].T * (long)D; j++)
-            ysq += seqs[i].y[j] * seqs[i].y[j];
-        nfr += (double)seqs[i].T;
+    if (base != NULL) {
+        temporal_copy_posterior(w, base);
+    } else {
+        /* start: q(Theta) at the prior, except a random mean of q(W) on the data's scale */
+        for (int i = 0; i < nseq; i++) {
+            for (long j = 0; j < seqs[i].T * (long)D; j++)
+                ysq += seqs[i].y[j] * seqs[i].y[j];
+            nfr += (double)seqs[i].T;
+        }
+        scale = sqrt(ysq / (nfr * D) / K);
+        if (!(scale > 0))
+            scale = 1.0;
+        rng_seed(&rng, seed);
+        if (o->init_pca && (rc = init_pca(w, seqs, nseq, &rng, err)) != VBM_OK)
+            goto out;
+        if (!o->init_pca)
+            for (size_t i = 0; i < (size_t)D * K; i++)
+                w->mw[i] = scale * rng_normal(&rng);
+        temporal_refresh(w);
     }
-    scale = sqrt(ysq / (nfr * D) / K);
-    if (!(scale > 0))
-        scale = 1.0;
-    rng_seed(&rng, seed);
-    if (o->init_pca && (rc = init_pca(w, seqs, nseq, &rng, err)) != VBM_OK)
-        goto out;
-    if (!o->init_pca)
-        for (size_t i = 0; i < (size_t)D * K; i++)
-            w->mw[i] = scale * rng_normal(&rng);
-    temporal_refresh(w);
     for (int i = 0; i < nseq; i++)
         tseq_data(&ss[i], &w->ex);
 
@@ -1296,7 +1420,7 @@ static vbm_status fit_run(const vbm_temporal *m, const vbm_sequence *seqs, int n
             for (int sw = 0; sw < o->sweeps; sw++)
                 if ((rc = tseq_sweep(&w->ex, &ss[i], scr, err)) != VBM_OK)
                     goto out;
-        if (o->rescale && it > 0) {
+        if (base == NULL && o->rescale && it > 0) {
             rescale_step(w, ss, nseq);
             temporal_refresh(w);
         }
@@ -1310,16 +1434,21 @@ static vbm_status fit_run(const vbm_temporal *m, const vbm_sequence *seqs, int n
         st.ntr = st.nfr = 0.0;
         for (int i = 0; i < nseq; i++)
             tstats_add(&st, &w->ex, &ss[i]);
-        if ((rc = vbm_step(w, &st, scr, err)) != VBM_OK)
+        tstats_sum(&tot, base ? &base->acc : NULL, &st, D, K);
+        if ((rc = vbm_step(w, &tot, scr, err)) != VBM_OK)
             goto out;
         if (o->ard_start >= 0 && it >= o->ard_start)
             ard_step(w);
         temporal_refresh(w);
         F = global_fe(w);
+        if (base != NULL)
+            F += base->fe_const + temporal_stats_fe(&w->ex, &base->acc);
+        loc = 0.0;
         for (int i = 0; i < nseq; i++) {
             tseq_data(&ss[i], &w->ex);
-            F += tseq_local_fe(&w->ex, &ss[i]);
+            loc += tseq_local_fe(&w->ex, &ss[i]);
         }
+        F += loc;
         if (!isfinite(F)) {
             rc = vbm_fail(err, VBM_ENUMERIC, "", "the free energy is not finite at iteration %d",
                           it);
@@ -1329,6 +1458,12 @@ static vbm_status fit_run(const vbm_temporal *m, const vbm_sequence *seqs, int n
         if (o->tol > 0 && done > 1 && F - fe[done - 2] < o->tol * fabs(F))
             break;
     }
+    /* what a later append continues from: every sequence's statistics and the q(Theta)-free
+     * part of their free energy (loc minus its q(Theta) part, constant in q(Theta)) */
+    tstats_sum(&w->acc, NULL, &tot, D, K);
+    w->fe_const = (base ? base->fe_const : 0.0) + loc - temporal_stats_fe(&w->ex, &st);
+    w->nseq = (base ? base->nseq : 0) + nseq;
+    w->last_fe = fe[done - 1];
     w->fitted = 1;
     *out = w;
     w = NULL;
@@ -1343,24 +1478,21 @@ out:
     free(ss);
     free(scr);
     free(fe);
-    free(st.Saa);
-    free(st.Scr);
-    free(st.Spr);
-    free(st.R);
-    free(st.r);
-    free(st.yy);
+    tstats_release(&st);
+    tstats_release(&tot);
     vbm_temporal_free(w);
     return rc;
 }
 
-vbm_status vbm_temporal_write(vbm_temporal *m, const vbm_sequence *seqs, int nseq,
-                              const vbm_temporal_opts *opts, vbm_temporal_trace *trace,
-                              vbm_error *err)
+/* The shared path of write (append 0) and append (append 1): checks, the runs, the swap. */
+static vbm_status temporal_fit(vbm_temporal *m, int append, const vbm_sequence *seqs, int nseq,
+                               const vbm_temporal_opts *opts, vbm_temporal_trace *trace,
+                               vbm_error *err)
 {
     vbm_temporal_opts o;
     vbm_temporal *best = NULL;
     double *best_fe = NULL, nfr = 0.0;
-    int best_done = 0;
+    int best_done = 0, runs;
     vbm_status rc;
 
     if (trace) {
@@ -1396,14 +1528,19 @@ vbm_status vbm_temporal_write(vbm_temporal *m, const vbm_sequence *seqs, int nse
             return rc;
         nfr += (double)seqs[i].T;
     }
+    if (append)
+        nfr += m->acc.nfr;
     if (nfr > (double)VBM_MAX_FRAMES)
         return vbm_fail(err, VBM_EINVAL, "sequences", "%.0f frames in all exceed %ld", nfr,
                         VBM_MAX_FRAMES);
-    for (int r = 0; r < o.restarts; r++) {
+    append = append && m->fitted; /* an append to an empty memory is a write */
+    runs = append ? 1 : o.restarts;
+    for (int r = 0; r < runs; r++) {
         vbm_temporal *w = NULL;
         double *fe = NULL;
         int done = 0;
-        if ((rc = fit_run(m, seqs, nseq, &o, o.seed + (uint64_t)r, &w, &fe, &done, err))
+        if ((rc = fit_run(m, append ? m : NULL, seqs, nseq, &o, o.seed + (uint64_t)r, &w, &fe,
+                          &done, err))
             != VBM_OK) {
             vbm_temporal_free(best);
             free(best_fe);
@@ -1429,6 +1566,42 @@ vbm_status vbm_temporal_write(vbm_temporal *m, const vbm_sequence *seqs, int nse
         free(best_fe);
     }
     return VBM_OK;
+}
+
+vbm_status vbm_temporal_write(vbm_temporal *m, const vbm_sequence *seqs, int nseq,
+                              const vbm_temporal_opts *opts, vbm_temporal_trace *trace,
+                              vbm_error *err)
+{
+    return temporal_fit(m, 0, seqs, nseq, opts, trace, err);
+}
+
+vbm_status vbm_temporal_append(vbm_temporal *m, const vbm_sequence *seqs, int nseq,
+                               const vbm_temporal_opts *opts, vbm_temporal_trace *trace,
+                               vbm_error *err)
+{
+    return temporal_fit(m, 1, seqs, nseq, opts, trace, err);
+}
+
+double vbm_temporal_free_energy(const vbm_temporal *m)
+{
+    if (m == NULL || !m->fitted)
+        return NAN;
+    return global_fe(m) + m->fe_const + temporal_stats_fe(&m->ex, &m->acc);
+}
+
+void vbm_temporal_summary(const vbm_temporal *m, vbm_temporal_config *cfg, long *sequences,
+                          long *frames, double *free_energy)
+{
+    if (m == NULL)
+        return;
+    if (cfg)
+        *cfg = m->cfg;
+    if (sequences)
+        *sequences = m->nseq;
+    if (frames)
+        *frames = (long)m->acc.nfr;
+    if (free_energy)
+        *free_energy = m->last_fe;
 }
 
 vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
@@ -1464,6 +1637,210 @@ vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, in
         if (local_fe)
             *local_fe = tseq_local_fe(&m->ex, &s);
     }
+    free(scr);
+    tseq_free(&s);
+    return rc;
+}
+
+/* ---- continuation of a prefix ---- */
+
+vbm_status vbm_temporal_continue(const vbm_temporal *m, const vbm_sequence *prefix, long n,
+                                 int sweeps, uint64_t seed, int nsamples, double *mean, double *qb,
+                                 double *samples, vbm_error *err)
+{
+    int D, P, Q, K;
+    long T0, tl;
+    tseq s;
+    double *scr = NULL, *x = NULL, *pi1 = NULL, *pi0 = NULL, *L = NULL, *a = NULL, *z = NULL;
+    int *bt = NULL, have_seq = 0;
+    double Tm[4];
+    vbm_status rc = VBM_OK;
+    rng_t r;
+
+    if (m == NULL)
+        return vbm_fail(err, VBM_EINVAL, "memory", "is NULL");
+    if (prefix == NULL)
+        return vbm_fail(err, VBM_EINVAL, "prefix", "is NULL");
+    if (n < 1 || n > VBM_MAX_FRAMES)
+        return vbm_fail(err, VBM_EINVAL, "steps", "%ld is not in [1, %ld]", n, VBM_MAX_FRAMES);
+    if (sweeps < 1 || sweeps > 100000)
+        return vbm_fail(err, VBM_EINVAL, "sweeps", "%d is not in [1, 100000]", sweeps);
+    if (nsamples < 0 || nsamples > 100000)
+        return vbm_fail(err, VBM_EINVAL, "samples", "%d is not in [0, 100000]", nsamples);
+    if (mean == NULL)
+        return vbm_fail(err, VBM_EINVAL, "mean", "is NULL");
+    if (nsamples > 0 && samples == NULL)
+        return vbm_fail(err, VBM_EINVAL, "samples", "is NULL");
+    if ((rc = seq_check(m, prefix, "prefix", err)) != VBM_OK)
+        return rc;
+    D = m->D;
+    P = m->P;
+    Q = m->Q;
+    K = m->K;
+    if ((double)n * D * (nsamples + 1) > (double)VBM_MAX_ELEMENTS)
+        return vbm_fail(err, VBM_ENOMEM, "steps", "%ld steps of %d samples are too many", n,
+                        nsamples);
+    if ((rc = tseq_init(&s, m, prefix, err)) != VBM_OK)
+        return rc;
+    have_seq = 1;
+    scr = vbm_calloc((size_t)4 * Q * Q + 4 * Q, sizeof(double));
+    x = vbm_calloc((size_t)K, sizeof(double));
+    pi1 = vbm_calloc((size_t)P, sizeof(double));
+    pi0 = vbm_calloc((size_t)P, sizeof(double));
+    L = vbm_calloc((size_t)P * 2 * Q * Q, sizeof(double));
+    a = vbm_calloc((size_t)K, sizeof(double));
+    z = vbm_calloc((size_t)K, sizeof(double));
+    bt = vbm_calloc((size_t)P, sizeof(int));
+    if (!scr || !x || !pi1 || !pi0 || !L || !a || !z || !bt) {
+        rc = vbm_fail(err, VBM_ENOMEM, "", "out of memory for a continuation");
+        goto out;
+    }
+    /* filter the prefix: q(b_t, a_t) of its last frame under q(Theta) (the last frame of a
+     * smoother is its filter) */
+    tseq_data(&s, &m->ex);
+    for (int i = 0; i < sweeps && rc == VBM_OK; i++)
+        rc = tseq_sweep(&m->ex, &s, scr, err);
+    if (rc != VBM_OK)
+        goto out;
+    T0 = prefix->T;
+    tl = T0 - 1;
+    /* q(a_T0 | b_T0 = 1), q(a_T0 | b_T0 = 0): means and Cholesky factors of the covariances
+     * (eq. 18: N(mu1, S1) and N(mu2, diag(s2)); eq. 19: q(a) is one Gaussian, N(ea, V)) */
+    for (int p = 0; p < P; p++)
+        for (int bb = 0; bb < 2; bb++) {
+            double *Lp = L + ((size_t)p * 2 + bb) * Q * Q;
+            if (s.temporal) {
+                memcpy(Lp, s.V + ((size_t)tl * P + p) * Q * Q, sizeof(double) * Q * Q);
+            } else if (bb == 1) {
+                memcpy(Lp, s.S1 + ((size_t)tl * P + p) * Q * Q, sizeof(double) * Q * Q);
+            } else {
+                memset(Lp, 0, sizeof(double) * Q * Q);
+                for (int q = 0; q < Q; q++)
+                    Lp[q * Q + q] = s.s2[(size_t)tl * K + p * Q + q];
+            }
+            if (la_chol(Q, Lp) != 0) {
+                rc = vbm_fail(err, VBM_ENUMERIC, "",
+                              "the covariance of a_{%ld,%d} is not positive definite", tl, p);
+                goto out;
+            }
+        }
+    for (int rr = 0; rr < 2; rr++) {
+        double su = m->ut[2 * rr] + m->ut[2 * rr + 1];
+        Tm[2 * rr] = m->ut[2 * rr] / su;
+        Tm[2 * rr + 1] = m->ut[2 * rr + 1] / su;
+    }
+    /* the predictive mean: P(b_{T0+h} = 1 | b_T0 = 1 or 0) by the chain, a by E[lambda]^h,
+     * y = <W> <b a> */
+    for (int p = 0; p < P; p++) {
+        pi1[p] = 1.0;
+        pi0[p] = 0.0;
+    }
+    for (long h = 1; h <= n; h++) {
+        for (int p = 0; p < P; p++) {
+            double q1 = s.q1[tl * P + p], q0 = s.q0[tl * P + p];
+            pi1[p] = pi1[p] * Tm[3] + (1.0 - pi1[p]) * Tm[1];
+            pi0[p] = pi0[p] * Tm[3] + (1.0 - pi0[p]) * Tm[1];
+            if (qb)
+                qb[(size_t)(h - 1) * P + p] = q1 * pi1[p] + q0 * pi0[p];
+            for (int q = 0; q < Q; q++) {
+                int k = p * Q + q;
+                double m1 = s.temporal ? s.ea[tl * K + k] : s.mu1[tl * K + k];
+                double m0 = s.temporal ? s.ea[tl * K + k] : s.mu2[tl * K + k];
+                x[k] = pow(m->ex.lmean[k], (double)h) * (q1 * pi1[p] * m1 + q0 * pi0[p] * m0);
+            }
+        }
+        for (int d = 0; d < D; d++) {
+            double v = 0.0;
+            for (int k = 0; k < K; k++)
+                v += m->mw[(size_t)d * K + k] * x[k];
+            mean[(size_t)(h - 1) * D + d] = v;
+        }
+    }
+    /* sampled continuations: (b_T0, a_T0) from their filtered q, then the chains, the AR(1)
+     * attributes and the noise under the posterior means of T, lambda, W and rho */
+    rng_seed(&r, seed);
+    for (int j = 0; j < nsamples; j++) {
+        double *yj = samples + (size_t)j * n * D;
+        for (int p = 0; p < P; p++) {
+            const double *Lp;
+            bt[p] = rng_uniform(&r) < s.q1[tl * P + p];
+            Lp = L + ((size_t)p * 2 + bt[p]) * Q * Q;
+            rng_normal_fill(&r, z, Q);
+            for (int q = 0; q < Q; q++) {
+                int k = p * Q + q;
+                double v = bt[p] && !s.temporal ? s.mu1[tl * K + k]
+                           : s.temporal         ? s.ea[tl * K + k]
+                                                : s.mu2[tl * K + k];
+                for (int u = 0; u <= q; u++)
+                    v += Lp[q * Q + u] * z[u];
+                a[k] = v;
+            }
+        }
+        for (long h = 0; h < n; h++) {
+            for (int p = 0; p < P; p++) {
+                bt[p] = rng_uniform(&r) < Tm[2 * bt[p] + 1];
+                for (int q = 0; q < Q; q++) {
+                    int k = p * Q + q;
+                    double l = m->ex.lmean[k];
+                    a[k] = l * a[k] + sqrt((1.0 - l) * (1.0 + l)) * rng_normal(&r);
+                }
+            }
+            for (int d = 0; d < D; d++) {
+                double v = rng_normal(&r) / sqrt(m->ex.rho[d]);
+                for (int k = 0; k < K; k++)
+                    if (bt[k / Q])
+                        v += m->mw[(size_t)d * K + k] * a[k];
+                yj[(size_t)h * D + d] = v;
+            }
+        }
+    }
+out:
+    if (have_seq)
+        tseq_free(&s);
+    free(scr);
+    free(x);
+    free(pi1);
+    free(pi0);
+    free(L);
+    free(a);
+    free(z);
+    free(bt);
+    return rc;
+}
+
+/* Test hook (temporal.h): q(B, A) of seq inferred under m (sweeps VBE sweeps), then its latent
+ * free energy and the q(Theta) part of it (temporal_stats_fe of its statistics) under m and under
+ * m2 (same configuration): out = {local(m), stats(m), local(m2), stats(m2)}. */
+vbm_status temporal_fe_split(const vbm_temporal *m, const vbm_temporal *m2, const vbm_sequence *seq,
+                             int sweeps, double out[4], vbm_error *err)
+{
+    tseq s;
+    tstats st;
+    double *scr;
+    vbm_status rc;
+
+    if ((rc = seq_check(m, seq, "sequence", err)) != VBM_OK)
+        return rc;
+    if ((rc = tseq_init(&s, m, seq, err)) != VBM_OK)
+        return rc;
+    scr = vbm_calloc((size_t)4 * m->Q * m->Q + 4 * m->Q, sizeof(double));
+    if (scr == NULL || tstats_alloc(&st, m->D, m->K) != 0) {
+        free(scr);
+        tseq_free(&s);
+        return vbm_fail(err, VBM_ENOMEM, "", "out of memory");
+    }
+    tseq_data(&s, &m->ex);
+    for (int i = 0; i < sweeps && rc == VBM_OK; i++)
+        rc = tseq_sweep(&m->ex, &s, scr, err);
+    if (rc == VBM_OK) {
+        tstats_add(&st, &m->ex, &s);
+        out[0] = tseq_local_fe(&m->ex, &s);
+        out[1] = temporal_stats_fe(&m->ex, &st);
+        tseq_data(&s, &m2->ex);
+        out[2] = tseq_local_fe(&m2->ex, &s);
+        out[3] = temporal_stats_fe(&m2->ex, &st);
+    }
+    tstats_release(&st);
     free(scr);
     tseq_free(&s);
     return rc;

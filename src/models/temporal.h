@@ -24,6 +24,18 @@ typedef struct {
     double sigma_a2;
 } temporal_exp;
 
+/* The sufficient statistics of q(B, A) that the VBM step (eq. 59, 63-66, 70-78) reads, summed
+ * over sequences. */
+typedef struct {
+    double N[4];             /* sum_t Q(b_{t-1} = m) Q(b_t = n) */
+    double *Saa, *Scr, *Spr; /* [K] sums over t > 1 of <a_t^2>, <a_t><a_{t-1}>, <a_{t-1}^2> */
+    double ntr;              /* number of transitions */
+    double *R;               /* [K x K] sum_t <x_t x_t^T> */
+    double *r;               /* [D x K] sum_t y_t <x_t>^T */
+    double *yy;              /* [D] sum_t y_t^2 */
+    double nfr;              /* frames */
+} tstats;
+
 struct vbm_temporal {
     vbm_temporal_config cfg;
     int D, P, Q, K, G;
@@ -40,7 +52,25 @@ struct vbm_temporal {
     double *phi;     /* [G][4] (-log(1-l^2), 1/(1-l^2), l/(1-l^2), l^2/(1-l^2)) */
     double *post;    /* [G] scratch of temporal_refresh */
     temporal_exp ex; /* expectations of the current q(Theta) */
+    /* what appends continue from (vbm_temporal_append): the statistics of every sequence
+     * written so far under its q(B, A) as its fit ended, and the part of those sequences'
+     * free energy that does not depend on q(Theta) (entropies, first-frame terms) */
+    tstats acc;
+    double fe_const;
+    long nseq;      /* sequences written since the last write */
+    double last_fe; /* free energy at the end of the last write or append (NaN before) */
 };
+
+/* The terms of the latent free energy that depend on q(Theta), for sequences whose q(B, A)
+ * has statistics st, under the expectations e. Never fails. */
+double temporal_stats_fe(const temporal_exp *e, const tstats *st);
+
+/* Tests only: q(B, A) of seq inferred under m (sweeps VBE sweeps); out = {its latent free
+ * energy under m, temporal_stats_fe of its statistics under m, the same two under m2} (m2 of
+ * the same configuration). The difference local - stats must not depend on the memory: that is
+ * what appends rely on. VBM_EINVAL (bad seq), VBM_ENOMEM, VBM_ENUMERIC. */
+vbm_status temporal_fe_split(const vbm_temporal *m, const vbm_temporal *m2, const vbm_sequence *seq,
+                             int sweeps, double out[4], vbm_error *err);
 
 /* Recompute m->ex from the current q(Theta). Never fails. */
 void temporal_refresh(vbm_temporal *m);

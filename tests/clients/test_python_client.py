@@ -175,6 +175,38 @@ def test_latent_session_lifecycle(client):
     assert e.value.status == 404 and e.value.title and e.value.request_id
 
 
+def test_temporal_session(client, pngs):
+    """A latent temporal session through the client: sequences, append, infer, a sampled
+    sequence, a continuation; the session lists and exports like the others."""
+    import random
+    rnd = random.Random(5)
+    seqs = [[[rnd.gauss(0, 1) for _ in range(4)] for _ in range(10)] for _ in range(2)]
+    s = client.create_temporal_session(code_size=4, components=2)
+    assert s.kind == "temporal" and s.rows is None and s.raw["components"] == 2
+    w = client.write_sequences(s, sequences=seqs, iterations=10, seed=1)
+    assert w["sequences"] == 2 and w["frames"] == 20 and len(w["free_energy_trace"]) == 10
+    a = client.write_sequences(s, sequences=[seqs[0][:5]], mode="append", iterations=3, if_match=2)
+    assert a["mode"] == "append" and a["frames"] == 25 and a["version"] == 3
+    inf = client.infer_sequence(s, codes=seqs[1][:6])
+    assert inf["identities"].shape == (6, 2) and inf["attributes"].shape == (6, 2)
+    smp = client.sample_sequence(s, 7, seed=2)
+    assert smp["codes"].shape == (7, 4) and len(smp["identities"]) == 7 and smp["images"] is None
+    k = client.continue_sequence(s, 3, codes=seqs[1][:6], samples=2, seed=1)
+    assert k["mean"].shape == (3, 4) and len(k["samples"]) == 2 and k["samples"][0].shape == (3, 4)
+    assert any(x.id == s.id for x in client.iter_sessions())
+    assert client.get_session(s).raw["sequences"] == 3
+    assert client.export_memory(s)["kind"] == "temporal"
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.write_sequences(s, sequences=[seqs[0][:1]])
+    assert e.value.status == 422 and e.value.field == "sequences[0].mu"
+    m = client.create_temporal_session(model="fashion-mnist-mixture")
+    client.write_sequences(m, images=[pngs[:4], pngs[4:8]], iterations=3)
+    km = client.continue_sequence(m, 2, images=pngs[8:11], format="png")
+    assert len(km["images"]) == 2
+    client.delete_session(s)
+    client.delete_session(m)
+
+
 def test_list_sessions_paging(client):
     made = {latent(client).id for _ in range(5)}
     page = client.list_sessions(limit=2)

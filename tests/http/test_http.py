@@ -1338,6 +1338,138 @@ def test_tree_memos():
 
 TESTS += [test_tree_memos]
 
+# ---- temporal sessions (seed 003: identities and attributes of sequences) ----
+
+def temporal_sequence(T, seed, D=4):
+    """T frames of D values: two identities (persistent on/off chains) with AR(1) attributes."""
+    rnd = random.Random(seed)
+    W = [[rnd.gauss(0, 1) for _ in range(D)] for _ in range(2)]
+    b, a, out = [1, 0], [rnd.gauss(0, 1), rnd.gauss(0, 1)], []
+    for _ in range(T):
+        for p in range(2):
+            if rnd.random() < 0.1:
+                b[p] = 1 - b[p]
+            a[p] = 0.9 * a[p] + math.sqrt(1 - 0.81) * rnd.gauss(0, 1)
+        out.append([sum(W[p][d] * a[p] * b[p] for p in range(2)) + 0.2 * rnd.gauss(0, 1)
+                    for d in range(D)])
+    return out
+
+
+def test_temporal_sessions():
+    """A temporal session of codes: create, write two sequences, append one (base64), the
+    free-energy trace, infer, sample, continue, export/import bit-exact, and the 422s of bad
+    sequences, configurations and operations of other kinds."""
+    c = FAST.client()
+    mem = {"kind": "temporal", "components": 2, "attributes": 1}
+    s = create(c, 4, mem)
+    sid = s["id"]
+    expect(s["kind"] == "temporal" and s["components"] == 2 and s["frames"] == 0, "created: %s" % s)
+    seqs = [temporal_sequence(30, 1), temporal_sequence(30, 2)]
+    w = ok(c.request("POST", "/v1/sessions/%s/episodes" % sid,
+                     {"sequences": [{"mu": q} for q in seqs], "iterations": 20, "seed": 3}))
+    expect(w["mode"] == "replace" and w["version"] == 2 and w["sequences"] == 2 and w["frames"] == 60,
+           "write: %s" % {k: w[k] for k in ("mode", "version", "sequences", "frames")})
+    tr = w["free_energy_trace"]
+    expect(len(tr) == 20 and all(b >= a - 1e-9 * abs(a) for a, b in zip(tr, tr[1:])),
+           "trace not monotone: %s" % tr)
+    expect(w["free_energy"] == tr[-1], "free energy is the trace's last value")
+    third = temporal_sequence(30, 4)
+    a = ok(c.request("POST", "/v1/sessions/%s/episodes" % sid,
+                     {"mode": "append", "sequences": [{"mu": tensor(third)}], "iterations": 10}))
+    expect(a["mode"] == "append" and a["sequences"] == 3 and a["frames"] == 90 and a["version"] == 3,
+           "append: %s" % a)
+    tr = a["free_energy_trace"]
+    expect(all(b >= x - 1e-9 * abs(x) for x, b in zip(tr, tr[1:])), "append trace: %s" % tr)
+    g = ok(c.request("GET", "/v1/sessions/" + sid))
+    expect(g["frames"] == 90 and g["sequences"] == 3 and g["free_energy"] == a["free_energy"], "info: %s" % g)
+    # infer
+    inf = ok(c.request("POST", "/v1/sessions/%s/infer" % sid, {"sequence": {"mu": third[:12]}}))
+    expect(len(inf["identities"]) == 12 and all(0 <= v <= 1 for r in inf["identities"] for v in r),
+           "identities")
+    expect(len(inf["attributes"]) == 12 and len(inf["attributes"][0]) == 2, "attributes")
+    # samples: seeded
+    s1 = ok(c.request("POST", "/v1/sessions/%s/samples" % sid, {"length": 12, "seed": 5}))
+    s2 = ok(c.request("POST", "/v1/sessions/%s/samples" % sid, {"length": 12, "seed": 5}))
+    expect(len(s1["codes"]) == 12 and len(s1["codes"][0]) == 4 and s1["codes"] == s2["codes"], "samples")
+    expect(all(v in (0, 1) for r in s1["identities"] for v in r), "identities of a sample")
+    # continue a prefix
+    body = {"prefix": {"mu": third[:10]}, "steps": 5, "samples": 3, "seed": 1}
+    k1 = ok(c.request("POST", "/v1/sessions/%s/continue" % sid, body))
+    k2 = ok(c.request("POST", "/v1/sessions/%s/continue" % sid, body))
+    expect(len(k1["mean"]) == 5 and len(k1["mean"][0]) == 4 and len(k1["identities"]) == 5, "continue")
+    expect(len(k1["samples"]) == 3 and len(k1["samples"][0]) == 5 and k1 == k2, "continue samples")
+    # export / import into another temporal session: bit-exact
+    e = ok(c.request("GET", "/v1/sessions/%s/memory" % sid))
+    expect(e["kind"] == "temporal" and e["frames"] == 90 and len(e["posterior"]["W"]) == 4, "export")
+    s2id = create(c, 4, {"kind": "temporal"})["id"]
+    imp = ok(c.request("PUT", "/v1/sessions/%s/memory" % s2id, e))
+    expect(imp["frames"] == 90 and imp["components"] == 2, "import: %s" % imp)
+    e2 = ok(c.request("GET", "/v1/sessions/%s/memory" % s2id))
+    expect(e2["export"] == e["export"], "export after import differs")
+    k3 = ok(c.request("POST", "/v1/sessions/%s/continue" % s2id, body))
+    expect(k3["mean"] == k1["mean"] and k3["samples"] == k1["samples"], "the import continues the same")
+    # bad sequences: too short, ragged, NaN, wrong code size; all 422 with field
+    ep = "/v1/sessions/%s/episodes" % sid
+    problem(c.request("POST", ep, {"sequences": [{"mu": [[1, 2, 3, 4]]}]}), 422, "sequences[0].mu", "at least 2")
+    problem(c.request("POST", ep, {"sequences": [{"mu": seqs[0]}, {"mu": [[1, 2, 3, 4], [1, 2, 3]]}]}), 422,
+            "sequences[1].mu")
+    problem(c.request("POST", ep, {"sequences": [{"mu": tensor([[1, 2, 3, 4], [1, float("nan"), 3, 4]])}]}),
+            422, "sequences[0].mu")
+    problem(c.request("POST", ep, {"sequences": [{"mu": [[1, 2, 3], [1, 2, 3]]}]}), 422, "sequences[0].mu",
+            "code size is 4")
+    problem(c.request("POST", ep, {"sequences": []}), 422, "sequences")
+    problem(c.request("POST", ep, {"sequences": [{"mu": seqs[0], "sigma2": 0.5}]}), 422, "sequences[0].sigma2")
+    problem(c.request("POST", ep, {"codes": {"mu": seqs[0]}}), 422, "codes")
+    problem(c.request("POST", ep, {"mode": "refit", "sequences": [{"mu": seqs[0]}]}), 422, "mode")
+    problem(c.request("POST", ep, {"sequences": [{"mu": seqs[0]}]}, headers={"If-Match": '"1"'}), 409)
+    problem(c.request("POST", ep, {"observations": [[]]}), 422, "observations", "latent")
+    cont = "/v1/sessions/%s/continue" % sid
+    problem(c.request("POST", cont, {"prefix": {"mu": third[:5]}}), 422, "steps")
+    problem(c.request("POST", cont, {"prefix": {"mu": [[1, 2], [3, 4]]}, "steps": 2}), 422, "prefix.mu")
+    problem(c.request("POST", cont, {"prefix": {"mu": third[:5]}, "steps": 2, "format": "png"}), 422, "format")
+    problem(c.request("POST", "/v1/sessions/%s/infer" % sid, {"sequence": {"mu": [[1, 2, 3]]}}), 422, "sequence.mu")
+    # bad configurations
+    for memory, field in (({"kind": "temporal", "components": 0}, "memory.components"),
+                          ({"kind": "temporal", "pi0": 1.5}, "memory.pi0"),
+                          ({"kind": "temporal", "vbe": "eq20"}, "memory.vbe"),
+                          ({"kind": "temporal", "u_T": [[1, 0], [1, 1]]}, "memory.u_T"),
+                          ({"kind": "temporal", "lambda_grid": 3}, "memory.lambda_grid"),
+                          ({"kind": "temporal", "rows": 3}, "memory.rows"),
+                          ({"kind": "temporal", "code_size": 5}, "memory.code_size")):
+        problem(c.request("POST", "/v1/sessions", {"code_size": 4, "memory": memory}), 422, field)
+    problem(c.request("POST", "/v1/sessions", {"memory": {"kind": "temporal"}}), 422, "code_size")
+    # operations of the other kinds refuse a temporal session, and the other way round
+    problem(c.request("POST", "/v1/sessions/%s/reads" % sid, {"codes": {"mu": third[:2]}}), 422, "kind")
+    problem(c.request("POST", "/v1/sessions/%s/resize" % sid, {"clusters": 2}), 422, "kind")
+    mix = create(c, 4, {"kind": "mixture", "rows": 2, "clusters": 2})["id"]
+    problem(c.request("POST", "/v1/sessions/%s/infer" % mix, {"sequence": {"mu": third[:4]}}), 422, "kind")
+    problem(c.request("POST", "/v1/sessions/%s/continue" % mix, {"prefix": {"mu": third[:4]}, "steps": 1}),
+            422, "kind")
+    problem(c.request("PUT", "/v1/sessions/%s/memory" % mix, e), 422, "kind")
+    # hostile shapes and types: always a 422 naming the member, never a 500
+    for path, body, field in ((ep, {"sequences": "x"}, "sequences"), (ep, {"sequences": [1]}, "sequences[0]"),
+                              (ep, {"sequences": [{"mu": "x"}]}, "sequences[0].mu"),
+                              (ep, {"sequences": [{"mu": seqs[0]}], "iterations": 0}, "iterations"),
+                              (ep, {"sequences": [{"mu": seqs[0]}], "restarts": 99}, "restarts"),
+                              (cont, {"prefix": {"mu": third[:3]}, "steps": "2"}, "steps"),
+                              (cont, {"prefix": {"mu": third[:3]}, "steps": 2, "samples": -1}, "samples"),
+                              (cont, {"prefix": {"mu": third[:3]}, "steps": 2, "samples": 1001}, "samples"),
+                              ("/v1/sessions/%s/samples" % sid, {"length": 0}, "length"),
+                              ("/v1/sessions/%s/samples" % sid, {"count": 3}, "count"),
+                              ("/v1/sessions", {"code_size": 4, "memory": {"kind": "temporal", "u_T": "x"}}, "memory.u_T"),
+                              ("/v1/sessions", {"code_size": 4, "memory": {"kind": "temporal", "lambda_prior": 1}},
+                               "memory.lambda_prior"),
+                              ("/v1/sessions", {"code_size": 4, "memory": {"kind": "temporal", "solver": {}}},
+                               "memory.solver"),
+                              ("/v1/sessions/%s/memory" % s2id, {"kind": "temporal", "export": "!!"}, "export"),
+                              ("/v1/sessions/%s/memory" % s2id, {"kind": "temporal", "export": "AAAA"}, "export")):
+        problem(c.request("PUT" if path.endswith("/memory") else "POST", path, body), 422, field)
+    for i in (sid, s2id, mix):
+        ok(c.request("DELETE", "/v1/sessions/" + i), 204)
+
+
+TESTS += [test_temporal_sessions]
+
 
 def main():
     global BIN, WRAPPER, QUICK, FAST

@@ -637,12 +637,73 @@ def test_sample_mode_is_the_old_read():
     ok(c.request("DELETE", base), 204)
 
 
+
+def test_temporal_sessions_of_images():
+    """A temporal session on the model: sequences of images written in the order posted (two
+    sequences, then one appended), a sampled sequence and a continued prefix back as PNG images,
+    infer on images, the 422s of a one-frame sequence and a bad image; then the session, its
+    memory and its continuations survive a restart with --data-dir."""
+    c = FAST.client()
+    s, base = new_session(c, model=MODEL, memory={"kind": "temporal", "components": 2})
+    expect(s["kind"] == "temporal" and s["code_size"] == C and s["model"] == MODEL, s)
+    w = ok(c.request("POST", base + "/episodes",
+                     {"observations": [episode_pngs(8), episode_pngs(8, 8)], "iterations": 10, "seed": 1}))
+    expect(w["sequences"] == 2 and w["frames"] == 16 and "encode_s" in w["timings"], w)
+    tr = w["free_energy_trace"]
+    expect(all(b >= a - 1e-9 * abs(a) for a, b in zip(tr, tr[1:])), "trace: %s" % tr)
+    a = ok(c.request("POST", base + "/episodes",
+                     {"mode": "append", "observations": [episode_pngs(6, 16)], "iterations": 5}))
+    expect(a["sequences"] == 3 and a["frames"] == 22, a)
+    smp = ok(c.request("POST", base + "/samples", {"length": 4, "seed": 3}))
+    check_pngs(smp["observations"], 4)
+    expect(len(smp["codes"]) == 4 and len(smp["codes"][0]) == C, "sampled codes")
+    k = ok(c.request("POST", base + "/continue",
+                     {"observations": episode_pngs(6, 30), "steps": 3, "samples": 2, "seed": 4}))
+    check_pngs(k["observations"]["mean"], 3)
+    expect(len(k["observations"]["samples"]) == 2, "sampled continuations")
+    for imgs in k["observations"]["samples"]:
+        check_pngs(imgs, 3)
+    kc = ok(c.request("POST", base + "/continue",
+                      {"prefix": {"mu": smp["codes"]}, "steps": 2, "format": "none"}))
+    expect("observations" not in kc and len(kc["mean"]) == 2, "codes only")
+    inf = ok(c.request("POST", base + "/infer", {"observations": episode_pngs(5, 40)}))
+    expect(len(inf["identities"]) == 5 and len(inf["identities"][0]) == 2, "infer on images")
+    problem(c.request("POST", base + "/episodes", {"observations": [episode_pngs(1)]}), 422,
+            "observations[0]", "at least 2")
+    problem(c.request("POST", base + "/episodes", {"observations": [episode_pngs(2) + ["not png"]]}), 422,
+            "observations[0]")
+    problem(c.request("POST", base + "/episodes", {"observations": episode_pngs(2)}), 422, "observations")
+    ok(c.request("DELETE", base), 204)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = start("--data-dir", tmp)
+        try:
+            c = d.client()
+            s, base = new_session(c, model=MODEL, memory={"kind": "temporal", "components": 2})
+            ok(c.request("POST", base + "/episodes", {"observations": [episode_pngs(8)], "iterations": 5}))
+            before = ok(c.request("GET", base + "/memory"))
+            kb = ok(c.request("POST", base + "/continue", {"observations": episode_pngs(4, 8), "steps": 2}))
+        finally:
+            stopped(d)
+        d = start("--data-dir", tmp)
+        try:
+            c = d.client()
+            g = ok(c.request("GET", base))
+            expect(g["kind"] == "temporal" and g["frames"] == 8 and g["model"] == MODEL, g)
+            expect(ok(c.request("GET", base + "/memory"))["export"] == before["export"], "memory changed")
+            ka = ok(c.request("POST", base + "/continue", {"observations": episode_pngs(4, 8), "steps": 2}))
+            expect(ka["observations"] == kb["observations"], "continuation changed across the restart")
+            ok(c.request("POST", base + "/episodes", {"mode": "append", "observations": [episode_pngs(3, 20)],
+                                                      "iterations": 3}))
+        finally:
+            stopped(d)
+
+
 TESTS = [
     test_model_listing, test_sessions_on_the_bundled_model, test_write_64_images_samples_and_read,
     test_encode_decode_helpers, test_image_errors, test_png_variants, test_hostile_image_inputs_never_500,
     test_models_dir_bad_file_and_sighup_reload, test_model_session_survives_restart,
     test_latent_only_daemon, test_sample_mode_is_the_old_read, test_read_modes_and_mask_errors,
-    test_masked_recall_keeps_known_pixels,
+    test_masked_recall_keeps_known_pixels, test_temporal_sessions_of_images,
 ]
 
 

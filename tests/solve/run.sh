@@ -266,6 +266,75 @@ PYEOF
 then ok; else bad "memo append: $(cat "$dir/mao.json.err")"; fi
 check_err "memo_k too large" '{"op": "write", "model": {"kind": "tree", "code_size": 4, "memo_k": 65}, "codes": {"mu": [[1, 2, 3, 4]]}}' '"field":"model.memo_k"'
 check_err "memo_k on a mixture" '{"op": "write", "model": {"kind": "mixture", "clusters": 1, "rows": 1, "memo_k": 2}, "codes": {"mu": [[1, 2]]}}' '"field":"model.memo_k"'
+# 7. temporal jobs (seed 003): write two sequences, append one, infer, sample (seeded),
+#    continue a prefix; the posterior's export round-trips (a job on the appended memory gives
+#    the same answer twice), and bad temporal jobs fail with the field
+py "$dir" <<'PYEOF'
+import json, math, random, sys
+d = sys.argv[1]
+def seq(T, seed):
+    r = random.Random(seed); a = [0.0, 0.0]; b = [1, 0]; out = []
+    W = [[r.gauss(0, 1) for _ in range(3)] for _ in range(2)]
+    for _ in range(T):
+        for p in range(2):
+            if r.random() < 0.1: b[p] = 1 - b[p]
+            a[p] = 0.9 * a[p] + math.sqrt(0.19) * r.gauss(0, 1)
+        out.append([sum(W[p][k] * a[p] * b[p] for p in range(2)) + 0.2 * r.gauss(0, 1) for k in range(3)])
+    return out
+json.dump({"op": "temporal_write", "model": {"kind": "temporal", "code_size": 3, "components": 2},
+           "sequences": [{"mu": seq(30, 1)}, {"mu": seq(30, 2)}], "iterations": 15, "seed": 1},
+          open(f"{d}/tw.job", "w"))
+json.dump(seq(12, 3), open(f"{d}/tq.json", "w"))
+PYEOF
+if run "$dir/tw.job" "$dir/tw.out"; then ok; else bad "temporal_write: $(head -c 300 "$dir/tw.out")"; fi
+py "$dir" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+w = json.load(open(f"{d}/tw.out")); q = json.load(open(f"{d}/tq.json"))
+tr = w["free_energy_trace"]
+assert len(tr) == 15 and all(b >= a - 1e-9 * abs(a) for a, b in zip(tr, tr[1:])), tr
+assert w["sequences"] == 2 and w["frames"] == 60 and w["free_energy"] == tr[-1], w
+mem = w["posterior"]
+assert mem["kind"] == "temporal" and len(mem["posterior"]["W"]) == 3, list(mem)
+jobs = {
+  "ta": {"op": "temporal_append", "memory": mem, "sequences": [{"mu": q}], "iterations": 5},
+  "ti": {"op": "temporal_infer", "memory": mem, "sequence": {"mu": q}},
+  "ts1": {"op": "temporal_sample", "memory": mem, "length": 6, "seed": 4},
+  "ts2": {"op": "temporal_sample", "memory": mem, "length": 6, "seed": 4},
+  "tc": {"op": "temporal_continue", "memory": mem, "prefix": {"mu": q[:8]}, "steps": 3, "samples": 2,
+         "seed": 1},
+}
+for n, j in jobs.items():
+    json.dump(j, open(f"{d}/{n}.job", "w"))
+PYEOF
+for n in ta ti ts1 ts2 tc; do
+  if run "$dir/$n.job" "$dir/$n.out"; then ok; else bad "temporal job $n: $(head -c 300 "$dir/$n.out")"; fi
+done
+py "$dir" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+r = {n: json.load(open(f"{d}/{n}.out")) for n in ("ta", "ti", "ts1", "ts2", "tc")}
+assert r["ta"]["sequences"] == 3 and r["ta"]["frames"] == 72, r["ta"]["frames"]
+tr = r["ta"]["free_energy_trace"]
+assert all(b >= a - 1e-9 * abs(a) for a, b in zip(tr, tr[1:])), tr
+assert len(r["ti"]["identities"]) == 12 and all(0 <= v <= 1 for x in r["ti"]["identities"] for v in x)
+assert r["ts1"]["codes"] == r["ts2"]["codes"] and len(r["ts1"]["codes"]) == 6
+assert len(r["tc"]["mean"]) == 3 and len(r["tc"]["samples"]) == 2 and len(r["tc"]["samples"][0]) == 3
+# the appended memory, exported and read back by the next job: the same continuation twice
+j = {"op": "temporal_continue", "memory": r["ta"]["posterior"], "prefix": {"mu": [[0.1, 0.2, 0.3]] * 4},
+     "steps": 2}
+json.dump(j, open(f"{d}/tc2.job", "w"))
+PYEOF
+run "$dir/tc2.job" "$dir/tc2a.out" && run "$dir/tc2.job" "$dir/tc2b.out" && cmp -s <(head -c 200 "$dir/tc2a.out") <(head -c 200 "$dir/tc2b.out") && ok || bad "temporal_continue on an appended memory"
+tmem=$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["posterior"]))' "$dir/tw.out")
+check_err "temporal: one frame" '{"op": "temporal_append", "memory": '"$tmem"', "sequences": [{"mu": [[1, 2, 3]]}]}' '"field":"sequences\[0\].mu"'
+check_err "temporal: ragged" '{"op": "temporal_append", "memory": '"$tmem"', "sequences": [{"mu": [[1, 2, 3], [1, 2]]}]}' '"field":"sequences\[0\].mu'
+check_err "temporal: wrong D" '{"op": "temporal_infer", "memory": '"$tmem"', "sequence": {"mu": [[1, 2]]}}' '"field":"sequence.mu"'
+check_err "temporal: count on sample" '{"op": "temporal_sample", "memory": '"$tmem"', "length": 3, "count": 2}' '"field":"count"'
+check_err "temporal: no steps" '{"op": "temporal_continue", "memory": '"$tmem"', "prefix": {"mu": [[1, 2, 3]]}}' '"field":"steps"'
+check_err "temporal: bad config" '{"op": "temporal_write", "model": {"kind": "temporal", "code_size": 3, "pi0": 2}, "sequences": [{"mu": [[1, 2, 3], [1, 2, 3]]}]}' '"field":"model.pi0"'
+check_err "temporal: bad export" '{"op": "temporal_sample", "memory": {"kind": "temporal", "export": "AAAA"}, "length": 3}' '"field":"memory.export"'
+check_err "temporal: unknown op" '{"op": "temporal_explode"}' '"field":"op"'
 
 echo "vbmem-solve: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -198,6 +198,35 @@ describe("against vbmemd", () => {
     await c.deleteSession(s);
   });
 
+  test("temporal sessions: sequences, append, infer, a sampled sequence, a continuation (codes and images)", async () => {
+    const seq = (n, k) => Array.from({ length: n }, (_, t) => [Math.sin(t + k), Math.cos(t * 0.7 + k), 0.1 * t, k]);
+    const s = await c.createTemporalSession({ codeSize: 4, memory: { components: 2 } });
+    assert.equal(s.kind, "temporal");
+    assert.equal(s.raw.components, 2);
+    const w = await c.writeSequences(s, { sequences: [seq(10, 0), seq(8, 1)], iterations: 10, seed: 1 });
+    assert.equal(w.frames, 18);
+    assert.equal(w.free_energy_trace.length, 10);
+    const a = await c.writeSequences(s, { sequences: [seq(5, 2)], mode: "append", iterations: 3, ifMatch: 2 });
+    assert.equal(a.sequences, 3);
+    const inf = await c.inferSequence(s, { codes: seq(6, 3) });
+    assert.deepEqual(inf.identities.shape, [6, 2]);
+    const smp = await c.sampleSequence(s, { length: 5, seed: 2 });
+    assert.deepEqual(smp.codes.shape, [5, 4]);
+    const k = await c.continueSequence(s, { steps: 3, codes: seq(6, 3), samples: 2, seed: 1 });
+    assert.deepEqual(k.mean.shape, [3, 4]);
+    assert.equal(k.samples.length, 2);
+    await rejects(c.writeSequences(s, { sequences: [seq(1, 0)] }), (e) => {
+      assert.equal(e.status, 422);
+      assert.equal(e.field, "sequences[0].mu");
+    });
+    const m = await c.createTemporalSession({ model: MODEL });
+    await c.writeSequences(m, { images: [pngs.slice(0, 4), pngs.slice(4, 8)], iterations: 3 });
+    const km = await c.continueSequence(m, { steps: 2, images: pngs.slice(8, 11), format: "png" });
+    assert.equal(km.images.length, 2);
+    await c.deleteSession(s);
+    await c.deleteSession(m);
+  });
+
   test("error mapping: 422 with field, 404, nothing retried", async () => {
     const s = await latent(c);
     const e = await rejects(c.write(s, { codes: [[1, 2, 3]] }), (x) => {

@@ -226,7 +226,9 @@ class Model:
 @dataclass
 class Session:
     """A session (GET /v1/sessions/{id}): id, model (None for a latent session), kind, sizes,
-    frames written, retained codes, last ELBO, version (the ETag), TTL, times, and the raw dict."""
+    frames written, retained codes, last ELBO, version (the ETag), TTL, times, and the raw dict.
+    A session of kind "temporal" has no rows, clusters, groups or retained codes (None); its
+    components, attributes, sequences and free energy are in raw."""
     id: str
     model: Optional[str]
     kind: str
@@ -246,9 +248,10 @@ class Session:
 
     @classmethod
     def _from(cls, d):
-        return cls(d["id"], d.get("model"), d["kind"], d["code_size"], d["rows"], d["clusters"],
-                   d["groups"], d["frames"], d["retained_codes"], d.get("last_elbo"), d["version"],
-                   d["ttl_seconds"], d["created"], d["updated"], d["memory_bytes"], d)
+        return cls(d["id"], d.get("model"), d["kind"], d["code_size"], d.get("rows"),
+                   d.get("clusters"), d.get("groups"), d["frames"], d.get("retained_codes"),
+                   d.get("last_elbo"), d["version"], d["ttl_seconds"], d["created"], d["updated"],
+                   d["memory_bytes"], d)
 
 
 @dataclass
@@ -714,3 +717,83 @@ class Client:
             memory = json.loads(memory)
         return Session._from(self.request("PUT", "/v1/sessions/%s/memory" % _sid(session), memory,
                                           headers=self._if_match(if_match)))
+
+    # ---- temporal sessions (the identity/attribute sequence memory of seed 003) ----
+
+    def create_temporal_session(self, model=None, code_size=None, ttl_seconds=None,
+                                **memory_fields):
+        """POST /v1/sessions with memory kind "temporal" -> Session. code_size: a latent
+        session (codes); model: a hosted model (images); memory fields as keyword arguments
+        (components=2, attributes=1, pi0, u_T, sigma_a2, lambda_prior, lambda_grid, rho_d,
+        rho_e, gamma0, gamma_max, vbe="eq18" or "eq19")."""
+        mem = {"kind": "temporal"}
+        mem.update(_drop_none(memory_fields))
+        body = _drop_none({"model": model, "code_size": code_size, "memory": mem,
+                           "ttl_seconds": ttl_seconds})
+        return Session._from(self.request("POST", "/v1/sessions", body))
+
+    def write_sequences(self, session, sequences=None, images=None, mode="replace",
+                        iterations=None, sweeps=None, restarts=None, tolerance=None, seed=None,
+                        if_match=None):
+        """POST /v1/sessions/{id}/episodes on a temporal session: sequences (a list of T x D
+        code matrices, frames in order) or images (a list of image lists, one per sequence, on
+        a model session); mode replace or append -> the response dict (version, free_energy,
+        free_energy_trace, sequences, frames, timings)."""
+        if mode not in ("replace", "append"):
+            raise ValueError("mode is replace or append, not %r" % (mode,))
+        body = _drop_none({"mode": mode, "iterations": iterations, "sweeps": sweeps,
+                           "restarts": restarts, "tolerance": tolerance, "seed": seed})
+        if sequences is not None:
+            body["sequences"] = [{"mu": encode_codes(q)} for q in sequences]
+        if images is not None:
+            body["observations"] = [encode_images(q) for q in images]
+        return self.request("POST", "/v1/sessions/%s/episodes" % _sid(session), body,
+                            headers=self._if_match(if_match))
+
+    def infer_sequence(self, session, codes=None, images=None, sweeps=None):
+        """POST /v1/sessions/{id}/infer: the identities (T x P, q(b = 1)) and attribute means
+        (T x P*Q) of one query sequence (codes T x D, or images on a model session) -> dict with
+        Matrix values under "identities" and "attributes", and "free_energy"."""
+        body = _drop_none({"sweeps": sweeps})
+        if codes is not None:
+            body["sequence"] = {"mu": encode_codes(codes)}
+        if images is not None:
+            body["observations"] = encode_images(images)
+        d = self.request("POST", "/v1/sessions/%s/infer" % _sid(session), body)
+        d["identities"] = Matrix(d["identities"])
+        d["attributes"] = Matrix(d["attributes"])
+        return d
+
+    def sample_sequence(self, session, length, seed=None, format=None, pixels=None):
+        """POST /v1/sessions/{id}/samples on a temporal session: one sequence of `length`
+        frames drawn ancestrally -> dict with "codes" (Matrix), "identities" (0/1 rows),
+        "attributes" (Matrix) and, on a model session, "images" (Images)."""
+        body = _drop_none({"length": length, "seed": seed, "encoding": "base64",
+                           "format": format, "pixels": pixels})
+        d = self.request("POST", "/v1/sessions/%s/samples" % _sid(session), body)
+        d["codes"] = Matrix(d["codes"])
+        d["attributes"] = Matrix(d["attributes"])
+        d["images"] = _images(d.get("observations"))
+        return d
+
+    def continue_sequence(self, session, steps, codes=None, images=None, samples=None,
+                          seed=None, sweeps=None, format=None, pixels=None):
+        """POST /v1/sessions/{id}/continue: continue a prefix (codes T x D, or images on a
+        model session) by `steps` frames -> dict with "mean" (Matrix: the predictive mean of
+        each next frame), "identities" (Matrix: P(b = 1)), "samples" (a list of Matrix, when
+        samples > 0) and, on a model session, "images" (Images of the mean) and
+        "sample_images"."""
+        body = _drop_none({"steps": steps, "samples": samples, "seed": seed, "sweeps": sweeps,
+                           "encoding": "base64", "format": format, "pixels": pixels})
+        if codes is not None:
+            body["prefix"] = {"mu": encode_codes(codes)}
+        if images is not None:
+            body["observations"] = encode_images(images)
+        d = self.request("POST", "/v1/sessions/%s/continue" % _sid(session), body)
+        d["mean"] = Matrix(d["mean"])
+        d["identities"] = Matrix(d["identities"])
+        d["samples"] = [Matrix(m) for m in d.get("samples", [])]
+        obs = d.get("observations") or {}
+        d["images"] = _images(obs.get("mean"))
+        d["sample_images"] = [_images(x) for x in obs.get("samples", [])]
+        return d
