@@ -90,7 +90,8 @@ class _Matrix:
         p, n = self.M.shape
         self.A = torch.eye(n, dtype=torch.float64)
         self.B = torch.eye(p, dtype=torch.float64)
-        self.phi = None
+        self.bphi = None  # B Phi and Phi A^T of the last sample
+        self.phiat = None
         self.e1 = torch.zeros_like(self.M)
         self.e2 = torch.zeros(n, n, dtype=torch.float64)
         self.e3 = torch.zeros(p, p, dtype=torch.float64)
@@ -241,8 +242,10 @@ class FooVB:
                 with torch.no_grad():
                     p.copy_((g.mu + g.sigma * g.eps).to(p.dtype))
             else:
-                g.phi = torch.randn(g.M.shape, generator=self.gen, dtype=torch.float64)
-                g.write(g.M + g.B @ g.phi @ g.A.T)
+                phi = torch.randn(g.M.shape, generator=self.gen, dtype=torch.float64)
+                g.bphi = g.B @ phi
+                g.phiat = phi @ g.A.T
+                g.write(g.M + g.bphi @ g.A.T)
             for p in g.params:
                 p.grad = None
         self._sampled = True
@@ -265,7 +268,7 @@ class FooVB:
                 gr = g.grad()
             if scale != 1.0:
                 gr = gr * scale
-            if not bool(torch.isfinite(gr).all()):
+            if not bool(torch.isfinite(gr.sum())):
                 raise FloatingPointError("FooVB.accumulate: non-finite gradient in %s" % ", ".join(g.names))
             grads.append(gr)
         for g, gr in zip(self.groups, grads):
@@ -273,8 +276,8 @@ class FooVB:
             if isinstance(g, _Diag):
                 g.e2 += gr * g.eps
             else:
-                g.e2 += (gr.T @ g.B @ g.phi) / g.M.shape[0]
-                g.e3 += (gr @ g.A @ g.phi.T) / g.M.shape[1]
+                g.e2.addmm_(gr.T, g.bphi, alpha=1.0 / g.M.shape[0])  # Psi^T B Phi / out
+                g.e3.addmm_(gr, g.phiat.T, alpha=1.0 / g.M.shape[1])  # Psi A Phi^T / in
         self.count += 1
         self._sampled = False
 
