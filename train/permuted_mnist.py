@@ -34,7 +34,7 @@ from vbmtrain import data  # noqa: E402
 from vbmtrain.foovb import FooVB  # noqa: E402
 
 DATA_DIRS = [os.path.join(ROOT, "..", "shared", "data", "mnist"), "/work/shared/data/mnist"]
-METHODS = ("foovb-diag", "foovb-matrix", "adam", "sgd")
+METHODS = ("foovb-diag", "foovb-matrix", "foovb-matrix-tc", "adam", "sgd")
 FIELDS = ["method", "lr", "after_task", "task", "acc", "seconds"]
 
 
@@ -97,8 +97,9 @@ def run(method, lr, args, xs, perms):
     net = mlp(x_tr.shape[1], args.width, g)
     if method == "foovb-diag":
         opt = FooVB(net, kind="diagonal", std_init=args.std_init, mc_samples=args.mc, init="paper", seed=args.seed)
-    elif method == "foovb-matrix":
-        opt = FooVB(net, kind="matrix", alpha=args.alpha, mc_samples=args.mc, init="paper", seed=args.seed)
+    elif method in ("foovb-matrix", "foovb-matrix-tc"):
+        opt = FooVB(net, kind="matrix", alpha=args.alpha, mc_samples=args.mc, init="paper", seed=args.seed,
+                    trace_correction=method.endswith("-tc"))
     elif method == "adam":
         opt = torch.optim.Adam(net.parameters(), lr=lr)
     else:
@@ -175,7 +176,8 @@ def plot(path_csv, path_png):
     res = summarise(path_csv)
     best = best_runs(res)
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
-    names = {"foovb-diag": "FOO-VB diagonal", "foovb-matrix": "FOO-VB matrix-variate", "adam": "Adam",
+    names = {"foovb-diag": "FOO-VB diagonal", "foovb-matrix": "FOO-VB matrix-variate",
+             "foovb-matrix-tc": "FOO-VB matrix-variate, trace-corrected (ours)", "adam": "Adam",
              "sgd": "SGD"}
     for m in METHODS:
         if m not in best:
