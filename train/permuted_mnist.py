@@ -175,7 +175,7 @@ def plot(path_csv, path_png):
     import matplotlib.pyplot as plt
     res = summarise(path_csv)
     best = best_runs(res)
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.4))
     names = {"foovb-diag": "FOO-VB diagonal", "foovb-matrix": "FOO-VB matrix-variate",
              "foovb-matrix-tc": "FOO-VB matrix-variate, trace-corrected (ours)", "adam": "Adam",
              "sgd": "SGD"}
@@ -187,8 +187,10 @@ def plot(path_csv, path_png):
         lab = names[m] + ("" if lr in ("", "None") else " (lr %s)" % lr)
         ax[0].plot(ts, [100 * sum(d[t]) / len(d[t]) for t in ts], "o-", label=lab)
         ax[1].plot(ts, [100 * d[t][0] for t in ts], "o-", label=lab)
+        ax[2].plot(ts, [100 * d[t][-1] for t in ts], "o-", label=lab)
     ax[0].set_title("average test accuracy on the tasks seen so far (cf. Fig. 1)")
     ax[1].set_title("test accuracy on task 1 (cf. Fig. 2)")
+    ax[2].set_title("test accuracy on the task just learned")
     for a in ax:
         a.set_xlabel("number of tasks")
         a.set_ylabel("accuracy (%)")
