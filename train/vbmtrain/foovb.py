@@ -122,7 +122,8 @@ class FooVB:
     kind="matrix" (Algorithm 3, eq. 54-56): each module with a `weight` of 2
     or more dimensions (nn.Linear, nn.ConvNd: conv weights are reshaped to
     (out, in*kh*kw)) is one matrix W (out x in), its `bias` appended as the
-    last column when it has `out` elements; any other parameter is a matrix of
+    last column when it has `out` elements (not for transposed convolutions,
+    whose weight is (in, out, ...)); any other parameter is a matrix of
     its own (a 1-D one of shape (n, 1)).  Per matrix, with V1 = A A^T and
     V2 = B B^T:
       M <- M - mean_eta * V2 E[Psi] V1
@@ -200,7 +201,9 @@ class FooVB:
                     continue
                 ps = [w]
                 b = mod._parameters.get("bias")
-                if b is not None and b.requires_grad and b.numel() == w.shape[0] and id(b) not in seen:
+                transposed = isinstance(mod, torch.nn.modules.conv._ConvTransposeNd)  # bias is along dim 1
+                if (b is not None and b.requires_grad and not transposed and b.numel() == w.shape[0] and
+                        id(b) not in seen):
                     ps.append(b)
                 for p in ps:
                     seen.add(id(p))
@@ -384,7 +387,8 @@ class FooVB:
         """The posterior and settings as a dict of tensors and numbers
         (torch.save-able); the generator's state included."""
         st = {"kind": self.kind, "std_init": self.std_init, "alpha": self.alpha, "mc_samples": self.mc_samples,
-              "mean_eta": self.mean_eta, "generator": self.gen.get_state(), "groups": []}
+              "mean_eta": self.mean_eta, "trace_correction": self.trace_correction,
+              "generator": self.gen.get_state(), "groups": []}
         for g in self.groups:
             if isinstance(g, _Diag):
                 st["groups"].append({"names": list(g.names), "mu": g.mu.clone(), "sigma": g.sigma.clone()})
@@ -411,6 +415,7 @@ class FooVB:
                 setattr(g, k, sg[k].to(torch.float64).clone())
         self.std_init, self.alpha = float(st["std_init"]), float(st["alpha"])
         self.mc_samples, self.mean_eta = int(st["mc_samples"]), float(st["mean_eta"])
+        self.trace_correction = bool(st.get("trace_correction", False))
         self.gen.set_state(st["generator"])
         self.count = 0
         self._sampled = False
