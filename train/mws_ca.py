@@ -74,6 +74,31 @@ def print_table(runs, results):
             100 * mean("qmode_acc_vs_map"), mean("prior_mae_vs_freq")))
 
 
+def trace_picture(path, runs, results, eps_true):
+    """The learned eps against the iteration, one line per (method, K) and seed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for ci, (method, K) in enumerate(runs):
+        for si, r in enumerate(x for x in results if x["method"] == method and x["K"] == K):
+            it, eps = zip(*r["trace"])
+            ax.plot(it, [100 * e for e in eps], color="C%d" % ci, lw=1, alpha=0.8,
+                    label="%s K=%d" % (LABEL[method], K) if si == 0 else None)
+    ax.axhline(100 * eps_true, color="k", ls=":", lw=1, label="true eps")
+    ax.set_yscale("log")
+    ax.set_yticks([1, 2, 3, 5, 10, 20, 30, 50])
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("learned eps (%)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def picture(path, images, rules, results, pick, H, W, seed):
     """Fig. 8 of the seed: observed images (top row) and, per method, an image resynthesised from
     the rule it inferred, with its learned eps and one fresh first row shared by all methods."""
@@ -122,6 +147,7 @@ def main():
     ap.add_argument("--runs", default=None, help="method:K,... (default: the table's rows)")
     ap.add_argument("--out", default=os.path.join(ROOT, "train", "runs", "mws-ca.json"))
     ap.add_argument("--picture", default=None, help="PNG of observed and resynthesised textures")
+    ap.add_argument("--trace-picture", default=None, help="PNG of the learned eps against the iteration")
     ap.add_argument("--table", default=None, help="only print the table of these result files (comma separated)")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -135,6 +161,8 @@ def main():
             if (r["method"], r["K"]) not in runs:
                 runs.append((r["method"], r["K"]))
         print_table(runs, results)
+        if args.trace_picture:
+            trace_picture(args.trace_picture, runs, results, args.eps)
         return
     if args.quick:
         args.n, args.size, args.iters, args.lr_p = 100, 32, 300, 0.03
@@ -180,6 +208,8 @@ def main():
                    "loadavg": os.getloadavg(), "eps_mle_true_rules": eps_mle, "u": u.tolist(),
                    "true_rules": rules.tolist(), "map_rules": map_rules.tolist(), "results": results}, f)
     print("wrote", args.out)
+    if args.trace_picture:
+        trace_picture(args.trace_picture, runs, results, args.eps)
     if args.picture:
         # six images of distinct rules, the first of each in data order, and the first seed's results
         pick, seen = [], set()
