@@ -51,8 +51,8 @@ int main(int argc, char **argv)
             return 1;
         for (i = 0; i < 4; i++)
             printf("| %s | %d | **%.3f** | %.3f | %.3f | %.4f | %.1f |\n",
-                   reval_views_cue_name((reval_views_cue)c), Js[i], r[i].recall,
-                   r[i].fused_encdec, r[i].mean_encdec, r[i].mse_recall, r[i].seconds);
+                   reval_views_cue_name((reval_views_cue)c), Js[i], r[i].recall, r[i].fused_encdec,
+                   r[i].mean_encdec, r[i].mse_recall, r[i].seconds);
         fflush(stdout);
     }
     return 0;

@@ -409,8 +409,8 @@ static void reval_make_views(reval_views_cue c, const float *x, rng_t *rng, floa
         }
 }
 
-int reval_views_run(const char *model_path, const char *fmnist_gz, reval_views_cue c,
-                    const int *Js, int nJ, const reval_opts *o, reval_views_result *out)
+int reval_views_run(const char *model_path, const char *fmnist_gz, reval_views_cue c, const int *Js,
+                    int nJ, const reval_opts *o, reval_views_result *out)
 {
     reval_data d;
     size_t TP = (size_t)REVAL_T * REVAL_P, VTP = TP * REVAL_MAX_VIEWS;
@@ -504,8 +504,7 @@ int reval_views_run(const char *model_path, const char *fmnist_gz, reval_views_c
             eng_recall_out_free(&ans);
             /* no memory: the fused code and the plain mean of the views' codes, decoded */
             if (nets_encode(d.m->net, q, REVAL_T * J, vmu, vs2, &err) != VBM_OK
-                || eng_fuse_codes(REVAL_T, J, C, vmu, vs2, NULL, m0, v0, "views", 1, fmu, fs2,
-                                  &err)
+                || eng_fuse_codes(REVAL_T, J, C, vmu, vs2, NULL, m0, v0, "views", 1, fmu, fs2, &err)
                        != VBM_OK) {
                 fprintf(stderr, "recall_eval: %s\n", err.msg);
                 vbm_memory_free(mem);

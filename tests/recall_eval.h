@@ -77,7 +77,7 @@ const char *reval_views_cue_name(reval_views_cue c);
 /* Measure fused reads of cue c for each J of Js (nJ values in 1 .. REVAL_MAX_VIEWS) over
  * o->episodes episodes (recall mode, o->steps, o->candidates; cue_noise 0 for crops,
  * "auto" for noise); out[i] for Js[i]. Returns 0, or -1 with a message on stderr. */
-int reval_views_run(const char *model_path, const char *fmnist_gz, reval_views_cue c,
-                    const int *Js, int nJ, const reval_opts *o, reval_views_result *out);
+int reval_views_run(const char *model_path, const char *fmnist_gz, reval_views_cue c, const int *Js,
+                    int nJ, const reval_opts *o, reval_views_result *out);
 
 #endif

@@ -56,9 +56,8 @@ START_TEST(one_dimension_matches_product_of_densities)
                 mu[j] = 1.5 * rng_normal(&r);
                 s2[j] = 0.2 + 1.5 * rng_uniform(&r);
             }
-            ck_assert_int_eq(eng_fuse_codes(1, J, 1, mu, s2, NULL, m0, v0, "codes", 0, &fm, &fv,
-                                            &err),
-                             VBM_OK);
+            ck_assert_int_eq(
+                eng_fuse_codes(1, J, 1, mu, s2, NULL, m0, v0, "codes", 0, &fm, &fv, &err), VBM_OK);
             lo = fm - 12.0 * sqrt(fv);
             hi = fm + 12.0 * sqrt(fv);
             for (i = 0; i < N; i++) {
@@ -70,8 +69,8 @@ START_TEST(one_dimension_matches_product_of_densities)
             grid_moments(g, lw, N, &gm, &gv);
             ck_assert_msg(fabs(fm - gm) < 1e-7 * (1.0 + fabs(gm)),
                           "J %d: fused mean %.10g, product of densities %.10g", J, fm, gm);
-            ck_assert_msg(fabs(fv - gv) < 1e-6 * gv, "J %d: fused variance %.10g, product %.10g",
-                          J, fv, gv);
+            ck_assert_msg(fabs(fv - gv) < 1e-6 * gv, "J %d: fused variance %.10g, product %.10g", J,
+                          fv, gv);
         }
     free(g);
     free(lw);
@@ -95,9 +94,9 @@ START_TEST(two_dimensions_match_product_of_densities)
 
     ck_assert(lw != NULL);
     for (masked = 0; masked < 2; masked++) {
-        ck_assert_int_eq(eng_fuse_codes(1, J, C, mu, s2, masked ? mask : NULL, m0, v0, "codes", 0,
-                                        fm, fv, &err),
-                         VBM_OK);
+        ck_assert_int_eq(
+            eng_fuse_codes(1, J, C, mu, s2, masked ? mask : NULL, m0, v0, "codes", 0, fm, fv, &err),
+            VBM_OK);
         for (c = 0; c < C; c++) {
             lo[c] = fm[c] - 10.0 * sqrt(fv[c]);
             hi[c] = fm[c] + 10.0 * sqrt(fv[c]);
@@ -138,8 +137,8 @@ START_TEST(two_dimensions_match_product_of_densities)
         for (c = 0; c < C; c++) {
             m[c] /= sw;
             v[c] = v[c] / sw - m[c] * m[c];
-            ck_assert_msg(fabs(fm[c] - m[c]) < 1e-6, "mask %d dim %d: mean %.9g vs %.9g", masked,
-                          c, fm[c], m[c]);
+            ck_assert_msg(fabs(fm[c] - m[c]) < 1e-6, "mask %d dim %d: mean %.9g vs %.9g", masked, c,
+                          fm[c], m[c]);
             ck_assert_msg(fabs(fv[c] - v[c]) < 1e-5 * v[c], "mask %d dim %d: var %.9g vs %.9g",
                           masked, c, fv[c], v[c]);
         }
@@ -206,9 +205,9 @@ START_TEST(bad_views_are_refused_with_their_field)
     ck_assert_int_eq(eng_fuse_codes(1, 2, 2, mu, s2, NULL, 0.0, 4.0, "codes", 0, om, ov, &err),
                      VBM_EINVAL);
     ck_assert_str_eq(err.field, "codes.mu[1][1]");
-    ck_assert_int_eq(eng_fuse_codes(1, 2, 2, mu, s2, NULL, 0.0, 4.0, "observations", 1, om, ov,
-                                    &err),
-                     VBM_EINVAL);
+    ck_assert_int_eq(
+        eng_fuse_codes(1, 2, 2, mu, s2, NULL, 0.0, 4.0, "observations", 1, om, ov, &err),
+        VBM_EINVAL);
     ck_assert_str_eq(err.field, "observations[1]");
     mu[3] = 2.0;
     s2[2] = 0.0; /* an exact view cannot be fused */

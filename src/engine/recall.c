@@ -82,16 +82,16 @@ static vbm_status recall_encode(const eng_model *m, nets_workspace *ws, const fl
 
 /* The views of a frame and the fusion of their codes (q->views > 1). */
 typedef struct {
-    int J;           /* views per frame (1: no fusion) */
-    double m0, v0;   /* the memory's code prior (eng_fuse_prior) */
+    int J;             /* views per frame (1: no fusion) */
+    double m0, v0;     /* the memory's code prior (eng_fuse_prior) */
     double *vmu, *vs2; /* (T J) x C: the views' codes (J > 1), else NULL */
 } recall_views;
 
 /* Encode T frames of J views each (x: T J images) into one code per frame, mu and s2
  * (T x C): the encoding itself for J = 1, else the RPM fusion of the views' encodings. */
-static vbm_status recall_encode_views(const eng_model *m, nets_workspace *ws,
-                                      const recall_views *v, const float *x, long T, double *mu,
-                                      double *s2, vbm_error *err)
+static vbm_status recall_encode_views(const eng_model *m, nets_workspace *ws, const recall_views *v,
+                                      const float *x, long T, double *mu, double *s2,
+                                      vbm_error *err)
 {
     vbm_status st;
 
@@ -227,7 +227,7 @@ typedef struct {
     nets_workspace *ws;
     long T, P; /* frames; values per frame (pixels, or C) */
     int C;
-    int J;                /* views per frame: the cue's rows are T J (view j of frame t: t J + j) */
+    int J; /* views per frame: the cue's rows are T J (view j of frame t: t J + j) */
     const recall_views *views;
     eng_cue cue;
     double *cue_x;   /* (T J) x P: the cue as doubles (owned) */
