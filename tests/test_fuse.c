@@ -33,11 +33,11 @@ static void grid_moments(const double *g, const double *lw, int n, double *mean,
 }
 
 /* 1-D: random views (variances below the prior's), J = 1, 2, 3, 5, 8; the brute-force
- * product on a grid of 200001 points over +-12 sd of the fused answer. */
+ * product on a grid of 20001 points over +-12 sd of the fused answer. */
 START_TEST(one_dimension_matches_product_of_densities)
 {
     static const int Js[] = {1, 2, 3, 5, 8};
-    enum { N = 200001 };
+    enum { N = 20001 };
     double *g = malloc(N * sizeof *g), *lw = malloc(N * sizeof *lw);
     double mu[8], s2[8], fm, fv, gm, gv, m0, v0, lo, hi;
     vbm_error err;
@@ -78,11 +78,11 @@ START_TEST(one_dimension_matches_product_of_densities)
 END_TEST
 
 /* 2-D, J = 3, with and without a mask (view 1 does not know dimension 1): the product of
- * densities on a 1201 x 1201 grid; its means, variances and (zero) covariance. A masked
+ * densities on a 401 x 401 grid; its means, variances and (zero) covariance. A masked
  * dimension's factor is flat: the view is left out of that dimension's product. */
 START_TEST(two_dimensions_match_product_of_densities)
 {
-    enum { N = 1201, J = 3, C = 2 };
+    enum { N = 401, J = 3, C = 2 };
     const double mu[J * C] = {0.3, -1.0, 1.1, 0.4, -0.5, 2.0};
     const double s2[J * C] = {0.5, 0.9, 1.2, 0.3, 0.7, 1.4};
     const unsigned char mask[J * C] = {1, 1, 1, 0, 1, 1};
