@@ -89,10 +89,10 @@ typedef struct {
  * the known values unchanged when the noise is 0); in sample and mean modes it reads in
  * its mode and keeps the known values. Step i's codes are the chosen code (images) or
  * the answer (latent). Recall mode without a query reads as sample mode. With J views of
- * each frame (q->views > 1): every code of a frame's cue -- the start's own code, each
- * step's query -- is the RPM fusion (eng_fuse_codes, the memory's eng_fuse_prior) of its
- * views' codes, each view's code the encoding of that view's answer (its known values
- * combined with the prediction: the masked read's query code of the view alone); a
+ * each frame (q->views > 1): a frame's code is the RPM fusion (eng_fuse_codes, the memory's
+ * eng_fuse_prior) of its views' codes -- for the start's own code, of the views' encodings;
+ * for each step's query, of the encodings of each view's answer (its known values combined
+ * with the prediction: the masked read's query code of the view alone); a
  * candidate's score is the sum over the views of their likelihoods (each view with its
  * own noise level), and the answer combines the prediction with every view
  * (eng_cue_combine_views); one image per frame comes back. Fails with
