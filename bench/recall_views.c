@@ -13,7 +13,7 @@
 int main(int argc, char **argv)
 {
     static const int Js[4] = {1, 2, 4, 8};
-    reval_opts o = {10, 5, 16, 0, 1, NULL};
+    reval_opts o = {10, 5, 16, 0, 1, NULL, 0};
     reval_views_result r[4];
     int i, c, only = -1;
 
@@ -24,11 +24,13 @@ int main(int argc, char **argv)
             o.steps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
             o.seed = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--first-view-code") == 0)
+            o.first_view_code = 1;
         else if (strcmp(argv[i], "--cue") == 0 && i + 1 < argc)
             only = strcmp(argv[++i], "crop") == 0 ? REVAL_VIEWS_CROP : REVAL_VIEWS_NOISE50;
         else {
             fprintf(stderr, "usage: bench-recall-views [--episodes N] [--steps N] [--seed N] "
-                            "[--cue crop|noise]\n");
+                            "[--cue crop|noise] [--first-view-code]\n");
             return 2;
         }
     }
@@ -39,6 +41,9 @@ int main(int argc, char **argv)
     printf("bench-recall-views: %d episodes of 64 Fashion-MNIST test images, %d recall steps, %d "
            "candidates, seed %llu; J views of each item, the first J of 8 per item\n",
            o.episodes, o.steps, o.candidates, (unsigned long long)o.seed);
+    if (o.first_view_code)
+        printf("ABLATION (--first-view-code): a frame's code in the read is its first view's, "
+               "not the RPM fusion of its views' codes; every view is still scored\n");
     printf("fraction of cues whose answer ends nearest (pixels) to its own original among the "
            "episode's 64\n\n");
     printf("| views | J | fused recall read | fused code, decoded (no memory) | mean of the "

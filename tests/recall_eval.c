@@ -494,6 +494,7 @@ int reval_views_run(const char *model_path, const char *fmnist_gz, reval_views_c
             ro.candidates = o->candidates;
             ro.cue_noise = c == REVAL_VIEWS_CROP ? 0.0 : -1.0;
             ro.mask = c == REVAL_VIEWS_CROP ? qm : NULL;
+            ro.first_view_code = o->first_view_code;
             if (eng_recall_run(mem, d.m, &rq, &ro, &ans, &err) != VBM_OK) {
                 fprintf(stderr, "recall_eval: fused read: %s\n", err.msg);
                 vbm_memory_free(mem);

@@ -26,6 +26,7 @@ typedef struct {
     const char *dump; /* NULL, or a file that receives, for the first episode, float32 images
                        * of 784 values: the 64 originals, the 64 cues, then every recall
                        * step's 64 answers (bench/recall_picture.py draws them) */
+    int first_view_code; /* reval_views_run: eng_recall_opts.first_view_code (an ablation) */
 } reval_opts;
 
 /* Fractions of cues whose answer ends nearest (Euclidean, pixels) to its own original

@@ -12,7 +12,7 @@
 
 static reval_opts test_opts(void)
 {
-    reval_opts o = {20, 5, 16, 0, 1, NULL};
+    reval_opts o = {20, 5, 16, 0, 1, NULL, 0};
     const char *e = getenv("VBMEM_RECALL_EPISODES");
 
     if (e != NULL && atoi(e) > 0)
@@ -64,7 +64,7 @@ END_TEST
 START_TEST(more_views_complete_more_cues)
 {
     static const int Js[2] = {1, 4};
-    reval_opts o = {2, 3, 16, 0, 1, NULL};
+    reval_opts o = {2, 3, 16, 0, 1, NULL, 0};
     const char *e = getenv("VBMEM_RECALL_EPISODES");
     reval_views_result r[2];
 

@@ -83,6 +83,7 @@ static vbm_status recall_encode(const eng_model *m, nets_workspace *ws, const fl
 /* The views of a frame and the fusion of their codes (q->views > 1). */
 typedef struct {
     int J;             /* views per frame (1: no fusion) */
+    int first_only;    /* the first view's code instead of the fusion (eng_recall_opts) */
     double m0, v0;     /* the memory's code prior (eng_fuse_prior) */
     double *vmu, *vs2; /* (T J) x C: the views' codes (J > 1), else NULL */
 } recall_views;
@@ -98,6 +99,15 @@ static vbm_status recall_encode_views(const eng_model *m, nets_workspace *ws, co
     if (v->J <= 1)
         return recall_encode(m, ws, x, T, mu, s2, err);
     st = recall_encode(m, ws, x, T * v->J, v->vmu, v->vs2, err);
+    if (st == VBM_OK && v->first_only) {
+        size_t C = (size_t)m->info->code_size;
+
+        for (long t = 0; t < T; t++) {
+            memcpy(mu + (size_t)t * C, v->vmu + (size_t)t * (size_t)v->J * C, C * sizeof *mu);
+            memcpy(s2 + (size_t)t * C, v->vs2 + (size_t)t * (size_t)v->J * C, C * sizeof *s2);
+        }
+        return VBM_OK;
+    }
     if (st == VBM_OK)
         st = eng_fuse_codes(T, v->J, m->info->code_size, v->vmu, v->vs2, NULL, v->m0, v->v0,
                             "observations", 1, mu, s2, err);
@@ -640,7 +650,8 @@ vbm_status eng_recall_run(const vbm_memory *mem, const eng_model *m, const eng_r
     nets_workspace *ws = NULL;
     double *mu = NULL, *s2 = NULL;
     long T = q->codes != NULL ? q->codes->T : q->T;
-    recall_views views = {q->views > 1 ? q->views : 1, 0.0, 1.0, NULL, NULL};
+    recall_views views = {
+        q->views > 1 ? q->views : 1, o->first_view_code != 0, 0.0, 1.0, NULL, NULL};
     vbm_status st;
     int C = mem->cfg.code_size;
 

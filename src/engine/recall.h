@@ -56,6 +56,9 @@ typedef struct {
                         * frame by maximum likelihood ("auto") */
     const unsigned char *mask; /* T x P (images) or T x C (codes): non-zero = known, with at
                                 * least one known value per frame; NULL: every value known */
+    int first_view_code;       /* measurement only (bench-recall-views --first-view-code): with
+                                * views, a frame's code is its first view's instead of the
+                                * fusion of all (the views are still all scored); 0 in vbmemd */
 } eng_recall_opts;
 
 /* Result of a recall; owns every array (release with eng_recall_out_free). */
