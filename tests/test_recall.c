@@ -60,7 +60,7 @@ END_TEST
  * each, a different crop per view, with masks) bring it back in clearly more cues than one crop
  * (the first of the same four). Fewer episodes (2) and steps (3) than the table of
  * bench-recall-views, where the gap is 25+ points; with VBMEM_RECALL_EPISODES (the sanitizer
- * builds) that many episodes, at most 2, and 1 step. */
+ * builds) that many episodes, at most 2, 1 step and 4 candidates. */
 START_TEST(more_views_complete_more_cues)
 {
     static const int Js[2] = {1, 4};
@@ -68,15 +68,17 @@ START_TEST(more_views_complete_more_cues)
     const char *e = getenv("VBMEM_RECALL_EPISODES");
     reval_views_result r[2];
 
-    if (e != NULL && atoi(e) > 0) { /* the sanitizer builds: 1 step, at most 2 episodes */
+    if (e != NULL && atoi(e) > 0) { /* the sanitizer builds: 1 step, 4 candidates */
         o.episodes = atoi(e) < o.episodes ? atoi(e) : o.episodes;
         o.steps = 1;
+        o.candidates = 4;
     }
     ck_assert_int_eq(reval_views_run(RECALL_MODEL, RECALL_FMNIST, REVAL_VIEWS_CROP, Js, 2, &o, r),
                      0);
-    printf("recall: random 14x14 crops, %d episodes, %d steps: J = 1 %.3f, J = 4 %.3f (fused code "
-           "decoded without memory %.3f, %.3f)\n",
-           o.episodes, o.steps, r[0].recall, r[1].recall, r[0].fused_encdec, r[1].fused_encdec);
+    printf("recall: random 14x14 crops, %d episodes, %d steps, %d candidates: J = 1 %.3f, J = 4 "
+           "%.3f (fused code decoded without memory %.3f, %.3f)\n",
+           o.episodes, o.steps, o.candidates, r[0].recall, r[1].recall, r[0].fused_encdec,
+           r[1].fused_encdec);
     fflush(stdout);
     ck_assert_msg(r[1].recall >= r[0].recall + 0.10,
                   "4 views completed %.3f of cues, 1 view %.3f: not 10 points more", r[1].recall,
