@@ -580,6 +580,7 @@ void route_episodes(http_req *r)
     eng_model_unref(m);
     json_decref(body);
     if (st != VBM_OK) {
+        wire_codes_free(&codes); /* read or encoded, then refused by the fusion */
         req_engine_problem(r, st, &err);
         eng_session_unref(s);
         return;
