@@ -24,7 +24,7 @@ int main(int argc, char **argv)
 {
     static const char *const keys[REVAL_CUES] = {"top",     "bottom",  "left",       "right",
                                                  "noise20", "noise35", "top+noise20"};
-    reval_opts o = {20, 5, 16, 1, 1, NULL};
+    reval_opts o = {20, 5, 16, 1, 1, NULL, 0};
     const char *model = RECALL_MODEL;
     int want[REVAL_CUES] = {0}, any = 0, i, c;
     reval_result r;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "engine/fuse.h"
 #include "engine/models.h"
 #include "engine/recall.h"
 #include "nets/nets.h"
@@ -370,5 +371,192 @@ done:
     free(cmu);
     free(cs2);
     free(z);
+    return rc;
+}
+
+const char *reval_views_cue_name(reval_views_cue c)
+{
+    static const char *const names[REVAL_VIEWS_CUES] = {"crop 14x14", "noise 0.5"};
+    return c >= 0 && c < REVAL_VIEWS_CUES ? names[c] : "?";
+}
+
+/* REVAL_MAX_VIEWS damaged views of each original, view-major: view v of frame t at
+ * (v * T + t) * P. */
+static void reval_make_views(reval_views_cue c, const float *x, rng_t *rng, float *views,
+                             unsigned char *masks)
+{
+    int v, t, r, col, r0, c0;
+
+    for (v = 0; v < REVAL_MAX_VIEWS; v++)
+        for (t = 0; t < REVAL_T; t++) {
+            size_t o = ((size_t)v * REVAL_T + (size_t)t) * REVAL_P;
+
+            r0 = (int)rng_below(rng, REVAL_SIDE - 14 + 1);
+            c0 = (int)rng_below(rng, REVAL_SIDE - 14 + 1);
+            for (r = 0; r < REVAL_SIDE; r++)
+                for (col = 0; col < REVAL_SIDE; col++) {
+                    size_t i = (size_t)r * REVAL_SIDE + (size_t)col;
+                    double val = x[(size_t)t * REVAL_P + i];
+                    int known = 1;
+
+                    if (c == REVAL_VIEWS_CROP)
+                        known = r >= r0 && r < r0 + 14 && col >= c0 && col < c0 + 14;
+                    else
+                        val = fmin(1.0, fmax(0.0, val + 0.5 * rng_normal(rng)));
+                    masks[o + i] = (unsigned char)known;
+                    views[o + i] = known ? (float)val : 0.0f;
+                }
+        }
+}
+
+int reval_views_run(const char *model_path, const char *fmnist_gz, reval_views_cue c, const int *Js,
+                    int nJ, const reval_opts *o, reval_views_result *out)
+{
+    reval_data d;
+    size_t TP = (size_t)REVAL_T * REVAL_P, VTP = TP * REVAL_MAX_VIEWS;
+    float *x = malloc(TP * sizeof *x), *y = malloc(TP * sizeof *y);
+    float *views = malloc(VTP * sizeof *views), *q = malloc(VTP * sizeof *q);
+    unsigned char *masks = malloc(VTP), *qm = malloc(VTP);
+    double *mu = NULL, *s2 = NULL, *vmu = NULL, *vs2 = NULL, *fmu = NULL, *fs2 = NULL;
+    double hits[REVAL_MAX_VIEWS] = {0}, hf[REVAL_MAX_VIEWS] = {0}, hm[REVAL_MAX_VIEWS] = {0};
+    double se[REVAL_MAX_VIEWS] = {0}, secs[REVAL_MAX_VIEWS] = {0}, junk = 0.0, m0, v0;
+    int rc = -1, e, a, J, C = 0, t, j, k;
+    vbm_error err;
+
+    memset(&d, 0, sizeof d);
+    if (x == NULL || y == NULL || views == NULL || q == NULL || masks == NULL || qm == NULL
+        || nJ < 1 || nJ > REVAL_MAX_VIEWS || reval_load_images(fmnist_gz, &d) != 0
+        || reval_load_model(model_path, &d) != 0) {
+        fprintf(stderr, "recall_eval: cannot load %s or %s\n", fmnist_gz, model_path);
+        goto done;
+    }
+    C = d.m->info->code_size;
+    mu = malloc(sizeof(double) * REVAL_T * (size_t)C);
+    s2 = malloc(sizeof(double) * REVAL_T * (size_t)C);
+    fmu = malloc(sizeof(double) * REVAL_T * (size_t)C);
+    fs2 = malloc(sizeof(double) * REVAL_T * (size_t)C);
+    vmu = malloc(sizeof(double) * REVAL_T * REVAL_MAX_VIEWS * (size_t)C);
+    vs2 = malloc(sizeof(double) * REVAL_T * REVAL_MAX_VIEWS * (size_t)C);
+    if (mu == NULL || s2 == NULL || fmu == NULL || fs2 == NULL || vmu == NULL || vs2 == NULL)
+        goto done;
+    for (e = 0; e < o->episodes; e++) {
+        vbm_config cfg;
+        vbm_memory *mem = NULL;
+        vbm_write_opts wo;
+        vbm_write_result res;
+        vbm_codes codes = {REVAL_T, C, mu, s2};
+        rng_t rng;
+        uint64_t es = o->seed + 1000 * (uint64_t)e;
+
+        rng_seed(&rng, es);
+        reval_episode(&d, &rng, x);
+        reval_make_views(c, x, &rng, views, masks);
+        eng_model_config(d.m, &cfg);
+        if (nets_encode(d.m->net, x, REVAL_T, mu, s2, &err) != VBM_OK
+            || vbm_memory_create(&cfg, NULL, NULL, &mem, &err) != VBM_OK) {
+            fprintf(stderr, "recall_eval: %s\n", err.msg);
+            goto done;
+        }
+        vbm_write_opts_default(&wo);
+        wo.max_iter = d.m->info->iterations;
+        wo.seed = es + 1;
+        if (vbm_write(mem, &codes, &wo, &res, &err) != VBM_OK) {
+            fprintf(stderr, "recall_eval: write: %s\n", err.msg);
+            vbm_memory_free(mem);
+            goto done;
+        }
+        vbm_write_result_free(&res);
+        eng_fuse_prior(&mem->cfg, &m0, &v0);
+        for (a = 0; a < nJ; a++) {
+            eng_recall_query rq;
+            eng_recall_opts ro;
+            eng_recall_out ans;
+            double t0 = reval_now();
+
+            J = Js[a];
+            /* frame-major: view j of frame t is row t J + j */
+            for (t = 0; t < REVAL_T; t++)
+                for (j = 0; j < J; j++) {
+                    size_t src = ((size_t)j * REVAL_T + (size_t)t) * REVAL_P;
+                    size_t dst = ((size_t)t * (size_t)J + (size_t)j) * REVAL_P;
+
+                    memcpy(q + dst, views + src, REVAL_P * sizeof *q);
+                    memcpy(qm + dst, masks + src, REVAL_P);
+                }
+            memset(&rq, 0, sizeof rq);
+            memset(&ro, 0, sizeof ro);
+            rq.images = q;
+            rq.T = REVAL_T;
+            rq.views = J;
+            ro.steps = o->steps;
+            ro.seed = es + 2;
+            ro.mode = ENG_READ_RECALL;
+            ro.candidates = o->candidates;
+            ro.cue_noise = c == REVAL_VIEWS_CROP ? 0.0 : -1.0;
+            ro.mask = c == REVAL_VIEWS_CROP ? qm : NULL;
+            ro.first_view_code = o->first_view_code;
+            if (eng_recall_run(mem, d.m, &rq, &ro, &ans, &err) != VBM_OK) {
+                fprintf(stderr, "recall_eval: fused read: %s\n", err.msg);
+                vbm_memory_free(mem);
+                goto done;
+            }
+            secs[a] += reval_now() - t0;
+            reval_score(ans.x + (size_t)(o->steps - 1) * TP, x, &hits[a], &se[a]);
+            eng_recall_out_free(&ans);
+            /* no memory: the fused code and the plain mean of the views' codes, decoded */
+            if (nets_encode(d.m->net, q, REVAL_T * J, vmu, vs2, &err) != VBM_OK
+                || eng_fuse_codes(REVAL_T, J, C, vmu, vs2, NULL, m0, v0, "views", 1, fmu, fs2, &err)
+                       != VBM_OK) {
+                fprintf(stderr, "recall_eval: %s\n", err.msg);
+                vbm_memory_free(mem);
+                goto done;
+            }
+            if (reval_decode(d.m, fmu, y) != 0) {
+                vbm_memory_free(mem);
+                goto done;
+            }
+            reval_score(y, x, &hf[a], &junk);
+            for (t = 0; t < REVAL_T; t++)
+                for (k = 0; k < C; k++) {
+                    double sum = 0.0;
+
+                    for (j = 0; j < J; j++)
+                        sum += vmu[((size_t)t * (size_t)J + (size_t)j) * (size_t)C + (size_t)k];
+                    fmu[(size_t)t * C + k] = sum / J;
+                }
+            if (reval_decode(d.m, fmu, y) != 0) {
+                vbm_memory_free(mem);
+                goto done;
+            }
+            reval_score(y, x, &hm[a], &junk);
+        }
+        vbm_memory_free(mem);
+    }
+    for (a = 0; a < nJ; a++) {
+        double n = (double)o->episodes * REVAL_T;
+
+        out[a].recall = hits[a] / n;
+        out[a].fused_encdec = hf[a] / n;
+        out[a].mean_encdec = hm[a] / n;
+        out[a].mse_recall = se[a] / (n * REVAL_P);
+        out[a].seconds = secs[a];
+    }
+    rc = 0;
+done:
+    eng_model_unref(d.m);
+    eng_models_free(d.reg);
+    free(d.images);
+    free(x);
+    free(y);
+    free(views);
+    free(q);
+    free(masks);
+    free(qm);
+    free(mu);
+    free(s2);
+    free(vmu);
+    free(vs2);
+    free(fmu);
+    free(fs2);
     return rc;
 }

@@ -26,6 +26,7 @@ typedef struct {
     const char *dump; /* NULL, or a file that receives, for the first episode, float32 images
                        * of 784 values: the 64 originals, the 64 cues, then every recall
                        * step's 64 answers (bench/recall_picture.py draws them) */
+    int first_view_code; /* reval_views_run: eng_recall_opts.first_view_code (an ablation) */
 } reval_opts;
 
 /* Fractions of cues whose answer ends nearest (Euclidean, pixels) to its own original
@@ -50,5 +51,34 @@ const char *reval_cue_name(reval_cue c);
  * cannot be loaded or a call fails. */
 int reval_run(const char *model_path, const char *fmnist_gz, reval_cue c, const reval_opts *o,
               reval_result *out);
+
+/* Cues of J views of each stored item (fused reads), each view damaged independently. */
+typedef enum {
+    REVAL_VIEWS_CROP = 0, /* each view knows one random 14 x 14 window (a quarter), with a mask */
+    REVAL_VIEWS_NOISE50,  /* each view: Gaussian pixel noise sd 0.5, clipped, no mask */
+    REVAL_VIEWS_CUES
+} reval_views_cue;
+
+#define REVAL_MAX_VIEWS 8
+
+/* Per number of views J (the first J of each frame's REVAL_MAX_VIEWS views, so that a
+ * larger J adds views to the same cues): fractions of cues whose answer ends nearest to
+ * its own original among the episode's 64. */
+typedef struct {
+    double recall;       /* the fused recall read (eng_recall_run with views J) */
+    double fused_encdec; /* the RPM-fused code of the views' encodings, decoded (no memory) */
+    double mean_encdec;  /* the plain mean of the views' code means, decoded (no memory) */
+    double mse_recall;   /* mean squared pixel error of the recall answer to its original */
+    double seconds;      /* time in the recall reads */
+} reval_views_result;
+
+/* The name of a views cue ("crop 14x14", "noise 0.5"). Never fails. */
+const char *reval_views_cue_name(reval_views_cue c);
+
+/* Measure fused reads of cue c for each J of Js (nJ values in 1 .. REVAL_MAX_VIEWS) over
+ * o->episodes episodes (recall mode, o->steps, o->candidates; cue_noise 0 for crops,
+ * "auto" for noise); out[i] for Js[i]. Returns 0, or -1 with a message on stderr. */
+int reval_views_run(const char *model_path, const char *fmnist_gz, reval_views_cue c, const int *Js,
+                    int nJ, const reval_opts *o, reval_views_result *out);
 
 #endif

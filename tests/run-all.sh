@@ -82,6 +82,9 @@ CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" valgrind --leak-check=full \
 # the tree memory's memos (tests/test_memos.c) under valgrind
 CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-memos
+# fused codes (seed 004) against the product of densities under valgrind
+CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+  --error-exitcode=3 -q build/tests/test-fuse
 echo "== vbmem-solve end to end (release, ASan/UBSan, valgrind) =="
 bash tests/solve/run.sh build/vbmem-solve
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve

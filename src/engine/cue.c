@@ -127,3 +127,62 @@ void eng_cue_combine(const eng_cue *c, long t, const eng_cue_pred *pred, double 
         out[p] = m;
     }
 }
+
+void eng_cue_combine_views(const eng_cue *c, long t0, int J, const eng_cue_pred *pred,
+                           const double *sigma, double *out)
+{
+    double one[1], m, s, lam, h, exact, x;
+    eng_cue_pred pp;
+    eng_cue cc;
+    long p;
+    int j, n, n0, last;
+
+    if (J == 1) {
+        eng_cue_combine(c, t0, pred, sigma[0], out);
+        return;
+    }
+    for (p = 0; p < c->P; p++) {
+        m = pred->mean[p];
+        s = cue_sd(pred, p);
+        n = n0 = 0;
+        last = 0;
+        exact = 0.0;
+        lam = 1.0 / (s * s > CUE_MIN_VAR ? s * s : CUE_MIN_VAR);
+        h = m * lam;
+        for (j = 0; j < J; j++) {
+            if (!cue_known(c, t0 + j, p))
+                continue;
+            x = c->x[(size_t)(t0 + j) * (size_t)c->P + (size_t)p];
+            n++;
+            last = j;
+            if (sigma[j] <= 0.0) {
+                n0++;
+                exact += x;
+            } else {
+                lam += 1.0 / (sigma[j] * sigma[j]);
+                h += x / (sigma[j] * sigma[j]);
+            }
+        }
+        if (n == 1) {
+            /* the one-view answer of this value: eng_cue_combine on a one-value cue */
+            cc.T = 1;
+            cc.P = 1;
+            cc.x = c->x + (size_t)(t0 + last) * (size_t)c->P + (size_t)p;
+            cc.mask = NULL;
+            cc.bounded = c->bounded;
+            pp.mean = pred->mean + p;
+            pp.sd = NULL;
+            pp.sd_const = s;
+            eng_cue_combine(&cc, 0, &pp, sigma[last], one);
+            out[p] = one[0];
+            continue;
+        }
+        if (n0 > 0)
+            m = exact / n0;
+        else if (n > 1)
+            m = h / lam;
+        if (c->bounded)
+            m = m < 0.0 ? 0.0 : m > 1.0 ? 1.0 : m;
+        out[p] = m;
+    }
+}

@@ -44,4 +44,14 @@ double eng_cue_noise_estimate(const eng_cue *c, long t, const eng_cue_pred *pred
  * clamped to [0, 1]. Never fails. */
 void eng_cue_combine(const eng_cue *c, long t, const eng_cue_pred *pred, double sigma, double *out);
 
+/* One frame's answer from J views of it, rows t0 .. t0 + J - 1 of the cue, whose noise
+ * levels are sigma[0 .. J-1], into out (P values): per value, the prediction's mean where
+ * no view knows it; eng_cue_combine's answer where exactly one view does (so that J = 1
+ * is eng_cue_combine bit for bit); where several do, the mean of those with noise 0 if
+ * any, else the Gaussian posterior mean of the clean value given the prediction and every
+ * knowing view's value (precision-weighted; a value at a bound is taken as observed, not
+ * as censored). A bounded answer is clamped to [0, 1]. Never fails. */
+void eng_cue_combine_views(const eng_cue *c, long t0, int J, const eng_cue_pred *pred,
+                           const double *sigma, double *out);
+
 #endif

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "engine/cue.h"
+#include "engine/fuse.h"
 #include "engine/session_impl.h"
 #include "numerics/rng.h"
 
@@ -79,6 +80,40 @@ static vbm_status recall_encode(const eng_model *m, nets_workspace *ws, const fl
     return VBM_OK;
 }
 
+/* The views of a frame and the fusion of their codes (q->views > 1). */
+typedef struct {
+    int J;             /* views per frame (1: no fusion) */
+    int first_only;    /* the first view's code instead of the fusion (eng_recall_opts) */
+    double m0, v0;     /* the memory's code prior (eng_fuse_prior) */
+    double *vmu, *vs2; /* (T J) x C: the views' codes (J > 1), else NULL */
+} recall_views;
+
+/* Encode T frames of J views each (x: T J images) into one code per frame, mu and s2
+ * (T x C): the encoding itself for J = 1, else the RPM fusion of the views' encodings. */
+static vbm_status recall_encode_views(const eng_model *m, nets_workspace *ws, const recall_views *v,
+                                      const float *x, long T, double *mu, double *s2,
+                                      vbm_error *err)
+{
+    vbm_status st;
+
+    if (v->J <= 1)
+        return recall_encode(m, ws, x, T, mu, s2, err);
+    st = recall_encode(m, ws, x, T * v->J, v->vmu, v->vs2, err);
+    if (st == VBM_OK && v->first_only) {
+        size_t C = (size_t)m->info->code_size;
+
+        for (long t = 0; t < T; t++) {
+            memcpy(mu + (size_t)t * C, v->vmu + (size_t)t * (size_t)v->J * C, C * sizeof *mu);
+            memcpy(s2 + (size_t)t * C, v->vs2 + (size_t)t * (size_t)v->J * C, C * sizeof *s2);
+        }
+        return VBM_OK;
+    }
+    if (st == VBM_OK)
+        st = eng_fuse_codes(T, v->J, m->info->code_size, v->vmu, v->vs2, NULL, v->m0, v->v0,
+                            "observations", 1, mu, s2, err);
+    return st;
+}
+
 /* Allocate the arrays of out for a recall of o->steps steps of T frames. */
 static vbm_status recall_alloc(eng_recall_out *out, const eng_model *m, long T, int C,
                                const eng_recall_query *q, const eng_recall_opts *o, vbm_error *err)
@@ -116,8 +151,9 @@ static vbm_status recall_alloc(eng_recall_out *out, const eng_model *m, long T, 
  * each step reads its query (vbm_read in that mode), decodes, and the next step encodes
  * the result (App. G.2). mu/s2 are T x C scratch arrays. */
 static vbm_status recall_plain(const vbm_memory *mem, const eng_model *m, nets_workspace *ws,
-                               const eng_recall_query *q, const eng_recall_opts *o, double *mu,
-                               double *s2, eng_recall_out *out, vbm_error *err)
+                               const recall_views *views, const eng_recall_query *q,
+                               const eng_recall_opts *o, double *mu, double *s2,
+                               eng_recall_out *out, vbm_error *err)
 {
     size_t TC = (size_t)out->T * (size_t)out->C, TP = (size_t)out->T * (size_t)out->P;
     vbm_codes vc = {out->T, out->C, mu, s2};
@@ -140,7 +176,7 @@ static vbm_status recall_plain(const vbm_memory *mem, const eng_model *m, nets_w
             memset(s2, 0, TC * sizeof *s2);
     } else if (q->images != NULL) {
         t0 = eng_now();
-        st = recall_encode(m, ws, q->images, out->T, mu, s2, err);
+        st = recall_encode_views(m, ws, views, q->images, out->T, mu, s2, err);
         out->nets_s += eng_now() - t0;
     } else {
         t0 = eng_now();
@@ -201,15 +237,18 @@ typedef struct {
     nets_workspace *ws;
     long T, P; /* frames; values per frame (pixels, or C) */
     int C;
+    int J; /* views per frame: the cue's rows are T J (view j of frame t: t J + j) */
+    const recall_views *views;
     eng_cue cue;
-    double *cue_x;   /* T x P: the cue as doubles (owned) */
+    double *cue_x;   /* (T J) x P: the cue as doubles (owned) */
     double *pm, *ps; /* T x P: predicted means and sds (ps: images only) */
     float *fm, *fs;  /* T x P: the decoder's output (images only) */
     double *best_z;  /* T x C: the best candidate code of each frame */
     double *best_lp; /* T: its score */
     double *cand;    /* T x C: one candidate per frame */
-    double *sigma;   /* T: the cue's noise per frame at this step */
+    double *sigma;   /* T J: the cue's noise per view at this step */
     double *ans;     /* T x P: the answer (the cue combined with the best) */
+    double *vans;    /* (T J) x P: each view's answer (J > 1), else NULL */
     double sd_codes; /* latent: sd of a code value around a candidate (sigma_z) */
     eng_recall_out *out;
 } recall_work;
@@ -226,15 +265,16 @@ static void rw_free(recall_work *w)
     free(w->cand);
     free(w->sigma);
     free(w->ans);
+    free(w->vans);
 }
 
 static vbm_status rw_init(recall_work *w, const vbm_memory *mem, const eng_model *m,
-                          nets_workspace *ws, const eng_recall_query *q, const eng_recall_opts *o,
-                          eng_recall_out *out, vbm_error *err)
+                          nets_workspace *ws, const recall_views *views, const eng_recall_query *q,
+                          const eng_recall_opts *o, eng_recall_out *out, vbm_error *err)
 {
-    int image_cue = q->images != NULL;
+    int image_cue = q->images != NULL, J = image_cue ? views->J : 1;
     size_t TP = (size_t)out->T * (size_t)(image_cue ? out->P : out->C), i;
-    size_t TC = (size_t)out->T * (size_t)out->C;
+    size_t TC = (size_t)out->T * (size_t)out->C, TJP = TP * (size_t)J;
 
     memset(w, 0, sizeof *w);
     w->mem = mem;
@@ -242,11 +282,15 @@ static vbm_status rw_init(recall_work *w, const vbm_memory *mem, const eng_model
     w->ws = ws;
     w->T = out->T;
     w->C = out->C;
+    w->J = J;
+    w->views = views;
     w->image_cue = image_cue;
     w->P = image_cue ? out->P : out->C;
     w->out = out;
     w->sd_codes = sqrt(mem->cfg.sigma_z2);
-    w->cue_x = vbm_calloc(TP, sizeof(double));
+    w->cue_x = vbm_calloc(TJP, sizeof(double));
+    if (J > 1)
+        w->vans = vbm_calloc(TJP, sizeof(double));
     w->pm = vbm_calloc(TP, sizeof(double));
     w->ps = vbm_calloc(TP, sizeof(double));
     w->ans = vbm_calloc(TP, sizeof(double));
@@ -257,16 +301,16 @@ static vbm_status rw_init(recall_work *w, const vbm_memory *mem, const eng_model
     w->best_z = vbm_calloc(TC, sizeof(double));
     w->cand = vbm_calloc(TC, sizeof(double));
     w->best_lp = vbm_calloc((size_t)out->T, sizeof(double));
-    w->sigma = vbm_calloc((size_t)out->T, sizeof(double));
+    w->sigma = vbm_calloc((size_t)out->T * (size_t)J, sizeof(double));
     if (w->cue_x == NULL || w->pm == NULL || w->ps == NULL || w->ans == NULL || w->best_z == NULL
         || w->cand == NULL || w->best_lp == NULL || w->sigma == NULL
-        || (image_cue && (w->fm == NULL || w->fs == NULL))) {
+        || (image_cue && (w->fm == NULL || w->fs == NULL)) || (J > 1 && w->vans == NULL)) {
         rw_free(w);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a read of %ld frames", out->T);
     }
-    for (i = 0; i < TP; i++)
+    for (i = 0; i < TJP; i++)
         w->cue_x[i] = image_cue ? (double)q->images[i] : q->codes->mu[i];
-    w->cue.T = w->T;
+    w->cue.T = w->T * J;
     w->cue.P = w->P;
     w->cue.x = w->cue_x;
     w->cue.mask = o->mask;
@@ -317,13 +361,16 @@ static vbm_status rw_score(recall_work *w, vbm_error *err)
     eng_cue_pred pr;
     double lp;
     long t;
+    int j;
     vbm_status st = rw_predict(w, w->cand, err);
 
     if (st != VBM_OK)
         return st;
     for (t = 0; t < w->T; t++) {
         pr = rw_pred(w, t);
-        lp = eng_cue_loglik(&w->cue, t, &pr, w->sigma[t]);
+        lp = 0.0; /* the views are independent given the code: their likelihoods multiply */
+        for (j = 0; j < w->J; j++)
+            lp += eng_cue_loglik(&w->cue, t * w->J + j, &pr, w->sigma[t * w->J + j]);
         if (lp > w->best_lp[t]) {
             w->best_lp[t] = lp;
             memcpy(w->best_z + (size_t)t * (size_t)w->C, w->cand + (size_t)t * (size_t)w->C,
@@ -338,15 +385,24 @@ static vbm_status rw_score(recall_work *w, vbm_error *err)
 static vbm_status rw_answer(recall_work *w, double cue_noise, vbm_error *err)
 {
     eng_cue_pred pr;
-    long t;
+    long t, row;
+    int j;
     vbm_status st = rw_predict(w, w->best_z, err);
 
     if (st != VBM_OK)
         return st;
     for (t = 0; t < w->T; t++) {
         pr = rw_pred(w, t);
-        w->sigma[t] = cue_noise >= 0.0 ? cue_noise : eng_cue_noise_estimate(&w->cue, t, &pr);
-        eng_cue_combine(&w->cue, t, &pr, w->sigma[t], w->ans + (size_t)t * (size_t)w->P);
+        for (j = 0; j < w->J; j++) {
+            row = t * w->J + j;
+            w->sigma[row] =
+                cue_noise >= 0.0 ? cue_noise : eng_cue_noise_estimate(&w->cue, row, &pr);
+            if (w->J > 1) /* each view's own answer, the input of its code */
+                eng_cue_combine(&w->cue, row, &pr, w->sigma[row],
+                                w->vans + (size_t)row * (size_t)w->P);
+        }
+        eng_cue_combine_views(&w->cue, t * w->J, w->J, &pr, w->sigma + t * w->J,
+                              w->ans + (size_t)t * (size_t)w->P);
     }
     return VBM_OK;
 }
@@ -366,14 +422,14 @@ static vbm_status rw_start(recall_work *w, const eng_recall_query *q, const eng_
     if (draws == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %ld draws of %ld frames", U,
                         w->T);
-    for (t = 0; t < w->T; t++) {
+    for (t = 0; t < w->T; t++)
         w->best_lp[t] = -HUGE_VAL;
-        /* a known noise level, or a start for pixels (0.1) or codes (sigma_z) */
+    /* a known noise level, or a start for pixels (0.1) or codes (sigma_z) */
+    for (t = 0; t < w->T * w->J; t++)
         w->sigma[t] = o->cue_noise >= 0.0 ? o->cue_noise : w->image_cue ? 0.1 : w->sd_codes;
-    }
     if (w->image_cue) {
         t0 = eng_now();
-        st = recall_encode(w->m, w->ws, q->images, w->T, mu, s2, err);
+        st = recall_encode_views(w->m, w->ws, w->views, q->images, w->T, mu, s2, err);
         w->out->nets_s += eng_now() - t0;
         memcpy(w->cand, mu, TC * sizeof *mu);
     } else {
@@ -418,10 +474,14 @@ static vbm_status rw_query(recall_work *w, const eng_recall_query *q, float *xf,
             memset(s2, 0, TC * sizeof *s2);
         return VBM_OK;
     }
-    for (i = 0; i < TP; i++)
-        xf[i] = (float)w->ans[i];
+    if (w->J > 1) /* the views' own answers, encoded and fused */
+        for (i = 0; i < TP * (size_t)w->J; i++)
+            xf[i] = (float)w->vans[i];
+    else
+        for (i = 0; i < TP; i++)
+            xf[i] = (float)w->ans[i];
     t0 = eng_now();
-    st = recall_encode(w->m, w->ws, xf, w->T, mu, s2, err);
+    st = recall_encode_views(w->m, w->ws, w->views, xf, w->T, mu, s2, err);
     w->out->nets_s += eng_now() - t0;
     return st;
 }
@@ -478,6 +538,18 @@ static vbm_status rw_output(recall_work *w, const eng_recall_opts *o, int i, vbm
     return VBM_OK;
 }
 
+/* Whether any view of frame k / P knows its value k % P (k indexes the T x P answer). */
+static int rw_known_any(const recall_work *w, size_t k)
+{
+    size_t P = (size_t)w->P, t = k / P, p = k % P;
+    int j;
+
+    for (j = 0; j < w->J; j++)
+        if (w->cue.mask[(t * (size_t)w->J + (size_t)j) * P + p] != 0)
+            return 1;
+    return 0;
+}
+
 /* A read with a cue, with the read lock held. Recall mode: every step encodes the answer
  * so far, scores candidate codes -- the best so far, the query's own code, the mean read,
  * the most probable cluster's mean read and `candidates` sample reads -- on the cue's known
@@ -485,8 +557,9 @@ static vbm_status rw_output(recall_work *w, const eng_recall_opts *o, int i, vbm
  * with a mask: the same start, then every step reads in its mode, decodes, and keeps the
  * cue's known values. mu/s2 are T x C scratch arrays. */
 static vbm_status recall_cue(const vbm_memory *mem, const eng_model *m, nets_workspace *ws,
-                             const eng_recall_query *q, const eng_recall_opts *o, double *mu,
-                             double *s2, eng_recall_out *out, vbm_error *err)
+                             const recall_views *views, const eng_recall_query *q,
+                             const eng_recall_opts *o, double *mu, double *s2, eng_recall_out *out,
+                             vbm_error *err)
 {
     size_t TC = (size_t)out->T * (size_t)out->C, TP = (size_t)out->T * (size_t)out->P;
     float *xf = NULL;
@@ -495,11 +568,11 @@ static vbm_status recall_cue(const vbm_memory *mem, const eng_model *m, nets_wor
     double keep = o->mode == ENG_READ_RECALL ? o->cue_noise : 0.0;
     int i, j;
 
-    st = rw_init(&w, mem, m, ws, q, o, out, err);
+    st = rw_init(&w, mem, m, ws, views, q, o, out, err);
     if (st != VBM_OK)
         return st;
     if (w.image_cue) {
-        xf = vbm_calloc(TP, sizeof(float));
+        xf = vbm_calloc(TP * (size_t)w.J, sizeof(float));
         if (xf == NULL) {
             rw_free(&w);
             return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a read of %ld frames",
@@ -529,7 +602,7 @@ static vbm_status recall_cue(const vbm_memory *mem, const eng_model *m, nets_wor
                     m, ws, w.best_z, out->T, 1,
                     eng_derive_seed(o->seed + (uint64_t)i, ENG_STREAM_STEP_PIXELS), xf, err);
                 for (size_t k = 0; st == VBM_OK && k < TP; k++)
-                    if (o->mask != NULL && o->mask[k] == 0)
+                    if (o->mask != NULL && !rw_known_any(&w, k))
                         w.ans[k] = (double)xf[k];
             }
             if (st == VBM_OK)
@@ -577,10 +650,19 @@ vbm_status eng_recall_run(const vbm_memory *mem, const eng_model *m, const eng_r
     nets_workspace *ws = NULL;
     double *mu = NULL, *s2 = NULL;
     long T = q->codes != NULL ? q->codes->T : q->T;
+    recall_views views = {
+        q->views > 1 ? q->views : 1, o->first_view_code != 0, 0.0, 1.0, NULL, NULL};
     vbm_status st;
     int C = mem->cfg.code_size;
 
     memset(out, 0, sizeof *out);
+    if (q->views < 0 || q->views > ENG_FUSE_MAX_VIEWS)
+        return vbm_fail(err, VBM_EINVAL, "views_per_frame", "must be in [1, %d], got %d",
+                        ENG_FUSE_MAX_VIEWS, q->views);
+    if (views.J > 1 && q->images == NULL)
+        return vbm_fail(err, VBM_EINVAL, "views_per_frame",
+                        "the engine fuses views of images; fuse codes with eng_fuse_codes");
+    eng_fuse_prior(&mem->cfg, &views.m0, &views.v0);
     if (o->steps < 1 || o->steps > RECALL_MAX_STEPS)
         return vbm_fail(err, VBM_EINVAL, "iterations", "must be in [1, %d], got %d",
                         RECALL_MAX_STEPS, o->steps);
@@ -612,16 +694,23 @@ vbm_status eng_recall_run(const vbm_memory *mem, const eng_model *m, const eng_r
         mu = vbm_calloc((size_t)T * (size_t)C, sizeof *mu);
         s2 = vbm_calloc((size_t)T * (size_t)C, sizeof *s2);
         ws = m != NULL ? nets_workspace_new() : NULL;
-        if (mu == NULL || s2 == NULL || (m != NULL && ws == NULL))
+        if (views.J > 1) {
+            views.vmu = vbm_calloc((size_t)T * (size_t)views.J * (size_t)C, sizeof(double));
+            views.vs2 = vbm_calloc((size_t)T * (size_t)views.J * (size_t)C, sizeof(double));
+        }
+        if (mu == NULL || s2 == NULL || (m != NULL && ws == NULL)
+            || (views.J > 1 && (views.vmu == NULL || views.vs2 == NULL)))
             st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a read of %ld frames", T);
     }
     if (st == VBM_OK) {
         if ((q->images != NULL || q->codes != NULL)
             && (o->mode == ENG_READ_RECALL || o->mask != NULL))
-            st = recall_cue(mem, m, ws, q, o, mu, s2, out, err);
+            st = recall_cue(mem, m, ws, &views, q, o, mu, s2, out, err);
         else
-            st = recall_plain(mem, m, ws, q, o, mu, s2, out, err);
+            st = recall_plain(mem, m, ws, &views, q, o, mu, s2, out, err);
     }
+    free(views.vmu);
+    free(views.vs2);
     nets_workspace_free(ws);
     free(mu);
     free(s2);

@@ -19,9 +19,12 @@
 /* Where the loop starts: query images (a model session), query codes, or
  * neither (a start drawn from the memory, G.2 step 1). */
 typedef struct {
-    const float *images;    /* T x channels x height x width in [0, 1], or NULL */
+    const float *images;    /* (T views) x channels x height x width in [0, 1], or NULL */
     const vbm_codes *codes; /* or NULL; codes->C must be the memory's code size */
     long T;                 /* frames; for images and for a start from memory */
+    int views;              /* images only: J views of each frame (0 or 1: one), frame-major
+                             * (view j of frame t is image t J + j; the mask likewise), fused
+                             * into one code per frame (engine/fuse.h) */
 } eng_recall_query;
 
 /* How each read step turns its query into the step's output. */
@@ -53,6 +56,9 @@ typedef struct {
                         * frame by maximum likelihood ("auto") */
     const unsigned char *mask; /* T x P (images) or T x C (codes): non-zero = known, with at
                                 * least one known value per frame; NULL: every value known */
+    int first_view_code;       /* measurement only (bench-recall-views --first-view-code): with
+                                * views, a frame's code is its first view's instead of the
+                                * fusion of all (the views are still all scored); 0 in vbmemd */
 } eng_recall_opts;
 
 /* Result of a recall; owns every array (release with eng_recall_out_free). */
@@ -85,8 +91,17 @@ typedef struct {
  * best and answers with the cue's known values combined with its prediction (eng_cue_*:
  * the known values unchanged when the noise is 0); in sample and mean modes it reads in
  * its mode and keeps the known values. Step i's codes are the chosen code (images) or
- * the answer (latent). Recall mode without a query reads as sample mode. Fails with
- * VBM_EINVAL (steps, mode, candidates or cue_noise out of range, images without a model,
+ * the answer (latent). Recall mode without a query reads as sample mode. With J views of
+ * each frame (q->views > 1): a frame's code is the RPM fusion (eng_fuse_codes, the memory's
+ * eng_fuse_prior) of its views' codes -- for the start's own code, of the views' encodings;
+ * for each step's query, of the encodings of each view's answer (its known values combined
+ * with the prediction: the masked read's query code of the view alone); a
+ * candidate's score is the sum over the views of their likelihoods (each view with its
+ * own noise level), and the answer combines the prediction with every view
+ * (eng_cue_combine_views); one image per frame comes back. Fails with
+ * VBM_EINVAL (steps, mode, candidates, cue_noise or views out of range (views: field
+ * "views_per_frame"), views of codes, a fused precision that is not > 0 (field
+ * "observations[i]"), images without a model,
  * a mask without a query, a query that does not fit: field "query" or "observations"),
  * VBM_ENUMERIC, VBM_ENOMEM; *out is then empty. */
 vbm_status eng_recall_run(const vbm_memory *mem, const eng_model *m, const eng_recall_query *q,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/fuse.h"
 #include "engine/models.h"
 #include "engine/recall.h"
 #include "http/codec.h"
@@ -420,6 +421,78 @@ static vbm_status sess_fit_opts(const json_t *body, const http_limits *lim, eng_
     return st;
 }
 
+/* Fuse the codes c of J views per frame (c->T rows, frame-major: view j of frame t is row
+ * t J + j) into one code per frame, in place, with session s's code prior (eng_fuse_prior):
+ * the analytic RPM posterior (engine/fuse.h). mask (c->T x C, or NULL) marks the dimensions
+ * each view knows; with known_any, *known_any receives a T x C mask of the dimensions some
+ * view of the frame knows (NULL when there is no mask). field names the views in errors
+ * ("codes", "query"; images: "observations", whose errors name the image). J = 1 changes
+ * nothing. Fails with VBM_EINVAL (rows that are not whole frames of J views: field
+ * "FIELD.mu", or "FIELD" for images; the failures of eng_fuse_codes) or VBM_ENOMEM; c is
+ * then unchanged. */
+static vbm_status sess_fuse_views(eng_session *s, long J, wire_codes *c, const unsigned char *mask,
+                                  const char *field, int images, unsigned char **known_any,
+                                  vbm_error *err)
+{
+    char f[VBM_FIELD_LEN];
+    size_t TC, k;
+    double m0, v0, *mu, *s2;
+    vbm_config cfg;
+    long T, j;
+    vbm_status st;
+
+    if (known_any != NULL)
+        *known_any = NULL;
+    if (J <= 1)
+        return VBM_OK;
+    snprintf(f, sizeof f, images ? "%s" : "%s.mu", field);
+    if (c->T % J != 0)
+        return vbm_fail(err, VBM_EINVAL, f,
+                        "%ld %s are not whole frames of views_per_frame = %ld views (view j of "
+                        "frame t is row t J + j)",
+                        c->T, images ? "images" : "rows", J);
+    T = c->T / J;
+    TC = (size_t)T * (size_t)c->C;
+    mu = malloc(TC * sizeof *mu);
+    s2 = malloc(TC * sizeof *s2);
+    if (mask != NULL && known_any != NULL)
+        *known_any = calloc(TC, 1);
+    if (mu == NULL || s2 == NULL || (mask != NULL && known_any != NULL && *known_any == NULL)) {
+        free(mu);
+        free(s2);
+        if (known_any != NULL) {
+            free(*known_any);
+            *known_any = NULL;
+        }
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory fusing %ld views", c->T);
+    }
+    eng_session_config(s, &cfg);
+    eng_fuse_prior(&cfg, &m0, &v0);
+    st = eng_fuse_codes(T, (int)J, c->C, c->mu, c->s2, mask, m0, v0, field, images, mu, s2, err);
+    if (st != VBM_OK) {
+        free(mu);
+        free(s2);
+        if (known_any != NULL) {
+            free(*known_any);
+            *known_any = NULL;
+        }
+        return st;
+    }
+    if (mask != NULL && known_any != NULL)
+        for (k = 0; k < TC; k++)
+            for (j = 0; j < J; j++)
+                if (mask[((k / (size_t)c->C) * (size_t)J + (size_t)j) * (size_t)c->C
+                         + k % (size_t)c->C]
+                    != 0)
+                    (*known_any)[k] = 1;
+    free(c->mu);
+    free(c->s2);
+    c->mu = mu;
+    c->s2 = s2;
+    c->T = T;
+    return VBM_OK;
+}
+
 /* Common members of a fit response. Returns NULL when out of memory. */
 static json_t *sess_fit_json(const http_req *r, const eng_fit_out *out, double parse_s)
 {
@@ -446,8 +519,9 @@ static json_t *sess_fit_json(const http_req *r, const eng_fit_out *out, double p
 
 void route_episodes(http_req *r)
 {
-    static const char *const keys[] = {"mode", "codes", "observations", "iterations", "tolerance",
-                                       "seed", "init",  "addresses",    NULL};
+    static const char *const keys[] = {
+        "mode", "codes", "observations", "iterations",      "tolerance",
+        "seed", "init",  "addresses",    "views_per_frame", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), parse_s, encode_s = 0.0;
     wire_codes codes;
@@ -461,6 +535,7 @@ void route_episodes(http_req *r)
     json_t *body, *res;
     vbm_error err;
     int images;
+    long views = 1;
     vbm_status st;
 
     memset(&codes, 0, sizeof codes);
@@ -493,7 +568,12 @@ void route_episodes(http_req *r)
     }
     if (st == VBM_OK)
         st = sess_fit_opts(body, lim, &o, &err);
+    if (st == VBM_OK)
+        st = wire_opt_long(body, "views_per_frame", 1, ENG_FUSE_MAX_VIEWS, &views, &err);
     cv = json_object_get(body, "codes");
+    if (st == VBM_OK && views > 1 && cv == NULL && ov == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "views_per_frame",
+                      "views of posted codes or observations only (a refit posts none)");
     if (st == VBM_OK && cv != NULL && ov != NULL)
         st = vbm_fail(&err, VBM_EINVAL, "observations", "give codes or observations, not both");
     if (st == VBM_OK && ov != NULL && m == NULL)
@@ -505,9 +585,13 @@ void route_episodes(http_req *r)
         st = wire_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, &err);
     if (st == VBM_OK && ov != NULL)
         st = obs_encode(m, ov, "observations", lim->max_frames, &codes, &encode_s, &err);
+    if (st == VBM_OK && views > 1)
+        st = sess_fuse_views(s, views, &codes, NULL, cv != NULL ? "codes" : "observations",
+                             cv == NULL, NULL, &err);
     eng_model_unref(m);
     json_decref(body);
     if (st != VBM_OK) {
+        wire_codes_free(&codes); /* read or encoded, then refused by the fusion */
         req_engine_problem(r, st, &err);
         eng_session_unref(s);
         return;
@@ -779,9 +863,10 @@ static vbm_status sess_read_mode(const json_t *body, int image_cue, int has_mask
 
 void route_reads(http_req *r)
 {
-    static const char *const keys[] = {"query",      "observations", "count",  "iterations", "seed",
-                                       "encoding",   "addresses",    "format", "pixels",     "mode",
-                                       "candidates", "cue_noise",    "mask",   NULL};
+    static const char *const keys[] = {
+        "query",      "observations", "count",  "iterations",      "seed",
+        "encoding",   "addresses",    "format", "pixels",          "mode",
+        "candidates", "cue_noise",    "mask",   "views_per_frame", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     eng_recall_query rq;
     eng_recall_opts ro;
@@ -796,7 +881,7 @@ void route_reads(http_req *r)
     json_t *body, *out = NULL;
     vbm_error err;
     uint64_t seed = 0;
-    long iterations = 1, count = 1, n = 0;
+    long iterations = 1, count = 1, n = 0, views = 1;
     float *x = NULL;
     unsigned char *mask = NULL;
     int b64 = 0, want_addr = 1, sample = 0, C;
@@ -834,6 +919,12 @@ void route_reads(http_req *r)
     if (st == VBM_OK)
         st = wire_opt_long(body, "count", 1, lim->max_frames, &count, &err);
     if (st == VBM_OK)
+        st = wire_opt_long(body, "views_per_frame", 1, ENG_FUSE_MAX_VIEWS, &views, &err);
+    if (st == VBM_OK && views > 1 && qv == NULL && ov == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "views_per_frame",
+                      "views of a query (observations or query codes) only; a read that starts "
+                      "from memory has none");
+    if (st == VBM_OK)
         st = sess_image_opts(body, m != NULL, &fmt, &sample, &err);
     if (st == VBM_OK)
         st = sess_read_mode(body, ov != NULL || (m != NULL && qv == NULL), mk != NULL, &ro, &err);
@@ -862,8 +953,25 @@ void route_reads(http_req *r)
         st = vbm_fail(&err, VBM_EINVAL, "query", "codes of size %d, the session's are %d", q.C, C);
     if (st == VBM_OK && mk != NULL && qv != NULL)
         st = img_read_code_mask(mk, "mask", q.T, q.C, &mask, &err);
+    if (st == VBM_OK && x != NULL && n % views != 0)
+        st = vbm_fail(&err, VBM_EINVAL, "observations",
+                      "%ld images are not whole frames of views_per_frame = %ld views (view j of "
+                      "frame t is image t J + j)",
+                      n, views);
+    if (st == VBM_OK && qv != NULL && views > 1) {
+        /* J codes of each frame: fused here into one query code, with the dimensions
+         * some view knows as the query's mask */
+        unsigned char *known = NULL;
+
+        st = sess_fuse_views(s, views, &q, mask, "query", 0, &known, &err);
+        if (st == VBM_OK) {
+            free(mask);
+            mask = known;
+        }
+    }
     json_decref(body);
-    rq.T = x != NULL ? n : q.mu != NULL ? q.T : count;
+    rq.T = x != NULL ? n / views : q.mu != NULL ? q.T : count;
+    rq.views = x != NULL ? (int)views : 1;
     /* Every read (query codes, images or from memory) holds, per step and
      * frame, its codes, images and addresses (G*H each), and once per frame
      * the start and the work of the recall (candidates, the G*H*K addressing
@@ -874,10 +982,11 @@ void route_reads(http_req *r)
 
         eng_session_config(s, &cfg);
         GH = (double)cfg.groups * (double)cfg.clusters;
-        bytes = (double)rq.T
-                * ((double)iterations * (8.0 * C + 4.0 * P + 8.0 * GH)
-                   + (8.0 * C * (3.0 + (double)ro.candidates) + 48.0 * P
-                      + 8.0 * GH * (double)cfg.rows));
+        bytes =
+            (double)rq.T
+            * ((double)iterations * (8.0 * C + 4.0 * P + 8.0 * GH)
+               + (8.0 * C * (3.0 + (double)ro.candidates) + 48.0 * P + 8.0 * GH * (double)cfg.rows)
+               + (rq.views > 1 ? (double)rq.views * (16.0 * C + 32.0 * P) : 0.0));
         if (bytes > SESS_MAX_READ_BYTES)
             st = vbm_fail(&err, VBM_EINVAL, "iterations",
                           "a read of %ld steps of %ld frames would hold %.0f bytes of codes, "

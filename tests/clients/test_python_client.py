@@ -205,6 +205,18 @@ def test_temporal_session(client, pngs):
     assert len(km["images"]) == 2
     client.delete_session(s)
     client.delete_session(m)
+def test_views_per_frame(client):
+    """write and read send views_per_frame: 2 views of each of 4 frames become 4 frames."""
+    s = latent(client)
+    views = [[t + 0.1 * j, 1.0, 2.0, 3.0] for t in range(4) for j in range(2)]
+    r = client.write(s, codes=views, sigma2=0.5, seed=1, views_per_frame=2)
+    assert r.frames == 4
+    rd = client.read(s, codes=views[:4], sigma2=0.5, steps=1, seed=1, views_per_frame=2)
+    assert rd.steps[0].codes.shape == (2, 4)
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.write(s, codes=views[:3], sigma2=0.5, views_per_frame=2)
+    assert e.value.status == 422 and e.value.field == "codes.mu"
+    client.delete_session(s)
 
 
 def test_list_sessions_paging(client):

@@ -1469,6 +1469,71 @@ def test_temporal_sessions():
 
 
 TESTS += [test_temporal_sessions]
+def test_latent_views_per_frame():
+    """Fused writes and reads of codes (views_per_frame, seed 004) on a latent session: J = 3
+    views of each frame write the memory that their RPM-fused codes, computed here from the
+    formula with the session's code prior, write; a read of 2 views with masks of code
+    dimensions reads the fused code (a dimension a view does not know is a flat factor) with the
+    mask of the dimensions some view knows."""
+    c = FAST.client()
+    body = {"code_size": 3, "memory": {"kind": "gaussian", "rows": 2}}
+    sa = ok(c.request("POST", "/v1/sessions", body), 201)
+    sb = ok(c.request("POST", "/v1/sessions", body), 201)
+    ba, bb = "/v1/sessions/" + sa["id"], "/v1/sessions/" + sb["id"]
+    cfg = sa["config"]
+    v0 = cfg["rows"] * cfg["u0"] + (cfg["sigma2_b0"] if cfg["shift"] else 0.0) + cfg["sigma_z2"]
+    rnd = random.Random(17)
+    J, T = 3, 6
+    mu = codes(T * J, 3, 21)
+    s2 = [[0.2 + 1.3 * rnd.random() for _ in range(3)] for _ in range(T * J)]
+
+    def fuse(mu, s2, J, known=None):
+        fm, fs = [], []
+        for t in range(len(mu) // J):
+            rm, rs = [], []
+            for k in range(len(mu[0])):
+                js = [j for j in range(J) if known is None or known[t * J + j][k]]
+                lam = 1.0 / v0 + sum(1.0 / s2[t * J + j][k] - 1.0 / v0 for j in js)
+                h = sum(mu[t * J + j][k] / s2[t * J + j][k] for j in js)  # m0 = 0
+                rm.append(h / lam)
+                rs.append(1.0 / lam)
+            fm.append(rm)
+            fs.append(rs)
+        return fm, fs
+
+    fm, fs = fuse(mu, s2, J)
+    wa = ok(c.request("POST", ba + "/episodes", {"codes": {"mu": mu, "sigma2": s2}, "views_per_frame": J, "seed": 2}))
+    wb = ok(c.request("POST", bb + "/episodes", {"codes": {"mu": fm, "sigma2": fs}, "seed": 2}))
+    expect(wa["frames"] == T and abs(wa["elbo"]["total"] - wb["elbo"]["total"]) <= 1e-9 * abs(wb["elbo"]["total"]),
+           "fused write %r vs the fused codes' %r" % (wa["elbo"]["total"], wb["elbo"]["total"]))
+    # a read of 2 frames of 2 views with masks; the second frame's last dimension no view knows
+    q, qs = mu[:4], s2[:4]
+    known = [[1, 1, 0], [0, 1, 1], [1, 1, 0], [1, 0, 0]]
+    qm, qv = fuse(q, qs, 2, known)
+    anyk = [[1, 1, 1], [1, 1, 0]]
+    expect(abs(qm[1][2]) < 1e-15 and abs(qv[1][2] - v0) < 1e-12, "an unknown dimension is the prior")
+    r1 = ok(c.request("POST", ba + "/reads", {"query": {"mu": q, "sigma2": qs}, "mask": known, "views_per_frame": 2,
+                                             "iterations": 2, "seed": 4, "cue_noise": 0.3}))
+    r2 = ok(c.request("POST", ba + "/reads", {"query": {"mu": qm, "sigma2": qv}, "mask": anyk,
+                                             "iterations": 2, "seed": 4, "cue_noise": 0.3}))
+    expect(len(r1["steps"][0]["codes"]) == 2, "2 frames of 2 views")
+    for a, b in zip(r1["steps"], r2["steps"]):
+        expect(all(abs(x - y) <= 1e-9 * (1 + abs(y)) for ra, rb in zip(a["codes"], b["codes"]) for x, y in zip(ra, rb)),
+               "fused read %s vs read of the fused codes %s" % (a["codes"], b["codes"]))
+    for bad, name in ((0, "views_per_frame"), (65, "views_per_frame")):
+        p = problem(c.request("POST", ba + "/episodes", {"codes": {"mu": mu, "sigma2": s2}, "views_per_frame": bad}), 422)
+        expect(p["field"] == name, p)
+    p = problem(c.request("POST", ba + "/episodes", {"codes": {"mu": mu[:4], "sigma2": s2[:4]}, "views_per_frame": 3}), 422)
+    expect(p["field"] == "codes.mu" and "whole frames" in p["detail"], p)
+    p = problem(c.request("POST", ba + "/reads", {"query": {"mu": q, "sigma2": qs}, "mask": known[:3], "views_per_frame": 2}), 422)
+    expect(p["field"] == "mask", p)
+    p = problem(c.request("POST", ba + "/reads", {"query": {"mu": q, "sigma2": 50.0}, "views_per_frame": 4}), 422)
+    expect(p["field"] == "query.sigma2[0]" and "precision" in p["detail"], p)
+    for b in (ba, bb):
+        ok(c.request("DELETE", b), 204)
+
+
+TESTS += [test_latent_views_per_frame]
 
 
 def main():

@@ -696,6 +696,112 @@ def test_temporal_sessions_of_images():
                                                       "iterations": 3}))
         finally:
             stopped(d)
+def fuse_views(mus, s2s, J, v0, m0=0.0):
+    """The analytic RPM posterior of J views per frame (rows frame-major), computed here from
+    the formula: precision sum_j 1/s2_j - (J - 1)/v0, precision-mean sum_j mu_j/s2_j - (J - 1) m0/v0."""
+    fm, fs = [], []
+    for t in range(len(mus) // J):
+        rm, rs = [], []
+        for k in range(len(mus[0])):
+            lam = sum(1.0 / s2s[t * J + j][k] for j in range(J)) - (J - 1) / v0
+            h = sum(mus[t * J + j][k] / s2s[t * J + j][k] for j in range(J)) - (J - 1) * m0 / v0
+            rm.append(h / lam)
+            rs.append(1.0 / lam)
+        fm.append(rm)
+        fs.append(rs)
+    return fm, fs
+
+
+def session_prior_var(s):
+    """v0 of the code prior of a session (its memory's moment-matched prior)."""
+    cfg = s["config"]
+    return cfg["rows"] * cfg["u0"] + cfg["sigma2_b0"] + cfg["sigma_z2"]  # mixture: shifts on
+
+
+def test_views_per_frame():
+    """Fused writes and reads (views_per_frame, seed 004): J = 1 is the request without it; J = 2
+    views of each frame write the memory that their RPM-fused codes (computed here from the
+    encoder's codes) write; a read of two half-masked views of each frame answers with both
+    views' known pixels; every 422 names its field."""
+    c = FAST.client()
+    imgs = episode_pngs(24, 300)
+    # J = 1: the same write and the same read as without views_per_frame
+    sa, ba = new_session(c)
+    sb, bb = new_session(c)
+    wa = ok(c.request("POST", ba + "/episodes", {"observations": imgs[:12], "seed": 1}))
+    wb = ok(c.request("POST", bb + "/episodes", {"observations": imgs[:12], "seed": 1, "views_per_frame": 1}))
+    expect(wa["elbo"] == wb["elbo"], "views_per_frame 1 changed the write")
+    ra = ok(c.request("POST", ba + "/reads", {"observations": imgs[12:15], "iterations": 2, "seed": 3, "format": "uint8"}))
+    rb = ok(c.request("POST", ba + "/reads", {"observations": imgs[12:15], "iterations": 2, "seed": 3, "format": "uint8",
+                                             "views_per_frame": 1}))
+    expect(ra["steps"] == rb["steps"], "views_per_frame 1 changed the read")
+    for b in (ba, bb):
+        ok(c.request("DELETE", b), 204)
+    # J = 2: 12 frames of 2 views (images 2t and 2t + 1) against their fused codes posted as codes
+    s1, b1 = new_session(c)
+    s2, b2 = new_session(c)
+    w1 = ok(c.request("POST", b1 + "/episodes", {"observations": imgs, "views_per_frame": 2, "seed": 1}))
+    expect(w1["frames"] == 12, w1)
+    enc = ok(c.request("POST", "/v1/models/%s/encode" % MODEL, {"observations": imgs}))["codes"]
+    fm, fs = fuse_views(enc["mu"], enc["sigma2"], 2, session_prior_var(s1))
+    w2 = ok(c.request("POST", b2 + "/episodes", {"codes": {"mu": fm, "sigma2": fs}, "seed": 1}))
+    expect(abs(w1["elbo"]["total"] - w2["elbo"]["total"]) <= 1e-6 * abs(w2["elbo"]["total"]),
+           "fused images %r vs their fused codes %r" % (w1["elbo"]["total"], w2["elbo"]["total"]))
+    # the same views posted as codes (with variances) fuse the same way
+    w3 = ok(c.request("POST", b2 + "/episodes", {"codes": {"mu": enc["mu"], "sigma2": enc["sigma2"]},
+                                                "views_per_frame": 2, "seed": 1}))
+    expect(w3["frames"] == 12 and abs(w3["elbo"]["total"] - w2["elbo"]["total"]) <= 1e-9 * abs(w2["elbo"]["total"]),
+           "codes of 2 views %r vs fused %r" % (w3["elbo"]["total"], w2["elbo"]["total"]))
+    # a read of 4 frames, each two views: view 0 knows the top half, view 1 the bottom half;
+    # with the masks (cue_noise 0) the answer is the two known halves, exactly
+    raw = pngs.fashion_images(8, 400)
+    top = bytes(1 if y < 14 else 0 for y in range(28) for x in range(28))
+    bottom = bytes(1 - v for v in top)
+    views = b"".join(raw[t] for t in range(8))
+    u8 = {"dtype": "uint8", "shape": [8, 1, 28, 28], "data": base64.b64encode(views).decode()}
+    mask = {"dtype": "uint8", "shape": [8, 1, 28, 28], "data": base64.b64encode((top + bottom) * 4).decode()}
+    rd = ok(c.request("POST", b1 + "/reads", {"observations": u8, "mask": mask, "views_per_frame": 2,
+                                             "iterations": 2, "seed": 5, "format": "uint8"}))
+    for st in rd["steps"]:
+        expect(len(st["codes"]) == 4 and len(st["clusters"]) == 4, "a read of 4 frames of 2 views")
+        out = base64.b64decode(st["observations"]["data"])
+        expect(st["observations"]["shape"] == [4, 1, 28, 28], st["observations"]["shape"])
+        for t in range(4):
+            want = raw[2 * t][:14 * 28] + raw[2 * t + 1][14 * 28:]
+            expect(out[t * 784:(t + 1) * 784] == want, "frame %d is not its views' known halves" % t)
+    # unmasked noisy views and query codes of 2 views: one answer per frame
+    rn = ok(c.request("POST", b1 + "/reads", {"observations": imgs[:6], "views_per_frame": 3, "seed": 2}))
+    expect(len(rn["steps"][0]["codes"]) == 2, "3 views of 2 frames")
+    rq = ok(c.request("POST", b1 + "/reads", {"query": {"mu": enc["mu"][:4], "sigma2": enc["sigma2"][:4]},
+                                             "views_per_frame": 2, "seed": 2, "format": "json"}))
+    expect(len(rq["steps"][0]["codes"]) == 2 and len(rq["steps"][0]["observations"]) == 2, "fused query codes")
+    # 422s with their fields
+    ep, rdp = b2 + "/episodes", b1 + "/reads"
+
+    def field(path, body, name, detail=None):
+        p = problem(c.request("POST", path, body), 422, name, detail)
+        expect(p["field"] == name, "field %r, expected %r" % (p["field"], name))
+
+    for bad in (0, 65, "2", 1.5, -1, None):
+        field(ep, {"observations": imgs[:2], "views_per_frame": bad}, "views_per_frame")
+        field(rdp, {"observations": imgs[:2], "views_per_frame": bad}, "views_per_frame")
+    field(ep, {"observations": imgs[:3], "views_per_frame": 2}, "observations", "whole frames")
+    field(ep, {"codes": {"mu": enc["mu"][:3], "sigma2": enc["sigma2"][:3]}, "views_per_frame": 2}, "codes.mu", "whole frames")
+    field(ep, {"codes": {"mu": enc["mu"][:2]}, "views_per_frame": 2}, "codes.sigma2[0][0]", "variance > 0")
+    field(ep, {"codes": {"mu": enc["mu"][:2], "sigma2": 100.0}, "views_per_frame": 2}, "codes.sigma2[0]", "precision")
+    field(ep, {"codes": {"mu": enc["mu"][:2], "sigma2": [[0.5] * C, [0.5] * (C - 1)]}, "views_per_frame": 2},
+          "codes.sigma2[1]")
+    nan = tensor(enc["mu"][:2])
+    nan["data"] = base64.b64encode(struct.pack("<f", float("nan")) + base64.b64decode(nan["data"])[4:]).decode()
+    field(ep, {"codes": {"mu": nan, "sigma2": 0.5}, "views_per_frame": 2}, "codes.mu.data", "finite")
+    field(ep, {"mode": "refit", "views_per_frame": 2}, "views_per_frame")
+    field(rdp, {"count": 2, "views_per_frame": 2}, "views_per_frame")
+    field(rdp, {"observations": imgs[:3], "views_per_frame": 2}, "observations", "whole frames")
+    field(rdp, {"observations": u8, "mask": dict(mask, shape=[4, 1, 28, 28]), "views_per_frame": 2}, "mask.shape")
+    field(rdp, {"query": {"mu": enc["mu"][:3], "sigma2": enc["sigma2"][:3]}, "views_per_frame": 2}, "query.mu")
+    field(rdp, {"query": {"mu": enc["mu"][:2]}, "views_per_frame": 2}, "query.sigma2[0][0]")
+    for b in (b1, b2):
+        ok(c.request("DELETE", b), 204)
 
 
 TESTS = [
@@ -704,6 +810,7 @@ TESTS = [
     test_models_dir_bad_file_and_sighup_reload, test_model_session_survives_restart,
     test_latent_only_daemon, test_sample_mode_is_the_old_read, test_read_modes_and_mask_errors,
     test_masked_recall_keeps_known_pixels, test_temporal_sessions_of_images,
+    test_masked_recall_keeps_known_pixels, test_views_per_frame,
 ]
 
 

@@ -643,15 +643,17 @@ class Client:
 
     def write(self, session, images=None, codes=None, sigma2=None, mode="replace",
               iterations=None, tolerance=None, seed=None, init=None, addresses=None,
-              if_match=None):
+              if_match=None, views_per_frame=None):
         """POST /v1/sessions/{id}/episodes -> FitResult. Give images (a model session: PNG
         files, PNG bytes, arrays, PIL images) or codes (T x C, with sigma2 a number or a T x C
         matrix); mode replace, append or refit (refit takes neither); if_match: a version
-        (int, '"N"' or a Session) the session must be at (VbmemError 409 otherwise)."""
+        (int, '"N"' or a Session) the session must be at (VbmemError 409 otherwise);
+        views_per_frame J: the images (codes) are T x J views, frame-major, fused into T codes."""
         if mode not in ("replace", "append", "refit"):
             raise ValueError("mode is replace, append or refit, not %r" % (mode,))
         body = _drop_none({"mode": mode, "iterations": iterations, "tolerance": tolerance,
-                           "seed": seed, "init": init, "addresses": addresses})
+                           "seed": seed, "init": init, "addresses": addresses,
+                           "views_per_frame": views_per_frame})
         if images is not None:
             body["observations"] = encode_images(images)
         if codes is not None:
@@ -680,19 +682,20 @@ class Client:
 
     def read(self, session, images=None, codes=None, sigma2=None, mode=None, mask=None,
              cue_noise=None, candidates=None, steps=None, iterations=None, count=None,
-             seed=None, addresses=None, format=None, pixels=None):
+             seed=None, addresses=None, format=None, pixels=None, views_per_frame=None):
         """POST /v1/sessions/{id}/reads: an iterative read (App. G.2) -> ReadResult.
         The query is images (model session) or codes; with neither, `count` frames start from
         memory. mode: recall (default), mean or sample; mask: which query pixels (or code
         dimensions) are known, non-zero = known (PNG files/bytes, arrays, 0/1 rows); cue_noise:
-        a number or "auto"; candidates: recall draws; steps (alias iterations): read steps."""
+        a number or "auto"; candidates: recall draws; steps (alias iterations): read steps;
+        views_per_frame J: the query (and mask) is T x J views, frame-major, T frames answered."""
         if steps is not None and iterations is not None and steps != iterations:
             raise ValueError("give steps or iterations, not both")
         body = _drop_none({"iterations": steps if steps is not None else iterations,
                            "mode": mode, "cue_noise": cue_noise, "candidates": candidates,
                            "count": count, "seed": seed, "addresses": addresses,
                            "format": format, "pixels": pixels, "encoding": "base64",
-                           "mask": encode_mask(mask)})
+                           "mask": encode_mask(mask), "views_per_frame": views_per_frame})
         if images is not None:
             body["observations"] = encode_images(images)
         if codes is not None:
