@@ -1,0 +1,370 @@
+#!/usr/bin/python3
+"""continual.py -- continual training of the hosted networks: the memory model's encoder/decoder
+trained on a stream of datasets (MNIST episodes, then Fashion-MNIST episodes) with no boundary
+given to the optimiser, by Adam (the trainer's default) or by FOO-VB (seed 002), evaluating the
+test ELBO per frame on held-out episodes of every dataset of the stream at regular points.
+
+  nice -n 10 /usr/bin/python3 train/continual.py --optimizer adam --csv train/runs/continual-adam.csv
+  nice -n 10 /usr/bin/python3 train/continual.py --optimizer foovb --csv train/runs/continual-foovb.csv \\
+      --out models/mnist-fashion-continual.safetensors --out-boundary tests/data/continual-mnist-stage.safetensors
+  /usr/bin/python3 train/plot_continual.py train/runs/continual-*.csv    # table + docs/continual-mnist-fashion.png
+
+The stream is one sequence of mini-batches: --steps steps of episodes of the first dataset, then
+--steps of the second, ...; the optimiser sees only the batches (no task index, no reset, one
+constant step size). The objective is the trainer's own (vbmtrain.objective.episode_elbo: the VB
+write, the App. D.2 sampled memory, the Sec. 3.2.3 regularizer, constant over the stream). The test
+ELBO is train.py's evaluation (exact expectation over q(Omega), no regularizer) on the first
+--eval-episodes test episodes of each dataset, with the same dequantization noise and the same z
+draws at every evaluation point (differences between points are the networks' own). FOO-VB is
+evaluated and exported at its posterior mean (seed 002, App. 15: "set the weights to the learned
+mean at testing")."""
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+
+from vbmtrain import data, nets, objective, vb  # noqa: E402
+
+SHARED = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
+DEFAULT_ROOTS = {"mnist": os.path.join(SHARED, "mnist"), "fashion-mnist": os.path.join(SHARED, "fashion-mnist")}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--stream", default="mnist,fashion-mnist",
+                   help="datasets in the order the stream presents them (comma separated)")
+    p.add_argument("--data-roots", default=None,
+                   help="name=dir,... folders of the datasets (default ../shared/data/<name>)")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "foovb"])
+    p.add_argument("--steps", type=int, default=300, help="steps (mini-batches) of each dataset of the stream")
+    p.add_argument("--batch", type=int, default=4, help="episodes per step")
+    p.add_argument("--episode-length", type=int, default=32)
+    p.add_argument("--code-size", type=int, default=16)
+    p.add_argument("--filters", type=int, default=16)
+    p.add_argument("--norm-groups", type=int, default=4)
+    p.add_argument("--kind", default="mixture", choices=["mixture", "gaussian"])
+    p.add_argument("--iterations", type=int, default=10, help="VB iterations per write")
+    p.add_argument("--reg", default="0.10,0.20,8,8", help="regularizer eps,delta,alpha,beta ('none' disables)")
+    p.add_argument("--lr", type=float, default=5e-4, help="Adam step size (constant: no schedule, no boundary)")
+    p.add_argument("--beta1", type=float, default=0.0, help="Adam beta_1 (the trainer's default for memory models)")
+    p.add_argument("--clip", type=float, default=100.0, help="gradient norm clip of the Adam runs")
+    p.add_argument("--foovb-variant", default="diagonal", help="FOO-VB variant (diagonal, matrix)")
+    p.add_argument("--foovb-samples", type=int, default=2, help="Monte Carlo weight samples K per step")
+    p.add_argument("--foovb-sigma-init", type=float, default=None, help="initial std of the weights (diagonal)")
+    p.add_argument("--foovb-eta", type=float, default=None, help="step size on the mean (1 in the seed)")
+    p.add_argument("--loss-scale", type=float, default=None,
+                   help="FOO-VB's L_n is (-ELBO per frame) / loss-scale (default: pixels per image, i.e. nats "
+                        "per pixel); Adam is invariant to it")
+    p.add_argument("--eval-every", type=int, default=25, help="evaluate every N steps (and at 0 and the end)")
+    p.add_argument("--eval-episodes", type=int, default=16, help="held-out test episodes per dataset")
+    p.add_argument("--train-frames", type=int, default=0, help="use only the first N training images (tests)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--csv", required=True, help="CSV of the evaluation points")
+    p.add_argument("--out", default=None, help="model file of the networks at the end of the stream")
+    p.add_argument("--out-boundary", default=None,
+                   help="model file of the networks at the end of the first dataset's steps")
+    p.add_argument("--quiet", action="store_true")
+    a = p.parse_args(argv)
+    a.stream = [s.strip() for s in a.stream.split(",") if s.strip()]
+    for s in a.stream:
+        if s not in DEFAULT_ROOTS:
+            p.error("--stream: unknown dataset %r (mnist, fashion-mnist)" % s)
+    roots = dict(DEFAULT_ROOTS)
+    if a.data_roots:
+        for item in a.data_roots.split(","):
+            k, _, v = item.partition("=")
+            if k not in DEFAULT_ROOTS or not v:
+                p.error("--data-roots: expected name=dir with name mnist or fashion-mnist, got %r" % item)
+            roots[k] = v
+    a.roots = roots
+    if a.steps < 1 or a.batch < 1 or a.eval_every < 1 or a.eval_episodes < 1 or a.foovb_samples < 1:
+        p.error("--steps, --batch, --eval-every, --eval-episodes and --foovb-samples must be positive")
+    return a
+
+
+class Stream:
+    """The training stream: `steps` batches of each dataset in turn, each from its own
+    EpisodeSampler (episodes without replacement, new passes as needed). Iterating yields
+    (step, batch); the task a batch came from is known only to the caller's log."""
+
+    def __init__(self, trains, steps, T, B, seed):
+        self.samplers = [data.EpisodeSampler(x, T, B, seed + 101 * i) for i, x in enumerate(trains)]
+        self.steps = steps
+
+    def task_of(self, step):
+        """Index of the dataset that batch `step` (0-based) comes from."""
+        return min(step // self.steps, len(self.samplers) - 1)
+
+    def __len__(self):
+        return self.steps * len(self.samplers)
+
+    def __iter__(self):
+        step = 0
+        for s in self.samplers:
+            n = 0
+            while n < self.steps:
+                for x in s.epoch():
+                    if x.shape[0] < s.B:  # the short last batch of a pass: keep every step the same size
+                        continue
+                    yield step, x
+                    step += 1
+                    n += 1
+                    if n == self.steps:
+                        break
+
+
+def fixed_test_episodes(images, n_episodes, T, seed):
+    """The first n_episodes * T test images as (n_episodes, T, ch, h, w), dequantized once with a
+    fixed seed: every evaluation point sees the same inputs."""
+    n = min(n_episodes, images.shape[0] // T)
+    if n < 1:
+        raise ValueError("a test set of %d images has no episode of %d" % (images.shape[0], T))
+    s = data.EpisodeSampler(images[:n * T], T, n, seed)
+    return next(s.epoch(shuffle=False))
+
+
+def test_elbo(kind, cfg, enc, dec, episodes, iterations, batch, seed):
+    """Mean test ELBO per frame of the fixed episodes (exact expectation over q(Omega), one
+    reparametrised z per frame from a generator seeded with `seed`, no regularizer); NaN when the
+    networks have diverged so far that the VB write fails."""
+    enc.eval()
+    dec.eval()
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    tot = 0.0
+    with torch.no_grad():
+        for i in range(0, episodes.shape[0], batch):
+            try:
+                elbo, _ = objective.episode_elbo(kind, cfg, enc, dec, episodes[i:i + batch], iterations, gen)
+            except RuntimeError:  # diverged networks (a failed Cholesky of the write): no finite ELBO
+                tot = float("nan")
+                break
+            tot += float(elbo.sum())
+    enc.train()
+    dec.train()
+    return tot / (episodes.shape[0] * episodes.shape[1])
+
+
+class AdamStepper:
+    """Adam on the networks' parameters, one gradient per batch (train.py's update)."""
+
+    def __init__(self, params, args):
+        self.params = params
+        self.clip = args.clip
+        self.opt = torch.optim.Adam(params, lr=args.lr, betas=(args.beta1, 0.999))
+
+    def step(self, loss_fn):
+        """One update from loss_fn() (a scalar to minimise); returns its value."""
+        loss = loss_fn()
+        if not torch.isfinite(loss):
+            raise RuntimeError("non-finite loss")
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.opt.step()
+        return float(loss)
+
+    def use_mean(self):
+        """The parameters to evaluate are the parameters."""
+
+    def describe(self):
+        g = self.opt.param_groups[0]
+        return {"name": "adam", "lr": g["lr"], "betas": list(g["betas"]), "clip": self.clip}
+
+
+class FooVBStepper:
+    """FOO-VB (vbmtrain.foovb.FooVB, Algorithm 1) over both networks: per batch K Monte Carlo
+    weight samples from the current posterior, the gradient of L_n at each, one explicit
+    fixed-point update; the networks hold the posterior mean between steps. No clipping (the
+    update is the seed's). A step whose loss or gradient is not finite is dropped whole (its
+    Monte Carlo sums cleared) and reported to the caller as a RuntimeError."""
+
+    def __init__(self, modules, args):
+        from vbmtrain.foovb import FooVB
+        kw = {"kind": args.foovb_variant, "mc_samples": args.foovb_samples, "seed": args.seed + 17,
+              "init": "keep"}
+        if args.foovb_sigma_init is not None:
+            kw["std_init"] = args.foovb_sigma_init
+        if args.foovb_eta is not None:
+            kw["mean_eta"] = args.foovb_eta
+        self.model = torch.nn.ModuleList(modules)
+        self.opt = FooVB(self.model, **kw)
+
+    def _clear(self):
+        for g in self.opt.groups:
+            for k in ("e1", "e2", "e3"):
+                if hasattr(g, k):
+                    getattr(g, k).zero_()
+        self.opt.count = 0
+        self.opt._sampled = False
+
+    def step(self, loss_fn):
+        total = 0.0
+        try:
+            for _ in range(self.opt.mc_samples):
+                self.opt.sample()
+                loss = loss_fn()
+                if not torch.isfinite(loss):
+                    raise RuntimeError("non-finite loss")
+                loss.backward()
+                self.opt.accumulate()
+                total += float(loss)
+            self.opt.step()
+        except (RuntimeError, FloatingPointError, ValueError):
+            self._clear()
+            self.opt.use_mean()
+            raise RuntimeError("FOO-VB step dropped (non-finite loss or gradient, or a failed solve)")
+        return total / self.opt.mc_samples
+
+    def use_mean(self):
+        """Write the posterior mean into the networks (evaluation and export, seed App. 15)."""
+        self.opt.use_mean()
+
+    def sigma_summary(self):
+        """Median and 5th/95th percentiles of the posterior stds (diagonal) over all weights."""
+        s = torch.cat([v.reshape(-1) for v in self.opt.stds().values()]).float()
+        q = torch.quantile(s[torch.randperm(s.numel(), generator=torch.Generator().manual_seed(0))[:100000]],
+                           torch.tensor([0.05, 0.5, 0.95]))
+        return [round(float(v), 5) for v in q]
+
+    def describe(self):
+        o = self.opt
+        return {"name": "foovb", "variant": o.kind, "std_init": o.std_init, "mc_samples": o.mc_samples,
+                "mean_eta": o.mean_eta, "alpha": o.alpha}
+
+
+def make_stepper(args, modules, params):
+    if args.optimizer == "adam":
+        return AdamStepper(params, args)
+    return FooVBStepper(modules, args)
+
+
+def run(args):
+    """Train along the stream, write the CSV (and the model files); return {"rows": the CSV's rows
+    (dicts), "stepper": the optimiser, "encoder", "decoder": the networks (at the posterior mean
+    for FOO-VB)}."""
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)  # network initialisation: the same for every optimiser
+    gen = torch.Generator()
+    gen.manual_seed(args.seed)
+    limit_test = args.eval_episodes * args.episode_length
+    trains = [data.load_dataset(s, args.roots[s], "train", args.train_frames) for s in args.stream]
+    tests = [data.load_dataset(s, args.roots[s], "test", limit_test) for s in args.stream]
+    ch, h, w = trains[0].shape[1:]
+    arch = nets.default_architecture(ch, h, w, args.code_size, args.filters, args.norm_groups, "gaussian")
+    enc, dec = nets.build_networks(arch)
+    params = list(enc.parameters()) + list(dec.parameters())
+    cfg = vb.memory_defaults(args.kind, args.code_size)
+    reg = None
+    if args.reg != "none":
+        e, d, a, b = (float(v) for v in args.reg.split(","))
+        reg = {"eps": e, "delta": d, "alpha": a, "beta": b}
+    T = args.episode_length
+    pixels = ch * h * w
+    scale = args.loss_scale if args.loss_scale else float(pixels)
+    evals = [fixed_test_episodes(x, args.eval_episodes, T, 9000 + 13 * i) for i, x in enumerate(tests)]
+    stream = Stream(trains, args.steps, T, args.batch, args.seed)
+    stepper = make_stepper(args, (enc, dec), params)
+    print("continual %s on %s: %d steps of %d episodes of %d per dataset, C=%d, F=%d, %d params"
+          % (args.optimizer, " -> ".join(args.stream), args.steps, args.batch, T, args.code_size, args.filters,
+             sum(p.numel() for p in params)), flush=True)
+    fields = ["optimizer", "step", "task", "dataset", "frames_seen", "seconds", "train_elbo_per_frame"] + \
+        ["test_elbo_%s" % s for s in args.stream] + ["sigma_p05", "sigma_p50", "sigma_p95"]
+    rows = []
+    t0 = time.time()
+    recent = []
+
+    def evaluate(step):
+        stepper.use_mean()
+        row = {"optimizer": args.optimizer, "step": step, "task": stream.task_of(max(0, step - 1)),
+               "dataset": args.stream[stream.task_of(max(0, step - 1))], "frames_seen": step * args.batch * T,
+               "seconds": round(time.time() - t0, 1),
+               "train_elbo_per_frame": round(sum(recent) / len(recent), 3) if recent else ""}
+        for s, ep in zip(args.stream, evals):
+            row["test_elbo_%s" % s] = round(test_elbo(args.kind, cfg, enc, dec, ep, args.iterations, args.batch,
+                                                      12345), 3)
+        if hasattr(stepper, "sigma_summary"):
+            row["sigma_p05"], row["sigma_p50"], row["sigma_p95"] = stepper.sigma_summary()
+        rows.append(row)
+        recent.clear()
+        if not args.quiet:
+            print(json.dumps(row), flush=True)
+
+    def export(path, step):
+        stepper.use_mean()
+        memory = {k: cfg[k] for k in ("kind", "clusters", "rows", "groups", "sigma_z2", "u0", "sigma2_b0",
+                                      "s_floor")}
+        memory.update({"iterations": args.iterations, "episode_length": T})
+        last = rows[-1] if rows else {}
+        prov = {"dataset": "+".join(args.stream[:stream.task_of(step - 1) + 1]), "stream": args.stream,
+                "steps_per_dataset": args.steps, "steps": step, "seed": args.seed, "batch_episodes": args.batch,
+                "model": args.kind, "trainer": "train/continual.py", "optimizer": stepper.describe(),
+                "regularizer": reg, "sample_memory": True,
+                "test_elbo_per_frame": {s: last.get("test_elbo_%s" % s) for s in args.stream}}
+        nets.save_model(path, enc, dec, arch, memory, prov)
+        print("wrote %s" % path, flush=True)
+
+    evaluate(0)
+    skipped = 0
+    for step, x in stream:
+        def loss_fn():
+            elbo, _ = objective.episode_elbo(args.kind, cfg, enc, dec, x, args.iterations, gen, reg, True)
+            return -elbo.mean() / T / (1.0 if args.optimizer == "adam" else scale)
+        try:
+            loss = stepper.step(loss_fn)
+            recent.append(-loss * (1.0 if args.optimizer == "adam" else scale))
+        except RuntimeError as exc:  # a failed Cholesky or a NaN: skip the batch, say so (as train.py)
+            skipped += 1
+            print("step %d skipped: %s" % (step, str(exc).splitlines()[0]), file=sys.stderr)
+        done = step + 1
+        if done % args.eval_every == 0 or done == len(stream) or done % args.steps == 0:
+            evaluate(done)
+        if done == args.steps and args.out_boundary:
+            export(args.out_boundary, done)
+    if args.out:
+        export(args.out, len(stream))
+    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+    with open(args.csv, "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=fields)
+        wr.writeheader()
+        for r in rows:
+            wr.writerow(r)
+    print(json.dumps({"optimizer": args.optimizer, "seconds": round(time.time() - t0, 1), "skipped": skipped,
+                      "csv": args.csv}), flush=True)
+    stepper.use_mean()
+    return {"rows": rows, "stepper": stepper, "encoder": enc, "decoder": dec}
+
+
+def kept_fraction(rows, first, reference=None):
+    """The fraction of the first dataset's test ELBO gain that the end of the stream keeps:
+    (E_end - E_ref) / (E_boundary - E_ref), with E the test ELBO per frame on `first`, E_boundary
+    its value at the end of the first dataset's steps (the last row of task 0), E_end the last
+    row's, E_ref `reference` or, when None, the value at step 0 (the untrained networks)."""
+    key = "test_elbo_%s" % first
+    by_task0 = [r for r in rows if int(r["task"]) == 0]
+    e_ref = float(rows[0][key]) if reference is None else float(reference)
+    e_b = float(by_task0[-1][key])
+    e_end = float(rows[-1][key])
+    if not math.isfinite(e_b - e_ref) or e_b <= e_ref:
+        return float("nan")
+    return (e_end - e_ref) / (e_b - e_ref)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    torch.set_num_interop_threads(1)
+    sys.exit(main())
