@@ -282,6 +282,10 @@ def run(args):
     rows = []
     t0 = time.time()
     recent = []
+    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+    csv_file = open(args.csv, "w", newline="")  # a row per evaluation point, flushed as it comes
+    writer = csv.DictWriter(csv_file, fieldnames=fields)
+    writer.writeheader()
 
     def evaluate(step):
         stepper.use_mean()
@@ -295,6 +299,8 @@ def run(args):
         if hasattr(stepper, "sigma_summary"):
             row["sigma_p05"], row["sigma_p50"], row["sigma_p95"] = stepper.sigma_summary()
         rows.append(row)
+        writer.writerow(row)
+        csv_file.flush()
         recent.clear()
         if not args.quiet:
             print(json.dumps(row), flush=True)
@@ -332,12 +338,7 @@ def run(args):
             export(args.out_boundary, done)
     if args.out:
         export(args.out, len(stream))
-    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
-    with open(args.csv, "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=fields)
-        wr.writeheader()
-        for r in rows:
-            wr.writerow(r)
+    csv_file.close()
     print(json.dumps({"optimizer": args.optimizer, "seconds": round(time.time() - t0, 1), "skipped": skipped,
                       "csv": args.csv}), flush=True)
     stepper.use_mean()
