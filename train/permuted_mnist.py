@@ -1,0 +1,270 @@
+#!/usr/bin/python3
+"""permuted_mnist.py -- the discrete task-agnostic permuted-MNIST experiment of
+FOO-VB (Zeno et al., Sec. 6.1, Fig. 1 and 2) on the CPU: FOO-VB diagonal,
+FOO-VB matrix-variate, Adam and SGD on one stream of mini-batches with no task
+boundaries given to the algorithms; after each task, the test accuracy on
+every task seen so far.  Writes a CSV (rows replaced per method) and a plot.
+
+    nice -n 10 /usr/bin/python3 train/permuted_mnist.py --methods foovb-diag
+    nice -n 10 /usr/bin/python3 train/permuted_mnist.py --methods foovb-matrix
+    nice -n 10 /usr/bin/python3 train/permuted_mnist.py --methods adam,sgd
+    /usr/bin/python3 train/permuted_mnist.py --plot-only
+
+Task 1 is unpermuted MNIST (as in the authors' code); tasks 2..T use fixed
+random pixel permutations drawn from --seed.  See README.md ("FOO-VB in the
+trainer") for what is reduced against the paper and why.
+"""
+import argparse
+import csv
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from vbmtrain import data  # noqa: E402
+from vbmtrain.foovb import FooVB  # noqa: E402
+
+DATA_DIRS = [os.path.join(ROOT, "..", "shared", "data", "mnist"), "/work/shared/data/mnist"]
+METHODS = ("foovb-diag", "foovb-matrix", "adam", "sgd")
+FIELDS = ["method", "lr", "after_task", "task", "acc", "seconds"]
+
+
+def load_mnist(dirname, pool):
+    """(x_train, y_train, x_test, y_test): images as float32 (N, D) in [0, 1],
+    average-pooled pool x pool (pool=1: 28x28, D=784; pool=2: 14x14, D=196)."""
+    out = []
+    for split in ("train", "t10k"):
+        imgs = data.read_idx(data._find(dirname, "%s-images-idx3-ubyte" % split))
+        labs = data.read_idx(data._find(dirname, "%s-labels-idx1-ubyte" % split))
+        x = torch.from_numpy(imgs.astype(np.float32) / 255.0)
+        if pool > 1:
+            x = F.avg_pool2d(x[:, None], pool)[:, 0]
+        out += [x.reshape(x.shape[0], -1).contiguous(), torch.from_numpy(labs.astype(np.int64))]
+    return out
+
+
+def make_perms(D, T, seed):
+    """T pixel permutations of D pixels: the identity first, then T-1 drawn
+    from a numpy generator seeded with `seed`."""
+    rng = np.random.default_rng(seed)
+    return [torch.arange(D)] + [torch.from_numpy(rng.permutation(D)) for _ in range(T - 1)]
+
+
+def mlp(D, width, generator):
+    """D-width-width-10 ReLU MLP; weights N(0, 2/(fan_in+fan_out)), biases 0,
+    drawn from `generator`."""
+    net = nn.Sequential(nn.Linear(D, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
+    with torch.no_grad():
+        for m in net:
+            if isinstance(m, nn.Linear):
+                fi, fo = m.in_features, m.out_features
+                m.weight.copy_(torch.randn(m.weight.shape, generator=generator) * math.sqrt(2.0 / (fi + fo)))
+                m.bias.zero_()
+    return net
+
+
+def stream(T, epochs, N, batch, seed):
+    """The mini-batch stream shared by every method: (task, index tensor)
+    per batch, task by task, `epochs` shuffled passes over the task's N
+    training images each.  The task index is only used to permute the images
+    (the algorithms never see it)."""
+    for t in range(T):
+        for e in range(epochs):
+            order = torch.from_numpy(np.random.default_rng([seed, t, e]).permutation(N))
+            for i in range(0, N - batch + 1, batch):
+                yield t, order[i:i + batch]
+
+
+def accuracy(net, x, y, perm):
+    with torch.no_grad():
+        return float((net(x[:, perm]).argmax(1) == y).float().mean())
+
+
+def run(method, lr, args, xs, perms):
+    """Trains one method on the stream; returns rows (dicts of FIELDS)."""
+    x_tr, y_tr, x_te, y_te = xs
+    g = torch.Generator()
+    g.manual_seed(args.seed)
+    net = mlp(x_tr.shape[1], args.width, g)
+    if method == "foovb-diag":
+        opt = FooVB(net, kind="diagonal", std_init=args.std_init, mc_samples=args.mc, init="paper", seed=args.seed)
+    elif method == "foovb-matrix":
+        opt = FooVB(net, kind="matrix", alpha=args.alpha, mc_samples=args.mc, init="paper", seed=args.seed)
+    elif method == "adam":
+        opt = torch.optim.Adam(net.parameters(), lr=lr)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=lr)
+    rows = []
+    t0 = time.time()
+    cur = 0
+
+    def evaluate(after):
+        accs = [accuracy(net, x_te, y_te, perms[k]) for k in range(after + 1)]
+        for k, a in enumerate(accs):
+            rows.append({"method": method, "lr": lr, "after_task": after + 1, "task": k + 1, "acc": a,
+                         "seconds": round(time.time() - t0, 1)})
+        print("%-13s lr=%-7s after task %2d: mean %.4f  task1 %.4f  (%.0f s)" %
+              (method, lr, after + 1, sum(accs) / len(accs), accs[0], time.time() - t0), flush=True)
+
+    for t, idx in stream(args.tasks, args.epochs, x_tr.shape[0] if not args.train_limit else args.train_limit,
+                         args.batch, args.seed):
+        if t != cur:
+            evaluate(cur)
+            cur = t
+        x = x_tr[idx][:, perms[t]]
+        y = y_tr[idx]
+        if method.startswith("foovb"):
+            # L_n: the summed negative log-likelihood of the mini-batch (paper Sec. 3).
+            opt.train_step(lambda: F.cross_entropy(net(x), y, reduction="sum"))
+        else:
+            opt.zero_grad()
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+    evaluate(cur)
+    return rows
+
+
+def write_rows(path, rows, methods):
+    old = []
+    if os.path.exists(path):
+        with open(path) as f:
+            old = [r for r in csv.DictReader(f) if r["method"] not in methods]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for r in old + rows:
+            w.writerow({k: r[k] for k in FIELDS})
+
+
+def summarise(path):
+    """{(method, lr): {after_task: [acc per task 1..after]}} from the CSV."""
+    res = {}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            d = res.setdefault((r["method"], r["lr"]), {})
+            d.setdefault(int(r["after_task"]), {})[int(r["task"])] = float(r["acc"])
+    return {k: {a: [v[t] for t in sorted(v)] for a, v in d.items()} for k, d in res.items()}
+
+
+def best_runs(res):
+    """Per method, the lr with the highest mean accuracy after the last task
+    (the paper's selection: tuned for the average over all 10 tasks)."""
+    best = {}
+    for (m, lr), d in res.items():
+        last = d[max(d)]
+        score = sum(last) / len(last)
+        if m not in best or score > best[m][2]:
+            best[m] = (lr, d, score)
+    return best
+
+
+def plot(path_csv, path_png):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    res = summarise(path_csv)
+    best = best_runs(res)
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    names = {"foovb-diag": "FOO-VB diagonal", "foovb-matrix": "FOO-VB matrix-variate", "adam": "Adam",
+             "sgd": "SGD"}
+    for m in METHODS:
+        if m not in best:
+            continue
+        lr, d, _ = best[m]
+        ts = sorted(d)
+        lab = names[m] + ("" if lr in ("", "None") else " (lr %s)" % lr)
+        ax[0].plot(ts, [100 * sum(d[t]) / len(d[t]) for t in ts], "o-", label=lab)
+        ax[1].plot(ts, [100 * d[t][0] for t in ts], "o-", label=lab)
+    ax[0].set_title("average test accuracy on the tasks seen so far (cf. Fig. 1)")
+    ax[1].set_title("test accuracy on task 1 (cf. Fig. 2)")
+    for a in ax:
+        a.set_xlabel("number of tasks")
+        a.set_ylabel("accuracy (%)")
+        a.grid(alpha=0.3)
+        a.set_xticks(range(1, 1 + max(max(b[1]) for b in best.values())))
+    ax[0].legend(loc="lower left", fontsize=8)
+    fig.suptitle("discrete task-agnostic permuted MNIST, CPU reproduction (see README)", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path_png)), exist_ok=True)
+    fig.savefig(path_png, dpi=110)
+    return best
+
+
+def table(path_csv):
+    """A markdown table: mean accuracy over tasks seen after each task."""
+    best = best_runs(summarise(path_csv))
+    T = max(max(b[1]) for b in best.values())
+    lines = ["| method | " + " | ".join(str(t) for t in range(1, T + 1)) + " |",
+             "|---|" + "---:|" * T]
+    for m in METHODS:
+        if m in best:
+            lr, d, _ = best[m]
+            lab = m + ("" if lr in ("", "None") else " (lr %s)" % lr)
+            lines.append("| %s | " % lab + " | ".join("%.1f" % (100 * sum(d[t]) / len(d[t])) if t in d else ""
+                                                      for t in range(1, T + 1)) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--methods", default="foovb-diag,foovb-matrix,adam,sgd")
+    ap.add_argument("--tasks", type=int, default=10)
+    ap.add_argument("--epochs", type=int, default=1, help="passes over each task's training set (paper: 20)")
+    ap.add_argument("--pool", type=int, default=2, help="average-pool the 28x28 images by this (1: full size)")
+    ap.add_argument("--width", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--mc", type=int, default=10, help="Monte-Carlo samples per mini-batch, both FOO-VB versions")
+    ap.add_argument("--std-init", type=float, default=0.047)
+    ap.add_argument("--alpha", type=float, default=0.5)
+    ap.add_argument("--lrs-adam", default="0.1,0.01,0.001,0.0001")
+    ap.add_argument("--lrs-sgd", default="0.1,0.01,0.001,0.0001")
+    ap.add_argument("--train-limit", type=int, default=0, help="use the first N training images (0: all 60000)")
+    ap.add_argument("--test-limit", type=int, default=0, help="use the first N test images (0: all 10000)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data", default="")
+    ap.add_argument("--out", default=os.path.join(HERE, "runs", "foovb-permuted-mnist.csv"))
+    ap.add_argument("--png", default=os.path.join(ROOT, "docs", "foovb-permuted-mnist.png"))
+    ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.plot_only:
+        plot(args.out, args.png)
+        print(table(args.out))
+        return 0
+    methods = [m for m in args.methods.split(",") if m]
+    for m in methods:
+        if m not in METHODS:
+            ap.error("unknown method %r (one of %s)" % (m, ", ".join(METHODS)))
+    dirs = [args.data] if args.data else DATA_DIRS
+    dirname = next((d for d in dirs if os.path.isdir(d)), None)
+    if dirname is None:
+        ap.error("MNIST not found in %s (--data)" % ", ".join(dirs))
+    x_tr, y_tr, x_te, y_te = load_mnist(dirname, args.pool)
+    if args.train_limit:
+        x_tr, y_tr = x_tr[:args.train_limit], y_tr[:args.train_limit]
+    if args.test_limit:
+        x_te, y_te = x_te[:args.test_limit], y_te[:args.test_limit]
+    perms = make_perms(x_tr.shape[1], args.tasks, args.seed)
+    rows = []
+    for m in methods:
+        lrs = {"adam": args.lrs_adam, "sgd": args.lrs_sgd}.get(m)
+        for lr in ([float(v) for v in lrs.split(",")] if lrs else [""]):
+            rows += run(m, lr, args, (x_tr, y_tr, x_te, y_te), perms)
+    write_rows(args.out, rows, methods)
+    print("wrote %s" % args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
