@@ -35,12 +35,15 @@ from vbmtrain import data, nets, objective, vb  # noqa: E402
 
 SHARED = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
 DEFAULT_ROOTS = {"mnist": os.path.join(SHARED, "mnist"), "fashion-mnist": os.path.join(SHARED, "fashion-mnist")}
+EVAL_SEED_INDEX = {"mnist": 0, "fashion-mnist": 1}
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--stream", default="mnist,fashion-mnist",
                    help="datasets in the order the stream presents them (comma separated)")
+    p.add_argument("--eval-datasets", default=None,
+                   help="datasets whose test episodes are evaluated (comma separated; default: the stream's)")
     p.add_argument("--data-roots", default=None,
                    help="name=dir,... folders of the datasets (default ../shared/data/<name>)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "foovb"])
@@ -75,9 +78,14 @@ def parse_args(argv):
     p.add_argument("--quiet", action="store_true")
     a = p.parse_args(argv)
     a.stream = [s.strip() for s in a.stream.split(",") if s.strip()]
-    for s in a.stream:
-        if s not in DEFAULT_ROOTS:
-            p.error("--stream: unknown dataset %r (mnist, fashion-mnist)" % s)
+    a.eval_datasets = [s.strip() for s in a.eval_datasets.split(",") if s.strip()] if a.eval_datasets else \
+        list(a.stream)
+    for opt, names in (("--stream", a.stream), ("--eval-datasets", a.eval_datasets)):
+        if not names:
+            p.error("%s: no dataset" % opt)
+        for s in names:
+            if s not in DEFAULT_ROOTS:
+                p.error("%s: unknown dataset %r (mnist, fashion-mnist)" % (opt, s))
     roots = dict(DEFAULT_ROOTS)
     if a.data_roots:
         for item in a.data_roots.split(","):
@@ -258,7 +266,7 @@ def run(args):
     gen.manual_seed(args.seed)
     limit_test = args.eval_episodes * args.episode_length
     trains = [data.load_dataset(s, args.roots[s], "train", args.train_frames) for s in args.stream]
-    tests = [data.load_dataset(s, args.roots[s], "test", limit_test) for s in args.stream]
+    tests = [data.load_dataset(s, args.roots[s], "test", limit_test) for s in args.eval_datasets]
     ch, h, w = trains[0].shape[1:]
     arch = nets.default_architecture(ch, h, w, args.code_size, args.filters, args.norm_groups, "gaussian")
     enc, dec = nets.build_networks(arch)
@@ -271,14 +279,16 @@ def run(args):
     T = args.episode_length
     pixels = ch * h * w
     scale = args.loss_scale if args.loss_scale else float(pixels)
-    evals = [fixed_test_episodes(x, args.eval_episodes, T, 9000 + 13 * i) for i, x in enumerate(tests)]
+    # the evaluation episodes' noise depends on the dataset only: every run sees the same ones
+    evals = [fixed_test_episodes(x, args.eval_episodes, T, 9000 + 13 * EVAL_SEED_INDEX[s])
+             for s, x in zip(args.eval_datasets, tests)]
     stream = Stream(trains, args.steps, T, args.batch, args.seed)
     stepper = make_stepper(args, (enc, dec), params)
     print("continual %s on %s: %d steps of %d episodes of %d per dataset, C=%d, F=%d, %d params"
           % (args.optimizer, " -> ".join(args.stream), args.steps, args.batch, T, args.code_size, args.filters,
              sum(p.numel() for p in params)), flush=True)
     fields = ["optimizer", "step", "task", "dataset", "frames_seen", "seconds", "train_elbo_per_frame"] + \
-        ["test_elbo_%s" % s for s in args.stream] + ["sigma_p05", "sigma_p50", "sigma_p95"]
+        ["test_elbo_%s" % s for s in args.eval_datasets] + ["sigma_p05", "sigma_p50", "sigma_p95"]
     rows = []
     t0 = time.time()
     recent = []
@@ -293,7 +303,7 @@ def run(args):
                "dataset": args.stream[stream.task_of(max(0, step - 1))], "frames_seen": step * args.batch * T,
                "seconds": round(time.time() - t0, 1),
                "train_elbo_per_frame": round(sum(recent) / len(recent), 3) if recent else ""}
-        for s, ep in zip(args.stream, evals):
+        for s, ep in zip(args.eval_datasets, evals):
             row["test_elbo_%s" % s] = round(test_elbo(args.kind, cfg, enc, dec, ep, args.iterations, args.batch,
                                                       12345), 3)
         if hasattr(stepper, "sigma_summary"):
@@ -315,7 +325,7 @@ def run(args):
                 "steps_per_dataset": args.steps, "steps": step, "seed": args.seed, "batch_episodes": args.batch,
                 "model": args.kind, "trainer": "train/continual.py", "optimizer": stepper.describe(),
                 "regularizer": reg, "sample_memory": True,
-                "test_elbo_per_frame": {s: last.get("test_elbo_%s" % s) for s in args.stream}}
+                "test_elbo_per_frame": {s: last.get("test_elbo_%s" % s) for s in args.eval_datasets}}
         nets.save_model(path, enc, dec, arch, memory, prov)
         print("wrote %s" % path, flush=True)
 
@@ -345,16 +355,19 @@ def run(args):
     return {"rows": rows, "stepper": stepper, "encoder": enc, "decoder": dec}
 
 
-def kept_fraction(rows, first, reference=None):
+def kept_fraction(rows, first, reference=None, last=1):
     """The fraction of the first dataset's test ELBO gain that the end of the stream keeps:
-    (E_end - E_ref) / (E_boundary - E_ref), with E the test ELBO per frame on `first`, E_boundary
-    its value at the end of the first dataset's steps (the last row of task 0), E_end the last
-    row's, E_ref `reference` or, when None, the value at step 0 (the untrained networks)."""
+    (E_end - E_ref) / (E_switch - E_ref), with E the test ELBO per frame on `first`, E_switch the
+    mean of the last `last` evaluation points of the first dataset's steps (task 0; the last one is
+    the switch), E_end the mean of the last `last` rows, E_ref `reference` or, when None, the value
+    of the first row (step 0: the untrained networks). 1 = nothing forgotten, 0 = back to the
+    reference, < 0 below it; NaN when there is no gain (E_switch <= E_ref)."""
     key = "test_elbo_%s" % first
-    by_task0 = [r for r in rows if int(r["task"]) == 0]
+    by_task0 = [float(r[key]) for r in rows if int(r["task"]) == 0]
     e_ref = float(rows[0][key]) if reference is None else float(reference)
-    e_b = float(by_task0[-1][key])
-    e_end = float(rows[-1][key])
+    e_b = sum(by_task0[-last:]) / len(by_task0[-last:])
+    ends = [float(r[key]) for r in rows[-last:]]
+    e_end = sum(ends) / len(ends)
     if not math.isfinite(e_b - e_ref) or e_b <= e_ref:
         return float("nan")
     return (e_end - e_ref) / (e_b - e_ref)

@@ -27,35 +27,50 @@ def read_rows(path):
     return rows
 
 
-def summary(rows, reference_rows=None):
-    """Dict of the table's figures for one run (see kept_fraction for the definitions)."""
+def _mean(v):
+    return sum(v) / len(v)
+
+
+def summary(rows, reference_rows=None, last=3):
+    """Dict of the table's figures for one run (kept_fraction gives the definitions; `last`
+    evaluation points are averaged at the switch and at the end)."""
     keys = [k for k in rows[0] if k.startswith("test_elbo_")]
-    first, last = keys[0], keys[-1]
+    first, second = keys[0], keys[-1]
+    name = first[len("test_elbo_"):]
     t0 = [r for r in rows if int(r["task"]) == 0]
-    out = {"optimizer": rows[0]["optimizer"], "first": first[len("test_elbo_"):],
-           "init": float(rows[0][first]), "boundary": float(t0[-1][first]), "end": float(rows[-1][first]),
-           "kept": kept_fraction(rows, first[len("test_elbo_"):]),
-           "second_end": float(rows[-1][last]), "second_boundary": float(t0[-1][last]),
+    out = {"optimizer": rows[0]["optimizer"], "first": name, "last": last,
+           "init": float(rows[0][first]), "boundary": _mean([float(r[first]) for r in t0[-last:]]),
+           "end": _mean([float(r[first]) for r in rows[-last:]]),
+           "kept": kept_fraction(rows, name, None, last),
+           "second_init": float(rows[0][second]), "second_end": _mean([float(r[second]) for r in rows[-last:]]),
            "steps": int(rows[-1]["step"]), "seconds": float(rows[-1]["seconds"])}
     if reference_rows is not None:
-        ref = float(reference_rows[-1][first])
+        ref = _mean([float(r[first]) for r in reference_rows[-last:]])
         out["transfer"] = ref
-        out["kept_over_transfer"] = kept_fraction(rows, out["first"], ref)
+        out["kept_over_transfer"] = kept_fraction(rows, name, ref, last)
+        out["second_alone"] = _mean([float(r[second]) for r in reference_rows[-last:]])
+        out["ref_steps"] = int(reference_rows[-1]["step"])
     return out
 
 
 def table(sums):
     has_ref = all("transfer" in s for s in sums)
-    head = "| optimiser | %s test ELBO: untrained | at the switch | end of stream | kept (vs untrained)" % sums[0]["first"]
-    head += " | kept (vs second dataset alone) |" if has_ref else " |"
+    s0 = sums[0]
+    head = ("| optimiser | %s test ELBO: untrained | at the switch | end of the stream | kept (over untrained)"
+            % s0["first"])
+    head += " | kept (over the second dataset alone) |" if has_ref else " |"
     head += " second dataset's test ELBO at the end | steps | seconds |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for s in sums:
-        cells = [s["optimizer"], "%.1f" % s["init"], "%.1f" % s["boundary"], "%.1f" % s["end"], "%.3f" % s["kept"]]
+        cells = [s["optimizer"], "%.1f" % s["init"], "%.1f" % s["boundary"], "%.1f" % s["end"],
+                 "**%.3f**" % s["kept"]]
         if has_ref:
             cells.append("%.3f (alone: %.1f)" % (s["kept_over_transfer"], s["transfer"]))
         cells += ["%.1f" % s["second_end"], "%d" % s["steps"], "%.0f" % s["seconds"]]
         lines.append("| " + " | ".join(cells) + " |")
+    if has_ref:
+        lines.append("| (second dataset alone, Adam) | %.1f | | %.1f | | | %.1f | %d | |"
+                     % (s0["init"], s0["transfer"], s0["second_alone"], s0["ref_steps"]))
     return "\n".join(lines)
 
 
@@ -74,10 +89,15 @@ def plot(runs, png, reference=None):
         if reference is not None:
             ax.axhline(float(reference[-1].get(k, "nan") or "nan"), color="grey", ls=":",
                        label="second dataset alone (end)")
+        # the y range starts just below the untrained networks' value: the first dataset's networks
+        # score far lower on the second (down to -1e5 and beyond); those points are off the chart
+        lo = min(float(rows[0][k]) for _, rows in runs) - 1000.0
+        hi = max(float(r[k]) for _, rows in runs for r in rows if float(r[k]) == float(r[k]))
+        ax.set_ylim(lo, hi + 0.05 * (hi - lo))
         steps0 = [int(r["step"]) for r in runs[0][1] if int(r["task"]) == 0]
         ax.axvline(steps0[-1], color="k", ls="--", lw=0.8)
         ax.set_title("test ELBO per frame, %s" % k[len("test_elbo_"):])
-        ax.set_xlabel("step (switch to the second dataset at the dashed line; not told to the optimiser)")
+        ax.set_xlabel("step (dashed: the switch of dataset, not told to the optimiser)")
         ax.set_ylabel("nats per frame")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
@@ -91,10 +111,12 @@ def main(argv=None):
     p.add_argument("csvs", nargs="+")
     p.add_argument("--reference", default=None)
     p.add_argument("--png", default=None)
+    p.add_argument("--last", type=int, default=3,
+                   help="evaluation points averaged at the switch and at the end of the stream")
     a = p.parse_args(argv)
     runs = [(os.path.basename(c).replace(".csv", ""), read_rows(c)) for c in a.csvs]
     ref = read_rows(a.reference) if a.reference else None
-    sums = [summary(rows, ref) for _, rows in runs]
+    sums = [summary(rows, ref, a.last) for _, rows in runs]
     print(table(sums))
     if a.png:
         plot(runs, a.png, ref)

@@ -67,6 +67,11 @@ class StreamTest(unittest.TestCase):
             continual.parse_args(["--csv", "x.csv", "--steps", "0"])
         with self.assertRaises(SystemExit):
             continual.parse_args(["--csv", "x.csv", "--data-roots", "svhn=/tmp"])
+        with self.assertRaises(SystemExit):
+            continual.parse_args(["--csv", "x.csv", "--eval-datasets", "mnist,svhn"])
+        a = continual.parse_args(["--csv", "x.csv", "--stream", "fashion-mnist", "--eval-datasets", "mnist,fashion-mnist"])
+        self.assertEqual((a.stream, a.eval_datasets), (["fashion-mnist"], ["mnist", "fashion-mnist"]))
+        self.assertEqual(continual.parse_args(["--csv", "x.csv"]).eval_datasets, ["mnist", "fashion-mnist"])
 
 
 class EvaluationTest(unittest.TestCase):
@@ -108,6 +113,8 @@ class KeptFractionTest(unittest.TestCase):
         # nothing forgotten, and more than everything forgotten
         self.assertAlmostEqual(continual.kept_fraction(self.rows((0, -10.0), (0, -4.0), (1, -4.0)), "mnist"), 1.0)
         self.assertLess(continual.kept_fraction(self.rows((0, -10.0), (0, -4.0), (1, -20.0)), "mnist"), 0.0)
+        # means over the last points of each phase: switch (-600 - 400) / 2, end (-500 - 700) / 2
+        self.assertAlmostEqual(continual.kept_fraction(rows, "mnist", None, 2), (-600 + 1000) / (-500 + 1000))
         # no gain to keep: undefined
         self.assertTrue(math.isnan(continual.kept_fraction(self.rows((0, -4.0), (0, -9.0), (1, -5.0)), "mnist")))
 
