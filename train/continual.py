@@ -19,6 +19,7 @@ draws at every evaluation point (differences between points are the networks' ow
 evaluated and exported at its posterior mean (seed 002, App. 15: "set the weights to the learned
 mean at testing")."""
 import argparse
+import copy
 import csv
 import json
 import math
@@ -71,6 +72,7 @@ def parse_args(argv):
     p.add_argument("--train-frames", type=int, default=0, help="use only the first N training images (tests)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="torch device of the networks and batches (cuda on a GPU)")
     p.add_argument("--csv", required=True, help="CSV of the evaluation points")
     p.add_argument("--out", default=None, help="model file of the networks at the end of the stream")
     p.add_argument("--out-boundary", default=None,
@@ -104,8 +106,8 @@ class Stream:
     EpisodeSampler (episodes without replacement, new passes as needed). Iterating yields
     (step, batch); the task a batch came from is known only to the caller's log."""
 
-    def __init__(self, trains, steps, T, B, seed):
-        self.samplers = [data.EpisodeSampler(x, T, B, seed + 101 * i) for i, x in enumerate(trains)]
+    def __init__(self, trains, steps, T, B, seed, device="cpu"):
+        self.samplers = [data.EpisodeSampler(x, T, B, seed + 101 * i, device) for i, x in enumerate(trains)]
         self.steps = steps
 
     def task_of(self, step):
@@ -130,14 +132,14 @@ class Stream:
                         break
 
 
-def fixed_test_episodes(images, n_episodes, T, seed):
+def fixed_test_episodes(images, n_episodes, T, seed, device="cpu"):
     """The first n_episodes * T test images as (n_episodes, T, ch, h, w), dequantized once with a
     fixed seed: every evaluation point sees the same inputs."""
     n = min(n_episodes, images.shape[0] // T)
     if n < 1:
         raise ValueError("a test set of %d images has no episode of %d" % (images.shape[0], T))
     s = data.EpisodeSampler(images[:n * T], T, n, seed)
-    return next(s.epoch(shuffle=False))
+    return next(s.epoch(shuffle=False)).to(device)
 
 
 def test_elbo(kind, cfg, enc, dec, episodes, iterations, batch, seed):
@@ -196,7 +198,9 @@ class FooVBStepper:
     update is the seed's). A step whose loss or gradient is not finite is dropped whole (its
     Monte Carlo sums cleared) and reported to the caller as a RuntimeError."""
 
-    def __init__(self, modules, args):
+    def __init__(self, modules, args, shadow=False):
+        """modules: the networks; args: continual.py's options (foovb_*, seed); shadow: work on a
+        CPU copy even when the networks are on the CPU (what a GPU run does; tests)."""
         from vbmtrain.foovb import FooVB
         kw = {"kind": args.foovb_variant, "mc_samples": args.foovb_samples, "seed": args.seed + 17,
               "init": "keep"}
@@ -204,8 +208,24 @@ class FooVBStepper:
             kw["std_init"] = args.foovb_sigma_init
         if args.foovb_eta is not None:
             kw["mean_eta"] = args.foovb_eta
-        self.model = torch.nn.ModuleList(modules)
+        self.nets = torch.nn.ModuleList(modules)
+        self.on_cpu = next(self.nets.parameters()).device.type == "cpu" and not shadow
+        # FooVB keeps its posterior on the CPU: on another device it works on a CPU copy of the
+        # networks, whose samples and means are copied to the device and gradients back
+        self.model = self.nets if self.on_cpu else copy.deepcopy(self.nets).to("cpu")
         self.opt = FooVB(self.model, **kw)
+
+    def _to_device(self):
+        if not self.on_cpu:
+            with torch.no_grad():
+                for p, q in zip(self.nets.parameters(), self.model.parameters()):
+                    p.copy_(q)
+
+    def _grads_from_device(self):
+        if not self.on_cpu:
+            for p, q in zip(self.nets.parameters(), self.model.parameters()):
+                q.grad = None if p.grad is None else p.grad.detach().cpu()
+                p.grad = None
 
     def _clear(self):
         for g in self.opt.groups:
@@ -220,22 +240,27 @@ class FooVBStepper:
         try:
             for _ in range(self.opt.mc_samples):
                 self.opt.sample()
+                self._to_device()
                 loss = loss_fn()
                 if not torch.isfinite(loss):
                     raise RuntimeError("non-finite loss")
                 loss.backward()
+                self._grads_from_device()
                 self.opt.accumulate()
                 total += float(loss)
             self.opt.step()
+            self._to_device()
         except (RuntimeError, FloatingPointError, ValueError):
             self._clear()
             self.opt.use_mean()
+            self._to_device()
             raise RuntimeError("FOO-VB step dropped (non-finite loss or gradient, or a failed solve)")
         return total / self.opt.mc_samples
 
     def use_mean(self):
         """Write the posterior mean into the networks (evaluation and export, seed App. 15)."""
         self.opt.use_mean()
+        self._to_device()
 
     def sigma_summary(self):
         """Median and 5th/95th percentiles of the posterior stds (diagonal) over all weights."""
@@ -270,6 +295,8 @@ def run(args):
     ch, h, w = trains[0].shape[1:]
     arch = nets.default_architecture(ch, h, w, args.code_size, args.filters, args.norm_groups, "gaussian")
     enc, dec = nets.build_networks(arch)
+    enc.to(args.device)
+    dec.to(args.device)
     params = list(enc.parameters()) + list(dec.parameters())
     cfg = vb.memory_defaults(args.kind, args.code_size)
     reg = None
@@ -280,9 +307,9 @@ def run(args):
     pixels = ch * h * w
     scale = args.loss_scale if args.loss_scale else float(pixels)
     # the evaluation episodes' noise depends on the dataset only: every run sees the same ones
-    evals = [fixed_test_episodes(x, args.eval_episodes, T, 9000 + 13 * EVAL_SEED_INDEX[s])
+    evals = [fixed_test_episodes(x, args.eval_episodes, T, 9000 + 13 * EVAL_SEED_INDEX[s], args.device)
              for s, x in zip(args.eval_datasets, tests)]
-    stream = Stream(trains, args.steps, T, args.batch, args.seed)
+    stream = Stream(trains, args.steps, T, args.batch, args.seed, args.device)
     stepper = make_stepper(args, (enc, dec), params)
     print("continual %s on %s: %d steps of %d episodes of %d per dataset, C=%d, F=%d, %d params"
           % (args.optimizer, " -> ".join(args.stream), args.steps, args.batch, T, args.code_size, args.filters,
@@ -326,7 +353,7 @@ def run(args):
                 "model": args.kind, "trainer": "train/continual.py", "optimizer": stepper.describe(),
                 "regularizer": reg, "sample_memory": True,
                 "test_elbo_per_frame": {s: last.get("test_elbo_%s" % s) for s in args.eval_datasets}}
-        nets.save_model(path, enc, dec, arch, memory, prov)
+        nets.save_model(path, enc, dec, arch, memory, prov)  # (save_model copies the tensors to the CPU)
         print("wrote %s" % path, flush=True)
 
     evaluate(0)

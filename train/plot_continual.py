@@ -65,7 +65,8 @@ def table(sums):
         cells = [s["optimizer"], "%.1f" % s["init"], "%.1f" % s["boundary"], "%.1f" % s["end"],
                  "**%.3f**" % s["kept"]]
         if has_ref:
-            cells.append("%.3f (alone: %.1f)" % (s["kept_over_transfer"], s["transfer"]))
+            k = s["kept_over_transfer"]
+            cells.append(("%.3f" % k if k == k else "n/a: at the switch below 'alone'") + " (alone: %.1f)" % s["transfer"])
         cells += ["%.1f" % s["second_end"], "%d" % s["steps"], "%.0f" % s["seconds"]]
         lines.append("| " + " | ".join(cells) + " |")
     if has_ref:
@@ -80,12 +81,13 @@ def plot(runs, png, reference=None):
     import matplotlib.pyplot as plt
     keys = [k for k in runs[0][1][0] if k.startswith("test_elbo_")]
     fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 4.2), squeeze=False)
-    colors = {"adam": "tab:red", "foovb": "tab:blue"}
+    blues = iter(["tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:olive", "tab:brown"])
+    colors = {name: ("tab:red" if rows[0]["optimizer"] == "adam" else next(blues, None)) for name, rows in runs}
     for ax, k in zip(axes[0], keys):
         for name, rows in runs:
             xs = [int(r["step"]) for r in rows]
             ys = [float(r[k]) for r in rows]
-            ax.plot(xs, ys, marker=".", label=name, color=colors.get(rows[0]["optimizer"]))
+            ax.plot(xs, ys, marker=".", label=name, color=colors[name])
         if reference is not None:
             ax.axhline(float(reference[-1].get(k, "nan") or "nan"), color="grey", ls=":",
                        label="second dataset alone (end)")

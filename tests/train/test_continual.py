@@ -119,6 +119,35 @@ class KeptFractionTest(unittest.TestCase):
         self.assertTrue(math.isnan(continual.kept_fraction(self.rows((0, -4.0), (0, -9.0), (1, -5.0)), "mnist")))
 
 
+@unittest.skipUnless(HAVE_FOOVB, "vbmtrain.foovb not in this tree")
+class FooVBStepperTest(unittest.TestCase):
+    def test_cpu_shadow_equals_in_place(self):
+        # the copy-to-device path of a GPU run (a CPU shadow of the networks for FooVB), forced on
+        # the CPU, takes bit for bit the steps FooVB takes on the networks themselves
+        args = continual.parse_args(["--csv", "x.csv", "--optimizer", "foovb", "--foovb-samples", "2"])
+        g = torch.Generator()
+        g.manual_seed(4)
+        x = torch.rand(2, 8, 1, 28, 28, generator=g)
+        cfg = vb.memory_defaults("mixture", 4, None, 3)
+        out = []
+        for shadow in (False, True):
+            torch.manual_seed(2)
+            enc, dec = nets.build_networks(nets.default_architecture(1, 28, 28, 4, 4, 2))
+            st = continual.FooVBStepper((enc, dec), args, shadow=shadow)
+            gen = torch.Generator()
+            gen.manual_seed(9)
+            for _ in range(2):
+                st.step(lambda: -continual.objective.episode_elbo("mixture", cfg, enc, dec, x, 2, gen)[0].mean() / 8 / 784)
+            st.use_mean()
+            out.append([p.detach().clone() for p in list(enc.parameters()) + list(dec.parameters())])
+            self.assertEqual(st.on_cpu, not shadow)
+        self.assertTrue(all(torch.equal(a, b) for a, b in zip(*out)))
+        torch.manual_seed(2)  # and the two steps moved the means away from the initial weights
+        enc0, dec0 = nets.build_networks(nets.default_architecture(1, 28, 28, 4, 4, 2))
+        init = [p.detach() for p in list(enc0.parameters()) + list(dec0.parameters())]
+        self.assertFalse(all(torch.equal(a, b) for a, b in zip(out[0], init)))
+
+
 @unittest.skipUnless(HAVE_DATA or os.environ.get("VBMEM_REQUIRE_DATA"), "no ../shared/data/{mnist,fashion-mnist}")
 class RunTest(unittest.TestCase):
     def tiny(self, tmp, optimizer, extra=()):
