@@ -38,7 +38,7 @@ def summary(rows, reference_rows=None, last=3):
     first, second = keys[0], keys[-1]
     name = first[len("test_elbo_"):]
     t0 = [r for r in rows if int(r["task"]) == 0]
-    out = {"optimizer": rows[0]["optimizer"], "first": name, "last": last,
+    out = {"optimizer": rows[0]["optimizer"], "run": rows[0]["optimizer"], "first": name, "last": last,
            "init": float(rows[0][first]), "boundary": _mean([float(r[first]) for r in t0[-last:]]),
            "end": _mean([float(r[first]) for r in rows[-last:]]),
            "kept": kept_fraction(rows, name, None, last),
@@ -56,13 +56,13 @@ def summary(rows, reference_rows=None, last=3):
 def table(sums):
     has_ref = all("transfer" in s for s in sums)
     s0 = sums[0]
-    head = ("| optimiser | %s test ELBO: untrained | at the switch | end of the stream | kept (over untrained)"
+    head = ("| run | %s test ELBO: untrained | at the switch | end of the stream | kept (over untrained)"
             % s0["first"])
     head += " | kept (over the second dataset alone) |" if has_ref else " |"
     head += " second dataset's test ELBO at the end | steps | seconds |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for s in sums:
-        cells = [s["optimizer"], "%.1f" % s["init"], "%.1f" % s["boundary"], "%.1f" % s["end"],
+        cells = [s["run"], "%.1f" % s["init"], "%.1f" % s["boundary"], "%.1f" % s["end"],
                  "**%.3f**" % s["kept"]]
         if has_ref:
             k = s["kept_over_transfer"]
@@ -81,8 +81,9 @@ def plot(runs, png, reference=None):
     import matplotlib.pyplot as plt
     keys = [k for k in runs[0][1][0] if k.startswith("test_elbo_")]
     fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 4.2), squeeze=False)
-    blues = iter(["tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:olive", "tab:brown"])
-    colors = {name: ("tab:red" if rows[0]["optimizer"] == "adam" else next(blues, None)) for name, rows in runs}
+    reds = iter(["tab:red", "tab:orange", "tab:pink", "tab:brown"])
+    blues = iter(["tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:olive", "tab:gray"])
+    colors = {name: next(reds if rows[0]["optimizer"] == "adam" else blues, None) for name, rows in runs}
     for ax, k in zip(axes[0], keys):
         for name, rows in runs:
             xs = [int(r["step"]) for r in rows]
@@ -116,9 +117,11 @@ def main(argv=None):
     p.add_argument("--last", type=int, default=3,
                    help="evaluation points averaged at the switch and at the end of the stream")
     a = p.parse_args(argv)
-    runs = [(os.path.basename(c).replace(".csv", ""), read_rows(c)) for c in a.csvs]
+    runs = [(os.path.basename(c).replace(".csv", "").replace("continual-", ""), read_rows(c)) for c in a.csvs]
     ref = read_rows(a.reference) if a.reference else None
     sums = [summary(rows, ref, a.last) for _, rows in runs]
+    for (name, _), s in zip(runs, sums):
+        s["run"] = name
     print(table(sums))
     if a.png:
         plot(runs, a.png, ref)
