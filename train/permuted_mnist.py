@@ -34,7 +34,7 @@ from vbmtrain import data  # noqa: E402
 from vbmtrain.foovb import FooVB  # noqa: E402
 
 DATA_DIRS = [os.path.join(ROOT, "..", "shared", "data", "mnist"), "/work/shared/data/mnist"]
-METHODS = ("foovb-diag", "foovb-matrix", "adam", "sgd")
+METHODS = ("foovb-diag", "foovb-matrix", "foovb-matrix-tc", "adam", "sgd")
 FIELDS = ["method", "lr", "after_task", "task", "acc", "seconds"]
 
 
@@ -97,8 +97,9 @@ def run(method, lr, args, xs, perms):
     net = mlp(x_tr.shape[1], args.width, g)
     if method == "foovb-diag":
         opt = FooVB(net, kind="diagonal", std_init=args.std_init, mc_samples=args.mc, init="paper", seed=args.seed)
-    elif method == "foovb-matrix":
-        opt = FooVB(net, kind="matrix", alpha=args.alpha, mc_samples=args.mc, init="paper", seed=args.seed)
+    elif method in ("foovb-matrix", "foovb-matrix-tc"):
+        opt = FooVB(net, kind="matrix", alpha=args.alpha, mc_samples=args.mc, init="paper", seed=args.seed,
+                    trace_correction=method.endswith("-tc"))
     elif method == "adam":
         opt = torch.optim.Adam(net.parameters(), lr=lr)
     else:
@@ -174,8 +175,9 @@ def plot(path_csv, path_png):
     import matplotlib.pyplot as plt
     res = summarise(path_csv)
     best = best_runs(res)
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
-    names = {"foovb-diag": "FOO-VB diagonal", "foovb-matrix": "FOO-VB matrix-variate", "adam": "Adam",
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.4))
+    names = {"foovb-diag": "FOO-VB diagonal", "foovb-matrix": "FOO-VB matrix-variate",
+             "foovb-matrix-tc": "FOO-VB matrix-variate, trace-corrected (ours)", "adam": "Adam",
              "sgd": "SGD"}
     for m in METHODS:
         if m not in best:
@@ -185,8 +187,10 @@ def plot(path_csv, path_png):
         lab = names[m] + ("" if lr in ("", "None") else " (lr %s)" % lr)
         ax[0].plot(ts, [100 * sum(d[t]) / len(d[t]) for t in ts], "o-", label=lab)
         ax[1].plot(ts, [100 * d[t][0] for t in ts], "o-", label=lab)
+        ax[2].plot(ts, [100 * d[t][-1] for t in ts], "o-", label=lab)
     ax[0].set_title("average test accuracy on the tasks seen so far (cf. Fig. 1)")
     ax[1].set_title("test accuracy on task 1 (cf. Fig. 2)")
+    ax[2].set_title("test accuracy on the task just learned")
     for a in ax:
         a.set_xlabel("number of tasks")
         a.set_ylabel("accuracy (%)")

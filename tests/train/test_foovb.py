@@ -157,6 +157,23 @@ class MatrixVariate(unittest.TestCase):
         self.assertLess(ratio, 1.0)
         self.assertAlmostEqual(float(m.A.abs() * m.B.abs()) / 0.3, ratio**2, places=10)
 
+    def test_isotropic_quadratic_precision_and_trace_correction(self):
+        """L = c |W|^2 / 2 on a 4 x 6 weight, prior std v: exact online Bayes
+        after N steps has precision 1/v^2 + N c per element.  Algorithm 3 counts
+        c about twice per step (A and B both absorb it); with trace_correction
+        (eq. 53 with the new A's trace) the count is right to first order."""
+        v, cc, N = 0.1, 5.0, 20
+        exact_inc = N * cc
+        got = {}
+        for tc in (False, True):
+            lin = nn.Linear(6, 4, bias=False).double()
+            opt = FooVB(lin, kind="matrix", std_init=v, mc_samples=100, seed=9, trace_correction=tc)
+            for _ in range(N):
+                opt.train_step(lambda: 0.5 * cc * (lin.weight**2).sum())
+            got[tc] = float((1 / opt.stds()["weight"]**2).mean()) - 1 / v**2
+        self.assertGreater(got[False], 1.6 * exact_inc, got)
+        self.assertLess(abs(got[True] / exact_inc - 1), 0.15, got)
+
     def test_conv_and_bias_layout(self):
         net = nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 3), nn.LayerNorm(3))
         opt = FooVB(net, kind="matrix", mc_samples=2, seed=0)
