@@ -48,7 +48,9 @@ def parse_args(argv):
     p.add_argument("--data-roots", default=None,
                    help="name=dir,... folders of the datasets (default ../shared/data/<name>)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "foovb"])
-    p.add_argument("--steps", type=int, default=300, help="steps (mini-batches) of each dataset of the stream")
+    p.add_argument("--steps", default="300",
+                   help="steps (mini-batches) of each dataset of the stream: one number for all, or one per "
+                        "dataset (comma separated)")
     p.add_argument("--batch", type=int, default=4, help="episodes per step")
     p.add_argument("--episode-length", type=int, default=32)
     p.add_argument("--code-size", type=int, default=16)
@@ -100,40 +102,51 @@ def parse_args(argv):
                 p.error("--data-roots: expected name=dir with name mnist or fashion-mnist, got %r" % item)
             roots[k] = v
     a.roots = roots
-    if a.steps < 1 or a.batch < 1 or a.eval_every < 1 or a.eval_episodes < 1 or a.foovb_samples < 1 \
+    try:
+        a.steps = [int(v) for v in a.steps.split(",")]
+    except ValueError:
+        p.error("--steps: integers, comma separated, not %r" % a.steps)
+    if len(a.steps) == 1:
+        a.steps = a.steps * len(a.stream)
+    if len(a.steps) != len(a.stream):
+        p.error("--steps: %d numbers for a stream of %d datasets" % (len(a.steps), len(a.stream)))
+    if min(a.steps) < 1 or a.batch < 1 or a.eval_every < 1 or a.eval_episodes < 1 or a.foovb_samples < 1 \
             or not a.loss_scale > 0:
         p.error("--steps, --batch, --eval-every, --eval-episodes, --foovb-samples and --loss-scale must be positive")
     return a
 
 
 class Stream:
-    """The training stream: `steps` batches of each dataset in turn, each from its own
-    EpisodeSampler (episodes without replacement, new passes as needed). Iterating yields
-    (step, batch); the task a batch came from is known only to the caller's log."""
+    """The training stream: steps[i] batches of dataset i in turn (steps: an int for all, or a
+    list), each from its own EpisodeSampler (episodes without replacement, new passes as needed).
+    Iterating yields (step, batch); the task a batch came from is known only to the caller's log."""
 
     def __init__(self, trains, steps, T, B, seed, device="cpu"):
         self.samplers = [data.EpisodeSampler(x, T, B, seed + 101 * i, device) for i, x in enumerate(trains)]
-        self.steps = steps
+        self.steps = list(steps) if isinstance(steps, (list, tuple)) else [steps] * len(trains)
+        if len(self.steps) != len(trains):
+            raise ValueError("Stream: %d step counts for %d datasets" % (len(self.steps), len(trains)))
+        self.ends = [sum(self.steps[:i + 1]) for i in range(len(self.steps))]  # cumulative
 
     def task_of(self, step):
         """Index of the dataset that batch `step` (0-based) comes from."""
-        return min(step // self.steps, len(self.samplers) - 1)
+        return next((i for i, e in enumerate(self.ends) if step < e), len(self.samplers) - 1)
 
     def __len__(self):
-        return self.steps * len(self.samplers)
+        return self.ends[-1]
 
     def __iter__(self):
         step = 0
-        for s in self.samplers:
+        for s, want in zip(self.samplers, self.steps):
             n = 0
-            while n < self.steps:
+            while n < want:
                 for x in s.epoch():
                     if x.shape[0] < s.B:  # the short last batch of a pass: keep every step the same size
                         continue
                     yield step, x
                     step += 1
                     n += 1
-                    if n == self.steps:
+                    if n == want:
                         break
 
 
@@ -315,8 +328,8 @@ def run(args):
              for s, x in zip(args.eval_datasets, tests)]
     stream = Stream(trains, args.steps, T, args.batch, args.seed, args.device)
     stepper = make_stepper(args, (enc, dec), params)
-    print("continual %s on %s: %d steps of %d episodes of %d per dataset, C=%d, F=%d, %d params"
-          % (args.optimizer, " -> ".join(args.stream), args.steps, args.batch, T, args.code_size, args.filters,
+    print("continual %s on %s: %s steps of %d episodes of %d, C=%d, F=%d, %d params"
+          % (args.optimizer, " -> ".join(args.stream), "+".join(map(str, args.steps)), args.batch, T, args.code_size, args.filters,
              sum(p.numel() for p in params)), flush=True)
     fields = ["optimizer", "step", "task", "dataset", "frames_seen", "seconds", "train_elbo_per_frame"] + \
         ["test_elbo_%s" % s for s in args.eval_datasets] + ["sigma_p05", "sigma_p50", "sigma_p95"]
@@ -373,9 +386,9 @@ def run(args):
             skipped += 1
             print("step %d skipped: %s" % (step, str(exc).splitlines()[0]), file=sys.stderr)
         done = step + 1
-        if done % args.eval_every == 0 or done == len(stream) or done % args.steps == 0:
+        if done % args.eval_every == 0 or done in stream.ends:
             evaluate(done)
-        if done == args.steps and args.out_boundary:
+        if done == stream.ends[0] and args.out_boundary:
             export(args.out_boundary, done)
     if args.out:
         export(args.out, len(stream))

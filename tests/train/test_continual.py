@@ -51,6 +51,20 @@ class StreamTest(unittest.TestCase):
         for _, x in continual.Stream([a], steps=7, T=4, B=5, seed=1):
             self.assertEqual(tuple(x.shape), (5, 4, 1, 4, 4))
 
+    def test_steps_per_dataset(self):
+        a, b = constant_images(50, 10), constant_images(70, 200)
+        st = continual.Stream([a, b], [5, 2], T=4, B=3, seed=1)
+        means = [float(x.mean()) for _, x in st]
+        self.assertEqual((len(means), len(st), st.ends), (7, 7, [5, 7]))
+        self.assertTrue(all(m < 0.1 for m in means[:5]) and all(m > 0.7 for m in means[5:]), means)
+        self.assertEqual([st.task_of(i) for i in range(7)], [0] * 5 + [1] * 2)
+        self.assertEqual(continual.parse_args(["--csv", "x", "--steps", "30,10"]).steps, [30, 10])
+        self.assertEqual(continual.parse_args(["--csv", "x", "--steps", "30"]).steps, [30, 30])
+        with self.assertRaises(SystemExit):
+            continual.parse_args(["--csv", "x", "--steps", "30,10,5"])
+        with self.assertRaises(ValueError):
+            continual.Stream([a, b], [5], T=4, B=3, seed=1)
+
     def test_same_seed_same_stream(self):
         a, b = np.arange(64 * 16, dtype=np.int64).reshape(64, 1, 4, 4) % 251, constant_images(40, 3)
         a = a.astype(np.uint8)
