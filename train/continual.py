@@ -62,9 +62,10 @@ def parse_args(argv):
     p.add_argument("--lr", type=float, default=5e-4, help="Adam step size (constant: no schedule, no boundary)")
     p.add_argument("--beta1", type=float, default=0.0, help="Adam beta_1 (the trainer's default for memory models)")
     p.add_argument("--clip", type=float, default=100.0, help="gradient norm clip of the Adam runs")
-    # (only the diagonal one: FooVB's matrix-variate grouping takes a bias of out elements as the
-    # last column of a (out, in...) weight, but vbmtrain.nets' transposed convolutions store theirs
-    # as (in, out, k, k): with in == out, as here, the bias would be read along the wrong axis)
+    # (only the diagonal one, the one measured: FooVB's matrix-variate grouping appends a bias of
+    # weight.shape[0] elements as the last column of the weight; vbmtrain.nets' transposed
+    # convolutions store theirs as (in, out, k, k), so with in == out, as here, the bias would share
+    # the row factor of the input channels, not of the output channels it belongs to)
     p.add_argument("--foovb-variant", default="diagonal", choices=["diagonal"], help="FOO-VB variant")
     p.add_argument("--foovb-samples", type=int, default=2, help="Monte Carlo weight samples K per step")
     p.add_argument("--foovb-sigma-init", type=float, default=None, help="initial std of the weights (diagonal)")
