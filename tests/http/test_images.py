@@ -5,7 +5,7 @@ a model, writing 64 real test-set images as PNG (and raw uint8/float32 tensors, 
 samples as PNG decoded back, the iterative read of App. G.2 (5 steps), the stateless encode/decode
 helpers, every 422 of an image (wrong size, wrong channels, corrupt PNG, bad base64, NaN), 404 for an
 unknown model, a models directory with a bad file, and SIGHUP reloads with sessions keeping their
-model. Every response is validated against proto/openapi.yaml.
+model (also when a continually trained model replaces a file under the same name). Every response is validated against proto/openapi.yaml.
 
 usage: test_images.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...'] [--only a,b]"""
 import base64
@@ -400,6 +400,80 @@ def test_models_dir_bad_file_and_sighup_reload():
             s2, _ = new_session(c, model="beta")
             expect(s2["model"] == "beta", s2)
             expect(any(l.get("msg") == "reloaded" and l.get("models") == 1 for l in d.logs()), "no reload log")
+        finally:
+            stopped(d)
+
+
+CONTINUAL_DIR = os.path.join(ROOT, "models", "continual")
+CONTINUAL_STAGE = os.path.join(CONTINUAL_DIR, "mnist-stage-foovb.safetensors")  # after MNIST only
+CONTINUAL_END = os.path.join(CONTINUAL_DIR, "mnist-fashion-foovb.safetensors")  # after MNIST, then Fashion-MNIST
+
+
+def test_continual_model_replaced_under_one_name():
+    """train/continual.py's FOO-VB networks served: a session written on the MNIST-stage model keeps
+    decoding (bit for bit the same samples and reads) after the file is replaced under the same name
+    by the continually trained one and SIGHUP reloads it; new sessions and the decode helper use the
+    new networks. (What test_models_dir_bad_file_and_sighup_reload does not cover: a replaced file
+    under an unchanged name, and models from the continual trainer.)"""
+    import hashlib
+
+    def sha(path):
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    with tempfile.TemporaryDirectory() as tmp:
+        live = os.path.join(tmp, "digits.safetensors")
+        shutil.copy(CONTINUAL_STAGE, live)
+        d = start("--models-dir", tmp, "--default-model", "digits", "--threads", "2")
+        try:
+            c = d.client()
+            lst = ok(c.request("GET", "/v1/models"))
+            m = lst["models"][0]
+            expect([x["name"] for x in lst["models"]] == ["digits"] and m["file"]["sha256"] == sha(CONTINUAL_STAGE), lst)
+            expect(m["provenance"]["trainer"] == "train/continual.py" and m["provenance"]["dataset"] == "mnist", m)
+            code = m["code_size"]
+            s, base = new_session(c)
+            expect(s["model"] == "digits" and s["code_size"] == code, s)
+            imgs = episode_pngs(16)
+            ok(c.request("POST", base + "/episodes", {"observations": imgs, "seed": 1}))
+            sm_before = ok(c.request("POST", base + "/samples", {"count": 4, "seed": 5}))
+            check_pngs(sm_before["observations"], 4)
+            rd_args = {"observations": imgs[:3], "iterations": 2, "seed": 3}
+            rd_before = ok(c.request("POST", base + "/reads", rd_args))
+            probe = {"codes": {"mu": sm_before["codes"][:2]}, "format": "uint8"}
+            dec_before = ok(c.request("POST", "/v1/models/digits/decode", probe))["observations"]
+            # the continually trained file replaces it under the same name (atomically), then SIGHUP
+            shutil.copy(CONTINUAL_END, live + ".new")
+            os.replace(live + ".new", live)
+            d.signal(signal.SIGHUP)
+            deadline = time.time() + 20
+            while time.time() < deadline and ok(c.request("GET", "/v1/models"))["generation"] == lst["generation"]:
+                time.sleep(0.02)
+            lst2 = ok(c.request("GET", "/v1/models"))
+            m2 = lst2["models"][0]
+            expect([x["name"] for x in lst2["models"]] == ["digits"] and m2["file"]["sha256"] == sha(CONTINUAL_END), lst2)
+            expect(m2["provenance"]["stream"] == ["mnist", "fashion-mnist"]
+                   and m2["provenance"]["optimizer"]["name"] == "foovb", m2["provenance"])
+            # the session written before the reload still decodes, with the networks it was written with
+            sm_after = ok(c.request("POST", base + "/samples", {"count": 4, "seed": 5}))
+            check_pngs(sm_after["observations"], 4)
+            expect(sm_after["codes"] == sm_before["codes"] and sm_after["observations"] == sm_before["observations"],
+                   "the old session's samples changed across the reload")
+            rd_after = ok(c.request("POST", base + "/reads", rd_args))
+            expect(rd_after["steps"] == rd_before["steps"], "the old session's read changed across the reload")
+            for st in rd_after["steps"]:
+                check_pngs(st["observations"], 3)
+            ok(c.request("POST", base + "/episodes", {"mode": "append", "observations": episode_pngs(2, 20)}))
+            # new sessions and the stateless helper use the new networks
+            s2, base2 = new_session(c)
+            expect(s2["model"] == "digits", s2)
+            ok(c.request("POST", base2 + "/episodes", {"observations": imgs, "seed": 1}))
+            sm_new = ok(c.request("POST", base2 + "/samples", {"count": 4, "seed": 5}))
+            check_pngs(sm_new["observations"], 4)
+            expect(sm_new["observations"] != sm_before["observations"], "a new session decodes with the old model")
+            dec_after = ok(c.request("POST", "/v1/models/digits/decode", probe))["observations"]
+            expect(dec_after != dec_before, "the decode helper still uses the old model")
+            for b in (base, base2):
+                ok(c.request("DELETE", b), 204)
         finally:
             stopped(d)
 
@@ -807,7 +881,8 @@ def test_views_per_frame():
 TESTS = [
     test_model_listing, test_sessions_on_the_bundled_model, test_write_64_images_samples_and_read,
     test_encode_decode_helpers, test_image_errors, test_png_variants, test_hostile_image_inputs_never_500,
-    test_models_dir_bad_file_and_sighup_reload, test_model_session_survives_restart,
+    test_models_dir_bad_file_and_sighup_reload, test_continual_model_replaced_under_one_name,
+    test_model_session_survives_restart,
     test_latent_only_daemon, test_sample_mode_is_the_old_read, test_read_modes_and_mask_errors,
     test_masked_recall_keeps_known_pixels, test_temporal_sessions_of_images,
     test_masked_recall_keeps_known_pixels, test_views_per_frame,
