@@ -75,7 +75,7 @@ def main():
     ap.add_argument("--N", nargs="+", type=int, default=[10, 100])
     ap.add_argument("--frameworks", nargs="+", default=AMORTISED, help="names of rpm.FRAMEWORKS or 'all'")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
-    ap.add_argument("--steps", type=int, default=None, help="gradient steps (default 1500 for N=10, 800 for N=100)")
+    ap.add_argument("--steps", type=int, default=None, help="gradient steps (default 1500 for N=10, 400 for N=100)")
     ap.add_argument("--batch", type=int, default=None, help="minibatch (default 8 for N=10, 16 for N=100)")
     ap.add_argument("--hidden", type=int, default=20)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -100,7 +100,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     for dataset in args.dataset:
         for N in args.N:
-            steps = args.steps or (1500 if N <= 10 else 800)
+            steps = args.steps or (1500 if N <= 10 else 400)
             batch = args.batch or (8 if N <= 10 else 16)
             results = []
             for seed in args.seeds:
@@ -109,7 +109,7 @@ def main():
                 for fw in fws:
                     name, hidden = (("minimalist-amortized", 33) if fw == "minimalist-33" else (fw, args.hidden))
                     res, model = run_one(name, dataset, N, seed, steps, batch, hidden, args.lr, X, Z, Xt, Zt,
-                                         max(1, steps // 50))
+                                         max(1, steps // 10))
                     res["label"] = fw
                     results.append(res)
                     print("%-9s N=%-3d seed=%d %-21s nmse train %s test %s loss %s  %.0fs" % (
@@ -119,7 +119,7 @@ def main():
                             and seed == args.seeds[0] and not res["diverged"]):
                         export(model, args.export, dataset, N, seed, steps, Xt, res)
             if not args.quick:
-                path = os.path.join(args.out, "results-%s-N%d.json" % (dataset, N))
+                path = os.path.join(args.out, "results-%s-N%d-s%s.json" % (dataset, N, "-".join(map(str, args.seeds))))
                 with open(path, "w") as f:
                     json.dump({"dataset": dataset, "N": N, "J": 10, "T": 50, "results": results,
                                "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",

@@ -282,8 +282,12 @@ class TimeSeriesRPM(nn.Module):
             alpha, beta = o[..., 0], v0inv - F.softplus(o[..., 1]) - 1e-4
         an, Pn = self.factors(X_train)  # (N, J, T)
         An = log_partition(an, Pn)
-        inner = log_partition(an[None] - alpha[:, None], Pn[None] - beta[:, None]) - An[None]  # (B,N,J,T)
-        log_int = torch.logsumexp(inner, 1) - math.log(X_train.shape[0])
+        # the (B, N, J, T) tensor dominates the cost: single precision for it alone
+        f32 = torch.float32
+        da = an.to(f32)[None] - alpha.to(f32)[:, None]
+        dP = Pn.to(f32)[None] - beta.to(f32)[:, None]
+        inner = 0.5 * da * da / dP - 0.5 * torch.log(dP) - (An.to(f32) - 0.5 * LOG2PI)[None]
+        log_int = torch.logsumexp(inner, 1).double() - math.log(X_train.shape[0])
         e_logh = alpha * mu[:, None, :] - 0.5 * beta * m2
         ent_t = 0.5 * (torch.log(var) + 1.0 + LOG2PI)[:, None, :]
         f_norm = (ent_t - e_logh - log_int).sum((1, 2))
