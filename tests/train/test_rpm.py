@@ -248,7 +248,8 @@ class Serving(unittest.TestCase):
                 if L["type"] == "relu":
                     img = torch.relu(img)
                 else:
-                    img = F.conv2d(img, ten[L["name"] + ".weight"], ten[L["name"] + ".bias"])
+                    pad = L["kernel"] // 2 if L["padding"] == "same" else 0
+                    img = F.conv2d(img, ten[L["name"] + ".weight"], ten[L["name"] + ".bias"], padding=pad)
             return img
 
         with torch.no_grad():
