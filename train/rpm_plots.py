@@ -21,12 +21,12 @@ ORDER = ["aistats", "stupid", "internal", "costly-vae", "full-vae", "cheap-vae",
 
 
 def load(out):
-    """{(dataset, N): [result dicts over all seeds]} from out/results-*.json."""
+    """{(dataset, N, init): [result dicts over all seeds]} from out/results-*.json."""
     runs = {}
     for path in sorted(glob.glob(os.path.join(out, "results-*.json"))):
         with open(path) as f:
             d = json.load(f)
-        runs.setdefault((d["dataset"], d["N"]), []).extend(d["results"])
+        runs.setdefault((d["dataset"], d["N"], d.get("init", "match")), []).extend(d["results"])
     return runs
 
 
@@ -44,9 +44,10 @@ def _mean(v):
 
 def table(runs):
     """Markdown table: nMSE (train / held-out) per framework x (dataset, N), means over seeds."""
-    keys = sorted(runs, key=lambda k: (k[0], k[1]))
+    keys = sorted(runs, key=lambda k: (k[0], k[1], k[2] != "match"))
     labs = [lab for lab in ORDER if any(r["label"] == lab for k in keys for r in runs[k])]
-    head = "| framework | " + " | ".join("%s N=%d" % k for k in keys) + " |"
+    head = "| framework | " + " | ".join("%s N=%d%s" % (k[0], k[1], "" if k[2] == "match" else " (random init)")
+                                       for k in keys) + " |"
     lines = [head, "|" + " --- |" * (len(keys) + 1)]
     for lab in labs:
         cells = []
@@ -87,7 +88,7 @@ def fig_data(docs):
 
 
 def fig_run(docs, key, results):
-    dataset, N = key
+    dataset, N, init = key
     groups = by_label(results)
     fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(9, 6.5), gridspec_kw={"height_ratios": [1.4, 1]})
     X, Z = rpm.make_balls(dataset, N, seed=1000 + min(r["seed"] for r in results))
@@ -110,9 +111,8 @@ def fig_run(docs, key, results):
     ax0.set_xlim(0, len(Z[0]) - 1)
     ax0.set_ylim(-1.5, 10.5)
     ax0.set_ylabel("ball position (rows)")
-    ax0.set_title("%s balls, N = %d: posterior means (affinely aligned; +-2 sd bands for minimalist and "
-                  "full VAE), training sequence 0"
-                  % (dataset, N), fontsize=9)
+    ax0.set_title("%s balls, N = %d, init %s: posterior means (affinely aligned; +-2 sd bands for minimalist "
+                  "and full VAE), training sequence 0" % (dataset, N, init), fontsize=9)
     ax0.legend(fontsize=6, ncol=4, loc="upper right")
     xs = range(len(groups))
     for i, (lab, rs) in enumerate(groups):
@@ -132,12 +132,13 @@ def fig_run(docs, key, results):
     ax1.set_ylabel("nMSE (train: bars/dots, held-out: x)")
     ax1.set_yscale("log")
     fig.tight_layout()
-    fig.savefig(os.path.join(docs, "rpm-%s-N%d.png" % (dataset, N)), dpi=110)
+    suffix = "" if init == "match" else "-" + init
+    fig.savefig(os.path.join(docs, "rpm-%s-N%d%s.png" % (dataset, N, suffix)), dpi=110)
     plt.close(fig)
 
 
 def fig_losses(docs, runs):
-    keys = sorted(runs)
+    keys = sorted(k for k in runs if k[2] == "match")
     fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
         seed0 = min(r["seed"] for r in runs[key])
@@ -153,6 +154,7 @@ def fig_losses(docs, runs):
             ax.plot([i * stride for i in range(len(ys))], ys, "--" if lab == "minimalist-33" else "-",
                     color=COLOURS[lab], lw=1, label=lab)
         ax.set_title("%s N=%d (train loss, seed %d)" % (key[0], key[1], seed0), fontsize=8)
+        ax.axhline(0.0, color="0.7", lw=0.5)
         ax.set_xlabel("gradient step")
         ax.set_ylim(-4, 3)
     axes[0][0].set_ylabel("-free energy / T")
