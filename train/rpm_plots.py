@@ -111,8 +111,8 @@ def fig_run(docs, key, results):
     ax0.set_xlim(0, len(Z[0]) - 1)
     ax0.set_ylim(-1.5, 10.5)
     ax0.set_ylabel("ball position (rows)")
-    ax0.set_title("%s balls, N = %d, init %s: posterior means (affinely aligned; +-2 sd bands for minimalist "
-                  "and full VAE), training sequence 0" % (dataset, N, init), fontsize=9)
+    ax0.set_title("%s balls, N = %d, init %s: aligned posterior means (+-2 sd: minimalist, full VAE), "
+                  "training seq. 0" % (dataset, N, init), fontsize=8)
     ax0.legend(fontsize=6, ncol=4, loc="upper right")
     xs = range(len(groups))
     for i, (lab, rs) in enumerate(groups):
