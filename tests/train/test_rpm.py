@@ -180,7 +180,8 @@ class FreeEnergyBound(unittest.TestCase):
                         else:
                             al, be = o[n, j, t, 0], v0inv - F.softplus(o[n, j, t, 1]) - 1e-4
                         logh = al * z1 - 0.5 * be * z1 ** 2
-                        logF = torch.logsumexp(log_normal(z1[:, None], (a / P)[:, j, t], (1 / P)[:, j, t]), 1) - math.log(N)
+                        comp1 = log_normal(z1[:, None], (a / P)[:, j, t], (1 / P)[:, j, t])
+                        logF = torch.logsumexp(comp1, 1) - math.log(N)
                         total += 0.5 * math.log(2 * math.pi * math.e * float(S[t, t]))
                         total -= float((qt * logh).sum())
                         total -= float(torch.logsumexp(logF - logh, 0)) + math.log(dz)
