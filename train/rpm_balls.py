@@ -123,7 +123,8 @@ def main():
                             and seed == args.seeds[0] and not res["diverged"]):
                         export(model, args.export, dataset, N, seed, steps, Xt, res)
             if not args.quick:
-                name = "results-%s-N%d-s%s-%s.json" % (dataset, N, "-".join(map(str, args.seeds)), args.init)
+                name = "results-%s-N%d-s%s-%s-%s.json" % (dataset, N, "-".join(map(str, args.seeds)), args.init,
+                                                         "+".join(args.frameworks))
                 path = os.path.join(args.out, name)
                 with open(path, "w") as f:
                     json.dump({"dataset": dataset, "N": N, "init": args.init, "J": 10, "T": 50, "results": results,
