@@ -22,14 +22,16 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 AMORTISED = ["minimalist-amortized", "cheap-vae", "full-vae", "luxury-amortized"]
 
 
-def run_one(fw, dataset, N, seed, steps, batch, hidden, lr, X, Z, Xt, Zt, log_every):
+def run_one(fw, dataset, N, seed, steps, batch, hidden, lr, X, Z, Xt, Zt, log_every, init="match"):
     """Train one framework on (X, Z); evaluate on train and (amortised
     frameworks) on the held-out (Xt, Zt). Returns (result dict, model)."""
     model = rpm.TimeSeriesRPM(fw, J=X.shape[1], T=X.shape[2], hidden=hidden, N_train=N, seed=seed)
     t0 = time.time()
     res = {"framework": fw, "dataset": dataset, "N": N, "seed": seed, "steps": steps, "batch": batch,
-           "hidden": hidden, "params": sum(p.numel() for p in model.parameters())}
+           "hidden": hidden, "params": sum(p.numel() for p in model.parameters()), "init": init}
     try:
+        if init == "match":
+            res["match_loss"] = rpm.pretrain_match(model, X)
         hist, test_hist = rpm.train(model, X, steps, batch, lr=lr, seed=seed, log_every=log_every, X_test=Xt)
         losses = [h[1] for h in hist]
         res["diverged"] = not all(math.isfinite(v) for v in losses)
@@ -75,10 +77,12 @@ def main():
     ap.add_argument("--N", nargs="+", type=int, default=[10, 100])
     ap.add_argument("--frameworks", nargs="+", default=AMORTISED, help="names of rpm.FRAMEWORKS or 'all'")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
-    ap.add_argument("--steps", type=int, default=None, help="gradient steps (default 1500 for N=10, 800 for N=100)")
+    ap.add_argument("--steps", type=int, default=None, help="gradient steps (default 1500 for N=10, 400 for N=100)")
     ap.add_argument("--batch", type=int, default=None, help="minibatch (default 8 for N=10, 16 for N=100)")
     ap.add_argument("--hidden", type=int, default=20)
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--init", default="match", choices=["match", "random"],
+                    help="match: pre-train q / inner nets to the minimalist values (the seed's init iii)")
     ap.add_argument("--quick", action="store_true", help="tiny run (smoke test): N=10, 30 steps")
     ap.add_argument("--out", default=os.path.join(ROOT, "train", "runs", "rpm"))
     ap.add_argument("--export", default=None, help="save the minimalist-amortized Poisson model here")
@@ -100,7 +104,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     for dataset in args.dataset:
         for N in args.N:
-            steps = args.steps or (1500 if N <= 10 else 800)
+            steps = args.steps or (1500 if N <= 10 else 400)
             batch = args.batch or (8 if N <= 10 else 16)
             results = []
             for seed in args.seeds:
@@ -109,7 +113,7 @@ def main():
                 for fw in fws:
                     name, hidden = (("minimalist-amortized", 33) if fw == "minimalist-33" else (fw, args.hidden))
                     res, model = run_one(name, dataset, N, seed, steps, batch, hidden, args.lr, X, Z, Xt, Zt,
-                                         max(1, steps // 50))
+                                         max(1, steps // 10), args.init)
                     res["label"] = fw
                     results.append(res)
                     print("%-9s N=%-3d seed=%d %-21s nmse train %s test %s loss %s  %.0fs" % (
@@ -119,9 +123,11 @@ def main():
                             and seed == args.seeds[0] and not res["diverged"]):
                         export(model, args.export, dataset, N, seed, steps, Xt, res)
             if not args.quick:
-                path = os.path.join(args.out, "results-%s-N%d.json" % (dataset, N))
+                name = "results-%s-N%d-s%s-%s-%s.json" % (dataset, N, "-".join(map(str, args.seeds)), args.init,
+                                                         "+".join(args.frameworks))
+                path = os.path.join(args.out, name)
                 with open(path, "w") as f:
-                    json.dump({"dataset": dataset, "N": N, "J": 10, "T": 50, "results": results,
+                    json.dump({"dataset": dataset, "N": N, "init": args.init, "J": 10, "T": 50, "results": results,
                                "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                                      time.gmtime())}, f)
                 print("wrote", path)

@@ -115,23 +115,29 @@ class RowNets(nn.Module):
 
 
 class ColNet(nn.Module):
-    """One 3-layer ReLU net on each column x_{:,t} (J inputs), shared over
-    time (1x1 convolution on the J x 1 x T image): x (B, J, T) -> (B, T, out)."""
+    """A 3-layer ReLU conv net along time on the whole J x T observation (the
+    J rows are its input channels), kernel `kernel` (odd) with zero 'same'
+    padding, shared over time: x (B, J, T) -> (B, T, out). Used for the VAE's
+    q_psi(Z | X) and the inner parameters eta~_psi(X), which may look at all of
+    X (kernel 5: each output sees 13 time steps)."""
 
-    def __init__(self, J, hidden=20, out=2, gen=None):
+    def __init__(self, J, hidden=20, out=2, gen=None, kernel=5):
         super().__init__()
-        self.l1 = nn.Linear(J, hidden)
-        self.l2 = nn.Linear(hidden, hidden)
-        self.l3 = nn.Linear(hidden, out)
-        with torch.no_grad():
-            for lin in (self.l1, self.l2, self.l3):
-                bound = math.sqrt(6.0 / (lin.weight.shape[0] + lin.weight.shape[1]))
-                lin.weight.copy_((torch.rand(lin.weight.shape, generator=gen) * 2 - 1) * bound)
-                lin.bias.zero_()
+        self.kernel = kernel
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for cin, cout in ((J, hidden), (hidden, hidden), (hidden, out)):
+            bound = math.sqrt(6.0 / ((cin + cout) * kernel))
+            self.weights.append(nn.Parameter((torch.rand(cout, cin, kernel, generator=gen) * 2 - 1) * bound))
+            self.biases.append(nn.Parameter(torch.zeros(cout)))
 
     def forward(self, x):
-        h = x.transpose(1, 2)
-        return self.l3(torch.relu(self.l2(torch.relu(self.l1(h)))))
+        h = x
+        for i, (W, b) in enumerate(zip(self.weights, self.biases)):
+            h = F.conv1d(h, W, b, padding=self.kernel // 2)
+            if i < 2:
+                h = torch.relu(h)
+        return h.transpose(1, 2)
 
 
 # ---------------------------------------------------------------- GP prior, posterior
@@ -282,8 +288,12 @@ class TimeSeriesRPM(nn.Module):
             alpha, beta = o[..., 0], v0inv - F.softplus(o[..., 1]) - 1e-4
         an, Pn = self.factors(X_train)  # (N, J, T)
         An = log_partition(an, Pn)
-        inner = log_partition(an[None] - alpha[:, None], Pn[None] - beta[:, None]) - An[None]  # (B,N,J,T)
-        log_int = torch.logsumexp(inner, 1) - math.log(X_train.shape[0])
+        # the (B, N, J, T) tensor dominates the cost: single precision for it alone
+        f32 = torch.float32
+        da = an.to(f32)[None] - alpha.to(f32)[:, None]
+        dP = Pn.to(f32)[None] - beta.to(f32)[:, None]
+        inner = 0.5 * da * da / dP - 0.5 * torch.log(dP) - (An.to(f32) - 0.5 * LOG2PI)[None]
+        log_int = torch.logsumexp(inner, 1).double() - math.log(X_train.shape[0])
         e_logh = alpha * mu[:, None, :] - 0.5 * beta * m2
         ent_t = 0.5 * (torch.log(var) + 1.0 + LOG2PI)[:, None, :]
         f_norm = (ent_t - e_logh - log_int).sum((1, 2))
@@ -318,6 +328,60 @@ def train(model, X, steps, batch, lr=3e-3, seed=0, log_every=0, X_test=None):
     return hist, test_hist
 
 
+def _softplus_inv(y):
+    return y + torch.log(-torch.expm1(-y))
+
+
+def match_targets(model, X):
+    """The 'minimalist amortized' values of the recognition model and inner
+    parameters for X (the seed's initialisation iii): q's (h, d) = (sum_j a_jt,
+    sum_j softplus r_jt) and Hugo's eta~_jt = eta_0 - eta_q(z_t), i.e.
+    alpha = -mu_t / var_t and softplus(raw) = 1/var_t - 1e-4 (beta = 1/v0 - 1/var_t)."""
+    with torch.no_grad():
+        a, P = model.factors(X)
+        h, d = a.sum(1), (P - 1.0 / model.v0()).sum(1)
+        post = gp_posterior(model.kernel(), h, d)
+        alpha = (-post["mu"] / post["var"])[:, None, :].expand_as(a)
+        sp = (1.0 / post["var"] - 1e-4)[:, None, :].expand_as(a)
+    return h, d, alpha, sp
+
+
+def pretrain_match(model, X, steps=500, lr=1e-2):
+    """Initialisation (iii) of the seed: with theta fixed, fit psi (the VAE's q
+    net) and psi_j (the inner nets) to match_targets by mean-square error on the
+    natural parameters (Adam, full batch X (N, J, T), `steps` steps); per-datum
+    parameters are set to the targets exactly. A no-op for the minimalist
+    framework (nothing to match). Returns the final matching loss (0.0 if no net)."""
+    h, d, alpha, sp = match_targets(model, X)
+    with torch.no_grad():
+        if model.q_mode == "np":
+            model.q_np[..., 0] = h
+            model.q_np[..., 1] = _softplus_inv(d.clamp_min(1e-6))
+        if model.inner_mode == "np":
+            model.inner_np[..., 0] = alpha
+            model.inner_np[..., 1] = _softplus_inv(sp)
+    params = []
+    if model.q_mode == "vae":
+        params += list(model.qnet.parameters())
+    if model.inner_mode == "param":
+        params += list(model.inner.parameters())
+    if not params:
+        return 0.0
+    opt = torch.optim.Adam(params, lr=lr)
+    for _ in range(steps):
+        loss = torch.zeros((), dtype=torch.float64)
+        if model.q_mode == "vae":
+            o = model.qnet(X).double()
+            loss = loss + ((o[..., 0] - h) ** 2).mean() + ((F.softplus(o[..., 1]) - d) ** 2).mean()
+        if model.inner_mode == "param":
+            o = model.inner(X).double().reshape(X.shape[0], model.T, model.J, 2).transpose(1, 2)
+            loss = loss + ((o[..., 0] - alpha) ** 2).mean() + ((F.softplus(o[..., 1]) - sp) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return float(loss)
+
+
 def evaluate(model, X, Z, idx=None):
     """Posterior means/variances on X and their nMSE against Z."""
     with torch.no_grad():
@@ -347,16 +411,20 @@ def export_layers(model):
         rows.append(layers)
     q = None
     if model.q_mode == "vae":
+        # conv1d along time as a k x k conv2d on the J x 1 x T image: only the middle kernel
+        # row meets data ('same' padding adds k//2 zero rows above and below)
         q = []
-        lins = (model.qnet.l1, model.qnet.l2, model.qnet.l3)
-        for k, lin in enumerate(lins):
-            name = "q.l%d" % k
-            cout, cin = lin.weight.shape
-            tensors[name + ".weight"] = lin.weight.detach().float().reshape(cout, cin, 1, 1).clone()
-            tensors[name + ".bias"] = lin.bias.detach().float().clone()
-            q.append({"type": "conv2d", "name": name, "in": cin, "out": cout, "kernel": 1, "stride": 1,
-                      "padding": "valid"})
-            if k < 2:
+        k = model.qnet.kernel
+        for i, (W, b) in enumerate(zip(model.qnet.weights, model.qnet.biases)):
+            name = "q.l%d" % i
+            cout, cin = W.shape[0], W.shape[1]
+            W2 = torch.zeros(cout, cin, k, k)
+            W2[:, :, k // 2, :] = W.detach().float()
+            tensors[name + ".weight"] = W2
+            tensors[name + ".bias"] = b.detach().float().clone()
+            q.append({"type": "conv2d", "name": name, "in": cin, "out": cout, "kernel": k, "stride": 1,
+                      "padding": "same"})
+            if i < 2:
                 q.append({"type": "relu"})
     return {"rows": rows, "q": q, "tensors": tensors}
 
