@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/tree.h"
 #include "numerics/rng.h"
 #include "vbmem/vbmem.h"
 #include "wire/memory.h"
@@ -462,6 +463,251 @@ START_TEST(bad_memo_k_rejected)
 }
 END_TEST
 
+/* ---- the joint path prior (README "A coupled prior over joint paths") ---- */
+
+/* T x C codes from Hc clusters whose G = 2 groups are perfectly coupled: frame t's
+ * cluster h (uniform) picks both halves, z_t^g = b_g,h + e_t, b_g,h ~ N(0, sd^2 I),
+ * e_t standard normal: only the paths (h, h) occur, and with sd = 0.6 the
+ * clusters overlap, so a frame's halves each leave several clusters likely
+ * while their pairing is known. */
+static double *coupled_codes(long T, int C, int Hc, double sd, uint64_t seed)
+{
+    rng_t r;
+    rng_seed(&r, seed);
+    double *b = malloc(sizeof(double) * Hc * C), *z = malloc(sizeof(double) * T * C);
+    for (int i = 0; i < Hc * C; i++)
+        b[i] = sd * rng_normal(&r);
+    for (long t = 0; t < T; t++) {
+        int h = (int)rng_below(&r, (uint64_t)Hc);
+        for (int c = 0; c < C; c++)
+            z[t * C + c] = b[h * C + c] + rng_normal(&r);
+    }
+    free(b);
+    return z;
+}
+
+static vbm_memory *make_joint(int C, int K, int H, int k, double alpha)
+{
+    vbm_config cfg;
+    vbm_error err;
+    vbm_config_default(VBM_TREE, C, &cfg);
+    cfg.clusters = H;
+    cfg.groups = 2;
+    vbm_config_set_rows(&cfg, K);
+    cfg.s_floor = 0.0;
+    cfg.memo_k = k;
+    cfg.path_prior = VBM_PATH_JOINT;
+    cfg.path_alpha = alpha;
+    vbm_memory *m = NULL;
+    ck_assert_msg(vbm_memory_create(&cfg, NULL, NULL, &m, &err) == VBM_OK, "%s", err.msg);
+    return m;
+}
+
+/* The ELBO per frame of the mean field on m's q(Omega) and q(pi): a write of a
+ * memo-free copy with no iteration, started from m's posterior (q(pi) included). */
+static double joint_mean_field_elbo(const vbm_memory *m, const vbm_codes *codes)
+{
+    vbm_memory *c = NULL;
+    vbm_error err;
+    ck_assert_msg(vbm_memory_clone(m, &c, &err) == VBM_OK, "%s", err.msg);
+    free(c->memo_n);
+    free(c->memo_paths);
+    free(c->memo_scores);
+    c->memo_n = NULL;
+    c->memo_paths = NULL;
+    c->memo_scores = NULL;
+    c->n_memos = 0;
+    c->cfg.memo_k = 0;
+    vbm_write_opts o;
+    vbm_write_result res;
+    vbm_write_opts_default(&o);
+    o.max_iter = 0;
+    o.init = VBM_INIT_CURRENT;
+    ck_assert_msg(vbm_write(c, codes, &o, &res, &err) == VBM_OK, "%s", err.msg);
+    double e = res.elbo.per_frame;
+    vbm_write_result_free(&res);
+    vbm_memory_free(c);
+    return e;
+}
+
+/* Coordinate ascent under the joint prior: the trace never falls, for the
+ * mean-field q(s) and for q(s) over memos (k = 2, 4, 9 = every path of H = 3). */
+START_TEST(joint_elbo_never_decreases)
+{
+    static const int cfgs[][2] = {{3, 0}, {3, 2}, {3, 9}, {6, 0}, {6, 8}}; /* H, k */
+    long T = 60;
+    int C = 16;
+    for (int c = 0; c < 5; c++)
+        for (uint64_t seed = 1; seed <= 2; seed++) {
+            double *z = seed == 1 ? coupled_codes(T, C, 3, 0.6, 40 + (uint64_t)c)
+                                  : clustered_codes(T, C, 6, 60 + (uint64_t)c);
+            vbm_codes codes = {T, C, z, NULL};
+            vbm_memory *m = make_joint(C, 3, cfgs[c][0], cfgs[c][1], 0.5);
+            vbm_write_opts o;
+            vbm_write_result res;
+            vbm_error err;
+            vbm_write_opts_default(&o);
+            o.max_iter = 30;
+            o.seed = seed;
+            o.want_trace = 1;
+            ck_assert_msg(vbm_write(m, &codes, &o, &res, &err) == VBM_OK, "%s", err.msg);
+            for (int i = 1; i <= res.iterations; i++)
+                ck_assert_msg(res.trace[i] >= res.trace[i - 1] - 1e-9 * fabs(res.trace[i - 1]),
+                              "joint H=%d k=%d seed %d: ELBO fell at iteration %d (%.12g -> %.12g)",
+                              cfgs[c][0], cfgs[c][1], (int)seed, i, res.trace[i - 1],
+                              res.trace[i]);
+            ck_assert(m->n_jpaths > 0);
+            double N = 0.0;
+            for (long i = 0; i < m->n_jpaths; i++)
+                N += m->jp_counts[i];
+            ck_assert_msg(fabs(N - (double)T) < 1e-6 * T, "q(pi) counts sum to %.9g, not T", N);
+            vbm_write_result_free(&res);
+            vbm_memory_free(m);
+            free(z);
+        }
+}
+END_TEST
+
+/* The claim: on codes whose groups are perfectly coupled, q(s) over memos beats
+ * the mean field on the same q(Omega) and q(pi) (the memos' fit): with k = 9 =
+ * H^G the memo's q is the exact optimum over every q(s), so it is never below,
+ * and it is strictly above by a clear margin because a frame ambiguous between
+ * (a, a) and (b, b) keeps both under a memo, while a product q must either
+ * drop one or put mass on (a, b), which q(pi) makes unlikely. The control: the
+ * factorised prior's memos are never above the mean field (README "Memos"). */
+START_TEST(joint_memos_beat_mean_field_when_coupled)
+{
+    long T = 90;
+    int C = 16;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        double *z = coupled_codes(T, C, 3, 0.45, 70 + seed);
+        vbm_codes codes = {T, C, z, NULL};
+        for (int k = 9; k >= 4; k -= 5) {
+            vbm_memory *m = make_joint(C, 3, 3, k, 0.1);
+            vbm_write_result res;
+            write_ok(m, &codes, 40, seed, &res);
+            double memo = res.elbo.per_frame, mf = joint_mean_field_elbo(m, &codes);
+            if (getenv("JP_DIAG")) {
+                for (long i = 0; i < m->n_jpaths; i++)
+                    printf("  path (%d,%d) count %.3f\n", m->jpaths[2 * i], m->jpaths[2 * i + 1],
+                           m->jp_counts[i]);
+                double ent = 0.0;
+                for (long t = 0; t < T; t++) {
+                    double z = 0.0, q[64];
+                    for (int i = 0; i < m->memo_n[t]; i++)
+                        z += (q[i] = exp(m->memo_scores[t * k + i] - m->memo_scores[t * k]));
+                    for (int i = 0; i < m->memo_n[t]; i++)
+                        ent -= q[i] / z * log(q[i] / z) / T;
+                }
+                printf("  memo q entropy per frame %.4f\n", ent);
+            }
+            printf("joint prior, coupled codes, seed %d, k %d: memo ELBO %.4f, mean field %.4f "
+                   "per frame (gain %+.4f)\n",
+                   (int)seed, k, memo, mf, memo - mf);
+            ck_assert_msg(memo >= mf - 1e-9 * fabs(mf), "k %d seed %d: memo %.9g < mean field %.9g",
+                          k, (int)seed, memo, mf);
+            ck_assert_msg(memo - mf > 0.01, "k %d seed %d: memo gains only %.3g nats per frame", k,
+                          (int)seed, memo - mf);
+            vbm_write_result_free(&res);
+            vbm_memory_free(m);
+        }
+        /* control: the factorised prior, memos of every path */
+        vbm_memory *f = make_tree(C, 3, 3, 2, 9, 0.0, 0);
+        vbm_write_result res;
+        write_ok(f, &codes, 40, seed, &res);
+        vbm_elbo e;
+        vbm_error err;
+        ck_assert_msg(vbm_elbo_eval(f, &codes, &e, NULL, &err) == VBM_OK, "%s", err.msg);
+        ck_assert_msg(res.elbo.per_frame <= e.per_frame + 1e-9 * fabs(e.per_frame),
+                      "factorised: memo %.9g above mean field %.9g", res.elbo.per_frame,
+                      e.per_frame);
+        vbm_write_result_free(&res);
+        vbm_memory_free(f);
+        free(z);
+    }
+}
+END_TEST
+
+/* tree_jp_marginal against the enumeration of all H^G paths (H = 3, G = 3 and
+ * H = 4, G = 2): sum over s^-g of prod_{g' != g} q(s^g') (base + d(s)). */
+START_TEST(joint_marginal_matches_enumeration)
+{
+    static const int HGs[][2] = {{3, 3}, {4, 2}};
+    rng_t r;
+    rng_seed(&r, 5);
+    for (int c = 0; c < 2; c++) {
+        int H = HGs[c][0], G = HGs[c][1], P = 1;
+        for (int g = 0; g < G; g++)
+            P *= H;
+        double q[16], d[64], out[4], dfull[64] = {0}, base = -2.7;
+        int paths[64 * 3];
+        for (int g = 0; g < G; g++) {
+            double z = 0.0;
+            for (int h = 0; h < H; h++)
+                z += (q[g * H + h] = rng_uniform(&r) + 0.05);
+            for (int h = 0; h < H; h++)
+                q[g * H + h] /= z;
+        }
+        long n = 0;
+        for (int p = 0; p < P; p++) /* about half the paths listed, one with d = 0 */
+            if (rng_uniform(&r) < 0.5 || p == 1) {
+                for (int g = 0, x = p; g < G; g++, x /= H)
+                    paths[n * G + g] = x % H;
+                d[n] = p == 1 ? 0.0 : 3.0 * rng_normal(&r);
+                dfull[p] = d[n];
+                n++;
+            }
+        for (int g = 0; g < G; g++) {
+            tree_jp_marginal(G, H, g, q, n, paths, d, base, out);
+            for (int h = 0; h < H; h++) {
+                double want = 0.0;
+                for (int p = 0; p < P; p++) {
+                    int x = p, sg = -1;
+                    double wgt = 1.0;
+                    for (int gg = 0; gg < G; gg++, x /= H) {
+                        if (gg == g)
+                            sg = x % H;
+                        else
+                            wgt *= q[gg * H + x % H];
+                    }
+                    if (sg == h)
+                        want += wgt * (base + dfull[p]);
+                }
+                ck_assert_msg(fabs(out[h] - want) < 1e-12 * (1.0 + fabs(want)),
+                              "H=%d G=%d g=%d h=%d: %.15g vs enumeration %.15g", H, G, g, h,
+                              out[h], want);
+            }
+        }
+    }
+}
+END_TEST
+
+/* path_prior outside {0, 1}, joint on a kind other than the tree, path_alpha
+ * not a finite number >= 1e-6: errors naming the field. */
+START_TEST(bad_path_prior_rejected)
+{
+    vbm_config cfg;
+    vbm_error err;
+    vbm_memory *m = NULL;
+    vbm_config_default(VBM_TREE, 8, &cfg);
+    cfg.path_prior = 2;
+    ck_assert_int_eq(vbm_memory_create(&cfg, NULL, NULL, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "path_prior");
+    cfg.path_prior = VBM_PATH_JOINT;
+    double bad[] = {0.0, -1.0, NAN, INFINITY, 1e-9};
+    for (int i = 0; i < 5; i++) {
+        cfg.path_alpha = bad[i];
+        ck_assert_int_eq(vbm_memory_create(&cfg, NULL, NULL, &m, &err), VBM_EINVAL);
+        ck_assert_str_eq(err.field, "path_alpha");
+    }
+    vbm_config_default(VBM_MIXTURE, 8, &cfg);
+    cfg.path_prior = VBM_PATH_JOINT;
+    ck_assert_int_eq(vbm_memory_create(&cfg, NULL, NULL, &m, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "path_prior");
+    ck_assert_ptr_null(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memos");
@@ -474,6 +720,10 @@ int main(void)
     tcase_add_test(tc, memos_follow_appends_refits_and_samples);
     tcase_add_test(tc, memos_round_trip);
     tcase_add_test(tc, bad_memo_k_rejected);
+    tcase_add_test(tc, joint_elbo_never_decreases);
+    tcase_add_test(tc, joint_memos_beat_mean_field_when_coupled);
+    tcase_add_test(tc, joint_marginal_matches_enumeration);
+    tcase_add_test(tc, bad_path_prior_rejected);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
