@@ -125,7 +125,7 @@ typedef struct {
 
 /* Values of vbm_config.path_prior. */
 #define VBM_PATH_FACTORISED 0
-#define VBM_PATH_JOINT 1
+#define VBM_PATH_JOINT      1
 
 /* The largest memo_k (joint paths kept per written frame by a tree memory). */
 #define VBM_MAX_MEMO_K 64
@@ -267,8 +267,8 @@ typedef struct {
      * the H^G joint paths, sparse: the n_jpaths paths with counts n_s > 0 (every
      * other path has n_s = 0) */
     long n_jpaths;
-    int *jpaths;         /* n_jpaths x G */
-    double *jp_counts;   /* n_jpaths, each > 0 */
+    int *jpaths;       /* n_jpaths x G */
+    double *jp_counts; /* n_jpaths, each > 0 */
 } vbm_memory;
 
 /* Fill *cfg with the defaults for a model of the given kind and code size C.

@@ -151,15 +151,14 @@ vbm_status vbm_config_check(const vbm_config *c, vbm_error *err)
         return vbm_fail(err, VBM_EINVAL, "path_prior", "unknown value %d", c->path_prior);
     if (c->path_prior == VBM_PATH_JOINT && c->kind != VBM_TREE)
         return vbm_fail(err, VBM_EINVAL, "path_prior",
-                        "only the tree model has joint paths (kind is %s)",
-                        vbm_kind_name(c->kind));
+                        "only the tree model has joint paths (kind is %s)", vbm_kind_name(c->kind));
     if (c->path_prior == VBM_PATH_JOINT && !(pos_finite(c->path_alpha) && c->path_alpha >= 1e-6))
         return vbm_fail(err, VBM_EINVAL, "path_alpha", "must be a finite number >= 1e-6");
     if (c->path_prior == VBM_PATH_JOINT
         && (double)c->groups * log((double)c->clusters) + log(c->path_alpha) > 600.0)
         return vbm_fail(err, VBM_EINVAL, "path_prior",
-                        "H^G path_alpha = %d^%d x %g is too large for the joint prior",
-                        c->clusters, c->groups, c->path_alpha);
+                        "H^G path_alpha = %d^%d x %g is too large for the joint prior", c->clusters,
+                        c->groups, c->path_alpha);
     if (c->retain_max < 0 || c->retain_max > VBM_MAX_FRAMES)
         return vbm_fail(err, VBM_EINVAL, "retain_max", "%ld is outside [0, %ld]", c->retain_max,
                         VBM_MAX_FRAMES);

@@ -37,22 +37,22 @@ typedef struct {
     long T;
     double alpha, HG; /* path_alpha, H^G */
     long n, cap;
-    int *keys;      /* [cap][G] */
-    double *base;   /* [cap]: the prior's counts beyond alpha (an append: mem's) */
-    double *cnt;    /* [cap]: the counts of the q(pi) in effect */
-    double *nxt;    /* [cap]: the expected counts of the current q(s): q(pi)'s next */
-    double *d;      /* [cap]: digamma(alpha + base + cnt) - digamma(alpha) */
-    long hcap;      /* a power of 2 >= 2 cap */
-    long *slot;     /* [hcap]: entry + 1, 0 when free */
-    double B;       /* sum of base */
-    double base_t;  /* digamma(alpha) - digamma(H^G alpha + B + sum cnt): E log pi_s off the list */
-    double kl;      /* KL(q(pi) || p(pi)) of the q(pi) in effect */
-    double *qprev;  /* [G][H][T]: the last address step's q(s), where the sweeps start */
+    int *keys;     /* [cap][G] */
+    double *base;  /* [cap]: the prior's counts beyond alpha (an append: mem's) */
+    double *cnt;   /* [cap]: the counts of the q(pi) in effect */
+    double *nxt;   /* [cap]: the expected counts of the current q(s): q(pi)'s next */
+    double *d;     /* [cap]: digamma(alpha + base + cnt) - digamma(alpha) */
+    long hcap;     /* a power of 2 >= 2 cap */
+    long *slot;    /* [hcap]: entry + 1, 0 when free */
+    double B;      /* sum of base */
+    double base_t; /* digamma(alpha) - digamma(H^G alpha + B + sum cnt): E log pi_s off the list */
+    double kl;     /* KL(q(pi) || p(pi)) of the q(pi) in effect */
+    double *qprev; /* [G][H][T]: the last address step's q(s), where the sweeps start */
     int have_prev;
-    double *qf;     /* [G][H] scratch: a frame's q(s^g) */
-    double *mg;     /* [H] scratch: a group's E_{q(s^-g)} E log pi */
-    int *path;      /* [G] scratch */
-    double *mass;   /* [G + 1] scratch */
+    double *qf;   /* [G][H] scratch: a frame's q(s^g) */
+    double *mg;   /* [H] scratch: a group's E_{q(s^-g)} E log pi */
+    int *path;    /* [G] scratch */
+    double *mass; /* [G + 1] scratch */
 } tree_jp;
 
 typedef struct {
@@ -373,6 +373,40 @@ static void memo_offer(tree_memo *m, int G, long t, const int *cand, double sc)
     m->mn[t] = n;
 }
 
+/* The mean-field sweeps of one frame under the joint path prior: q[G][H]
+ * holds the start and receives the result; ll, lw [G][H] are the frame's
+ * expected log-likelihoods and KL_w per cluster. Each group in turn gets its
+ * exact coordinate update
+ *   log q(s^g = h) = ll_g,h - lw_g,h + E_{q(s^-g)}[E log pi_(h, s^-g)] + const
+ * (tree_jp_marginal), until no q moves by 1e-10 (at most 100 sweeps). mg [H]
+ * is scratch. */
+static void jp_sweeps(const tree_jp *j, int G, int H, const double *ll, const double *lw, double *q,
+                      double *mg)
+{
+    for (int sweep = 0; sweep < 100; sweep++) {
+        double moved = 0.0;
+        for (int g = 0; g < G; g++) {
+            tree_jp_marginal(G, H, g, q, j->n, j->keys, j->d, j->base_t, mg);
+            double mx = -INFINITY, z = 0.0;
+            for (int h = 0; h < H; h++) {
+                mg[h] += ll[g * H + h] - lw[g * H + h];
+                mx = fmax(mx, mg[h]);
+            }
+            for (int h = 0; h < H; h++) {
+                mg[h] = exp(mg[h] - mx);
+                z += mg[h];
+            }
+            for (int h = 0; h < H; h++) {
+                double v = mg[h] / z;
+                moved = fmax(moved, fabs(v - q[g * H + h]));
+                q[g * H + h] = v;
+            }
+        }
+        if (moved < 1e-10)
+            break;
+    }
+}
+
 /* The memo step of frame t, after every group's mean-field address step (its
  * E, LW and q(s) are in the group workspaces):
  *   score(s) = sum_g [ -cg/2 log(2 pi s2) - e_t,s_g / (2 s2) - KL_w,t,s_g - log H ],
@@ -425,8 +459,56 @@ static int memo_frame(const vbm_memory *mem, tree_work *w, long t, double acc[3]
                 mp[(size_t)(j - 1) * G + g] = th;
             }
         }
+    if (jp) { /* the joint prior's proposals (README): every path when H^G <= k, else
+                 the mode of the frame's mean field under the prior, then k draws,
+                 alternately from the factorised (uniform-prior) marginals that the
+                 groups' address step left and from that mean field */
+        double *q = w->jp.qf;
+        for (int g = 0; g < G; g++)
+            for (int h = 0; h < H; h++)
+                q[g * H + h] = w->groups[g].thetaT[(size_t)h * T + t];
+        if (w->jp.HG <= (double)k) {
+            for (int g = 0; g < G; g++)
+                cand[g] = 0;
+            for (;;) {
+                double sc = jp_elogpi(jp, cand);
+                for (int g = 0; g < G; g++)
+                    sc += m->ll[g * H + cand[g]] - m->lw[g * H + cand[g]];
+                memo_offer(m, G, t, cand, sc);
+                int g = 0;
+                while (g < G && ++cand[g] == H)
+                    cand[g++] = 0;
+                if (g == G)
+                    break;
+            }
+        } else {
+            jp_sweeps(jp, G, H, m->ll, m->lw, q, w->jp.mg);
+            for (int p = 0; p <= k; p++) {
+                double sc = 0.0;
+                for (int g = 0; g < G; g++) {
+                    int h = 0;
+                    if (p == 0) {
+                        for (int x = 1; x < H; x++)
+                            if (q[g * H + x] > q[g * H + h])
+                                h = x;
+                    } else if (p % 2 == 0) {
+                        h = (int)rng_categorical(&m->rng, q + (size_t)g * H, H);
+                    } else { /* the factorised marginals: a product q under the joint
+                                prior picks one mode, these still hold the others */
+                        const double *th = w->groups[g].thetaT;
+                        for (int x = 0; x < H; x++)
+                            m->pq[x] = th[(size_t)x * T + t];
+                        h = (int)rng_categorical(&m->rng, m->pq, H);
+                    }
+                    cand[g] = h;
+                    sc += m->ll[g * H + h] - m->lw[g * H + h];
+                }
+                memo_offer(m, G, t, cand, sc + jp_elogpi(jp, cand));
+            }
+        }
+    }
     /* proposals: the mean-field mode, then k draws from the mean-field marginals */
-    for (int p = 0; p <= k; p++) {
+    for (int p = 0; !jp && p <= k; p++) {
         double sc = 0.0;
         for (int g = 0; g < G; g++) {
             const double *th = w->groups[g].thetaT;
@@ -510,28 +592,7 @@ static int jp_mf_frame(const vbm_memory *mem, tree_work *w, long t, double acc[3
                                         : gw->thetaT[(size_t)h * T + t];
         }
     }
-    for (int sweep = 0; sweep < 100; sweep++) {
-        double moved = 0.0;
-        for (int g = 0; g < G; g++) {
-            tree_jp_marginal(G, H, g, q, j->n, j->keys, j->d, j->base_t, mg);
-            double mx = -INFINITY, z = 0.0;
-            for (int h = 0; h < H; h++) {
-                mg[h] += ll[g * H + h] - lw[g * H + h];
-                mx = fmax(mx, mg[h]);
-            }
-            for (int h = 0; h < H; h++) {
-                mg[h] = exp(mg[h] - mx);
-                z += mg[h];
-            }
-            for (int h = 0; h < H; h++) {
-                double v = mg[h] / z;
-                moved = fmax(moved, fabs(v - q[g * H + h]));
-                q[g * H + h] = v;
-            }
-        }
-        if (moved < 1e-10)
-            break;
-    }
+    jp_sweeps(j, G, H, ll, lw, q, mg);
     double l = 0.0, kw = 0.0, ks = 0.0;
     for (int g = 0; g < G; g++)
         for (int h = 0; h < H; h++) {
@@ -806,8 +867,8 @@ static vbm_status t_sample(const vbm_memory *mem, long n, int cluster, rng_t *rn
             if (mem->n_jpaths == 0 || rng_uniform(rng) * jtot < jprior)
                 uniform = 1;
             else
-                mpath = mem->jpaths
-                        + (size_t)rng_categorical(rng, mem->jp_counts, mem->n_jpaths) * G;
+                mpath =
+                    mem->jpaths + (size_t)rng_categorical(rng, mem->jp_counts, mem->n_jpaths) * G;
         } else if (cluster < 0 && k > 0 && mem->n_memos > 0) {
             long t = (long)rng_below(rng, (uint64_t)mem->n_memos);
             const double *ms = mem->memo_scores + (size_t)t * k;
