@@ -755,10 +755,10 @@ void tree_jp_begin(void *work, const vbm_memory *mem, int append, int current)
         if (e < 0)
             continue;
         if (append) {
-            j->base[e] = mem->jp_counts[i];
+            j->base[e] += mem->jp_counts[i];
             j->B += mem->jp_counts[i];
         } else if (current) {
-            j->cnt[e] = mem->jp_counts[i];
+            j->cnt[e] += mem->jp_counts[i];
         }
     }
     jp_refresh(j);
