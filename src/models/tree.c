@@ -574,7 +574,7 @@ static int memo_frame(const vbm_memory *mem, tree_work *w, long t, double acc[3]
  * (tree_jp_marginal), until no q moves by 1e-10 (at most 100 sweeps); then its
  * ELBO terms into acc (KL_s = sum_g sum_h q log q - E_q(s)[E log pi_s]) and its
  * expected path counts prod_g q(s^g) into the next counts of q(pi): every path
- * when H^G <= 4096, else the paths of mass >= 1e-9, at most 4096 of them (the
+ * when H^G <= 4096, else the paths of mass >= 1e-9, at most 256 of them (the
  * rest is dropped: README). -1 when out of memory, else 0. */
 static int jp_mf_frame(const vbm_memory *mem, tree_work *w, long t, double acc[3])
 {
@@ -614,14 +614,14 @@ static int jp_mf_frame(const vbm_memory *mem, tree_work *w, long t, double acc[3
     acc[2] += ks;
     /* the expected counts: depth-first over the groups, pruned below the floor */
     double eps = j->HG <= 4096.0 ? 0.0 : 1e-9;
-    long found = 0;
+    long found = 0, most = j->HG <= 4096.0 ? 4096 : 256; /* the sweeps cost T x listed paths */
     int *p = j->path;
     double *mass = j->mass;
     int g = 0;
     p[0] = -1;
     mass[0] = 1.0;
     while (g >= 0) {
-        if (++p[g] >= H || found >= 4096) {
+        if (++p[g] >= H || found >= most) {
             g--;
             continue;
         }
