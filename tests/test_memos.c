@@ -836,6 +836,59 @@ START_TEST(joint_round_trip)
 }
 END_TEST
 
+/* digamma by the central difference of libm's lgamma (an implementation independent of
+ * the library's series; accurate to about 1e-8 for x >= 0.1) */
+static double num_digamma(double x)
+{
+    double h = 1e-5 * fmax(1.0, x);
+    return (lgamma(x + h) - lgamma(x - h)) / (2.0 * h);
+}
+
+/* The joint prior's ELBO against its definition: with memos of every path (k = H^G) and
+ * exactly observed codes, the write's ELBO is
+ *   sum_t log sum_s exp(score_t(s)) - KL_M - KL_b - KL(q(pi) || p(pi)),
+ * the scores holding E log pi_s of the q(pi) in effect (the memory's counts n), and
+ *   KL = lnG(A + N) - lnG(A) - sum_s [lnG(alpha + n_s) - lnG(alpha)]
+ *        + sum_s n_s (psi(alpha + n_s) - psi(A + N)),  A = H^G alpha,
+ * computed here from libm's lgamma; the scores' E log pi differences between two paths
+ * of one frame are checked too, through the sum over the memo. */
+START_TEST(joint_elbo_matches_definition)
+{
+    int C = 16, H = 3, G = 2, k = 9;
+    long T = 40;
+    double alpha = 0.5;
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        double *z = coupled_codes(T, C, 3, 1.5, 0.3, 90 + seed);
+        vbm_codes codes = {T, C, z, NULL};
+        vbm_memory *m = make_joint(C, 3, H, k, alpha);
+        vbm_write_result res;
+        write_ok(m, &codes, 15, seed, &res);
+        double lse = 0.0;
+        for (long t = 0; t < T; t++) {
+            ck_assert_int_eq(m->memo_n[t], k);
+            lse += logsumexp(m->memo_scores + (size_t)t * k, m->memo_n[t]);
+        }
+        double A = alpha * pow(H, G), N = 0.0;
+        for (long i = 0; i < m->n_jpaths; i++)
+            N += m->jp_counts[i];
+        double kl = lgamma(A + N) - lgamma(A);
+        for (long i = 0; i < m->n_jpaths; i++) {
+            double n = m->jp_counts[i];
+            kl += -(lgamma(alpha + n) - lgamma(alpha))
+                  + n * (num_digamma(alpha + n) - num_digamma(A + N));
+        }
+        double want = lse - res.elbo.kl_M - res.elbo.kl_b - kl;
+        ck_assert_msg(fabs(res.elbo.total - want) < 1e-6 * T,
+                      "seed %d: ELBO %.10g, from its definition %.10g (KL(q(pi)) %.6g)", (int)seed,
+                      res.elbo.total, want, kl);
+        ck_assert_msg(kl > 1.0, "KL(q(pi)) %.6g too small to test", kl);
+        vbm_write_result_free(&res);
+        vbm_memory_free(m);
+        free(z);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memos");
@@ -853,6 +906,7 @@ int main(void)
     tcase_add_test(tc, joint_marginal_matches_enumeration);
     tcase_add_test(tc, bad_path_prior_rejected);
     tcase_add_test(tc, joint_round_trip);
+    tcase_add_test(tc, joint_elbo_matches_definition);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
