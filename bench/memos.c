@@ -1,7 +1,9 @@
 /* memos.c -- owns bench-memos: the cost of the tree memory's memos (README "Memos"), the time
  * of one write plus one sample of T codes for memo_k = 0, 1, 4, 16, 64, each as a ratio to
  * memo_k = 0 measured in the same run (the k values interleaved, medians over the repeats;
- * thread CPU time, see cpu_now_s). */
+ * thread CPU time, see cpu_now_s). With --joint-alpha-thousandths A every k runs under the
+ * joint path prior (path_alpha A/1000; README "A coupled prior over joint paths") and the
+ * factorised memo_k = 0 runs too, as the comparator of the joint memo_k = 0. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -25,11 +27,12 @@ static double cpu_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 #define NK ((int)(sizeof KS / sizeof KS[0]))
+#define NC (NK + 1) /* + the factorised memo_k = 0 when --joint-alpha-thousandths is given */
 
 static void usage(void)
 {
     fprintf(stderr, "usage: bench-memos [--reps N] [--frames T] [--code-size C] [--iterations N] "
-                    "[--spread-tenths S]\n"
+                    "[--spread-tenths S] [--joint-alpha-thousandths A]\n"
                     "tree H = 10, K = 6, G = 2 (C even); codes from 6 clusters whose centres "
                     "have sd S/10 (default 5: overlapping clusters, spread-out q(s))\n");
 }
@@ -59,7 +62,7 @@ static void make_codes(long T, int C, double sd, uint64_t seed, double *z)
 
 int main(int argc, char **argv)
 {
-    int reps = 100, T = 64, C = 64, iters = 10, spread = 5;
+    int reps = 100, T = 64, C = 64, iters = 10, spread = 5, jalpha = 0;
     for (int i = 1; i < argc; i++) {
         int *dst = NULL;
         long lo = 1, hi = 100000;
@@ -73,6 +76,8 @@ int main(int argc, char **argv)
             dst = &iters, hi = 1000;
         else if (strcmp(argv[i], "--spread-tenths") == 0)
             dst = &spread, lo = 0, hi = 1000;
+        else if (strcmp(argv[i], "--joint-alpha-thousandths") == 0)
+            dst = &jalpha, lo = 1, hi = 1000000;
         if (!dst || i + 1 >= argc || bench_parse_int(argv[++i], lo, hi, dst) != 0
             || (dst == &C && C % 2 != 0)) {
             usage();
@@ -81,19 +86,24 @@ int main(int argc, char **argv)
     }
     double *z = malloc(sizeof(double) * (size_t)T * C),
            *out = malloc(sizeof(double) * (size_t)T * C);
-    double *times[NK], elbo[NK] = {0}, paths[NK] = {0}, rep_elbo[NK] = {0};
-    int above[NK] = {0}; /* repeats whose fit ended above memo_k 0's ELBO */
-    for (int i = 0; i < NK; i++)
+    int nc = jalpha > 0 ? NC : NK;
+    double *times[NC], elbo[NC] = {0}, paths[NC] = {0}, rep_elbo[NC] = {0};
+    int above[NC] = {0}; /* repeats whose fit ended above memo_k 0's ELBO */
+    for (int i = 0; i < nc; i++)
         times[i] = malloc(sizeof(double) * (size_t)reps);
     vbm_error err;
     for (int rep = 0; rep < reps; rep++) {
         make_codes(T, C, spread / 10.0, 1000 + (uint64_t)rep, z);
         vbm_codes codes = {T, C, z, NULL};
-        for (int j = 0; j < NK; j++) {
-            int i = (rep + j) % NK; /* rotate the order: no k always runs first */
+        for (int j = 0; j < nc; j++) {
+            int i = (rep + j) % nc; /* rotate the order: no k always runs first */
             vbm_config cfg;
             vbm_config_default(VBM_TREE, C, &cfg);
-            cfg.memo_k = KS[i];
+            cfg.memo_k = i < NK ? KS[i] : 0;
+            if (jalpha > 0 && i < NK) {
+                cfg.path_prior = VBM_PATH_JOINT;
+                cfg.path_alpha = jalpha / 1000.0;
+            }
             cfg.s_floor = 0.0; /* Theorem 5's q(s) exactly: the floor would lower the
                                   mean-field ELBO a little and favour the memos */
             vbm_memory *m = NULL;
@@ -122,7 +132,7 @@ int main(int argc, char **argv)
             vbm_write_result_free(&res);
             vbm_memory_free(m);
         }
-        for (int i = 1; i < NK; i++)
+        for (int i = 1; i < nc; i++)
             above[i] += rep_elbo[i] > rep_elbo[0];
     }
     double load[3] = {0};
@@ -135,15 +145,18 @@ int main(int argc, char **argv)
     printf("bench-memos: tree H=10 K=6 G=2 s_floor=0, T=%d C=%d, %d VB iterations, write + sample "
            "of %d codes, %d repeats (cluster sd %.1f); load average %.2f %.2f %.2f\n",
            T, C, iters, T, reps, spread / 10.0, load[0], load[1], load[2]);
+    if (jalpha > 0)
+        printf("path prior: joint, path_alpha %.3f (the last row: the factorised memo_k 0)\n",
+               jalpha / 1000.0);
     printf("%7s %12s %10s %14s %16s %14s\n", "memo_k", "median cpu ms", "ratio k/0",
            "ELBO per frame", "paths per memo", "ELBO above k=0");
     double base = bench_median(times[0], reps);
-    for (int i = 0; i < NK; i++) {
+    for (int i = 0; i < nc; i++) {
         double med = i == 0 ? base : bench_median(times[i], reps);
-        printf("%7d %12.3f %10.2f %14.3f %16.2f %9d/%d\n", KS[i], 1e3 * med, med / base, elbo[i],
-               paths[i], above[i], reps);
+        printf("%6d%s %12.3f %10.2f %14.3f %16.2f %9d/%d\n", i < NK ? KS[i] : 0, i < NK ? " " : "f",
+               1e3 * med, med / base, elbo[i], paths[i], above[i], reps);
     }
-    for (int i = 0; i < NK; i++)
+    for (int i = 0; i < nc; i++)
         free(times[i]);
     free(z);
     free(out);

@@ -240,38 +240,83 @@ START_TEST(test_memory_works)
 }
 END_TEST
 
+/* Parse a list of memo_k values ("0,1,16") from env variable name into ks[*n..8),
+ * each tagged joint; an unset variable adds the defaults def[0..ndef). */
+static void demo_ks(const char *name, const int *def, int ndef, int joint, int *ks, int *jt, int *n)
+{
+    const char *env = getenv(name);
+    if (!env) {
+        for (int i = 0; i < ndef && *n < 8; i++) {
+            jt[*n] = joint;
+            ks[(*n)++] = def[i];
+        }
+        return;
+    }
+    for (const char *p = env; *p && *n < 8;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        ck_assert_msg(end != p && v >= 0 && v <= VBM_MAX_MEMO_K, "bad %s \"%s\"", name, env);
+        ck_assert_msg(*end == ',' || *end == '\0', "bad %s \"%s\"", name, env);
+        jt[*n] = joint;
+        ks[(*n)++] = (int)v;
+        p = *end == ',' ? end + 1 : end;
+    }
+}
+
+/* The ELBO per frame of codes on mem's q(Omega) and q(pi) with the mean-field q(s):
+ * a write of a memo-free copy with no iteration, started from mem's posterior. */
+static double demo_mean_field_same_posterior(const vbm_memory *mem, const vbm_codes *codes)
+{
+    vbm_memory *c = NULL;
+    vbm_error err;
+    ck_assert_msg(vbm_memory_clone(mem, &c, &err) == VBM_OK, "%s", err.msg);
+    free(c->memo_n);
+    free(c->memo_paths);
+    free(c->memo_scores);
+    c->memo_n = NULL;
+    c->memo_paths = NULL;
+    c->memo_scores = NULL;
+    c->n_memos = 0;
+    c->cfg.memo_k = 0;
+    vbm_write_opts o;
+    vbm_write_result res;
+    vbm_write_opts_default(&o);
+    o.max_iter = 0;
+    o.init = VBM_INIT_CURRENT;
+    ck_assert_msg(vbm_write(c, codes, &o, &res, &err) == VBM_OK, "%s", err.msg);
+    double e = res.elbo.per_frame;
+    vbm_write_result_free(&res);
+    vbm_memory_free(c);
+    return e;
+}
+
 /* The tree memory (Theorem 5, G = 2 halves of the code, the bundled model's H, K and
  * noise) on the same episodes and seeds as test_memory_works: the specificity ratio of
  * its samples without memos (App. G.1 pseudocounts of hard paths) and with memos of
- * memo_k joint paths per frame (README "Memos"; the values: DEMO_MEMO_KS below). Prints the
- * figures of README "Memos"; fails if a memory's samples are not nearer A than B on average. */
+ * memo_k joint paths per frame (README "Memos"; the values: DEMO_MEMO_KS below), and
+ * under the joint path prior (path_prior joint, path_alpha 1 or DEMO_PATH_ALPHA; README
+ * "A coupled prior over joint paths"; the values: DEMO_JOINT_KS), each against the factorised memo_k 0.
+ * For a joint fit with memos it also prints the mean field's ELBO on the same q(Omega)
+ * and q(pi). Prints the figures of README "Memos" and its joint subsection; fails if a
+ * memory's samples are not nearer A than B on average. */
 START_TEST(test_tree_memos_specificity)
 {
     /* memo_k values: DEMO_MEMO_KS, e.g. "0,1,4,16,64" (README's figures); by default
-     * 0, 1 and 16, to keep the suite's decoder work (ASan build included) small */
-    int ks[8] = {0, 1, 16}, NK = 3;
-    const char *env = getenv("DEMO_MEMO_KS");
-    if (env) {
-        NK = 0;
-        for (const char *p = env; *p && NK < 8;) {
-            char *end;
-            long v = strtol(p, &end, 10);
-            ck_assert_msg(end != p && v >= 0 && v <= VBM_MAX_MEMO_K, "bad DEMO_MEMO_KS \"%s\"",
-                          env);
-            ks[NK++] = (int)v;
-            p = *end == ',' ? end + 1 : end;
-            ck_assert_msg(*end == ',' || *end == '\0', "bad DEMO_MEMO_KS \"%s\"", env);
-        }
-        ck_assert_msg(NK > 0 && ks[0] == 0, "DEMO_MEMO_KS must start with 0 (the comparator)");
-    }
+     * 0, 1 and 16; then the joint prior's: DEMO_JOINT_KS, e.g. "0,16", by default 16;
+     * kept small for the suite's decoder work (ASan build included) */
+    static const int def_f[] = {0, 1, 16}, def_j[] = {16};
+    int ks[8], jt[8], NK = 0;
+    demo_ks("DEMO_MEMO_KS", def_f, 3, 0, ks, jt, &NK);
+    ck_assert_msg(NK > 0 && ks[0] == 0, "DEMO_MEMO_KS must start with 0 (the comparator)");
+    demo_ks("DEMO_JOINT_KS", def_j, 1, 1, ks, jt, &NK);
     int C = info->code_size;
     float *A = malloc(sizeof(float) * T * 784), *B = malloc(sizeof(float) * T * 784);
     float *S = malloc(sizeof(float) * T * 784);
     double *mu = malloc(sizeof(double) * T * C), *s2 = malloc(sizeof(double) * T * C),
            *z = malloc(sizeof(double) * T * C);
     long ia[T], ib[T];
-    double spec[8] = {0}, elbo[8] = {0}, d1[8] = {0}, d2[8] = {0};
-    int wins[8] = {0};
+    double spec[8] = {0}, elbo[8] = {0}, d1[8] = {0}, d2[8] = {0}, gain[8] = {0};
+    int wins[8] = {0}, above[8] = {0};
     vbm_error nerr, err;
     for (int e = 0; e < EPISODES; e++) {
         rng_t rng;
@@ -289,6 +334,9 @@ START_TEST(test_tree_memos_specificity)
             cfg.kind = VBM_TREE;
             cfg.groups = 2;
             cfg.memo_k = ks[i];
+            cfg.path_prior = jt[i] ? VBM_PATH_JOINT : VBM_PATH_FACTORISED;
+            if (getenv("DEMO_PATH_ALPHA")) /* else vbm_config_default's 1 */
+                cfg.path_alpha = atof(getenv("DEMO_PATH_ALPHA"));
             vbm_memory *mem = NULL;
             ck_assert_msg(vbm_memory_create(&cfg, NULL, NULL, &mem, &err) == VBM_OK, "%s", err.msg);
             vbm_write_opts opts;
@@ -298,6 +346,11 @@ START_TEST(test_tree_memos_specificity)
             vbm_write_result res;
             ck_assert_msg(vbm_write(mem, &codes, &opts, &res, &err) == VBM_OK, "%s", err.msg);
             elbo[i] += res.elbo.per_frame / EPISODES;
+            if (jt[i] && ks[i] > 0) { /* memos against the mean field on the same posterior */
+                double g = res.elbo.per_frame - demo_mean_field_same_posterior(mem, &codes);
+                gain[i] += g / EPISODES;
+                above[i] += g > 0.0;
+            }
             vbm_write_result_free(&res);
             ck_assert_msg(vbm_sample(mem, T, 100 + (uint64_t)e, -1, z, NULL, &err) == VBM_OK, "%s",
                           err.msg);
@@ -314,11 +367,16 @@ START_TEST(test_tree_memos_specificity)
     }
     for (int i = 0; i < NK; i++) {
         double se = sqrt(fmax(0.0, d2[i] - d1[i] * d1[i]) / (EPISODES - 1));
-        printf("demo: tree G=2 memo_k %2d  specificity %.3f  (below memo_k 0 in %2d/%d; paired "
-               "difference %+.4f +- %.4f)  ELBO per frame %.2f\n",
-               ks[i], spec[i], wins[i], EPISODES, d1[i], se, elbo[i]);
-        ck_assert_msg(spec[i] < 1.0, "tree memo_k %d: samples not nearer A than B (%.3f)", ks[i],
-                      spec[i]);
+        printf("demo: tree G=2 %-10s memo_k %2d  specificity %.3f  (below factorised memo_k 0 in "
+               "%2d/%d; paired difference %+.4f +- %.4f)  ELBO per frame %.2f",
+               jt[i] ? "joint" : "factorised", ks[i], spec[i], wins[i], EPISODES, d1[i], se,
+               elbo[i]);
+        if (jt[i] && ks[i] > 0)
+            printf("  memos - mean field on the same posterior %+.4f (above in %d/%d)", gain[i],
+                   above[i], EPISODES);
+        printf("\n");
+        ck_assert_msg(spec[i] < 1.0, "tree %s memo_k %d: samples not nearer A than B (%.3f)",
+                      jt[i] ? "joint" : "factorised", ks[i], spec[i]);
     }
     fflush(stdout);
     free(A);

@@ -115,7 +115,17 @@ typedef struct {
     long retain_max;     /* codes retained for refit/resize (0: none), FIFO */
     int memo_k;          /* tree: memos of the top memo_k joint paths per frame (MWS,
                             README "Memos"); 0 (the default) = off, else 1..VBM_MAX_MEMO_K */
+    int path_prior;      /* tree: VBM_PATH_FACTORISED (0, the default: Theorem 5's uniform
+                            p(s) = prod_g p(s^g)) or VBM_PATH_JOINT (1: p(s) = Cat(pi) over
+                            the H^G joint paths, pi ~ Dirichlet(path_alpha); README
+                            "A coupled prior over joint paths") */
+    double path_alpha;   /* the joint prior's concentration, > 0 (default 1; read only
+                            when path_prior is VBM_PATH_JOINT) */
 } vbm_config;
+
+/* Values of vbm_config.path_prior. */
+#define VBM_PATH_FACTORISED 0
+#define VBM_PATH_JOINT      1
 
 /* The largest memo_k (joint paths kept per written frame by a tree memory). */
 #define VBM_MAX_MEMO_K 64
@@ -253,6 +263,12 @@ typedef struct {
     int *memo_n;         /* n_memos */
     int *memo_paths;     /* n_memos x memo_k x G */
     double *memo_scores; /* n_memos x memo_k */
+    /* tree with cfg.path_prior VBM_PATH_JOINT: q(pi) = Dirichlet(path_alpha + n_s) over
+     * the H^G joint paths, sparse: the n_jpaths paths with counts n_s > 0 (every
+     * other path has n_s = 0) */
+    long n_jpaths;
+    int *jpaths;       /* n_jpaths x G */
+    double *jp_counts; /* n_jpaths, each > 0 */
 } vbm_memory;
 
 /* Fill *cfg with the defaults for a model of the given kind and code size C.

@@ -28,7 +28,9 @@ size_t eng_memory_bytes(const vbm_memory *m)
     n += (size_t)m->n_memos * (size_t)m->cfg.memo_k; /* tree memo scores */
     return sizeof *m + n * sizeof(double) + (size_t)m->n_paths * (size_t)m->cfg.groups * sizeof(int)
            + (size_t)m->n_memos * ((size_t)m->cfg.memo_k * (size_t)m->cfg.groups + 1)
-                 * sizeof(int); /* tree memo paths and sizes */
+                 * sizeof(int) /* tree memo paths and sizes */
+           + (size_t)m->n_jpaths * ((size_t)m->cfg.groups * sizeof(int) + sizeof(double));
+    /* the joint path prior's q(pi) counts */
 }
 
 /* Pass on the libvbmem failure vst recorded in verr: a failure that names no field

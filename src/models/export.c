@@ -14,6 +14,10 @@ static const unsigned char MAGIC[8] = {'V', 'B', 'M', 'E', 'M', 'P', 'S', 'T'};
 /* Version 2 = version 1 + the tree's memos (written only when memo_k > 0, so
  * every memory without memos keeps version 1's bytes). */
 #define FORMAT_VERSION_MEMOS 2u
+/* Version 3 = version 2 (its memo fields present, memo_k 0 allowed) + the joint
+ * path prior (path_prior, path_alpha, the q(pi) counts), written only when
+ * path_prior is joint, so every other memory keeps version 1's or 2's bytes. */
+#define FORMAT_VERSION_JOINT 3u
 
 typedef struct {
     unsigned char *p;
@@ -82,7 +86,8 @@ vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm
     for (long i = 0; i < m->n_memos; i++)
         entries += m->memo_n[i];
     w_bytes(&b, MAGIC, 8);
-    w_u64(&b, memos ? FORMAT_VERSION_MEMOS : FORMAT_VERSION);
+    int joint = c->path_prior == VBM_PATH_JOINT;
+    w_u64(&b, joint ? FORMAT_VERSION_JOINT : memos ? FORMAT_VERSION_MEMOS : FORMAT_VERSION);
     w_u64(&b, (uint64_t)c->kind);
     w_u64(&b, (uint64_t)c->code_size);
     w_u64(&b, (uint64_t)c->rows);
@@ -99,10 +104,15 @@ vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm
     w_f64(&b, m->last_elbo);
     w_u64(&b, (uint64_t)m->n_paths);
     w_u64(&b, (uint64_t)m->n_codes);
-    if (memos) {
+    if (memos || joint) {
         w_u64(&b, (uint64_t)c->memo_k);
         w_u64(&b, (uint64_t)m->n_memos);
         w_u64(&b, (uint64_t)entries);
+    }
+    if (joint) {
+        w_u64(&b, (uint64_t)c->path_prior);
+        w_f64(&b, c->path_alpha);
+        w_u64(&b, (uint64_t)m->n_jpaths);
     }
     w_f64s(&b, m->R0, K * C);
     w_f64s(&b, m->U0, K * K);
@@ -127,6 +137,11 @@ vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm
                 w_u64(&b, (uint64_t)m->memo_paths[e * c->groups + g]);
             w_f64(&b, m->memo_scores[e]);
         }
+    }
+    for (long i = 0; joint && i < m->n_jpaths; i++) {
+        for (int g = 0; g < c->groups; g++)
+            w_u64(&b, (uint64_t)m->jpaths[(size_t)i * c->groups + g]);
+        w_f64(&b, m->jp_counts[i]);
     }
     if (b.oom) {
         free(b.p);
@@ -288,6 +303,61 @@ static vbm_status import_memos(rbuf *r, vbm_memory *m, long n, vbm_error *err)
     return VBM_OK;
 }
 
+/* Sort order of joint paths stored as G + 1 ints: G, then the path. */
+static int jp_cmp(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    int G = x[0];
+    for (int g = 1; g <= G; g++)
+        if (x[g] != y[g])
+            return x[g] < y[g] ? -1 : 1;
+    return 0;
+}
+
+/* Read the n q(pi) counts of version 3 into m: each path's G clusters below H,
+ * its count finite and > 0, no path twice. VBM_EFORMAT, VBM_ENOMEM. */
+static vbm_status import_jpaths(rbuf *r, vbm_memory *m, long n, vbm_error *err)
+{
+    int G = m->cfg.groups, H = m->cfg.clusters;
+    m->jpaths = vbm_calloc((size_t)n * G, sizeof(int));
+    m->jp_counts = vbm_calloc((size_t)n, sizeof(double));
+    int *sorted = vbm_calloc((size_t)n * (G + 1), sizeof(int));
+    if (!m->jpaths || !m->jp_counts || !sorted) {
+        free(sorted);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %ld joint path counts", n);
+    }
+    m->n_jpaths = n;
+    vbm_status st = VBM_OK;
+    for (long i = 0; !st && i < n; i++) {
+        for (int g = 0; !st && g < G; g++) {
+            uint64_t v = 0;
+            if (r_u64(r, &v) || v >= (uint64_t)H)
+                st = vbm_fail(err, VBM_EFORMAT, NULL,
+                              "memory import: joint path %ld names a cluster >= H", i);
+            else
+                m->jpaths[(size_t)i * G + g] = (int)v;
+        }
+        double c = 0.0;
+        if (!st && (r_f64(r, &c) || !isfinite(c) || !(c > 0.0)))
+            st = vbm_fail(err, VBM_EFORMAT, NULL,
+                          "memory import: joint path count %ld is not finite and > 0", i);
+        m->jp_counts[i] = c;
+    }
+    if (!st) { /* no path twice: sorted neighbours differ */
+        for (long i = 0; i < n; i++) {
+            sorted[(size_t)i * (G + 1)] = G;
+            memcpy(sorted + (size_t)i * (G + 1) + 1, m->jpaths + (size_t)i * G, sizeof(int) * G);
+        }
+        qsort(sorted, (size_t)n, sizeof(int) * (G + 1), jp_cmp);
+        for (long i = 1; !st && i < n; i++)
+            if (jp_cmp(sorted + (size_t)(i - 1) * (G + 1), sorted + (size_t)i * (G + 1)) == 0)
+                st =
+                    vbm_fail(err, VBM_EFORMAT, NULL, "memory import: a joint path is listed twice");
+    }
+    free(sorted);
+    return st;
+}
+
 vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vbm_error *err)
 {
     rbuf r = {buf, len, 0};
@@ -295,24 +365,34 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: bad magic (not a vbmem memory)");
     r.off = 8;
     uint64_t ver, kind, C, K, H, G, shift, retain, frames, npaths, ncodes;
-    uint64_t memo_k = 0, nmemos = 0, nentries = 0;
+    uint64_t memo_k = 0, nmemos = 0, nentries = 0, path_prior = 0, njp = 0;
+    double path_alpha = 1.0;
     vbm_config c;
     memset(&c, 0, sizeof c);
     double last;
-    if (r_u64(&r, &ver) || (ver != FORMAT_VERSION && ver != FORMAT_VERSION_MEMOS))
+    if (r_u64(&r, &ver)
+        || (ver != FORMAT_VERSION && ver != FORMAT_VERSION_MEMOS && ver != FORMAT_VERSION_JOINT))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: unsupported format version");
     if (r_u64(&r, &kind) || r_u64(&r, &C) || r_u64(&r, &K) || r_u64(&r, &H) || r_u64(&r, &G)
         || r_u64(&r, &shift) || r_u64(&r, &retain) || r_f64(&r, &c.sigma_z2) || r_f64(&r, &c.u0)
         || r_f64(&r, &c.sigma2_b0) || r_f64(&r, &c.s_floor) || r_f64(&r, &c.dkm_addr_var)
         || r_u64(&r, &frames) || r_f64(&r, &last) || r_u64(&r, &npaths) || r_u64(&r, &ncodes))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
-    if (ver == FORMAT_VERSION_MEMOS
+    if (ver >= FORMAT_VERSION_MEMOS
         && (r_u64(&r, &memo_k) || r_u64(&r, &nmemos) || r_u64(&r, &nentries)))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
-    if (ver == FORMAT_VERSION_MEMOS
-        && (memo_k < 1 || memo_k > VBM_MAX_MEMO_K || nmemos > (uint64_t)VBM_MAX_FRAMES * 1000
-            || nentries < nmemos || nentries > nmemos * memo_k))
+    if (ver == FORMAT_VERSION_JOINT
+        && (r_u64(&r, &path_prior) || r_f64(&r, &path_alpha) || r_u64(&r, &njp)))
+        return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
+    if (ver >= FORMAT_VERSION_MEMOS
+        && ((ver == FORMAT_VERSION_MEMOS && memo_k < 1) || memo_k > VBM_MAX_MEMO_K
+            || nmemos > (uint64_t)VBM_MAX_FRAMES * 1000 || nentries < nmemos
+            || nentries > nmemos * memo_k))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: memo sizes out of range");
+    if (ver == FORMAT_VERSION_JOINT
+        && (path_prior != VBM_PATH_JOINT || njp > (uint64_t)VBM_MAX_FRAMES * 1000))
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "memory import: joint path prior fields out of range");
     if (kind == 5)
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "memory import: kind 5 is a temporal memory (vbm_temporal_import)");
@@ -329,6 +409,8 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     c.shift = (int)shift;
     c.retain_max = (long)retain;
     c.memo_k = (int)memo_k;
+    c.path_prior = (int)path_prior;
+    c.path_alpha = path_alpha;
     vbm_error cerr;
     vbm_status st = vbm_config_check(&c, &cerr);
     if (st)
@@ -341,7 +423,7 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     double need = 8.0
                   * ((double)K * C + K * K + C + GH * K * cg + GH * K * K + GH * cg + GH
                      + (double)npaths * (G + 1) + 2.0 * ncodes * C + (double)nmemos
-                     + (double)nentries * (G + 1));
+                     + (double)nentries * (G + 1) + (double)njp * (G + 1));
     if (need != (double)(len - r.off))
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "memory import: body length does not match the header");
@@ -425,6 +507,8 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     }
     if (!st && nmemos > 0)
         st = import_memos(&r, m, (long)nmemos, err);
+    if (!st && njp > 0)
+        st = import_jpaths(&r, m, (long)njp, err);
     if (st) {
         vbm_memory_free(m);
         return st;

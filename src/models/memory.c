@@ -45,6 +45,7 @@ void vbm_config_default(vbm_kind kind, int code_size, vbm_config *cfg)
     cfg->clusters = 1;
     cfg->groups = 1;
     cfg->dkm_addr_var = 0.3; /* the paper author's code; the text gives no value */
+    cfg->path_alpha = 1.0;   /* read only with path_prior joint */
     if (kind == VBM_MIXTURE || kind == VBM_TREE) {
         cfg->clusters = 10; /* H, K, G: App. F.2.2 */
         cfg->groups = kind == VBM_TREE ? 2 : 1;
@@ -146,6 +147,18 @@ vbm_status vbm_config_check(const vbm_config *c, vbm_error *err)
         return vbm_fail(err, VBM_EINVAL, "memo_k",
                         "only the tree model keeps memos (kind is %s; memo_k must be 0)",
                         vbm_kind_name(c->kind));
+    if (c->path_prior != VBM_PATH_FACTORISED && c->path_prior != VBM_PATH_JOINT)
+        return vbm_fail(err, VBM_EINVAL, "path_prior", "unknown value %d", c->path_prior);
+    if (c->path_prior == VBM_PATH_JOINT && c->kind != VBM_TREE)
+        return vbm_fail(err, VBM_EINVAL, "path_prior",
+                        "only the tree model has joint paths (kind is %s)", vbm_kind_name(c->kind));
+    if (c->path_prior == VBM_PATH_JOINT && !(pos_finite(c->path_alpha) && c->path_alpha >= 1e-6))
+        return vbm_fail(err, VBM_EINVAL, "path_alpha", "must be a finite number >= 1e-6");
+    if (c->path_prior == VBM_PATH_JOINT
+        && (double)c->groups * log((double)c->clusters) + log(c->path_alpha) > 600.0)
+        return vbm_fail(err, VBM_EINVAL, "path_prior",
+                        "H^G path_alpha = %d^%d x %g is too large for the joint prior", c->clusters,
+                        c->groups, c->path_alpha);
     if (c->retain_max < 0 || c->retain_max > VBM_MAX_FRAMES)
         return vbm_fail(err, VBM_EINVAL, "retain_max", "%ld is outside [0, %ld]", c->retain_max,
                         VBM_MAX_FRAMES);
@@ -175,6 +188,8 @@ void vbm_memory_free(vbm_memory *m)
     free(m->memo_n);
     free(m->memo_paths);
     free(m->memo_scores);
+    free(m->jpaths);
+    free(m->jp_counts);
     free(m);
 }
 
@@ -336,6 +351,15 @@ vbm_status vbm_memory_clone(const vbm_memory *src, vbm_memory **out, vbm_error *
             memcpy(m->memo_n, src->memo_n, n * sizeof(int));
             memcpy(m->memo_paths, src->memo_paths, n * k * G * sizeof(int));
         }
+    }
+    if (src->n_jpaths > 0 && !fail) {
+        size_t n = (size_t)src->n_jpaths, G = (size_t)src->cfg.groups;
+        m->n_jpaths = src->n_jpaths;
+        m->jpaths = vbm_calloc(n * G, sizeof(int));
+        fail |= !m->jpaths;
+        fail |= dup_array(&m->jp_counts, src->jp_counts, n);
+        if (!fail)
+            memcpy(m->jpaths, src->jpaths, n * G * sizeof(int));
     }
     if (fail) {
         vbm_memory_free(m);
@@ -544,6 +568,9 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
     int memos = mem->cfg.kind == VBM_TREE && mem->cfg.memo_k > 0;
     if (memos)
         tree_memo_seed(work, mem, memo_from);
+    int joint = mem->cfg.kind == VBM_TREE && mem->cfg.path_prior == VBM_PATH_JOINT;
+    if (joint)
+        tree_jp_begin(work, mem, append, init == VBM_INIT_CURRENT);
     if (ops->set_solver)
         ops->set_solver(work, (int)opts->solver);
     if (ops->set_team && opts->team) {
@@ -625,6 +652,8 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
             ops->finish(mem, prior, work);
         if (!st && memos)
             st = tree_memo_commit(mem, work, append, err);
+        if (!st && joint)
+            st = tree_jp_commit(mem, work, err);
     }
     if (!st && (opts->want_addresses || mem->cfg.kind == VBM_TREE)) {
         st = ops->addresses(mem, work, &res->addr, err);

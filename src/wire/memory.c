@@ -60,10 +60,12 @@ static vbm_status memform_require(const json_t *obj, const char *path, const cha
 }
 
 /* Names of the configuration fields, NULL-terminated: the twelve of every form, then
- * memo_k (optional even in a complete form: absent means 0). */
+ * memo_k, path_prior and path_alpha (optional even in a complete form: absent means
+ * 0, "factorised" and 1). */
 static const char *const memform_config_keys[] = {
-    "kind", "code_size", "rows",    "clusters",     "groups",     "sigma_z2", "shift",
-    "u0",   "sigma2_b0", "s_floor", "dkm_addr_var", "retain_max", "memo_k",   NULL};
+    "kind",   "code_size",  "rows",       "clusters", "groups",       "sigma_z2",
+    "shift",  "u0",         "sigma2_b0",  "s_floor",  "dkm_addr_var", "retain_max",
+    "memo_k", "path_prior", "path_alpha", NULL};
 
 /* Read the optional (or, when required, mandatory) int member key of obj. */
 static vbm_status memform_config_int(const json_t *obj, const char *path, const char *key,
@@ -185,7 +187,24 @@ vbm_status wire_config_read(const json_t *obj, const char *path, int complete, i
     } else if (complete) {
         return vbm_fail(err, VBM_EINVAL, where, "missing");
     }
-    return memform_config_int(obj, path, "memo_k", 0, 0, VBM_MAX_MEMO_K, &cfg->memo_k, err);
+    st = memform_config_int(obj, path, "memo_k", 0, 0, VBM_MAX_MEMO_K, &cfg->memo_k, err);
+    if (st != VBM_OK)
+        return st;
+    wire_path_key(where, sizeof where, path, "path_prior");
+    v = json_object_get(obj, "path_prior");
+    if (v != NULL) {
+        const char *pp = json_is_string(v) ? json_string_value(v) : NULL;
+        if (!pp)
+            return vbm_fail(err, VBM_EINVAL, where, "expected a string, got %s", wire_type_name(v));
+        if (strcmp(pp, "factorised") == 0)
+            cfg->path_prior = VBM_PATH_FACTORISED;
+        else if (strcmp(pp, "joint") == 0)
+            cfg->path_prior = VBM_PATH_JOINT;
+        else
+            return vbm_fail(err, VBM_EINVAL, where,
+                            "unknown path prior \"%s\" (expected factorised or joint)", pp);
+    }
+    return memform_config_double(obj, path, "path_alpha", 0, &cfg->path_alpha, err);
 }
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -209,6 +228,13 @@ json_t *wire_config(const vbm_config *c)
     /* memo_k only when set: forms of memories without memos are unchanged */
     if (o != NULL && c->memo_k != 0
         && json_object_set_new(o, "memo_k", json_integer(c->memo_k)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    /* path_prior and path_alpha only when joint: other forms are unchanged */
+    if (o != NULL && c->path_prior == VBM_PATH_JOINT
+        && (json_object_set_new(o, "path_prior", json_string("joint")) != 0
+            || json_object_set_new(o, "path_alpha", wire_number(c->path_alpha)) != 0)) {
         json_decref(o);
         return NULL;
     }
@@ -293,8 +319,11 @@ static vbm_status memform_encode_posterior(const vbm_memory *mem, json_t *arr, v
     return VBM_OK;
 }
 
-/* Append the tree path counts of mem to the array arr. */
-static vbm_status memform_encode_paths(const vbm_memory *mem, json_t *arr, vbm_error *err)
+/* Append n tree paths (n x G clusters) with their counts to the array arr,
+ * naming it name in errors (name or "memory.joint_paths"). */
+static vbm_status memform_encode_path_list(const vbm_memory *mem, long n, const int *paths,
+                                           const double *counts, const char *name, json_t *arr,
+                                           vbm_error *err)
 {
     char path[WIRE_PATH_LEN], where[WIRE_PATH_LEN];
     long G = mem->cfg.groups, p, g, dims[1];
@@ -302,15 +331,15 @@ static vbm_status memform_encode_paths(const vbm_memory *mem, json_t *arr, vbm_e
     json_t *item, *sarr;
     vbm_status st;
 
-    for (p = 0; p < mem->n_paths; p++) {
-        wire_path_index(path, sizeof path, "memory.paths", p);
-        s = mem->paths + (size_t)p * (size_t)G;
+    for (p = 0; p < n; p++) {
+        wire_path_index(path, sizeof path, name, p);
+        s = paths + (size_t)p * (size_t)G;
         for (g = 0; g < G; g++) {
             if (s[g] < 0 || s[g] >= mem->cfg.clusters)
                 return vbm_fail(err, VBM_EINVAL, memform_sub(where, sizeof where, path, "s", g),
                                 "cluster %d out of range [0, %d)", s[g], mem->cfg.clusters);
         }
-        if (!isfinite(mem->path_counts[p]))
+        if (!isfinite(counts[p]))
             return memform_fail_sub(err, path, "count", "not finite");
         item = json_object();
         if (item == NULL || json_array_append_new(arr, item) != 0)
@@ -320,10 +349,17 @@ static vbm_status memform_encode_paths(const vbm_memory *mem, json_t *arr, vbm_e
         if (st != VBM_OK)
             return st;
         if (memform_set(item, "s", sarr) != 0
-            || memform_set(item, "count", json_real(mem->path_counts[p])) != 0)
+            || memform_set(item, "count", json_real(counts[p])) != 0)
             return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
     }
     return VBM_OK;
+}
+
+/* Append the tree path counts of mem to the array arr. */
+static vbm_status memform_encode_paths(const vbm_memory *mem, json_t *arr, vbm_error *err)
+{
+    return memform_encode_path_list(mem, mem->n_paths, mem->paths, mem->path_counts, "memory.paths",
+                                    arr, err);
 }
 
 /* root["memos"] = the tree's memos, one object per frame: "s", its paths
@@ -416,6 +452,16 @@ static vbm_status memform_encode(const vbm_memory *mem, json_t *root, vbm_error 
 
     if (mem->n_memos > 0) {
         st = memform_encode_memos(mem, root, err);
+        if (st != VBM_OK)
+            return st;
+    }
+
+    if (mem->cfg.path_prior == VBM_PATH_JOINT && mem->n_jpaths > 0) {
+        arr = json_array();
+        if (memform_set(root, "joint_paths", arr) != 0)
+            return vbm_fail(err, VBM_ENOMEM, "memory.joint_paths", "out of memory");
+        st = memform_encode_path_list(mem, mem->n_jpaths, mem->jpaths, mem->jp_counts,
+                                      "memory.joint_paths", arr, err);
         if (st != VBM_OK)
             return st;
     }
@@ -672,9 +718,9 @@ typedef struct {
     double *counts; /* n */
 } memform_paths;
 
-/* Read the optional "paths" member v (NULL: none) into *out. */
-static vbm_status memform_decode_paths(const json_t *v, const vbm_config *cfg, memform_paths *out,
-                                       vbm_error *err)
+/* Read the optional "paths" (or "joint_paths": name) member v (NULL: none) into *out. */
+static vbm_status memform_decode_path_list(const json_t *v, const vbm_config *cfg, const char *name,
+                                           memform_paths *out, vbm_error *err)
 {
     static const char *const keys[] = {"s", "count", NULL};
     char path[WIRE_PATH_LEN], where[WIRE_PATH_LEN];
@@ -685,25 +731,22 @@ static vbm_status memform_decode_paths(const json_t *v, const vbm_config *cfg, m
     if (v == NULL)
         return VBM_OK;
     if (!json_is_array(v))
-        return vbm_fail(err, VBM_EINVAL, "memory.paths", "expected an array, got %s",
-                        wire_type_name(v));
+        return vbm_fail(err, VBM_EINVAL, name, "expected an array, got %s", wire_type_name(v));
     if (json_array_size(v) > (size_t)VBM_MAX_ELEMENTS / (size_t)G)
-        return vbm_fail(err, VBM_EINVAL, "memory.paths", "too many paths (%zu)",
-                        json_array_size(v));
+        return vbm_fail(err, VBM_EINVAL, name, "too many paths (%zu)", json_array_size(v));
     n = (long)json_array_size(v);
     if (n == 0)
         return VBM_OK;
     if (cfg->kind != VBM_TREE)
-        return vbm_fail(err, VBM_EINVAL, "memory.paths",
-                        "only the tree model keeps path counts (kind is %s)",
+        return vbm_fail(err, VBM_EINVAL, name, "only the tree model keeps path counts (kind is %s)",
                         vbm_kind_name(cfg->kind));
     out->s = vbm_calloc((size_t)(n * G), sizeof(int));
     out->counts = vbm_calloc((size_t)n, sizeof(double));
     if (out->s == NULL || out->counts == NULL)
-        return vbm_fail(err, VBM_ENOMEM, "memory.paths", "out of memory");
+        return vbm_fail(err, VBM_ENOMEM, name, "out of memory");
     out->n = n;
     for (p = 0; p < n; p++) {
-        wire_path_index(path, sizeof path, "memory.paths", p);
+        wire_path_index(path, sizeof path, name, p);
         item = json_array_get(v, (size_t)p);
         st = memform_object_at(item, path, keys, err);
         if (st != VBM_OK)
@@ -735,6 +778,12 @@ static vbm_status memform_decode_paths(const json_t *v, const vbm_config *cfg, m
                             out->counts[p]);
     }
     return VBM_OK;
+}
+
+static vbm_status memform_decode_paths(const json_t *v, const vbm_config *cfg, memform_paths *out,
+                                       vbm_error *err)
+{
+    return memform_decode_path_list(v, cfg, "memory.paths", out, err);
 }
 
 /* Decoded tree memos, owned until moved into a memory (the layout of vbm_memory). */
@@ -887,9 +936,9 @@ static vbm_status memform_decode_codes(const json_t *v, const vbm_config *cfg, m
 /* Check the header members (format, version) of a memory object. */
 static vbm_status memform_decode_header(const json_t *json, vbm_error *err)
 {
-    static const char *const keys[] = {"format",    "version", "config", "prior",
-                                       "posterior", "paths",   "frames", "last_elbo",
-                                       "codes",     "memos",   NULL};
+    static const char *const keys[] = {"format",    "version", "config",      "prior",
+                                       "posterior", "paths",   "frames",      "last_elbo",
+                                       "codes",     "memos",   "joint_paths", NULL};
     json_t *v;
     long version = 0;
     vbm_status st;
@@ -992,10 +1041,22 @@ static vbm_status memform_decode(const json_t *json, vbm_memory **out, memform_p
         st = memform_decode_codes(json_object_get(json, "codes"), &cfg, codes, err);
     if (st == VBM_OK)
         st = memform_decode_memos(json_object_get(json, "memos"), &cfg, memos, err);
+    memform_paths jp = {0, NULL, NULL};
+    v = json_object_get(json, "joint_paths");
+    if (st == VBM_OK && v != NULL && cfg.path_prior != VBM_PATH_JOINT)
+        st = vbm_fail(err, VBM_EINVAL, "memory.joint_paths",
+                      "the memory has no joint path prior (config.path_prior is factorised)");
+    if (st == VBM_OK)
+        st = memform_decode_path_list(v, &cfg, "memory.joint_paths", &jp, err);
     if (st != VBM_OK) {
+        free(jp.s);
+        free(jp.counts);
         vbm_memory_free(mem);
         return st;
     }
+    mem->n_jpaths = jp.n;
+    mem->jpaths = jp.s;
+    mem->jp_counts = jp.counts;
 
     /* Move the variable-length parts into the memory (the library frees them). */
     free(mem->paths);

@@ -1338,6 +1338,39 @@ def test_tree_memos():
 
 TESTS += [test_tree_memos]
 
+
+def test_tree_joint_path_prior():
+    """A latent tree session with path_prior joint (and memos): q(pi)'s counts follow a write and an
+    append (they sum to the frames), travel in the exported memory and back (samples equal); bad
+    path_prior / path_alpha are 422s naming their field."""
+    c = FAST.client()
+    C = 8
+    s = create(c, C, dict(KINDS["tree"], memo_k=2, path_prior="joint", path_alpha=0.5),
+               solver={"iterations": 10})
+    base = "/v1/sessions/" + s["id"]
+    ok(c.request("POST", base + "/episodes", {"mode": "replace", "codes": {"mu": codes(24, C, 1, spread=0.5)}, "seed": 7}))
+    ok(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(12, C, 2, spread=0.5)}, "seed": 8}))
+    mem = ok(c.request("GET", base + "/memory"))
+    cfg = mem["config"]
+    expect(cfg["path_prior"] == "joint" and cfg["path_alpha"] == 0.5, "joint config: %s" % cfg)
+    total = sum(p["count"] for p in mem["joint_paths"])
+    expect(abs(total - 36) < 1e-6, "q(pi) counts sum to %r, not 36" % total)
+    other = create(c, C, {"kind": "gaussian", "rows": 2})
+    ob = "/v1/sessions/" + other["id"]
+    ok(c.request("PUT", ob + "/memory", mem))
+    expect(ok(c.request("GET", ob + "/memory")) == mem, "joint prior does not round-trip")
+    s1 = ok(c.request("POST", base + "/samples", {"count": 4, "seed": 9}))
+    s2 = ok(c.request("POST", ob + "/samples", {"count": 4, "seed": 9}))
+    expect(s1["codes"] == s2["codes"], "imported joint prior samples differently")
+    problem(c.request("POST", "/v1/sessions", {"code_size": C, "memory": dict(KINDS["tree"], path_prior="both")}), 422, "memory.path_prior")
+    problem(c.request("POST", "/v1/sessions", {"code_size": C, "memory": dict(KINDS["tree"], path_prior="joint", path_alpha=0)}), 422, "memory.path_alpha")
+    problem(c.request("POST", "/v1/sessions", {"code_size": C, "memory": dict(KINDS["mixture"], path_prior="joint")}), 422, "memory.path_prior")
+    ok(c.request("DELETE", base), 204)
+    ok(c.request("DELETE", ob), 204)
+
+
+TESTS += [test_tree_joint_path_prior]
+
 # ---- temporal sessions (seed 003: identities and attributes of sequences) ----
 
 def temporal_sequence(T, seed, D=4):
