@@ -276,6 +276,8 @@ def main(argv=None):
     ap.add_argument("--data", default="")
     ap.add_argument("--out", default=os.path.join(HERE, "runs", "foovb-permuted-mnist.csv"))
     ap.add_argument("--png", default=os.path.join(ROOT, "docs", "foovb-permuted-mnist.png"))
+    ap.add_argument("--normalize", action="store_true",
+                    help="standardise pixels as the authors' code does: (x - 0.1307) / 0.3081 (default: x in [0, 1])")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--compare", default="",
                     help="with --plot-only: 'LABEL=CSV;LABEL=CSV;...' -> one figure of those runs (--png), "
@@ -304,6 +306,9 @@ def main(argv=None):
     if dirname is None:
         ap.error("MNIST not found in %s (--data)" % ", ".join(dirs))
     x_tr, y_tr, x_te, y_te = load_mnist(dirname, args.pool)
+    if args.normalize:
+        # the authors' permuted-MNIST loader: transforms.Normalize((0.1307,), (0.3081,)) after ToTensor
+        x_tr, x_te = (x_tr - 0.1307) / 0.3081, (x_te - 0.1307) / 0.3081
     if args.train_limit:
         x_tr, y_tr = x_tr[:args.train_limit], y_tr[:args.train_limit]
     if args.test_limit:
