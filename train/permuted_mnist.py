@@ -204,6 +204,44 @@ def plot(path_csv, path_png):
     return best
 
 
+def plot_compare(specs, path_png, methods=("foovb-diag", "adam", "sgd")):
+    """One figure over several CSVs of this script: specs is a list of
+    (label, csv path); per CSV and method in `methods`, the best learning rate
+    (best_runs) -- mean accuracy over the tasks seen and task 1's accuracy.
+    Returns {label: best_runs(...)}."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 2, figsize=(13, 4.6))
+    styles = ["o-", "s--", "^:", "d-."]
+    colours = {"foovb-diag": "C0", "adam": "C2", "sgd": "C3"}
+    out = {}
+    for i, (label, path) in enumerate(specs):
+        best = best_runs(summarise(path))
+        out[label] = best
+        for m in methods:
+            if m not in best:
+                continue
+            lr, d, _ = best[m]
+            ts = sorted(d)
+            lab = "%s%s, %s" % (m, "" if lr in ("", "None") else " (lr %s)" % lr, label)
+            st = styles[i % len(styles)]
+            ax[0].plot(ts, [100 * sum(d[t]) / len(d[t]) for t in ts], st, color=colours.get(m), label=lab)
+            ax[1].plot(ts, [100 * d[t][0] for t in ts], st, color=colours.get(m), label=lab)
+    ax[0].set_title("average test accuracy on the tasks seen so far (cf. Fig. 1)")
+    ax[1].set_title("test accuracy on task 1 (cf. Fig. 2)")
+    for a in ax:
+        a.set_xlabel("number of tasks")
+        a.set_ylabel("accuracy (%)")
+        a.grid(alpha=0.3)
+    ax[0].legend(loc="lower left", fontsize=7)
+    fig.suptitle("discrete task-agnostic permuted MNIST, CPU reproduction (see README)", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path_png)), exist_ok=True)
+    fig.savefig(path_png, dpi=110)
+    return out
+
+
 def table(path_csv):
     """A markdown table: mean accuracy over tasks seen after each task."""
     best = best_runs(summarise(path_csv))
@@ -238,10 +276,23 @@ def main(argv=None):
     ap.add_argument("--data", default="")
     ap.add_argument("--out", default=os.path.join(HERE, "runs", "foovb-permuted-mnist.csv"))
     ap.add_argument("--png", default=os.path.join(ROOT, "docs", "foovb-permuted-mnist.png"))
+    ap.add_argument("--normalize", action="store_true",
+                    help="standardise pixels as the authors' code does: (x - 0.1307) / 0.3081 (default: x in [0, 1])")
     ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--compare", default="",
+                    help="with --plot-only: 'LABEL=CSV;LABEL=CSV;...' -> one figure of those runs (--png), "
+                         "and a table per CSV")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.plot_only and args.compare:
+        specs = [tuple(kv.split("=", 1)) for kv in args.compare.split(";") if kv]
+        if any(len(kv) != 2 for kv in specs):
+            ap.error("--compare: expected LABEL=CSV;LABEL=CSV, got %r" % args.compare)
+        plot_compare(specs, args.png)
+        for label, path in specs:
+            print("%s (%s)\n%s" % (label, path, table(path)))
+        return 0
     if args.plot_only:
         plot(args.out, args.png)
         print(table(args.out))
@@ -255,6 +306,9 @@ def main(argv=None):
     if dirname is None:
         ap.error("MNIST not found in %s (--data)" % ", ".join(dirs))
     x_tr, y_tr, x_te, y_te = load_mnist(dirname, args.pool)
+    if args.normalize:
+        # the authors' permuted-MNIST loader: transforms.Normalize((0.1307,), (0.3081,)) after ToTensor
+        x_tr, x_te = (x_tr - 0.1307) / 0.3081, (x_te - 0.1307) / 0.3081
     if args.train_limit:
         x_tr, y_tr = x_tr[:args.train_limit], y_tr[:args.train_limit]
     if args.test_limit:

@@ -189,6 +189,23 @@ class MatrixVariate(unittest.TestCase):
             self.assertEqual(sd[n].shape, p.shape)
             self.assertTrue(bool((sd[n] > 0).all()))
 
+    def test_custom_transposed_conv_bias_not_grouped_with_in(self):
+        # nets.ConvTranspose2d keeps its weight as (in, out, k, k); with in == out the bias (out
+        # elements) must not be appended as a column of the (in, out*k*k) matrix
+        from vbmtrain import nets
+        for mod in (nets.ConvTranspose2d({"in": 3, "out": 3, "kernel": 2, "stride": 2, "padding": "same"}),
+                    nn.ConvTranspose2d(3, 3, 2, stride=2)):
+            with torch.no_grad():
+                mod.bias.copy_(torch.tensor([1.0, 2.0, 3.0]))
+            opt = FooVB(mod, kind="matrix", mc_samples=1, seed=0)
+            self.assertEqual([g.names for g in opt.groups], [["weight"], ["bias"]], type(mod).__name__)
+            self.assertEqual([tuple(g.M.shape) for g in opt.groups], [(3, 12), (3, 1)])
+            x = torch.randn(2, 3, 4, 4)
+            opt.train_step(lambda: mod(x).pow(2).sum())
+            sd = opt.stds()
+            self.assertEqual(sd["weight"].shape, mod.weight.shape)
+            self.assertEqual(sd["bias"].shape, (3,))
+
 
 class Contracts(unittest.TestCase):
     def run_diag(self, seed, kind="diagonal"):

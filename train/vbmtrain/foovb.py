@@ -112,6 +112,17 @@ class _Matrix:
         return torch.cat(cols, 1)
 
 
+def _is_transposed(mod):
+    """True if `mod`'s weight is laid out (in, out, ...) (a transposed
+    convolution), so its bias (out elements) runs along dim 1, not dim 0.
+    The hook: a module (class or instance) attribute `transposed` that is
+    True -- torch's ConvNd/ConvTransposeNd set it (False/True), and any custom
+    transposed layer must set it too (train/vbmtrain/nets.py ConvTranspose2d
+    does).  Without it a custom (in, out, ...) weight with in == out would get
+    its bias appended along the wrong dimension."""
+    return getattr(mod, "transposed", False) is True or isinstance(mod, torch.nn.modules.conv._ConvTransposeNd)
+
+
 class FooVB:
     """FOO-VB over the parameters of `model` (an nn.Module).
 
@@ -123,7 +134,8 @@ class FooVB:
     or more dimensions (nn.Linear, nn.ConvNd: conv weights are reshaped to
     (out, in*kh*kw)) is one matrix W (out x in), its `bias` appended as the
     last column when it has `out` elements (not for transposed convolutions,
-    whose weight is (in, out, ...)); any other parameter is a matrix of
+    whose weight is (in, out, ...): modules with `transposed = True`, see
+    `_is_transposed`; their bias is a matrix of its own); any other parameter is a matrix of
     its own (a 1-D one of shape (n, 1)).  Per matrix, with V1 = A A^T and
     V2 = B B^T:
       M <- M - mean_eta * V2 E[Psi] V1
@@ -201,7 +213,7 @@ class FooVB:
                     continue
                 ps = [w]
                 b = mod._parameters.get("bias")
-                transposed = isinstance(mod, torch.nn.modules.conv._ConvTransposeNd)  # bias is along dim 1
+                transposed = _is_transposed(mod)  # weight (in, out, ...): the bias is along dim 1
                 if (b is not None and b.requires_grad and not transposed and b.numel() == w.shape[0] and
                         id(b) not in seen):
                     ps.append(b)

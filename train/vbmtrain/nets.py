@@ -104,6 +104,9 @@ class Conv2d(nn.Module):
 
 
 class ConvTranspose2d(nn.Module):
+    # weight is (in, out, k, k); FooVB (vbmtrain/foovb.py) reads this flag to group the bias correctly
+    transposed = True
+
     def __init__(self, spec):
         super().__init__()
         self.k, self.stride, self.padding = spec["kernel"], spec["stride"], spec["padding"]
