@@ -502,12 +502,15 @@ def cmd_soak(a):
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     rss_first = med([r for _, r in after[:third]])
     rss_last = med([r for _, r in after[-third:]])
+    floor_first = min(r for _, r in after[:third])
+    floor_last = min(r for _, r in after[-third:])
     summary = {"step": "rss", "samples": len(samples), "warmup_s": warm,
                "rss_daemon_start_kb": samples[0][1], "rss_start_kb": rss_start, "rss_after_warmup_kb": rss_warm,
                "rss_end_kb": rss_end, "rss_max_after_warmup_kb": rss_max,
                "slope_kb_per_min": round(slope * 60, 1),
                "median_first_third_kb": rss_first, "median_last_third_kb": rss_last,
-               "growth_after_warmup_kb": rss_last - rss_first}
+               "floor_first_third_kb": floor_first, "floor_last_third_kb": floor_last,
+               "growth_after_warmup_kb": floor_last - floor_first}
     log(json.dumps(summary))
     if a.csv:
         with open(a.csv, "w") as f:
@@ -531,13 +534,16 @@ def cmd_soak(a):
         ax.grid(alpha=0.3)
         fig.tight_layout()
         fig.savefig(a.png)
-    # the check: after warm-up, the median RSS of the last third of the samples exceeds that of
-    # the first third by at most max(growth_frac of it, 4 MiB) (medians: a transient buffer of a
-    # few MiB, mapped and unmapped within a second, is not growth)
-    allowed = max(a.growth_frac * rss_first, 4096)
-    if rss_last - rss_first > allowed:
-        failures.append("RSS grew by %d kB after warm-up (median of the last third against the "
-                        "first; allowed %d kB)" % (rss_last - rss_first, allowed))
+    # the check: after warm-up, the floor of RSS (the smallest sample) in the last third of the
+    # samples exceeds the floor of the first third by at most max(growth_frac of it, 4 MiB). Memory
+    # that is kept raises the floor; transient buffers of the requests in flight (several MiB under
+    # 8 connections, held for seconds at a time) raise single samples and even the median of a
+    # short run's third (a 25 s quick soak once ended with a last-third median 4.1 MiB above the
+    # first while its last sample was 24 kB above the first after warm-up), never the floor.
+    allowed = max(a.growth_frac * floor_first, 4096)
+    if floor_last - floor_first > allowed:
+        failures.append("RSS floor grew by %d kB after warm-up (smallest sample of the last third "
+                        "against the first; allowed %d kB)" % (floor_last - floor_first, allowed))
     return failures
 
 

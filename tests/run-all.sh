@@ -109,7 +109,8 @@ echo "== overload, slowloris, RSS growth (build/vbmemd under wrk on loopback: be
 # counts and status codes only, never a latency threshold (the p99s are printed): overload (256
 # closed-loop connections, queue 32): every answer a 2xx or a 503 with Retry-After, no socket
 # error; slowloris: 1.5 x --max-connections idle / slow-header / slow-body connections held while a
-# normal client is served; soak: RSS median after warm-up grows by at most max(5 %, 4 MiB)
+# normal client is served; soak: the RSS floor after warm-up (smallest sample of the last third
+# against the first) grows by at most max(5 %, 4 MiB)
 /usr/bin/python3 bench/overload.py overload --quick --build build
 /usr/bin/python3 bench/overload.py slowloris --quick --build build
 /usr/bin/python3 bench/overload.py soak --quick --build build
