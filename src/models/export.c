@@ -484,7 +484,7 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
                     m->paths[i * G + g] = (int)v;
             }
             if (!st
-                && (r_f64(&r, &m->path_counts[i]) || !(m->path_counts[i] >= 0.0)
+                && (r_f64(&r, &m->path_counts[i]) || !(m->path_counts[i] > 0.0)
                     || !isfinite(m->path_counts[i])))
                 st =
                     vbm_fail(err, VBM_EFORMAT, NULL, "memory import: path count %zu is invalid", i);
