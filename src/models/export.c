@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "model.h"
 
 static const unsigned char MAGIC[8] = {'V', 'B', 'M', 'E', 'M', 'P', 'S', 'T'};
@@ -19,129 +20,72 @@ static const unsigned char MAGIC[8] = {'V', 'B', 'M', 'E', 'M', 'P', 'S', 'T'};
  * path_prior is joint, so every other memory keeps version 1's or 2's bytes. */
 #define FORMAT_VERSION_JOINT 3u
 
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-    int oom;
-} wbuf;
-
-static void w_bytes(wbuf *b, const void *src, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n)
-            cap *= 2;
-        unsigned char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
-
-static void w_u64(wbuf *b, uint64_t v)
-{
-    unsigned char x[8];
-    for (int i = 0; i < 8; i++)
-        x[i] = (unsigned char)(v >> (8 * i));
-    w_bytes(b, x, 8);
-}
-
-static void w_f64(wbuf *b, double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, 8);
-    w_u64(b, v);
-}
-
-static void w_f64s(wbuf *b, const double *d, size_t n)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__                           \
-    && defined(__FLOAT_WORD_ORDER__) && __FLOAT_WORD_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* The format's little-endian IEEE doubles are the host's own bytes: one copy. */
-    if (n == 0) /* d may then be NULL, which memcpy may not be given */
-        return;
-    if (n <= SIZE_MAX / 8) {
-        w_bytes(b, d, n * 8);
-        return;
-    }
-#endif
-    for (size_t i = 0; i < n; i++)
-        w_f64(b, d[i]);
-}
-
 vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm_error *err)
 {
-    wbuf b = {0};
+    bytes_wbuf b = {0};
     const vbm_config *c = &m->cfg;
     size_t K = c->rows, C = c->code_size, GH = (size_t)c->groups * c->clusters;
     int memos = c->memo_k > 0;
     long entries = 0;
     for (long i = 0; i < m->n_memos; i++)
         entries += m->memo_n[i];
-    w_bytes(&b, MAGIC, 8);
+    bytes_put(&b, MAGIC, 8);
     int joint = c->path_prior == VBM_PATH_JOINT;
-    w_u64(&b, joint ? FORMAT_VERSION_JOINT : memos ? FORMAT_VERSION_MEMOS : FORMAT_VERSION);
-    w_u64(&b, (uint64_t)c->kind);
-    w_u64(&b, (uint64_t)c->code_size);
-    w_u64(&b, (uint64_t)c->rows);
-    w_u64(&b, (uint64_t)c->clusters);
-    w_u64(&b, (uint64_t)c->groups);
-    w_u64(&b, (uint64_t)c->shift);
-    w_u64(&b, (uint64_t)c->retain_max);
-    w_f64(&b, c->sigma_z2);
-    w_f64(&b, c->u0);
-    w_f64(&b, c->sigma2_b0);
-    w_f64(&b, c->s_floor);
-    w_f64(&b, c->dkm_addr_var);
-    w_u64(&b, (uint64_t)m->frames);
-    w_f64(&b, m->last_elbo);
-    w_u64(&b, (uint64_t)m->n_paths);
-    w_u64(&b, (uint64_t)m->n_codes);
+    bytes_put_u64(&b, joint ? FORMAT_VERSION_JOINT : memos ? FORMAT_VERSION_MEMOS : FORMAT_VERSION);
+    bytes_put_u64(&b, (uint64_t)c->kind);
+    bytes_put_u64(&b, (uint64_t)c->code_size);
+    bytes_put_u64(&b, (uint64_t)c->rows);
+    bytes_put_u64(&b, (uint64_t)c->clusters);
+    bytes_put_u64(&b, (uint64_t)c->groups);
+    bytes_put_u64(&b, (uint64_t)c->shift);
+    bytes_put_u64(&b, (uint64_t)c->retain_max);
+    bytes_put_f64(&b, c->sigma_z2);
+    bytes_put_f64(&b, c->u0);
+    bytes_put_f64(&b, c->sigma2_b0);
+    bytes_put_f64(&b, c->s_floor);
+    bytes_put_f64(&b, c->dkm_addr_var);
+    bytes_put_u64(&b, (uint64_t)m->frames);
+    bytes_put_f64(&b, m->last_elbo);
+    bytes_put_u64(&b, (uint64_t)m->n_paths);
+    bytes_put_u64(&b, (uint64_t)m->n_codes);
     if (memos || joint) {
-        w_u64(&b, (uint64_t)c->memo_k);
-        w_u64(&b, (uint64_t)m->n_memos);
-        w_u64(&b, (uint64_t)entries);
+        bytes_put_u64(&b, (uint64_t)c->memo_k);
+        bytes_put_u64(&b, (uint64_t)m->n_memos);
+        bytes_put_u64(&b, (uint64_t)entries);
     }
     if (joint) {
-        w_u64(&b, (uint64_t)c->path_prior);
-        w_f64(&b, c->path_alpha);
-        w_u64(&b, (uint64_t)m->n_jpaths);
+        bytes_put_u64(&b, (uint64_t)c->path_prior);
+        bytes_put_f64(&b, c->path_alpha);
+        bytes_put_u64(&b, (uint64_t)m->n_jpaths);
     }
-    w_f64s(&b, m->R0, K * C);
-    w_f64s(&b, m->U0, K * K);
-    w_f64s(&b, m->mu_b0, C);
-    w_f64s(&b, m->R, GH * K * m->cg);
-    w_f64s(&b, m->U, GH * K * K);
-    w_f64s(&b, m->mu_b, GH * m->cg);
-    w_f64s(&b, m->s2_b, GH);
+    bytes_put_f64s(&b, m->R0, K * C);
+    bytes_put_f64s(&b, m->U0, K * K);
+    bytes_put_f64s(&b, m->mu_b0, C);
+    bytes_put_f64s(&b, m->R, GH * K * m->cg);
+    bytes_put_f64s(&b, m->U, GH * K * K);
+    bytes_put_f64s(&b, m->mu_b, GH * m->cg);
+    bytes_put_f64s(&b, m->s2_b, GH);
     for (long i = 0; i < m->n_paths; i++) {
         for (int g = 0; g < c->groups; g++)
-            w_u64(&b, (uint64_t)m->paths[(size_t)i * c->groups + g]);
-        w_f64(&b, m->path_counts[i]);
+            bytes_put_u64(&b, (uint64_t)m->paths[(size_t)i * c->groups + g]);
+        bytes_put_f64(&b, m->path_counts[i]);
     }
-    w_f64s(&b, m->codes_mu, (size_t)m->n_codes * C);
-    w_f64s(&b, m->codes_s2, (size_t)m->n_codes * C);
+    bytes_put_f64s(&b, m->codes_mu, (size_t)m->n_codes * C);
+    bytes_put_f64s(&b, m->codes_s2, (size_t)m->n_codes * C);
     for (long i = 0; memos && i < m->n_memos; i++) {
         int n = m->memo_n[i];
-        w_u64(&b, (uint64_t)n);
+        bytes_put_u64(&b, (uint64_t)n);
         for (int j = 0; j < n; j++) {
             size_t e = (size_t)i * c->memo_k + (size_t)j;
             for (int g = 0; g < c->groups; g++)
-                w_u64(&b, (uint64_t)m->memo_paths[e * c->groups + g]);
-            w_f64(&b, m->memo_scores[e]);
+                bytes_put_u64(&b, (uint64_t)m->memo_paths[e * c->groups + g]);
+            bytes_put_f64(&b, m->memo_scores[e]);
         }
     }
     for (long i = 0; joint && i < m->n_jpaths; i++) {
         for (int g = 0; g < c->groups; g++)
-            w_u64(&b, (uint64_t)m->jpaths[(size_t)i * c->groups + g]);
-        w_f64(&b, m->jp_counts[i]);
+            bytes_put_u64(&b, (uint64_t)m->jpaths[(size_t)i * c->groups + g]);
+        bytes_put_f64(&b, m->jp_counts[i]);
     }
     if (b.oom) {
         free(b.p);
@@ -150,45 +94,6 @@ vbm_status vbm_export(const vbm_memory *m, unsigned char **buf, size_t *len, vbm
     *buf = b.p;
     *len = b.len;
     return VBM_OK;
-}
-
-typedef struct {
-    const unsigned char *p;
-    size_t len, off;
-} rbuf;
-
-static int r_u64(rbuf *r, uint64_t *v)
-{
-    if (r->len - r->off < 8)
-        return -1;
-    uint64_t x = 0;
-    for (int i = 0; i < 8; i++)
-        x |= (uint64_t)r->p[r->off + i] << (8 * i);
-    r->off += 8;
-    *v = x;
-    return 0;
-}
-
-static int r_f64(rbuf *r, double *d)
-{
-    uint64_t v;
-    if (r_u64(r, &v))
-        return -1;
-    memcpy(d, &v, 8);
-    return 0;
-}
-
-/* Read n finite doubles; -1 when truncated, -2 when a value is not finite. */
-static int r_f64s(rbuf *r, double *d, size_t n)
-{
-    if ((r->len - r->off) / 8 < n)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        r_f64(r, &d[i]);
-        if (!isfinite(d[i]))
-            return -2;
-    }
-    return 0;
 }
 
 static vbm_status bad(vbm_error *err, const char *what, int rc)
@@ -260,7 +165,7 @@ static vbm_status import_check_posterior(const vbm_memory *m, vbm_error *err)
 /* Read the n memos of version 2 into m (memo_k and G from m's config): each
  * holds 1..memo_k entries, clusters below H, finite scores sorted best first,
  * no path twice. VBM_EFORMAT naming the memo, VBM_ENOMEM. */
-static vbm_status import_memos(rbuf *r, vbm_memory *m, long n, vbm_error *err)
+static vbm_status import_memos(bytes_rbuf *r, vbm_memory *m, long n, vbm_error *err)
 {
     int k = m->cfg.memo_k, G = m->cfg.groups, H = m->cfg.clusters;
     m->memo_n = vbm_calloc((size_t)n, sizeof(int));
@@ -273,7 +178,7 @@ static vbm_status import_memos(rbuf *r, vbm_memory *m, long n, vbm_error *err)
         m->memo_paths[i] = -1;
     for (long i = 0; i < n; i++) {
         uint64_t cnt = 0;
-        if (r_u64(r, &cnt) || cnt < 1 || cnt > (uint64_t)k)
+        if (bytes_get_u64(r, &cnt) || cnt < 1 || cnt > (uint64_t)k)
             return vbm_fail(err, VBM_EFORMAT, NULL,
                             "memory import: memo %ld holds no entry or more than memo_k", i);
         m->memo_n[i] = (int)cnt;
@@ -282,13 +187,13 @@ static vbm_status import_memos(rbuf *r, vbm_memory *m, long n, vbm_error *err)
             int *p = m->memo_paths + e * G;
             for (int g = 0; g < G; g++) {
                 uint64_t v = 0;
-                if (r_u64(r, &v) || v >= (uint64_t)H)
+                if (bytes_get_u64(r, &v) || v >= (uint64_t)H)
                     return vbm_fail(err, VBM_EFORMAT, NULL,
                                     "memory import: memo %ld entry %d names a cluster >= H", i, j);
                 p[g] = (int)v;
             }
             double sc = 0.0;
-            if (r_f64(r, &sc) || !isfinite(sc) || (j > 0 && sc > m->memo_scores[e - 1]))
+            if (bytes_get_f64(r, &sc) || !isfinite(sc) || (j > 0 && sc > m->memo_scores[e - 1]))
                 return vbm_fail(err, VBM_EFORMAT, NULL,
                                 "memory import: memo %ld entry %d has a non-finite or unsorted "
                                 "score",
@@ -316,7 +221,7 @@ static int jp_cmp(const void *a, const void *b)
 
 /* Read the n q(pi) counts of version 3 into m: each path's G clusters below H,
  * its count finite and > 0, no path twice. VBM_EFORMAT, VBM_ENOMEM. */
-static vbm_status import_jpaths(rbuf *r, vbm_memory *m, long n, vbm_error *err)
+static vbm_status import_jpaths(bytes_rbuf *r, vbm_memory *m, long n, vbm_error *err)
 {
     int G = m->cfg.groups, H = m->cfg.clusters;
     m->jpaths = vbm_calloc((size_t)n * G, sizeof(int));
@@ -331,14 +236,14 @@ static vbm_status import_jpaths(rbuf *r, vbm_memory *m, long n, vbm_error *err)
     for (long i = 0; !st && i < n; i++) {
         for (int g = 0; !st && g < G; g++) {
             uint64_t v = 0;
-            if (r_u64(r, &v) || v >= (uint64_t)H)
+            if (bytes_get_u64(r, &v) || v >= (uint64_t)H)
                 st = vbm_fail(err, VBM_EFORMAT, NULL,
                               "memory import: joint path %ld names a cluster >= H", i);
             else
                 m->jpaths[(size_t)i * G + g] = (int)v;
         }
         double c = 0.0;
-        if (!st && (r_f64(r, &c) || !isfinite(c) || !(c > 0.0)))
+        if (!st && (bytes_get_f64(r, &c) || !isfinite(c) || !(c > 0.0)))
             st = vbm_fail(err, VBM_EFORMAT, NULL,
                           "memory import: joint path count %ld is not finite and > 0", i);
         m->jp_counts[i] = c;
@@ -360,7 +265,7 @@ static vbm_status import_jpaths(rbuf *r, vbm_memory *m, long n, vbm_error *err)
 
 vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vbm_error *err)
 {
-    rbuf r = {buf, len, 0};
+    bytes_rbuf r = {buf, len, 0};
     if (!buf || len < 8 || memcmp(buf, MAGIC, 8) != 0)
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: bad magic (not a vbmem memory)");
     r.off = 8;
@@ -370,19 +275,23 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     vbm_config c;
     memset(&c, 0, sizeof c);
     double last;
-    if (r_u64(&r, &ver)
+    if (bytes_get_u64(&r, &ver)
         || (ver != FORMAT_VERSION && ver != FORMAT_VERSION_MEMOS && ver != FORMAT_VERSION_JOINT))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: unsupported format version");
-    if (r_u64(&r, &kind) || r_u64(&r, &C) || r_u64(&r, &K) || r_u64(&r, &H) || r_u64(&r, &G)
-        || r_u64(&r, &shift) || r_u64(&r, &retain) || r_f64(&r, &c.sigma_z2) || r_f64(&r, &c.u0)
-        || r_f64(&r, &c.sigma2_b0) || r_f64(&r, &c.s_floor) || r_f64(&r, &c.dkm_addr_var)
-        || r_u64(&r, &frames) || r_f64(&r, &last) || r_u64(&r, &npaths) || r_u64(&r, &ncodes))
+    if (bytes_get_u64(&r, &kind) || bytes_get_u64(&r, &C) || bytes_get_u64(&r, &K)
+        || bytes_get_u64(&r, &H) || bytes_get_u64(&r, &G) || bytes_get_u64(&r, &shift)
+        || bytes_get_u64(&r, &retain) || bytes_get_f64(&r, &c.sigma_z2) || bytes_get_f64(&r, &c.u0)
+        || bytes_get_f64(&r, &c.sigma2_b0) || bytes_get_f64(&r, &c.s_floor)
+        || bytes_get_f64(&r, &c.dkm_addr_var) || bytes_get_u64(&r, &frames)
+        || bytes_get_f64(&r, &last) || bytes_get_u64(&r, &npaths) || bytes_get_u64(&r, &ncodes))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
     if (ver >= FORMAT_VERSION_MEMOS
-        && (r_u64(&r, &memo_k) || r_u64(&r, &nmemos) || r_u64(&r, &nentries)))
+        && (bytes_get_u64(&r, &memo_k) || bytes_get_u64(&r, &nmemos)
+            || bytes_get_u64(&r, &nentries)))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
     if (ver == FORMAT_VERSION_JOINT
-        && (r_u64(&r, &path_prior) || r_f64(&r, &path_alpha) || r_u64(&r, &njp)))
+        && (bytes_get_u64(&r, &path_prior) || bytes_get_f64(&r, &path_alpha)
+            || bytes_get_u64(&r, &njp)))
         return vbm_fail(err, VBM_EFORMAT, NULL, "memory import: header is truncated");
     if (ver >= FORMAT_VERSION_MEMOS
         && ((ver == FORMAT_VERSION_MEMOS && memo_k < 1) || memo_k > VBM_MAX_MEMO_K
@@ -435,9 +344,9 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
     int rc;
     if (!R0 || !U0)
         st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
-    else if ((rc = r_f64s(&r, R0, K * C)))
+    else if ((rc = bytes_get_f64s(&r, R0, K * C)))
         st = bad(err, "R0", rc);
-    else if ((rc = r_f64s(&r, U0, K * K)))
+    else if ((rc = bytes_get_f64s(&r, U0, K * K)))
         st = bad(err, "U0", rc);
     else if ((st = vbm_memory_create(&c, R0, U0, &m, &cerr)) != VBM_OK)
         st = st == VBM_ENOMEM
@@ -449,15 +358,15 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
         return st;
     m->frames = (long)frames;
     m->last_elbo = last;
-    if ((rc = r_f64s(&r, m->mu_b0, C)))
+    if ((rc = bytes_get_f64s(&r, m->mu_b0, C)))
         st = bad(err, "mu_b0", rc);
-    else if ((rc = r_f64s(&r, m->R, GH * K * cg)))
+    else if ((rc = bytes_get_f64s(&r, m->R, GH * K * cg)))
         st = bad(err, "R", rc);
-    else if ((rc = r_f64s(&r, m->U, GH * K * K)))
+    else if ((rc = bytes_get_f64s(&r, m->U, GH * K * K)))
         st = bad(err, "U", rc);
-    else if ((rc = r_f64s(&r, m->mu_b, GH * cg)))
+    else if ((rc = bytes_get_f64s(&r, m->mu_b, GH * cg)))
         st = bad(err, "mu_b", rc);
-    else if ((rc = r_f64s(&r, m->s2_b, GH)))
+    else if ((rc = bytes_get_f64s(&r, m->s2_b, GH)))
         st = bad(err, "s2_b", rc);
     for (size_t i = 0; !st && i < GH; i++)
         if (m->s2_b[i] < 0.0)
@@ -473,7 +382,7 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
         for (size_t i = 0; !st && i < npaths; i++) {
             for (size_t g = 0; !st && g < G; g++) {
                 uint64_t v = 0;
-                if (r_u64(&r, &v))
+                if (bytes_get_u64(&r, &v))
                     st =
                         vbm_fail(err, VBM_EFORMAT, NULL, "memory import: truncated in path %zu", i);
                 else if (v >= H)
@@ -484,7 +393,7 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
                     m->paths[i * G + g] = (int)v;
             }
             if (!st
-                && (r_f64(&r, &m->path_counts[i]) || !(m->path_counts[i] > 0.0)
+                && (bytes_get_f64(&r, &m->path_counts[i]) || !(m->path_counts[i] > 0.0)
                     || !isfinite(m->path_counts[i])))
                 st =
                     vbm_fail(err, VBM_EFORMAT, NULL, "memory import: path count %zu is invalid", i);
@@ -496,9 +405,9 @@ vbm_status vbm_import(const unsigned char *buf, size_t len, vbm_memory **out, vb
         if (!m->codes_mu || !m->codes_s2)
             st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         m->n_codes = (long)ncodes;
-        if (!st && (rc = r_f64s(&r, m->codes_mu, ncodes * C)))
+        if (!st && (rc = bytes_get_f64s(&r, m->codes_mu, ncodes * C)))
             st = bad(err, "codes_mu", rc);
-        if (!st && (rc = r_f64s(&r, m->codes_s2, ncodes * C)))
+        if (!st && (rc = bytes_get_f64s(&r, m->codes_s2, ncodes * C)))
             st = bad(err, "codes_s2", rc);
         for (size_t i = 0; !st && i < ncodes * C; i++)
             if (m->codes_s2[i] < 0.0)

@@ -7,64 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/bytes.h"
 #include "models/temporal.h"
 
 static const unsigned char TM_MAGIC[8] = {'V', 'B', 'M', 'E', 'M', 'P', 'S', 'T'};
 #define TM_FORMAT_VERSION 1u
 #define TM_KIND           5u
 
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-    int oom;
-} tm_wbuf;
-
-static void tw_bytes(tm_wbuf *b, const void *src, size_t n)
-{
-    if (b->oom || n == 0)
-        return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        unsigned char *p;
-        while (cap < b->len + n)
-            cap *= 2;
-        p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
-
-static void tw_u64(tm_wbuf *b, uint64_t v)
-{
-    unsigned char x[8];
-    for (int i = 0; i < 8; i++)
-        x[i] = (unsigned char)(v >> (8 * i));
-    tw_bytes(b, x, 8);
-}
-
-static void tw_f64(tm_wbuf *b, double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, 8);
-    tw_u64(b, v);
-}
-
-static void tw_f64s(tm_wbuf *b, const double *d, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        tw_f64(b, d[i]);
-}
-
 vbm_status vbm_temporal_export(const vbm_temporal *m, unsigned char **buf, size_t *len,
                                vbm_error *err)
 {
-    tm_wbuf b = {0};
+    bytes_wbuf b = {0};
     const vbm_temporal_config *c;
     size_t D, K;
 
@@ -73,49 +26,49 @@ vbm_status vbm_temporal_export(const vbm_temporal *m, unsigned char **buf, size_
     c = &m->cfg;
     D = (size_t)m->D;
     K = (size_t)m->K;
-    tw_bytes(&b, TM_MAGIC, 8);
-    tw_u64(&b, TM_FORMAT_VERSION);
-    tw_u64(&b, TM_KIND);
-    tw_u64(&b, (uint64_t)c->code_size);
-    tw_u64(&b, (uint64_t)c->components);
-    tw_u64(&b, (uint64_t)c->attributes);
-    tw_u64(&b, (uint64_t)c->lambda_grid);
-    tw_u64(&b, (uint64_t)c->vbe_temporal);
-    tw_u64(&b, (uint64_t)m->fitted);
-    tw_u64(&b, (uint64_t)m->nseq);
-    tw_f64(&b, c->pi0);
-    tw_f64(&b, c->u_T[0][0]);
-    tw_f64(&b, c->u_T[0][1]);
-    tw_f64(&b, c->u_T[1][0]);
-    tw_f64(&b, c->u_T[1][1]);
-    tw_f64(&b, c->sigma_a2);
-    tw_f64(&b, c->lam_eta);
-    tw_f64(&b, c->lam_f);
-    tw_f64(&b, c->lam_g);
-    tw_f64(&b, c->lam_h);
-    tw_f64(&b, c->rho_d);
-    tw_f64(&b, c->rho_e);
-    tw_f64(&b, c->gamma0);
-    tw_f64(&b, c->gamma_max);
-    tw_f64(&b, m->last_fe);
-    tw_f64(&b, m->fe_const);
-    tw_f64s(&b, m->mw, D * K);
-    tw_f64s(&b, m->Sw, D * K * K);
-    tw_f64s(&b, m->ldJw, D);
-    tw_f64s(&b, m->gamma, K);
-    tw_f64s(&b, m->rd, D);
-    tw_f64s(&b, m->re, D);
-    tw_f64s(&b, m->ut, 4);
-    tw_f64s(&b, m->lam, 4 * K);
-    tw_f64s(&b, m->acc.N, 4);
-    tw_f64(&b, m->acc.ntr);
-    tw_f64(&b, m->acc.nfr);
-    tw_f64s(&b, m->acc.Saa, K);
-    tw_f64s(&b, m->acc.Scr, K);
-    tw_f64s(&b, m->acc.Spr, K);
-    tw_f64s(&b, m->acc.R, K * K);
-    tw_f64s(&b, m->acc.r, D * K);
-    tw_f64s(&b, m->acc.yy, D);
+    bytes_put(&b, TM_MAGIC, 8);
+    bytes_put_u64(&b, TM_FORMAT_VERSION);
+    bytes_put_u64(&b, TM_KIND);
+    bytes_put_u64(&b, (uint64_t)c->code_size);
+    bytes_put_u64(&b, (uint64_t)c->components);
+    bytes_put_u64(&b, (uint64_t)c->attributes);
+    bytes_put_u64(&b, (uint64_t)c->lambda_grid);
+    bytes_put_u64(&b, (uint64_t)c->vbe_temporal);
+    bytes_put_u64(&b, (uint64_t)m->fitted);
+    bytes_put_u64(&b, (uint64_t)m->nseq);
+    bytes_put_f64(&b, c->pi0);
+    bytes_put_f64(&b, c->u_T[0][0]);
+    bytes_put_f64(&b, c->u_T[0][1]);
+    bytes_put_f64(&b, c->u_T[1][0]);
+    bytes_put_f64(&b, c->u_T[1][1]);
+    bytes_put_f64(&b, c->sigma_a2);
+    bytes_put_f64(&b, c->lam_eta);
+    bytes_put_f64(&b, c->lam_f);
+    bytes_put_f64(&b, c->lam_g);
+    bytes_put_f64(&b, c->lam_h);
+    bytes_put_f64(&b, c->rho_d);
+    bytes_put_f64(&b, c->rho_e);
+    bytes_put_f64(&b, c->gamma0);
+    bytes_put_f64(&b, c->gamma_max);
+    bytes_put_f64(&b, m->last_fe);
+    bytes_put_f64(&b, m->fe_const);
+    bytes_put_f64s(&b, m->mw, D * K);
+    bytes_put_f64s(&b, m->Sw, D * K * K);
+    bytes_put_f64s(&b, m->ldJw, D);
+    bytes_put_f64s(&b, m->gamma, K);
+    bytes_put_f64s(&b, m->rd, D);
+    bytes_put_f64s(&b, m->re, D);
+    bytes_put_f64s(&b, m->ut, 4);
+    bytes_put_f64s(&b, m->lam, 4 * K);
+    bytes_put_f64s(&b, m->acc.N, 4);
+    bytes_put_f64(&b, m->acc.ntr);
+    bytes_put_f64(&b, m->acc.nfr);
+    bytes_put_f64s(&b, m->acc.Saa, K);
+    bytes_put_f64s(&b, m->acc.Scr, K);
+    bytes_put_f64s(&b, m->acc.Spr, K);
+    bytes_put_f64s(&b, m->acc.R, K * K);
+    bytes_put_f64s(&b, m->acc.r, D * K);
+    bytes_put_f64s(&b, m->acc.yy, D);
     if (b.oom) {
         free(b.p);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory exporting a temporal memory");
@@ -123,43 +76,6 @@ vbm_status vbm_temporal_export(const vbm_temporal *m, unsigned char **buf, size_
     *buf = b.p;
     *len = b.len;
     return VBM_OK;
-}
-
-typedef struct {
-    const unsigned char *p;
-    size_t len, off;
-} tm_rbuf;
-
-static int tr_u64(tm_rbuf *r, uint64_t *v)
-{
-    uint64_t x = 0;
-    if (r->len - r->off < 8)
-        return -1;
-    for (int i = 0; i < 8; i++)
-        x |= (uint64_t)r->p[r->off + i] << (8 * i);
-    r->off += 8;
-    *v = x;
-    return 0;
-}
-
-static int tr_f64(tm_rbuf *r, double *d)
-{
-    uint64_t v;
-    if (tr_u64(r, &v))
-        return -1;
-    memcpy(d, &v, 8);
-    return 0;
-}
-
-/* Read n doubles (the caller has checked the length); 0, or -2 when one is not finite. */
-static int tr_f64s(tm_rbuf *r, double *d, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        tr_f64(r, &d[i]);
-        if (!isfinite(d[i]))
-            return -2;
-    }
-    return 0;
 }
 
 static vbm_status tm_bad(vbm_error *err, const char *what)
@@ -170,7 +86,7 @@ static vbm_status tm_bad(vbm_error *err, const char *what)
 vbm_status vbm_temporal_import(const unsigned char *buf, size_t len, vbm_temporal **out,
                                vbm_error *err)
 {
-    tm_rbuf r = {buf, len, 8};
+    bytes_rbuf r = {buf, len, 8};
     uint64_t ver, kind, D, P, Q, G, vbe, fitted, nseq;
     vbm_temporal_config c;
     vbm_temporal *m = NULL;
@@ -184,21 +100,24 @@ vbm_status vbm_temporal_import(const unsigned char *buf, size_t len, vbm_tempora
     if (!buf || len < 8 || memcmp(buf, TM_MAGIC, 8) != 0)
         return tm_bad(err, "bad magic (not a vbmem memory)");
     memset(&c, 0, sizeof c);
-    if (tr_u64(&r, &ver) || ver != TM_FORMAT_VERSION)
+    if (bytes_get_u64(&r, &ver) || ver != TM_FORMAT_VERSION)
         return tm_bad(err, "unsupported format version");
-    if (tr_u64(&r, &kind))
+    if (bytes_get_u64(&r, &kind))
         return tm_bad(err, "header is truncated");
     if (kind != TM_KIND)
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "temporal memory import: kind %llu is not a temporal memory (5)",
                         (unsigned long long)kind);
-    if (tr_u64(&r, &D) || tr_u64(&r, &P) || tr_u64(&r, &Q) || tr_u64(&r, &G) || tr_u64(&r, &vbe)
-        || tr_u64(&r, &fitted) || tr_u64(&r, &nseq) || tr_f64(&r, &c.pi0)
-        || tr_f64(&r, &c.u_T[0][0]) || tr_f64(&r, &c.u_T[0][1]) || tr_f64(&r, &c.u_T[1][0])
-        || tr_f64(&r, &c.u_T[1][1]) || tr_f64(&r, &c.sigma_a2) || tr_f64(&r, &c.lam_eta)
-        || tr_f64(&r, &c.lam_f) || tr_f64(&r, &c.lam_g) || tr_f64(&r, &c.lam_h)
-        || tr_f64(&r, &c.rho_d) || tr_f64(&r, &c.rho_e) || tr_f64(&r, &c.gamma0)
-        || tr_f64(&r, &c.gamma_max) || tr_f64(&r, &last_fe) || tr_f64(&r, &fe_const))
+    if (bytes_get_u64(&r, &D) || bytes_get_u64(&r, &P) || bytes_get_u64(&r, &Q)
+        || bytes_get_u64(&r, &G) || bytes_get_u64(&r, &vbe) || bytes_get_u64(&r, &fitted)
+        || bytes_get_u64(&r, &nseq) || bytes_get_f64(&r, &c.pi0) || bytes_get_f64(&r, &c.u_T[0][0])
+        || bytes_get_f64(&r, &c.u_T[0][1]) || bytes_get_f64(&r, &c.u_T[1][0])
+        || bytes_get_f64(&r, &c.u_T[1][1]) || bytes_get_f64(&r, &c.sigma_a2)
+        || bytes_get_f64(&r, &c.lam_eta) || bytes_get_f64(&r, &c.lam_f)
+        || bytes_get_f64(&r, &c.lam_g) || bytes_get_f64(&r, &c.lam_h) || bytes_get_f64(&r, &c.rho_d)
+        || bytes_get_f64(&r, &c.rho_e) || bytes_get_f64(&r, &c.gamma0)
+        || bytes_get_f64(&r, &c.gamma_max) || bytes_get_f64(&r, &last_fe)
+        || bytes_get_f64(&r, &fe_const))
         return tm_bad(err, "header is truncated");
     if (D > VBM_MAX_CODE_SIZE || P > 64 || Q > 16 || G > 100000 || vbe > 1 || fitted > 1
         || nseq > (uint64_t)VBM_MAX_FRAMES)
@@ -230,12 +149,15 @@ vbm_status vbm_temporal_import(const unsigned char *buf, size_t len, vbm_tempora
     m->nseq = (long)nseq;
     m->last_fe = last_fe;
     m->fe_const = fe_const;
-    if (tr_f64s(&r, m->mw, D * K) || tr_f64s(&r, m->Sw, D * K * K) || tr_f64s(&r, m->ldJw, D)
-        || tr_f64s(&r, m->gamma, K) || tr_f64s(&r, m->rd, D) || tr_f64s(&r, m->re, D)
-        || tr_f64s(&r, m->ut, 4) || tr_f64s(&r, m->lam, 4 * K) || tr_f64s(&r, m->acc.N, 4)
-        || tr_f64s(&r, &m->acc.ntr, 1) || tr_f64s(&r, &m->acc.nfr, 1) || tr_f64s(&r, m->acc.Saa, K)
-        || tr_f64s(&r, m->acc.Scr, K) || tr_f64s(&r, m->acc.Spr, K) || tr_f64s(&r, m->acc.R, K * K)
-        || tr_f64s(&r, m->acc.r, D * K) || tr_f64s(&r, m->acc.yy, D)) {
+    if (bytes_get_f64s(&r, m->mw, D * K) || bytes_get_f64s(&r, m->Sw, D * K * K)
+        || bytes_get_f64s(&r, m->ldJw, D) || bytes_get_f64s(&r, m->gamma, K)
+        || bytes_get_f64s(&r, m->rd, D) || bytes_get_f64s(&r, m->re, D)
+        || bytes_get_f64s(&r, m->ut, 4) || bytes_get_f64s(&r, m->lam, 4 * K)
+        || bytes_get_f64s(&r, m->acc.N, 4) || bytes_get_f64s(&r, &m->acc.ntr, 1)
+        || bytes_get_f64s(&r, &m->acc.nfr, 1) || bytes_get_f64s(&r, m->acc.Saa, K)
+        || bytes_get_f64s(&r, m->acc.Scr, K) || bytes_get_f64s(&r, m->acc.Spr, K)
+        || bytes_get_f64s(&r, m->acc.R, K * K) || bytes_get_f64s(&r, m->acc.r, D * K)
+        || bytes_get_f64s(&r, m->acc.yy, D)) {
         vbm_temporal_free(m);
         return tm_bad(err, "the body holds a non-finite value");
     }
