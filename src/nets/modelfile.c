@@ -2,14 +2,12 @@
  * container: metadata, the layer lists with their shape chaining and tensor binding, every
  * rejection with a precise message, and the model's lifetime. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "nets/nets_internal.h"
 
@@ -420,28 +418,6 @@ static vbm_status meta_pos(const json_t *o, const char *key, double *out, const 
     return VBM_OK;
 }
 
-static json_t *meta_json(const st_file *f, const char *key, vbm_error *err)
-{
-    const char *s = st_meta(f, key);
-    if (!s) {
-        vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s is missing", key);
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *v = json_loads(s, JSON_REJECT_DUPLICATES, &jerr);
-    if (!v) {
-        vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: not JSON: %s (at character %d)", key,
-                 jerr.text, jerr.position);
-        return NULL;
-    }
-    if (!json_is_object(v)) {
-        json_decref(v);
-        vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: not a JSON object", key);
-        return NULL;
-    }
-    return v;
-}
-
 static vbm_status parse_architecture(nets_model *m, const json_t *a, vbm_error *err)
 {
     const char *K = "vbmem.architecture";
@@ -603,11 +579,11 @@ static vbm_status load_inner(nets_model *m, const unsigned char *buf, size_t len
                         "metadata vbmem.kind is \"%.40s\": not an encoder/decoder model (kind "
                         "\"vae\"; an \"rpm\" file is read by nets_rpm_load)",
                         kind);
-    json_t *arch = meta_json(&m->file, "vbmem.architecture", err);
+    json_t *arch = st_meta_object(&m->file, "vbmem.architecture", err);
     if (!arch)
         return VBM_EFORMAT;
-    json_t *mem = meta_json(&m->file, "vbmem.memory", err);
-    json_t *prov = mem ? meta_json(&m->file, "vbmem.provenance", err) : NULL;
+    json_t *mem = st_meta_object(&m->file, "vbmem.memory", err);
+    json_t *prov = mem ? st_meta_object(&m->file, "vbmem.provenance", err) : NULL;
     st = (!mem || !prov) ? VBM_EFORMAT : parse_architecture(m, arch, err);
     if (st == VBM_OK)
         st = parse_memory(&m->info, mem, err);
@@ -616,10 +592,8 @@ static vbm_status load_inner(nets_model *m, const unsigned char *buf, size_t len
     json_decref(prov);
     if (st != VBM_OK)
         return st;
-    for (size_t i = 0; i < m->file.n_tensors; i++)
-        if (!m->file.tensors[i].used)
-            return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s is not used by any layer",
-                            m->file.tensors[i].name);
+    if (st_check_used(&m->file, err) != VBM_OK)
+        return VBM_EFORMAT;
     m->info.n_params = m->file.n_values;
     m->info.architecture_json = strdup(st_meta(&m->file, "vbmem.architecture"));
     m->info.memory_json = strdup(st_meta(&m->file, "vbmem.memory"));
@@ -648,37 +622,13 @@ vbm_status nets_model_load_buffer(const unsigned char *buf, size_t len, nets_mod
 vbm_status nets_model_load(const char *path, nets_model **out, vbm_error *err)
 {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return vbm_fail(err, VBM_EINVAL, NULL, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(fp);
-        return vbm_fail(err, VBM_EINVAL, NULL, "%s: not a regular file", path);
-    }
-    /* Largest valid file: 8 + 16 MiB header + ST_MAX_VALUES floats. */
-    unsigned long long limit = 8ull + ST_MAX_HEADER + 4ull * ST_MAX_VALUES;
-    if ((unsigned long long)st.st_size > limit) {
-        fclose(fp);
-        return vbm_fail(err, VBM_EFORMAT, NULL,
-                        "%s: %lld bytes is larger than any valid model file (%llu)", path,
-                        (long long)st.st_size, limit);
-    }
-    size_t len = (size_t)st.st_size;
-    unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) {
-        fclose(fp);
-        return vbm_fail(err, VBM_ENOMEM, NULL, "%s: out of memory for %zu bytes", path, len);
-    }
-    size_t got = fread(buf, 1, len, fp);
-    int rerr = ferror(fp);
-    fclose(fp);
-    if (got != len || rerr) {
-        free(buf);
-        return vbm_fail(err, VBM_EINVAL, NULL, "%s: read error", path);
-    }
+    unsigned char *buf;
+    size_t len;
+    vbm_status rc = st_read_file(path, &buf, &len, err);
+    if (rc != VBM_OK)
+        return rc;
     vbm_error inner;
-    vbm_status rc = nets_model_load_buffer(buf, len, out, &inner);
+    rc = nets_model_load_buffer(buf, len, out, &inner);
     free(buf);
     if (rc != VBM_OK)
         return vbm_fail(err, rc, NULL, "%s: %s", path, inner.msg);

@@ -4,13 +4,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "nets/rpm.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "nets/gp.h"
 #include "nets/nets_internal.h"
@@ -213,28 +211,6 @@ static vbm_status parse_arch(nets_rpm *m, const json_t *a, vbm_error *err)
     return VBM_OK;
 }
 
-static json_t *meta_object(const st_file *f, const char *key, vbm_error *err)
-{
-    const char *s = st_meta(f, key);
-    if (!s) {
-        vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s is missing", key);
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *v = json_loads(s, JSON_REJECT_DUPLICATES, &jerr);
-    if (!v) {
-        vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: not JSON: %s (at character %d)", key,
-                 jerr.text, jerr.position);
-        return NULL;
-    }
-    if (!json_is_object(v)) {
-        json_decref(v);
-        vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: not a JSON object", key);
-        return NULL;
-    }
-    return v;
-}
-
 void nets_rpm_free(nets_rpm *m)
 {
     if (!m)
@@ -274,19 +250,17 @@ static vbm_status load_inner(nets_rpm *m, const unsigned char *buf, size_t len, 
     if (!kind || strcmp(kind, "rpm") != 0)
         return vbm_fail(err, VBM_EFORMAT, NULL, "metadata vbmem.kind is %s, expected \"rpm\"",
                         kind ? "not \"rpm\"" : "missing");
-    json_t *arch = meta_object(&m->file, ARCH, err);
+    json_t *arch = st_meta_object(&m->file, ARCH, err);
     if (!arch)
         return VBM_EFORMAT;
-    json_t *prov = meta_object(&m->file, "vbmem.provenance", err);
+    json_t *prov = st_meta_object(&m->file, "vbmem.provenance", err);
     st = prov ? parse_arch(m, arch, err) : VBM_EFORMAT;
     json_decref(arch);
     json_decref(prov);
     if (st != VBM_OK)
         return st;
-    for (size_t i = 0; i < m->file.n_tensors; i++)
-        if (!m->file.tensors[i].used)
-            return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s is not used by any layer",
-                            m->file.tensors[i].name);
+    if (st_check_used(&m->file, err) != VBM_OK)
+        return VBM_EFORMAT;
     m->info.n_params = m->file.n_values;
     m->info.architecture_json = strdup(st_meta(&m->file, ARCH));
     m->info.provenance_json = strdup(st_meta(&m->file, "vbmem.provenance"));
@@ -314,36 +288,13 @@ vbm_status nets_rpm_load_buffer(const unsigned char *buf, size_t len, nets_rpm *
 vbm_status nets_rpm_load(const char *path, nets_rpm **out, vbm_error *err)
 {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return vbm_fail(err, VBM_EINVAL, NULL, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(fp);
-        return vbm_fail(err, VBM_EINVAL, NULL, "%s: not a regular file", path);
-    }
-    unsigned long long limit = 8ull + ST_MAX_HEADER + 4ull * ST_MAX_VALUES;
-    if ((unsigned long long)sb.st_size > limit) {
-        fclose(fp);
-        return vbm_fail(err, VBM_EFORMAT, NULL,
-                        "%s: %lld bytes is larger than any valid model file (%llu)", path,
-                        (long long)sb.st_size, limit);
-    }
-    size_t len = (size_t)sb.st_size;
-    unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) {
-        fclose(fp);
-        return vbm_fail(err, VBM_ENOMEM, NULL, "%s: out of memory for %zu bytes", path, len);
-    }
-    size_t got = fread(buf, 1, len, fp);
-    int rerr = ferror(fp);
-    fclose(fp);
-    if (got != len || rerr) {
-        free(buf);
-        return vbm_fail(err, VBM_EINVAL, NULL, "%s: read error", path);
-    }
+    unsigned char *buf;
+    size_t len;
+    vbm_status rc = st_read_file(path, &buf, &len, err);
+    if (rc != VBM_OK)
+        return rc;
     vbm_error inner;
-    vbm_status rc = nets_rpm_load_buffer(buf, len, out, &inner);
+    rc = nets_rpm_load_buffer(buf, len, out, &inner);
     free(buf);
     if (rc != VBM_OK)
         return vbm_fail(err, rc, NULL, "%s: %s", path, inner.msg);

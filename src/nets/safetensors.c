@@ -3,11 +3,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "safetensors.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* "[3,5]" into buf (truncated with "..." when long). */
 static void st_shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
@@ -419,5 +421,74 @@ vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t
     }
     *out = buf;
     *outlen = total;
+    return VBM_OK;
+}
+
+vbm_status st_read_file(const char *path, unsigned char **buf, size_t *len, vbm_error *err)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return vbm_fail(err, VBM_EINVAL, NULL, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(fp);
+        return vbm_fail(err, VBM_EINVAL, NULL, "%s: not a regular file", path);
+    }
+    /* Largest valid file: 8 + 16 MiB header + ST_MAX_VALUES floats. */
+    unsigned long long limit = 8ull + ST_MAX_HEADER + 4ull * ST_MAX_VALUES;
+    if ((unsigned long long)sb.st_size > limit) {
+        fclose(fp);
+        return vbm_fail(err, VBM_EFORMAT, NULL,
+                        "%s: %lld bytes is larger than any valid model file (%llu)", path,
+                        (long long)sb.st_size, limit);
+    }
+    size_t n = (size_t)sb.st_size;
+    unsigned char *b = malloc(n ? n : 1);
+    if (!b) {
+        fclose(fp);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "%s: out of memory for %zu bytes", path, n);
+    }
+    size_t got = fread(b, 1, n, fp);
+    int rerr = ferror(fp);
+    fclose(fp);
+    if (got != n || rerr) {
+        free(b);
+        return vbm_fail(err, VBM_EINVAL, NULL, "%s: read error", path);
+    }
+    *buf = b;
+    *len = n;
+    return VBM_OK;
+}
+
+json_t *st_meta_object(const st_file *f, const char *key, vbm_error *err)
+{
+    const char *s = st_meta(f, key);
+    if (!s) {
+        vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s is missing", key);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *v = json_loads(s, JSON_REJECT_DUPLICATES, &jerr);
+    if (!v) {
+        vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: not JSON: %s (at character %d)", key,
+                 jerr.text, jerr.position);
+        return NULL;
+    }
+    if (!json_is_object(v)) {
+        json_decref(v);
+        vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: not a JSON object", key);
+        return NULL;
+    }
+    return v;
+}
+
+vbm_status st_check_used(const st_file *f, vbm_error *err)
+{
+    for (size_t i = 0; i < f->n_tensors; i++)
+        if (!f->tensors[i].used)
+            return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s is not used by any layer",
+                            f->tensors[i].name);
     return VBM_OK;
 }

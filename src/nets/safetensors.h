@@ -1,9 +1,11 @@
-/* safetensors.h -- the safetensors container held in memory: parsing and validating a whole
- * file (header length, JSON header, F32 dtypes, shapes, offsets, finite values) and building
- * one (used by the tests and the benchmark). No vbmem semantics live here. */
+/* safetensors.h -- the safetensors container held in memory: reading a file, parsing and
+ * validating it (header length, JSON header, F32 dtypes, shapes, offsets, finite values), its
+ * metadata as JSON objects, and building one (used by the tests and the benchmark). No vbmem
+ * semantics live here. */
 #ifndef VBMEM_NETS_SAFETENSORS_H
 #define VBMEM_NETS_SAFETENSORS_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +59,22 @@ st_tensor *st_find(const st_file *f, const char *name);
 
 /* The metadata value for key, or NULL when absent. */
 const char *st_meta(const st_file *f, const char *key);
+
+/* Read the whole regular file at path into *buf (malloc'd, owned by the caller) of *len
+ * bytes; files larger than any valid one (8 + ST_MAX_HEADER + 4 ST_MAX_VALUES bytes) are
+ * refused before anything is read. Fails with VBM_EINVAL (cannot open, not a regular file,
+ * read error), VBM_EFORMAT (too large) or VBM_ENOMEM; every message starts with the path,
+ * *buf is then NULL and err (may be NULL) is filled with no field. */
+vbm_status st_read_file(const char *path, unsigned char **buf, size_t *len, vbm_error *err);
+
+/* The metadata value for key parsed as a JSON object (duplicate keys rejected); a new
+ * reference the caller json_decref's. NULL with err (may be NULL) filled, VBM_EFORMAT and
+ * no field, when the key is missing, its value is not JSON, or not an object. */
+json_t *st_meta_object(const st_file *f, const char *key, vbm_error *err);
+
+/* VBM_OK when every tensor of f has its `used` mark set; else VBM_EFORMAT naming the first
+ * unused tensor (err may be NULL; no field). */
+vbm_status st_check_used(const st_file *f, vbm_error *err);
 
 /* A tensor to write: name, shape, and count = prod(shape) floats at data. */
 typedef struct {
