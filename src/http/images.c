@@ -60,6 +60,25 @@ vbm_status img_opt_pixels(const json_t *obj, const char *key, int *sample, vbm_e
     return vbm_fail(err, VBM_EINVAL, key, "expected \"mean\" or \"sample\"");
 }
 
+vbm_status img_answer_opts(const json_t *body, int has_model, img_format *fmt, int *sample,
+                           vbm_error *err)
+{
+    vbm_status st;
+
+    *fmt = has_model ? IMG_PNG : IMG_NONE;
+    *sample = 0;
+    st = img_opt_format(body, "format", 1, fmt, err);
+    if (st == VBM_OK)
+        st = img_opt_pixels(body, "pixels", sample, err);
+    if (st == VBM_OK && !has_model && *fmt != IMG_NONE)
+        st = vbm_fail(err, VBM_EINVAL, "format",
+                      "this is a latent session (no model): it has codes, not images");
+    if (st == VBM_OK && !has_model && json_object_get(body, "pixels") != NULL)
+        st = vbm_fail(err, VBM_EINVAL, "pixels",
+                      "this is a latent session (no model): it has codes, not images");
+    return st;
+}
+
 /* ---- PNG decoding ------------------------------------------------------------ */
 
 /* libpng's view of the input and of the first error (heap-allocated: it is

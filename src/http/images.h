@@ -35,6 +35,14 @@ vbm_status img_opt_format(const json_t *obj, const char *key, int allow_none, im
  * Fails with VBM_EINVAL naming key. */
 vbm_status img_opt_pixels(const json_t *obj, const char *key, int *sample, vbm_error *err);
 
+/* The image options of an answer that carries frames (samples, reads, continuations): the
+ * members "format" (default IMG_PNG when has_model, IMG_NONE without) and "pixels" (default
+ * "mean") of body into *fmt and *sample. A session without a model (latent) has codes, not
+ * images: any format but "none", or any "pixels", fails with VBM_EINVAL naming that member
+ * ("format" first). Bad values fail as img_opt_format / img_opt_pixels do. */
+vbm_status img_answer_opts(const json_t *body, int has_model, img_format *fmt, int *sample,
+                           vbm_error *err);
+
 /* Decode the observations at JSON path `path` into n x c x h x w float pixels
  * in [0, 1] (NCHW) for shape:
  *   - an array of base64 PNG strings (an optional "data:image/png;base64,"

@@ -697,27 +697,6 @@ void route_resize(http_req *r)
 
 /* ---- samples and reads -------------------------------------------------------- */
 
-/* Image options of samples and reads: "format" (default png for a session
- * with a model, none without) and "pixels"; a latent session refuses images. */
-static vbm_status sess_image_opts(const json_t *body, int has_model, img_format *fmt, int *sample,
-                                  vbm_error *err)
-{
-    vbm_status st;
-
-    *fmt = has_model ? IMG_PNG : IMG_NONE;
-    *sample = 0;
-    st = img_opt_format(body, "format", 1, fmt, err);
-    if (st == VBM_OK)
-        st = img_opt_pixels(body, "pixels", sample, err);
-    if (st == VBM_OK && !has_model && *fmt != IMG_NONE)
-        st = vbm_fail(err, VBM_EINVAL, "format",
-                      "this is a latent session (no model): it has codes, not images");
-    if (st == VBM_OK && !has_model && json_object_get(body, "pixels") != NULL)
-        st = vbm_fail(err, VBM_EINVAL, "pixels",
-                      "this is a latent session (no model): it has codes, not images");
-    return st;
-}
-
 void route_samples(http_req *r)
 {
     static const char *const keys[] = {"count",  "seed",   "cluster", "encoding",
@@ -751,7 +730,7 @@ void route_samples(http_req *r)
     if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == VBM_OK)
-        st = sess_image_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
+        st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
     json_decref(body);
     /* codes alone ("format": "none") do not need the model */
     if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0) {
@@ -925,7 +904,7 @@ void route_reads(http_req *r)
                       "views of a query (observations or query codes) only; a read that starts "
                       "from memory has none");
     if (st == VBM_OK)
-        st = sess_image_opts(body, m != NULL, &fmt, &sample, &err);
+        st = img_answer_opts(body, m != NULL, &fmt, &sample, &err);
     if (st == VBM_OK)
         st = sess_read_mode(body, ov != NULL || (m != NULL && qv == NULL), mk != NULL, &ro, &err);
     if (st == VBM_OK && qv != NULL && ov != NULL)

@@ -50,6 +50,29 @@ static eng_session *tr_lookup(http_req *r)
     return s;
 }
 
+/* The start of an operation only temporal sessions have: the session of the path (404
+ * otherwise), of kind temporal (otherwise a 422 naming "kind": "<op> is an operation of
+ * temporal sessions"), and the body as a JSON object. Returns 0 with *s (a reference the
+ * caller unrefs), *body (the caller decrefs) and *cfg, the session's configuration; -1 when
+ * the answer has been sent (then nothing is held). */
+static int tr_begin(http_req *r, const char *op, eng_session **s, json_t **body,
+                    vbm_temporal_config *cfg)
+{
+    if ((*s = tr_lookup(r)) == NULL)
+        return -1;
+    if (!eng_session_is_temporal(*s)) {
+        req_problem(r, 422, "kind", "%s is an operation of temporal sessions", op);
+        eng_session_unref(*s);
+        return -1;
+    }
+    if (req_body_object(r, body) != 0) {
+        eng_session_unref(*s);
+        return -1;
+    }
+    eng_session_temporal_config(*s, cfg);
+    return 0;
+}
+
 static void tr_respond_info(http_req *r, eng_session *s, int status)
 {
     vbm_error err;
@@ -323,23 +346,6 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
     req_json(r, 200, res);
 }
 
-/* Image options ("format", "pixels") of answers with frames; a latent session refuses them. */
-static vbm_status tr_image_opts(const json_t *body, int has_model, img_format *fmt, int *sample,
-                                vbm_error *err)
-{
-    vbm_status st;
-
-    *fmt = has_model ? IMG_PNG : IMG_NONE;
-    *sample = 0;
-    st = img_opt_format(body, "format", 1, fmt, err);
-    if (st == VBM_OK)
-        st = img_opt_pixels(body, "pixels", sample, err);
-    if (st == VBM_OK && !has_model && (*fmt != IMG_NONE || json_object_get(body, "pixels") != NULL))
-        st = vbm_fail(err, VBM_EINVAL, json_object_get(body, "pixels") ? "pixels" : "format",
-                      "this is a latent session (no model): it has codes, not images");
-    return st;
-}
-
 /* ---- POST samples: a sequence drawn ancestrally ---- */
 
 void route_temporal_samples(http_req *r, eng_session *s, json_t *body)
@@ -367,7 +373,7 @@ void route_temporal_samples(http_req *r, eng_session *s, json_t *body)
     if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == VBM_OK)
-        st = tr_image_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
+        st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
     json_decref(body);
     if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0)
         return;
@@ -423,19 +429,9 @@ void route_temporal_infer(http_req *r)
     int images = 0;
     vbm_status st;
 
-    if ((s = tr_lookup(r)) == NULL)
+    if (tr_begin(r, "infer", &s, &body, &cfg) != 0)
         return;
-    if (!eng_session_is_temporal(s)) {
-        req_problem(r, 422, "kind", "infer is an operation of temporal sessions");
-        eng_session_unref(s);
-        return;
-    }
-    if (req_body_object(r, &body) != 0) {
-        eng_session_unref(s);
-        return;
-    }
     err.field[0] = '\0';
-    eng_session_temporal_config(s, &cfg);
     st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK)
         st = wire_opt_long(body, "sweeps", 1, 1000, &sweeps, &err);
@@ -494,19 +490,9 @@ void route_temporal_continue(http_req *r)
     img_format fmt = IMG_NONE;
     vbm_status st;
 
-    if ((s = tr_lookup(r)) == NULL)
+    if (tr_begin(r, "continue", &s, &body, &cfg) != 0)
         return;
-    if (!eng_session_is_temporal(s)) {
-        req_problem(r, 422, "kind", "continue is an operation of temporal sessions");
-        eng_session_unref(s);
-        return;
-    }
-    if (req_body_object(r, &body) != 0) {
-        eng_session_unref(s);
-        return;
-    }
     err.field[0] = '\0';
-    eng_session_temporal_config(s, &cfg);
     st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK && json_object_get(body, "steps") == NULL)
         st = vbm_fail(&err, VBM_EINVAL, "steps", "missing: how many frames to continue by");
@@ -521,7 +507,7 @@ void route_temporal_continue(http_req *r)
     if (st == VBM_OK)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == VBM_OK)
-        st = tr_image_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
+        st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
     if (st == VBM_OK && (double)steps * (ns + 1) * (8.0 * cfg.code_size + 8.0 * 784) > TR_MAX_BYTES)
         st =
             vbm_fail(&err, VBM_EINVAL, "steps", "%ld steps of %ld samples are too many", steps, ns);
