@@ -139,6 +139,11 @@ void req_etag(http_req *r, uint64_t version);
  * failure sets a 400 (malformed JSON, not an object) problem and returns -1. */
 int req_body_object(http_req *r, json_t **out);
 
+/* The session named by the path parameter and visible to the caller's owner, as a new
+ * reference (eng_session_unref), touched for the LRU; or NULL after setting a 404 problem (503
+ * when a durable store is busy or unavailable, or holds a corrupt record). */
+eng_session *req_session(http_req *r);
+
 /* Route handlers (routes_system.c: healthz, readyz, metrics, and
  * routes_models.c: models_list, models_get, inline on the HTTP thread;
  * routes_models.c: models_encode, models_decode, and routes_sessions.c: the

@@ -24,33 +24,12 @@
 #define SESS_MAX_TTL            (10L * 365 * 24 * 3600)
 #define SESS_MAX_READ_BYTES     (1024.0 * 1024.0 * 1024.0) /* what one read or samples request holds */
 
-/* The session named by the path and visible to the caller (a new reference),
- * or NULL after setting a 404 problem (503 when a durable store is busy or
- * unavailable, or holds a corrupt record). */
-static eng_session *sess_lookup(http_req *r)
-{
-    eng_session *s = NULL;
-    vbm_error err;
-    vbm_status st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
-
-    if (st == VBM_ENOTFOUND) {
-        req_problem(r, 404, NULL, "no session %s", r->param);
-        return NULL;
-    }
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return NULL;
-    }
-    eng_session_touch(s);
-    return s;
-}
-
 /* The session of the path and the request's JSON object body, both owned by the
  * caller; on failure the problem is already answered, nothing is held and -1 is
  * returned. */
 static int sess_lookup_body(http_req *r, eng_session **s, json_t **body)
 {
-    *s = sess_lookup(r);
+    *s = req_session(r);
     if (*s == NULL)
         return -1;
     if (req_body_object(r, body) != 0) {
@@ -355,7 +334,7 @@ void route_sessions_list(http_req *r)
 
 void route_sessions_get(http_req *r)
 {
-    eng_session *s = sess_lookup(r);
+    eng_session *s = req_session(r);
 
     if (s == NULL)
         return;
@@ -365,7 +344,7 @@ void route_sessions_get(http_req *r)
 
 void route_sessions_delete(http_req *r)
 {
-    eng_session *s = sess_lookup(r);
+    eng_session *s = req_session(r);
     vbm_error err;
     vbm_status st;
     uint64_t version;
@@ -1015,7 +994,7 @@ void route_reads(http_req *r)
 
 void route_memory_get(http_req *r)
 {
-    eng_session *s = sess_lookup(r);
+    eng_session *s = req_session(r);
     json_t *m = NULL;
     vbm_memory *mem = NULL;
     vbm_error err;

@@ -31,25 +31,6 @@ int route_temporal_requested(const json_t *body)
     return json_is_string(k) && strcmp(json_string_value(k), "temporal") == 0;
 }
 
-/* The session named by the path (a new reference), or NULL after a 404/503 problem. */
-static eng_session *tr_lookup(http_req *r)
-{
-    eng_session *s = NULL;
-    vbm_error err;
-    vbm_status st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
-
-    if (st == VBM_ENOTFOUND) {
-        req_problem(r, 404, NULL, "no session %s", r->param);
-        return NULL;
-    }
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return NULL;
-    }
-    eng_session_touch(s);
-    return s;
-}
-
 /* The start of an operation only temporal sessions have: the session of the path (404
  * otherwise), of kind temporal (otherwise a 422 naming "kind": "<op> is an operation of
  * temporal sessions"), and the body as a JSON object. Returns 0 with *s (a reference the
@@ -58,7 +39,7 @@ static eng_session *tr_lookup(http_req *r)
 static int tr_begin(http_req *r, const char *op, eng_session **s, json_t **body,
                     vbm_temporal_config *cfg)
 {
-    if ((*s = tr_lookup(r)) == NULL)
+    if ((*s = req_session(r)) == NULL)
         return -1;
     if (!eng_session_is_temporal(*s)) {
         req_problem(r, 422, "kind", "%s is an operation of temporal sessions", op);

@@ -255,6 +255,24 @@ int req_body_object(http_req *r, json_t **out)
     return 0;
 }
 
+eng_session *req_session(http_req *r)
+{
+    eng_session *s = NULL;
+    vbm_error err;
+    vbm_status st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
+
+    if (st == VBM_ENOTFOUND) {
+        req_problem(r, 404, NULL, "no session %s", r->param);
+        return NULL;
+    }
+    if (st != VBM_OK) {
+        req_engine_problem(r, st, &err);
+        return NULL;
+    }
+    eng_session_touch(s);
+    return s;
+}
+
 /* ---- request lifecycle ------------------------------------------------------ */
 
 static void srv_req_free(http_req *r)
