@@ -148,12 +148,15 @@ def write_rows(path, rows, methods):
 
 
 def summarise(path):
-    """{(method, lr): {after_task: [acc per task 1..after]}} from the CSV."""
+    """{(method, lr): {after_task: [acc per task 1..after]}} from the CSV, or from several CSVs
+    of the same stream given as one comma-separated string (runs of different methods written
+    by separate processes)."""
     res = {}
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            d = res.setdefault((r["method"], r["lr"]), {})
-            d.setdefault(int(r["after_task"]), {})[int(r["task"])] = float(r["acc"])
+    for one in path.split(","):
+        with open(one) as f:
+            for r in csv.DictReader(f):
+                d = res.setdefault((r["method"], r["lr"]), {})
+                d.setdefault(int(r["after_task"]), {})[int(r["task"])] = float(r["acc"])
     return {k: {a: [v[t] for t in sorted(v)] for a, v in d.items()} for k, d in res.items()}
 
 
@@ -274,7 +277,9 @@ def main(argv=None):
     ap.add_argument("--test-limit", type=int, default=0, help="use the first N test images (0: all 10000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default="")
-    ap.add_argument("--out", default=os.path.join(HERE, "runs", "foovb-permuted-mnist.csv"))
+    ap.add_argument("--out", default=os.path.join(HERE, "runs", "foovb-permuted-mnist.csv"),
+                    help="the CSV written; with --plot-only, the CSV(s) read (comma separated: one stream's runs "
+                         "written by separate processes)")
     ap.add_argument("--png", default=os.path.join(ROOT, "docs", "foovb-permuted-mnist.png"))
     ap.add_argument("--normalize", action="store_true",
                     help="standardise pixels as the authors' code does: (x - 0.1307) / 0.3081 (default: x in [0, 1])")

@@ -282,6 +282,23 @@ class Stream(unittest.TestCase):
             self.assertTrue(torch.equal(torch.sort(p).values, torch.arange(16)))
             self.assertFalse(torch.equal(p, torch.arange(16)))
 
+    def test_summary_over_csvs_of_separate_processes(self):
+        # two processes wrote the methods of one stream to two CSVs; --plot-only reads both
+        with tempfile.TemporaryDirectory() as d:
+            a, b = os.path.join(d, "a.csv"), os.path.join(d, "b.csv")
+            row = lambda m, lr, after, task, acc: {"method": m, "lr": lr, "after_task": after, "task": task,  # noqa
+                                                   "acc": acc, "seconds": 1}
+            permuted_mnist.write_rows(a, [row("foovb-diag", "", 1, 1, 0.9), row("foovb-diag", "", 2, 1, 0.8),
+                                          row("foovb-diag", "", 2, 2, 0.7)], ["foovb-diag"])
+            permuted_mnist.write_rows(b, [row("sgd", 0.1, 1, 1, 0.5), row("sgd", 0.1, 2, 1, 0.2),
+                                          row("sgd", 0.1, 2, 2, 0.4), row("sgd", 0.01, 1, 1, 0.6),
+                                          row("sgd", 0.01, 2, 1, 0.5), row("sgd", 0.01, 2, 2, 0.5)], ["sgd"])
+            res = permuted_mnist.summarise(a + "," + b)
+            self.assertEqual(res[("foovb-diag", "")], {1: [0.9], 2: [0.8, 0.7]})
+            best = permuted_mnist.best_runs(res)
+            self.assertEqual(best["sgd"][0], "0.01")  # mean 0.5 after task 2 beats 0.3
+            self.assertIn("| foovb-diag | 90.0 | 75.0 |", permuted_mnist.table(a + "," + b))
+
 
 if __name__ == "__main__":
     unittest.main()
