@@ -270,8 +270,11 @@ class Serving(unittest.TestCase):
         self.assertAlmostEqual(ck["gp"]["lengthscale"], float(model.log_ell.exp()), places=12)
         with torch.no_grad():
             post = model.posterior(ck["example"]["X"])
-        self.assertLess(float((post["mu"] - ck["example"]["mu"]).abs().max()), 1e-9)
-        self.assertLess(float((post["var"] - ck["example"]["var"]).abs().max()), 1e-9)
+        # the recognition network runs in float32, whose rounding differs between CPUs (the
+        # example was written on one machine; an AMD EPYC gives mu 5.9e-8 away, |mu| <= 2.2):
+        # agreement to float32 precision, 1e-6, well below any change of the checkpoint
+        self.assertLess(float((post["mu"] - ck["example"]["mu"]).abs().max()), 1e-6)
+        self.assertLess(float((post["var"] - ck["example"]["var"]).abs().max()), 1e-6)
         self.assertLess(ck["nmse_test"], 0.05)
 
 
