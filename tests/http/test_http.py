@@ -1460,6 +1460,14 @@ def test_temporal_sessions():
     problem(c.request("POST", cont, {"prefix": {"mu": third[:5]}}), 422, "steps")
     problem(c.request("POST", cont, {"prefix": {"mu": [[1, 2], [3, 4]]}, "steps": 2}), 422, "prefix.mu")
     problem(c.request("POST", cont, {"prefix": {"mu": third[:5]}, "steps": 2, "format": "png"}), 422, "format")
+    # images on a latent session: the member asked for is named, "format" first when both are
+    # given (the one check of answers' image options, img_answer_opts, shared with plain sessions)
+    problem(c.request("POST", cont, {"prefix": {"mu": third[:5]}, "steps": 2, "pixels": "sample"}), 422, "pixels")
+    problem(c.request("POST", cont, {"prefix": {"mu": third[:5]}, "steps": 2, "format": "png", "pixels": "mean"}),
+            422, "format")
+    problem(c.request("POST", "/v1/sessions/%s/samples" % sid, {"length": 4, "pixels": "mean"}), 422, "pixels")
+    problem(c.request("POST", "/v1/sessions/%s/samples" % sid, {"length": 4, "format": "png", "pixels": "mean"}),
+            422, "format")
     problem(c.request("POST", "/v1/sessions/%s/infer" % sid, {"sequence": {"mu": [[1, 2, 3]]}}), 422, "sequence.mu")
     # bad configurations
     for memory, field in (({"kind": "temporal", "components": 0}, "memory.components"),

@@ -533,6 +533,7 @@ def test_latent_only_daemon():
         expect("observations" not in rd["steps"][0] and "observations" not in rd["start"], "images from a latent read")
         problem(c.request("POST", base + "/reads", {"format": "png"}), 422, "format")
         problem(c.request("POST", base + "/samples", {"pixels": "sample"}), 422, "pixels")
+        problem(c.request("POST", base + "/samples", {"format": "png", "pixels": "sample"}), 422, "format")
     finally:
         stopped(d)
 
