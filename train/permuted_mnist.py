@@ -38,9 +38,24 @@ METHODS = ("foovb-diag", "foovb-matrix", "foovb-matrix-tc", "adam", "sgd")
 FIELDS = ["method", "lr", "after_task", "task", "acc", "seconds"]
 
 
-def load_mnist(dirname, pool):
+# The BGD code's padded permuted MNIST (github.com/igolan/bgd, utils/datasets.py, the
+# diagonal FOO-VB code the seed's authors point to): Pad(2) with zeros, then
+# Normalize(mean=0.1, std=0.2752) -- the padded images' own mean and std.
+PAD32_MEAN, PAD32_STD = 0.1, 0.2752
+
+
+def pad32(x):
+    """(N, 28, 28) images in [0, 1] -> (N, 32, 32): two rows/columns of zeros on
+    every side, then (x - PAD32_MEAN) / PAD32_STD (the border becomes -0.1/0.2752)."""
+    return (F.pad(x, (2, 2, 2, 2)) - PAD32_MEAN) / PAD32_STD
+
+
+def load_mnist(dirname, pool, padded=False):
     """(x_train, y_train, x_test, y_test): images as float32 (N, D) in [0, 1],
-    average-pooled pool x pool (pool=1: 28x28, D=784; pool=2: 14x14, D=196)."""
+    average-pooled pool x pool (pool=1: 28x28, D=784; pool=2: 14x14, D=196);
+    padded=True (pool must be 1): pad32's 32x32 images, D=1024."""
+    if padded and pool != 1:
+        raise ValueError("padded inputs are 32x32 from the full 28x28 images: pool must be 1")
     out = []
     for split in ("train", "t10k"):
         imgs = data.read_idx(data._find(dirname, "%s-images-idx3-ubyte" % split))
@@ -48,6 +63,8 @@ def load_mnist(dirname, pool):
         x = torch.from_numpy(imgs.astype(np.float32) / 255.0)
         if pool > 1:
             x = F.avg_pool2d(x[:, None], pool)[:, 0]
+        if padded:
+            x = pad32(x)
         out += [x.reshape(x.shape[0], -1).contiguous(), torch.from_numpy(labs.astype(np.int64))]
     return out
 
@@ -283,6 +300,9 @@ def main(argv=None):
     ap.add_argument("--png", default=os.path.join(ROOT, "docs", "foovb-permuted-mnist.png"))
     ap.add_argument("--normalize", action="store_true",
                     help="standardise pixels as the authors' code does: (x - 0.1307) / 0.3081 (default: x in [0, 1])")
+    ap.add_argument("--pad32", action="store_true",
+                    help="the BGD code's padded permuted MNIST: 32x32 with zeros, then (x - 0.1) / 0.2752, "
+                         "permutations over all 1024 pixels (needs --pool 1; not with --normalize)")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--compare", default="",
                     help="with --plot-only: 'LABEL=CSV;LABEL=CSV;...' -> one figure of those runs (--png), "
@@ -310,7 +330,9 @@ def main(argv=None):
     dirname = next((d for d in dirs if os.path.isdir(d)), None)
     if dirname is None:
         ap.error("MNIST not found in %s (--data)" % ", ".join(dirs))
-    x_tr, y_tr, x_te, y_te = load_mnist(dirname, args.pool)
+    if args.pad32 and (args.pool != 1 or args.normalize):
+        ap.error("--pad32 pads the full 28x28 images and normalises them itself: use --pool 1, not --normalize")
+    x_tr, y_tr, x_te, y_te = load_mnist(dirname, args.pool, padded=args.pad32)
     if args.normalize:
         # the authors' permuted-MNIST loader: transforms.Normalize((0.1307,), (0.3081,)) after ToTensor
         x_tr, x_te = (x_tr - 0.1307) / 0.3081, (x_te - 0.1307) / 0.3081

@@ -299,6 +299,24 @@ class Stream(unittest.TestCase):
             self.assertEqual(best["sgd"][0], "0.01")  # mean 0.5 after task 2 beats 0.3
             self.assertIn("| foovb-diag | 90.0 | 75.0 |", permuted_mnist.table(a + "," + b))
 
+    def test_padded_inputs_as_the_bgd_loader(self):
+        # Pad(2) with zeros, then (x - 0.1) / 0.2752, on a 28x28 image with two known pixels
+        x = torch.zeros(1, 28, 28)
+        x[0, 0, 0], x[0, 27, 13] = 1.0, 0.5
+        y = permuted_mnist.pad32(x)
+        self.assertEqual(tuple(y.shape), (1, 32, 32))
+        border = (0.0 - 0.1) / 0.2752
+        self.assertAlmostEqual(float(y[0, 0, 0]), border, places=6)
+        self.assertAlmostEqual(float(y[0, 31, 31]), border, places=6)
+        self.assertAlmostEqual(float(y[0, 1, 17]), border, places=6)
+        self.assertAlmostEqual(float(y[0, 2, 2]), (1.0 - 0.1) / 0.2752, places=6)  # image (0, 0)
+        self.assertAlmostEqual(float(y[0, 29, 15]), (0.5 - 0.1) / 0.2752, places=6)  # image (27, 13)
+        self.assertAlmostEqual(float(y[0, 10, 10]), border, places=6)  # a zero pixel inside the image
+        with self.assertRaises(ValueError):
+            permuted_mnist.load_mnist("/nonexistent", 2, padded=True)
+        with self.assertRaises(SystemExit):
+            permuted_mnist.main(["--pad32", "--normalize", "--pool", "1", "--data", "/nonexistent"])
+
 
 if __name__ == "__main__":
     unittest.main()
