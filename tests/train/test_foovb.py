@@ -269,6 +269,101 @@ class Contracts(unittest.TestCase):
         self.assertEqual(opt.count, 0)
 
 
+class Batched(unittest.TestCase):
+    """sample_batch(K) + accumulate_batch: the same posterior as K calls of
+    sample()/backward()/accumulate() fed the same draws (the batched draws are
+    replayed one slice at a time into a second optimiser)."""
+
+    def nets(self):
+        g = torch.Generator()
+        g.manual_seed(11)
+        net = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+        x = torch.randn(7, 5, generator=g)
+        y = torch.randint(3, (7,), generator=g)
+        other = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+        other.load_state_dict(net.state_dict())
+        return net, other, x, y
+
+    def loss_of(self, ws, k, x, y, skip=()):
+        h = F.relu(F.linear(x, ws["0.weight"][k], ws["0.bias"][k]))
+        b = ws["2.bias"][k] if "2.bias" not in skip else None
+        return F.cross_entropy(F.linear(h, ws["2.weight"][k], b), y, reduction="sum")
+
+    def compare(self, kind, tc=False, K=4, steps=2, skip=()):
+        net, other, x, y = self.nets()
+        a = FooVB(net, kind=kind, mc_samples=K, init="paper", seed=3, trace_correction=tc)
+        b = FooVB(other, kind=kind, mc_samples=K, init="paper", seed=3, trace_correction=tc)
+        before = [p.detach().clone() for p in net.parameters()]
+        for _ in range(steps):
+            draws = []
+            orig = a._randn
+            a._randn = lambda shape: draws.append(orig(shape)) or draws[-1]
+            ws = a.sample_batch(K)
+            a._randn = orig
+            self.assertTrue(all(torch.equal(p, q) for p, q in zip(net.parameters(), before)))  # model untouched
+            self.assertEqual(len(draws), len(a.groups))
+            sum(self.loss_of(ws, k, x, y, skip) for k in range(K)).backward()
+            self.assertEqual(a.accumulate_batch({n: (None if n in skip else w.grad) for n, w in ws.items()}), K)
+            replay = iter([d[k] for k in range(K) for d in draws])
+            b._randn = lambda shape: next(replay)
+            for _ in range(K):
+                b.sample()
+                lb = {n: p for n, p in other.named_parameters()}
+                h = F.relu(F.linear(x, lb["0.weight"], lb["0.bias"]))
+                out = F.linear(h, lb["2.weight"], None if "2.bias" in skip else lb["2.bias"])
+                F.cross_entropy(out, y, reduction="sum").backward()
+                b.accumulate()
+            self.assertIsNone(next(replay, None))
+            a.step()
+            b.step()
+            before = [p.detach().clone() for p in net.parameters()]
+        keys = ("mu", "sigma") if kind == "diagonal" else ("M", "A", "B")
+        for ga, gb in zip(a.groups, b.groups):
+            for key in keys:
+                ta, tb = getattr(ga, key), getattr(gb, key)
+                if key in ("A", "B"):  # the covariance factor: A is unique up to a rotation (see below)
+                    ta, tb = ta @ ta.T, tb @ tb.T
+                self.assertTrue(torch.allclose(ta, tb, rtol=1e-9, atol=1e-12), (kind, key, (ta - tb).abs().max()))
+        moved = max(float((p - q).abs().max()) for p, q in zip(net.parameters(), other.parameters()))
+        self.assertLess(moved, 1e-6)
+
+    def test_diagonal(self):
+        self.compare("diagonal")
+
+    def test_matrix(self):
+        self.compare("matrix")
+
+    def test_matrix_trace_corrected(self):
+        self.compare("matrix", tc=True)
+
+    def test_a_parameter_the_loss_does_not_reach(self):
+        # one step: with a zero gradient column, E is singular and Lemma 1's polar factor (so A
+        # itself, not A A^T) is not unique, so replayed draws give other samples after a step
+        self.compare("matrix", skip=("2.bias",), steps=1)
+        self.compare("diagonal", skip=("2.bias",), steps=3)
+
+    def test_errors(self):
+        net, _, x, y = self.nets()
+        for kind in ("diagonal", "matrix"):
+            opt = FooVB(net, kind=kind, init="paper", seed=1)
+            with self.assertRaises(RuntimeError):
+                opt.accumulate_batch({})
+            with self.assertRaises(ValueError):
+                opt.sample_batch(0)
+            ws = opt.sample_batch(3)
+            self.assertEqual(tuple(ws["0.weight"].shape), (3, 4, 5))
+            with self.assertRaises(ValueError):
+                opt.accumulate_batch({"0.weight": torch.zeros(2, 4, 5)})
+            bad = {n: torch.zeros_like(w) for n, w in ws.items()}
+            bad["0.bias"][1, 2] = float("inf")
+            with self.assertRaises(FloatingPointError):
+                opt.accumulate_batch(bad)
+            self.assertEqual(opt.count, 0)
+            opt.sample()
+            with self.assertRaises(RuntimeError):  # a single sample() cancels the pending batch
+                opt.accumulate_batch({n: torch.zeros_like(w) for n, w in ws.items()})
+
+
 class Stream(unittest.TestCase):
     def test_same_stream_for_every_method_and_identity_first(self):
         a = list(permuted_mnist.stream(3, 2, 50, 8, seed=1))
@@ -298,6 +393,41 @@ class Stream(unittest.TestCase):
             best = permuted_mnist.best_runs(res)
             self.assertEqual(best["sgd"][0], "0.01")  # mean 0.5 after task 2 beats 0.3
             self.assertIn("| foovb-diag | 90.0 | 75.0 |", permuted_mnist.table(a + "," + b))
+
+    def test_batched_networks_match_the_network(self):
+        g = torch.Generator()
+        g.manual_seed(5)
+        net = permuted_mnist.mlp(6, 5, g)
+        x = torch.randn(4, 6, generator=g)
+        y = torch.tensor([0, 3, 9, 3])
+        sets = [{n: p.detach() + 0.1 * k * torch.randn(p.shape, generator=g) for n, p in net.named_parameters()}
+                for k in range(3)]
+        ws = {n: torch.stack([st[n] for st in sets]) for n in sets[0]}
+        want = 0.0
+        for st in sets:
+            net.load_state_dict(st)
+            want += float(F.cross_entropy(net(x), y, reduction="sum"))
+        self.assertAlmostEqual(float(permuted_mnist.batched_loss(ws, x, y)), want, places=4)
+
+    def test_chunked_step_equals_one_network_at_a_time(self):
+        # chunk 1 draws in the looped order, so the posteriors agree to rounding; chunk 3 draws
+        # the same distribution in another order
+        def posterior(chunk, kind):
+            g = torch.Generator()
+            g.manual_seed(2)
+            net = permuted_mnist.mlp(6, 5, g)
+            opt = FooVB(net, kind=kind, mc_samples=3, init="paper", seed=4)
+            x = torch.randn(8, 6, generator=g)
+            y = torch.randint(10, (8,), generator=g)
+            for _ in range(3):
+                permuted_mnist.foovb_step(opt, net, x, y, chunk)
+            return [t for grp in opt.groups for t in ((grp.mu, grp.sigma) if kind == "diagonal" else
+                                                        (grp.M, grp.A @ grp.A.T, grp.B @ grp.B.T))]
+        for kind in ("diagonal", "matrix"):
+            a, b, c = posterior(0, kind), posterior(1, kind), posterior(3, kind)
+            for ta, tb in zip(a, b):
+                self.assertTrue(torch.allclose(ta, tb, rtol=1e-5, atol=1e-7), (kind, (ta - tb).abs().max()))
+            self.assertFalse(all(torch.allclose(ta, tc, rtol=1e-5, atol=1e-7) for ta, tc in zip(a, c)))
 
     def test_padded_inputs_as_the_bgd_loader(self):
         # Pad(2) with zeros, then (x - 0.1) / 0.2752, on a 28x28 image with two known pixels

@@ -19,9 +19,13 @@ the mini-batch, L_n of the paper, not its mean -- or pass scale=batch size):
     torch.save(opt.state_dict(), path)                   # the posterior (float64)
 
 or, equivalently, `opt.train_step(lambda: loss_of(model))` per mini-batch.
+Many samples at once (the seed's 2,500 matrix-variate samples, on a GPU):
+`ws = opt.sample_batch(K)` gives (K, ...) sampled parameters; backward the sum
+of the K networks' summed losses, `opt.accumulate_batch({n: w.grad ...})`,
+any number of times, then `opt.step()` (train/permuted_mnist.py foovb_step).
 
-The posterior is kept in float64 (the model keeps its own dtype; samples and
-means are cast into it). Every draw comes from the optimiser's own seeded
+The posterior is kept in float64 on the device of the model's parameters
+(the model keeps its own dtype; samples and means are cast into it). Every draw comes from the optimiser's own seeded
 torch.Generator, so a run is reproducible from (seed, data order).
 """
 import math
@@ -88,13 +92,14 @@ class _Matrix:
             cols.append(params[1].detach().reshape(-1, 1))
         self.M = torch.cat(cols, 1).to(torch.float64).clone()
         p, n = self.M.shape
-        self.A = torch.eye(n, dtype=torch.float64)
-        self.B = torch.eye(p, dtype=torch.float64)
-        self.bphi = None  # B Phi and Phi A^T of the last sample
+        dev = self.M.device
+        self.A = torch.eye(n, dtype=torch.float64, device=dev)
+        self.B = torch.eye(p, dtype=torch.float64, device=dev)
+        self.bphi = None  # B Phi and Phi A^T of the last sample ((K, p, n) after a batch)
         self.phiat = None
         self.e1 = torch.zeros_like(self.M)
-        self.e2 = torch.zeros(n, n, dtype=torch.float64)
-        self.e3 = torch.zeros(p, p, dtype=torch.float64)
+        self.e2 = torch.zeros(n, n, dtype=torch.float64, device=dev)
+        self.e3 = torch.zeros(p, p, dtype=torch.float64, device=dev)
 
     def write(self, W):
         w = self.params[0]
@@ -110,6 +115,25 @@ class _Matrix:
             g = p.grad if p.grad is not None else torch.zeros_like(p)
             cols.append(g.detach().reshape(self.M.shape[0], -1).to(torch.float64))
         return torch.cat(cols, 1)
+
+    def split(self, W):
+        """(K, out, in[+1]) samples -> one (K, *shape) tensor per parameter."""
+        w = self.params[0]
+        nw = w[0].numel() if w.dim() > 1 else 1
+        out = [W[:, :, :nw].reshape((W.shape[0],) + tuple(w.shape))]
+        if len(self.params) > 1:
+            out.append(W[:, :, nw])
+        return out
+
+    def join(self, grads):
+        """One (K, *shape) gradient per parameter (None: zero) -> (K, out, in[+1]) float64."""
+        K = next(g.shape[0] for g in grads if g is not None)
+        cols = []
+        for p, g in zip(self.params, grads):
+            if g is None:
+                g = torch.zeros((K,) + tuple(p.shape), dtype=torch.float64, device=self.M.device)
+            cols.append(g.detach().reshape(K, self.M.shape[0], -1).to(torch.float64))
+        return torch.cat(cols, 2)
 
 
 def _is_transposed(mod):
@@ -189,8 +213,12 @@ class FooVB:
         self.mc_samples = int(mc_samples)
         self.mean_eta = float(mean_eta)
         self.trace_correction = bool(trace_correction)
+        first = next(iter(model.parameters()), None)
+        # the posterior lives where the model's parameters are (float64); draws come from a
+        # generator on that device
+        self.device = first.device if first is not None else torch.device("cpu")
         if generator is None:
-            generator = torch.Generator()
+            generator = torch.Generator(device=self.device)
             generator.manual_seed(int(seed))
         self.gen = generator
         self.groups = self._make_groups(model)
@@ -198,6 +226,7 @@ class FooVB:
             raise ValueError("FooVB: the model has no parameters")
         self.count = 0
         self._sampled = False
+        self._batch = 0  # K of the last sample_batch() not yet accumulated
         self._init(init)
         self.use_mean()
 
@@ -227,8 +256,13 @@ class FooVB:
             groups.append(_Diag(p, names[id(p)]) if self.kind == "diagonal" else _Matrix([p], [names[id(p)]]))
         return groups
 
+    def _randn(self, shape):
+        """N(0, I) of `shape` (float64, on the posterior's device) from the optimiser's generator:
+        every draw of sample(), sample_batch() and init goes through here."""
+        return torch.randn(shape, generator=self.gen, dtype=torch.float64, device=self.device)
+
     def _normal(self, shape, std):
-        return std * torch.randn(shape, generator=self.gen, dtype=torch.float64)
+        return std * self._randn(shape)
 
     def _init(self, init):
         for g in self.groups:
@@ -249,8 +283,8 @@ class FooVB:
                     s = (2.0 * (1.0 - self.alpha) / (n_in + 2.0))**0.25
                 else:
                     s = math.sqrt(self.std_init)
-                g.A = s * torch.eye(n, dtype=torch.float64)
-                g.B = s * torch.eye(p, dtype=torch.float64)
+                g.A = s * torch.eye(n, dtype=torch.float64, device=self.device)
+                g.B = s * torch.eye(p, dtype=torch.float64, device=self.device)
 
     # -- Algorithm 1 -----------------------------------------------------------
     def sample(self):
@@ -260,18 +294,19 @@ class FooVB:
         mini-batch's summed loss next, then accumulate()."""
         for g in self.groups:
             if isinstance(g, _Diag):
-                g.eps = torch.randn(g.mu.shape, generator=self.gen, dtype=torch.float64)
+                g.eps = self._randn(g.mu.shape)
                 p = g.params[0]
                 with torch.no_grad():
                     p.copy_((g.mu + g.sigma * g.eps).to(p.dtype))
             else:
-                phi = torch.randn(g.M.shape, generator=self.gen, dtype=torch.float64)
+                phi = self._randn(g.M.shape)
                 g.bphi = g.B @ phi
                 g.phiat = phi @ g.A.T
                 g.write(g.M + g.bphi @ g.A.T)
             for p in g.params:
                 p.grad = None
         self._sampled = True
+        self._batch = 0
 
     def accumulate(self, scale=1.0):
         """Step 3: adds the gradient terms of the sample drawn by the last
@@ -303,6 +338,81 @@ class FooVB:
                 g.e3.addmm_(gr, g.phiat.T, alpha=1.0 / g.M.shape[1])  # Psi A Phi^T / in
         self.count += 1
         self._sampled = False
+
+    def sample_batch(self, K):
+        """Steps 1-2 of Algorithm 1 for K samples at once (for a caller that
+        evaluates K networks in one batched computation, e.g. the seed's 2,500
+        matrix-variate samples on a GPU): draws eps (or Phi) of shape (K, ...)
+        for every group, in group order, from the optimiser's generator, and
+        returns {parameter name: (K, *shape) tensor of the K sampled values}
+        in the parameter's dtype and device, leaves with requires_grad=True.
+        The model's own parameters are not touched.  Compute the SUM over the
+        K samples of each sample's summed mini-batch loss, backward(), then
+        pass the tensors' .grad to accumulate_batch().  Raises ValueError if
+        K < 1."""
+        K = int(K)
+        if K < 1:
+            raise ValueError("FooVB.sample_batch: K must be >= 1, got %r" % (K,))
+        out = {}
+        for g in self.groups:
+            if isinstance(g, _Diag):
+                g.eps = self._randn((K,) + tuple(g.mu.shape))
+                vals = [g.mu + g.sigma * g.eps]
+            else:
+                phi = self._randn((K,) + tuple(g.M.shape))
+                g.bphi = torch.matmul(g.B, phi)
+                g.phiat = torch.matmul(phi, g.A.T)
+                vals = g.split(g.M + torch.matmul(g.bphi, g.A.T))
+            for p, name, v in zip(g.params, g.names, vals):
+                out[name] = v.detach().to(p.dtype).requires_grad_(True)
+        self._batch = K
+        self._sampled = False
+        return out
+
+    def accumulate_batch(self, grads, scale=1.0):
+        """Step 3 for the K samples of the last sample_batch(K): `grads` maps
+        parameter names to (K, *shape) gradients of each sample's summed loss
+        (times `scale`; a missing name or None counts as zero, like a
+        parameter the loss does not reach).  The same sums as K calls of
+        sample()/backward()/accumulate() with the same draws (tested).
+        Raises RuntimeError if sample_batch() was not called since the last
+        accumulate, ValueError on a gradient of the wrong shape, and
+        FloatingPointError on a non-finite gradient (nothing is added then)."""
+        K = self._batch
+        if not K:
+            raise RuntimeError("FooVB.accumulate_batch: call sample_batch() (and backward()) first")
+        per = []
+        for g in self.groups:
+            gs = []
+            for p, name in zip(g.params, g.names):
+                gr = grads.get(name)
+                if gr is not None and tuple(gr.shape) != (K,) + tuple(p.shape):
+                    raise ValueError("FooVB.accumulate_batch: gradient of %s has shape %s, expected %s" %
+                                     (name, tuple(gr.shape), (K,) + tuple(p.shape)))
+                gs.append(gr)
+            if isinstance(g, _Diag):
+                gr = (gs[0].detach().to(self.device, torch.float64) if gs[0] is not None else
+                      torch.zeros_like(g.eps))
+            else:
+                gr = g.join(gs) if any(x is not None for x in gs) else torch.zeros_like(g.bphi)
+            if scale != 1.0:
+                gr = gr * scale
+            if not bool(torch.isfinite(gr.sum())):
+                raise FloatingPointError("FooVB.accumulate_batch: non-finite gradient in %s" % ", ".join(g.names))
+            per.append(gr)
+        for g, gr in zip(self.groups, per):
+            g.e1 += gr.sum(0)
+            if isinstance(g, _Diag):
+                g.e2 += (gr * g.eps).sum(0)
+            else:
+                p, n = g.M.shape
+                # sum_k Psi_k^T B Phi_k / out and sum_k Psi_k A Phi_k^T / in, as two GEMMs
+                g.e2.addmm_(gr.reshape(-1, n).T, g.bphi.reshape(-1, n), alpha=1.0 / p)
+                g.e3.addmm_(gr.transpose(0, 1).reshape(p, -1), g.phiat.transpose(0, 1).reshape(p, -1).T,
+                            alpha=1.0 / n)
+        self.count += K
+        self._batch = 0
+        return K
 
     def step(self):
         """Step 4: phi <- UPDATE(phi, eps, g) with the Monte-Carlo averages of
@@ -349,6 +459,7 @@ class FooVB:
                 g.e3.zero_()
         self.count = 0
         self._sampled = False
+        self._batch = 0
         self.use_mean()
 
     def train_step(self, closure, scale=1.0):
@@ -424,13 +535,14 @@ class FooVB:
                                      (k, g.names, tuple(sg[k].shape), tuple(getattr(g, k).shape)))
         for g, sg in zip(self.groups, st["groups"]):
             for k in keys:
-                setattr(g, k, sg[k].to(torch.float64).clone())
+                setattr(g, k, sg[k].to(self.device, torch.float64).clone())
         self.std_init, self.alpha = float(st["std_init"]), float(st["alpha"])
         self.mc_samples, self.mean_eta = int(st["mc_samples"]), float(st["mean_eta"])
         self.trace_correction = bool(st.get("trace_correction", False))
         self.gen.set_state(st["generator"])
         self.count = 0
         self._sampled = False
+        self._batch = 0
         for g in self.groups:
             g.e1.zero_()
             g.e2.zero_()
