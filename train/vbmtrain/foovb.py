@@ -362,7 +362,8 @@ class FooVB:
                 phi = self._randn((K,) + tuple(g.M.shape))
                 g.bphi = torch.matmul(g.B, phi)
                 g.phiat = torch.matmul(phi, g.A.T)
-                vals = g.split(g.M + torch.matmul(g.bphi, g.A.T))
+                # B Phi A^T as B (Phi A^T): one (in x in) product per sample, not two
+                vals = g.split(g.M + torch.matmul(g.B, g.phiat))
             for p, name, v in zip(g.params, g.names, vals):
                 out[name] = v.detach().to(p.dtype).requires_grad_(True)
         self._batch = K
