@@ -76,16 +76,23 @@ def make_perms(D, T, seed):
     return [torch.arange(D)] + [torch.from_numpy(rng.permutation(D)) for _ in range(T - 1)]
 
 
-def mlp(D, width, generator):
-    """D-width-width-10 ReLU MLP; weights N(0, 2/(fan_in+fan_out)), biases 0,
-    drawn from `generator`."""
+def mlp(D, width, generator, bias="zero"):
+    """D-width-width-10 ReLU MLP; weights N(0, 2/(fan_in+fan_out)) drawn from
+    `generator`; biases 0 (bias="zero") or, bias="bgd", N(0, 2/(1+fan_out))
+    drawn after each layer's weights (the BGD code's default `bias_type
+    xavier`, nn_utils/init_utils.py init_bias_lin_xavier)."""
+    if bias not in ("zero", "bgd"):
+        raise ValueError("mlp: bias must be 'zero' or 'bgd', got %r" % (bias,))
     net = nn.Sequential(nn.Linear(D, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
     with torch.no_grad():
         for m in net:
             if isinstance(m, nn.Linear):
                 fi, fo = m.in_features, m.out_features
                 m.weight.copy_(torch.randn(m.weight.shape, generator=generator) * math.sqrt(2.0 / (fi + fo)))
-                m.bias.zero_()
+                if bias == "bgd":
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=generator) * math.sqrt(2.0 / (1 + fo)))
+                else:
+                    m.bias.zero_()
     return net
 
 
@@ -146,9 +153,11 @@ def run(method, lr, args, xs, perms):
     x_tr, y_tr, x_te, y_te = xs
     g = torch.Generator()
     g.manual_seed(args.seed)
-    net = mlp(x_tr.shape[1], args.width, g).to(x_tr.device)
+    net = mlp(x_tr.shape[1], args.width, g, bias="bgd" if args.init == "bgd" else "zero").to(x_tr.device)
     if method == "foovb-diag":
-        opt = FooVB(net, kind="diagonal", std_init=args.std_init, mc_samples=args.mc, init="paper", seed=args.seed)
+        # init "paper": FooVB re-draws the means (App. 15; biases 0); "bgd": the network's own
+        opt = FooVB(net, kind="diagonal", std_init=args.std_init, mc_samples=args.mc,
+                    init="keep" if args.init == "bgd" else "paper", seed=args.seed)
     elif method in ("foovb-matrix", "foovb-matrix-tc"):
         opt = FooVB(net, kind="matrix", alpha=args.alpha, mc_samples=args.mc, init="paper", seed=args.seed,
                     trace_correction=method.endswith("-tc"))
@@ -328,6 +337,10 @@ def main(argv=None):
                          "on a GPU: --mc 2500 --mc-chunk 500 --device cuda")
     ap.add_argument("--device", default="cpu", help="torch device of the data, networks and FOO-VB posterior")
     ap.add_argument("--std-init", type=float, default=0.047)
+    ap.add_argument("--init", choices=("paper", "bgd"), default="paper",
+                    help="initial weights: paper (App. 15; FOO-VB diagonal re-draws its means, biases 0) or bgd "
+                         "(the BGD code's default: the same weights, biases N(0, 2/(1+fan_out)), the network's "
+                         "initial weights the FOO-VB means); the matrix versions always use App. 15's")
     ap.add_argument("--alpha", type=float, default=0.5)
     ap.add_argument("--lrs-adam", default="0.1,0.01,0.001,0.0001")
     ap.add_argument("--lrs-sgd", default="0.1,0.01,0.001,0.0001")

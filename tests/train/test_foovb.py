@@ -429,6 +429,16 @@ class Stream(unittest.TestCase):
                 self.assertTrue(torch.allclose(ta, tb, rtol=1e-5, atol=1e-7), (kind, (ta - tb).abs().max()))
             self.assertFalse(all(torch.allclose(ta, tc, rtol=1e-5, atol=1e-7) for ta, tc in zip(a, c)))
 
+    def test_bias_initialisations(self):
+        g = torch.Generator()
+        g.manual_seed(8)
+        net = permuted_mnist.mlp(3, 4000, g, bias="bgd")
+        self.assertAlmostEqual(float(net[0].bias.std()), math.sqrt(2.0 / 4001), delta=0.05 * math.sqrt(2.0 / 4001))
+        self.assertAlmostEqual(float(net[0].weight.std()), math.sqrt(2.0 / 4003), delta=0.05 * math.sqrt(2.0 / 4003))
+        self.assertTrue(bool((permuted_mnist.mlp(3, 5, g)[2].bias == 0).all()))
+        with self.assertRaises(ValueError):
+            permuted_mnist.mlp(3, 5, g, bias="xavier")
+
     def test_padded_inputs_as_the_bgd_loader(self):
         # Pad(2) with zeros, then (x - 0.1) / 0.2752, on a 28x28 image with two known pixels
         x = torch.zeros(1, 28, 28)
