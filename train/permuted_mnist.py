@@ -148,6 +148,36 @@ def accuracy(net, x, y, perm):
         return float((net(x[:, perm]).argmax(1) == y).float().mean())
 
 
+def sampled_accuracy(opt, x, y, perm, n, chunk, seed, batch=2000):
+    """The accuracy averaged over n networks sampled from FooVB `opt`'s
+    posterior (the seed's test of the matrix-variate version, App. 15: 2,500
+    networks), evaluated `chunk` at a time with batched_loss's layout.  The
+    draws come from a generator seeded with `seed`, swapped in for the
+    optimiser's own and restored, so testing does not change the training
+    stream's draws."""
+    own = opt.gen
+    opt.gen = torch.Generator(device=opt.device)
+    opt.gen.manual_seed(int(seed))
+    correct, left = 0.0, n
+    try:
+        with torch.no_grad():
+            while left:
+                k = min(left, chunk)
+                left -= k
+                ws = {name: w.detach() for name, w in opt.sample_batch(k).items()}
+                opt._batch = 0
+                for i in range(0, x.shape[0], batch):
+                    h = x[i:i + batch][:, perm].unsqueeze(0).expand(k, -1, -1)
+                    for j in (0, 2, 4):
+                        h = torch.baddbmm(ws["%d.bias" % j].unsqueeze(1), h, ws["%d.weight" % j].transpose(1, 2))
+                        if j < 4:
+                            h = F.relu(h)
+                    correct += float((h.argmax(2) == y[i:i + batch].unsqueeze(0)).sum())
+    finally:
+        opt.gen = own
+    return correct / (n * x.shape[0])
+
+
 def run(method, lr, args, xs, perms):
     """Trains one method on the stream; returns rows (dicts of FIELDS)."""
     x_tr, y_tr, x_te, y_te = xs
@@ -170,7 +200,11 @@ def run(method, lr, args, xs, perms):
     cur = 0
 
     def evaluate(after):
-        accs = [accuracy(net, x_te, y_te, perms[k]) for k in range(after + 1)]
+        if method.startswith("foovb") and args.test_samples:
+            accs = [sampled_accuracy(opt, x_te, y_te, perms[k], args.test_samples, args.mc_chunk or 1,
+                                     seed=1000003 * args.seed + 1009 * after + k) for k in range(after + 1)]
+        else:
+            accs = [accuracy(net, x_te, y_te, perms[k]) for k in range(after + 1)]
         for k, a in enumerate(accs):
             rows.append({"method": method, "lr": lr, "after_task": after + 1, "task": k + 1, "acc": a,
                          "seconds": round(time.time() - t0, 1)})
@@ -335,6 +369,9 @@ def main(argv=None):
                     help="FOO-VB: evaluate the Monte-Carlo samples in batches of this many networks (batched "
                          "matrix products; 0: one after another). For the seed's 2,500 matrix-variate samples "
                          "on a GPU: --mc 2500 --mc-chunk 500 --device cuda")
+    ap.add_argument("--test-samples", type=int, default=0,
+                    help="FOO-VB: test accuracy averaged over this many sampled networks (the seed's "
+                         "matrix-variate test: 2500), --mc-chunk at a time; 0: the posterior mean's")
     ap.add_argument("--device", default="cpu", help="torch device of the data, networks and FOO-VB posterior")
     ap.add_argument("--std-init", type=float, default=0.047)
     ap.add_argument("--init", choices=("paper", "bgd"), default="paper",
@@ -384,8 +421,8 @@ def main(argv=None):
     dirname = next((d for d in dirs if os.path.isdir(d)), None)
     if dirname is None:
         ap.error("MNIST not found in %s (--data)" % ", ".join(dirs))
-    if args.mc_chunk < 0:
-        ap.error("--mc-chunk must be >= 0, got %d" % args.mc_chunk)
+    if args.mc_chunk < 0 or args.test_samples < 0:
+        ap.error("--mc-chunk and --test-samples must be >= 0, got %d and %d" % (args.mc_chunk, args.test_samples))
     if args.pad32 and (args.pool != 1 or args.normalize):
         ap.error("--pad32 pads the full 28x28 images and normalises them itself: use --pool 1, not --normalize")
     x_tr, y_tr, x_te, y_te = load_mnist(dirname, args.pool, padded=args.pad32)

@@ -429,6 +429,24 @@ class Stream(unittest.TestCase):
                 self.assertTrue(torch.allclose(ta, tb, rtol=1e-5, atol=1e-7), (kind, (ta - tb).abs().max()))
             self.assertFalse(all(torch.allclose(ta, tc, rtol=1e-5, atol=1e-7) for ta, tc in zip(a, c)))
 
+    def test_sampled_accuracy(self):
+        g = torch.Generator()
+        g.manual_seed(3)
+        net = permuted_mnist.mlp(6, 5, g)
+        x = torch.randn(50, 6, generator=g)
+        perm = torch.randperm(6, generator=g)
+        y = net(x[:, perm]).argmax(1)  # labels the mean network gets all right
+        y[:10] = (y[:10] + 1) % 10  # and 10 of 50 wrong
+        for kind in ("diagonal", "matrix"):
+            opt = FooVB(net, kind=kind, std_init=1e-12, init="keep", seed=1)
+            state = opt.gen.get_state()
+            acc = permuted_mnist.sampled_accuracy(opt, x, y, perm, n=7, chunk=3, seed=5, batch=16)
+            self.assertAlmostEqual(acc, 0.8, places=6)  # the samples are the mean network
+            self.assertTrue(torch.equal(opt.gen.get_state(), state))  # the training draws untouched
+            self.assertEqual(opt._batch, 0)
+        opt = FooVB(net, kind="diagonal", std_init=3.0, init="keep", seed=1)
+        self.assertLess(permuted_mnist.sampled_accuracy(opt, x, y, perm, n=20, chunk=20, seed=5), 0.6)
+
     def test_bias_initialisations(self):
         g = torch.Generator()
         g.manual_seed(8)
