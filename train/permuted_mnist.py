@@ -114,13 +114,18 @@ def batched_loss(ws, x, y):
     ("0.weight", "0.bias", "2.weight", ..., as FooVB.sample_batch returns
     them) to (K, *shape) tensors; the K networks run as batched matrix
     products.  Its gradient with respect to ws[name][k] is network k's."""
-    K = ws["0.weight"].shape[0]
-    h = x.unsqueeze(0).expand(K, -1, -1)
+    h = batched_logits(ws, x)
+    return F.cross_entropy(h.reshape(-1, h.shape[-1]), y.repeat(h.shape[0]), reduction="sum")
+
+
+def batched_logits(ws, x):
+    """(K, N, 10) logits of the K networks in ws (batched_loss's layout) on x (N, D)."""
+    h = x.unsqueeze(0).expand(ws["0.weight"].shape[0], -1, -1)
     for i in (0, 2, 4):
         h = torch.baddbmm(ws["%d.bias" % i].unsqueeze(1), h, ws["%d.weight" % i].transpose(1, 2))
         if i < 4:
             h = F.relu(h)
-    return F.cross_entropy(h.reshape(-1, h.shape[-1]), y.repeat(K), reduction="sum")
+    return h
 
 
 def foovb_step(opt, net, x, y, chunk=0):
@@ -167,11 +172,7 @@ def sampled_accuracy(opt, x, y, perm, n, chunk, seed, batch=2000):
                 ws = {name: w.detach() for name, w in opt.sample_batch(k).items()}
                 opt._batch = 0
                 for i in range(0, x.shape[0], batch):
-                    h = x[i:i + batch][:, perm].unsqueeze(0).expand(k, -1, -1)
-                    for j in (0, 2, 4):
-                        h = torch.baddbmm(ws["%d.bias" % j].unsqueeze(1), h, ws["%d.weight" % j].transpose(1, 2))
-                        if j < 4:
-                            h = F.relu(h)
+                    h = batched_logits(ws, x[i:i + batch][:, perm])
                     correct += float((h.argmax(2) == y[i:i + batch].unsqueeze(0)).sum())
     finally:
         opt.gen = own
