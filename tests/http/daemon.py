@@ -219,6 +219,60 @@ class Daemon:
         return 0
 
 
+# ---- independent computations: vbmem-solve, and the read's random streams ----
+
+def vbmem_solve(vbmemd, job):
+    """Run the vbmem-solve built next to vbmemd (one libvbmem call in a process of its own, job
+    and result in the JSON of proto/solve-job.md) on job; returns the result object. A missing
+    vbmem-solve is a failure (ninja -C build builds it), never a skip."""
+    solve = os.path.join(os.path.dirname(vbmemd), "vbmem-solve")
+    expect(os.access(solve, os.X_OK), "%s is missing: build it (ninja -C build)" % solve)
+    p = subprocess.run([solve], input=json.dumps(job), capture_output=True, text=True, timeout=600)
+    expect(p.returncode == 0, "vbmem-solve %s: exit %d: %s %s" % (job.get("op"), p.returncode,
+                                                                 p.stdout[-400:], p.stderr[-400:]))
+    return json.loads(p.stdout)
+
+
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _splitmix64_mix(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def derive_seed(seed, stream):
+    """The seed of random stream `stream` derived from a request's seed, as the engine's
+    eng_derive_seed (src/engine/recall.c) defines it: the first output of the xoshiro256**
+    generator (src/numerics/rng.c: state seeded by splitmix64) seeded with
+    seed ^ (stream * 0x9E3779B97F4A7C15), written out here from the algorithms' definitions."""
+    x = (seed ^ ((stream * _GOLDEN) & _M64)) & _M64
+    s1 = _splitmix64_mix((x + 2 * _GOLDEN) & _M64)  # state word 1 (rng_next's output uses it alone)
+    r = (s1 * 5) & _M64
+    r = ((r << 7) | (r >> 57)) & _M64
+    return (r * 9) & _M64
+
+
+# The read's random streams (src/engine/recall.h)
+STREAM_START, STREAM_PIXELS, STREAM_STEP_PIXELS = 1, 2, 3
+
+
+def pixel_seed_for_decode(seed, stream):
+    """The seed to give POST /v1/models/{name}/decode (which draws its pixels from stream
+    STREAM_PIXELS of its seed) so that it draws the pixels of stream `stream` of `seed`:
+    derive_seed depends on seed ^ stream * golden only, so the streams' xor moves one onto the
+    other. A string (seeds above 2^63 - 1 are sent as decimal strings)."""
+    return str((seed ^ ((stream * _GOLDEN) & _M64) ^ ((STREAM_PIXELS * _GOLDEN) & _M64)) & _M64)
+
+
+def same_bits(a, b):
+    """1 when two JSON values are equal bit for bit: every number with the same repr (shortest
+    round-trip decimal of a double, so -0.0 differs from 0.0), strings and shapes equal."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 def tensor(rows):
     """A float32 base64 tensor of a list of equal-length rows."""
     T, C = len(rows), len(rows[0])

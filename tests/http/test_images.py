@@ -19,7 +19,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import Daemon, ROOT, expect, ok, parse_args, problem, run_with_shared_daemon, tensor, untensor  # noqa: E402
+from daemon import (STREAM_START, STREAM_STEP_PIXELS, Daemon, ROOT, derive_seed, expect, ok, parse_args,  # noqa: E402
+                    pixel_seed_for_decode, problem, run_with_shared_daemon, same_bits, tensor, untensor,
+                    vbmem_solve)
 import pngs  # noqa: E402
 
 BIN = None
@@ -663,54 +665,89 @@ def test_masked_recall_keeps_known_pixels():
     ok(c.request("DELETE", base), 204)
 
 
-# ---- mode "sample": the read of earlier versions, bit for bit ------------------------------------
-# The default read mode became "recall"; "sample" is App. G.2, the read every earlier version did.
-# These digests were recorded with the PRE-CHANGE daemon (commit 737b290, whose reads took no
-# mode, cue_noise, candidates or mask) built in /tmp, on the bodies below WITHOUT "mode"; the test
-# sends the same bodies with "mode": "sample" and asserts the same bytes (codes, clusters,
-# addresses, images and start: everything but timings and the version), so the sample mode is the
-# old read and not merely "a" read. Re-record only for a deliberate change of the sample read:
-# VBMEM_RECORD_SAMPLE=1 prints the digests instead of checking them.
-SAMPLE_READ_BODIES = [
-    ("images", lambda imgs, cs: {"observations": imgs[:4], "iterations": 3, "seed": 11,
-                                 "format": "uint8", "encoding": "base64"}),
-    ("memory", lambda imgs, cs: {"count": 3, "iterations": 2, "seed": 2, "format": "uint8",
-                                 "pixels": "sample"}),
-    ("codes", lambda imgs, cs: {"query": {"mu": cs}, "iterations": 2, "seed": 5, "format": "json"}),
+# ---- mode "sample": App. G.2, computed step by step apart from the read ------------------------
+# The read's sample mode is the paper's iterative read (App. G.2): start from the query images,
+# the query codes, or images decoded from codes sampled from memory (step 1); then, step after
+# step, encode the previous images into q(z) (2), address and draw from the memory with seed + i
+# (3-5: vbm_read in sample mode) and decode the draw into the step's images (5). The test does
+# the same chain apart from the read, on the same machine: the memory exported (GET .../memory)
+# and given to vbmem-solve (its own process: `sample` for the start, `read` for each step), the
+# networks through the stateless encode/decode helpers, the seeds of the random streams derived
+# in Python (daemon.derive_seed); and asserts every step's codes, clusters, addresses and images,
+# and the start, bit for bit. Nothing is recorded: both sides run here, on this CPU.
+SAMPLE_READS = [
+    # (name, body without "mode", pixels drawn)
+    ("images", lambda imgs, cs: {"observations": imgs[:4], "iterations": 3, "seed": 11}),
+    ("memory", lambda imgs, cs: {"count": 3, "iterations": 2, "seed": 2, "pixels": "sample"}),
+    ("codes", lambda imgs, cs: {"query": {"mu": cs}, "iterations": 2, "seed": 5}),
 ]
-SAMPLE_READ_DIGESTS = {
-    'images': 'e7f32779b9325094d71084634fac2126526e9366290c453d8a40f5ebc04d9ffc',
-    'memory': 'd215fba85539fdf218eaa1c4fb0645563ed1e99353624f447b9e663e5b656a43',
-    'codes': '79f4ec8abc12d3171cdae7a3caaa56319ac40bc926fe34f6cea6ed35af64f9c2',
-}
 
 
-def read_digest(rd):
-    """sha256 of a read's content: every step and the start, without timings or version."""
-    import hashlib
-    import json
-    doc = {"steps": rd["steps"], "start": rd.get("start")}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+def g2_read(c, memory, body):
+    """App. G.2 for a read body on the exported memory: {"start": {codes, observations} or None,
+    "steps": [{codes, clusters, addresses, observations}]}, every image a float32 tensor."""
+    seed, sample = body["seed"], body.get("pixels") == "sample"
+    enc = "/v1/models/%s/encode" % MODEL
+    dec = "/v1/models/%s/decode" % MODEL
+
+    def decode(z, pixel_seed):
+        b = {"codes": {"mu": z}, "format": "float32"}
+        if sample:
+            b.update(pixels="sample", seed=pixel_seed)
+        return ok(c.request("POST", dec, b))["observations"]
+
+    def encode(x):
+        return ok(c.request("POST", enc, {"observations": x}))["codes"]
+
+    start = None
+    if "observations" in body:  # step 1: the query images
+        q = encode(body["observations"])
+    elif "query" in body:  # step 1: the query codes (q(z) with zero variances)
+        q = {"mu": body["query"]["mu"]}
+    else:  # step 1: codes drawn from memory, decoded into images (G.1), then encoded
+        z0 = vbmem_solve(BIN, {"op": "sample", "memory": memory, "count": body["count"],
+                               "seed": str(derive_seed(seed, STREAM_START))})["codes"]
+        x0 = decode(z0, str(seed))  # the decode helper draws from stream STREAM_PIXELS of seed
+        start = {"codes": z0, "observations": x0}
+        q = encode(x0)
+    steps = []
+    for i in range(body["iterations"]):
+        r = vbmem_solve(BIN, {"op": "read", "mode": "sample", "memory": memory, "codes": q,
+                              "seed": str(seed + i)})
+        s = r["addresses"]["s"]  # clusters: the most probable cluster of each group (lowest on ties)
+        clusters = [[max(range(len(g)), key=lambda h, g=g: (g[h], -h)) for g in frame] for frame in s]
+        x = decode(r["codes"], pixel_seed_for_decode(seed + i, STREAM_STEP_PIXELS))
+        steps.append({"codes": r["codes"], "clusters": clusters, "addresses": r["addresses"],
+                      "observations": x})
+        if i + 1 < body["iterations"]:
+            q = encode(x)
+    return {"start": start, "steps": steps}
 
 
-def test_sample_mode_is_the_old_read():
+def test_sample_mode_is_app_g2():
+    """A read in mode "sample" (from images, from memory with pixel samples, from codes) is App.
+    G.2 computed apart from it (vbmem-solve on the exported memory, the encode/decode helpers,
+    the seeds of its random streams): every step's codes, clusters, addresses and images and the
+    start equal bit for bit on this machine."""
     c = FAST.client()
     s, base = new_session(c, memory={"retain_max": 1000})
     imgs = episode_pngs(16, 200)
     ok(c.request("POST", base + "/episodes", {"observations": imgs, "seed": 1}))
+    r = c.request("GET", base + "/memory")
+    memory, etag = ok(r), r.header("ETag")
     cs = [[round(math.sin(0.3 * t + 0.1 * k), 6) for k in range(C)] for t in range(2)]
-    record = os.environ.get("VBMEM_RECORD_SAMPLE") == "1"
-    for name, body in SAMPLE_READ_BODIES:
-        b = body(imgs, cs)
-        if not record:
-            b["mode"] = "sample"
-        dg = read_digest(ok(c.request("POST", base + "/reads", b)))
-        if record:
-            print("    %r: %r," % (name, dg))
-        else:
-            expect(dg == SAMPLE_READ_DIGESTS[name], "mode sample (%s) differs from the read of 737b290" % name)
+    for name, body in SAMPLE_READS:
+        b = dict(body(imgs, cs), mode="sample", format="float32", addresses=True)
+        rd = ok(c.request("POST", base + "/reads", b))
+        expect('"%d"' % rd["version"] == etag, "the memory changed between export and read")
+        want = g2_read(c, memory, b)
+        expect(len(rd["steps"]) == len(want["steps"]) == b["iterations"], "%s: steps" % name)
+        for i, (got, exp) in enumerate(zip(rd["steps"], want["steps"])):
+            for k in ("codes", "clusters", "addresses", "observations"):
+                expect(same_bits(got[k], exp[k]), "mode sample (%s), step %d: %s differ from App. G.2"
+                       " computed apart (vbmem-solve, encode/decode)" % (name, i, k))
+        expect(same_bits(rd.get("start"), want["start"]), "mode sample (%s): the start differs" % name)
     ok(c.request("DELETE", base), 204)
-
 
 
 def test_temporal_sessions_of_images():
@@ -884,7 +921,7 @@ TESTS = [
     test_encode_decode_helpers, test_image_errors, test_png_variants, test_hostile_image_inputs_never_500,
     test_models_dir_bad_file_and_sighup_reload, test_continual_model_replaced_under_one_name,
     test_model_session_survives_restart,
-    test_latent_only_daemon, test_sample_mode_is_the_old_read, test_read_modes_and_mask_errors,
+    test_latent_only_daemon, test_sample_mode_is_app_g2, test_read_modes_and_mask_errors,
     test_masked_recall_keeps_known_pixels, test_temporal_sessions_of_images,
     test_masked_recall_keeps_known_pixels, test_views_per_frame,
 ]
