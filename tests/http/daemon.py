@@ -14,9 +14,9 @@ import time
 try:
     import jsonschema
     import yaml
-except ImportError:  # validation is skipped without python3-jsonschema / python3-yaml
-    jsonschema = None
-    yaml = None
+except ImportError as e:  # never a skip: without them no response would be checked
+    raise SystemExit("%s: every response is validated against proto/openapi.yaml, which needs "
+                     "python3-jsonschema and python3-yaml (deploy/install-deps.sh installs them)" % e)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OPENAPI = os.path.join(ROOT, "proto", "openapi.yaml")
@@ -26,10 +26,7 @@ class Contract:
     """The OpenAPI document: route templates and response schemas."""
 
     def __init__(self):
-        self.doc = None
         self.routes = []
-        if yaml is None:
-            return
         with open(OPENAPI) as f:
             self.doc = yaml.safe_load(f)
         for path, item in self.doc["paths"].items():
@@ -52,8 +49,6 @@ class Contract:
 
     def validate(self, method, path, status, ctype, body):
         """Raise AssertionError when the response is not what the document says."""
-        if self.doc is None:
-            return
         path = path.split("?")[0]
         ops = [(m, p) for m, p, rx in self.routes if rx.match(path)]
         methods = [m for m, _ in ops]
@@ -319,12 +314,21 @@ def problem(resp, status, field=None, detail=None):
 
 def run_tests(tests, only=None, skip=(), after_each=None):
     """Run each test function (those named in only, by full or short name, when given), print
-    one line each; after_each() runs after every test. Returns (passed, failed)."""
+    one line each; after_each() runs after every test. A name in only that names no test is a
+    failure, and so is a run in which no test ran (a selection that matches nothing, or only
+    tests in skip). Returns (passed, failed)."""
     passed = failed = 0
+    if only is not None:
+        known = {t.__name__ for t in tests} | {t.__name__[5:] for t in tests}
+        for name in only:
+            if name not in known:
+                failed += 1
+                print("FAIL %-48s  no such test (--only)" % name, flush=True)
     for t in tests:
-        if only and t.__name__ not in only and t.__name__[5:] not in only:
+        if only is not None and t.__name__ not in only and t.__name__[5:] not in only:
             continue
         if t in skip:
+            print("skip %-48s  (not run in this configuration)" % t.__name__, flush=True)
             continue
         t0 = time.time()
         try:
@@ -336,22 +340,37 @@ def run_tests(tests, only=None, skip=(), after_each=None):
             print("FAIL %-48s %6.2fs  %s: %s" % (t.__name__, time.time() - t0, type(e).__name__, e), flush=True)
         if after_each is not None:
             after_each()
+    if passed + failed == 0:
+        failed += 1
+        print("FAIL no test ran", flush=True)
     return passed, failed
+
+
+def usage_error(msg):
+    """A SystemExit with status 2 for a bad command line (the message on stderr)."""
+    import sys
+    print(msg, file=sys.stderr)
+    return SystemExit(2)
 
 
 def parse_args(args):
     """The scripts' command line: [--quick] [--wrapper "CMD ARGS"] [--only a,b] VBMEMD.
-    Returns (absolute path of VBMEMD or None, wrapper argv or None, quick, only or None)."""
+    Returns (absolute path of VBMEMD or None, wrapper argv or None, quick, only or None); an
+    unknown option, an option without its value or a second VBMEMD exits with status 2."""
     binary, wrapper, quick, only = None, None, False, None
     args = list(args)
     while args:
         a = args.pop(0)
         if a == "--quick":
             quick = True
-        elif a == "--wrapper" and args:
+        elif a in ("--wrapper", "--only") and not args:
+            raise usage_error("%s needs a value" % a)
+        elif a == "--wrapper":
             wrapper = args.pop(0).split()
-        elif a == "--only" and args:
+        elif a == "--only":
             only = args.pop(0).split(",")
+        elif a.startswith("-") or binary is not None:
+            raise usage_error("unexpected argument %r" % a)
         else:
             binary = a
     return (os.path.abspath(binary) if binary else None), wrapper, quick, only

@@ -25,7 +25,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import CONTRACT, Client, Daemon, expect, ok, run_tests, tensor  # noqa: E402
+from daemon import CONTRACT, Client, Daemon, expect, ok, parse_args, run_tests, tensor, usage_error  # noqa: E402
 
 BIN = None
 WRAPPER = None
@@ -539,23 +539,16 @@ TESTS = [
 def main():
     global BIN, WRAPPER, QUICK, SEED
     args = sys.argv[1:]
-    only = None
-    while args:
-        a = args.pop(0)
-        if a == "--quick":
-            QUICK = True
-        elif a == "--wrapper":
-            WRAPPER = args.pop(0).split()
-        elif a == "--only":
-            only = args.pop(0).split(",")
-        elif a == "--seed":
-            SEED = int(args.pop(0))
-        else:
-            BIN = a
+    if "--seed" in args:
+        i = args.index("--seed")
+        if i + 1 >= len(args) or not args[i + 1].isdigit():
+            raise usage_error("--seed needs a number")
+        SEED = int(args[i + 1])
+        del args[i:i + 2]
+    BIN, WRAPPER, QUICK, only = parse_args(args)
     if BIN is None:
         print(__doc__)
         return 2
-    BIN = os.path.abspath(BIN)
     t_all = time.time()
 
     def reap():  # a failed test leaves no daemon behind
