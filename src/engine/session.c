@@ -655,6 +655,8 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
         return st;
     }
     sess_opts(s, o, &w);
+    if (o->test_hold != NULL) /* tests only: the write is held here, its lock taken */
+        o->test_hold(o->test_hold_ctx, s->id);
     t0 = eng_now();
     if (job->resize)
         vst = vbm_resize(s->mem, job->H, job->K, &w, &out->elbo_before, &out->elbo_after, &out->res,

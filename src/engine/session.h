@@ -80,6 +80,10 @@ typedef struct {
     double
         max_seconds; /* solver time budget (vbm_write_opts.max_seconds: every mode and resize); 0: none */
     int64_t if_match; /* < 0: no precondition; else the required current version */
+    /* Test hook (vbmemd's hidden --test-hold-writes, for tests/http only; NULL otherwise):
+     * called with the session's id while its write lock is held, before the fit. */
+    void (*test_hold)(void *ctx, const char *session_id);
+    void *test_hold_ctx;
 } eng_fit_opts;
 
 /* Result of a write, append, refit or resize. Owns res's arrays and usage

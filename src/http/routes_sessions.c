@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "engine/fuse.h"
 #include "engine/models.h"
@@ -375,6 +377,32 @@ void route_sessions_delete(http_req *r)
 
 /* ---- fitting: episodes and resize ------------------------------------------- */
 
+#define SESS_TEST_HOLD_MAX_S 600.0 /* the longest a held write waits (then it goes on) */
+
+/* The test hook of --test-hold-writes DIR (http_server_config.test_hold_dir; tests/http only):
+ * called by the engine with session id's write lock held (eng_fit_opts.test_hold; ctx is the
+ * request). When DIR/ID.hold exists: create DIR/ID.held, then wait, polling every 2 ms, until
+ * DIR/ID.hold is gone (at most SESS_TEST_HOLD_MAX_S seconds). Otherwise returns at once. */
+static void sess_test_hold(void *ctx, const char *id)
+{
+    const http_req *r = ctx;
+    const char *dir = r->srv->cfg.test_hold_dir;
+    struct timespec pause = {0, 2000000};
+    char hold[PATH_MAX], held[PATH_MAX];
+    double t0 = eng_now();
+    FILE *f;
+
+    if (snprintf(hold, sizeof hold, "%s/%s.hold", dir, id) >= (int)sizeof hold
+        || snprintf(held, sizeof held, "%s/%s.held", dir, id) >= (int)sizeof held
+        || access(hold, F_OK) != 0)
+        return;
+    f = fopen(held, "w");
+    if (f != NULL)
+        fclose(f);
+    while (access(hold, F_OK) == 0 && eng_now() - t0 < SESS_TEST_HOLD_MAX_S)
+        nanosleep(&pause, NULL);
+}
+
 /* Read the fitting options shared by episodes and resize. */
 static vbm_status sess_fit_opts(const json_t *body, const http_limits *lim, eng_fit_opts *o,
                                 vbm_error *err)
@@ -582,6 +610,10 @@ void route_episodes(http_req *r)
     }
     parse_s = eng_now() - t0;
     o.if_match = sess_if_match(r);
+    if (r->srv->cfg.test_hold_dir != NULL) {
+        o.test_hold = sess_test_hold;
+        o.test_hold_ctx = r;
+    }
     vc.T = codes.T;
     vc.C = codes.C;
     vc.mu = codes.mu;

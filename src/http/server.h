@@ -38,6 +38,11 @@ typedef struct {
     const char *tls_cert_pem; /* PEM certificate chain (http_tls_load); NULL: plain HTTP */
     const char *tls_key_pem;  /* PEM private key; given with tls_cert_pem */
     int metrics_key_required; /* 1: GET /metrics needs a valid API key (401 without) */
+    /* Test hook, never set in production (vbmemd's hidden, command-line-only
+     * --test-hold-writes DIR; tests/http): a write (episodes) of session ID waits, its
+     * session's write lock held, while the file DIR/ID.hold exists, after creating
+     * DIR/ID.held. NULL: off. */
+    const char *test_hold_dir;
 } http_server_config;
 
 typedef struct http_server http_server;

@@ -292,6 +292,10 @@ int main(int argc, char **argv)
     scfg.tls_cert_pem = tls.cert_pem;
     scfg.tls_key_pem = tls.key_pem;
     scfg.metrics_key_required = opt.metrics_key_required;
+    scfg.test_hold_dir = opt.test_hold_writes;
+    if (opt.test_hold_writes != NULL)
+        hlog_emit(&lg, HLOG_WARN, "test hook on: writes wait while DIR/ID.hold exists", NULL,
+                  json_pack("{s:s}", "test_hold_writes", opt.test_hold_writes));
     if (http_server_start(&scfg, pool, store, auth, &lg, &srv, &err) != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot listen", NULL,
                   json_pack("{s:s, s:s}", "listen", opt.listen, "detail", err.msg));

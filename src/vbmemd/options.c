@@ -55,6 +55,7 @@ enum {
     O_PRINT_ROUTES,
     O_LIST_SESSIONS,
     O_QUEUE_TIMEOUT,
+    O_TEST_HOLD_WRITES,
     O_COUNT
 };
 
@@ -123,12 +124,16 @@ static const opt_def opt_defs[O_COUNT] = {
     {"queue-timeout", OPT_DOUBLE, "30",
      "seconds a job may wait in the queue for a worker; past it the request gets 503 without "
      "running"},
+    /* A test hook, hidden (no help: --help does not list it) and command line only (no
+     * variable, no config line): tests/http hold a write with it to observe what runs
+     * meanwhile (http_server_config.test_hold_dir). Not for production. */
+    {"test-hold-writes", OPT_STR, NULL, NULL},
 };
 
-/* Options that only the command line may give (one-shot commands). */
+/* Options that only the command line may give (one-shot commands, the test hook). */
 static int opt_cli_only(int i)
 {
-    return i == O_EXPORT_ALL || i == O_IMPORT_ALL;
+    return i == O_EXPORT_ALL || i == O_IMPORT_ALL || i == O_TEST_HOLD_WRITES;
 }
 
 /* Name of the environment variable of option i into buf. */
@@ -263,6 +268,7 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
     o->config = vals[O_CONFIG];
     o->tls_cert = vals[O_TLS_CERT];
     o->tls_key = vals[O_TLS_KEY];
+    o->test_hold_writes = vals[O_TEST_HOLD_WRITES];
     if (hlog_parse_level(vals[O_LOG_LEVEL], &o->log_level) != 0) {
         snprintf(msg, msglen, "--log-level: expected error, warn, info or debug, got \"%s\"",
                  vals[O_LOG_LEVEL]);
@@ -443,6 +449,8 @@ void vbmemd_options_usage(FILE *out)
           "\n",
           out);
     for (i = 0; i < O_COUNT; i++) {
+        if (opt_defs[i].help == NULL) /* hidden: the test hook */
+            continue;
         if (opt_defs[i].type == OPT_FLAG) {
             snprintf(left, sizeof left, "--%s", opt_defs[i].name);
             fprintf(out, "  %-26s %s\n", left, opt_defs[i].help);

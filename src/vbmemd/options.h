@@ -14,18 +14,19 @@
  * storage and live until vbmemd_options_free. */
 typedef struct {
     const char *listen;
-    const char *data_dir;      /* NULL: none */
-    const char *models_dir;    /* NULL: the bundled models; "": none */
-    const char *default_model; /* "": none */
-    const char *api_key_file;  /* NULL: no API keys */
-    const char *config;        /* the config file read, NULL: none */
-    const char *export_all;    /* --export-all FILE, NULL: none */
-    const char *import_all;    /* --import-all FILE, NULL: none */
-    long max_resident;         /* resident sessions of the durable store */
-    const char *redis;         /* --redis HOST:PORT, NULL: none */
-    const char *tls_cert;      /* --tls-cert FILE, NULL: plain HTTP */
-    const char *tls_key;       /* --tls-key FILE */
-    int metrics_key_required;  /* 1: /metrics needs an API key */
+    const char *data_dir;         /* NULL: none */
+    const char *models_dir;       /* NULL: the bundled models; "": none */
+    const char *default_model;    /* "": none */
+    const char *api_key_file;     /* NULL: no API keys */
+    const char *config;           /* the config file read, NULL: none */
+    const char *export_all;       /* --export-all FILE, NULL: none */
+    const char *import_all;       /* --import-all FILE, NULL: none */
+    long max_resident;            /* resident sessions of the durable store */
+    const char *redis;            /* --redis HOST:PORT, NULL: none */
+    const char *tls_cert;         /* --tls-cert FILE, NULL: plain HTTP */
+    const char *tls_key;          /* --tls-key FILE */
+    int metrics_key_required;     /* 1: /metrics needs an API key */
+    const char *test_hold_writes; /* hidden --test-hold-writes DIR (tests only), NULL: off */
     int commit_waiters; /* extra pool workers of a durable store (eng_pool_create_blocking) */
     int threads;
     int queue_depth;

@@ -523,6 +523,7 @@ START_TEST(test_store_ttl_and_bytes)
     eng_session_config(s1, &cfg);
     ck_assert_int_eq(eng_store_admit(st, &cfg, &err), VBM_ELIMIT);
     ck_assert_int_eq(err.status, VBM_ELIMIT);
+    memset(&o, 0, sizeof o); /* every member, the test hook too, unset */
     o.iterations = -1;
     o.tolerance = -1.0;
     o.init = -1;
