@@ -214,6 +214,57 @@ class Daemon:
         return 0
 
 
+# ---- the daemon's test hook: a write held until the test releases it ----
+
+class Holds:
+    """vbmemd's test hook, --test-hold-writes DIR (hidden from --help, command line only, never
+    set in production): a write (episodes) of session ID that finds DIR/ID.hold creates
+    DIR/ID.held and waits there, its session's write lock held, until DIR/ID.hold is removed.
+    Tests show with it what is served while a write runs, by events instead of durations."""
+
+    def __init__(self):
+        import tempfile
+        self.dir = tempfile.mkdtemp(prefix="vbmem-hold-")
+
+    def args(self):
+        """The daemon's options that turn the hook on for this directory."""
+        return ("--test-hold-writes", self.dir)
+
+    def hold(self, sid):
+        """Writes of session sid that start from now on wait until release(sid)."""
+        open(os.path.join(self.dir, sid + ".hold"), "w").close()
+
+    def wait_held(self, sid, timeout=120):
+        """Wait until a write of sid waits in the hook (a bound on a hang: fails after timeout s)."""
+        path = os.path.join(self.dir, sid + ".held")
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            expect(time.monotonic() < deadline, "no write of %s reached the hook in %d s" % (sid, timeout))
+            time.sleep(0.002)
+
+    def release(self, sid):
+        """Let the held write of sid (and later ones) go on."""
+        for ext in (".hold", ".held"):
+            try:
+                os.remove(os.path.join(self.dir, sid + ext))
+            except FileNotFoundError:
+                pass
+
+    def cleanup(self):
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def answered(what, fn, *args, **kw):
+    """fn(*args, **kw) (a request); a client timeout (the Client's, a bound on a hang) becomes a
+    failure naming what was not answered."""
+    import socket
+    try:
+        return fn(*args, **kw)
+    except (socket.timeout, TimeoutError) as e:
+        raise AssertionError("%s: not answered (%s)" % (what, e))
+
+
 # ---- independent computations: vbmem-solve, and the read's random streams ----
 
 def vbmem_solve(vbmemd, job):

@@ -22,13 +22,15 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import (CONTRACT, ROOT, STREAM_START, Client, Daemon, derive_seed, expect, ok, parse_args,  # noqa: E402
-                    problem, run_with_shared_daemon, same_bits, tensor, untensor, vbmem_solve)
+from daemon import (CONTRACT, ROOT, STREAM_START, Client, Daemon, Holds, Response, answered, derive_seed,  # noqa: E402
+                    expect, ok, parse_args, problem, run_with_shared_daemon, same_bits, tensor, untensor,
+                    vbmem_solve)
 
 BIN = None
 WRAPPER = None
 QUICK = False
 FAST = None  # the shared daemon
+HOLDS = None  # the test hook's directory (daemon.Holds): FAST and the backpressure tests' daemons
 
 KINDS = {
     "gaussian": {"kind": "gaussian", "rows": 4, "retain_max": 500},
@@ -510,102 +512,147 @@ def slow_episode(C=48, T=800):
 
 
 def test_sessions_do_not_wait_on_each_other():
-    """While a long write holds session A's lock (2 workers), requests on session B are served."""
+    """While a write holds session A's write lock (held there by the test hook until the test
+    releases it; 2 workers), requests on session B -- a get, samples, a write, a read -- are
+    answered, and A's write is still unanswered when they are. Were B to wait for A, B would
+    never be answered before the release: its client's 60 s timeout (a bound on the hang) fails
+    the test. No durations are compared."""
     c = FAST.client()
     a = create(c, 48, {"kind": "mixture", "rows": 6, "clusters": 10})["id"]
     b = create(c, 4, {"kind": "gaussian", "rows": 2})["id"]
     ok(c.request("POST", "/v1/sessions/%s/episodes" % b, {"codes": {"mu": codes(10, 4, 1)}}))
-    slow = dict(slow_episode(T=3000 if WRAPPER is None else 200), iterations=80)
     result = {}
 
-    def long_write():
-        result["w"] = ok(FAST.client().request("POST", "/v1/sessions/%s/episodes" % a, slow))
+    def write_a():
+        try:
+            result["a"] = FAST.client().request("POST", "/v1/sessions/%s/episodes" % a,
+                                                {"codes": {"mu": codes(12, 48, 2)}, "iterations": 5})
+        except Exception as e:  # noqa: BLE001
+            result["a"] = e
 
-    t = threading.Thread(target=long_write)
+    HOLDS.hold(a)
+    t = threading.Thread(target=write_a)
     t.start()
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        if "vbmemd_jobs_in_flight 0" not in c.request("GET", "/metrics", validate=False).body.decode():
-            break
-        time.sleep(0.005)
-    t0 = time.time()
-    ok(c.request("GET", "/v1/sessions/" + b))
-    ok(c.request("POST", "/v1/sessions/%s/samples" % b, {"count": 2}))
-    other = time.time() - t0
-    t.join(120)
-    solve = result["w"]["timings"]["solve_s"]
-    expect(other < solve, "session B waited for session A: %.3fs vs A's solve %.3fs" % (other, solve))
+    try:
+        HOLDS.wait_held(a)  # A's write runs, its session's write lock taken, and waits
+        cb = Client(FAST.port, timeout=60)
+        answered("GET session B while A's write was held", lambda: ok(cb.request("GET", "/v1/sessions/" + b)))
+        answered("samples of B while A's write was held",
+                 lambda: ok(cb.request("POST", "/v1/sessions/%s/samples" % b, {"count": 2})))
+        answered("a write of B while A's write was held", lambda: ok(cb.request(
+            "POST", "/v1/sessions/%s/episodes" % b, {"mode": "append", "codes": {"mu": codes(4, 4, 3)}})))
+        answered("a read of B while A's write was held", lambda: ok(cb.request(
+            "POST", "/v1/sessions/%s/reads" % b, {"query": {"mu": codes(2, 4, 4)}, "mode": "sample"})))
+        expect(t.is_alive() and "a" not in result, "A's write was answered before its release: %s" % result)
+    finally:
+        HOLDS.release(a)
+        t.join(120)
+    expect(isinstance(result.get("a"), Response), "A's write after its release: %r" % result.get("a"))
+    expect(ok(result["a"])["version"] == 2, "A's write")
     ok(c.request("DELETE", "/v1/sessions/" + a), 204)
     ok(c.request("DELETE", "/v1/sessions/" + b), 204)
 
 
-def writes_at_once(d, sid, body, n):
-    """n threads post body as an episode of session sid at once; returns (statuses, the detail of
-    each 503, which must be a problem+json). A request that raises fails the test."""
-    statuses, errors, details = [], [], []
+def gauge(c, name):
+    """The value of metric `name` in GET /metrics (0 when absent)."""
+    for line in c.request("GET", "/metrics", validate=False).body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    return 0
 
+
+def wait_gauge(c, name, value, timeout=120):
+    """Wait until metric `name` is value (a bound on a hang: fails after timeout s)."""
+    deadline = time.monotonic() + timeout
+    while gauge(c, name) != value:
+        expect(time.monotonic() < deadline, "%s never became %d" % (name, value))
+        time.sleep(0.002)
+
+
+def write_in_thread(d, sid, body, results):
+    """Post body as an episode of session sid from a new thread (started; returned); its
+    Response, or the exception it raised, is appended to results."""
     def go():
         try:
-            r = d.client().request("POST", "/v1/sessions/%s/episodes" % sid, body)
-            statuses.append(r.status)
-            if r.status == 503:
-                problem(r, 503)
-                details.append(json.loads(r.body)["detail"])
+            results.append(d.client().request("POST", "/v1/sessions/%s/episodes" % sid, body))
         except Exception as e:  # noqa: BLE001
-            errors.append(repr(e))
+            results.append(e)
+    t = threading.Thread(target=go)
+    t.start()
+    return t
 
-    threads = [threading.Thread(target=go) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    expect(not errors, errors[:2])
-    return statuses, details
+
+def statuses_of(results):
+    bad = [r for r in results if not isinstance(r, Response)]
+    expect(not bad, "requests raised: %s" % bad[:2])
+    return sorted(r.status for r in results)
 
 
 def test_backpressure_queue_full():
-    d = start("--threads", "1", "--queue-depth", "2", "--log-level", "warn")
+    """One worker, --queue-depth 2: a write held on the worker by the test hook and two more
+    waiting in the queue (the gauge shows 2), the next request is answered 503 + Retry-After at
+    once, while the held write is still unanswered; after the release the three run. Nothing is
+    timed: the 503 comes while the queue is full by construction."""
+    d = start("--threads", "1", "--queue-depth", "2", "--log-level", "warn", *HOLDS.args())
     try:
         c = d.client()
-        sid = create(c, 48, {"kind": "mixture", "rows": 6, "clusters": 10})["id"]
-        statuses, _ = writes_at_once(d, sid, slow_episode(), 10)
-        expect(statuses.count(503) >= 1, "no 503 with a full queue: %s" % statuses)
-        expect(statuses.count(200) >= 3, "too few served: %s" % statuses)
-        expect(set(statuses) <= {200, 503}, statuses)
-        m = c.request("GET", "/metrics").body.decode()
-        expect("vbmemd_rejected_total %d" % statuses.count(503) in m, "rejected counter")
+        sid = create(c, 4, {"kind": "gaussian", "rows": 2})["id"]
+        body = {"codes": {"mu": codes(8, 4, 1)}, "iterations": 5}
+        results, threads = [], []
+        HOLDS.hold(sid)
+        try:
+            threads.append(write_in_thread(d, sid, body, results))
+            HOLDS.wait_held(sid)  # the only worker holds this write
+            threads += [write_in_thread(d, sid, body, results) for _ in range(2)]
+            wait_gauge(c, "vbmemd_queue_depth", 2)
+            r = answered("a request past a full queue", Client(d.port, timeout=60).request,
+                         "POST", "/v1/sessions/%s/episodes" % sid, body)
+            problem(r, 503, detail="queue is full")
+            expect(not results, "a write was answered before the release: %s" % results)
+        finally:
+            HOLDS.release(sid)
+            for t in threads:
+                t.join(120)
+        expect(statuses_of(results) == [200] * 3, "the held and the queued writes: %s" % statuses_of(results))
+        expect(gauge(c, "vbmemd_rejected_total") == 1, "rejected counter")
+        expect(ok(c.request("GET", "/v1/sessions/" + sid))["version"] == 4, "the three writes ran")
     finally:
         expect(d.stop() == 0, "exit status")
 
 
 def test_queue_timeout_sheds_late_jobs():
     """--queue-timeout: a job that waited longer for a worker is answered 503 + Retry-After (a
-    problem naming the wait) without running; the others run; nothing else comes back."""
-    # the timeout must exceed an idle worker's wake-up (ms; ~10 ms under valgrind) and be shorter
-    # than 7 writes of slow_episode, which the last of 8 waits for behind the only worker
-    limit = "0.2" if under_valgrind() else "0.02"
-    d = start("--threads", "1", "--queue-depth", "16", "--queue-timeout", limit,
-              "--log-level", "warn")
+    problem naming the wait) without running; the others run; nothing else comes back. The only
+    worker is held by the test hook while a second write waits in the queue (the gauge shows
+    it) for twice the timeout -- a lower bound on its wait, not a measurement -- then released:
+    the held write runs, the late one is shed; a write posted after runs."""
+    limit = 0.5
+    d = start("--threads", "1", "--queue-depth", "16", "--queue-timeout", str(limit),
+              "--log-level", "warn", *HOLDS.args())
     try:
         c = d.client()
-        for _ in range(20):  # the creation is a job too: retried should a wake-up be that slow
-            r = c.request("POST", "/v1/sessions",
-                          {"code_size": 48, "memory": {"kind": "mixture", "rows": 6, "clusters": 10}},
-                          validate=False)
-            if r.status != 503:
-                break
-        expect(r.status == 201, (r.status, r.body[:200]))
-        sid = json.loads(r.body)["id"]
-        statuses, details = writes_at_once(d, sid, slow_episode(), 8)
-        expect(set(statuses) <= {200, 503} and len(statuses) == 8, statuses)
-        expect(statuses.count(200) >= 1 and statuses.count(503) >= 1,
-               "1 worker, 8 slow writes at once, %s s queue timeout: %s" % (limit, statuses))
-        expect(all("queue timeout" in x for x in details), details[:1])
-        m = c.request("GET", "/metrics").body.decode()
-        expect("vbmemd_rejected_total %d" % statuses.count(503) in m, "rejected counter")
+        sid = create(c, 4, {"kind": "gaussian", "rows": 2})["id"]
+        body = {"codes": {"mu": codes(8, 4, 1)}, "iterations": 5}
+        results, late, threads = [], [], []
+        HOLDS.hold(sid)
+        try:
+            threads.append(write_in_thread(d, sid, body, results))
+            HOLDS.wait_held(sid)
+            threads.append(write_in_thread(d, sid, body, late))
+            wait_gauge(c, "vbmemd_queue_depth", 1)
+            time.sleep(2 * limit)  # the queued write has now waited longer than the timeout
+            expect(not results and not late, "answered before the release: %s %s" % (results, late))
+        finally:
+            HOLDS.release(sid)
+            for t in threads:
+                t.join(120)
+        expect(statuses_of(results) == [200], "the held write: %s" % statuses_of(results))
+        expect(statuses_of(late) == [503], "the write that waited past the timeout: %s" % statuses_of(late))
+        problem(late[0], 503, detail="queue timeout")
+        ok(c.request("POST", "/v1/sessions/%s/episodes" % sid, body))  # the queue serves again
+        expect(gauge(c, "vbmemd_rejected_total") == 1, "rejected counter")
         # the session's version counts only the writes that ran
-        info = ok(c.request("GET", "/v1/sessions/" + sid))
-        expect(info["version"] == 1 + statuses.count(200), (info["version"], statuses))
+        expect(ok(c.request("GET", "/v1/sessions/" + sid))["version"] == 3, "the shed write ran")
     finally:
         expect(d.stop() == 0, "exit status")
 
@@ -1575,14 +1622,18 @@ TESTS += [test_latent_views_per_frame]
 
 
 def main():
-    global BIN, WRAPPER, QUICK, FAST
+    global BIN, WRAPPER, QUICK, FAST, HOLDS
     BIN, WRAPPER, QUICK, only = parse_args(sys.argv[1:])
     if BIN is None:
         print(__doc__)
         return 2
-    FAST = start("--threads", "2", "--max-body-bytes", "2000000", "--max-frames", "5000",
-                 "--max-iterations", "500")
-    return run_with_shared_daemon(FAST, TESTS, only)
+    HOLDS = Holds()
+    try:
+        FAST = start("--threads", "2", "--max-body-bytes", "2000000", "--max-frames", "5000",
+                     "--max-iterations", "500", *HOLDS.args())
+        return run_with_shared_daemon(FAST, TESTS, only)
+    finally:
+        HOLDS.cleanup()
 
 
 if __name__ == "__main__":
