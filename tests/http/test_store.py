@@ -6,8 +6,9 @@ bound on resident sessions, stored-session TTL, the backup CLI (--list-sessions,
 --import-all), the data-directory lock, 503 while the database is locked, corrupt records, and
 the whole of test_http.py against SQLite stores (with_data_dir.sh); and replicas: redis-server,
 three vbmemd --redis and nginx (deploy/nginx/nginx.conf) in front, writes and reads through nginx,
-one replica SIGKILLed mid-run: no acknowledged write lost, every session readable, failures only
-within 2.5 s of the kill.
+one replica SIGKILLed mid-run: no acknowledged write lost, every session readable, no request failed
+before the kill, at most one per client after it (the request it had in flight), every client served
+again after it.
 Every process runs on loopback; every response is validated against proto/openapi.yaml.
 
 usage: test_store.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...'] [--only a,b] [--seed N]"""
@@ -410,15 +411,18 @@ def test_replicas_redis_nginx_sigkill():
             state[sid] = {"version": 1, "elbo": None, "pending": False}
         sids = sorted(state)
         stop = threading.Event()
-        failures = []  # (time, what)
+        killed = threading.Event()  # set just before the SIGKILL
+        failures = []  # (client, the kill was under way when the request failed, what)
         errors = []
         acked = [0]
+        served_after = {}  # client: requests answered 200 that began after the kill
 
         def writer(k):
             wr = random.Random(SEED + k)
             cl = Client(nport, timeout=30)
             mine = sids[2 * k:2 * k + 2]
             while not stop.is_set():
+                after = killed.is_set()
                 sid = wr.choice(mine)
                 st = state[sid]
                 body = {"mode": "replace" if st["elbo"] is None else "append", "seed": wr.randrange(1000),
@@ -428,13 +432,14 @@ def test_replicas_redis_nginx_sigkill():
                     r = cl.request("POST", "/v1/sessions/%s/episodes" % sid, body,
                                    headers={"If-Match": '"%d"' % st["version"]}, validate=False)
                 except (OSError, http.client.HTTPException) as e:
-                    failures.append((time.time(), "POST %s" % type(e).__name__))
+                    failures.append((k, killed.is_set(), "POST %s" % type(e).__name__))
                     cl.close()
                     continue
                 if r.status == 200:
                     res = r.json()
                     st.update(version=res["version"], elbo=res["elbo"]["per_frame"], pending=False)
                     acked[0] += 1
+                    served_after[k] = served_after.get(k, 0) + after
                 elif r.status == 409 and st["pending"]:
                     # the write answered 502 had committed: take the stored state
                     info = ok(cl.request("GET", "/v1/sessions/" + sid))
@@ -442,7 +447,7 @@ def test_replicas_redis_nginx_sigkill():
                         errors.append("%s: 409 at %d, stored %d" % (sid, st["version"], info["version"]))
                     st.update(version=info["version"], elbo=info["last_elbo"], pending=False)
                 elif r.status in (502, 503, 504):
-                    failures.append((time.time(), "POST %d" % r.status))
+                    failures.append((k, killed.is_set(), "POST %d" % r.status))
                 else:
                     errors.append("POST %d %s" % (r.status, r.body[:200]))
 
@@ -450,28 +455,41 @@ def test_replicas_redis_nginx_sigkill():
             cl = Client(nport, timeout=30)
             rr = random.Random(SEED)
             while not stop.is_set():
+                after = killed.is_set()
                 try:
                     r = cl.request("GET", "/v1/sessions/" + rr.choice(sids), validate=False)
                     if r.status != 200:
-                        failures.append((time.time(), "GET %d" % r.status))
+                        failures.append(("reader", killed.is_set(), "GET %d" % r.status))
+                    else:
+                        served_after["reader"] = served_after.get("reader", 0) + after
                 except (OSError, http.client.HTTPException) as e:
-                    failures.append((time.time(), "GET %s" % type(e).__name__))
+                    failures.append(("reader", killed.is_set(), "GET %s" % type(e).__name__))
                     cl.close()
 
         threads = [threading.Thread(target=writer, args=(k,), daemon=True) for k in range(4)]
         threads.append(threading.Thread(target=reader, daemon=True))
         for t in threads:
             t.start()
-        time.sleep(2.0)
-        t_kill = time.time()
+        time.sleep(2.0)  # (how long the run goes before and after the kill; nothing is timed)
+        killed.set()
         kill9(daemons[0])
         time.sleep(4.0 if QUICK else 6.0)
         stop.set()
         for t in threads:
             t.join(60)
         expect(not errors, "; ".join(errors[:5]))
-        late = [f for f in failures if f[0] < t_kill or f[0] > t_kill + 2.5]
-        expect(not late, "requests failed outside the 2 s after the kill: %s" % late[:5])
+        # a request fails only because the kill cut it: none before the kill; after it, at most
+        # the one each client had in flight on the killed replica (nginx takes a replica out of
+        # its pool at its first failure, and passes a refused connection on to the next one)
+        early = [f for f in failures if not f[1]]
+        expect(not early, "requests failed before the kill: %s" % early[:5])
+        per_client = {}
+        for who, _, what in failures:
+            per_client.setdefault(who, []).append(what)
+        twice = {who: w for who, w in per_client.items() if len(w) > 1}
+        expect(not twice, "clients failed more than once after the kill: %s" % twice)
+        idle = [who for who in list(range(4)) + ["reader"] if served_after.get(who, 0) < 1]
+        expect(not idle, "clients not served again after the kill: %s" % idle)
         for sid, st in state.items():
             r = c.request("GET", "/v1/sessions/" + sid)
             info = ok(r)
@@ -480,7 +498,7 @@ def test_replicas_redis_nginx_sigkill():
             expect(info["version"] == st["version"], "%s: version %d, acknowledged %d" % (sid, info["version"], st["version"]))
             expect(st["elbo"] is None or info["last_elbo"] == st["elbo"], "%s: content differs" % sid)
         expect(acked[0] > 20, "too few writes: %d" % acked[0])
-        print("     replicas: %d acknowledged writes through nginx, %d requests failed (all within 2.5 s of the kill)"
+        print("     replicas: %d acknowledged writes through nginx, %d requests failed (each in flight at the kill)"
               % (acked[0], len(failures)), flush=True)
         # /readyz follows the shared store: ready while Redis answers, 503 (out of nginx's pool) when it does not
         r1 = Client(daemons[1].port)
