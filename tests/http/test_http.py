@@ -1263,7 +1263,58 @@ def test_metrics_key_required():
         expect("expected 0 or 1" in err, err)
 
 
-TESTS += [test_tls_real_clients, test_api_key_scopes, test_api_key_quotas, test_metrics_key_required]
+def test_api_key_byte_quota_growing_writes():
+    """bytes=N applies to the writes that grow sessions (README: a write is 429 once the owner is
+    at or over N): an append of retained codes that starts under N passes, and from the moment the
+    owner's accounted bytes reach N every write of its sessions -- episodes in append, replace
+    and refit mode, a temporal session's appended and replacing sequences -- is 429 +
+    Retry-After naming the quota and changes nothing; another key's writes still pass."""
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("grow-key bytes=1000000000\nfree-key\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            g, free = d.client("grow-key"), d.client("free-key")
+            lat = create(g, 8, {"kind": "gaussian", "rows": 2, "retain_max": 100000})["id"]
+            tmp_s = create(g, 4, {"kind": "temporal", "components": 2, "attributes": 1})["id"]
+            other = create(free, 8, {"kind": "gaussian", "rows": 2, "retain_max": 100000})["id"]
+            ep = lambda sid: "/v1/sessions/%s/episodes" % sid
+            ok(g.request("POST", ep(lat), {"codes": {"mu": codes(20, 8, 1)}}))
+            ok(g.request("POST", ep(tmp_s), {"sequences": [{"mu": temporal_sequence(20, 1)}], "iterations": 3}))
+
+            def owned():
+                return sum(ok(g.request("GET", "/v1/sessions/" + sid))["memory_bytes"] for sid in (lat, tmp_s))
+            before = owned()
+            ok(g.request("POST", ep(lat), {"mode": "append", "codes": {"mu": codes(20, 8, 2)}}))
+            at = owned()
+            expect(at > before, "an append of retained codes does not grow the session: %d -> %d" % (before, at))
+            # the quota one byte above what the owner holds: the next append starts under it
+            quota = at + 1
+            with open(keyfile, "w") as f:
+                f.write("grow-key bytes=%d\nfree-key\n" % quota)
+            d.signal(signal.SIGHUP)
+            wait_reloaded(d, 1)
+            ok(g.request("POST", ep(lat), {"mode": "append", "codes": {"mu": codes(20, 8, 3)}}))
+            expect(owned() >= quota, "the append did not reach the quota")
+            versions = {sid: ok(g.request("GET", "/v1/sessions/" + sid))["version"] for sid in (lat, tmp_s)}
+            for sid, body in ((lat, {"mode": "append", "codes": {"mu": codes(20, 8, 4)}}),
+                              (lat, {"mode": "replace", "codes": {"mu": codes(20, 8, 5)}}),
+                              (lat, {"mode": "refit", "codes": {"mu": codes(20, 8, 6)}}),
+                              (tmp_s, {"mode": "append", "sequences": [{"mu": temporal_sequence(20, 2)}],
+                                       "iterations": 3}),
+                              (tmp_s, {"sequences": [{"mu": temporal_sequence(20, 3)}], "iterations": 3})):
+                p = problem(g.request("POST", ep(sid), body), 429)
+                expect("quota is %d" % quota in p["detail"], "%s: %s" % (body.get("mode", "replace"), p))
+            for sid, v in versions.items():
+                expect(ok(g.request("GET", "/v1/sessions/" + sid))["version"] == v, "a refused write changed %s" % sid)
+            ok(free.request("POST", ep(other), {"mode": "append", "codes": {"mu": codes(20, 8, 7)}}))
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+TESTS += [test_tls_real_clients, test_api_key_scopes, test_api_key_quotas, test_metrics_key_required,
+          test_api_key_byte_quota_growing_writes]
 
 
 def test_api_key_quotas_durable_and_concurrent():
