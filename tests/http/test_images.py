@@ -639,11 +639,12 @@ def test_read_modes_and_mask_errors():
     ok(c.request("DELETE", base), 204)
 
 
-def test_masked_recall_keeps_known_pixels():
+def test_masked_reads_keep_known_pixels():
     """ENGINE: needs the engine's recall (eng_session_recall honouring mode and mask). A masked
-    recall read with the default cue_noise (0 with a mask) returns the query's known pixels
-    unchanged at every step, whatever the form of the mask; uint8 in and out is exact (v in,
-    (v + 0.5) / 256 inside, v out)."""
+    read returns the query's known pixels unchanged at every step, in every mode -- recall (with
+    the default cue_noise, 0 with a mask), mean, and sample with the decoder's mean or with pixels
+    drawn from p(x | z) for the unknown ones -- whatever the form of the mask; uint8 in and out is
+    exact (v in, (v + 0.5) / 256 inside, v out)."""
     c = FAST.client()
     s, base = new_session(c, memory={"retain_max": 1000})
     ok(c.request("POST", base + "/episodes", {"observations": episode_pngs(32, 400), "seed": 1}))
@@ -653,15 +654,21 @@ def test_masked_recall_keeps_known_pixels():
     masks = [{"dtype": "uint8", "shape": [3, 1, 28, 28], "data": pngs.b64(bytes(255 * k for k in known))},
              [pngs.b64(pngs.grey_png([255 * k for k in known[t * 784:(t + 1) * 784]])) for t in range(3)],
              [[[known[t * 784 + y * 28:t * 784 + (y + 1) * 28] for y in range(28)]] for t in range(3)]]
+    modes = [{"mode": "recall"}, {"mode": "mean"}, {"mode": "sample"}, {"mode": "sample", "pixels": "sample"}]
     for m in masks:
-        r = ok(c.request("POST", base + "/reads", {"observations": q, "mask": m, "iterations": 3, "seed": 7,
-                                                  "format": "uint8"}))
-        for st in r["steps"]:
-            out = base64.b64decode(st["observations"]["data"])
-            bad = [i for i in range(3 * 784) if known[i] and out[i] != raw[i // 784][i % 784]]
-            expect(not bad, "%d known pixels changed (first at frame %d, pixel %d)"
-                   % (len(bad), bad[0] // 784, bad[0] % 784) if bad else "")
-            expect(len(st["codes"]) == 3 and len(st["codes"][0]) == C, "codes of a masked read")
+        for mode in modes:
+            r = ok(c.request("POST", base + "/reads", dict({"observations": q, "mask": m, "iterations": 3,
+                                                            "seed": 7, "format": "uint8"}, **mode)))
+            unknown_moved = False
+            for st in r["steps"]:
+                out = base64.b64decode(st["observations"]["data"])
+                bad = [i for i in range(3 * 784) if known[i] and out[i] != raw[i // 784][i % 784]]
+                expect(not bad, "%s: %d known pixels changed (first at frame %d, pixel %d)"
+                       % (mode, len(bad), bad[0] // 784, bad[0] % 784) if bad else "")
+                expect(len(st["codes"]) == 3 and len(st["codes"][0]) == C, "codes of a masked read")
+                unknown_moved |= any(out[i] != raw[i // 784][i % 784] for i in range(3 * 784) if not known[i])
+            # the read answered the unknown pixels (it did not return the query unchanged)
+            expect(unknown_moved, "%s: no unknown pixel was filled in" % mode)
     ok(c.request("DELETE", base), 204)
 
 
@@ -922,8 +929,7 @@ TESTS = [
     test_models_dir_bad_file_and_sighup_reload, test_continual_model_replaced_under_one_name,
     test_model_session_survives_restart,
     test_latent_only_daemon, test_sample_mode_is_app_g2, test_read_modes_and_mask_errors,
-    test_masked_recall_keeps_known_pixels, test_temporal_sessions_of_images,
-    test_masked_recall_keeps_known_pixels, test_views_per_frame,
+    test_masked_reads_keep_known_pixels, test_temporal_sessions_of_images, test_views_per_frame,
 ]
 
 
