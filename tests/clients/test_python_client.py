@@ -332,10 +332,13 @@ def test_api_keys_against_a_daemon_with_keys(tmp_path, monkeypatch):
 
 class Stub:
     """A local HTTP server answering from a script of (status, headers, body, delay) entries,
-    the last repeated; records each request's path and headers."""
+    the last repeated; records each request's method, path, headers and body. A delay of None
+    holds the request unanswered until close() (or 30 s, a bound on a hang: then the connection
+    is dropped unanswered)."""
 
     def __init__(self, script):
         self.script, self.seen = list(script), []
+        self.released = threading.Event()
         stub = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -345,8 +348,11 @@ class Stub:
             def _answer(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body_in = self.rfile.read(n) if n else b""
-                stub.seen.append((self.command, self.path, dict(self.headers), body_in, time.time()))
+                stub.seen.append((self.command, self.path, dict(self.headers), body_in))
                 status, headers, body, delay = stub.script[min(len(stub.seen), len(stub.script)) - 1]
+                if delay is None:  # held: never answered
+                    stub.released.wait(30)
+                    return
                 time.sleep(delay)
                 data = json.dumps(body).encode()
                 self.send_response(status)
@@ -365,12 +371,13 @@ class Stub:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
 
 
 def busy(status=503, retry_after="1"):
-    return (status, {"Retry-After": retry_after},
+    return (status, {} if retry_after is None else {"Retry-After": retry_after},
             {"type": "urn:vbmem:problem:busy", "title": "Busy", "status": status,
              "detail": "queue full", "request_id": "r1"}, 0)
 
@@ -378,26 +385,53 @@ def busy(status=503, retry_after="1"):
 OK = (200, {}, {"status": "ok"}, 0)
 
 
+class Waits:
+    """The client's sleep for the retry tests: records each wait with the number of requests the
+    stub had seen when it began (the order of attempts and waits), and waits nothing."""
+
+    def __init__(self, stub=None):
+        self.stub, self.waits = stub, []
+
+    def __call__(self, seconds):
+        self.waits.append((seconds, len(self.stub.seen) if self.stub else None))
+
+
 def test_retry_on_503_honours_retry_after():
-    stub = Stub([busy(503, "1"), OK])
+    stub = Stub([busy(503, "7"), OK])
     try:
-        t0 = time.time()
-        assert vbmem.Client(stub.url, retries=3).healthz() == {"status": "ok"}
-        assert len(stub.seen) == 2
-        gap = stub.seen[1][4] - stub.seen[0][4]
-        assert 0.95 <= gap < 3, gap
-        assert time.time() - t0 < 5
+        w = Waits(stub)
+        assert vbmem.Client(stub.url, retries=3, sleep=w).healthz() == {"status": "ok"}
+        assert [(m, p) for m, p, *_ in stub.seen] == [("GET", "/healthz")] * 2
+        assert w.waits == [(7.0, 1)]  # Retry-After's 7 s, after the first attempt, before the second
     finally:
         stub.close()
+    assert vbmem.Client("http://127.0.0.1:9")._sleep is time.sleep  # the default waits for real
 
 
 def test_retry_on_429_then_gives_up():
     stub = Stub([busy(429, "0"), busy(429, "0"), busy(429, "0")])
     try:
+        w = Waits(stub)
         with pytest.raises(vbmem.VbmemError) as e:
-            vbmem.Client(stub.url, retries=2).create_session(code_size=4)
+            vbmem.Client(stub.url, retries=2, sleep=w).create_session(code_size=4)
         assert e.value.status == 429 and e.value.request_id == "r1" and len(stub.seen) == 3
-        assert all(m == "POST" for m, *_ in stub.seen)
+        assert all(m == "POST" and p == "/v1/sessions" and json.loads(b)["code_size"] == 4
+                   for m, p, _, b in stub.seen)
+        assert w.waits == [(0.0, 1), (0.0, 2)]  # attempt, wait, attempt, wait, attempt
+    finally:
+        stub.close()
+
+
+def test_retry_waits_capped_retry_after_else_backoff():
+    """Retry-After capped at 60 s; without one (or unreadable) 0.5 s x 2^attempt +-25 %."""
+    stub = Stub([busy(503, "120"), busy(503, None), busy(503, None), busy(503, "garbage"), OK])
+    try:
+        w = Waits(stub)
+        assert vbmem.Client(stub.url, retries=4, sleep=w).healthz() == {"status": "ok"}
+        assert len(stub.seen) == 5 and [n for _, n in w.waits] == [1, 2, 3, 4]
+        s = [sec for sec, _ in w.waits]
+        assert s[0] == 60.0
+        assert 0.75 <= s[1] <= 1.25 and 1.5 <= s[2] <= 2.5 and 3.0 <= s[3] <= 5.0, s
     finally:
         stub.close()
 
@@ -406,22 +440,25 @@ def test_no_retry_when_retries_zero_and_not_on_422():
     stub = Stub([busy(503, "0"), (422, {}, {"type": "urn:vbmem:problem:invalid", "title": "t",
                                            "status": 422, "detail": "d", "field": "codes"}, 0)])
     try:
+        w = Waits(stub)
         with pytest.raises(vbmem.VbmemError) as e:
-            vbmem.Client(stub.url, retries=0).healthz()
+            vbmem.Client(stub.url, retries=0, sleep=w).healthz()
         assert e.value.status == 503 and len(stub.seen) == 1
         with pytest.raises(vbmem.VbmemError) as e:
-            vbmem.Client(stub.url, retries=3).healthz()
+            vbmem.Client(stub.url, retries=3, sleep=w).healthz()
         assert e.value.status == 422 and e.value.field == "codes" and len(stub.seen) == 2
+        assert w.waits == []  # neither waited
     finally:
         stub.close()
 
 
 def test_timeout_and_connection_failure():
-    stub = Stub([(200, {}, {"status": "ok"}, 2.0)])
+    # the stub never answers (held until close): only the client's own timeout ends the request
+    stub = Stub([(200, {}, {"status": "ok"}, None)])
     try:
         with pytest.raises(vbmem.ConnectionFailed) as e:
             vbmem.Client(stub.url, timeout=0.3, retries=0).healthz()
-        assert e.value.status is None
+        assert e.value.status is None and "timed out" in str(e.value) and len(stub.seen) == 1
     finally:
         stub.close()
     port = Stub([OK])
@@ -429,6 +466,11 @@ def test_timeout_and_connection_failure():
     port.close()  # nothing listens there now
     with pytest.raises(vbmem.ConnectionFailed):
         vbmem.Client(dead, retries=0).healthz()
+    w = Waits()
+    with pytest.raises(vbmem.ConnectionFailed):  # refused at connect: retried after the backoff
+        vbmem.Client(dead, retries=2, sleep=w).healthz()
+    s = [sec for sec, _ in w.waits]
+    assert len(s) == 2 and 0.375 <= s[0] <= 0.625 and 0.75 <= s[1] <= 1.25, s
 
 
 def test_api_key_url_and_if_match_headers(monkeypatch):
@@ -442,7 +484,7 @@ def test_api_key_url_and_if_match_headers(monkeypatch):
         assert stub.seen[0][2]["Authorization"] == "Bearer s3cret"
         vbmem.Client(stub.url, api_key="other").request("POST", "/v1/sessions/x/resize", {},
                                                         headers=c._if_match(7))
-        _, path, headers, body, _ = stub.seen[1]
+        _, path, headers, body = stub.seen[1]
         assert headers["Authorization"] == "Bearer other" and headers["If-Match"] == '"7"'
         assert path == "/v1/sessions/x/resize" and json.loads(body) == {}
         monkeypatch.delenv("VBMEM_URL")
