@@ -4,7 +4,9 @@ server for retries and timeouts, and `pip install` of the package into fresh vir
 environments without network.
 
 usage: VBMEMD=build/vbmemd /usr/bin/python3 -m pytest -q tests/clients
-(VBMEMD defaults to build/vbmemd of the source tree; a missing binary is a failure, not a skip.)
+(VBMEMD defaults to build/vbmemd of the source tree; a missing binary is a failure, not a skip,
+and so are a missing NumPy or PIL, python3-numpy and python3-pil of deploy/install-deps.sh: the
+array and PIL tests fail where they are absent, never skip. The client itself needs neither.)
 """
 import base64
 import http.server
@@ -17,6 +19,7 @@ import sys
 import threading
 import time
 
+import numpy as np  # python3-numpy (deploy/install-deps.sh): the array forms of the client
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,11 +30,6 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "http"))
 import vbmem  # noqa: E402
 from daemon import Daemon  # noqa: E402
 from pngs import fashion_images, grey_png  # noqa: E402
-
-try:
-    import numpy as np
-except ImportError:  # the array tests need NumPy (python3-numpy, in deploy/install-deps.sh)
-    np = None
 
 MODEL = "fashion-mnist-mixture"
 
@@ -131,13 +129,12 @@ def test_encode_decode(client, pngs):
     png = client.decode(MODEL, enc.mu.rows[:1], format="png").images
     alone = client.decode(MODEL, enc.mu.rows[:1]).images.uint8()
     assert png.format == "png" and png.shape == (1, 1, 28, 28) and png.uint8() == alone
-    if np is not None:
-        raw = np.frombuffer(b"".join(fashion_images(3)), dtype=np.uint8).reshape(3, 28, 28)
-        same = client.encode(MODEL, raw)  # a uint8 tensor: the same pixels as the PNGs
-        assert same.mu.rows == enc.mu.rows
-        flt = client.encode(MODEL, (raw.astype(np.float32) + 0.5) / 256)  # float32 tensor
-        assert np.allclose(flt.mu.numpy(), enc.mu.numpy(), atol=1e-5)
-        assert client.decode(MODEL, enc.mu.numpy(), format="float32").images.numpy().dtype == np.float32
+    raw = np.frombuffer(b"".join(fashion_images(3)), dtype=np.uint8).reshape(3, 28, 28)
+    same = client.encode(MODEL, raw)  # a uint8 tensor: the same pixels as the PNGs
+    assert same.mu.rows == enc.mu.rows
+    flt = client.encode(MODEL, (raw.astype(np.float32) + 0.5) / 256)  # float32 tensor
+    assert np.allclose(flt.mu.numpy(), enc.mu.numpy(), atol=1e-5)
+    assert client.decode(MODEL, enc.mu.numpy(), format="float32").images.numpy().dtype == np.float32
 
 
 def test_latent_session_lifecycle(client):
@@ -243,14 +240,12 @@ def test_model_session_images(client, png_dir, pngs):
     assert r.frames == 64 and r.version == 2
     r = client.write(s, images=pngs[64:70], mode="append")  # PNG bytes
     assert r.frames == 70
-    if np is not None:
-        arr = np.frombuffer(b"".join(fashion_images(4, 70)), dtype=np.uint8).reshape(4, 1, 28, 28)
-        r = client.write(s, images=arr.astype(np.float32) / 255.0, mode="append")
-        assert r.frames == 74
+    arr = np.frombuffer(b"".join(fashion_images(4, 70)), dtype=np.uint8).reshape(4, 1, 28, 28)
+    r = client.write(s, images=arr.astype(np.float32) / 255.0, mode="append")
+    assert r.frames == 74
     smp = client.sample(s, count=4, seed=1, format="uint8")
     assert smp.images.shape == (4, 1, 28, 28) and smp.codes.shape == (4, 64)
-    if np is not None:
-        assert smp.images.numpy().shape == (4, 1, 28, 28)
+    assert smp.images.numpy().shape == (4, 1, 28, 28)
     smp_png = client.sample(s, count=4, seed=1)  # the server's default format, png
     # the same draw decoded as one batch of four: the inflated PNGs are the uint8 answer
     assert smp_png.images.format == "png" and smp_png.images.uint8() == smp.images.uint8()
@@ -267,7 +262,7 @@ def test_model_session_images(client, png_dir, pngs):
 
 
 def test_pil_images_in_and_out(client, pngs):
-    Image = pytest.importorskip("PIL.Image")  # python3-pil (deploy/install-deps.sh)
+    from PIL import Image  # python3-pil (deploy/install-deps.sh): missing is a failure
     import io
     ims = [Image.open(io.BytesIO(p)) for p in pngs[:2]]
     enc = client.encode(MODEL, ims)  # PIL images go as a uint8 tensor: the PNGs' pixels
@@ -502,7 +497,7 @@ def test_codes_go_as_base64_float32():
 
 
 def test_png_reader_and_writer():
-    Image = pytest.importorskip("PIL.Image")  # PIL writes PNGs with every filter type
+    from PIL import Image  # PIL writes PNGs with every filter type (missing: a failure)
     import io
     import random
     rnd = random.Random(5)
