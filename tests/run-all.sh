@@ -13,6 +13,14 @@ bash tests/format-check.sh
 echo "== build (debugoptimized, -Werror) =="
 [ -d build ] || meson setup build >/dev/null
 ninja -C build
+echo "== the networks' paths on this CPU (tests/nets_path.c: the networks' own probe) =="
+if build/tests/nets-path avx512 true; then
+  echo "AVX-512F: nets, images and images-integration run on the AVX-512 engine, their -generic twins on"
+  echo "the generic path (VBMEM_NETS_NO_AVX512=1), nets-paths-parity compares the two within float32 tolerance"
+else
+  echo "no AVX-512F: the networks' tests run on the generic path (nets-generic, images-generic,"
+  echo "images-integration-generic); the AVX-512 runs and nets-paths-parity are not possible here (SKIP)"
+fi
 meson test -C build --print-errorlogs
 echo "== Python client and CLI (clients/python) against the release build's vbmemd; offline pip install =="
 # (pytest exits non-zero, 5, if it collects no test)
@@ -54,6 +62,8 @@ ninja -C build-tsan tests/test-models test-nets
 tsan_run() { if setarch "$(uname -m)" -R true 2>/dev/null; then setarch "$(uname -m)" -R "$@"; else "$@"; fi; }
 TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-models
 TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" tsan_run build-tsan/test-nets
+# the networks' generic path too (the run above took the AVX-512 engine where the CPU has it)
+TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" VBMEM_NETS_NO_AVX512=1 tsan_run build-tsan/test-nets
 # the daemon's threaded building blocks: the worker pool (CPU slots, commit waiters, queue
 # timeout), the connection table, API keys' rate buckets and reload, and the SQLite store's group
 # commit across threads
@@ -62,6 +72,8 @@ CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-http-unit
 CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-store
 
 echo "== valgrind --leak-check=full =="
+# (valgrind does not emulate AVX-512: under it the networks take the generic path; the ASan/UBSan
+# build above ran both paths)
 # (test-demo, 20 episodes through the real networks, runs in the release and ASan builds only: under
 # valgrind it would take most of the CI budget)
 for t in build/tests/test-models build/tests/test-parity build/test-nets build/tests/test-http-units build/tests/test-store build/tests/test-images; do
