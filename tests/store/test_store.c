@@ -684,9 +684,11 @@ START_TEST(test_stored_ttl_expiry)
     /* busy stays referenced (in use); a is evicted (max_resident 1). */
     now_ms = (long long)(eng_now() * 1000.0);
     ck_assert_int_eq(eng_store_expire(st, now_ms), 0);
-    sleep(2);
-    eng_session_touch(busy); /* used just now: not expired although its stored use is old */
-    now_ms = (long long)(eng_now() * 1000.0);
+    sleep(2); /* past a's TTL in the store (SQLite's record of its last use, wall clock) */
+    eng_session_touch(busy);
+    /* busy is in use, its last use that touch: not expired although its stored use is old
+     * (now taken as the touch's own stamp, so no time between the two statements counts) */
+    now_ms = atomic_load(&busy->last_used_ms);
     ck_assert_int_eq(eng_store_expire(st, now_ms), 1);
     ck_assert_int_eq(eng_store_get(st, ida, NULL, &got, &err), VBM_ENOTFOUND);
     ck_assert_int_eq(eng_store_get(st, idb, NULL, &got, &err), VBM_OK);
