@@ -13,23 +13,42 @@ bash tests/format-check.sh
 echo "== build (debugoptimized, -Werror) =="
 [ -d build ] || meson setup build >/dev/null
 ninja -C build
+echo "== the networks' paths on this CPU (tests/nets_path.c: the networks' own probe) =="
+if build/tests/nets-path avx512 true; then
+  echo "AVX-512F: nets, images and images-integration run on the AVX-512 engine, their -generic twins on"
+  echo "the generic path (VBMEM_NETS_NO_AVX512=1), nets-paths-parity compares the two within float32 tolerance"
+else
+  echo "no AVX-512F: the networks' tests run on the generic path (nets-generic, images-generic,"
+  echo "images-integration-generic); the AVX-512 runs and nets-paths-parity are not possible here (SKIP)"
+fi
 meson test -C build --print-errorlogs
-echo "== Python client and CLI (clients/python) against the release build's vbmemd; offline pip install =="
+# The clients' tests run against a vbmemd on each path of the networks this CPU has: the
+# AVX-512 engine (where the CPU has AVX-512F; elsewhere tests/nets_path.c says it is not
+# possible, status 77) and the generic path (VBMEM_NETS_NO_AVX512=1, inherited by the daemon).
+nets_paths=(generic)
+if build/tests/nets-path avx512 true >/dev/null; then nets_paths=(avx512 generic); fi
+echo "== Python client and CLI (clients/python) against the release build's vbmemd; offline pip install; networks: ${nets_paths[*]} =="
 # (pytest exits non-zero, 5, if it collects no test)
-VBMEMD=build/vbmemd /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients/test_python_client.py
-echo "== JavaScript client (clients/js, node --test) against the release build's vbmemd =="
+for p in "${nets_paths[@]}"; do
+  VBMEMD=build/vbmemd build/tests/nets-path "$p" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients/test_python_client.py
+done
+echo "== JavaScript client (clients/js, node --test) against the release build's vbmemd; networks: ${nets_paths[*]} =="
 # (node --test counts a file without tests as one passed test named by its path, so the check
 # counts the passed tests that are not files: a run that finds no test fails here)
 node --version
-if ! VBMEMD=build/vbmemd node --test --test-reporter=tap clients/js/test/ >build/js-client-tests.tap 2>&1; then
-  cat build/js-client-tests.tap; echo "JavaScript client: a test failed"; exit 1
-fi
-grep -E '^# (tests|pass|fail) ' build/js-client-tests.tap
-js_passed=$(grep -Ec '^ *ok [0-9]+ - [^/]' build/js-client-tests.tap || true)
-echo "JavaScript client: $js_passed tests passed"
-if [ "$js_passed" -lt 1 ] || grep -Eq '^ *not ok ' build/js-client-tests.tap; then
-  echo "JavaScript client: no test ran, or one failed (build/js-client-tests.tap)"; exit 1
-fi
+for p in "${nets_paths[@]}"; do
+  tap="build/js-client-tests-$p.tap"
+  if ! VBMEMD=build/vbmemd build/tests/nets-path "$p" node --test --test-reporter=tap clients/js/test/ >"$tap" 2>&1; then
+    cat "$tap"; echo "JavaScript client ($p): a test failed"; exit 1
+  fi
+  head -1 "$tap"
+  grep -E '^# (tests|pass|fail) ' "$tap"
+  js_passed=$(grep -Ec '^ *ok [0-9]+ - [^/]' "$tap" || true)
+  echo "JavaScript client ($p): $js_passed tests passed"
+  if [ "$js_passed" -lt 1 ] || grep -Eq '^ *not ok ' "$tap"; then
+    echo "JavaScript client ($p): no test ran, or one failed ($tap)"; exit 1
+  fi
+done
 
 echo "== the web page in headless Chromium (tests/browser: Debian's chromium, playwright-core; screenshots in build/browser) =="
 bash tests/browser/run.sh build/vbmemd build/browser
@@ -54,6 +73,8 @@ ninja -C build-tsan tests/test-models test-nets
 tsan_run() { if setarch "$(uname -m)" -R true 2>/dev/null; then setarch "$(uname -m)" -R "$@"; else "$@"; fi; }
 TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-models
 TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" tsan_run build-tsan/test-nets
+# the networks' generic path too (the run above took the AVX-512 engine where the CPU has it)
+TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" VBMEM_NETS_NO_AVX512=1 tsan_run build-tsan/test-nets
 # the daemon's threaded building blocks: the worker pool (CPU slots, commit waiters, queue
 # timeout), the connection table, API keys' rate buckets and reload, and the SQLite store's group
 # commit across threads
@@ -62,6 +83,8 @@ CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-http-unit
 CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-store
 
 echo "== valgrind --leak-check=full =="
+# (valgrind does not emulate AVX-512: under it the networks take the generic path; the ASan/UBSan
+# build above ran both paths)
 # (test-demo, 20 episodes through the real networks, runs in the release and ASan builds only: under
 # valgrind it would take most of the CI budget)
 for t in build/tests/test-models build/tests/test-parity build/test-nets build/tests/test-http-units build/tests/test-store build/tests/test-images; do

@@ -271,6 +271,9 @@ export interface ClientOptions {
   retries?: number;
   /** The fetch to use (default the global fetch). */
   fetch?: typeof fetch;
+  /** Waits the given seconds between two attempts of a request (default a setTimeout); a test
+   * passes its own to see the waits without spending them. */
+  sleep?: (seconds: number) => Promise<void>;
 }
 
 /** A client of one vbmemd server; every method rejects with a VbmemError. */

@@ -745,8 +745,11 @@ export class Client {
    *   connect) is tried again, after the server's Retry-After (at most 60 s; else an exponential
    *   backoff from 0.5 s with jitter) (default 3)
    * @param {typeof fetch} [opts.fetch] the fetch to use (default the global fetch)
+   * @param {(seconds: number) => Promise<void>} [opts.sleep] waits the given seconds between two
+   *   attempts of a request (default a setTimeout); a test passes its own to see the waits
+   *   without spending them
    */
-  constructor({ url, apiKey, timeout = 30, retries = 3, fetch: fetchFn } = {}) {
+  constructor({ url, apiKey, timeout = 30, retries = 3, fetch: fetchFn, sleep } = {}) {
     /** The server's base URL, without a trailing slash. */
     this.url = (url || defaultUrl()).replace(/\/+$/, "");
     /** The API key, or null. */
@@ -758,7 +761,7 @@ export class Client {
     /** The ETag of the last response that had one (e.g. '"5"'). */
     this.lastEtag = null;
     this._fetch = fetchFn || ((...a) => globalThis.fetch(...a));
-    this._sleep = (s) => new Promise((r) => setTimeout(r, s * 1000));
+    this._sleep = sleep || ((s) => new Promise((r) => setTimeout(r, s * 1000)));
   }
 
   /**

@@ -37,11 +37,13 @@ typedef struct {
  * non-NULL an exclusive advisory lock (flock) on that file is taken first, so
  * that one daemon at a time owns a data directory (waiting up to 2 s for a
  * predecessor that is exiting). readonly opens an existing
- * database without writing to it (backups of a running daemon's data). On
+ * database without writing to it (backups of a running daemon's data). The
+ * connection opens through a VFS of the backend's own that forwards to
+ * SQLite's default one and counts its fsyncs (store_sqlite_durability_get). On
  * success *out is owned by the caller (eng_backend_close). Fails with
  * VBM_EUNAVAIL (cannot create or open the file, the lock is held by another
- * process, the database is corrupt or from a newer schema: the message says
- * which), VBM_ENOMEM. */
+ * process, the database is corrupt or from a newer schema, SQLite refused the
+ * counting VFS: the message says which), VBM_ENOMEM. */
 vbm_status store_sqlite_open(const char *path, const char *lock_path, int readonly,
                              eng_backend **out, vbm_error *err);
 
@@ -58,6 +60,17 @@ vbm_status store_sqlite_open(const char *path, const char *lock_path, int readon
 vbm_status store_redis_open(const char *host, int port, const char *prefix, eng_backend **out,
                             vbm_error *err);
 
+/* Test hook of a Redis backend: the clock its reconnect backoff reads
+ * (now(ctx), seconds; now NULL: eng_now, the default), so that a test steps
+ * through the backoff without waiting it. Does nothing when b is not a Redis
+ * backend. Cannot fail. */
+void store_redis_set_clock(eng_backend *b, double (*now)(void *ctx), void *ctx);
+
+/* How many connects a Redis backend has tried since it was opened (each one
+ * bounded by a 1 s connect timeout); -1 when b is not a Redis backend. Cannot
+ * fail. */
+long store_redis_connect_tries(eng_backend *b);
+
 /* Bulk copies into a SQLite backend (the backup CLI): on = 1 drops the
  * per-commit fsync (synchronous=NORMAL: the WAL keeps the file consistent,
  * a crash loses only the last commits); on = 0 then makes everything durable
@@ -66,6 +79,24 @@ vbm_status store_redis_open(const char *host, int port, const char *prefix, eng_
  * copy done. Fails with VBM_EINVAL (not a writable SQLite backend),
  * VBM_EUNAVAIL (the pragma or the checkpoint failed or was blocked). */
 vbm_status store_sqlite_bulk(eng_backend *b, int on, vbm_error *err);
+
+/* The durability settings of a SQLite backend's open connection and its fsyncs so far. */
+typedef struct {
+    int synchronous;       /* PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA */
+    char journal_mode[16]; /* PRAGMA journal_mode, e.g. "wal" */
+    long commits;          /* transactions of saves committed (one per group commit) */
+    long wal_syncs;        /* fsyncs (VFS xSync calls) of the write-ahead log since open */
+    long db_syncs;         /* fsyncs of the database file (checkpoints) since open */
+} store_sqlite_durability;
+
+/* Read into *out the synchronous level and journal mode the open connection of
+ * b runs with (queried from SQLite itself) and the counts of commits and of
+ * fsyncs made through the backend's counting VFS since it was opened: with
+ * WAL and synchronous=FULL every commit syncs the WAL, so wal_syncs grows at
+ * least as fast as commits. Safe while other threads use b. Fails with
+ * VBM_EINVAL (not a SQLite backend), VBM_EUNAVAIL (the pragma query failed). */
+vbm_status store_sqlite_durability_get(eng_backend *b, store_sqlite_durability *out,
+                                       vbm_error *err);
 
 /* Open the database of a data directory: DIR/vbmem.db, locked through
  * DIR/vbmemd.lock. Same failures as store_sqlite_open. */

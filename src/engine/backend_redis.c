@@ -76,8 +76,12 @@ typedef struct {
     eng_backend base;     /* first: the backend and its state are one allocation */
     pthread_mutex_t lock; /* one connection, used by one thread at a time */
     redisContext *c;      /* NULL while disconnected */
-    double retry_at;      /* eng_now() before which no reconnect is tried */
+    double retry_at;      /* clock time before which no reconnect is tried */
     double backoff;       /* seconds of the next wait after a failed connect */
+    double (*now)(
+        void *ctx); /* the clock of the backoff (NULL: eng_now), see store_redis_set_clock */
+    void *now_ctx;
+    long connect_tries; /* connects tried since open */
     char host[256];
     int port;
     char prefix[64]; /* key prefix, e.g. "vbmem:" */
@@ -87,7 +91,7 @@ typedef struct {
 static vbm_status rd_connect(rd_store *q, vbm_error *err)
 {
     struct timeval ct = {RD_CONNECT_S, 0}, rt = {RD_COMMAND_S, 0};
-    double now = eng_now();
+    double now = q->now != NULL ? q->now(q->now_ctx) : eng_now();
     redisContext *c;
 
     if (q->c != NULL)
@@ -96,6 +100,7 @@ static vbm_status rd_connect(rd_store *q, vbm_error *err)
         return vbm_fail(err, VBM_EUNAVAIL, NULL,
                         "the session store (redis %s:%d) is unreachable; next try in %.1f s",
                         q->host, q->port, q->retry_at - now);
+    q->connect_tries++;
     c = redisConnectWithTimeout(q->host, q->port, ct);
     if (c == NULL || c->err) {
         vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) is unreachable: %s",
@@ -597,4 +602,31 @@ vbm_status store_redis_open(const char *host, int port, const char *prefix, eng_
     q->base.shared = 1;
     *out = &q->base;
     return VBM_OK;
+}
+
+void store_redis_set_clock(eng_backend *b, double (*now)(void *ctx), void *ctx)
+{
+    rd_store *q;
+
+    if (b == NULL || b->ops != &rd_ops)
+        return;
+    q = b->impl;
+    pthread_mutex_lock(&q->lock);
+    q->now = now;
+    q->now_ctx = ctx;
+    pthread_mutex_unlock(&q->lock);
+}
+
+long store_redis_connect_tries(eng_backend *b)
+{
+    rd_store *q;
+    long n;
+
+    if (b == NULL || b->ops != &rd_ops)
+        return -1;
+    q = b->impl;
+    pthread_mutex_lock(&q->lock);
+    n = q->connect_tries;
+    pthread_mutex_unlock(&q->lock);
+    return n;
 }

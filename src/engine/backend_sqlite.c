@@ -1,9 +1,10 @@
-/* backend_sqlite.c -- owns the SQLite durable backend: one database file (WAL, synchronous=FULL), its versioned schema and migrations, checksummed session records, compare-and-set writes with group commit. */
+/* backend_sqlite.c -- owns the SQLite durable backend: one database file (WAL, synchronous=FULL), its versioned schema and migrations, checksummed session records, compare-and-set writes with group commit, and a counting VFS that makes its fsyncs observable (store_sqlite_durability_get). */
 #define _GNU_SOURCE /* flock, O_CLOEXEC */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +106,280 @@ typedef struct {
     sqlite3_stmt *stmt[SQ_NSTMT];
     int lock_fd; /* -1: no directory lock */
     char path[4096];
+    /* The counting VFS of this store's connection (sq_vfs_*): the default VFS with each
+     * file's xSync counted; registered under vfs_name while the connection is open. */
+    sqlite3_vfs vfs;
+    sqlite3_vfs *real_vfs;
+    int vfs_registered;
+    char vfs_name[48];
+    long commits;   /* group-commit transactions committed (atomic) */
+    long wal_syncs; /* xSync calls on the write-ahead log (atomic) */
+    long db_syncs;  /* xSync calls on the database file (atomic) */
 } sq_store;
+
+/* ---- the counting VFS: every call goes to the default VFS; xSync is counted ---- */
+
+/* A file of the counting VFS: the default VFS's file follows it in the same allocation. */
+typedef struct {
+    sqlite3_file base; /* pMethods: &sq_io, or NULL when the real open left none */
+    sq_store *q;
+    int wal; /* 1: the write-ahead log; 0: the database (or a journal) */
+    sqlite3_file *real;
+} sq_file;
+
+static sqlite3_file *sq_real(sqlite3_file *f)
+{
+    return ((sq_file *)f)->real;
+}
+
+static int sq_io_close(sqlite3_file *f)
+{
+    return sq_real(f)->pMethods->xClose(sq_real(f));
+}
+
+static int sq_io_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off)
+{
+    return sq_real(f)->pMethods->xRead(sq_real(f), buf, n, off);
+}
+
+static int sq_io_write(sqlite3_file *f, const void *buf, int n, sqlite3_int64 off)
+{
+    return sq_real(f)->pMethods->xWrite(sq_real(f), buf, n, off);
+}
+
+static int sq_io_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+    return sq_real(f)->pMethods->xTruncate(sq_real(f), size);
+}
+
+/* The one method that does more than forward: count the sync, then sync. */
+static int sq_io_sync(sqlite3_file *f, int flags)
+{
+    sq_file *p = (sq_file *)f;
+
+    __atomic_fetch_add(p->wal ? &p->q->wal_syncs : &p->q->db_syncs, 1, __ATOMIC_RELAXED);
+    return p->real->pMethods->xSync(p->real, flags);
+}
+
+static int sq_io_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+    return sq_real(f)->pMethods->xFileSize(sq_real(f), size);
+}
+
+static int sq_io_lock(sqlite3_file *f, int level)
+{
+    return sq_real(f)->pMethods->xLock(sq_real(f), level);
+}
+
+static int sq_io_unlock(sqlite3_file *f, int level)
+{
+    return sq_real(f)->pMethods->xUnlock(sq_real(f), level);
+}
+
+static int sq_io_reserved(sqlite3_file *f, int *out)
+{
+    return sq_real(f)->pMethods->xCheckReservedLock(sq_real(f), out);
+}
+
+static int sq_io_control(sqlite3_file *f, int op, void *arg)
+{
+    return sq_real(f)->pMethods->xFileControl(sq_real(f), op, arg);
+}
+
+static int sq_io_sector(sqlite3_file *f)
+{
+    return sq_real(f)->pMethods->xSectorSize(sq_real(f));
+}
+
+static int sq_io_device(sqlite3_file *f)
+{
+    return sq_real(f)->pMethods->xDeviceCharacteristics(sq_real(f));
+}
+
+static int sq_io_shm_map(sqlite3_file *f, int region, int size, int extend, void volatile **pp)
+{
+    if (sq_real(f)->pMethods->iVersion < 2)
+        return SQLITE_IOERR;
+    return sq_real(f)->pMethods->xShmMap(sq_real(f), region, size, extend, pp);
+}
+
+static int sq_io_shm_lock(sqlite3_file *f, int offset, int n, int flags)
+{
+    if (sq_real(f)->pMethods->iVersion < 2)
+        return SQLITE_IOERR;
+    return sq_real(f)->pMethods->xShmLock(sq_real(f), offset, n, flags);
+}
+
+static void sq_io_shm_barrier(sqlite3_file *f)
+{
+    if (sq_real(f)->pMethods->iVersion >= 2)
+        sq_real(f)->pMethods->xShmBarrier(sq_real(f));
+}
+
+static int sq_io_shm_unmap(sqlite3_file *f, int del)
+{
+    if (sq_real(f)->pMethods->iVersion < 2)
+        return SQLITE_OK;
+    return sq_real(f)->pMethods->xShmUnmap(sq_real(f), del);
+}
+
+static int sq_io_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **pp)
+{
+    if (sq_real(f)->pMethods->iVersion < 3) {
+        *pp = NULL;
+        return SQLITE_OK;
+    }
+    return sq_real(f)->pMethods->xFetch(sq_real(f), off, n, pp);
+}
+
+static int sq_io_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
+{
+    if (sq_real(f)->pMethods->iVersion < 3)
+        return SQLITE_OK;
+    return sq_real(f)->pMethods->xUnfetch(sq_real(f), off, p);
+}
+
+static const sqlite3_io_methods sq_io = {
+    3,
+    sq_io_close,
+    sq_io_read,
+    sq_io_write,
+    sq_io_truncate,
+    sq_io_sync,
+    sq_io_size,
+    sq_io_lock,
+    sq_io_unlock,
+    sq_io_reserved,
+    sq_io_control,
+    sq_io_sector,
+    sq_io_device,
+    sq_io_shm_map,
+    sq_io_shm_lock,
+    sq_io_shm_barrier,
+    sq_io_shm_unmap,
+    sq_io_fetch,
+    sq_io_unfetch,
+};
+
+static sqlite3_vfs *sq_vfs_real(sqlite3_vfs *v)
+{
+    return ((sq_store *)v->pAppData)->real_vfs;
+}
+
+static int sq_vfs_open(sqlite3_vfs *v, const char *name, sqlite3_file *file, int flags, int *oflags)
+{
+    sq_file *f = (sq_file *)file;
+    int rc;
+
+    f->q = v->pAppData;
+    f->wal = (flags & SQLITE_OPEN_WAL) != 0;
+    f->real = (sqlite3_file *)(f + 1);
+    f->real->pMethods = NULL;
+    rc = sq_vfs_real(v)->xOpen(sq_vfs_real(v), name, f->real, flags, oflags);
+    f->base.pMethods = f->real->pMethods != NULL ? &sq_io : NULL;
+    return rc;
+}
+
+static int sq_vfs_delete(sqlite3_vfs *v, const char *name, int sync_dir)
+{
+    return sq_vfs_real(v)->xDelete(sq_vfs_real(v), name, sync_dir);
+}
+
+static int sq_vfs_access(sqlite3_vfs *v, const char *name, int flags, int *out)
+{
+    return sq_vfs_real(v)->xAccess(sq_vfs_real(v), name, flags, out);
+}
+
+static int sq_vfs_full(sqlite3_vfs *v, const char *name, int n, char *out)
+{
+    return sq_vfs_real(v)->xFullPathname(sq_vfs_real(v), name, n, out);
+}
+
+static void *sq_vfs_dlopen(sqlite3_vfs *v, const char *name)
+{
+    return sq_vfs_real(v)->xDlOpen(sq_vfs_real(v), name);
+}
+
+static void sq_vfs_dlerror(sqlite3_vfs *v, int n, char *msg)
+{
+    sq_vfs_real(v)->xDlError(sq_vfs_real(v), n, msg);
+}
+
+static void (*sq_vfs_dlsym(sqlite3_vfs *v, void *h, const char *sym))(void)
+{
+    return sq_vfs_real(v)->xDlSym(sq_vfs_real(v), h, sym);
+}
+
+static void sq_vfs_dlclose(sqlite3_vfs *v, void *h)
+{
+    sq_vfs_real(v)->xDlClose(sq_vfs_real(v), h);
+}
+
+static int sq_vfs_random(sqlite3_vfs *v, int n, char *out)
+{
+    return sq_vfs_real(v)->xRandomness(sq_vfs_real(v), n, out);
+}
+
+static int sq_vfs_sleep(sqlite3_vfs *v, int us)
+{
+    return sq_vfs_real(v)->xSleep(sq_vfs_real(v), us);
+}
+
+static int sq_vfs_time(sqlite3_vfs *v, double *out)
+{
+    return sq_vfs_real(v)->xCurrentTime(sq_vfs_real(v), out);
+}
+
+static int sq_vfs_last_error(sqlite3_vfs *v, int n, char *msg)
+{
+    return sq_vfs_real(v)->xGetLastError(sq_vfs_real(v), n, msg);
+}
+
+static int sq_vfs_time64(sqlite3_vfs *v, sqlite3_int64 *out)
+{
+    sqlite3_vfs *r = sq_vfs_real(v);
+    double d;
+    int rc;
+
+    if (r->iVersion >= 2 && r->xCurrentTimeInt64 != NULL)
+        return r->xCurrentTimeInt64(r, out);
+    rc = r->xCurrentTime(r, &d);
+    *out = (sqlite3_int64)(d * 86400000.0);
+    return rc;
+}
+
+/* Register q's counting VFS over the default one (under a name unique to q). */
+static int sq_vfs_register(sq_store *q)
+{
+    int rc;
+
+    q->real_vfs = sqlite3_vfs_find(NULL);
+    if (q->real_vfs == NULL)
+        return SQLITE_ERROR;
+    snprintf(q->vfs_name, sizeof q->vfs_name, "vbmem-counting-%p", (void *)q);
+    memset(&q->vfs, 0, sizeof q->vfs);
+    q->vfs.iVersion = 2;
+    q->vfs.szOsFile = (int)sizeof(sq_file) + q->real_vfs->szOsFile;
+    q->vfs.mxPathname = q->real_vfs->mxPathname;
+    q->vfs.zName = q->vfs_name;
+    q->vfs.pAppData = q;
+    q->vfs.xOpen = sq_vfs_open;
+    q->vfs.xDelete = sq_vfs_delete;
+    q->vfs.xAccess = sq_vfs_access;
+    q->vfs.xFullPathname = sq_vfs_full;
+    q->vfs.xDlOpen = sq_vfs_dlopen;
+    q->vfs.xDlError = sq_vfs_dlerror;
+    q->vfs.xDlSym = sq_vfs_dlsym;
+    q->vfs.xDlClose = sq_vfs_dlclose;
+    q->vfs.xRandomness = sq_vfs_random;
+    q->vfs.xSleep = sq_vfs_sleep;
+    q->vfs.xCurrentTime = sq_vfs_time;
+    q->vfs.xGetLastError = sq_vfs_last_error;
+    q->vfs.xCurrentTimeInt64 = sq_vfs_time64;
+    rc = sqlite3_vfs_register(&q->vfs, 0);
+    q->vfs_registered = rc == SQLITE_OK;
+    return rc;
+}
 
 /* Translate a SQLite failure into an engine status and message. */
 static vbm_status sq_fail(sq_store *q, int rc, vbm_error *err, const char *what)
@@ -306,6 +580,8 @@ static void sq_run_batch(sq_store *q, sq_pending *batch)
         if (rc != SQLITE_OK) {
             sq_fail(q, rc, &fatal, "commit");
             doomed = 1;
+        } else {
+            __atomic_fetch_add(&q->commits, 1, __ATOMIC_RELAXED);
         }
     }
     if (doomed) {
@@ -532,6 +808,8 @@ static void sq_close(void *impl)
         sqlite3_finalize(q->stmt[i]);
     if (q->db != NULL)
         sqlite3_close(q->db);
+    if (q->vfs_registered)
+        sqlite3_vfs_unregister(&q->vfs);
     if (q->lock_fd >= 0)
         close(q->lock_fd); /* releases the flock */
     pthread_mutex_destroy(&q->lock);
@@ -630,7 +908,12 @@ vbm_status store_sqlite_open(const char *path, const char *lock_path, int readon
     flags = (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
             | SQLITE_OPEN_NOMUTEX;
     if (est == VBM_OK) {
-        rc = sqlite3_open_v2(path, &q->db, flags, NULL);
+        rc = sq_vfs_register(q);
+        if (rc != SQLITE_OK)
+            est = sq_fail(q, rc, err, "register the counting VFS");
+    }
+    if (est == VBM_OK) {
+        rc = sqlite3_open_v2(path, &q->db, flags, q->vfs_name);
         if (rc != SQLITE_OK)
             est = sq_fail(q, rc, err, "open");
     }
@@ -709,6 +992,35 @@ vbm_status store_sqlite_bulk(eng_backend *b, int on, vbm_error *err)
                 est = sq_fail(q, rc, err, "set synchronous=FULL");
         }
     }
+    pthread_mutex_unlock(&q->lock);
+    return est;
+}
+
+vbm_status store_sqlite_durability_get(eng_backend *b, store_sqlite_durability *out, vbm_error *err)
+{
+    sq_store *q;
+    char got[64];
+    vbm_status est = VBM_OK;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (b == NULL || b->ops != &sq_ops)
+        return vbm_fail(err, VBM_EINVAL, NULL, "not a SQLite backend");
+    q = b->impl;
+    pthread_mutex_lock(&q->lock);
+    rc = sq_pragma(q, "PRAGMA synchronous", got, sizeof got);
+    if (rc != SQLITE_OK)
+        est = sq_fail(q, rc, err, "read synchronous");
+    else
+        out->synchronous = atoi(got);
+    if (est == VBM_OK) {
+        rc = sq_pragma(q, "PRAGMA journal_mode", out->journal_mode, sizeof out->journal_mode);
+        if (rc != SQLITE_OK)
+            est = sq_fail(q, rc, err, "read journal_mode");
+    }
+    out->commits = __atomic_load_n(&q->commits, __ATOMIC_RELAXED);
+    out->wal_syncs = __atomic_load_n(&q->wal_syncs, __ATOMIC_RELAXED);
+    out->db_syncs = __atomic_load_n(&q->db_syncs, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&q->lock);
     return est;
 }

@@ -4,7 +4,9 @@ server for retries and timeouts, and `pip install` of the package into fresh vir
 environments without network.
 
 usage: VBMEMD=build/vbmemd /usr/bin/python3 -m pytest -q tests/clients
-(VBMEMD defaults to build/vbmemd of the source tree; a missing binary is a failure, not a skip.)
+(VBMEMD defaults to build/vbmemd of the source tree; a missing binary is a failure, not a skip,
+and so are a missing NumPy or PIL, python3-numpy and python3-pil of deploy/install-deps.sh: the
+array and PIL tests fail where they are absent, never skip. The client itself needs neither.)
 """
 import base64
 import http.server
@@ -17,6 +19,7 @@ import sys
 import threading
 import time
 
+import numpy as np  # python3-numpy (deploy/install-deps.sh): the array forms of the client
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,11 +30,6 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "http"))
 import vbmem  # noqa: E402
 from daemon import Daemon  # noqa: E402
 from pngs import fashion_images, grey_png  # noqa: E402
-
-try:
-    import numpy as np
-except ImportError:  # the array tests need NumPy (python3-numpy, in deploy/install-deps.sh)
-    np = None
 
 MODEL = "fashion-mnist-mixture"
 
@@ -125,15 +123,18 @@ def test_encode_decode(client, pngs):
     assert dec.images.shape == (3, 1, 28, 28) and dec.images.format == "uint8"
     px, w, h, c = vbmem.decode_png(dec.images.png(0))
     assert (w, h, c) == (28, 28, 1) and px == dec.images.uint8()[:784]
+    # the server's PNG of one row, inflated by the client, against its uint8 answer for the same
+    # row alone (not px: a batch of three may round a float32 mean to the other side of a grey
+    # level on the OpenBLAS path, whose float32 sums depend on the batch size)
     png = client.decode(MODEL, enc.mu.rows[:1], format="png").images
-    assert png.format == "png" and png.shape == (1, 1, 28, 28) and png.uint8() == px
-    if np is not None:
-        raw = np.frombuffer(b"".join(fashion_images(3)), dtype=np.uint8).reshape(3, 28, 28)
-        same = client.encode(MODEL, raw)  # a uint8 tensor: the same pixels as the PNGs
-        assert same.mu.rows == enc.mu.rows
-        flt = client.encode(MODEL, (raw.astype(np.float32) + 0.5) / 256)  # float32 tensor
-        assert np.allclose(flt.mu.numpy(), enc.mu.numpy(), atol=1e-5)
-        assert client.decode(MODEL, enc.mu.numpy(), format="float32").images.numpy().dtype == np.float32
+    alone = client.decode(MODEL, enc.mu.rows[:1]).images.uint8()
+    assert png.format == "png" and png.shape == (1, 1, 28, 28) and png.uint8() == alone
+    raw = np.frombuffer(b"".join(fashion_images(3)), dtype=np.uint8).reshape(3, 28, 28)
+    same = client.encode(MODEL, raw)  # a uint8 tensor: the same pixels as the PNGs
+    assert same.mu.rows == enc.mu.rows
+    flt = client.encode(MODEL, (raw.astype(np.float32) + 0.5) / 256)  # float32 tensor
+    assert np.allclose(flt.mu.numpy(), enc.mu.numpy(), atol=1e-5)
+    assert client.decode(MODEL, enc.mu.numpy(), format="float32").images.numpy().dtype == np.float32
 
 
 def test_latent_session_lifecycle(client):
@@ -239,16 +240,15 @@ def test_model_session_images(client, png_dir, pngs):
     assert r.frames == 64 and r.version == 2
     r = client.write(s, images=pngs[64:70], mode="append")  # PNG bytes
     assert r.frames == 70
-    if np is not None:
-        arr = np.frombuffer(b"".join(fashion_images(4, 70)), dtype=np.uint8).reshape(4, 1, 28, 28)
-        r = client.write(s, images=arr.astype(np.float32) / 255.0, mode="append")
-        assert r.frames == 74
+    arr = np.frombuffer(b"".join(fashion_images(4, 70)), dtype=np.uint8).reshape(4, 1, 28, 28)
+    r = client.write(s, images=arr.astype(np.float32) / 255.0, mode="append")
+    assert r.frames == 74
     smp = client.sample(s, count=4, seed=1, format="uint8")
     assert smp.images.shape == (4, 1, 28, 28) and smp.codes.shape == (4, 64)
-    if np is not None:
-        assert smp.images.numpy().shape == (4, 1, 28, 28)
-    smp_png = client.sample(s, count=2, seed=1)  # the server's default format, png
-    assert smp_png.images.format == "png" and smp_png.images.uint8() == smp.images.uint8()[:2 * 784]
+    assert smp.images.numpy().shape == (4, 1, 28, 28)
+    smp_png = client.sample(s, count=4, seed=1)  # the server's default format, png
+    # the same draw decoded as one batch of four: the inflated PNGs are the uint8 answer
+    assert smp_png.images.format == "png" and smp_png.images.uint8() == smp.images.uint8()
     cue = pngs[0]
     rd = client.read(s, images=[cue], mask=[top_half_mask()], mode="recall", steps=3, seed=2,
                      candidates=4, format="uint8")
@@ -262,7 +262,7 @@ def test_model_session_images(client, png_dir, pngs):
 
 
 def test_pil_images_in_and_out(client, pngs):
-    Image = pytest.importorskip("PIL.Image")  # python3-pil (deploy/install-deps.sh)
+    from PIL import Image  # python3-pil (deploy/install-deps.sh): missing is a failure
     import io
     ims = [Image.open(io.BytesIO(p)) for p in pngs[:2]]
     enc = client.encode(MODEL, ims)  # PIL images go as a uint8 tensor: the PNGs' pixels
@@ -327,10 +327,13 @@ def test_api_keys_against_a_daemon_with_keys(tmp_path, monkeypatch):
 
 class Stub:
     """A local HTTP server answering from a script of (status, headers, body, delay) entries,
-    the last repeated; records each request's path and headers."""
+    the last repeated; records each request's method, path, headers and body. A delay of None
+    holds the request unanswered until close() (or 30 s, a bound on a hang: then the connection
+    is dropped unanswered)."""
 
     def __init__(self, script):
         self.script, self.seen = list(script), []
+        self.released = threading.Event()
         stub = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -340,8 +343,11 @@ class Stub:
             def _answer(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body_in = self.rfile.read(n) if n else b""
-                stub.seen.append((self.command, self.path, dict(self.headers), body_in, time.time()))
+                stub.seen.append((self.command, self.path, dict(self.headers), body_in))
                 status, headers, body, delay = stub.script[min(len(stub.seen), len(stub.script)) - 1]
+                if delay is None:  # held: never answered
+                    stub.released.wait(30)
+                    return
                 time.sleep(delay)
                 data = json.dumps(body).encode()
                 self.send_response(status)
@@ -360,12 +366,13 @@ class Stub:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
 
 
 def busy(status=503, retry_after="1"):
-    return (status, {"Retry-After": retry_after},
+    return (status, {} if retry_after is None else {"Retry-After": retry_after},
             {"type": "urn:vbmem:problem:busy", "title": "Busy", "status": status,
              "detail": "queue full", "request_id": "r1"}, 0)
 
@@ -373,26 +380,53 @@ def busy(status=503, retry_after="1"):
 OK = (200, {}, {"status": "ok"}, 0)
 
 
+class Waits:
+    """The client's sleep for the retry tests: records each wait with the number of requests the
+    stub had seen when it began (the order of attempts and waits), and waits nothing."""
+
+    def __init__(self, stub=None):
+        self.stub, self.waits = stub, []
+
+    def __call__(self, seconds):
+        self.waits.append((seconds, len(self.stub.seen) if self.stub else None))
+
+
 def test_retry_on_503_honours_retry_after():
-    stub = Stub([busy(503, "1"), OK])
+    stub = Stub([busy(503, "7"), OK])
     try:
-        t0 = time.time()
-        assert vbmem.Client(stub.url, retries=3).healthz() == {"status": "ok"}
-        assert len(stub.seen) == 2
-        gap = stub.seen[1][4] - stub.seen[0][4]
-        assert 0.95 <= gap < 3, gap
-        assert time.time() - t0 < 5
+        w = Waits(stub)
+        assert vbmem.Client(stub.url, retries=3, sleep=w).healthz() == {"status": "ok"}
+        assert [(m, p) for m, p, *_ in stub.seen] == [("GET", "/healthz")] * 2
+        assert w.waits == [(7.0, 1)]  # Retry-After's 7 s, after the first attempt, before the second
     finally:
         stub.close()
+    assert vbmem.Client("http://127.0.0.1:9")._sleep is time.sleep  # the default waits for real
 
 
 def test_retry_on_429_then_gives_up():
     stub = Stub([busy(429, "0"), busy(429, "0"), busy(429, "0")])
     try:
+        w = Waits(stub)
         with pytest.raises(vbmem.VbmemError) as e:
-            vbmem.Client(stub.url, retries=2).create_session(code_size=4)
+            vbmem.Client(stub.url, retries=2, sleep=w).create_session(code_size=4)
         assert e.value.status == 429 and e.value.request_id == "r1" and len(stub.seen) == 3
-        assert all(m == "POST" for m, *_ in stub.seen)
+        assert all(m == "POST" and p == "/v1/sessions" and json.loads(b)["code_size"] == 4
+                   for m, p, _, b in stub.seen)
+        assert w.waits == [(0.0, 1), (0.0, 2)]  # attempt, wait, attempt, wait, attempt
+    finally:
+        stub.close()
+
+
+def test_retry_waits_capped_retry_after_else_backoff():
+    """Retry-After capped at 60 s; without one (or unreadable) 0.5 s x 2^attempt +-25 %."""
+    stub = Stub([busy(503, "120"), busy(503, None), busy(503, None), busy(503, "garbage"), OK])
+    try:
+        w = Waits(stub)
+        assert vbmem.Client(stub.url, retries=4, sleep=w).healthz() == {"status": "ok"}
+        assert len(stub.seen) == 5 and [n for _, n in w.waits] == [1, 2, 3, 4]
+        s = [sec for sec, _ in w.waits]
+        assert s[0] == 60.0
+        assert 0.75 <= s[1] <= 1.25 and 1.5 <= s[2] <= 2.5 and 3.0 <= s[3] <= 5.0, s
     finally:
         stub.close()
 
@@ -401,22 +435,25 @@ def test_no_retry_when_retries_zero_and_not_on_422():
     stub = Stub([busy(503, "0"), (422, {}, {"type": "urn:vbmem:problem:invalid", "title": "t",
                                            "status": 422, "detail": "d", "field": "codes"}, 0)])
     try:
+        w = Waits(stub)
         with pytest.raises(vbmem.VbmemError) as e:
-            vbmem.Client(stub.url, retries=0).healthz()
+            vbmem.Client(stub.url, retries=0, sleep=w).healthz()
         assert e.value.status == 503 and len(stub.seen) == 1
         with pytest.raises(vbmem.VbmemError) as e:
-            vbmem.Client(stub.url, retries=3).healthz()
+            vbmem.Client(stub.url, retries=3, sleep=w).healthz()
         assert e.value.status == 422 and e.value.field == "codes" and len(stub.seen) == 2
+        assert w.waits == []  # neither waited
     finally:
         stub.close()
 
 
 def test_timeout_and_connection_failure():
-    stub = Stub([(200, {}, {"status": "ok"}, 2.0)])
+    # the stub never answers (held until close): only the client's own timeout ends the request
+    stub = Stub([(200, {}, {"status": "ok"}, None)])
     try:
         with pytest.raises(vbmem.ConnectionFailed) as e:
             vbmem.Client(stub.url, timeout=0.3, retries=0).healthz()
-        assert e.value.status is None
+        assert e.value.status is None and "timed out" in str(e.value) and len(stub.seen) == 1
     finally:
         stub.close()
     port = Stub([OK])
@@ -424,6 +461,11 @@ def test_timeout_and_connection_failure():
     port.close()  # nothing listens there now
     with pytest.raises(vbmem.ConnectionFailed):
         vbmem.Client(dead, retries=0).healthz()
+    w = Waits()
+    with pytest.raises(vbmem.ConnectionFailed):  # refused at connect: retried after the backoff
+        vbmem.Client(dead, retries=2, sleep=w).healthz()
+    s = [sec for sec, _ in w.waits]
+    assert len(s) == 2 and 0.375 <= s[0] <= 0.625 and 0.75 <= s[1] <= 1.25, s
 
 
 def test_api_key_url_and_if_match_headers(monkeypatch):
@@ -437,7 +479,7 @@ def test_api_key_url_and_if_match_headers(monkeypatch):
         assert stub.seen[0][2]["Authorization"] == "Bearer s3cret"
         vbmem.Client(stub.url, api_key="other").request("POST", "/v1/sessions/x/resize", {},
                                                         headers=c._if_match(7))
-        _, path, headers, body, _ = stub.seen[1]
+        _, path, headers, body = stub.seen[1]
         assert headers["Authorization"] == "Bearer other" and headers["If-Match"] == '"7"'
         assert path == "/v1/sessions/x/resize" and json.loads(body) == {}
         monkeypatch.delenv("VBMEM_URL")
@@ -455,7 +497,7 @@ def test_codes_go_as_base64_float32():
 
 
 def test_png_reader_and_writer():
-    Image = pytest.importorskip("PIL.Image")  # PIL writes PNGs with every filter type
+    from PIL import Image  # PIL writes PNGs with every filter type (missing: a failure)
     import io
     import random
     rnd = random.Random(5)

@@ -684,9 +684,11 @@ START_TEST(test_stored_ttl_expiry)
     /* busy stays referenced (in use); a is evicted (max_resident 1). */
     now_ms = (long long)(eng_now() * 1000.0);
     ck_assert_int_eq(eng_store_expire(st, now_ms), 0);
-    sleep(2);
-    eng_session_touch(busy); /* used just now: not expired although its stored use is old */
-    now_ms = (long long)(eng_now() * 1000.0);
+    sleep(2); /* past a's TTL in the store (SQLite's record of its last use, wall clock) */
+    eng_session_touch(busy);
+    /* busy is in use, its last use that touch: not expired although its stored use is old
+     * (now taken as the touch's own stamp, so no time between the two statements counts) */
+    now_ms = atomic_load(&busy->last_used_ms);
     ck_assert_int_eq(eng_store_expire(st, now_ms), 1);
     ck_assert_int_eq(eng_store_get(st, ida, NULL, &got, &err), VBM_ENOTFOUND);
     ck_assert_int_eq(eng_store_get(st, idb, NULL, &got, &err), VBM_OK);
@@ -772,6 +774,66 @@ START_TEST(test_backup_copy_all)
 }
 END_TEST
 
+/* Save s's record as version `version` over version version - 1 (0: create it). */
+static void save_version(eng_backend *b, eng_session *s, uint64_t version)
+{
+    eng_record rec = record_of(s);
+    vbm_error err;
+
+    rec.version = version;
+    ck_assert_msg(eng_backend_save(b, &rec, version - 1, &err) == VBM_OK, "%s", err.msg);
+    eng_record_free(&rec);
+}
+
+/* Durability as set, read back from the open connection: WAL with
+ * synchronous=FULL, and every commit fsyncs the WAL (xSync calls counted by the
+ * backend's VFS). The backup's bulk mode (synchronous=NORMAL) commits without
+ * an fsync, which shows the count is of fsyncs, not of commits; leaving it
+ * restores FULL after a checkpoint that syncs the database file. */
+START_TEST(test_synchronous_full_fsyncs_each_commit)
+{
+    store_sqlite_durability d0, d1, d2, d3;
+    eng_session *s = new_session(NULL, 0);
+    char path[300];
+    eng_backend *b;
+    vbm_error err;
+    uint64_t v;
+
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
+    ck_assert_int_eq(store_sqlite_durability_get(b, &d0, &err), VBM_OK);
+    ck_assert_msg(d0.synchronous == 2,
+                  "PRAGMA synchronous is %d on the open connection, not 2 (FULL)", d0.synchronous);
+    ck_assert_str_eq(d0.journal_mode, "wal");
+    for (v = 1; v <= 5; v++)
+        save_version(b, s, v);
+    ck_assert_int_eq(store_sqlite_durability_get(b, &d1, &err), VBM_OK);
+    ck_assert_int_eq(d1.commits - d0.commits, 5);
+    ck_assert_msg(d1.wal_syncs - d0.wal_syncs >= 5, "5 commits made %ld fsyncs of the WAL",
+                  d1.wal_syncs - d0.wal_syncs);
+    ck_assert_int_eq(store_sqlite_bulk(b, 1, &err), VBM_OK);
+    ck_assert_int_eq(store_sqlite_durability_get(b, &d2, &err), VBM_OK);
+    ck_assert_int_eq(d2.synchronous, 1);
+    for (v = 6; v <= 8; v++)
+        save_version(b, s, v);
+    ck_assert_int_eq(store_sqlite_durability_get(b, &d3, &err), VBM_OK);
+    ck_assert_int_eq(d3.commits - d2.commits, 3);
+    ck_assert_int_eq(d3.wal_syncs, d2.wal_syncs);
+    ck_assert_int_eq(store_sqlite_bulk(b, 0, &err), VBM_OK);
+    ck_assert_int_eq(store_sqlite_durability_get(b, &d1, &err), VBM_OK);
+    ck_assert_int_eq(d1.synchronous, 2);
+    ck_assert_int_gt(d1.db_syncs, d3.db_syncs);
+    eng_backend_close(b);
+    /* read-only (the backup CLI's source) runs with FULL too */
+    db_path(path, sizeof path);
+    ck_assert_int_eq(store_sqlite_open(path, NULL, 1, &b, &err), VBM_OK);
+    ck_assert_int_eq(store_sqlite_durability_get(b, &d0, &err), VBM_OK);
+    ck_assert_int_eq(d0.synchronous, 2);
+    ck_assert_int_eq(store_sqlite_durability_get(NULL, &d0, &err), VBM_EINVAL);
+    eng_backend_close(b);
+    eng_session_unref(s);
+}
+END_TEST
+
 /* Group commit: threads saving their own records at once all commit, in order. */
 typedef struct {
     eng_backend *b;
@@ -835,6 +897,16 @@ START_TEST(test_concurrent_saves_group_commit)
 }
 END_TEST
 
+/* A clock the test moves by hand (store_redis_set_clock). */
+typedef struct {
+    double t;
+} fake_clock;
+
+static double fake_now(void *ctx)
+{
+    return ((fake_clock *)ctx)->t;
+}
+
 /* Redis: TTL as expiry, an unreachable server is 503 (then reconnects), and a
  * replica's cache follows writes made through another replica. */
 START_TEST(test_redis_ttl_unreachable_replicas)
@@ -846,7 +918,8 @@ START_TEST(test_redis_ttl_unreachable_replicas)
     eng_record rec;
     vbm_error err;
     char sid[ENG_ID_LEN + 1];
-    double t0;
+    fake_clock clock = {1000.0};
+    long tries;
 
     ck_assert_int_eq(open_backend(&b1, &err), VBM_OK);
     ck_assert_int_eq(open_backend(&b2, &err), VBM_OK);
@@ -879,17 +952,30 @@ START_TEST(test_redis_ttl_unreachable_replicas)
     ck_assert_int_eq(eng_backend_load(b2, sid, &rec, &err), VBM_ENOTFOUND);
     ck_assert_int_eq(eng_store_get(r1, sid, NULL, &got, &err), VBM_ENOTFOUND);
 
-    /* The server goes away: every operation is a quick 503; it comes back: served again. */
+    /* The server goes away: every operation is a 503 at once, counted in connects
+     * tried on a clock the test moves: the lost connection gets one immediate
+     * reconnect, then none before the backoff (0.1 s, doubling) has run on that
+     * clock; it comes back: served again after the longest backoff (5 s). */
+    store_redis_set_clock(b1, fake_now, &clock);
     redis_stop();
-    t0 = eng_now();
+    tries = store_redis_connect_tries(b1);
     ck_assert_int_eq(write_codes(k, 4, ENG_APPEND, &err), VBM_EUNAVAIL);
     ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_EUNAVAIL);
-    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_EUNAVAIL);
     ck_assert_ptr_nonnull(strstr(err.msg, "unreachable"));
-    ck_assert(eng_now() - t0 < 3.0);
+    ck_assert_int_eq(store_redis_connect_tries(b1), tries + 1);
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_EUNAVAIL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "next try in"));
+    ck_assert_int_eq(store_redis_connect_tries(b1), tries + 1);
+    clock.t += 0.1;
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_EUNAVAIL);
+    ck_assert_int_eq(store_redis_connect_tries(b1), tries + 2);
+    clock.t += 0.1; /* the backoff is 0.2 s now */
+    ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_EUNAVAIL);
+    ck_assert_int_eq(store_redis_connect_tries(b1), tries + 2);
     redis_start();
-    sleep(6); /* past the longest backoff */
+    clock.t += 5.0;
     ck_assert_int_eq(eng_store_get(r1, k->id, NULL, &got, &err), VBM_OK);
+    ck_assert_int_eq(store_redis_connect_tries(b1), tries + 3);
     ck_assert_int_eq(got->version, 3); /* AOF: every acknowledged write survived */
     ck_assert_int_eq(write_codes(got, 4, ENG_APPEND, &err), VBM_OK);
     eng_session_unref(got);
@@ -917,6 +1003,7 @@ static Suite *store_suite(void)
     tcase_add_test(tc, test_busy_store_is_unavailable);
     tcase_add_test(tc, test_backup_copy_all);
     tcase_add_test(tc, test_concurrent_saves_group_commit);
+    tcase_add_test(tc, test_synchronous_full_fsyncs_each_commit);
     suite_add_tcase(s, tc);
 
     /* The same store tests against a real redis-server started per test. */

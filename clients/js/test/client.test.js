@@ -13,6 +13,21 @@ import { MODEL, fashionImages, greyPng, startDaemon } from "./helpers.js";
 
 const CODES = [[0, 0, 0, 0], [0.1, 0, 0, 0], [5, 5, 5, 5], [5, 5.1, 5, 5]];
 const latent = (c, mem = {}) => c.createSession({ codeSize: 4, memory: { kind: "mixture", clusters: 2, rows: 2, retainMax: 1000, ...mem } });
+// Float32 network outputs compared across batch sizes. The networks' sums run in float32, and on
+// the OpenBLAS path (CPUs without AVX-512, or VBMEM_NETS_NO_AVX512=1) their order depends on how
+// many images share a GEMM, so bit equality across batch sizes is not promised: an image alone and the same image in a batch of three differ by a few float32
+// ulps (observed 4e-7 on values near 3.4, relative 1.2e-7, on the OpenBLAS path). The tolerance,
+// 1e-5 relative (the bound tests/test_nets.c asserts between frame-by-frame and batched
+// encodes), is some 80 times that, and some 10^4 times below what a client mistake gives (another
+// row or image, a shifted or mis-decoded float32: differences of 0.1 and more on these codes).
+const F32_REL = 1e-5;
+const assertFloat32Close = (got, want, what) => {
+  assert.equal(got.length, want.length, what);
+  for (let i = 0; i < want.length; i++) {
+    assert.ok(Math.abs(got[i] - want[i]) <= F32_REL * (1 + Math.abs(want[i])),
+      `${what}: element ${i} is ${got[i]}, want ${want[i]} within ${F32_REL} relative`);
+  }
+};
 const rejects = async (p, check) => {
   let err = null;
   try { await p; } catch (e) { err = e; }
@@ -68,7 +83,9 @@ describe("against vbmemd", () => {
     const flt = await c.encode(MODEL, { shape: [3, 1, 28, 28], data: Float32Array.from(raw, (v) => (v + 0.5) / 256) });
     flt.mu.data.forEach((v, i) => assert.ok(Math.abs(v - enc.mu.data[i]) < 1e-4));
     const one = await c.encode(MODEL, pngs[0]); // one image, not in an array
-    assert.deepEqual(Array.from(one.mu.row(0)), Array.from(enc.mu.row(0)));
+    assert.deepEqual(one.mu.shape, [1, 64]);
+    assertFloat32Close(one.mu.row(0), enc.mu.row(0), "one image alone against the first of a batch of three");
+    assertFloat32Close(one.sigma2.row(0), enc.sigma2.row(0), "its variances");
 
     const dec = await c.decode(MODEL, enc.mu); // a Matrix in, format uint8 (the default)
     assert.ok(dec.images instanceof Images);
@@ -82,7 +99,10 @@ describe("against vbmemd", () => {
     const pngOut = await c.decode(MODEL, enc.mu.toArray().slice(0, 2), { format: "png" }); // rows in
     assert.equal(pngOut.images.format, "png");
     assert.deepEqual(pngOut.images.shape, [2, 1, 28, 28]);
-    assert.deepEqual(await pngOut.images.uint8(), u8.subarray(0, 2 * 784)); // the server's PNGs, inflated
+    // the server's PNGs, inflated, against its uint8 answer for the same two rows (the same batch:
+    // a batch of three may round a float32 mean to the other side of a grey level)
+    const u8two = await (await c.decode(MODEL, enc.mu.toArray().slice(0, 2))).images.uint8();
+    assert.deepEqual(await pngOut.images.uint8(), u8two);
     assert.match(pngOut.images.dataUrl(1), /^data:image\/png;base64,iVBOR/);
     const f32 = await c.decode(MODEL, { shape: [3, 64], data: enc.mu.data }, { format: "float32" });
     assert.equal(f32.images.format, "float32");
@@ -172,9 +192,10 @@ describe("against vbmemd", () => {
     assert.equal(r.frames, 72); assert.equal(r.version, 4);
     const smp = await c.sample(s, { count: 4, seed: 1, format: "uint8" });
     assert.deepEqual(smp.images.shape, [4, 1, 28, 28]); assert.deepEqual(smp.codes.shape, [4, 64]);
-    const smpPng = await c.sample(s, { count: 2, seed: 1 }); // the server's default format, png
+    const smpPng = await c.sample(s, { count: 4, seed: 1 }); // the server's default format, png
     assert.equal(smpPng.images.format, "png");
-    assert.deepEqual(await smpPng.images.uint8(), (await smp.images.uint8()).subarray(0, 2 * 784));
+    // the same draw decoded as one batch of four: the inflated PNGs are the uint8 answer
+    assert.deepEqual(await smpPng.images.uint8(), await smp.images.uint8());
     // a masked read: the top half known (a white/black mask PNG, as a canvas gives a data: URL)
     const mask = greyPng(new Uint8Array(784).map((_, i) => (i < 392 ? 255 : 0)));
     const rd = await c.read(s, { images: [pngs[0]], mask: ["data:image/png;base64," + toBase64(mask)], mode: "recall",

@@ -116,7 +116,8 @@ export const greyPng = (pixels) => png(pixels, 28, 28);
 
 /**
  * A local HTTP server answering from a script of [status, headers, body, delaySeconds] entries,
- * the last repeated; `seen` records {method, url, headers, body, t} of each request.
+ * the last repeated; `seen` records {method, url, headers, body} of each request. A delay of
+ * Infinity holds the request unanswered until close().
  */
 export async function stub(script) {
   const seen = [];
@@ -124,8 +125,9 @@ export async function stub(script) {
     const parts = [];
     req.on("data", (c) => parts.push(c));
     req.on("end", () => {
-      seen.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(parts).toString(), t: Date.now() });
+      seen.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(parts).toString() });
       const [status, headers, body, delay] = script[Math.min(seen.length, script.length) - 1];
+      if (delay === Infinity) return; // held: close() drops the connection
       setTimeout(() => {
         const data = typeof body === "string" ? body : JSON.stringify(body);
         res.writeHead(status, { "Content-Type": status >= 400 ? "application/problem+json" : "application/json",

@@ -15,36 +15,58 @@ const busy = (status = 503, retryAfter = "1") => [status, retryAfter === null ? 
   { type: "urn:vbmem:problem:busy", title: "Busy", status, detail: "queue full", request_id: "r1" }, 0];
 const OK = [200, {}, { status: "ok" }, 0];
 
+// The waits between attempts go through the client's `sleep` option: the tests record each wait
+// with the number of requests the stub had seen when it began, which gives the order of attempts
+// and waits without timing anything.
+const recorder = (s) => {
+  const waits = [];
+  return { waits, sleep: async (sec) => { waits.push([sec, s.seen.length]); } };
+};
+
 test("a 503 is retried after its Retry-After", async () => {
-  const s = await stub([busy(503, "1"), OK]);
+  const s = await stub([busy(503, "7"), OK]);
   try {
-    const t0 = Date.now();
-    assert.deepEqual(await new Client({ url: s.url, retries: 3 }).healthz(), { status: "ok" });
-    assert.equal(s.seen.length, 2);
-    const gap = (s.seen[1].t - s.seen[0].t) / 1000;
-    assert.ok(gap >= 0.95 && gap < 3, `gap ${gap}`);
-    assert.ok(Date.now() - t0 < 5000);
+    const r = recorder(s);
+    assert.deepEqual(await new Client({ url: s.url, retries: 3, sleep: r.sleep }).healthz(), { status: "ok" });
+    assert.deepEqual(s.seen.map((q) => `${q.method} ${q.url}`), ["GET /healthz", "GET /healthz"]);
+    assert.deepEqual(r.waits, [[7, 1]]); // Retry-After's 7 s, waited after the first attempt, before the second
   } finally { await s.close(); }
+});
+
+test("the default sleep waits its seconds on a setTimeout", async () => {
+  const saved = globalThis.setTimeout;
+  const asked = [];
+  let during;
+  globalThis.setTimeout = (fn, ms, ...a) => { asked.push(ms); return saved(fn, 0, ...a); };
+  try {
+    const p = new Client({ url: "http://127.0.0.1:9" })._sleep(7);
+    during = asked.slice(); // the timers set by the call itself (others may follow before it resolves)
+    await p;
+  } finally { globalThis.setTimeout = saved; }
+  assert.deepEqual(during, [7000]);
 });
 
 test("429s are retried `retries` times, then the error is thrown", async () => {
   const s = await stub([busy(429, "0"), busy(429, "0"), busy(429, "0")]);
   try {
-    const e = await new Client({ url: s.url, retries: 2 }).createSession({ codeSize: 4 }).catch((x) => x);
+    const r = recorder(s);
+    const e = await new Client({ url: s.url, retries: 2, sleep: r.sleep }).createSession({ codeSize: 4 }).catch((x) => x);
     assert.ok(e instanceof VbmemError);
     assert.equal(e.status, 429); assert.equal(e.requestId, "r1"); assert.equal(e.title, "Busy");
     assert.equal(s.seen.length, 3);
-    assert.ok(s.seen.every((r) => r.method === "POST" && JSON.parse(r.body).code_size === 4));
+    assert.ok(s.seen.every((q) => q.method === "POST" && q.url === "/v1/sessions" && JSON.parse(q.body).code_size === 4));
+    assert.deepEqual(r.waits, [[0, 1], [0, 2]]); // attempt, wait, attempt, wait, attempt
   } finally { await s.close(); }
 });
 
 test("the waits: Retry-After capped at 60 s, else exponential backoff with jitter", async () => {
   const s = await stub([busy(503, "120"), busy(503, null), busy(503, null), busy(503, "garbage"), OK]);
   try {
-    const c = new Client({ url: s.url, retries: 4 });
-    const waits = [];
-    c._sleep = async (sec) => { waits.push(sec); };
-    await c.healthz();
+    const r = recorder(s);
+    await new Client({ url: s.url, retries: 4, sleep: r.sleep }).healthz();
+    assert.equal(s.seen.length, 5);
+    assert.deepEqual(r.waits.map(([, seen]) => seen), [1, 2, 3, 4]);
+    const waits = r.waits.map(([sec]) => sec);
     assert.equal(waits.length, 4);
     assert.equal(waits[0], 60);
     assert.ok(waits[1] >= 0.5 && waits[1] <= 1.5, waits[1]); // 1 s (attempt 1) +-25 %
@@ -56,10 +78,12 @@ test("the waits: Retry-After capped at 60 s, else exponential backoff with jitte
 test("no retry with retries 0, nor on a 422 (its field is kept)", async () => {
   const s = await stub([busy(503, "0"), [422, {}, { type: "urn:vbmem:problem:invalid", title: "t", status: 422, detail: "d", field: "codes" }, 0]]);
   try {
-    let e = await new Client({ url: s.url, retries: 0 }).healthz().catch((x) => x);
+    const r = recorder(s);
+    let e = await new Client({ url: s.url, retries: 0, sleep: r.sleep }).healthz().catch((x) => x);
     assert.equal(e.status, 503); assert.equal(s.seen.length, 1);
-    e = await new Client({ url: s.url, retries: 3 }).healthz().catch((x) => x);
+    e = await new Client({ url: s.url, retries: 3, sleep: r.sleep }).healthz().catch((x) => x);
     assert.equal(e.status, 422); assert.equal(e.field, "codes"); assert.equal(s.seen.length, 2);
+    assert.deepEqual(r.waits, []); // neither waited
     assert.equal(e.message, "422 t: d (field codes)");
   } finally { await s.close(); }
 });
@@ -73,23 +97,25 @@ test("an error body that is not JSON still gives a VbmemError", async () => {
   } finally { await s.close(); }
 });
 
-test("a timeout and a refused connection are ConnectionFailed (status null)", async () => {
-  const s = await stub([[200, {}, { status: "ok" }, 2]]);
+// (the test's own timeout only bounds a hang: a client that ignored `timeout` would wait forever)
+test("a timeout and a refused connection are ConnectionFailed (status null)", { timeout: 60000 }, async () => {
+  // the stub never answers (held until close): only the client's own timeout ends the request
+  const s = await stub([[200, {}, { status: "ok" }, Infinity]]);
   try {
-    const t0 = Date.now();
     const e = await new Client({ url: s.url, timeout: 0.3, retries: 0 }).healthz().catch((x) => x);
     assert.ok(e instanceof ConnectionFailed, String(e)); assert.equal(e.status, null);
-    assert.ok(Date.now() - t0 < 1500);
+    assert.match(e.detail, /no answer within 0\.3 s/);
+    assert.equal(s.seen.length, 1);
   } finally { await s.close(); }
   const dead = await stub([OK]);
   await dead.close(); // nothing listens there now
   let e = await new Client({ url: dead.url, retries: 0 }).healthz().catch((x) => x);
   assert.ok(e instanceof ConnectionFailed, String(e));
-  const c = new Client({ url: dead.url, retries: 2 });
   const waits = [];
-  c._sleep = async (sec) => { waits.push(sec); };
+  const c = new Client({ url: dead.url, retries: 2, sleep: async (sec) => { waits.push(sec); } });
   e = await c.healthz().catch((x) => x);
   assert.ok(e instanceof ConnectionFailed); assert.equal(waits.length, 2); // refused: retried
+  assert.ok(waits[0] >= 0.375 && waits[0] <= 0.625 && waits[1] >= 0.75 && waits[1] <= 1.25, String(waits)); // backoff
   const ac = new AbortController();
   ac.abort();
   e = await new Client({ url: dead.url }).request("GET", "/healthz", { signal: ac.signal }).catch((x) => x);

@@ -462,18 +462,20 @@ class Client:
     again, waiting the server's Retry-After (at most 60 s; else an exponential backoff from
     0.5 s with jitter); ca_file: PEM file of the certificate authorities an https server's
     certificate is checked against (default $VBMEM_CA_FILE, else the system's); ssl_context:
-    an ssl.SSLContext used for https instead (it wins over ca_file).
+    an ssl.SSLContext used for https instead (it wins over ca_file); sleep: the function called
+    with the seconds to wait between two attempts of a request (default time.sleep; a test
+    passes its own to see the waits without spending them).
     Every method raises VbmemError (ConnectionFailed when the server cannot be reached or its
     certificate is not trusted)."""
 
     def __init__(self, url=None, api_key=None, timeout=30, retries=3, ca_file=None,
-                 ssl_context=None):
+                 ssl_context=None, sleep=None):
         self.url = (url or os.environ.get("VBMEM_URL") or DEFAULT_URL).rstrip("/")
         self.api_key = api_key if api_key is not None else (os.environ.get("VBMEM_API_KEY") or None)
         self.timeout = timeout
         self.retries = retries
         self.last_etag = None
-        self._sleep = time.sleep
+        self._sleep = sleep if sleep is not None else time.sleep
         ca_file = ca_file or os.environ.get("VBMEM_CA_FILE") or None
         if ssl_context is None and ca_file is not None:
             ssl_context = ssl.create_default_context(cafile=ca_file)
