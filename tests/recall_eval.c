@@ -21,14 +21,6 @@
 #define REVAL_P    784
 #define REVAL_SIDE 28
 
-/* The images and the model of a run. */
-typedef struct {
-    unsigned char *images; /* n x 784 */
-    long n;
-    eng_models *reg;
-    eng_model *m;
-} reval_data;
-
 const char *reval_cue_name(reval_cue c)
 {
     static const char *const names[REVAL_CUES] = {
@@ -92,8 +84,7 @@ static int reval_load_model(const char *model_path, reval_data *d)
     return 0;
 }
 
-/* T distinct images picked by the generator, at their bin centres (v + 0.5) / 256. */
-static void reval_episode(const reval_data *d, rng_t *rng, float *x)
+void reval_episode(const reval_data *d, rng_t *rng, float *x)
 {
     long idx[REVAL_T];
     int t, u, dup;
@@ -107,6 +98,25 @@ static void reval_episode(const reval_data *d, rng_t *rng, float *x)
         for (u = 0; u < REVAL_P; u++)
             x[t * REVAL_P + u] = ((float)d->images[idx[t] * REVAL_P + u] + 0.5f) / 256.0f;
     }
+}
+
+int reval_data_load(const char *model_path, const char *fmnist_gz, reval_data *d)
+{
+    memset(d, 0, sizeof *d);
+    if (reval_load_images(fmnist_gz, d) != 0 || reval_load_model(model_path, d) != 0) {
+        fprintf(stderr, "recall_eval: cannot load %s or %s\n", fmnist_gz, model_path);
+        reval_data_free(d);
+        return -1;
+    }
+    return 0;
+}
+
+void reval_data_free(reval_data *d)
+{
+    eng_model_unref(d->m);
+    eng_models_free(d->reg);
+    free(d->images);
+    memset(d, 0, sizeof *d);
 }
 
 /* The cue of kind c for the originals x: cue values (unknown ones 0) and the mask (1 =

@@ -4,6 +4,29 @@
 
 #include <stdint.h>
 
+#include "engine/models.h"
+#include "numerics/rng.h"
+
+/* The test images and the model of a run. */
+typedef struct {
+    unsigned char *images; /* n x 784 */
+    long n;
+    eng_models *reg;
+    eng_model *m;
+} reval_data;
+
+/* Load the Fashion-MNIST test images of fmnist_gz (an idx3 .gz file) and the model file
+ * model_path (its directory as a model registry, the model named by its stem). Returns 0,
+ * or -1 with a message on stderr (d is then empty). */
+int reval_data_load(const char *model_path, const char *fmnist_gz, reval_data *d);
+
+/* Release what reval_data_load loaded; d is left empty. */
+void reval_data_free(reval_data *d);
+
+/* 64 distinct images of d picked by the generator into x (64 x 784), at their bin centres
+ * (v + 0.5) / 256. Never fails. */
+void reval_episode(const reval_data *d, rng_t *rng, float *x);
+
 /* The damaged cues. */
 typedef enum {
     REVAL_TOP = 0,     /* top half blanked (0), with a mask */

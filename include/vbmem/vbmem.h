@@ -389,6 +389,31 @@ void vbm_read_opts_default(vbm_read_opts *o);
 vbm_status vbm_read(const vbm_memory *mem, const vbm_codes *query, const vbm_read_opts *opts,
                     uint64_t seed, double *out_z, vbm_addresses *addr, vbm_error *err);
 
+/* The memory's predictive distribution of one code, p(z | q(Omega)): for every group the
+ * mixture over its components (clusters, or the categorical model's rows, each with prior
+ * probability 1 / H as in the generative model) of the Gaussian with the exact mean and
+ * covariance of z = M^T w + b + noise under q(M), q(b), w ~ N(0, I) and the observation noise
+ * (moment-matched: mean mu_b,h and covariance R_h^T R_h + (tr U_h + s2_b,h + sigma_z^2) I; for
+ * the categorical model row k's mean R_k and (U_kk + sigma_z^2) I); the groups of a tree are
+ * independent (Theorem 5's factorised p(s); its path pseudocounts are not used). An empty
+ * memory (q(Omega) = p(Omega)) gives the model's prior predictive. Only the means of codes
+ * are read (codes->s2 is ignored). mask (T x C, may be NULL: every value known) says which
+ * values of each code are known: the density is the marginal one of the known values; a
+ * frame with none has log density 0. */
+
+/* Log density of the known values of every code, out[t] (T values). Fails with VBM_EINVAL
+ * (bad codes: vbm_codes_check), VBM_ENOMEM, VBM_ENUMERIC (a covariance not positive
+ * definite). */
+vbm_status vbm_predictive_logpdf(const vbm_memory *mem, const vbm_codes *codes,
+                                 const unsigned char *mask, double *out, vbm_error *err);
+
+/* Complete every code: its known values unchanged, each unknown one the conditional mean
+ * given the known values of its group under that group's most probable component (ties:
+ * the lowest index), i.e. mu_b,h + R_h^T E[w | known values, s = h]; a group with no known
+ * value gets the mixture's mean. out_z is T x C. Same failures as vbm_predictive_logpdf. */
+vbm_status vbm_predictive_complete(const vbm_memory *mem, const vbm_codes *codes,
+                                   const unsigned char *mask, double *out_z, vbm_error *err);
+
 /* Change the number of clusters H and/or rows K (0 keeps the current value).
  * Refits from the retained codes when there are any; otherwise from
  * max(frames, 4 * new H) pseudo-codes (at most 100000) sampled from the current

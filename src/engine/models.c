@@ -76,7 +76,7 @@ void eng_model_config(const eng_model *m, vbm_config *cfg)
         cfg->clusters = in->clusters;
     if (kind == VBM_TREE)
         cfg->groups = in->groups;
-    cfg->sigma_z2 = in->sigma_z2;
+    cfg->sigma_z2 = in->session_sigma_z2;
     cfg->u0 = in->u0;
     if (cfg->shift)
         cfg->sigma2_b0 = in->sigma2_b0;

@@ -110,10 +110,11 @@ void eng_model_unref(eng_model *m);
 /* Values per observation: channels x height x width. Never fails. */
 long eng_model_pixels(const eng_model *m);
 
-/* The memory configuration the model was trained with (its vbmem.memory:
- * kind, clusters, rows, groups, sigma_z2, u0, sigma2_b0, s_floor, over
- * vbm_config_default for that kind and C = the model's code size). Never fails
- * (the loader validated every field; vbm_config_check still applies). */
+/* The memory configuration of the model's sessions: its vbmem.memory (kind, clusters,
+ * rows, groups, u0, sigma2_b0, s_floor, and sigma_z2 from session_sigma_z2 when the file
+ * gives one, else the trained sigma_z2) over vbm_config_default for that kind and C = the
+ * model's code size. Never fails (the loader validated every field; vbm_config_check
+ * still applies). */
 void eng_model_config(const eng_model *m, vbm_config *cfg);
 
 #endif

@@ -56,6 +56,10 @@ typedef struct {
                         * frame by maximum likelihood ("auto") */
     const unsigned char *mask; /* T x P (images) or T x C (codes): non-zero = known, with at
                                 * least one known value per frame; NULL: every value known */
+    int blend;                 /* ENG_READ_RECALL: 0 (the default): the answer is the decoder's
+                                * mean at the chosen code (a mask's known values kept as given);
+                                * 1: the cue's known values combined with that prediction under
+                                * cue_noise (eng_cue_combine) */
     int first_view_code;       /* measurement only (bench-recall-views --first-view-code): with
                                 * views, a frame's code is its first view's instead of the
                                 * fusion of all (the views are still all scored); 0 in vbmemd */
@@ -73,6 +77,14 @@ typedef struct {
     double *z;           /* steps x T x C read-out codes */
     float *x;            /* steps x T x P images decoded from z (model session), else NULL */
     vbm_addresses *addr; /* steps addressing posteriors when wanted, else NULL */
+    double *familiarity; /* T: per frame, -|z - zhat|^2 / (2 sigma_z^2 n): z the code of the
+                          * cue completed by the read (the encoding of the last answer with a
+                          * mask, else the cue's own code; a read without a query: step 0's
+                          * input), zhat the memory's reconstruction of it (mean read of its
+                          * most probable cluster), n its dimensions (a code cue's known ones);
+                          * 0: the memory holds z exactly */
+    int stopped_at;      /* the first step from which every later step's codes and images are
+                          * the same, bit for bit (steps - 1: still changing at the end) */
     double nets_s;       /* seconds in the encoder and decoder */
     double read_s;       /* seconds in libvbmem (sample, read) */
 } eng_recall_out;

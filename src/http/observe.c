@@ -136,6 +136,19 @@ static json_t *obs_set(json_t *o, const char *key, json_t *v)
     return o;
 }
 
+/* A JSON array of the n numbers a (NULL when out of memory). */
+static json_t *obs_numbers(const double *a, long n)
+{
+    json_t *arr = json_array();
+
+    for (long i = 0; arr != NULL && i < n; i++)
+        if (json_array_append_new(arr, wire_number(a[i])) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    return arr;
+}
+
 vbm_status obs_recall_json(const http_req *r, const eng_recall_out *out, const eng_model *m,
                            img_format fmt, int base64, int want_addresses, json_t **json,
                            vbm_error *err)
@@ -188,8 +201,10 @@ vbm_status obs_recall_json(const http_req *r, const eng_recall_out *out, const e
             steps = NULL;
         }
     }
-    doc = steps != NULL ? json_pack("{s:I, s:o, s:{s:f, s:f, s:f, s:f}}", "version",
-                                    (json_int_t)out->version, "steps", steps, "timings", "queue_s",
+    doc = steps != NULL ? json_pack("{s:I, s:o, s:o, s:i, s:{s:f, s:f, s:f, s:f}}", "version",
+                                    (json_int_t)out->version, "steps", steps, "familiarity",
+                                    obs_numbers(out->familiarity, out->T), "stopped_at",
+                                    out->stopped_at, "timings", "queue_s",
                                     r->job.started_at - r->job.queued_at, "read_s", out->read_s,
                                     "nets_s", out->nets_s, "total_s", eng_now() - r->t_start)
                         : NULL;

@@ -800,16 +800,18 @@ void route_samples(http_req *r)
 }
 
 /* The read options of a ReadRequest: mode ("recall" by default, "mean",
- * "sample"), candidates (recall only; 16 by default), cue_noise (recall only: a
+ * "sample"), candidates (recall only; 4 by default), cue_noise (recall only: a
  * number, at most 1 for a cue of images (pixel scale) and finite for codes, or
- * "auto"; "auto" by default, 0 with a mask). Stored into o (mode, candidates,
- * cue_noise). Fails with VBM_EINVAL naming the member. */
+ * "auto"; "auto" by default, 0 with a mask), answer (recall only: "clean", the
+ * default, or "blend"). Stored into o (mode, candidates, cue_noise, blend). Fails
+ * with VBM_EINVAL naming the member. */
 static vbm_status sess_read_mode(const json_t *body, int image_cue, int has_mask,
                                  eng_recall_opts *o, vbm_error *err)
 {
     const json_t *mv = json_object_get(body, "mode"), *nv = json_object_get(body, "cue_noise");
+    const json_t *av = json_object_get(body, "answer");
     const char *name = json_is_string(mv) ? json_string_value(mv) : "";
-    long candidates = 16;
+    long candidates = 4;
     vbm_status st;
 
     o->mode = ENG_READ_RECALL;
@@ -829,6 +831,18 @@ static vbm_status sess_read_mode(const json_t *body, int image_cue, int has_mask
     if (o->mode != ENG_READ_RECALL && nv != NULL)
         return vbm_fail(err, VBM_EINVAL, "cue_noise",
                         "the cue's noise is used by the recall mode only (mode \"%s\")", name);
+    if (o->mode != ENG_READ_RECALL && av != NULL)
+        return vbm_fail(err, VBM_EINVAL, "answer",
+                        "the answer's form is chosen in the recall mode only (mode \"%s\")", name);
+    o->blend = 0;
+    if (av != NULL) {
+        const char *a = json_is_string(av) ? json_string_value(av) : "";
+
+        if (strcmp(a, "blend") == 0)
+            o->blend = 1;
+        else if (strcmp(a, "clean") != 0)
+            return vbm_fail(err, VBM_EINVAL, "answer", "expected \"clean\" or \"blend\"");
+    }
     st = wire_opt_long(body, "candidates", 1, ENG_RECALL_MAX_CANDIDATES, &candidates, err);
     if (st != VBM_OK)
         return st;
@@ -856,7 +870,7 @@ void route_reads(http_req *r)
     static const char *const keys[] = {
         "query",      "observations", "count",  "iterations",      "seed",
         "encoding",   "addresses",    "format", "pixels",          "mode",
-        "candidates", "cue_noise",    "mask",   "views_per_frame", NULL};
+        "candidates", "cue_noise",    "mask",   "views_per_frame", "answer", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     eng_recall_query rq;
     eng_recall_opts ro;

@@ -530,6 +530,10 @@ static vbm_status parse_memory(nets_info *in, const json_t *o, vbm_error *err)
         || (st = meta_pos(o, "sigma2_b0", &in->sigma2_b0, K, err))
         || (st = meta_num(o, "s_floor", 0.0, 1.0, 1, &in->s_floor, K, err)))
         return st;
+    in->session_sigma_z2 = in->sigma_z2;
+    if (json_object_get(o, "session_sigma_z2") != NULL
+        && (st = meta_pos(o, "session_sigma_z2", &in->session_sigma_z2, K, err)))
+        return st;
     if (in->code_size % in->groups)
         return vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s: groups %d do not divide code_size %d",
                         K, in->groups, in->code_size);

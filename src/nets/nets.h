@@ -27,6 +27,8 @@ typedef struct {
     char kind[16];
     int clusters, rows, groups, iterations, episode_length;
     double sigma_z2, u0, sigma2_b0, s_floor;
+    double session_sigma_z2; /* the observation noise of sessions (optional key
+                              * session_sigma_z2; sigma_z2, the trained value, when absent) */
     /* raw JSON of the metadata, for GET /v1/models/{name} */
     char *architecture_json, *memory_json, *provenance_json;
     size_t n_params; /* float32 weights in the file */

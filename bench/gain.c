@@ -1,0 +1,106 @@
+/* gain.c -- bench-gain: what the memory adds to its reads on the bundled model: every cue read from the memory holding the item, an empty memory (the model alone) and another episode's memory, against the oracle (the decode of the item's own code); gap closure, nearest-original rate, total variation, familiarity AUC and sample specificity (the tables in docs and bench/README.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gain_eval.h"
+
+#ifndef RECALL_MODEL
+#define RECALL_MODEL "models/fashion-mnist-mixture.safetensors"
+#endif
+#define GAIN_FMNIST "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: bench-gain [--episodes N] [--steps N] [--candidates N] [--seed N]\n"
+            "                  [--sigma-z2 X] [--blend] [--model FILE] [--cue NAME]...\n"
+            "                  [--no-specificity] [--dump FILE]\n"
+            "cues: top bottom blocks noise20 noise35 clean (default: all)\n"
+            "--sigma-z2 X: the sessions' observation noise (default: the model's session\n"
+            "default); --blend: answers that blend the cue with the prediction; --dump FILE:\n"
+            "the first episode's originals, cues, the memory's steps and the empty memory's\n"
+            "last step of the last cue, float32 (bench/gain_picture.py draws them)\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const keys[GAIN_CUES] = {"top",     "bottom",  "blocks",
+                                                "noise20", "noise35", "clean"};
+    gain_opts o = {20, 5, 4, 1, 0.0, 0, NULL};
+    const char *model = RECALL_MODEL;
+    int want[GAIN_CUES] = {0}, any = 0, spec = 1, i, c;
+    gain_result r;
+    gain_spec sp;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--episodes") == 0 && i + 1 < argc)
+            o.episodes = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
+            o.steps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--candidates") == 0 && i + 1 < argc)
+            o.candidates = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+            o.seed = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--sigma-z2") == 0 && i + 1 < argc)
+            o.sigma_z2 = atof(argv[++i]);
+        else if (strcmp(argv[i], "--blend") == 0)
+            o.blend = 1;
+        else if (strcmp(argv[i], "--no-specificity") == 0)
+            spec = 0;
+        else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
+            o.dump = argv[++i];
+        else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
+            model = argv[++i];
+        else if (strcmp(argv[i], "--cue") == 0 && i + 1 < argc) {
+            for (c = 0, i++; c < GAIN_CUES && strcmp(argv[i], keys[c]) != 0; c++)
+                ;
+            if (c == GAIN_CUES) {
+                usage();
+                return 2;
+            }
+            want[c] = any = 1;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    if (o.episodes < 1 || o.steps < 1 || o.candidates < 1) {
+        usage();
+        return 2;
+    }
+    printf("bench-gain: %d episodes of 64 Fashion-MNIST test images, %d read steps, %d "
+           "candidates, seed %llu, sigma_z2 %s, %s answers, model %s\n",
+           o.episodes, o.steps, o.candidates, (unsigned long long)o.seed,
+           o.sigma_z2 > 0.0 ? "as below" : "the model's session default",
+           o.blend ? "blended" : "clean", model);
+    if (o.sigma_z2 > 0.0)
+        printf("sigma_z2 = %g\n", o.sigma_z2);
+    printf("MSE of the last step's answer to its own original (masked cues: the unknown pixels; "
+           "the others: the whole image); closure = (empty - memory) / (empty - oracle)\n\n");
+    printf("| cue | memory | empty (model alone) | another episode | oracle | closure | closure, "
+           "another episode | nearest original: memory / empty / other / oracle | TV memory / "
+           "empty / oracle | familiarity AUC | stopped at | memory reads s |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (c = 0; c < GAIN_CUES; c++) {
+        if (any && !want[c])
+            continue;
+        if (gain_run(model, GAIN_FMNIST, (gain_cue)c, &o, &r) != 0)
+            return 1;
+        printf("| %s | %.4f | %.4f | %.4f | %.4f | **%.2f** | %.2f | %.3f / %.3f / %.3f / %.3f | "
+               "%.1f / %.1f / %.1f | %.3f | %.1f | %.1f |\n",
+               gain_cue_name((gain_cue)c), r.mse_mem, r.mse_empty, r.mse_other, r.mse_oracle,
+               r.closure, r.closure_other, r.near_mem, r.near_empty, r.near_other, r.near_oracle,
+               r.tv_mem, r.tv_empty, r.tv_oracle, r.auc, r.stopped_mean, r.seconds);
+        fflush(stdout);
+    }
+    if (spec) {
+        if (gain_specificity(model, GAIN_FMNIST, &o, &sp) != 0)
+            return 1;
+        printf("\nsample specificity (mean distance of a sample to the nearest image of its "
+               "episode over that to another episode's; 1 = no memory): memory %.3f, empty "
+               "memory %.3f, oracle (the stored items' own decodes) %.3f\n",
+               sp.mem, sp.empty, sp.oracle);
+    }
+    return 0;
+}
