@@ -201,13 +201,13 @@ vbm_status obs_recall_json(const http_req *r, const eng_recall_out *out, const e
             steps = NULL;
         }
     }
-    doc = steps != NULL ? json_pack("{s:I, s:o, s:o, s:i, s:{s:f, s:f, s:f, s:f}}", "version",
-                                    (json_int_t)out->version, "steps", steps, "familiarity",
-                                    obs_numbers(out->familiarity, out->T), "stopped_at",
-                                    out->stopped_at, "timings", "queue_s",
-                                    r->job.started_at - r->job.queued_at, "read_s", out->read_s,
-                                    "nets_s", out->nets_s, "total_s", eng_now() - r->t_start)
-                        : NULL;
+    doc = steps != NULL
+              ? json_pack("{s:I, s:o, s:o, s:i, s:{s:f, s:f, s:f, s:f}}", "version",
+                          (json_int_t)out->version, "steps", steps, "familiarity",
+                          obs_numbers(out->familiarity, out->T), "stopped_at", out->stopped_at,
+                          "timings", "queue_s", r->job.started_at - r->job.queued_at, "read_s",
+                          out->read_s, "nets_s", out->nets_s, "total_s", eng_now() - r->t_start)
+              : NULL;
     if (doc != NULL && start != NULL)
         doc = obs_set(doc, "start", start);
     else

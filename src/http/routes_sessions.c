@@ -868,9 +868,9 @@ static vbm_status sess_read_mode(const json_t *body, int image_cue, int has_mask
 void route_reads(http_req *r)
 {
     static const char *const keys[] = {
-        "query",      "observations", "count",  "iterations",      "seed",
-        "encoding",   "addresses",    "format", "pixels",          "mode",
-        "candidates", "cue_noise",    "mask",   "views_per_frame", "answer", NULL};
+        "query",     "observations",    "count",  "iterations", "seed",       "encoding",
+        "addresses", "format",          "pixels", "mode",       "candidates", "cue_noise",
+        "mask",      "views_per_frame", "answer", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     eng_recall_query rq;
     eng_recall_opts ro;

@@ -97,7 +97,16 @@ def test_sessions_on_the_bundled_model():
     s, base = new_session(c)  # neither model nor code_size: the default model
     expect(s["model"] == MODEL and s["code_size"] == C and s["kind"] == "mixture", s)
     expect(s["clusters"] == 10 and s["rows"] == 6 and s["solver"]["iterations"] == 10, s)
-    expect(abs(s["config"]["sigma_z2"] - 1.2) < 1e-12, s["config"])
+    # the model file's vbmem.memory, read here from the file itself: sessions take its
+    # session_sigma_z2 (the serving precision), not the trained sigma_z2
+    with open(os.path.join(ROOT, "models", MODEL + ".safetensors"), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        filemem = json.loads(json.loads(f.read(n))["__metadata__"]["vbmem.memory"])
+    expect(filemem["session_sigma_z2"] != filemem["sigma_z2"], filemem)
+    expect(s["config"]["sigma_z2"] == filemem["session_sigma_z2"], (s["config"], filemem))
+    s1, base1 = new_session(c, memory={"sigma_z2": filemem["sigma_z2"]})  # the trained value on request
+    expect(s1["config"]["sigma_z2"] == filemem["sigma_z2"], s1["config"])
+    ok(c.request("DELETE", base1), 204)
     s2, base2 = new_session(c, model=MODEL, memory={"clusters": 4, "retain_max": 100}, solver={"iterations": 12})
     expect(s2["clusters"] == 4 and s2["rows"] == 6 and s2["config"]["retain_max"] == 100, s2)
     expect(s2["solver"]["iterations"] == 12 and s2["model"] == MODEL, s2)
