@@ -1,6 +1,9 @@
-// app.js -- the vbmemd web page: choose a model and a session, write an episode of images, sample
-// from memory, recall a masked or noisy image step by step, and look at the memory (cluster usage,
-// the posterior means R_h as a heatmap, resize, the ELBO of the last write). Plain DOM, no framework.
+// app.js -- the vbmemd web page: choose, create, delete, export and import a session of any kind
+// (on a model, latent, temporal; the chosen one kept in the address as #session=ID), write an
+// episode of images, sample from memory, recall a masked or noisy image step by step, look at the
+// memory (each cluster's mean and samples as pictures, cluster usage, the posterior means R_h as a
+// heatmap, resize), and for temporal sessions write a sequence, see its identities over time and
+// continue a prefix. Plain DOM, no framework.
 import { Client, VbmemError } from '/ui/vbmem-client.js';
 
 const $ = (id) => document.getElementById(id);
@@ -9,9 +12,12 @@ const KEY_STORE = 'vbmem.apiKey';
 const client = new Client({ url: location.origin, apiKey: sessionStorage.getItem(KEY_STORE) });
 
 const state = {
-  models: [],
-  model: null,      // the chosen model's description (observation size)
+  models: [],       // the server's JSON of every hosted model
+  model: null,      // the chosen session's model (observation size); null for a latent session
+  sessions: [],     // the server's JSON of every session of the caller
   session: null,    // the chosen session's id
+  info: null,       // the chosen session's JSON
+  lastWrite: null,  // {id, version, perFrame}: the ELBO of the last write made from this page
   episode: [],      // data URLs of the episode's images (grey PNGs at the model's size)
   chosen: -1,       // index of the episode image used as the cue
   maskPainted: false,
@@ -53,6 +59,9 @@ async function act(label, fn) {
     return undefined;
   }
 }
+
+const fmt = (x) => (x === null || x === undefined ? '—' : typeof x === 'number' && !Number.isInteger(x) ? x.toFixed(3) : String(x));
+const short = (x) => (typeof x === 'number' ? String(Number(x.toPrecision(6))) : String(x));
 
 // ---------- images ----------
 const W = () => (state.model ? state.model.observation.width : 28);
@@ -97,7 +106,7 @@ function imgEl(src, title) {
 // ---------- models and sessions ----------
 async function loadModels() {
   const list = await client.models();
-  state.models = list.map((m) => m.raw); // the server's own JSON (observation size)
+  state.models = list.map((m) => m.raw); // the server's own JSON (observation size, defaults)
   const sel = $('model');
   sel.textContent = '';
   for (const m of state.models) {
@@ -107,54 +116,280 @@ async function loadModels() {
     if (m.default) o.selected = true;
     sel.appendChild(o);
   }
-  if (list.length === 0) throw new Error('this server hosts no model: the page needs one (GET /v1/models)');
-  chooseModel(sel.value);
+  const latent = document.createElement('option');
+  latent.value = '';
+  latent.textContent = 'none: a latent session (codes from your own encoder)';
+  sel.appendChild(latent);
+  if (state.models.length === 0) sel.value = '';
+  showCreationForm();
 }
 
-function chooseModel(name) {
-  state.model = state.models.find((m) => m.name === name) || null;
+const modelByName = (name) => state.models.find((m) => m.name === name) || null;
+const formModel = () => modelByName($('model').value);
+
+// The page's four kinds of session: which panels apply.
+function sessionMode(s) {
+  if (!s) return 'none';
+  if (s.kind === 'temporal') return s.model ? 'temporal-image' : 'temporal-latent';
+  return s.model ? 'image' : 'latent';
 }
 
-const sessionLabel = (s) => `${s.id.slice(0, 8)}… ${s.kind} H=${s.clusters} K=${s.rows} (${s.frames} frames, v${s.version})`;
+function applyMode(mode) {
+  document.querySelectorAll('[data-for]').forEach((el) => { el.hidden = !el.dataset.for.split(' ').includes(mode); });
+  document.body.dataset.mode = mode;
+}
 
-async function loadSessions(select) {
-  const page = await client.listSessions({ limit: 1000 });
+function sessionLabel(s) {
+  const id = s.id.slice(0, 8) + '…';
+  if (s.kind === 'temporal') return `${id} temporal P=${s.components} Q=${s.attributes} (${s.frames} frames, v${s.version})`;
+  return `${id} ${s.kind} H=${s.clusters} K=${s.rows} (${s.frames} frames, v${s.version})`;
+}
+
+function sessionGroup(s) {
+  if (s.kind === 'temporal') return s.model ? `temporal, images of ${s.model}` : 'temporal, latent (codes)';
+  return s.model ? `images of ${s.model}` : 'latent (codes)';
+}
+
+// Every session of the caller, grouped by what it holds, into the session picker.
+async function loadSessions() {
+  const all = [];
+  for await (const s of client.iterSessions({ pageSize: 1000 })) all.push(s.raw);
+  state.sessions = all;
   const sel = $('session');
   sel.textContent = '';
-  // (temporal sessions of seed 003 take sequences: this page works with the other kinds)
-  const mine = page.sessions.filter((s) => s.model === (state.model && state.model.name) && s.kind !== 'temporal');
-  for (const { raw: s } of mine) {
+  const none = document.createElement('option');
+  none.value = '';
+  none.textContent = all.length ? '— choose a session —' : '— no session yet: create one below —';
+  sel.appendChild(none);
+  const groups = new Map();
+  for (const s of all) {
+    const g = sessionGroup(s);
+    if (!groups.has(g)) {
+      const og = document.createElement('optgroup');
+      og.label = g;
+      groups.set(g, og);
+    }
     const o = document.createElement('option');
     o.value = s.id;
     o.textContent = sessionLabel(s);
-    sel.appendChild(o);
+    o.dataset.kind = s.kind;
+    groups.get(g).appendChild(o);
   }
-  if (select) sel.value = select;
-  state.session = sel.value || null;
+  [...groups.keys()].sort().forEach((g) => sel.appendChild(groups.get(g)));
+  sel.value = state.session && all.some((s) => s.id === state.session) ? state.session : '';
 }
 
-async function newSession() {
-  const s = await client.createSession({ model: state.model.name });
-  await loadSessions(s.id);
+// ---------- the address: #session=ID ----------
+function addressSession() {
+  const m = /(?:^#|&)session=([0-9a-f]{32})(?:&|$)/.exec(location.hash);
+  return m ? m[1] : null;
+}
+
+function setAddress(id) {
+  const h = id ? '#session=' + id : '';
+  if (location.hash !== h) history.replaceState(null, '', location.pathname + location.search + h);
+}
+
+// Choose a session (or none): the picker, the address and every panel follow.
+async function chooseSession(id) {
+  if (id && !state.sessions.some((s) => s.id === id)) await loadSessions();
+  if (id && !state.sessions.some((s) => s.id === id)) {
+    setAddress(null);
+    state.session = null;
+    $('session').value = '';
+    await showSession();
+    throw new Error(`no session ${id} here (deleted, expired, or another API key's)`);
+  }
+  state.session = id || null;
+  $('session').value = id || '';
+  setAddress(state.session);
+  clearOutputs();
   await showSession();
+}
+
+// What the panels showed of the previous session.
+function clearOutputs() {
+  for (const id of ['samples', 'steps', 'clusters', 'identities', 'continuation']) $(id).textContent = '';
+  for (const id of ['resize-info', 'heatmap-info', 'seq-write-info']) $(id).textContent = '';
+  $('seq-trace').hidden = true;
+  $('elbo').replaceChildren(tbodyText('no write yet'));
+  const c = $('heatmap');
+  c.getContext('2d').clearRect(0, 0, c.width, c.height);
+}
+
+function tbodyText(text) {
+  const tb = document.createElement('tbody');
+  const tr = document.createElement('tr');
+  const td = document.createElement('td');
+  td.colSpan = 2;
+  td.textContent = text;
+  tr.appendChild(td);
+  tb.appendChild(tr);
+  return tb;
 }
 
 async function showSession() {
   if (!state.session) {
-    $('session-info').textContent = 'no session: create one';
+    state.info = null;
+    state.model = null;
+    $('session-info').textContent = state.sessions.length ? 'no session chosen' : 'no session yet: create one below';
+    applyMode('none');
     drawUsage(null);
     return null;
   }
   const s = (await client.getSession(state.session)).raw;
-  $('session-info').textContent =
-    `id ${s.id}\n${s.kind}, H=${s.clusters} clusters, K=${s.rows} rows, G=${s.groups}, C=${s.code_size}; ` +
-    `${s.frames} frames, version ${s.version}, last ELBO per frame ${fmt(s.last_elbo)}`;
-  $('resize-clusters').value = s.clusters;
-  $('resize-rows').value = s.rows;
+  state.info = s;
+  state.model = s.model ? modelByName(s.model) : null;
+  const mode = sessionMode(s);
+  applyMode(mode);
+  const where = s.model ? `images of model ${s.model}` : `latent: codes of ${s.code_size} dimensions from your own encoder`;
+  if (s.kind === 'temporal') {
+    $('session-info').textContent =
+      `id ${s.id}\ntemporal, P=${s.components} identities, Q=${s.attributes} attributes, C=${s.code_size}; ${where}\n` +
+      `${s.sequences} sequence${s.sequences === 1 ? '' : 's'}, ${s.frames} frames, version ${s.version}, free energy ${fmt(s.free_energy)}`;
+  } else {
+    $('session-info').textContent =
+      `id ${s.id}\n${s.kind}, H=${s.clusters} clusters, K=${s.rows} rows, G=${s.groups}, C=${s.code_size}; ${where}\n` +
+      (s.config.retain_max > 0 ? `codes kept: ${s.retained_codes} of at most ${s.config.retain_max}` : 'keeps no written codes') +
+      `; observation noise σz² ${short(s.config.sigma_z2)}\n` +
+      `${s.frames} frames, version ${s.version}, last ELBO per frame ${fmt(s.last_elbo)}` +
+      (mode === 'latent' ? '\nThis page shows a latent memory (its clusters, usage, heatmap) and resizes it; ' +
+        'write its codes with the API, the CLI or the clients.' : '');
+  }
   const opt = [...$('session').options].find((o) => o.value === s.id);
   if (opt) opt.textContent = sessionLabel(s);
-  drawUsage(s.cluster_usage);
-  if (s.frames > 0 || s.version > 1) await drawHeatmap();
+  const i = state.sessions.findIndex((x) => x.id === s.id);
+  if (i >= 0) state.sessions[i] = s;
+  $('sequence-latent').hidden = mode !== 'temporal-latent';
+  if (mode === 'image' || mode === 'latent') {
+    $('resize-clusters').value = s.clusters;
+    $('resize-rows').value = s.rows;
+    $('offer-keep').hidden = s.config.retain_max > 0;
+    drawUsage(s.cluster_usage);
+    if (s.frames > 0 || s.version > 1) {
+      await drawHeatmap();
+      await drawClusters();
+    } else {
+      $('clusters').textContent = 'no write yet: every cluster holds the prior only';
+    }
+  }
+  return s;
+}
+
+// ---------- a new session: the options at creation and their defaults ----------
+const HAS_CLUSTERS = ['mixture', 'tree'];
+
+// The defaults the server applies to an option left empty: a model's trained configuration for
+// its own kind; libvbmem's defaults (vbm_config_default, proto/openapi.yaml MemoryConfigInput)
+// otherwise: mixture/tree H = 10, K = 6, sigma_z2 = 0.2 K; gaussian/categorical/dkm K = 32,
+// sigma_z2 = 1; no codes kept; temporal P = 2 identities, Q = 1 attribute.
+function creationDefaults(kind, model, rows) {
+  if (kind === 'temporal') return { components: 2, attributes: 1 };
+  if (model && model.defaults.kind === kind) {
+    const d = model.defaults;
+    return { clusters: d.clusters, rows: d.rows, retain_max: d.retain_max, sigma_z2: d.sigma_z2 };
+  }
+  if (HAS_CLUSTERS.includes(kind)) {
+    const K = rows || 6;
+    return { clusters: 10, rows: 6, retain_max: 0, sigma_z2: 0.2 * K };
+  }
+  return { clusters: 1, rows: 32, retain_max: 0, sigma_z2: 1 };
+}
+
+const NEW_INPUTS = { clusters: 'new-clusters', rows: 'new-rows', retain_max: 'new-retain', sigma_z2: 'new-sigma-z2',
+  components: 'new-components', attributes: 'new-attributes' };
+
+function numberOf(id) {
+  const v = $(id).value.trim();
+  return v === '' ? undefined : Number(v);
+}
+
+function showCreationForm() {
+  const kind = $('new-kind').value;
+  const model = formModel();
+  const temporal = kind === 'temporal';
+  $('code-size-label').hidden = !!model;
+  document.querySelector('.for-memory').hidden = temporal;
+  document.querySelector('.for-temporal').hidden = !temporal;
+  $('new-clusters').disabled = !HAS_CLUSTERS.includes(kind);
+  if (!HAS_CLUSTERS.includes(kind)) $('new-clusters').value = '';
+  const d = creationDefaults(kind, model, numberOf('new-rows'));
+  for (const [k, id] of Object.entries(NEW_INPUTS)) $(id).placeholder = d[k] === undefined ? '' : short(d[k]);
+  const from = temporal ? 'the temporal memory\'s defaults'
+    : model && model.defaults.kind === kind ? `model ${model.name}'s trained configuration` : `the library's defaults for ${kind}`;
+  $('new-defaults').textContent =
+    `An empty field takes its default, shown in grey (${from}). ` +
+    (temporal ? 'P: identities that switch on and off; Q: attributes of each.'
+      : 'Codes kept (retain_max): how many written codes the session keeps, so that a refit or a resize ' +
+        'works on them; 0 keeps none, and a resize then refits on codes drawn from the memory itself. ' +
+        'σz²: the observation noise of a code around what the memory predicts (smaller: tighter reads).');
+}
+
+async function newSession() {
+  const kind = $('new-kind').value;
+  const model = formModel();
+  const where = model ? { model: model.name } : { codeSize: numberOf('new-code-size') };
+  if (!model && !(where.codeSize >= 1)) throw new Error('a latent session needs its code size C');
+  let s;
+  if (kind === 'temporal') {
+    s = await client.createTemporalSession({ ...where,
+      memory: { components: numberOf('new-components'), attributes: numberOf('new-attributes') } });
+  } else {
+    s = await client.createSession({ ...where, memory: { kind, clusters: numberOf('new-clusters'),
+      rows: numberOf('new-rows'), retain_max: numberOf('new-retain'), sigma_z2: numberOf('new-sigma-z2') } });
+  }
+  await loadSessions();
+  await chooseSession(s.id);
+  return s;
+}
+
+// ---------- delete, export, import ----------
+async function deleteSession() {
+  if (!state.session) throw new Error('choose a session first');
+  const id = state.session;
+  if (!confirm(`Delete session ${id}? Its memory is gone for good unless you exported it.`)) return;
+  await client.deleteSession(id);
+  state.session = null;
+  await loadSessions();
+  await chooseSession(null);
+  setStatus(`deleted ${id}`);
+}
+
+// The whole memory as a JSON file (GET /v1/sessions/{id}/memory, the form PUT takes back).
+async function exportSession() {
+  if (!state.session) throw new Error('choose a session first');
+  const s = state.info;
+  const mem = await client.exportMemory(s.id);
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([JSON.stringify(mem)], { type: 'application/json' }));
+  a.download = `vbmem-${s.kind}-${s.model || 'latent'}-${s.id.slice(0, 8)}.json`;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+}
+
+// An exported memory into a new session: on the model chosen under "New session" when its code
+// size is the memory's, else a latent session of the memory's code size.
+async function importSession(file) {
+  let mem;
+  try { mem = JSON.parse(await file.text()); } catch (e) { throw new Error(`${file.name} is not JSON: ${e.message}`); }
+  const C = mem && mem.config ? mem.config.code_size : undefined;
+  if (!Number.isInteger(C)) throw new Error(`${file.name} is not an exported vbmem memory (no config.code_size)`);
+  const model = formModel();
+  const where = model && model.code_size === C ? { model: model.name } : { codeSize: C };
+  const s = mem.kind === 'temporal'
+    ? await client.createTemporalSession(where)
+    : await client.createSession({ ...where, memory: { kind: mem.config.kind } });
+  try {
+    await client.importMemory(s.id, mem);
+  } catch (e) {
+    await client.deleteSession(s.id).catch(() => {}); // no half-made session left behind
+    throw e;
+  }
+  await loadSessions();
+  await chooseSession(s.id);
+  setStatus(`imported ${file.name} into ${s.id.slice(0, 8)}… (${where.model ? 'images of ' + where.model : 'latent'})`);
   return s;
 }
 
@@ -205,13 +440,12 @@ async function writeEpisode() {
     iterations: Number($('write-iterations').value),
     seed: Number($('seed').value),
   });
+  state.lastWrite = { id: state.session, version: r.version, perFrame: r.elboPerFrame };
   showElbo(r);
   await showSession();
   await drawSamples();
   return r;
 }
-
-const fmt = (x) => (x === null || x === undefined ? '—' : typeof x === 'number' && !Number.isInteger(x) ? x.toFixed(3) : String(x));
 
 function showElbo(r) {
   const e = r.elbo;
@@ -411,7 +645,7 @@ function drawUsage(usage) {
   usage.forEach((row, gi) => row.forEach((v, h) => bars.push({ label: usage.length > 1 ? `${gi}:${h}` : String(h), v })));
   const max = Math.max(1e-9, ...bars.map((b) => b.v));
   const bw = (c.width - 30) / bars.length;
-  const top = 14, base = c.height - 18;
+  const top = 28, base = c.height - 18;
   bars.forEach((b, i) => {
     const h = ((base - top) * b.v) / max;
     const x = 24 + i * bw;
@@ -442,8 +676,9 @@ async function drawHeatmap() {
   const c = $('heatmap');
   c.width = cg;
   c.height = rowsTotal;
-  c.style.width = Math.min(512, cg * 8) + 'px';
-  c.style.height = Math.min(480, rowsTotal * 4) + 'px';
+  const px = Math.max(4, Math.min(24, Math.floor(512 / cg))); // a few code dimensions get wider cells
+  c.style.width = Math.min(512, cg * px) + 'px';
+  c.style.height = Math.min(480, rowsTotal * Math.max(4, px / 2)) + 'px';
   const g = c.getContext('2d');
   const im = g.createImageData(cg, rowsTotal);
   let y = 0;
@@ -468,17 +703,227 @@ async function drawHeatmap() {
     `blue ≤ −${max.toFixed(2)} … white 0 … red ≥ +${max.toFixed(2)} (99th percentile of |R|); ${mem.frames} frames`;
 }
 
+// ---------- memory: what each cluster holds ----------
+const SAMPLES_PER_CLUSTER = 4;
+
+// A code as a strip of coloured cells (blue < 0 < red, scaled by max), for latent sessions.
+function codeStrip(code, max) {
+  const c = document.createElement('canvas');
+  c.width = code.length;
+  c.height = 1;
+  c.className = 'code';
+  const g = c.getContext('2d');
+  const im = g.createImageData(code.length, 1);
+  code.forEach((v, x) => {
+    const t = v === null ? 0 : Math.max(-1, Math.min(1, v / max));
+    im.data[4 * x] = t > 0 ? 255 : Math.round(255 * (1 + t));
+    im.data[4 * x + 1] = Math.round(255 * (1 - Math.abs(t)));
+    im.data[4 * x + 2] = t < 0 ? 255 : Math.round(255 * (1 - t));
+    im.data[4 * x + 3] = 255;
+  });
+  g.putImageData(im, 0, 0);
+  return c;
+}
+
+// GET /v1/sessions/{id}/clusters (each cluster's mean code, its image, its usage) and, on a model
+// session, a few samples of each cluster (POST .../samples with `cluster`); the clusters that
+// hold most frames first.
+async function drawClusters() {
+  const s = state.info;
+  const r = await client.request('GET', `/v1/sessions/${encodeURIComponent(s.id)}/clusters`);
+  const H = r.clusters;
+  const held = (h) => (r.usage ? r.usage.reduce((a, row) => a + row[h], 0) / r.usage.length : 0);
+  const images = r.observations || null;
+  const seed = Number($('seed').value);
+  const samples = images
+    ? await Promise.all([...Array(H).keys()].map((h) =>
+      client.sample(s.id, { count: SAMPLES_PER_CLUSTER, seed: seed + h, cluster: h }).then((x) => x.raw.observations)))
+    : null;
+  let max = 1e-12;
+  for (const m of r.means) for (const v of m) if (v !== null) max = Math.max(max, Math.abs(v));
+  const box = $('clusters');
+  box.textContent = '';
+  const order = [...Array(H).keys()].sort((a, b) => held(b) - held(a) || a - b);
+  for (const h of order) {
+    const card = document.createElement('figure');
+    card.className = 'cluster';
+    card.dataset.cluster = String(h);
+    if (held(h) < 0.5) card.classList.add('unused');
+    if (images) {
+      const el = imgEl(pngUrl(images[h]), `cluster ${h}: the image of its mean code`);
+      el.className = 'mean';
+      card.appendChild(el);
+      const row = document.createElement('div');
+      row.className = 'cluster-samples';
+      samples[h].forEach((b64, i) => {
+        const im = imgEl(pngUrl(b64), `cluster ${h}: sample ${i}`);
+        im.className = 'sample';
+        row.appendChild(im);
+      });
+      card.appendChild(row);
+    } else {
+      card.appendChild(codeStrip(r.means[h], max));
+    }
+    const cap = document.createElement('figcaption');
+    const per = r.usage && r.groups > 1 ? ` (${r.usage.map((row) => row[h].toFixed(1)).join(' + ')} by group)` : '';
+    cap.textContent = H > 1 ? `cluster ${h}: ${held(h).toFixed(1)} frames${per}` : `${held(h).toFixed(1)} frames`;
+    card.appendChild(cap);
+    box.appendChild(card);
+  }
+  $('clusters-about').dataset.kind = images ? 'images' : 'codes';
+  if (!images) {
+    const note = document.createElement('p');
+    note.className = 'info';
+    note.textContent = `Each strip is a cluster's mean code, ${s.code_size} dimensions left to right ` +
+      `(blue ≤ −${max.toFixed(2)} … white 0 … red ≥ +${max.toFixed(2)}): a latent session has no decoder to draw it.`;
+    box.appendChild(note);
+  }
+  box.dataset.clusters = String(H);
+  return r;
+}
+
+// Resize, saying on which codes the refit ran and what its ELBOs compare.
 async function resize() {
   if (!state.session) throw new Error('choose or create a session first');
+  const before = state.info;
+  const H = Number($('resize-clusters').value);
   const r = await client.resize(state.session, {
-    clusters: Number($('resize-clusters').value),
+    clusters: H,
     rows: Number($('resize-rows').value),
     seed: Number($('seed').value),
   });
-  $('resize-info').textContent =
-    `H=${r.clusters}, K=${r.rows}: ELBO per frame ${fmt(r.elboBefore)} before, ${fmt(r.elboAfter)} after (version ${r.version})`;
+  const kept = before.retained_codes;
+  const drawn = Math.min(100000, Math.max(before.frames, 4 * r.clusters));
+  const lines = [`H=${r.clusters}, K=${r.rows}, version ${r.version}.`];
+  if (kept > 0) {
+    lines.push(`Refit on the ${kept} codes this session kept from your writes.`,
+      `ELBO per frame on those codes: ${fmt(r.elboBefore)} before, ${fmt(r.elboAfter)} after.`);
+  } else {
+    lines.push(`This session keeps no codes: the refit ran on ${drawn} codes drawn from the memory itself, ` +
+      'so the new memory learned only what the old one generates.',
+    `ELBO per frame on those drawn codes: ${fmt(r.elboBefore)} before, ${fmt(r.elboAfter)} after. ` +
+      'These are not the codes you wrote: a higher value here does not mean the memory holds your episode better.');
+  }
+  const w = state.lastWrite;
+  if (w && w.id === before.id) lines.push(`Your write's own ELBO per frame, on the codes you wrote: ${fmt(w.perFrame)}.`);
+  else lines.push(`The session's last fit before the resize had ELBO per frame ${fmt(before.last_elbo)}.`);
+  if (kept === 0) lines.push('To resize on what you wrote, create a session with “Codes kept” at least the frames you write.');
+  $('resize-info').textContent = lines.join('\n');
+  $('resize-info').dataset.codes = kept > 0 ? 'kept' : 'drawn';
   await showSession();
   await drawSamples();
+  return r;
+}
+
+// Fill "New session" with this session's model, kind and sizes, keeping codes.
+function offerKeep() {
+  const s = state.info;
+  $('model').value = s.model || '';
+  if (!s.model) $('new-code-size').value = s.code_size;
+  $('new-kind').value = s.kind;
+  showCreationForm();
+  if (HAS_CLUSTERS.includes(s.kind)) $('new-clusters').value = s.clusters;
+  $('new-rows').value = s.rows;
+  $('new-retain').value = Math.max(1000, s.frames);
+  $('new-sigma-z2').value = s.config.sigma_z2;
+  $('session-panel').scrollIntoView({ behavior: 'smooth' });
+  $('new-session').focus();
+}
+
+// ---------- temporal sessions: a sequence of images ----------
+function drawTrace(trace) {
+  const c = $('seq-trace');
+  const g = c.getContext('2d');
+  const ys = trace.filter((v) => v !== null);
+  c.hidden = ys.length < 2;
+  g.clearRect(0, 0, c.width, c.height);
+  if (ys.length < 2) return;
+  const lo = Math.min(...ys), hi = Math.max(...ys), pad = 12;
+  g.strokeStyle = '#2f7fd1';
+  g.lineWidth = 2;
+  g.beginPath();
+  ys.forEach((v, i) => {
+    const x = pad + ((c.width - 2 * pad) * i) / (ys.length - 1);
+    const y = c.height - pad - ((c.height - 2 * pad) * (v - lo)) / Math.max(1e-12, hi - lo);
+    if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+  });
+  g.stroke();
+  g.fillStyle = '#55616e';
+  g.font = '11px sans-serif';
+  g.fillText(`free energy per iteration: ${lo.toFixed(1)} … ${hi.toFixed(1)}`, pad, 11);
+}
+
+async function writeSequence() {
+  if (!state.episode.length) throw new Error('the episode is empty: drop PNGs or pick the ready episode');
+  if (state.episode.length < 2) throw new Error('a sequence needs at least 2 frames');
+  const d = await client.writeSequences(state.session, {
+    images: [state.episode],
+    iterations: Number($('seq-iterations').value),
+    seed: Number($('seed').value),
+  });
+  $('seq-write-info').textContent =
+    `wrote ${state.episode.length} frames as one sequence (version ${d.version}): free energy ${fmt(d.free_energy)} ` +
+    `after ${d.iterations} iterations (higher is better; it never decreases from one iteration to the next)`;
+  drawTrace(d.free_energy_trace);
+  await showSession();
+  return d;
+}
+
+// The identities of every frame of the episode (POST .../infer): a grid of T columns, one row of
+// cells per identity, brightness = q(b = 1).
+async function inferSequence() {
+  if (!state.episode.length) throw new Error('the episode is empty: drop PNGs or pick the ready episode');
+  const r = await client.inferSequence(state.session, { images: state.episode });
+  const q = r.identities.toArray();
+  const T = q.length, P = T ? q[0].length : 0;
+  const box = $('identities');
+  box.textContent = '';
+  const cw = Math.max(8, Math.min(22, Math.floor((box.clientWidth - 90) / Math.max(1, T)) - 2)); // fit the panel
+  box.style.gridTemplateColumns = `5.5em repeat(${T}, ${cw}px)`;
+  box.style.setProperty('--cell', cw + 'px');
+  box.appendChild(document.createElement('span'));
+  state.episode.forEach((u, t) => { const im = imgEl(u, `frame ${t}`); im.className = 'frame'; box.appendChild(im); });
+  for (let p = 0; p < P; p++) {
+    const lab = document.createElement('span');
+    lab.className = 'label';
+    lab.textContent = `identity ${p}`;
+    box.appendChild(lab);
+    for (let t = 0; t < T; t++) {
+      const cell = document.createElement('span');
+      cell.className = 'cell';
+      const v = Math.max(0, Math.min(1, q[t][p]));
+      const g = Math.round(30 + 225 * v);
+      cell.style.background = `rgb(${g}, ${Math.round(g * 0.85)}, ${Math.round(g * 0.4)})`;
+      cell.title = `frame ${t}, identity ${p}: q(b = 1) = ${v.toFixed(3)}`;
+      cell.dataset.q = String(v);
+      box.appendChild(cell);
+    }
+  }
+  box.dataset.frames = String(T);
+  box.dataset.identities = String(P);
+  return r;
+}
+
+// The first frames of the episode continued (POST .../continue): the prefix, then the decoded
+// predictive mean of each next frame.
+async function continueSequence() {
+  if (!state.episode.length) throw new Error('the episode is empty: drop PNGs or pick the ready episode');
+  const n = Math.max(1, Math.min(state.episode.length, Number($('seq-prefix').value)));
+  const steps = Number($('seq-steps').value);
+  const r = await client.continueSequence(state.session, { images: state.episode.slice(0, n), steps });
+  const box = $('continuation');
+  box.textContent = '';
+  const fig = (src, caption, cls) => {
+    const f = document.createElement('figure');
+    f.className = cls;
+    const cap = document.createElement('figcaption');
+    cap.textContent = caption;
+    f.append(imgEl(src, caption), cap);
+    box.appendChild(f);
+  };
+  state.episode.slice(0, n).forEach((u, t) => fig(u, `given ${t + 1}`, 'given'));
+  r.images.dataUrls().forEach((u, i) => fig(u, `next ${i + 1}`, 'predicted'));
+  box.dataset.steps = String(r.images.length);
   return r;
 }
 
@@ -496,17 +941,26 @@ async function start() {
     $('key-panel').hidden = true;
     act('loading', boot);
   });
-  $('model').addEventListener('change', () => act('loading sessions', async () => {
-    chooseModel($('model').value);
-    await loadSessions();
-    await showSession();
-  }));
-  $('session').addEventListener('change', () => act('loading session', async () => {
-    state.session = $('session').value || null;
-    await showSession();
-  }));
+  $('model').addEventListener('change', showCreationForm);
+  $('new-kind').addEventListener('change', showCreationForm);
+  $('new-rows').addEventListener('input', showCreationForm);
+  $('session').addEventListener('change', () => act('loading session', () => chooseSession($('session').value || null)));
+  window.addEventListener('hashchange', () => {
+    const id = addressSession();
+    if (id !== state.session) act('loading session', () => chooseSession(id));
+  });
   $('new-session').addEventListener('click', () => act('creating a session', newSession));
-  $('refresh-session').addEventListener('click', () => act('loading session', showSession));
+  $('refresh-session').addEventListener('click', () => act('loading sessions', async () => {
+    await loadSessions();
+    await chooseSession(state.session);
+  }));
+  $('delete-session').addEventListener('click', () => act('deleting', deleteSession));
+  $('export-session').addEventListener('click', () => act('exporting', exportSession));
+  $('import-file').addEventListener('change', (ev) => act('importing', async () => {
+    const f = ev.target.files[0];
+    ev.target.value = '';
+    if (f) await importSession(f);
+  }));
   $('use-shipped').addEventListener('click', () => act('loading the episode', useShipped));
   $('files').addEventListener('change', (ev) => act('reading images', () => addFiles(ev.target.files)));
   const drop = $('drop');
@@ -533,16 +987,25 @@ async function start() {
   $('add-noise').addEventListener('click', addNoise);
   $('read').addEventListener('click', () => act('reading', readCue));
   $('resize').addEventListener('click', () => act('resizing', resize));
+  $('offer-keep').addEventListener('click', offerKeep);
+  $('seq-write').addEventListener('click', () => act('writing the sequence', writeSequence));
+  $('seq-infer').addEventListener('click', () => act('inferring the identities', inferSequence));
+  $('seq-continue').addEventListener('click', () => act('continuing', continueSequence));
+  applyMode('none');
   await act('loading', boot);
 }
 
 async function boot() {
   await loadModels();
   await loadSessions();
-  await showSession();
-  document.body.dataset.ready = '1';
+  try {
+    await chooseSession(addressSession());
+  } finally {
+    document.body.dataset.ready = '1';
+  }
 }
 
 // For the browser test and the console: the page's state and actions.
-window.vbmemPage = { state, client, paintMask, useShipped, writeEpisode, drawSamples, readCue, resize };
+window.vbmemPage = { state, client, paintMask, useShipped, writeEpisode, drawSamples, readCue, resize, drawClusters,
+  chooseSession, newSession, exportSession, importSession, writeSequence, inferSequence, continueSequence };
 start();

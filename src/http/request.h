@@ -170,6 +170,9 @@ void route_samples(http_req *r);
 void route_reads(http_req *r);
 void route_memory_get(http_req *r);
 void route_memory_put(http_req *r);
+/* routes_sessions.c: GET /v1/sessions/{id}/clusters, each cluster's mean code, occupancy and
+ * (a session with a model) decoded image (pool worker). */
+void route_clusters(http_req *r);
 /* routes_temporal.c: infer and continue of temporal sessions (pool workers) */
 void route_temporal_infer(http_req *r);
 void route_temporal_continue(http_req *r);

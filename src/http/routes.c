@@ -27,6 +27,7 @@ const http_route http_routes[] = {
     {"POST", "/v1/sessions/{id}/reads", route_reads, 0, 1, 1, "reads"},
     {"GET", "/v1/sessions/{id}/memory", route_memory_get, 0, 0, 1, "memory_get"},
     {"PUT", "/v1/sessions/{id}/memory", route_memory_put, 0, 1, 1, "memory_put"},
+    {"GET", "/v1/sessions/{id}/clusters", route_clusters, 0, 0, 1, "clusters"},
     {"POST", "/v1/sessions/{id}/infer", route_temporal_infer, 0, 1, 1, "temporal_infer"},
     {"POST", "/v1/sessions/{id}/continue", route_temporal_continue, 0, 1, 1, "temporal_continue"},
     {NULL, NULL, NULL, 0, 0, 0, NULL}};

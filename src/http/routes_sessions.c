@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/clusters.h"
 #include "engine/fuse.h"
 #include "engine/models.h"
 #include "engine/recall.h"
@@ -797,6 +798,89 @@ void route_samples(http_req *r)
     req_json(r, 200, out);
     free(z);
     free(clusters);
+}
+
+/* ---- GET /v1/sessions/{id}/clusters ------------------------------------------ */
+
+/* A query argument as a JSON string member of obj (absent: nothing set). 0, or -1 when out of
+ * memory. */
+static int sess_arg_member(const http_req *r, json_t *obj, const char *key)
+{
+    const char *v = req_arg(r, key);
+
+    return v == NULL ? 0 : json_object_set_new(obj, key, json_string(v));
+}
+
+void route_clusters(http_req *r)
+{
+    eng_session *s = req_session(r);
+    eng_model *m = NULL;
+    eng_clusters cl;
+    json_t *opts, *out, *images = NULL;
+    img_format fmt = IMG_NONE;
+    vbm_error err;
+    double nets_s = 0.0;
+    int b64 = 0, sample = 0;
+    vbm_status st;
+
+    if (s == NULL)
+        return;
+    memset(&cl, 0, sizeof cl);
+    /* the options of a GET are query arguments, read as the members of a body would be */
+    opts = json_object();
+    if (opts == NULL || sess_arg_member(r, opts, "format") != 0
+        || sess_arg_member(r, opts, "encoding") != 0) {
+        json_decref(opts);
+        eng_session_unref(s);
+        req_json(r, 503, NULL);
+        return;
+    }
+    st = codec_opt_encoding(opts, "encoding", &b64, &err);
+    if (st == VBM_OK)
+        st = img_answer_opts(opts, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
+    json_decref(opts);
+    if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0) {
+        eng_session_unref(s);
+        return;
+    }
+    if (st == VBM_OK)
+        st = eng_session_clusters(s, &cl, &err);
+    eng_session_unref(s);
+    if (st == VBM_OK && m != NULL
+        && (double)cl.clusters * (8.0 * cl.code_size + 8.0 * (double)eng_model_pixels(m))
+               > SESS_MAX_READ_BYTES)
+        st = vbm_fail(&err, VBM_EINVAL, "format",
+                      "the images of %d clusters would hold more than %.0f bytes; ask for "
+                      "format=none",
+                      cl.clusters, SESS_MAX_READ_BYTES);
+    if (st == VBM_OK && m != NULL)
+        st = obs_decode(m, cl.means, cl.clusters, 0, 0, fmt, &images, &nets_s, &err);
+    eng_model_unref(m);
+    if (st != VBM_OK) {
+        eng_clusters_free(&cl);
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    out = json_pack("{s:I, s:s, s:i, s:i, s:i, s:I, s:o, s:o}", "version", (json_int_t)cl.version,
+                    "kind", vbm_kind_name(cl.kind), "clusters", cl.clusters, "groups", cl.groups,
+                    "code_size", cl.code_size, "frames", (json_int_t)cl.frames, "means",
+                    wire_matrix(cl.means, cl.clusters, cl.code_size, b64), "usage",
+                    codec_usage(cl.usage, cl.groups, cl.clusters));
+    if (out != NULL && images != NULL) {
+        if (json_object_set_new(out, "observations", images) != 0
+            || json_object_set_new(
+                   out, "timings",
+                   json_pack("{s:f, s:f}", "nets_s", nets_s, "total_s", eng_now() - r->t_start))
+                   != 0) {
+            json_decref(out);
+            out = NULL;
+        }
+    } else {
+        json_decref(images);
+    }
+    req_etag(r, cl.version);
+    req_json(r, 200, out);
+    eng_clusters_free(&cl);
 }
 
 /* The read options of a ReadRequest: mode ("recall" by default, "mean",

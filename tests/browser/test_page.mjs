@@ -3,7 +3,12 @@
 // the embedded assets' Content-Types, writes the shipped Fashion-MNIST episode, draws samples,
 // re-rolls them, paints a mask on the cue canvas with the mouse and runs a masked read (every step
 // shown, the known pixels kept), draws the usage chart and the R_h heatmap, resizes, shows a
-// server error (title and detail), and, against a second daemon with API keys, asks for a key.
+// server error (title and detail); then, against a daemon of its own, sessions of every kind (the
+// options at creation and their defaults checked on the server, latent and temporal sessions
+// listed and shown, each cluster's pictures, the address kept and restored by a reload and a
+// shared link, export / import / delete round trips, what a resize on kept or drawn codes says, a
+// temporal session's sequence, identities over time and continuation); and, against a daemon
+// with API keys, asks for a key.
 // Screenshots go to OUTDIR. Fails when an element is missing, a check fails, or the page logs a
 // console error or a page error (outside the steps that provoke a 4xx on purpose).
 //
@@ -224,6 +229,270 @@ async function mainFlow(browser) {
   }
 }
 
+// The API itself, from the test (not through the page): to set up sessions and to check what the
+// page did on the server.
+async function api(d, method, p, body) {
+  const r = await fetch(d.url + p, { method, headers: body ? { 'content-type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : null };
+}
+
+const optionIds = (page) => page.evaluate(() => [...document.querySelectorAll('#session option')].map((o) => o.value).filter(Boolean));
+const shownId = (page) => page.evaluate(() => document.querySelector('#session').value);
+
+// Sessions of every kind: the options at creation reach the server (and the defaults shown are the
+// server's), latent and temporal sessions are listed and shown, each cluster's pictures render,
+// the address holds the session (reload and a shared link restore it), export / import / delete
+// round-trip, a resize says on which codes it ran, and a temporal session writes a sequence,
+// infers its identities over time and continues a prefix.
+async function sessionsFlow(browser) {
+  const d = await startDaemon();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vbmem-browser-'));
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    const w = watch(page);
+    await page.goto(d.url + '/');
+    await page.waitForSelector('body[data-ready="1"]');
+    check(await page.evaluate(() => [...document.querySelectorAll('main > section')].filter((s) => !s.hidden).length) === 1,
+      'with no session only the session panel is shown');
+    check(await page.evaluate(() => [...document.querySelectorAll('main > section')].every((s) =>
+      (s.querySelector('p.about') || { textContent: '' }).textContent.trim().length > 40)),
+    'every panel says in a few lines what it shows');
+
+    // defaults: a session created with every option empty has the configuration the page showed
+    const shown = await page.evaluate(() => Object.fromEntries(['new-clusters', 'new-rows', 'new-retain', 'new-sigma-z2']
+      .map((id) => [id, Number(document.getElementById(id).placeholder)])));
+    await page.click('#new-session');
+    await page.waitForFunction(() => document.querySelector('#session').value.length === 32);
+    const plain = (await api(d, 'GET', '/v1/sessions/' + await shownId(page))).body;
+    check(plain.config.clusters === shown['new-clusters'] && plain.config.rows === shown['new-rows'] &&
+      plain.config.retain_max === shown['new-retain'] && Math.abs(plain.config.sigma_z2 - shown['new-sigma-z2']) < 1e-9,
+    `the defaults shown are the server's (H=${shown['new-clusters']}, K=${shown['new-rows']}, ` +
+      `codes kept ${shown['new-retain']}, σz²=${shown['new-sigma-z2']})`);
+    await page.selectOption('#new-kind', 'gaussian');
+    const gshown = await page.evaluate(() => [document.getElementById('new-rows').placeholder,
+      document.getElementById('new-sigma-z2').placeholder, document.getElementById('new-clusters').disabled]);
+    check(gshown[0] === '32' && gshown[1] === '1' && gshown[2], `gaussian: defaults K=32, σz²=1, no clusters (${gshown})`);
+
+    // options at creation: kind, clusters, rows, codes kept, observation noise
+    await page.selectOption('#new-kind', 'mixture');
+    await page.fill('#new-clusters', '5');
+    await page.fill('#new-rows', '4');
+    await page.fill('#new-retain', '200');
+    await page.fill('#new-sigma-z2', '0.5');
+    const beforeId = await shownId(page);
+    await page.click('#new-session');
+    await page.waitForFunction((b) => document.querySelector('#session').value !== b, beforeId);
+    const keepId = await shownId(page);
+    const keep = (await api(d, 'GET', '/v1/sessions/' + keepId)).body;
+    check(keep.kind === 'mixture' && keep.config.clusters === 5 && keep.config.rows === 4 &&
+      keep.config.retain_max === 200 && keep.config.sigma_z2 === 0.5 && keep.model === 'fashion-mnist-mixture',
+    `the options at creation reach the server (${JSON.stringify(keep.config)})`);
+    check(await page.evaluate(() => location.hash) === '#session=' + keepId, 'the address holds the chosen session');
+
+    // write the episode into it: the clusters' pictures
+    await page.selectOption('#shipped-count', '32');
+    await page.click('#use-shipped');
+    await page.waitForFunction(() => document.querySelectorAll('#episode img').length === 32);
+    await page.click('#write');
+    await page.waitForFunction(() => document.querySelectorAll('#clusters img.mean').length === 5, null, { timeout: 20000 });
+    const pics = await page.evaluate(async () => {
+      const means = [...document.querySelectorAll('#clusters img.mean')];
+      const samples = [...document.querySelectorAll('#clusters img.sample')];
+      await Promise.all([...means, ...samples].map((i) => i.decode()));
+      const lit = (img) => {
+        const c = document.createElement('canvas');
+        c.width = img.naturalWidth; c.height = img.naturalHeight;
+        const g = c.getContext('2d');
+        g.drawImage(img, 0, 0);
+        const px = g.getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < px.length; i += 4) if (px[i] > 40) n++;
+        return n;
+      };
+      return { means: means.map((i) => ({ src: i.src, w: i.naturalWidth, h: i.naturalHeight, lit: lit(i),
+        cluster: Number(i.closest('figure').dataset.cluster) })),
+      samples: samples.length, samplesSized: samples.every((i) => i.naturalWidth === 28 && i.naturalHeight === 28) };
+    });
+    check(pics.means.every((m) => m.src.startsWith('data:image/png;base64,') && m.src.length > 200 && m.w === 28 && m.h === 28),
+      'each cluster shows the image of its mean code (a 28×28 PNG)');
+    check(pics.means.some((m) => m.lit > 50), `the cluster pictures are not blank (${pics.means.map((m) => m.lit)} lit pixels)`);
+    check(new Set(pics.means.map((m) => m.src)).size > 1, 'clusters that hold frames show different pictures');
+    check(pics.samples === 20 && pics.samplesSized, `each cluster shows 4 of its samples (${pics.samples} 28×28 images)`);
+    const cl = (await api(d, 'GET', `/v1/sessions/${keepId}/clusters`)).body;
+    check(pics.means.every((m) => m.src === 'data:image/png;base64,' + cl.observations[m.cluster]),
+      'the pictures are the server\'s decodes of the cluster means (GET .../clusters)');
+    await page.locator('#memory-panel').screenshot({ path: path.join(OUT, 'clusters.png') });
+
+    // resize on kept codes
+    const writeElbo = (await api(d, 'GET', '/v1/sessions/' + keepId)).body.last_elbo;
+    await page.fill('#resize-clusters', '3');
+    await page.click('#resize');
+    await page.waitForFunction(() => /H=3/.test(document.querySelector('#resize-info').textContent));
+    const keptInfo = await page.evaluate(() => [document.querySelector('#resize-info').dataset.codes,
+      document.querySelector('#resize-info').textContent]);
+    check(keptInfo[0] === 'kept' && /32 codes this session kept/.test(keptInfo[1]),
+      'a resize of a session that keeps codes says it refit on the written codes');
+    check(keptInfo[1].includes(writeElbo.toFixed(3)), 'and shows the write\'s own ELBO beside the resize\'s');
+
+    // reload: the address brings the session back
+    await page.reload();
+    await page.waitForSelector('body[data-ready="1"]');
+    check(await shownId(page) === keepId && (await page.textContent('#session-info')).includes(keepId),
+      'a reload returns to the session in the address');
+
+    // latent and temporal sessions made elsewhere are listed; a shared link opens one
+    const lat = (await api(d, 'POST', '/v1/sessions', { code_size: 6, memory: { kind: 'mixture', clusters: 3, rows: 2 } })).body;
+    const codes = Array.from({ length: 24 }, (_, t) => Array.from({ length: 6 }, (_, c) => ((t % 3) - 1) * 3 + 0.3 * Math.sin(7 * t + c)));
+    check((await api(d, 'POST', `/v1/sessions/${lat.id}/episodes`, { codes: { mu: codes }, iterations: 10 })).status === 200, 'a latent session written through the API');
+    const tlat = (await api(d, 'POST', '/v1/sessions', { code_size: 4, memory: { kind: 'temporal' } })).body;
+    await page.click('#refresh-session');
+    await page.waitForFunction((ids) => ids.every((id) => [...document.querySelectorAll('#session option')].some((o) => o.value === id)),
+      [lat.id, tlat.id]);
+    const groups = await page.evaluate(() => [...document.querySelectorAll('#session optgroup')].map((g) => g.label));
+    check(groups.includes('latent (codes)') && groups.includes('temporal, latent (codes)') && groups.includes('images of fashion-mnist-mixture'),
+      `the session list shows image, latent and temporal sessions, by kind (${groups.join(' | ')})`);
+    const shared = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    const w2 = watch(shared);
+    await shared.goto(`${d.url}/#session=${lat.id}`);
+    await shared.waitForSelector('body[data-ready="1"]');
+    await shared.waitForFunction(() => document.querySelectorAll('#clusters canvas.code').length === 3);
+    check(await shownId(shared) === lat.id && await shared.evaluate(() => document.body.dataset.mode) === 'latent',
+      'a shared link opens its latent session');
+    check(await shared.evaluate(() => document.querySelector('#episode-panel').hidden && document.querySelector('#recall-panel').hidden &&
+      !document.querySelector('#memory-panel').hidden), 'a latent session shows its memory, not the image panels');
+    check(/latent/.test(await shared.textContent('#session-info')), 'and says it is latent');
+    await shared.screenshot({ path: path.join(OUT, 'page-latent.png'), fullPage: true });
+    await shared.goto(`${d.url}/#session=${tlat.id}`);
+    await shared.waitForFunction((id) => document.querySelector('#session').value === id && /temporal/.test(document.querySelector('#session-info').textContent), tlat.id);
+    check(await shared.evaluate(() => !document.querySelector('#sequence-latent').hidden && document.querySelector('#memory-panel').hidden),
+      'a latent temporal session is shown with its kind');
+    check(w2.errors.length === 0, `no console or page errors on shared links${w2.errors.length ? ': ' + w2.errors.join(' | ') : ''}`);
+    await shared.close();
+
+    // export, import, delete
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export-session')]);
+    const file = path.join(tmp, download.suggestedFilename());
+    await download.saveAs(file);
+    const exported = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const onServer = (await api(d, 'GET', `/v1/sessions/${keepId}/memory`)).body;
+    check(JSON.stringify(exported) === JSON.stringify(onServer), `Export downloads the session's memory (${download.suggestedFilename()})`);
+    await page.setInputFiles('#import-file', file);
+    await page.waitForFunction((k) => { const v = document.querySelector('#session').value; return v.length === 32 && v !== k; }, keepId);
+    const importedId = await shownId(page);
+    const imported = (await api(d, 'GET', `/v1/sessions/${importedId}/memory`)).body;
+    check(JSON.stringify(imported) === JSON.stringify(onServer), 'Import makes a new session holding the exported memory, bit for bit');
+    check((await api(d, 'GET', `/v1/sessions/${importedId}`)).body.model === 'fashion-mnist-mixture', 'the imported session is on the model');
+    check(await page.evaluate(() => location.hash) === '#session=' + importedId, 'the address follows the imported session');
+    page.once('dialog', (dl) => dl.dismiss());
+    await page.click('#delete-session');
+    await page.waitForTimeout(300);
+    check((await api(d, 'GET', '/v1/sessions/' + importedId)).status === 200, 'Delete asks first: dismissed, the session stays');
+    page.once('dialog', (dl) => dl.accept());
+    await page.click('#delete-session');
+    await page.waitForFunction(() => document.querySelector('#session').value === '' && document.body.dataset.mode === 'none');
+    check((await api(d, 'GET', '/v1/sessions/' + importedId)).status === 404 && !(await optionIds(page)).includes(importedId),
+      'Delete removes the session from the server and the list');
+    check(await page.evaluate(() => location.hash) === '', 'and from the address');
+
+    // a session that keeps no codes: the resize says its ELBOs are on drawn codes
+    await page.selectOption('#new-kind', 'mixture');
+    for (const id of ['#new-clusters', '#new-rows', '#new-retain', '#new-sigma-z2']) await page.fill(id, '');
+    await page.click('#new-session');
+    await page.waitForFunction(() => document.querySelector('#session').value.length === 32);
+    await page.selectOption('#shipped-count', '32'); // (the reload emptied the episode)
+    await page.click('#use-shipped');
+    await page.waitForFunction(() => document.querySelectorAll('#episode img').length === 32);
+    await page.click('#write');
+    await page.waitForFunction(() => document.querySelectorAll('#clusters img.mean').length === 10, null, { timeout: 20000 });
+    const perFrame = await page.evaluate(() => [...document.querySelectorAll('#elbo td')].find((t) => t.textContent === 'ELBO per frame').nextSibling.textContent);
+    await page.fill('#resize-clusters', '4');
+    await page.click('#resize');
+    await page.waitForFunction(() => /H=4/.test(document.querySelector('#resize-info').textContent));
+    const drawn = await page.evaluate(() => [document.querySelector('#resize-info').dataset.codes, document.querySelector('#resize-info').textContent]);
+    check(drawn[0] === 'drawn' && /drawn from the memory itself/.test(drawn[1]) && /not the codes you wrote/.test(drawn[1]),
+      'a resize of a session that keeps no codes says its ELBOs are on codes drawn from the memory');
+    check(drawn[1].includes(`on the codes you wrote: ${perFrame}`), `and shows the write's own ELBO per frame (${perFrame}) beside them`);
+    check(!(await page.locator('#offer-keep').isHidden()), 'and offers a session that keeps codes');
+    await page.click('#offer-keep');
+    check(await page.inputValue('#new-retain') !== '' && Number(await page.inputValue('#new-retain')) >= 32 &&
+      await page.inputValue('#new-clusters') === '4', 'the offer fills "New session" with codes kept');
+
+    // a latent session from the page: no model, its code size
+    await page.selectOption('#model', '');
+    check(await page.locator('#new-code-size').isVisible(), 'a latent session asks for its code size');
+    await page.fill('#new-code-size', '12');
+    await page.selectOption('#new-kind', 'gaussian');
+    await page.fill('#new-rows', '5');
+    await page.fill('#new-retain', '');
+    await page.fill('#new-sigma-z2', '');
+    const before1 = await shownId(page);
+    await page.click('#new-session');
+    await page.waitForFunction((b) => document.body.dataset.mode === 'latent' && document.querySelector('#session').value !== b, before1);
+    const ls = (await api(d, 'GET', '/v1/sessions/' + await shownId(page))).body;
+    check(ls.model === null && ls.code_size === 12 && ls.kind === 'gaussian' && ls.rows === 5,
+      `a latent session created from the page (C=${ls.code_size}, ${ls.kind}, K=${ls.rows})`);
+    await page.selectOption('#model', 'fashion-mnist-mixture');
+
+    // a temporal session on the model: a sequence, the identities over time, a continuation
+    await page.selectOption('#new-kind', 'temporal');
+    check(await page.evaluate(() => document.querySelector('.for-memory').hidden && !document.querySelector('.for-temporal').hidden),
+      'a temporal session is created with its own options (identities, attributes)');
+    await page.fill('#new-components', '3');
+    const before2 = await shownId(page);
+    await page.click('#new-session');
+    await page.waitForFunction((b) => { const v = document.querySelector('#session').value; return v.length === 32 && v !== b; }, before2);
+    const tid = await shownId(page);
+    const ts = (await api(d, 'GET', '/v1/sessions/' + tid)).body;
+    check(ts.kind === 'temporal' && ts.components === 3 && ts.model === 'fashion-mnist-mixture', 'a temporal session on the model, P = 3');
+    await page.waitForFunction(() => document.body.dataset.mode === 'temporal-image');
+    check(await page.evaluate(() => !document.querySelector('#sequence-panel').hidden && document.querySelector('#samples-panel').hidden &&
+      !document.querySelector('#episode-panel').hidden), 'a temporal session shows the episode and the sequence panels');
+    await page.click('#seq-write');
+    await page.waitForFunction(() => /free energy/.test(document.querySelector('#seq-write-info').textContent));
+    check((await api(d, 'GET', '/v1/sessions/' + tid)).body.frames === 32 && await page.locator('#seq-trace').isVisible(),
+      'the episode is written as one sequence of 32 frames, with its free-energy trace');
+    await page.click('#seq-infer');
+    await page.waitForFunction(() => document.querySelectorAll('#identities .cell').length === 96);
+    const qs = await page.evaluate(() => [...document.querySelectorAll('#identities .cell')].map((c) => Number(c.dataset.q)));
+    check(qs.every((v) => v >= 0 && v <= 1) && new Set(qs.map((v) => v.toFixed(2))).size > 1,
+      'the identities over time: 32 frames × 3 identities, each a probability');
+    check(await page.locator('#identities img.frame').count() === 32, 'above them, the 32 frames');
+    await page.fill('#seq-prefix', '4');
+    await page.fill('#seq-steps', '5');
+    await page.click('#seq-continue');
+    await page.waitForFunction(() => document.querySelectorAll('#continuation figure.predicted img').length === 5);
+    const cont = await page.evaluate(() => ({ given: document.querySelectorAll('#continuation figure.given').length,
+      ok: [...document.querySelectorAll('#continuation figure.predicted img')].every((i) => i.src.startsWith('data:image/png;base64,') && i.src.length > 200) }));
+    check(cont.given === 4 && cont.ok, 'a prefix of 4 frames continued by 5 decoded frames');
+    await page.locator('#sequence-panel').screenshot({ path: path.join(OUT, 'sequences.png') });
+    await page.screenshot({ path: path.join(OUT, 'page-temporal.png'), fullPage: true });
+
+    // temporal export and import
+    const [dl2] = await Promise.all([page.waitForEvent('download'), page.click('#export-session')]);
+    const file2 = path.join(tmp, dl2.suggestedFilename());
+    await dl2.saveAs(file2);
+    await page.setInputFiles('#import-file', file2);
+    await page.waitForFunction((k) => { const v = document.querySelector('#session').value; return v.length === 32 && v !== k; }, tid);
+    const tImported = await shownId(page);
+    const a = (await api(d, 'GET', `/v1/sessions/${tid}/memory`)).body, b = (await api(d, 'GET', `/v1/sessions/${tImported}/memory`)).body;
+    check(a.export === b.export && b.kind === 'temporal', 'a temporal session round-trips through Export and Import');
+
+    // an address edited by hand (or a link followed in this tab) chooses its session
+    await page.evaluate((id) => { location.hash = 'session=' + id; }, keepId);
+    await page.waitForFunction((id) => document.querySelector('#session').value === id && document.body.dataset.mode === 'image', keepId);
+    check(true, 'a new address (hashchange) chooses its session');
+
+    check(w.errors.length === 0, `no console or page errors${w.errors.length ? ': ' + w.errors.join(' | ') : ''}`);
+    await page.close();
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+    const code = await stopDaemon(d);
+    check(code === 0, `vbmemd exited with 0 on SIGTERM (${code})`);
+  }
+}
+
 async function keyFlow(browser) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vbmem-browser-'));
   const keyFile = path.join(dir, 'keys');
@@ -259,6 +528,8 @@ const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true
 try {
   console.log('== the page, end to end ==');
   await mainFlow(browser);
+  console.log('== sessions of every kind, clusters, the address, export / import / delete ==');
+  await sessionsFlow(browser);
   console.log('== the page with API keys ==');
   await keyFlow(browser);
 } catch (e) {

@@ -1679,6 +1679,82 @@ def test_latent_views_per_frame():
 TESTS += [test_latent_views_per_frame]
 
 
+# ---- what each cluster holds: GET /v1/sessions/{id}/clusters ----
+
+def expected_cluster_means(mem):
+    """Each cluster's mean code computed here from the exported memory: E[b_h] (group by group,
+    h in every group) for the kinds with w ~ N(0, I), the mean of the K rows of E[M] for the
+    categorical kind."""
+    cfg = mem["config"]
+    H, G, C = cfg["clusters"], cfg["groups"], cfg["code_size"]
+    blocks = {(b["group"], b["cluster"]): b for b in mem["posterior"]["clusters"]}
+    if cfg["kind"] == "categorical":
+        R = blocks[(0, 0)]["R"]
+        return [[sum(R[k][c] for k in range(len(R))) / len(R) for c in range(C)]]
+    return [[x for g in range(G) for x in blocks[(g, h)]["mu_b"]] for h in range(H)]
+
+
+def test_clusters_of_latent_sessions():
+    """Every kind: the means are E[b_h] (the categorical kind: the mean row of E[M]) as the
+    exported memory holds them, agree with the mean of 3000 samples drawn with s fixed at h, the
+    usage is the session's cluster_usage (null before a write); base64 means equal the JSON ones;
+    the 422s of a temporal session, an image format on a latent session, bad format/encoding."""
+    c = FAST.client()
+    C = 6
+    for kind, memory in list(KINDS.items()) + [("gaussian-shift", dict(KINDS["gaussian"], shift=True))]:
+        s = create(c, C, memory, solver={"iterations": 8})
+        base = "/v1/sessions/" + s["id"]
+        r = c.request("GET", base + "/clusters")
+        cl = ok(r)
+        expect(r.header("ETag") == '"1"', "ETag of the clusters")
+        H = s["clusters"]
+        expect(cl["kind"] == s["kind"] and cl["clusters"] == H and cl["groups"] == s["groups"]
+               and cl["code_size"] == C and cl["frames"] == 0 and cl["usage"] is None
+               and "observations" not in cl, "%s before a write: %s" % (kind, cl))
+        expect(len(cl["means"]) == H and all(len(m) == C for m in cl["means"]), kind)
+        ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(30, C, 5, spread=3.0)}, "seed": 2}))
+        cl = ok(c.request("GET", base + "/clusters"))
+        info = ok(c.request("GET", base))
+        expect(cl["version"] == info["version"] == 2 and cl["frames"] == 30, "%s: %s" % (kind, cl))
+        expect(same_bits(cl["usage"], info["cluster_usage"]), "%s: usage is not the session's" % kind)
+        want = expected_cluster_means(ok(c.request("GET", base + "/memory")))
+        for h in range(H):
+            for a, b in zip(cl["means"][h], want[h]):
+                expect(abs(a - b) <= 1e-12 * (1 + abs(b)), "%s cluster %d: %r != %r" % (kind, h, a, b))
+        if kind in ("categorical", "mixture", "tree", "gaussian-shift"):  # (no shift: E[b] = 0)
+            expect(any(abs(x) > 0.05 for m in cl["means"] for x in m), "%s: every mean is 0" % kind)
+        for h in range(H):  # the definition: the mean of the memory's draws with s fixed at h
+            n = 3000
+            z = ok(c.request("POST", base + "/samples", {"count": n, "cluster": h if H > 1 else -1, "seed": 11 + h}))["codes"]
+            for j in range(C):
+                col = [row[j] for row in z]
+                m = sum(col) / n
+                sd = math.sqrt(sum((x - m) ** 2 for x in col) / (n - 1))
+                expect(abs(m - cl["means"][h][j]) < 5 * sd / math.sqrt(n) + 1e-9,
+                       "%s cluster %d dim %d: samples' mean %.4f, mean code %.4f (sd %.3f)"
+                       % (kind, h, j, m, cl["means"][h][j], sd))
+        b64 = ok(c.request("GET", base + "/clusters?encoding=base64"))
+        expect(b64["means"]["shape"] == [H, C], b64["means"])
+        got = untensor(b64["means"])
+        expect(all(abs(a - b) <= 1e-6 * (1 + abs(b)) for r1, r2 in zip(got, cl["means"]) for a, b in zip(r1, r2)),
+               "%s: base64 means differ" % kind)
+        ok(c.request("DELETE", base), 204)
+    s = create(c, C, KINDS["mixture"])
+    base = "/v1/sessions/" + s["id"]
+    problem(c.request("GET", base + "/clusters?format=png"), 422, "format")
+    problem(c.request("GET", base + "/clusters?format=gif"), 422, "format")
+    problem(c.request("GET", base + "/clusters?encoding=xml"), 422, "encoding")
+    expect(ok(c.request("GET", base + "/clusters?format=none"))["clusters"] == 3, "format=none")
+    ok(c.request("DELETE", base), 204)
+    problem(c.request("GET", base + "/clusters"), 404)
+    t = create(c, 4, {"kind": "temporal"})
+    problem(c.request("GET", "/v1/sessions/%s/clusters" % t["id"]), 422, "kind")
+    ok(c.request("DELETE", "/v1/sessions/" + t["id"]), 204)
+
+
+TESTS += [test_clusters_of_latent_sessions]
+
+
 def main():
     global BIN, WRAPPER, QUICK, FAST, HOLDS
     BIN, WRAPPER, QUICK, only = parse_args(sys.argv[1:])

@@ -932,6 +932,26 @@ def test_views_per_frame():
         ok(c.request("DELETE", b), 204)
 
 
+def test_cluster_pictures():
+    """GET /v1/sessions/{id}/clusters on a session with a model: H PNGs, each the decoder's mean
+    image of the cluster's mean code (the same bytes POST /v1/models/{name}/decode gives for
+    those codes), in the other image formats too; format=none answers the means alone."""
+    c = FAST.client()
+    s, base = new_session(c, model=MODEL, memory={"kind": "mixture", "clusters": 4})
+    ok(c.request("POST", base + "/episodes", {"observations": episode_pngs(16), "iterations": 5, "seed": 1}))
+    cl = ok(c.request("GET", base + "/clusters"))
+    expect(cl["clusters"] == 4 and cl["frames"] == 16 and len(cl["means"]) == 4, cl.keys())
+    check_pngs(cl["observations"], 4)
+    dec = ok(c.request("POST", "/v1/models/%s/decode" % MODEL, {"codes": {"mu": cl["means"]}, "format": "png"}))
+    expect(dec["observations"] == cl["observations"], "the cluster pictures are not the decodes of the means")
+    u8 = ok(c.request("GET", base + "/clusters?format=uint8"))
+    expect(u8["observations"]["dtype"] == "uint8" and u8["observations"]["shape"] == [4, 1, 28, 28], u8["observations"])
+    bare = ok(c.request("GET", base + "/clusters?format=none"))
+    expect("observations" not in bare and bare["means"] == cl["means"], "format=none")
+    problem(c.request("GET", base + "/clusters?format=bmp"), 422, "format")
+    ok(c.request("DELETE", base), 204)
+
+
 TESTS = [
     test_model_listing, test_sessions_on_the_bundled_model, test_write_64_images_samples_and_read,
     test_encode_decode_helpers, test_image_errors, test_png_variants, test_hostile_image_inputs_never_500,
@@ -939,6 +959,7 @@ TESTS = [
     test_model_session_survives_restart,
     test_latent_only_daemon, test_sample_mode_is_app_g2, test_read_modes_and_mask_errors,
     test_masked_reads_keep_known_pixels, test_temporal_sessions_of_images, test_views_per_frame,
+    test_cluster_pictures,
 ]
 
 
