@@ -9,13 +9,13 @@
 #include "numerics/rng.h"
 #include "vbmem/vbmem.h"
 
-#define MAXC  12
+#define MAXC   12
 #define TWO_PI 6.283185307179586476925
 
 /* log N(x; m, S) over the n indices idx, S a dense C x C covariance, by a Cholesky
  * factorisation written here (no library call). */
-static double dense_logpdf(int C, const double *S, const double *m, const double *x,
-                           const int *idx, int n)
+static double dense_logpdf(int C, const double *S, const double *m, const double *x, const int *idx,
+                           int n)
 {
     double L[MAXC * MAXC] = {0}, y[MAXC], ld = 0.0, q = 0.0;
 
@@ -121,7 +121,7 @@ START_TEST(logpdf_matches_dense_mixture)
         q[i] = 3.0 * rng_normal(&r);
         mask[i] = (unsigned char)(rng_below(&r, 3) != 0);
     }
-    mask[0 * C + 0] = 1; /* every frame knows something */
+    mask[0 * C + 0] = 1;                /* every frame knows something */
     memset(mask + 4 * C, 0, (size_t)C); /* frame 4 knows nothing: log density 0 */
     for (int masked = 0; masked < 2; masked++) {
         vbm_codes vc = {5, C, q, NULL};
