@@ -94,6 +94,9 @@ done
 # online writes against the conjugate posterior of their recorded addresses (tests/test_online.c)
 CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-online
+# forgetting (tests/test_forget.c): the retained-code refit and the conjugate downdate
+CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+  --error-exitcode=3 -q build/tests/test-forget
 # the temporal memory's Check tests (seed 003) under valgrind
 CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-temporal
