@@ -455,7 +455,8 @@ static void srv_job(eng_job *job)
 static int srv_route_writes(const http_route *rt)
 {
     static const char *const writes[] = {"sessions_create", "sessions_delete", "episodes",
-                                         "resize",          "memory_put",      NULL};
+                                         "resize",          "forget",          "memory_put",
+                                         NULL};
     int i;
 
     for (i = 0; writes[i] != NULL; i++) {
