@@ -94,6 +94,9 @@ done
 # online writes against the conjugate posterior of their recorded addresses (tests/test_online.c)
 CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-online
+# forgetting (tests/test_forget.c): the retained-code refit and the conjugate downdate
+CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+  --error-exitcode=3 -q build/tests/test-forget
 # the temporal memory's Check tests (seed 003) under valgrind
 CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-temporal
@@ -116,7 +119,7 @@ VALGRIND="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,p
 echo "== vbmemd integration tests under valgrind (a quick subset; release and ASan ran above) =="
 /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
-  --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight,temporal_sessions
+  --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight,temporal_sessions,forget_retained_codes,forget_downdate,forget_errors
 echo "== vbmemd security under valgrind: TLS (Python ssl, curl; concurrent jobs), API-key scopes, owners and quotas (durable, concurrent); /metrics behind a key ran in release and ASan =="
 /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
@@ -124,7 +127,7 @@ echo "== vbmemd security under valgrind: TLS (Python ssl, curl; concurrent jobs)
 echo "== vbmemd with images under valgrind (all but the 64-image round, which release and ASan ran) =="
 /usr/bin/python3 tests/http/test_images.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
-  --only model_listing,sessions_on_the_bundled_model,encode_decode_helpers,image_errors,png_variants,models_dir_bad_file_and_sighup_reload,model_session_survives_restart,latent_only_daemon
+  --only model_listing,sessions_on_the_bundled_model,encode_decode_helpers,image_errors,png_variants,models_dir_bad_file_and_sighup_reload,model_session_survives_restart,latent_only_daemon,forget_images
 echo "== durable stores under valgrind: SQLite (SIGKILL rounds, restart, backup CLI, busy and corrupt store), Redis replicas behind nginx =="
 /usr/bin/python3 tests/http/test_store.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"

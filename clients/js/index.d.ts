@@ -203,6 +203,32 @@ export interface FitResult {
   raw: Record<string, any>;
 }
 
+/** What one cue of a forget removed. */
+export interface Forgotten {
+  cue: number;
+  /** The retained code removed (its index before the forget); null when downdated. */
+  item: number | null;
+  distance: number | null;
+  clusters: number[] | null;
+}
+
+/** The result of a forget. */
+export interface ForgetResult {
+  version: number;
+  /** true: as if never written (the retained codes left were refitted); false: the approximate downdate */
+  exact: boolean;
+  removed: Forgotten[];
+  /** the refit's; null when nothing was refitted */
+  elboPerFrame: number | null;
+  elbo: Record<string, number | null> | null;
+  iterations: number;
+  frames: number;
+  retainedCodes: number;
+  clusterUsage: number[][] | null;
+  timings: Record<string, number>;
+  raw: Record<string, any>;
+}
+
 export interface EncodeResult {
   model: string;
   mu: Matrix;
@@ -329,6 +355,11 @@ export declare class Client {
     clusters?: number; rows?: number; iterations?: number; tolerance?: number; seed?: Seed;
     init?: Init; addresses?: boolean; ifMatch?: IfMatch;
   }): Promise<FitResult>;
+  /** POST /v1/sessions/{id}/forget: images or codes, not both */
+  forget(session: SessionRef, o: {
+    images?: ImagesInput; codes?: CodesInput; sigma2?: number | CodesInput; iterations?: number;
+    tolerance?: number; seed?: Seed; init?: Init; ifMatch?: IfMatch;
+  }): Promise<ForgetResult>;
   /** POST /v1/sessions/{id}/samples */
   sample(session: SessionRef, o?: {
     count?: number; seed?: Seed; cluster?: number; format?: ImageFormat; pixels?: Pixels;

@@ -571,6 +571,40 @@ function toFit(d) {
            raw: d };
 }
 
+/**
+ * @typedef {object} Forgotten What one cue of a forget removed.
+ * @property {number} cue its index in the request
+ * @property {number|null} item the retained code removed (its index among the retained codes
+ *   before the forget); null when the memory was downdated
+ * @property {number|null} distance from the cue to that code (downdate: to the memory's
+ *   posterior-mean read of the cue)
+ * @property {number[]|null} clusters the cue's most probable cluster of each group
+ */
+
+/**
+ * @typedef {object} ForgetResult The result of a forget.
+ * @property {number} version the new version
+ * @property {boolean} exact true: the memory is what it would be had the items never been
+ *   written (the retained codes left were refitted); false: the approximate downdate
+ * @property {Forgotten[]} removed one per cue
+ * @property {number|null} elboPerFrame the refit's; null when nothing was refitted
+ * @property {object|null} elbo
+ * @property {number} iterations
+ * @property {number} frames
+ * @property {number} retainedCodes
+ * @property {number[][]|null} clusterUsage
+ * @property {object} timings
+ * @property {object} raw the whole response
+ */
+function toForget(d) {
+  return { version: d.version, exact: d.exact,
+           removed: d.removed.map((x) => ({ cue: x.cue, item: x.item ?? null, distance: x.distance ?? null,
+                                            clusters: x.clusters ?? null })),
+           elboPerFrame: d.elbo ? d.elbo.per_frame : null, elbo: d.elbo ?? null, iterations: d.iterations,
+           frames: d.frames, retainedCodes: d.retained_codes, clusterUsage: d.cluster_usage ?? null,
+           timings: d.timings, raw: d };
+}
+
 // ----------------------------------------------------------------------------- request forms
 
 function tensorData(data, dtype) {
@@ -995,6 +1029,33 @@ export class Client {
   async resize(session, { clusters, rows, iterations, tolerance, seed, init, addresses, ifMatch } = {}) {
     const body = dropUndefined({ clusters, rows, iterations, tolerance, seed, init, addresses });
     return toFit(await this.request("POST", `/v1/sessions/${sid(session)}/resize`,
+      { body, headers: ifMatchHeader(ifMatch) }));
+  }
+
+  /**
+   * POST /v1/sessions/{id}/forget: remove the stored items nearest the cues, images (a session
+   * with a model) or codes. Exact when the session retains codes (each cue's nearest retained
+   * code goes and the memory is refitted over the rest with iterations, tolerance, seed and
+   * init); otherwise an approximate downdate (result.exact false).
+   * @param {string|{id: string}} session
+   * @param {object} o
+   * @param {ImagesInput} [o.images]
+   * @param {CodesInput} [o.codes]
+   * @param {number|CodesInput} [o.sigma2]
+   * @param {number} [o.iterations]
+   * @param {number} [o.tolerance]
+   * @param {number|string} [o.seed]
+   * @param {string} [o.init]
+   * @param {number|string|{version: number}} [o.ifMatch]
+   * @returns {Promise<ForgetResult>}
+   */
+  async forget(session, { images: imgs, codes, sigma2, iterations, tolerance, seed, init, ifMatch } = {}) {
+    const hasImages = imgs !== undefined && imgs !== null, hasCodes = codes !== undefined && codes !== null;
+    if (hasImages === hasCodes) throw new TypeError("give images or codes (the cues to forget), not both or neither");
+    const body = dropUndefined({ iterations, tolerance, seed, init });
+    if (hasImages) body.observations = encodeImages(imgs);
+    else body.codes = dropUndefined({ mu: encodeCodes(codes), sigma2: sigma2Wire(sigma2) });
+    return toForget(await this.request("POST", `/v1/sessions/${sid(session)}/forget`,
       { body, headers: ifMatchHeader(ifMatch) }));
   }
 

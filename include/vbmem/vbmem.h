@@ -341,6 +341,67 @@ vbm_status vbm_append(vbm_memory *mem, const vbm_codes *codes, const vbm_write_o
 vbm_status vbm_refit(vbm_memory *mem, const vbm_codes *extra, const vbm_write_opts *opts,
                      vbm_write_result *res, vbm_error *err);
 
+/* What vbm_forget removed, cue by cue (release with vbm_forget_result_free). */
+typedef struct {
+    int exact;            /* 1: the memory is now exactly what it would be had the removed items
+                           never been written (retained-code path, or every frame forgotten);
+                           0: the approximate conjugate downdate */
+    long n;               /* cues */
+    long *item;           /* [n] index of the retained code removed for cue i among the retained
+                           codes before the call (oldest first); -1 on the downdate path */
+    double *distance;     /* [n] Euclidean distance from cue i's mean to the removed retained
+                           code's mean, or (downdate) to the memory's posterior-mean read of the
+                           cue (VBM_READ_MEAN) before the call */
+    vbm_addresses addr;   /* q(y) of every cue under the memory before the call, as vbm_address
+                           gives it (dkm: the writer's address mean (R R^T + I)^{-1} R z and its
+                           fixed variance) */
+    vbm_write_result fit; /* retained-code path with codes left: the write's result (its
+                           addresses when opts->want_addresses); otherwise zeroed, with
+                           fit.elbo.per_frame and fit.elbo.total NaN */
+} vbm_forget_result;
+
+/* Remove from the memory the contribution of the stored items nearest the cues
+ * (cues->T of them; only their means are read).
+ *  - Retained-code path, when the memory retains codes (cfg.retain_max > 0 and
+ *    n_codes > 0): cue i removes the retained code nearest its mean (Euclidean;
+ *    cues in order, each retained code at most once, ties to the oldest); then
+ *    the memory is refitted from the base prior over the remaining retained
+ *    codes, oldest first, exactly as vbm_write of those codes with opts
+ *    (VBM_INIT_CURRENT read as VBM_INIT_AUTO) gives it, bit for bit; with
+ *    nothing left it returns to its prior (frames 0, no codes, no paths).
+ *    Frames written but no longer retained (retain_max reached) are not in the
+ *    refit, as with vbm_refit. Exact (res->exact = 1).
+ *  - Downdate path otherwise (gaussian, mixture, dkm): every cue is addressed
+ *    under the current memory (theta_h = q(s=h), mu_h and Sigma_h of q(w|s=h);
+ *    dkm: theta = 1, the writer's address mean, Sigma = 0) and its term, the cue's
+ *    mean z standing for the stored item, is subtracted from the natural
+ *    parameters of every cluster (Theorem 4, Eq. 198-207; Theorems 1 and 3 with
+ *    H = 1):
+ *      Q_h = U_h^{-1},  Q_h' = Q_h - sum_i theta_ih (mu_ih mu_ih^T + Sigma_h) / s2,
+ *      Y_h = Q_h R_h,   Y_h' = Y_h - sum_i theta_ih mu_ih (z_i - mu_bh)^T / s2,
+ *      R_h' = Q_h'^{-1} Y_h',  U_h' = Q_h'^{-1}  (Cholesky factor and solves),
+ *      1/s2b_h' = 1/s2b_h - sum_i theta_ih / s2,
+ *      mu_bh'/s2b_h' = mu_bh/s2b_h - sum_i theta_ih (z_i - R_h^T mu_ih) / s2,
+ *    all from the posterior before the call; the precisions never go below the
+ *    base prior's (the part of Q_h' - U0^{-1} with negative eigenvalues is
+ *    dropped, 1/s2b_h' is at least 1/sigma2_b0). This is one VB update with the
+ *    cues' terms removed while every other frame's q(y) is held fixed:
+ *    approximate (res->exact = 0). frames decreases by cues->T; when that
+ *    leaves none the memory returns to its prior (res->exact = 1). last_elbo
+ *    becomes NaN (no codes to evaluate it on).
+ * Fails with VBM_EINVAL (bad cues: field "codes", "codes.mu[i][j]" ...; more
+ * cues than retained codes: "codes"; the downdate asked of a categorical or
+ * tree memory, which retains no codes: "kind"; on the retained path bad opts and
+ * the write's own refusals, e.g. k-means++ seeding with fewer codes left than
+ * clusters),
+ * VBM_ENUMERIC (a posterior precision not positive definite), VBM_ENOMEM; on
+ * failure the memory is unchanged and *res is zeroed (nothing to free). */
+vbm_status vbm_forget(vbm_memory *mem, const vbm_codes *cues, const vbm_write_opts *opts,
+                      vbm_forget_result *res, vbm_error *err);
+
+/* Release what a vbm_forget_result owns; it is left zeroed. NULL-safe. */
+void vbm_forget_result_free(vbm_forget_result *res);
+
 /* ELBO of the codes under the memory's posterior and base prior, with q(y)
  * set to its optimum given q(Omega). addr may be NULL; otherwise it is filled
  * (release with vbm_addresses_free). */

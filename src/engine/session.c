@@ -1,4 +1,4 @@
-/* session.c -- owns session lifecycle (random ids, references, locking), its accessors, the binding to a hosted model, and the locked write/append/refit/resize/sample/read/export/replace operations. */
+/* session.c -- owns session lifecycle (random ids, references, locking), its accessors, the binding to a hosted model, and the locked write/append/refit/resize/forget/sample/read/export/replace operations. */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np, getrandom */
 
 #include <errno.h>
@@ -607,13 +607,39 @@ static vbm_status sess_persist(eng_session *s, sess_undo *u, int keep_current, v
     return st;
 }
 
-/* What one fit under the write lock runs: a write in a mode, or a resize. */
+/* What one fit under the write lock runs: a write in a mode, a resize, or a forget. */
 typedef struct {
     int resize; /* 1: vbm_resize to H, K; 0: a write of codes in mode */
     eng_mode mode;
     const vbm_codes *codes;
     int H, K;
+    vbm_forget_result *forget; /* not NULL: vbm_forget of the cues `codes` into it */
 } sess_fit_job;
+
+/* Cluster usage after a forget (write lock held): the refit's addresses replace it in
+ * sess_commit (retained-code path); a memory back at its prior has none; a downdate takes
+ * each cue's q(s) off its clusters (at least 0). */
+static void sess_usage_forget(eng_session *s, const vbm_forget_result *fr, const eng_fit_out *out)
+{
+    const vbm_addresses *a = &fr->addr;
+    size_t n = (size_t)a->G * (size_t)a->H, i;
+    long t;
+
+    if (fr->exact && out->res.addr.s == NULL) {
+        free(s->usage);
+        s->usage = NULL;
+        return;
+    }
+    if (fr->exact || s->usage == NULL || a->s == NULL
+        || n != (size_t)s->mem->cfg.groups * (size_t)s->mem->cfg.clusters)
+        return;
+    for (t = 0; t < a->T; t++)
+        for (i = 0; i < n; i++) {
+            s->usage[i] -= a->s[(size_t)t * n + i];
+            if (s->usage[i] < 0.0)
+                s->usage[i] = 0.0;
+        }
+}
 
 /* The shared path of writes and resizes: take the write lock (If-Match), keep
  * an undo copy, run libvbmem, commit the result to the session and persist it;
@@ -658,7 +684,9 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
     if (o->test_hold != NULL) /* tests only: the write is held here, its lock taken */
         o->test_hold(o->test_hold_ctx, s->id);
     t0 = eng_now();
-    if (job->resize)
+    if (job->forget != NULL)
+        vst = vbm_forget(s->mem, job->codes, &w, job->forget, &verr);
+    else if (job->resize)
         vst = vbm_resize(s->mem, job->H, job->K, &w, &out->elbo_before, &out->elbo_after, &out->res,
                          &verr);
     else if (job->mode == ENG_APPEND)
@@ -668,6 +696,11 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
     else
         vst = vbm_write(s->mem, job->codes, &w, &out->res, &verr);
     out->solve_s = eng_now() - t0;
+    if (vst == VBM_OK && job->forget != NULL) { /* the refit's result is the fit's */
+        out->res = job->forget->fit;
+        memset(&job->forget->fit, 0, sizeof job->forget->fit);
+        sess_usage_forget(s, job->forget, out);
+    }
     out->time_limited = out->res.time_limited;
     if (vst != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
@@ -689,7 +722,7 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
 vbm_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *codes,
                              const eng_fit_opts *o, eng_fit_out *out, vbm_error *err)
 {
-    sess_fit_job job = {0, mode, codes, 0, 0};
+    sess_fit_job job = {0, mode, codes, 0, 0, NULL};
 
     return sess_fit(s, &job, o, out, err);
 }
@@ -697,9 +730,22 @@ vbm_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
 vbm_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *o, eng_fit_out *out,
                               vbm_error *err)
 {
-    sess_fit_job job = {1, ENG_REPLACE, NULL, H, K};
+    sess_fit_job job = {1, ENG_REPLACE, NULL, H, K, NULL};
 
     return sess_fit(s, &job, o, out, err);
+}
+
+vbm_status eng_session_forget_codes(eng_session *s, const vbm_codes *cues, const eng_fit_opts *o,
+                                    eng_fit_out *out, vbm_forget_result *res, vbm_error *err)
+{
+    sess_fit_job job = {0, ENG_REPLACE, cues, 0, 0, res};
+    vbm_status st;
+
+    memset(res, 0, sizeof *res);
+    st = sess_fit(s, &job, o, out, err);
+    if (st != VBM_OK)
+        vbm_forget_result_free(res);
+    return st;
 }
 
 vbm_status eng_session_sample(eng_session *s, long n, uint64_t seed, int cluster, double **z,

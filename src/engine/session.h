@@ -185,6 +185,47 @@ vbm_status eng_session_write(eng_session *s, eng_mode mode, const vbm_codes *cod
 vbm_status eng_session_resize(eng_session *s, int H, int K, const eng_fit_opts *opts,
                               eng_fit_out *out, vbm_error *err);
 
+/* The cues of a forget: images encoded with the session's model, or codes. */
+typedef struct {
+    const float *images;    /* T x channels x height x width in [0, 1], or NULL */
+    const vbm_codes *codes; /* or NULL (then images); codes->C must be the memory's code size */
+    long T;                 /* images */
+} eng_forget_query;
+
+/* Result of a forget; owns its arrays (release with eng_forget_out_free). */
+typedef struct {
+    eng_fit_out fit;  /* version, frames, retained, sizes, usage and timings after the forget;
+                         fit.res is the refit's on the retained-code path with codes left,
+                         else zeroed with its ELBO NaN (no codes to evaluate it on) */
+    int exact;        /* vbm_forget_result.exact */
+    long n;           /* cues */
+    int groups;       /* G of clusters */
+    long *item;       /* [n] index of the retained code removed (before the forget), -1 when
+                         the memory was downdated */
+    double *distance; /* [n] vbm_forget_result.distance */
+    int *clusters;    /* [n x G] each cue's most probable cluster per group (argmax q(s); ties:
+                         the lowest) under the memory before the forget */
+    double encode_s;  /* seconds in the encoder (images) */
+} eng_forget_out;
+
+/* Forget the stored items nearest the cues (vbm_forget: the retained-code path when the
+ * memory retains codes, else the conjugate downdate) under the session's write lock, like a
+ * write: If-Match (opts->if_match) checked first, the version incremented, the new state made
+ * durable (the persist hook, before the lock is released) and *out filled. Images are
+ * encoded first with m (the session's model; the encoder's mean codes are the cues). Cluster
+ * usage: the refit's on the retained-code path, the cues' q(s) subtracted (at least 0) on the
+ * downdate, none when the memory returns to its prior. opts->iterations, tolerance, init and
+ * seed drive the refit. Fails with VBM_EINVAL (a temporal session, images without a model
+ * or of a session whose model differs: field "kind" / "observations"; the failures of
+ * vbm_forget, their fields "codes..." named "observations" for images), VBM_ECONFLICT,
+ * VBM_ENUMERIC, VBM_ENOMEM and the persist hook's failures; the session is then unchanged
+ * and *out empty. */
+vbm_status eng_session_forget(eng_session *s, const eng_model *m, const eng_forget_query *q,
+                              const eng_fit_opts *opts, eng_forget_out *out, vbm_error *err);
+
+/* Release what an eng_forget_out owns. NULL-safe; it is left empty. */
+void eng_forget_out_free(eng_forget_out *out);
+
 /* Draw n codes under the read lock. On success *z (n x *C) and *clusters
  * (n x *G) are malloc'd and owned by the caller; *version is the version
  * sampled. Fails with VBM_EINVAL (n, cluster out of range), VBM_ENOMEM. */

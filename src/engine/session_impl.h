@@ -44,6 +44,14 @@ struct eng_session {
 void eng_session_rdlock(eng_session *s);
 void eng_session_unlock(eng_session *s);
 
+/* The locked part of eng_session_forget (engine/session_forget.c): vbm_forget of the cues on
+ * the session's memory through the path of writes (write lock, If-Match, undo copy, commit,
+ * persist), its cluster usage as eng_session_forget says. res receives vbm_forget's result
+ * (its fit moved into out->res). Same failures; the session is then unchanged and both
+ * results empty. */
+vbm_status eng_session_forget_codes(eng_session *s, const vbm_codes *cues, const eng_fit_opts *o,
+                                    eng_fit_out *out, vbm_forget_result *res, vbm_error *err);
+
 /* Tests only: make the nth allocation (1: the next) of the session's write
  * path (its usage arrays) fail as out of memory; 0 turns it off. The counter
  * is the session's own: no global state, never set by the daemon. */

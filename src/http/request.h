@@ -166,6 +166,7 @@ void route_sessions_get(http_req *r);
 void route_sessions_delete(http_req *r);
 void route_episodes(http_req *r);
 void route_resize(http_req *r);
+void route_forget(http_req *r);
 void route_samples(http_req *r);
 void route_reads(http_req *r);
 void route_memory_get(http_req *r);

@@ -23,6 +23,7 @@ const http_route http_routes[] = {
     {"DELETE", "/v1/sessions/{id}", route_sessions_delete, 0, 0, 1, "sessions_delete"},
     {"POST", "/v1/sessions/{id}/episodes", route_episodes, 0, 1, 1, "episodes"},
     {"POST", "/v1/sessions/{id}/resize", route_resize, 0, 1, 1, "resize"},
+    {"POST", "/v1/sessions/{id}/forget", route_forget, 0, 1, 1, "forget"},
     {"POST", "/v1/sessions/{id}/samples", route_samples, 0, 1, 1, "samples"},
     {"POST", "/v1/sessions/{id}/reads", route_reads, 0, 1, 1, "reads"},
     {"GET", "/v1/sessions/{id}/memory", route_memory_get, 0, 0, 1, "memory_get"},

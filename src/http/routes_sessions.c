@@ -1,4 +1,4 @@
-/* routes_sessions.c -- owns the handlers of /v1/sessions and its sub-resources (episodes, resize, samples, reads, memory); they run on pool workers. */
+/* routes_sessions.c -- owns the handlers of /v1/sessions and its sub-resources (episodes, resize, forget, samples, reads, memory); they run on pool workers. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <limits.h>
@@ -704,6 +704,145 @@ void route_resize(http_req *r)
     }
     req_etag(r, out.version);
     eng_fit_out_free(&out);
+    req_json(r, 200, res);
+}
+
+/* ---- forget ------------------------------------------------------------------------ */
+
+/* The body of a forget's answer: the fit members (the refit's ELBO, or null when nothing
+ * was refitted: a downdate, or a memory back at its prior), exact, and one entry per cue.
+ * NULL when out of memory. */
+static json_t *sess_forget_json(const http_req *r, const eng_forget_out *out, double parse_s)
+{
+    json_t *o = sess_fit_json(r, &out->fit, parse_s), *removed = json_array();
+    long i;
+    int g;
+
+    if (o == NULL || removed == NULL) {
+        json_decref(o);
+        json_decref(removed);
+        return NULL;
+    }
+    for (i = 0; i < out->n; i++) {
+        json_t *cl = json_array(), *e;
+
+        for (g = 0; cl != NULL && out->clusters != NULL && g < out->groups; g++)
+            json_array_append_new(cl, json_integer(out->clusters[i * out->groups + g]));
+        e = json_pack("{s:I, s:o, s:o, s:o}", "cue", (json_int_t)i, "item",
+                      out->item[i] >= 0 ? json_integer((json_int_t)out->item[i]) : json_null(),
+                      "distance", wire_number(out->distance[i]), "clusters",
+                      cl != NULL ? cl : json_null());
+        if (e == NULL || json_array_append_new(removed, e) != 0) {
+            json_decref(o);
+            json_decref(removed);
+            return NULL;
+        }
+    }
+    if (json_object_set_new(o, "removed", removed) != 0
+        || json_object_set_new(o, "exact", json_boolean(out->exact)) != 0
+        || ((!out->exact || out->fit.frames == 0) /* nothing refitted */
+            && json_object_set_new(o, "elbo", json_null()) != 0)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+void route_forget(http_req *r)
+{
+    static const char *const keys[] = {"codes", "observations", "iterations", "tolerance",
+                                       "seed",  "init",         NULL};
+    const http_limits *lim = &r->srv->cfg.limits;
+    double t0 = eng_now(), parse_s;
+    wire_codes codes;
+    vbm_codes vc;
+    eng_forget_query q;
+    eng_fit_opts o;
+    eng_forget_out out;
+    eng_session *s;
+    eng_model *m = NULL;
+    const json_t *cv, *ov;
+    json_t *body, *res;
+    img_shape shape;
+    float *x = NULL;
+    vbm_error err;
+    long n = 0;
+    vbm_status st;
+
+    memset(&codes, 0, sizeof codes);
+    memset(&q, 0, sizeof q);
+    if (sess_lookup_body(r, &s, &body) != 0)
+        return;
+    if (eng_session_is_temporal(s)) {
+        req_problem(r, 422, "kind", "kind: a temporal session cannot forget");
+        json_decref(body);
+        eng_session_unref(s);
+        return;
+    }
+    cv = json_object_get(body, "codes");
+    ov = json_object_get(body, "observations");
+    if (ov != NULL && obs_session_model(r, s, &m) != 0) {
+        json_decref(body);
+        eng_session_unref(s);
+        return;
+    }
+    st = wire_check_keys(body, "", keys, &err);
+    if (st == VBM_OK && cv != NULL && ov != NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "observations", "give codes or observations, not both");
+    if (st == VBM_OK && cv == NULL && ov == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "codes", "missing (or observations): the cues to forget");
+    if (st == VBM_OK && ov != NULL && m == NULL)
+        st = vbm_fail(&err, VBM_EINVAL, "observations",
+                      "this is a latent session (no model): forget by codes");
+    if (st == VBM_OK)
+        st = sess_fit_opts(body, lim, &o, &err);
+    if (st == VBM_OK && cv != NULL)
+        st = wire_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, &err);
+    if (st == VBM_OK && ov != NULL) {
+        obs_shape(m, &shape);
+        st = img_read(ov, "observations", &shape, lim->max_frames, &x, &n, &err);
+    }
+    json_decref(body);
+    if (st != VBM_OK) {
+        wire_codes_free(&codes);
+        free(x);
+        eng_model_unref(m);
+        req_engine_problem(r, st, &err);
+        eng_session_unref(s);
+        return;
+    }
+    parse_s = eng_now() - t0;
+    o.want_addresses = 0;
+    o.if_match = sess_if_match(r);
+    if (r->srv->cfg.test_hold_dir != NULL) {
+        o.test_hold = sess_test_hold;
+        o.test_hold_ctx = r;
+    }
+    if (cv != NULL) {
+        vc.T = codes.T;
+        vc.C = codes.C;
+        vc.mu = codes.mu;
+        vc.s2 = codes.s2;
+        q.codes = &vc;
+    } else {
+        q.images = x;
+        q.T = n;
+    }
+    st = eng_session_forget(s, m, &q, &o, &out, &err);
+    wire_codes_free(&codes);
+    free(x);
+    eng_model_unref(m);
+    eng_session_unref(s);
+    if (st != VBM_OK) {
+        req_engine_problem(r, st, &err);
+        return;
+    }
+    metrics_solve(r->srv->metrics, out.fit.res.iterations, out.fit.solve_s);
+    res = sess_forget_json(r, &out, parse_s);
+    if (res != NULL && ov != NULL)
+        json_object_set_new(json_object_get(res, "timings"), "encode_s", json_real(out.encode_s));
+    req_etag(r, out.fit.version);
+    eng_forget_out_free(&out);
     req_json(r, 200, res);
 }
 

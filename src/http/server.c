@@ -454,8 +454,8 @@ static void srv_job(eng_job *job)
 /* 1 when the route changes stored state (refused to read-only keys). */
 static int srv_route_writes(const http_route *rt)
 {
-    static const char *const writes[] = {"sessions_create", "sessions_delete", "episodes",
-                                         "resize",          "memory_put",      NULL};
+    static const char *const writes[] = {"sessions_create", "sessions_delete", "episodes", "resize",
+                                         "forget",          "memory_put",      NULL};
     int i;
 
     for (i = 0; writes[i] != NULL; i++) {

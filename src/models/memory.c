@@ -220,8 +220,7 @@ static vbm_status memory_alloc(const vbm_config *cfg, vbm_memory **out, vbm_erro
     return VBM_OK;
 }
 
-/* Posterior <- base prior, for every (group, cluster). */
-static void memory_reset_posterior(vbm_memory *m)
+void memory_reset_posterior(vbm_memory *m)
 {
     int G = m->cfg.groups, H = m->cfg.clusters, K = m->cfg.rows, cg = m->cg, C = m->cfg.code_size;
     for (int g = 0; g < G; g++)
@@ -369,8 +368,7 @@ vbm_status vbm_memory_clone(const vbm_memory *src, vbm_memory **out, vbm_error *
     return VBM_OK;
 }
 
-/* Move the contents of src into dst (freeing dst's old contents) and free src. */
-static void memory_replace(vbm_memory *dst, vbm_memory *src)
+void memory_replace(vbm_memory *dst, vbm_memory *src)
 {
     vbm_memory tmp = *dst;
     *dst = *src;

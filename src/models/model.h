@@ -125,4 +125,12 @@ vbm_status addresses_alloc(vbm_addresses *a, long T, int G, int H, int K, int wi
  * symmetric, start). */
 void init_random_means(vbm_memory *mem, const prior_t *prior, rng_t *rng);
 
+/* Posterior <- base prior, for every (group, cluster): R = R0's columns of the
+ * group, U = U0, and with a shift mu_b = mu_b0's, s2_b = sigma2_b0. Nothing
+ * else (frames, retained codes, paths) is touched. Never fails. */
+void memory_reset_posterior(vbm_memory *m);
+/* Move the contents of src into dst (freeing dst's old contents) and free src
+ * (the commit of an operation fitted on a private copy). Never fails. */
+void memory_replace(vbm_memory *dst, vbm_memory *src);
+
 #endif

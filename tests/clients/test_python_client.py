@@ -176,6 +176,42 @@ def test_latent_session_lifecycle(client):
     assert e.value.status == 404 and e.value.title and e.value.request_id
 
 
+def test_forget(client, pngs):
+    """forget by codes on a latent session that retains them (exact: the item, a new version,
+    If-Match), by codes on one that does not (the downdate), by images on a model session
+    (PNG bytes; the retained code of that image goes); both or neither is a ValueError, a bad
+    cue a VbmemError 422 with its field."""
+    s = latent(client)
+    client.write(s, codes=CODES, seed=1, init="random")
+    r = client.forget(s, codes=[[5, 5.1, 5, 5.02]], seed=1, init="random", if_match=2)
+    assert isinstance(r, vbmem.ForgetResult) and r.exact and r.version == 3 and r.frames == 3
+    assert r.retained_codes == 3 and r.elbo_per_frame is not None
+    assert len(r.removed) == 1 and isinstance(r.removed[0], vbmem.Forgotten)
+    assert r.removed[0].cue == 0 and r.removed[0].item == 3 and abs(r.removed[0].distance - 0.02) < 1e-6
+    left = client.export_memory(s)["codes"]["mu"]  # (the client sends float32 codes)
+    assert len(left) == 3 and all(abs(a - b) < 1e-6 for x, y in zip(left, CODES[:3]) for a, b in zip(x, y))
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.forget(s, codes=[[0, 0, 0, 0]], if_match=2)
+    assert e.value.status == 409
+    with pytest.raises(vbmem.VbmemError) as e:
+        client.forget(s, codes=[[0, 0, 0]])
+    assert e.value.status == 422 and e.value.field == "codes"
+    with pytest.raises(ValueError):
+        client.forget(s)
+    with pytest.raises(ValueError):
+        client.forget(s, codes=CODES, images=pngs[:1])
+    d = latent(client, retain_max=0)
+    client.write(d, codes=CODES * 3, seed=1)
+    r = client.forget(d, codes=CODES[:1])
+    assert not r.exact and r.removed[0].item is None and r.elbo is None and r.frames == 11
+    m = client.create_session(memory={"kind": "mixture", "clusters": 2, "retain_max": 10})
+    client.write(m, images=pngs[:4], seed=1)
+    r = client.forget(m, images=[pngs[2]], seed=1)
+    assert r.exact and r.removed[0].item == 2 and r.retained_codes == 3
+    for x in (s, d, m):
+        client.delete_session(x)
+
+
 def test_temporal_session(client, pngs):
     """A latent temporal session through the client: sequences, append, infer, a sampled
     sequence, a continuation; the session lists and exports like the others."""
@@ -660,6 +696,44 @@ def test_cli_npy_codes(url, tmp_path):
     r = cli(url, "--json", "sample", sid, "-n", "3")
     assert r.returncode == 0 and len(json.loads(r.stdout)["codes"]) == 3, r.stderr
     assert cli(url, "session", "delete", sid).returncode == 0
+
+
+def test_cli_forget(url, png_dir, tmp_path):
+    """vbmem forget SESSION FILES|DIR|.npy: PNG files and a .npy of codes, its lines and --json."""
+    r = cli(url, "session", "create", "--kind", "mixture", "--clusters", "2", "--retain-max", "20")
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    files = sorted(png_dir.iterdir())[:6]
+    assert cli(url, "write", sid, *files, "--seed", "1").returncode == 0
+    r = cli(url, "forget", sid, files[4], "--seed", "1", "--if-match", "2")
+    assert r.returncode == 0, r.stderr
+    assert "forgot 1 item (exact" in r.stdout and "cue 0: retained code 4" in r.stdout, r.stdout
+    r = cli(url, "--json", "forget", sid, files[1], files[0])
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["version"] == 4 and [x["item"] for x in out["removed"]] == [1, 0] and out["frames"] == 3
+    r = cli(url, "forget", sid, files[5], "--if-match", "2")
+    assert r.returncode == 3 and "409" in r.stderr, r.stderr
+    r = cli(url, "session", "create", "--code-size", "4", "--kind", "gaussian", "--rows", "2")
+    lat = r.stdout.strip()
+    rows = [[float(i), 0.5, -1.0, 2.0] for i in range(6)]
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 4), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    npy = tmp_path / "cue.npy"
+    npy.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
+                    + struct.pack("<4d", *rows[2]))
+    from vbmem.cli import read_npy
+    assert read_npy(str(npy)) == [rows[2]]
+    assert cli(url, "write", lat, "--seed", "1", *[]).returncode != 0  # FILES are required
+    c = vbmem.Client(url, retries=0)
+    c.write(lat, codes=rows, seed=1)
+    r = cli(url, "forget", lat, npy)
+    assert r.returncode == 0 and "approximate" in r.stdout and "no retained code" in r.stdout, r.stdout
+    assert c.get_session(lat).frames == 5
+    r = cli(url, "forget", lat, tmp_path / "missing.png")
+    assert r.returncode == 2
+    for x in (sid, lat):
+        assert cli(url, "session", "delete", x).returncode == 0
 
 
 def test_cli_exit_codes_and_help(url, tmp_path):

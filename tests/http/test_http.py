@@ -419,7 +419,8 @@ def test_hostile_inputs_never_500():
               b"\x00\x01\x02", "{\"code_size\": \"\u00e9\ud800\"}".encode("utf-8", "surrogatepass")]
     paths = [("POST", "/v1/sessions"), ("POST", "/v1/sessions/%s/episodes" % sid),
              ("POST", "/v1/sessions/%s/resize" % sid), ("POST", "/v1/sessions/%s/samples" % sid),
-             ("POST", "/v1/sessions/%s/reads" % sid), ("PUT", "/v1/sessions/%s/memory" % sid)]
+             ("POST", "/v1/sessions/%s/reads" % sid), ("PUT", "/v1/sessions/%s/memory" % sid),
+             ("POST", "/v1/sessions/%s/forget" % sid)]
     for method, path in paths:
         for b in bodies:
             r = c.request(method, path, raw=b)
@@ -1152,6 +1153,7 @@ def test_api_key_scopes():
                                        ("POST", base + "/episodes", {"codes": {"mu": codes(12, 4, 4)}}),
                                        ("POST", base + "/episodes", {"mode": "refit"}),
                                        ("POST", base + "/resize", {"clusters": 3}),
+                                       ("POST", base + "/forget", {"codes": {"mu": codes(1, 4, 3)}}),
                                        ("PUT", base + "/memory", mem),
                                        ("DELETE", base, None)):
                 p = problem(rd.request(method, path, body), 403, "Authorization")
@@ -1753,6 +1755,172 @@ def test_clusters_of_latent_sessions():
 
 
 TESTS += [test_clusters_of_latent_sessions]
+def forget_codes(C=4, T=8):
+    """T distinct known codes of size C (no two within 3 of each other: the first value is 3 i)."""
+    return [[3.0 * i] + [(-1.0) ** k * (k + 1) * ((7 * i + k) % 5) for k in range(1, C)] for i in range(T)]
+
+
+def test_forget_retained_codes():
+    """POST forget on a session that retains its codes (--data-dir): a slightly perturbed cue
+    removes its own code (item, distance), the memory is exactly a replace of the codes left
+    with the same options (GET memory, bit for bit), the version moves on like any write
+    (ETag, If-Match 409 with the field), and all of it survives a restart; forgetting every
+    code returns the session to its prior."""
+    with tempfile.TemporaryDirectory() as tmp:
+        d = start("--data-dir", tmp)
+        try:
+            c = d.client()
+            mem_cfg = {"kind": "mixture", "rows": 2, "clusters": 2, "retain_max": 50}
+            s = create(c, 4, mem_cfg)
+            base = "/v1/sessions/" + s["id"]
+            z = forget_codes()
+            ok(c.request("POST", base + "/episodes", {"codes": {"mu": z}, "seed": 3, "iterations": 30}))
+            cue = [v + (0.01 if k % 2 else -0.01) for k, v in enumerate(z[5])]
+            problem(c.request("POST", base + "/forget", {"codes": {"mu": [cue]}}, headers={"If-Match": '"1"'}),
+                    409, "If-Match")
+            r = c.request("POST", base + "/forget", {"codes": {"mu": [cue]}, "seed": 3, "iterations": 30},
+                          headers={"If-Match": '"2"'})
+            f = ok(r)
+            expect(r.header("ETag") == '"3"' and f["version"] == 3, "version %s, ETag %s" % (f["version"], r.header("ETag")))
+            expect(f["exact"] is True and len(f["removed"]) == 1, f)
+            rm = f["removed"][0]
+            expect(rm["cue"] == 0 and rm["item"] == 5 and abs(rm["distance"] - 0.02) < 1e-12
+                   and len(rm["clusters"]) == 1, rm)
+            expect(f["frames"] == 7 and f["retained_codes"] == 7 and f["iterations"] == 30
+                   and isinstance(f["elbo"], dict), f)
+            expect(abs(sum(f["cluster_usage"][0]) - 7) < 1e-9, f["cluster_usage"])
+            mem = ok(c.request("GET", base + "/memory"))
+            rest = z[:5] + z[6:]
+            expect(mem["codes"]["mu"] == rest, "retained codes after the forget: %s" % mem["codes"]["mu"])
+            # exactly a replace of the codes left with the same options
+            other = "/v1/sessions/" + create(c, 4, mem_cfg)["id"]
+            ok(c.request("POST", other + "/episodes", {"codes": {"mu": rest}, "seed": 3, "iterations": 30}))
+            expect(ok(c.request("GET", other + "/memory")) == mem, "not the memory a replace of the codes left gives")
+            problem(c.request("POST", base + "/forget", {"codes": {"mu": [cue]}}, headers={"If-Match": '"2"'}),
+                    409, "If-Match")
+            expect(ok(c.request("GET", base))["version"] == 3, "a refused forget changed the version")
+        finally:
+            expect(d.stop() == 0, "daemon exit status")
+        d = start("--data-dir", tmp)
+        try:
+            c = d.client()
+            g = ok(c.request("GET", base))
+            expect(g["version"] == 3 and g["frames"] == 7 and g["retained_codes"] == 7, g)
+            expect(ok(c.request("GET", base + "/memory")) == mem, "the forget did not survive the restart")
+            # every code left: the prior (a new session's memory), no ELBO, no usage
+            f = ok(c.request("POST", base + "/forget", {"codes": {"mu": rest[::-1]}}))
+            expect(f["exact"] is True and f["elbo"] is None and f["frames"] == 0 and f["retained_codes"] == 0
+                   and f["cluster_usage"] is None and f["version"] == 4, f)
+            expect(sorted(x["item"] for x in f["removed"]) == list(range(7)), f["removed"])
+            fresh = ok(c.request("GET", "/v1/sessions/" + create(c, 4, mem_cfg)["id"] + "/memory"))
+            expect(ok(c.request("GET", base + "/memory")) == fresh, "not back at the prior")
+        finally:
+            expect(d.stop() == 0, "daemon exit status")
+
+
+def mixture_items(seed, per=4, k=3, C=8):
+    """per items of each of k clusters (2-dimensional within a cluster, plus 0.3 noise);
+    item t in cluster t mod k."""
+    rnd = random.Random(seed)
+    centers = [[rnd.gauss(0, 3) for _ in range(C)] for _ in range(k)]
+    dirs = [[[rnd.gauss(0, 1) for _ in range(C)] for _ in range(2)] for _ in range(k)]
+    out = []
+    for t in range(per * k):
+        h = t % k
+        a, b = rnd.gauss(0, 1), rnd.gauss(0, 1)
+        out.append([centers[h][c] + a * dirs[h][0][c] + b * dirs[h][1][c] + rnd.gauss(0, 0.3) for c in range(C)])
+    return out
+
+
+def mean_read_residuals(c, base, z):
+    r = ok(c.request("POST", base + "/reads", {"query": {"mu": z}, "mode": "mean", "iterations": 1}))
+    return [math.dist(a, b) for a, b in zip(z, r["steps"][0]["codes"])]
+
+
+def test_forget_downdate():
+    """POST forget on sessions that retain no codes: the approximate downdate (exact false, item
+    and elbo null, frames and cluster usage down by one per cue, a new version): the forgotten
+    item's posterior-mean read moves away from it by more than twice as much as any other
+    item's; the gaussian and dkm kinds too; categorical and tree are 422 kind."""
+    c = FAST.client()
+    z = mixture_items(11)
+    s = create(c, 8, {"kind": "mixture", "rows": 4, "clusters": 3, "sigma_z2": 0.2})
+    base = "/v1/sessions/" + s["id"]
+    w = ok(c.request("POST", base + "/episodes", {"codes": {"mu": z}, "seed": 7, "iterations": 200}))
+    r0 = mean_read_residuals(c, base, z)
+    cue = [v + (0.05 if k % 2 else -0.05) for k, v in enumerate(z[0])]
+    f = ok(c.request("POST", base + "/forget", {"codes": {"mu": [cue]}}, headers={"If-Match": '"2"'}))
+    expect(f["exact"] is False and f["elbo"] is None and f["version"] == 3 and f["frames"] == 11
+           and f["retained_codes"] == 0 and f["iterations"] == 0, f)
+    rm = f["removed"][0]
+    expect(rm["item"] is None and rm["cue"] == 0 and rm["distance"] > 0 and 0 <= rm["clusters"][0] < 3, rm)
+    expect(abs(sum(f["cluster_usage"][0]) - (sum(w["cluster_usage"][0]) - 1)) < 1e-9,
+           "usage %s -> %s" % (w["cluster_usage"], f["cluster_usage"]))
+    r1 = mean_read_residuals(c, base, z)
+    others = max(abs(r1[t] - r0[t]) for t in range(1, len(z)))
+    expect(r1[0] - r0[0] > 2 * others, "forgotten item's residual %.4f -> %.4f, others moved up to %.4f"
+           % (r0[0], r1[0], others))
+    g = ok(c.request("GET", base))
+    expect(g["version"] == 3 and g["frames"] == 11 and g["last_elbo"] is None, g)
+    for kind in ("gaussian", "dkm"):
+        sid = create(c, 8, {"kind": kind, "rows": 4})["id"]
+        ok(c.request("POST", "/v1/sessions/%s/episodes" % sid, {"codes": {"mu": z}, "seed": 1}))
+        f = ok(c.request("POST", "/v1/sessions/%s/forget" % sid, {"codes": {"mu": z[2:4]}}))
+        expect(f["exact"] is False and f["frames"] == 10 and [x["clusters"] for x in f["removed"]] == [[0], [0]], f)
+        ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
+    for kind, extra in (("categorical", {}), ("tree", {"clusters": 2, "groups": 2})):
+        sid = create(c, 8, dict({"kind": kind, "rows": 3}, **extra))["id"]
+        ok(c.request("POST", "/v1/sessions/%s/episodes" % sid, {"codes": {"mu": z}, "seed": 1}))
+        problem(c.request("POST", "/v1/sessions/%s/forget" % sid, {"codes": {"mu": z[:1]}}), 422, "kind")
+        expect(ok(c.request("GET", "/v1/sessions/" + sid))["version"] == 2, "a refused forget changed the session")
+        ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
+    ok(c.request("DELETE", base), 204)
+
+
+def test_forget_errors():
+    """Every 422 of a forget body names its field (and changes nothing); 404 for an unknown
+    session; a temporal session is 422 kind."""
+    c = FAST.client()
+    C = 4
+    s = create(c, C, {"kind": "mixture", "rows": 2, "clusters": 2, "retain_max": 3})
+    base = "/v1/sessions/" + s["id"]
+    fg = base + "/forget"
+    ok(c.request("POST", base + "/episodes", {"codes": {"mu": forget_codes(C, 3)}, "seed": 1, "init": "random"}))
+    one = {"mu": forget_codes(C, 1)}
+    for body, field in (({}, "codes"),
+                        ({"iterations": 3}, "codes"),
+                        ({"codes": {"mu": []}}, "codes.mu"),
+                        ({"codes": {"mu": {"dtype": "float32", "shape": [0, C], "data": ""}}}, "codes.mu.shape"),
+                        ({"observations": []}, "observations"),
+                        ({"codes": one, "observations": [[[[0.0]]]]}, "observations"),
+                        ({"observations": [[[[0.0]]]]}, "observations"),
+                        ({"codes": {"mu": forget_codes(C + 1, 1)}}, "codes"),
+                        ({"codes": {"mu": [[1.0] * C, [1.0] * (C - 1)]}}, "codes.mu[1]"),
+                        ({"codes": {"mu": tensor([[1.0] * C, [float("nan")] + [0.0] * (C - 1)])}}, "codes.mu.data"),
+                        ({"codes": {"mu": tensor([[float("inf")] * C])}}, "codes.mu.data"),
+                        ({"codes": {"mu": forget_codes(C, 1), "sigma2": -1}}, "codes.sigma2"),
+                        ({"codes": {"mu": forget_codes(C, 4)}}, "codes"),
+                        ({"codes": one, "colour": "red"}, "colour"),
+                        ({"codes": one, "mode": "append"}, "mode"),
+                        ({"codes": one, "iterations": 10 ** 6}, "iterations"),
+                        ({"codes": one, "seed": -1}, "seed"),
+                        ({"codes": one, "init": "sideways"}, "init"),
+                        ({"codes": 5}, "codes")):
+        p = problem(c.request("POST", fg, body), 422, field)
+        expect(p["field"] == field, "%r: field %r, expected %r" % (body, p["field"], field))
+    # a refit the write would refuse (k-means++ needs H = 2 codes; 1 is left)
+    problem(c.request("POST", fg, {"codes": {"mu": forget_codes(C, 2)}}), 422)
+    expect(ok(c.request("GET", base))["version"] == 2, "a refused forget changed the session")
+    ok(c.request("POST", fg, {"codes": {"mu": forget_codes(C, 2)}, "init": "random"}))
+    problem(c.request("POST", "/v1/sessions/" + "0" * 32 + "/forget", {"codes": one}), 404)
+    problem(c.request("GET", fg), 405)
+    t = ok(c.request("POST", "/v1/sessions", {"code_size": 4, "memory": {"kind": "temporal", "components": 1}}), 201)
+    problem(c.request("POST", "/v1/sessions/%s/forget" % t["id"], {"codes": one}), 422, "kind")
+    ok(c.request("DELETE", "/v1/sessions/" + t["id"]), 204)
+    ok(c.request("DELETE", base), 204)
+
+
+TESTS += [test_forget_retained_codes, test_forget_downdate, test_forget_errors]
 
 
 def main():

@@ -950,6 +950,72 @@ def test_cluster_pictures():
     expect("observations" not in bare and bare["means"] == cl["means"], "format=none")
     problem(c.request("GET", base + "/clusters?format=bmp"), 422, "format")
     ok(c.request("DELETE", base), 204)
+def test_forget_images():
+    """POST forget with observations in every wire form (PNG, uint8 and float32 tensors, nested
+    arrays): on a session that retains codes each image removes its own stored item (a perturbed
+    one too), the retained codes are those before less the removed rows, and the memory is a
+    replace of them; on the default session (no retained codes) the approximate downdate; the
+    422s of images."""
+    c = FAST.client()
+    raw = pngs.fashion_images(16)
+    s, base = new_session(c, memory={"clusters": 4, "retain_max": 100})
+    ok(c.request("POST", base + "/episodes", {"observations": [pngs.b64(pngs.grey_png(i)) for i in raw],
+                                              "seed": 1}))
+    mem0 = ok(c.request("GET", base + "/memory"))
+    before, before_s2 = mem0["codes"]["mu"], mem0["codes"]["sigma2"]
+    kept = list(range(16))  # original index of every retained code, oldest first
+    rnd = __import__("random").Random(5)
+    perturbed = [min(1.0, max(0.0, (v + 0.5) / 256 + rnd.gauss(0, 0.02))) for v in raw[3]]
+    forms = [
+        (7, [pngs.b64(pngs.grey_png(raw[7]))], 1e-3),
+        (3, {"dtype": "float32", "shape": [1, 1, 28, 28],
+             "data": base64.b64encode(struct.pack("<784f", *perturbed)).decode()}, None),
+        (10, [[[[(raw[10][y * 28 + x] + 0.5) / 256 for x in range(28)] for y in range(28)]]], 1e-3),
+        (12, {"dtype": "uint8", "shape": [1, 1, 28, 28], "data": base64.b64encode(raw[12]).decode()}, 1e-3),
+    ]
+    version = 2
+    for orig, obs, tol in forms:
+        f = ok(c.request("POST", base + "/forget", {"observations": obs, "seed": 1},
+                         headers={"If-Match": '"%d"' % version}))
+        version += 1
+        rm = f["removed"][0]
+        expect(f["exact"] is True and f["version"] == version and rm["item"] == kept.index(orig),
+               "image %d: removed %s (retained %s)" % (orig, rm, kept))
+        expect(tol is None or rm["distance"] < tol, "image %d: distance %g" % (orig, rm["distance"]))
+        expect("encode_s" in f["timings"], f["timings"])
+        kept.remove(orig)
+        expect(f["retained_codes"] == len(kept) and f["frames"] == len(kept), f)
+    mem = ok(c.request("GET", base + "/memory"))
+    expect(mem["codes"]["mu"] == [before[i] for i in kept], "retained codes are not the others'")
+    s2, base2 = new_session(c, memory={"clusters": 4, "retain_max": 100})
+    ok(c.request("POST", base2 + "/episodes", {"codes": {"mu": [before[i] for i in kept],
+                                                         "sigma2": [before_s2[i] for i in kept]}, "seed": 1}))
+    mem2 = ok(c.request("GET", base2 + "/memory"))
+    expect(mem2["posterior"] == mem["posterior"], "not the memory a replace of the codes left gives")
+    # the default session retains no codes: the downdate
+    d, based = new_session(c)
+    ok(c.request("POST", based + "/episodes", {"observations": [pngs.b64(pngs.grey_png(i)) for i in raw],
+                                               "seed": 1}))
+    f = ok(c.request("POST", based + "/forget", {"observations": [pngs.b64(pngs.grey_png(raw[5]))]}))
+    expect(f["exact"] is False and f["elbo"] is None and f["frames"] == 15 and f["version"] == 3
+           and f["removed"][0]["item"] is None and 0 <= f["removed"][0]["clusters"][0] < 10, f)
+    # 422s: a wrong size names the image, both or neither, an empty list, more cues than codes
+    wrong = pngs.b64(pngs.grey_png(bytes(32 * 32), 32, 32))
+    problem(c.request("POST", base + "/forget", {"observations": [pngs.b64(pngs.grey_png(raw[0])), wrong]}),
+            422, "observations[1]", "32x32")
+    problem(c.request("POST", base + "/forget", {"observations": [wrong], "codes": {"mu": [[0.0] * C]}}),
+            422, "observations")
+    problem(c.request("POST", base + "/forget", {"observations": []}), 422, "observations")
+    problem(c.request("POST", base + "/forget", {}), 422, "codes")
+    many = [pngs.b64(pngs.grey_png(i)) for i in raw]
+    p = problem(c.request("POST", base + "/forget", {"observations": many}), 422, "observations")
+    expect(p["field"] == "observations" and "12 codes" in p["detail"], p)
+    expect(ok(c.request("GET", base))["version"] == version, "a refused forget changed the session")
+    # codes on a session with a model are cues too
+    f = ok(c.request("POST", base + "/forget", {"codes": {"mu": [before[0]]}, "seed": 1}))
+    expect(f["removed"][0]["item"] == 0 and f["removed"][0]["distance"] == 0.0, f)
+    for b in (base, base2, based):
+        ok(c.request("DELETE", b), 204)
 
 
 TESTS = [
@@ -960,6 +1026,7 @@ TESTS = [
     test_latent_only_daemon, test_sample_mode_is_app_g2, test_read_modes_and_mask_errors,
     test_masked_reads_keep_known_pixels, test_temporal_sessions_of_images, test_views_per_frame,
     test_cluster_pictures,
+    test_forget_images,
 ]
 
 

@@ -166,6 +166,32 @@ describe("against vbmemd", () => {
     assert.ok(e.title && e.requestId);
   });
 
+  test("forget: codes on a session that retains them (exact), on one that does not (downdate), images", async () => {
+    const s = await latent(c);
+    await c.write(s, { codes: CODES, seed: 1, init: "random" });
+    let r = await c.forget(s, { codes: [[5, 5.1, 5, 5.02]], seed: 1, init: "random", ifMatch: 2 });
+    assert.equal(r.exact, true); assert.equal(r.version, 3); assert.equal(r.frames, 3); assert.equal(r.retainedCodes, 3);
+    assert.equal(typeof r.elboPerFrame, "number"); assert.equal(r.removed.length, 1);
+    assert.equal(r.removed[0].cue, 0); assert.equal(r.removed[0].item, 3);
+    assert.ok(Math.abs(r.removed[0].distance - 0.02) < 1e-6, `distance ${r.removed[0].distance}`);
+    assert.equal(r.removed[0].clusters.length, 1); assert.equal(c.lastEtag, '"3"');
+    assert.equal((await c.exportMemory(s)).codes.mu.length, 3);
+    await rejects(c.forget(s, { codes: [[0, 0, 0, 0]], ifMatch: 2 }), (e) => assert.equal(e.status, 409));
+    await rejects(c.forget(s, { codes: [[0, 0, 0]] }), (e) => { assert.equal(e.status, 422); assert.equal(e.field, "codes"); });
+    await assert.rejects(c.forget(s, {}), TypeError);
+    await assert.rejects(c.forget(s, { codes: CODES, images: pngs.slice(0, 1) }), TypeError);
+    const d = await latent(c, { retainMax: 0 });
+    await c.write(d, { codes: [...CODES, ...CODES, ...CODES], seed: 1 });
+    r = await c.forget(d, { codes: CODES.slice(0, 1) });
+    assert.equal(r.exact, false); assert.equal(r.removed[0].item, null); assert.equal(r.elbo, null);
+    assert.equal(r.elboPerFrame, null); assert.equal(r.frames, 11);
+    const m = await c.createSession({ memory: { kind: "mixture", clusters: 2, retainMax: 10 } });
+    await c.write(m, { images: pngs.slice(0, 4), seed: 1 });
+    r = await c.forget(m, { images: [pngs[2]], seed: 1 });
+    assert.equal(r.exact, true); assert.equal(r.removed[0].item, 2); assert.equal(r.retainedCodes, 3);
+    for (const x of [s, d, m]) await c.deleteSession(x);
+  });
+
   test("listSessions pages and iterSessions walks them all", async () => {
     const made = new Set();
     for (let i = 0; i < 5; i++) made.add((await latent(c)).id);

@@ -10,13 +10,14 @@ Every endpoint is one method of Client; errors are VbmemError (problem+json fiel
 The command line is `vbmem` (or `python3 -m vbmem`).
 """
 from .client import (DEFAULT_URL, Client, ConnectionFailed, DecodeResult, EncodeResult, FitResult,
-                     Images, Matrix, Model, ReadResult, ReadStep, SampleResult, Session,
-                     SessionPage, VbmemError, encode_codes, encode_images, encode_mask)
+                     ForgetResult, Forgotten, Images, Matrix, Model, ReadResult, ReadStep,
+                     SampleResult, Session, SessionPage, VbmemError, encode_codes, encode_images,
+                     encode_mask)
 from .png import decode_png, encode_png
 
 __version__ = "0.1.0"
 
 __all__ = ["Client", "VbmemError", "ConnectionFailed", "Matrix", "Images", "Model", "Session",
-           "SessionPage", "FitResult", "SampleResult", "ReadStep", "ReadResult", "EncodeResult",
+           "SessionPage", "FitResult", "ForgetResult", "Forgotten", "SampleResult", "ReadStep", "ReadResult", "EncodeResult",
            "DecodeResult", "DEFAULT_URL", "encode_codes", "encode_images", "encode_mask",
            "encode_png", "decode_png", "__version__"]

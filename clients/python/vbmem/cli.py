@@ -216,6 +216,25 @@ def cmd_write(c, args):
     _out(args, human, [r.raw for r in results])
 
 
+def cmd_forget(c, args):
+    kind, items = _collect_inputs(args.files)
+    if kind == "png":
+        r = c.forget(args.session, images=items, seed=args.seed, iterations=args.iterations,
+                     if_match=args.if_match)
+    else:
+        r = c.forget(args.session, codes=items, sigma2=args.sigma2, seed=args.seed,
+                     iterations=args.iterations, if_match=args.if_match)
+    lines = ["forgot %d item%s (%s); version %d, %d frames, %d retained codes" % (
+        len(r.removed), "" if len(r.removed) == 1 else "s",
+        "exact: the retained codes left were refitted" if r.exact
+        else "approximate: the memory was downdated", r.version, r.frames, r.retained_codes)]
+    for x in r.removed:
+        lines.append("  cue %d: %s, distance %s, clusters %s" % (
+            x.cue, "retained code %d" % x.item if x.item is not None else "no retained code",
+            _fmt(x.distance), x.clusters))
+    _out(args, "\n".join(lines), r.raw)
+
+
 def cmd_sample(c, args):
     has_images = c.get_session(args.session).model is not None
     if args.output and not has_images:
@@ -394,6 +413,16 @@ def build_parser():
     sp.add_argument("--sigma2", type=float, help="variance of .npy codes (default exact)")
     sp.add_argument("--seed", type=int)
     sp.add_argument("--iterations", type=int)
+    sp.add_argument("--if-match", help="version the session must be at")
+
+    sp = add(sub, "forget", cmd_forget, "forget the stored items nearest PNG files (or a "
+             "directory of them, or a .npy of codes): exactly when the session retains codes, "
+             "else approximately")
+    sp.add_argument("session")
+    sp.add_argument("files", nargs="+", metavar="FILE|DIR")
+    sp.add_argument("--sigma2", type=float, help="variance of .npy codes (default exact)")
+    sp.add_argument("--seed", type=int, help="seed of the refit over the retained codes left")
+    sp.add_argument("--iterations", type=int, help="VB iterations of that refit")
     sp.add_argument("--if-match", help="version the session must be at")
 
     sp = add(sub, "sample", cmd_sample, "draw samples: PNGs plus contact_sheet.png in DIR")

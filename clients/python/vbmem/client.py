@@ -295,6 +295,45 @@ class FitResult:
 
 
 @dataclass
+class Forgotten:
+    """One cue of a forget: its index, the retained code it removed (its index among the
+    retained codes before the forget; None when the memory was downdated), the distance from
+    the cue to that code (downdate: to the memory's posterior-mean read of the cue) and the
+    cue's most probable cluster of each group."""
+    cue: int
+    item: Optional[int]
+    distance: Optional[float]
+    clusters: Optional[List[int]]
+
+
+@dataclass
+class ForgetResult:
+    """The result of a forget: the new version, whether it was exact (the memory is what it
+    would be had the items never been written: the refit over the retained codes left) or the
+    approximate downdate, what each cue removed, and the fit members (elbo None when nothing
+    was refitted); `raw` is the whole response."""
+    version: int
+    exact: bool
+    removed: List[Forgotten]
+    elbo_per_frame: Optional[float]
+    elbo: Optional[Dict[str, Any]]
+    iterations: int
+    frames: int
+    retained_codes: int
+    cluster_usage: Any
+    timings: Dict[str, Any]
+    raw: Dict[str, Any] = field(default=None, repr=False)
+
+    @classmethod
+    def _from(cls, d):
+        elbo = d.get("elbo")
+        return cls(d["version"], d["exact"],
+                   [Forgotten(x["cue"], x["item"], x["distance"], x["clusters"]) for x in d["removed"]],
+                   elbo.get("per_frame") if elbo else None, elbo, d["iterations"], d["frames"],
+                   d["retained_codes"], d.get("cluster_usage"), d["timings"], d)
+
+
+@dataclass
 class SampleResult:
     """Samples of a memory: version, codes (Matrix), the cluster of each (count x G), and the
     decoded images (Images, None for a latent session or format "none")."""
@@ -671,6 +710,24 @@ class Client:
                            "tolerance": tolerance, "seed": seed, "init": init})
         return FitResult._from(self.request("POST", "/v1/sessions/%s/resize" % _sid(session),
                                             body, headers=self._if_match(if_match)))
+
+    def forget(self, session, images=None, codes=None, sigma2=None, iterations=None,
+               tolerance=None, seed=None, init=None, if_match=None):
+        """POST /v1/sessions/{id}/forget -> ForgetResult: remove the stored items nearest the
+        cues, given as images (a model session: PNG files, PNG bytes, arrays, PIL images) or
+        codes (T x C). Exact when the session retains codes (the nearest retained code of each
+        cue goes, the memory is refitted over the rest with iterations/tolerance/seed/init);
+        otherwise an approximate downdate (result.exact False). if_match as for write."""
+        if (images is None) == (codes is None):
+            raise ValueError("give images or codes (the cues to forget), not both or neither")
+        body = _drop_none({"iterations": iterations, "tolerance": tolerance, "seed": seed,
+                           "init": init})
+        if images is not None:
+            body["observations"] = encode_images(images)
+        else:
+            body["codes"] = _drop_none({"mu": encode_codes(codes), "sigma2": _sigma2(sigma2)})
+        return ForgetResult._from(self.request("POST", "/v1/sessions/%s/forget" % _sid(session),
+                                               body, headers=self._if_match(if_match)))
 
     def sample(self, session, count=1, seed=None, cluster=None, format=None, pixels=None):
         """POST /v1/sessions/{id}/samples: count codes from the memory and (model session)
