@@ -15,12 +15,13 @@ static void usage(void)
     fprintf(stderr,
             "usage: bench-gain [--episodes N] [--steps N] [--candidates N] [--seed N]\n"
             "                  [--sigma-z2 X] [--blend] [--model FILE] [--cue NAME]...\n"
-            "                  [--no-specificity] [--dump FILE]\n"
+            "                  [--no-specificity] [--forget N] [--dump FILE]\n"
             "cues: top bottom blocks noise20 noise35 clean (default: all)\n"
             "--sigma-z2 X: the sessions' observation noise (default: the model's session\n"
             "default); --blend: answers that blend the cue with the prediction; --dump FILE:\n"
             "the first episode's originals, cues, the memory's steps and the empty memory's\n"
-            "last step of the last cue, float32 (bench/gain_picture.py draws them)\n");
+            "last step of the last cue, float32 (bench/gain_picture.py draws them); --forget N:\n"
+            "also forget the first N items of every episode and read them again (top cues)\n");
 }
 
 int main(int argc, char **argv)
@@ -29,7 +30,8 @@ int main(int argc, char **argv)
                                                 "noise20", "noise35", "clean"};
     gain_opts o = {20, 5, 4, 1, 0.0, 0, NULL};
     const char *model = RECALL_MODEL;
-    int want[GAIN_CUES] = {0}, any = 0, spec = 1, i, c;
+    int want[GAIN_CUES] = {0}, any = 0, spec = 1, forget = 0, i, c;
+    gain_forget_result fr;
     gain_result r;
     gain_spec sp;
 
@@ -46,6 +48,8 @@ int main(int argc, char **argv)
             o.sigma_z2 = atof(argv[++i]);
         else if (strcmp(argv[i], "--blend") == 0)
             o.blend = 1;
+        else if (strcmp(argv[i], "--forget") == 0 && i + 1 < argc)
+            forget = atoi(argv[++i]);
         else if (strcmp(argv[i], "--no-specificity") == 0)
             spec = 0;
         else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
@@ -101,6 +105,21 @@ int main(int argc, char **argv)
                "episode over that to another episode's; 1 = no memory): memory %.3f, empty "
                "memory %.3f, oracle (the stored items' own decodes) %.3f\n",
                sp.mem, sp.empty, sp.oracle);
+    }
+    if (forget > 0) {
+        if (gain_forget(model, GAIN_FMNIST, &o, forget, &fr) != 0)
+            return 1;
+        printf("\nforgetting %d of 64 items, top-half cues: closure = (empty - memory) / (empty - "
+               "oracle), specific = (another episode - memory) / (another episode - oracle)\n\n",
+               forget);
+        printf("| memory | forgotten: closure | forgotten: specific | kept: closure |\n");
+        printf("|---|---|---|---|\n");
+        printf("| before forgetting | %.2f | %.2f | %.2f |\n", fr.closure_before_forgotten,
+               fr.specific_before_forgotten, fr.closure_before_kept);
+        printf("| after, exact (codes kept, refit) | %.2f | %.2f | %.2f |\n",
+               fr.closure_exact_forgotten, fr.specific_exact_forgotten, fr.closure_exact_kept);
+        printf("| after, downdate (no codes kept) | %.2f | %.2f | %.2f |\n",
+               fr.closure_down_forgotten, fr.specific_down_forgotten, fr.closure_down_kept);
     }
     return 0;
 }

@@ -473,3 +473,136 @@ done:
     free(x), free(xo), free(y), free(mu), free(s2), free(z);
     return rc;
 }
+
+/* Per-item squared errors on the unknown pixels of the answers y to the originals x. */
+static void gain_item_se(const float *y, const float *x, const unsigned char *mask, double *se)
+{
+    for (int i = 0; i < GAIN_T; i++) {
+        long junk = 0;
+
+        se[i] += gain_se(y + (size_t)i * GAIN_P, x + (size_t)i * GAIN_P, mask + (size_t)i * GAIN_P,
+                         &junk);
+    }
+}
+
+/* The gap closure (ref - v) / (ref - oracle) of an error v against a reference's. */
+static double gain_ratio(double ref, double v, double oracle)
+{
+    return (ref - v) / (ref - oracle);
+}
+
+/* Sums of the per-item errors e over items [lo, hi). */
+static double gain_sum(const double *e, int lo, int hi)
+{
+    double s = 0.0;
+
+    for (int i = lo; i < hi; i++)
+        s += e[i];
+    return s;
+}
+
+int gain_forget(const char *model_path, const char *fmnist_gz, const gain_opts *o, int forget,
+                gain_forget_result *out)
+{
+    size_t TP = (size_t)GAIN_T * GAIN_P;
+    float *x = malloc(TP * sizeof(float)), *xo = malloc(TP * sizeof(float));
+    float *cue = malloc(TP * sizeof(float)), *y = malloc(TP * sizeof(float));
+    unsigned char *mask = malloc(TP);
+    double *mu = NULL, *s2 = NULL;
+    /* per item: empty, other, oracle, before, after exact, after downdate */
+    double e[6][GAIN_T] = {{0}};
+    vbm_memory *empty = NULL;
+    vbm_config cfg, nocodes;
+    vbm_error err;
+    gain_data g;
+    int rc = -1, C;
+
+    if (x == NULL || xo == NULL || cue == NULL || y == NULL || mask == NULL || forget < 1
+        || forget >= GAIN_T || gain_load(model_path, fmnist_gz, o, &g) != 0) {
+        free(x), free(xo), free(cue), free(y), free(mask);
+        return -1;
+    }
+    gain_config(&g, o, &cfg);
+    nocodes = cfg;
+    cfg.retain_max = GAIN_T;
+    C = cfg.code_size;
+    mu = malloc(sizeof(double) * GAIN_T * (size_t)C);
+    s2 = malloc(sizeof(double) * GAIN_T * (size_t)C);
+    if (mu == NULL || s2 == NULL || vbm_memory_create(&cfg, NULL, NULL, &empty, &err) != VBM_OK)
+        goto done;
+    for (int ep = 0; ep < o->episodes; ep++) {
+        uint64_t es = o->seed + 1000 * (uint64_t)ep;
+        vbm_memory *mem = NULL, *other = NULL, *down = NULL;
+        vbm_codes cues = {forget, C, mu, s2};
+        vbm_write_opts wo;
+        vbm_forget_result fr;
+        rng_t rng;
+        int bad;
+
+        gain_episode(&g, ep, x);
+        gain_episode(&g, ep + 1, xo);
+        rng_seed(&rng, es);
+        gain_make_cue(GAIN_TOP, x, &rng, cue, mask);
+        other = gain_write(&g, &cfg, xo, es + 7, mu, s2);
+        mem = gain_write(&g, &cfg, x, es + 1, mu, s2);
+        down = gain_write(&g, &nocodes, x, es + 1, mu, s2); /* the same fit, no codes kept */
+        bad = mem == NULL || other == NULL || down == NULL;
+        bad = bad || gain_read(empty, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
+        if (!bad)
+            gain_item_se(y, x, mask, e[0]);
+        bad = bad || gain_read(other, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
+        if (!bad)
+            gain_item_se(y, x, mask, e[1]);
+        bad = bad || gain_decode(g.d.m, mu, y) != 0;
+        if (!bad)
+            gain_item_se(y, x, mask, e[2]);
+        bad = bad || gain_read(mem, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
+        if (!bad)
+            gain_item_se(y, x, mask, e[3]);
+        vbm_write_opts_default(&wo);
+        wo.max_iter = g.d.m->info->iterations;
+        wo.seed = es + 1;
+        for (int path = 0; !bad && path < 2; path++) {
+            vbm_memory *target = path == 0 ? mem : down;
+
+            if (vbm_forget(target, &cues, &wo, &fr, &err) != VBM_OK) {
+                fprintf(stderr, "gain_eval: forget: %s\n", err.msg);
+                bad = 1;
+                break;
+            }
+            vbm_forget_result_free(&fr);
+            bad = gain_read(target, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
+            if (!bad)
+                gain_item_se(y, x, mask, e[4 + path]);
+        }
+        vbm_memory_free(mem);
+        vbm_memory_free(other);
+        vbm_memory_free(down);
+        if (bad)
+            goto done;
+    }
+    {
+        /* E[k][0]: the forgotten items' summed error of reader k, E[k][1]: the kept items' */
+        double E[6][2];
+
+        for (int k = 0; k < 6; k++) {
+            E[k][0] = gain_sum(e[k], 0, forget);
+            E[k][1] = gain_sum(e[k], forget, GAIN_T);
+        }
+        out->closure_before_forgotten = gain_ratio(E[0][0], E[3][0], E[2][0]);
+        out->specific_before_forgotten = gain_ratio(E[1][0], E[3][0], E[2][0]);
+        out->closure_exact_forgotten = gain_ratio(E[0][0], E[4][0], E[2][0]);
+        out->specific_exact_forgotten = gain_ratio(E[1][0], E[4][0], E[2][0]);
+        out->closure_down_forgotten = gain_ratio(E[0][0], E[5][0], E[2][0]);
+        out->specific_down_forgotten = gain_ratio(E[1][0], E[5][0], E[2][0]);
+        out->closure_before_kept = gain_ratio(E[0][1], E[3][1], E[2][1]);
+        out->closure_exact_kept = gain_ratio(E[0][1], E[4][1], E[2][1]);
+        out->closure_down_kept = gain_ratio(E[0][1], E[5][1], E[2][1]);
+    }
+    rc = 0;
+done:
+    vbm_memory_free(empty);
+    gain_free(&g);
+    free(x), free(xo), free(cue), free(y), free(mask), free(mu), free(s2);
+    return rc;
+}

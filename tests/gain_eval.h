@@ -66,4 +66,25 @@ typedef struct {
 int gain_specificity(const char *model_path, const char *fmnist_gz, const gain_opts *o,
                      gain_spec *out);
 
+/* Forgetting: every episode is written, its 64 items read from top-half cues (with the mask)
+ * before and after the first `forget` items are forgotten by their own images (their codes,
+ * as POST .../forget with observations gives them), on the exact path (the memory retains
+ * its codes: the forgotten ones are removed and the rest refitted) and on the approximate
+ * downdate (no codes retained). Per set of items (forgotten, kept), with the empty memory,
+ * another episode's memory and the oracle read on the same cues:
+ *   closure  = (E_empty - E_memory) / (E_empty - E_oracle),
+ *   specific = (E_other - E_memory) / (E_other - E_oracle)
+ * (E: the squared error on the unknown pixels, summed over the set): specific is what the
+ * memory adds beyond any episode's memory of the same data, 0 when a read of the item fares
+ * no better than on another episode's memory. */
+typedef struct {
+    double closure_before_forgotten, specific_before_forgotten;
+    double closure_exact_forgotten, specific_exact_forgotten;
+    double closure_down_forgotten, specific_down_forgotten;
+    double closure_before_kept, closure_exact_kept, closure_down_kept;
+} gain_forget_result;
+
+int gain_forget(const char *model_path, const char *fmnist_gz, const gain_opts *o, int forget,
+                gain_forget_result *out);
+
 #endif

@@ -1923,6 +1923,35 @@ def test_forget_errors():
 TESTS += [test_forget_retained_codes, test_forget_downdate, test_forget_errors]
 
 
+
+# ---- a masked latent read completes the code from the memory ----
+
+def test_latent_masked_recall_completes_from_memory():
+    """Codes written near (3, 3, 3, 3) and (-3, -3, -3, -3); the query (3, 3, 0, 0) with the
+    mask (1, 1, 0, 0) comes back, in recall mode, with its known dimensions as given and its
+    unknown ones from the memory (near 3, not the zeros sent); its familiarity is that of a
+    written code (near 0), the far query's is lower."""
+    import random
+    rnd = random.Random(4)
+    c = FAST.client()
+    s = create(c, 4, {"kind": "mixture", "clusters": 2, "rows": 2})
+    base = "/v1/sessions/" + s["id"]
+    codes = [[(3.0 if t % 2 else -3.0) + 0.3 * rnd.gauss(0, 1) for _ in range(4)] for t in range(40)]
+    ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes}, "seed": 1}))
+    r = ok(c.request("POST", base + "/reads", {"query": {"mu": [[3, 3, 0, 0], [9, -9, 9, -9]]},
+                                               "mask": [[1, 1, 0, 0], [1, 1, 1, 1]],
+                                               "iterations": 2, "seed": 3}))
+    a = r["steps"][-1]["codes"][0]
+    expect(a[0] == 3 and a[1] == 3, "known dimensions changed: %s" % a)
+    expect(a[2] > 2 and a[3] > 2, "unknown dimensions not completed from the memory: %s" % a)
+    fam = r["familiarity"]
+    expect(len(fam) == 2 and fam[1] < fam[0] <= 0.0, fam)
+    ok(c.request("DELETE", base), 204)
+
+
+TESTS += [test_latent_masked_recall_completes_from_memory]
+
+
 def main():
     global BIN, WRAPPER, QUICK, FAST, HOLDS
     BIN, WRAPPER, QUICK, only = parse_args(sys.argv[1:])

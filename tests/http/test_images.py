@@ -1018,6 +1018,51 @@ def test_forget_images():
         ok(c.request("DELETE", b), 204)
 
 
+def floats(o):
+    """The values of a float32 image tensor answer."""
+    raw = base64.b64decode(o["data"])
+    return list(struct.unpack("<%df" % (len(raw) // 4), raw))
+
+
+def test_reads_answer_clean_familiarity_and_stopped_at():
+    """A recall read of a noisy cue answers, by default, the decoder's mean at its chosen code
+    (checked against POST /v1/models/{m}/decode of the step's codes, within float32 rounding of
+    another batch size), `answer: "blend"` with cue_noise 0 gives the cue back, every read has
+    one familiarity <= 0 per frame -- written images more familiar on the whole than images
+    never written -- and a stopped_at within its steps, at which the steps stop changing; the
+    422s of `answer`."""
+    c = FAST.client()
+    s, base = new_session(c)
+    imgs = episode_pngs(32, 400)
+    ok(c.request("POST", base + "/episodes", {"observations": imgs, "seed": 1}))
+    rd = base + "/reads"
+    fresh = episode_pngs(8, 700)
+    r = ok(c.request("POST", rd, {"observations": imgs[:8] + fresh, "iterations": 3, "seed": 2,
+                                  "format": "float32", "addresses": False}))
+    fam = r["familiarity"]
+    expect(len(fam) == 16 and all(isinstance(f, float) and f <= 0.0 for f in fam), fam)
+    expect(sum(fam[:8]) > sum(fam[8:]), "written %s, never written %s" % (fam[:8], fam[8:]))
+    expect(0 <= r["stopped_at"] < 3, r["stopped_at"])
+    last = r["steps"][-1]
+    for i in range(r["stopped_at"], 3):
+        expect(r["steps"][i]["codes"] == last["codes"], "step %d differs from the last" % i)
+    dec = ok(c.request("POST", "/v1/models/%s/decode" % MODEL,
+                       {"codes": {"mu": last["codes"]}, "format": "float32"}))
+    a, b = floats(last["observations"]), [min(1.0, max(0.0, v)) for v in floats(dec["observations"])]
+    expect(len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) < 1e-4,
+           "the clean answer is not the decoder's mean at the chosen code")
+    bl = ok(c.request("POST", rd, {"observations": fresh[:2], "answer": "blend", "cue_noise": 0,
+                                   "format": "float32", "seed": 2}))
+    want = [(v + 0.5) / 256.0 for img in pngs.fashion_images(2, 700) for v in img]  # bin centres
+    got = floats(bl["steps"][-1]["observations"])
+    expect(max(abs(x - y) for x, y in zip(got, want)) < 1e-6, "blend with cue_noise 0 is not the cue")
+    for body, f in (({"answer": "noisy"}, "answer"), ({"answer": 1}, "answer"),
+                    ({"answer": "clean", "mode": "sample"}, "answer")):
+        p = problem(c.request("POST", rd, dict({"observations": fresh[:1]}, **body)), 422, f)
+        expect(p["field"] == f, p)
+    ok(c.request("DELETE", base), 204)
+
+
 TESTS = [
     test_model_listing, test_sessions_on_the_bundled_model, test_write_64_images_samples_and_read,
     test_encode_decode_helpers, test_image_errors, test_png_variants, test_hostile_image_inputs_never_500,
@@ -1026,7 +1071,7 @@ TESTS = [
     test_latent_only_daemon, test_sample_mode_is_app_g2, test_read_modes_and_mask_errors,
     test_masked_reads_keep_known_pixels, test_temporal_sessions_of_images, test_views_per_frame,
     test_cluster_pictures,
-    test_forget_images,
+    test_forget_images, test_reads_answer_clean_familiarity_and_stopped_at,
 ]
 
 
