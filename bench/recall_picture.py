@@ -1,9 +1,13 @@
 #!/usr/bin/python3
-"""recall_picture.py -- draws what `bench-recall --dump FILE` wrote: for the first frames of
-an episode, a row each with the original, the damaged cue, then every read step's answer.
+"""recall_picture.py -- draws what `bench-recall --dump FILE` or `bench-gain --dump FILE`
+wrote: for the first frames of an episode, a row each with the original, the damaged cue,
+then every read step's answer; with --model-alone (a bench-gain dump) the same read's answer
+on an empty memory follows in a last column.
 
     build/bench/bench-recall --episodes 1 --cue top --no-modes --dump /tmp/top.f32
     /usr/bin/python3 bench/recall_picture.py /tmp/top.f32 docs/recall-top.png --steps 5
+    build/bench/bench-gain --episodes 1 --cue top --no-specificity --dump /tmp/gain-top.f32
+    /usr/bin/python3 bench/recall_picture.py /tmp/gain-top.f32 docs/gain-top.png --model-alone
 
 Needs only NumPy (the PNG is written by clients/python's standard-library encoder)."""
 import argparse
@@ -30,21 +34,26 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--frames", type=int, default=8)
     ap.add_argument("--scale", type=int, default=3)
+    ap.add_argument("--model-alone", action="store_true",
+                    help="the dump also holds the empty memory's steps: draw its last answer")
     a = ap.parse_args()
     data = np.fromfile(a.dump, dtype="<f4")
     per = 64 * 784
-    if data.size != per * (2 + a.steps):
+    n = 2 + a.steps * (2 if a.model_alone else 1)
+    if data.size != per * n:
         sys.exit("recall_picture: %s holds %d values, expected %d for %d steps"
-                 % (a.dump, data.size, per * (2 + a.steps), a.steps))
-    blocks = data.reshape(2 + a.steps, 64, 28, 28)
+                 % (a.dump, data.size, per * n, a.steps))
+    blocks = data.reshape(n, 64, 28, 28)
+    if a.model_alone:  # original, cue, the memory's steps, the model alone's last step
+        blocks = blocks[list(range(2 + a.steps)) + [n - 1]]
     gap = 2
-    cols = 2 + a.steps
+    cols = blocks.shape[0]
     H = a.frames * (28 + gap) - gap
-    W = cols * (28 + gap) - gap + 4  # a wider gap after the cue
+    W = cols * (28 + gap) - gap + 4 + (4 if a.model_alone else 0)  # wider gaps: after the cue, before the model alone
     canvas = np.full((H, W), 255.0)
     for r in range(a.frames):
         for c in range(cols):
-            x0 = c * (28 + gap) + (4 if c >= 2 else 0)
+            x0 = c * (28 + gap) + (4 if c >= 2 else 0) + (4 if a.model_alone and c == cols - 1 else 0)
             canvas[r * (28 + gap): r * (28 + gap) + 28, x0: x0 + 28] = 255.0 * np.clip(blocks[c, r], 0, 1)
     canvas = np.kron(canvas, np.ones((a.scale, a.scale)))
     write_png(a.png, np.round(canvas))
