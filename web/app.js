@@ -1,6 +1,8 @@
 // app.js -- the vbmemd web page: choose, create, delete, export and import a session of any kind
 // (on a model, latent, temporal; the chosen one kept in the address as #session=ID), write an
-// episode of images, sample from memory, recall a masked or noisy image step by step, look at the
+// episode of images, sample from memory, recall a masked or noisy image step by step beside the
+// same read on the model alone (an empty session of the same configuration), with each read's
+// familiarity, and forget the item a cue came from, look at the
 // memory (each cluster's mean and samples as pictures, cluster usage, the posterior means R_h as a
 // heatmap, resize), and for temporal sessions write a sequence, see its identities over time and
 // continue a prefix. Plain DOM, no framework.
@@ -18,6 +20,7 @@ const state = {
   session: null,    // the chosen session's id
   info: null,       // the chosen session's JSON
   lastWrite: null,  // {id, version, perFrame}: the ELBO of the last write made from this page
+  lastRead: null,   // {session, index, original}: the last read, for "Forget this item"
   episode: [],      // data URLs of the episode's images (grey PNGs at the model's size)
   chosen: -1,       // index of the episode image used as the cue
   maskPainted: false,
@@ -153,7 +156,7 @@ function sessionGroup(s) {
 // Every session of the caller, grouped by what it holds, into the session picker.
 async function loadSessions() {
   const all = [];
-  for await (const s of client.iterSessions({ pageSize: 1000 })) all.push(s.raw);
+  for await (const s of client.iterSessions({ pageSize: 1000 })) if (s.id !== alone.id) all.push(s.raw); // not the model-alone session
   state.sessions = all;
   const sel = $('session');
   sel.textContent = '';
@@ -204,13 +207,15 @@ async function chooseSession(id) {
   $('session').value = id || '';
   setAddress(state.session);
   clearOutputs();
-  await showSession();
+  const s = await showSession();
+  await dropAlone(s && sessionMode(s) === 'image' ? s : null); // kept only for this session's configuration
 }
 
 // What the panels showed of the previous session.
 function clearOutputs() {
-  for (const id of ['samples', 'steps', 'clusters', 'identities', 'continuation']) $(id).textContent = '';
-  for (const id of ['resize-info', 'heatmap-info', 'seq-write-info']) $(id).textContent = '';
+  for (const id of ['samples', 'clusters', 'identities', 'continuation']) $(id).textContent = '';
+  for (const id of ['resize-info', 'heatmap-info', 'seq-write-info', 'forget-info']) $(id).textContent = '';
+  clearRead();
   $('seq-trace').hidden = true;
   $('elbo').replaceChildren(tbodyText('no write yet'));
   const c = $('heatmap');
@@ -569,7 +574,15 @@ async function setCueFrom(src) {
   c.height = grey.height;
   c.getContext('2d').drawImage(grey, 0, 0);
   resetMask();
-  $('steps').textContent = '';
+  clearRead();
+}
+
+// What the read panel showed of the last read.
+function clearRead() {
+  for (const id of ['steps', 'steps-alone', 'familiarity', 'familiarity-alone']) $(id).textContent = '';
+  $('read-result').hidden = true;
+  $('forget').disabled = true;
+  state.lastRead = null;
 }
 
 function addNoise() {
@@ -600,34 +613,187 @@ function cueShown() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// ---------- the model alone: an empty session of the same model and memory configuration ----------
+// The read panel runs every read twice: on the chosen session and, with the identical body, on a
+// session of the same model and memory configuration into which nothing is written (the model
+// alone). The page keeps at most one such session: made on the first read, reused while the chosen
+// session has that model and configuration, deleted when the page chooses a session of another
+// configuration (or none), and on leaving or reloading the page (a keepalive DELETE). It is made
+// with an idle lifetime of ALONE_TTL_S, so that a tab that dies without unloading leaks nothing
+// for long; the page leaves it out of its session list.
+const ALONE_TTL_S = 3600;
+const alone = { id: null, key: null, pending: null };
+
+const aloneKey = (s) => JSON.stringify([s.model, s.config]);
+
+// The empty session for session s, made when there is none for its configuration (the one of
+// another configuration deleted first).
+async function aloneSession(s) {
+  const key = aloneKey(s);
+  if (alone.pending) await alone.pending.catch(() => {});
+  if (alone.id && alone.key === key) return alone.id;
+  await dropAlone();
+  alone.pending = client.createSession({ model: s.model, memory: s.config, ttlSeconds: ALONE_TTL_S })
+    .then((e) => { alone.id = e.id; alone.key = key; return e.id; })
+    .finally(() => { alone.pending = null; });
+  return alone.pending;
+}
+
+// Delete the empty session (when the chosen session's configuration is not its own, or none).
+async function dropAlone(keepFor = null) {
+  if (alone.pending) await alone.pending.catch(() => {});
+  if (!alone.id || (keepFor && alone.key === aloneKey(keepFor))) return;
+  const id = alone.id;
+  alone.id = alone.key = null;
+  try {
+    await client.deleteSession(id);
+  } catch (e) {
+    if (!(e instanceof VbmemError && e.status === 404)) throw e; // already gone (its lifetime ran out)
+  }
+}
+
+// Leaving or reloading the page: a DELETE that outlives the page (fetch keepalive).
+function dropAloneOnUnload() {
+  if (!alone.id) return;
+  const headers = client.apiKey ? { Authorization: 'Bearer ' + client.apiKey } : {};
+  fetch(`/v1/sessions/${alone.id}`, { method: 'DELETE', keepalive: true, headers }).catch(() => {});
+  alone.id = alone.key = null;
+}
+
+// ---------- the read: memory and model alone, side by side ----------
+function figure(box, src, caption, cls) {
+  const f = document.createElement('figure');
+  if (cls) f.className = cls;
+  const cap = document.createElement('figcaption');
+  cap.textContent = caption;
+  f.append(imgEl(src, caption), cap);
+  box.appendChild(f);
+  return f;
+}
+
+const famText = (f) => (typeof f === 'number' ? String(Number(f.toPrecision(3))) : '—');
+
+function stoppedText(r) {
+  const n = r.steps.length;
+  if (n === 1) return 'one step';
+  if (r.stopped_at >= n - 1) return `still changing at its last step (${n})`;
+  return `stopped changing at step ${r.stopped_at + 1} of ${n}: every later step is the same`;
+}
+
+// One column of the comparison: the original (a cue taken from the episode), the cue, each step
+// (greyed from where the read stopped changing), the answer, its familiarity and where it stopped.
+async function showRead(box, famBox, r, given, sessionId) {
+  box.textContent = '';
+  box.dataset.steps = '';
+  box.dataset.session = sessionId;
+  if (given.original) figure(box, given.original, `original (episode image ${given.index + 1})`, 'original');
+  figure(box, given.cue, given.masked ? 'cue (red: unknown)' : 'cue', 'cue');
+  for (let i = 0; i < r.steps.length; i++) {
+    await sleep(120); // one step at a time, so the read is seen converging
+    const st = r.steps[i];
+    const same = i > r.stopped_at;
+    figure(box, pngUrl(st.observations[0]), `step ${i + 1} · s=${st.clusters[0].join(',')}${same ? ' · same' : ''}`,
+      same ? 'step same' : 'step');
+  }
+  figure(box, pngUrl(r.steps[r.steps.length - 1].observations[0]), 'answer', 'answer');
+  const f = r.familiarity[0];
+  famBox.textContent = `familiarity ${famText(f)}\n${stoppedText(r)}`;
+  famBox.dataset.familiarity = String(f);
+  famBox.dataset.stoppedAt = String(r.stopped_at);
+  box.dataset.steps = String(r.steps.length);
+}
+
 async function readCue() {
   if (!state.session) throw new Error('choose or create a session first');
+  const s = state.info;
+  const mode = $('read-mode').value;
+  // one body for both reads: the same cue, mask, seed, steps, mode and answer
   const req = {
     images: [$('cue').toDataURL('image/png')],
     iterations: Number($('read-iterations').value),
     seed: Number($('seed').value),
-    mode: $('read-mode').value,
+    mode,
   };
+  if (mode === 'recall') req.answer = $('read-answer').value;
   if (state.maskPainted) req.mask = [maskCanvas.toDataURL('image/png')];
-  const steps = $('steps');
-  steps.dataset.steps = '';
-  const r = (await client.read(state.session, req)).raw; // every step's images: base64 PNGs
-  steps.textContent = '';
-  const fig = (src, caption) => {
-    const f = document.createElement('figure');
-    const cap = document.createElement('figcaption');
-    cap.textContent = caption;
-    f.append(imgEl(src, caption), cap);
-    steps.appendChild(f);
+  const given = {
+    cue: cueShown(),
+    masked: state.maskPainted,
+    index: state.chosen,
+    original: state.chosen >= 0 ? state.episode[state.chosen] : null,
   };
-  fig(cueShown(), state.maskPainted ? 'cue (red: unknown)' : 'cue');
-  for (let i = 0; i < r.steps.length; i++) {
-    await sleep(120); // one step at a time, so the read is seen converging
-    const s = r.steps[i];
-    fig(pngUrl(s.observations[0]), `step ${i + 1} · s=${s.clusters[0].join(',')}`);
+  state.lastRead = null;
+  $('forget').disabled = true;
+  $('read-result').hidden = false;
+  $('read-result').dataset.done = '';
+  for (const id of ['steps', 'steps-alone', 'familiarity', 'familiarity-alone']) $(id).textContent = '';
+  $('steps').dataset.steps = $('steps-alone').dataset.steps = '';
+  // the model alone: its empty session made (or made again when its idle lifetime ran out); a
+  // failure there (a quota of sessions, say) is shown in its column, the memory's read still shown
+  const readAlone = async () => {
+    try {
+      return await client.read(await aloneSession(s), req);
+    } catch (e) {
+      if (!(e instanceof VbmemError && e.status === 404 && alone.id)) throw e;
+      alone.id = alone.key = null;
+      return client.read(await aloneSession(s), req);
+    }
+  };
+  const [mem, solo] = await Promise.all([
+    client.read(s.id, req),
+    readAlone().then((r) => ({ r }), (error) => ({ error })),
+  ]);
+  if (solo.error) {
+    await showRead($('steps'), $('familiarity'), mem.raw, given, s.id);
+    $('familiarity-alone').textContent = 'the same read on the model alone failed: ' +
+      (solo.error instanceof VbmemError ? `${solo.error.title} (HTTP ${solo.error.status}): ${solo.error.detail}` : String(solo.error));
+  } else {
+    await Promise.all([
+      showRead($('steps'), $('familiarity'), mem.raw, given, s.id),
+      showRead($('steps-alone'), $('familiarity-alone'), solo.r.raw, given, alone.id),
+    ]);
+    const fm = mem.raw.familiarity[0], fa = solo.r.raw.familiarity[0];
+    $('familiarity').textContent += '\n' + (fm > fa
+      ? 'more familiar to the memory than to the model alone (the memory holds something like it)'
+      : 'no more familiar to the memory than to the model alone');
   }
-  steps.dataset.steps = String(r.steps.length);
-  return r;
+  state.lastRead = { session: s.id, index: given.index, original: given.original };
+  $('forget').disabled = !given.original;
+  $('forget').title = given.original ? `forget episode image ${given.index + 1}` : 'the cue did not come from the episode';
+  $('read-result').dataset.done = '1';
+  return { memory: mem.raw, alone: solo.r ? solo.r.raw : null, aloneId: alone.id };
+}
+
+// Forget the item the last read's cue came from: POST .../forget with its episode image, then the
+// session, its clusters' pictures and samples are shown again with what was removed.
+async function forgetItem() {
+  const lr = state.lastRead;
+  if (!lr || !lr.original || lr.session !== state.session) throw new Error('read a cue taken from the episode first');
+  const before = state.info;
+  const r = await client.forget(state.session, { images: [lr.original], seed: Number($('seed').value) });
+  const x = r.removed[0];
+  const what = x.item !== null
+    ? `kept code no. ${x.item} (oldest first, from 0), at distance ${fmt(x.distance)} from the image's code`
+    : `its term, addressed to cluster ${x.clusters ? x.clusters.join(',') : '—'} (the memory's read of it lay at distance ${fmt(x.distance)})`;
+  const lines = [
+    `Forgot episode image ${lr.index + 1}: removed ${what}.`,
+    r.exact
+      ? 'Exact: the memory is now what writing the other kept codes alone would give.'
+      : 'Approximate: this session keeps no codes, so the item was subtracted from the memory\'s sums ' +
+        '(one update with every other item\'s cluster held fixed), not refitted.',
+    `Version ${before.version} → ${r.version}, frames ${before.frames} → ${r.frames}` +
+      (before.config.retain_max > 0 ? `, kept codes ${before.retained_codes} → ${r.retainedCodes}` : '') +
+      '. Read the same cue again to see how the memory fares without it.',
+  ];
+  $('forget-info').textContent = lines.join('\n');
+  $('forget-info').dataset.exact = String(r.exact);
+  $('forget').disabled = true;
+  const img = document.querySelectorAll('#episode img')[lr.index];
+  if (img) { img.classList.add('forgotten'); img.title += ' (forgotten)'; }
+  state.lastRead = null;
+  await showSession();
+  await drawSamples();
+  return r.raw;
 }
 
 // ---------- memory: usage bars, R_h heatmap, resize ----------
@@ -779,6 +945,7 @@ async function drawClusters() {
     box.appendChild(note);
   }
   box.dataset.clusters = String(H);
+  box.dataset.version = String(r.version); // the version the pictures are of
   return r;
 }
 
@@ -980,12 +1147,17 @@ async function start() {
   $('cue-file').addEventListener('change', (ev) => act('reading the image', async () => {
     const f = ev.target.files[0];
     if (!f) return;
+    state.chosen = -1; // not an image of the episode: no original, nothing to forget
+    document.querySelectorAll('#episode img').forEach((el) => el.classList.remove('chosen'));
     const src = URL.createObjectURL(f);
     try { await setCueFrom(src); } finally { URL.revokeObjectURL(src); }
   }));
   $('clear-mask').addEventListener('click', resetMask);
   $('add-noise').addEventListener('click', addNoise);
   $('read').addEventListener('click', () => act('reading', readCue));
+  $('read-mode').addEventListener('change', () => { $('read-answer').disabled = $('read-mode').value !== 'recall'; });
+  $('forget').addEventListener('click', () => act('forgetting', forgetItem));
+  window.addEventListener('pagehide', dropAloneOnUnload);
   $('resize').addEventListener('click', () => act('resizing', resize));
   $('offer-keep').addEventListener('click', offerKeep);
   $('seq-write').addEventListener('click', () => act('writing the sequence', writeSequence));
@@ -1006,6 +1178,6 @@ async function boot() {
 }
 
 // For the browser test and the console: the page's state and actions.
-window.vbmemPage = { state, client, paintMask, useShipped, writeEpisode, drawSamples, readCue, resize, drawClusters,
+window.vbmemPage = { state, alone, client, paintMask, useShipped, writeEpisode, drawSamples, readCue, forgetItem, resize, drawClusters,
   chooseSession, newSession, exportSession, importSession, writeSequence, inferSequence, continueSequence };
 start();

@@ -266,6 +266,14 @@ export interface ReadResult {
   /** A read without a query: the codes sampled from memory. */
   startCodes: Matrix | null;
   startImages: Images | null;
+  /**
+   * One number per query frame (<= 0; larger = more familiar): -|z - zhat|^2 / (2 sigma_z^2 n) of
+   * the cue's code z against the memory's reconstruction zhat; 0 when the memory holds z exactly.
+   * Compare it within one session (or sessions of one configuration).
+   */
+  familiarity: number[];
+  /** The first step from which every later step is identical (steps.length - 1: still changing at the last step). */
+  stoppedAt: number | null;
   raw: Record<string, any>;
 }
 
@@ -368,7 +376,10 @@ export declare class Client {
   read(session: SessionRef, o?: {
     images?: ImagesInput; codes?: CodesInput; sigma2?: number | CodesInput;
     mode?: "recall" | "mean" | "sample"; mask?: MaskInput; cueNoise?: number | "auto";
-    candidates?: number; steps?: number; iterations?: number; count?: number; seed?: Seed;
+    candidates?: number;
+    /** recall mode only: "clean" (default: the decoder's mean, a mask's known values kept) or "blend" */
+    answer?: "clean" | "blend";
+    steps?: number; iterations?: number; count?: number; seed?: Seed;
     addresses?: boolean; format?: ImageFormat; pixels?: Pixels;
   }): Promise<ReadResult>;
   /** GET /v1/sessions/{id}/memory */

@@ -1090,6 +1090,9 @@ export class Client {
    * @param {MaskInput} [o.mask] which query pixels (or code dimensions) are known; non-zero = known
    * @param {number|"auto"} [o.cueNoise] recall mode only
    * @param {number} [o.candidates] recall mode only (1-256)
+   * @param {"clean"|"blend"} [o.answer] recall mode only: "clean" (the server's default: the
+   *   decoder's mean at the chosen code, a mask's known values kept) or "blend" (each known value
+   *   combined with the prediction given cueNoise)
    * @param {number} [o.steps] read steps (alias iterations)
    * @param {number} [o.iterations] read steps (alias steps)
    * @param {number} [o.count] frames of a read without a query
@@ -1099,12 +1102,12 @@ export class Client {
    * @param {"mean"|"sample"} [o.pixels]
    * @returns {Promise<ReadResult>}
    */
-  async read(session, { images: imgs, codes, sigma2, mode, mask, cueNoise, candidates, steps, iterations,
+  async read(session, { images: imgs, codes, sigma2, mode, mask, cueNoise, candidates, answer, steps, iterations,
                         count, seed, addresses, format, pixels } = {}) {
     if (steps !== undefined && iterations !== undefined && steps !== iterations) {
       throw new RangeError("give steps or iterations, not both");
     }
-    const body = dropUndefined({ iterations: steps ?? iterations, mode, cue_noise: cueNoise, candidates, count,
+    const body = dropUndefined({ iterations: steps ?? iterations, mode, cue_noise: cueNoise, candidates, answer, count,
                                  seed, addresses, format, pixels, encoding: "base64", mask: encodeMask(mask) });
     if (imgs !== undefined && imgs !== null) body.observations = encodeImages(imgs);
     if (codes !== undefined && codes !== null) body.query = dropUndefined({ mu: encodeCodes(codes), sigma2: sigma2Wire(sigma2) });
@@ -1116,6 +1119,8 @@ export class Client {
                                    images: images(s.observations) })),
       startCodes: start.codes ? new Matrix(start.codes) : null,
       startImages: images(start.observations),
+      familiarity: d.familiarity ?? [],
+      stoppedAt: d.stopped_at ?? null,
       raw: d,
     };
   }
@@ -1253,8 +1258,15 @@ export class Client {
  * @typedef {object} ReadResult An iterative read.
  * @property {number} version the version read
  * @property {{codes: Matrix, clusters: number[][], addresses: object|null, images: Images|null}[]} steps
+ *   each the state after that step
  * @property {Matrix|null} startCodes a read without a query: the codes sampled from memory
  * @property {Images|null} startImages and their images
+ * @property {number[]} familiarity one number per query frame (<= 0, larger = more familiar):
+ *   -|z - zhat|^2 / (2 sigma_z^2 n) of the cue's code z against the memory's reconstruction zhat,
+ *   0 when the memory holds z exactly; compare it within one session (or sessions of one
+ *   configuration)
+ * @property {number|null} stoppedAt the first step from which every later step is identical
+ *   (steps.length - 1: still changing at the last step)
  * @property {object} raw the whole response
  */
 

@@ -2,7 +2,11 @@
 // playwright-core; no browser download). Starts vbmemd on a free loopback port, loads GET /, checks
 // the embedded assets' Content-Types, writes the shipped Fashion-MNIST episode, draws samples,
 // re-rolls them, paints a mask on the cue canvas with the mouse and runs a masked read (every step
-// shown, the known pixels kept), draws the usage chart and the R_h heatmap, resizes, shows a
+// shown, the known pixels kept) beside the same read on the model alone (the identical body sent to
+// an empty session of the same configuration, checked in the requests and on the server; both
+// familiarities and where each read stopped shown), forgets the item (checked on the server), draws
+// the usage chart and the R_h heatmap, resizes, and checks that the page's empty session is reused,
+// replaced and deleted (a switch of configuration, a reload, closing the page) and never leaks; shows a
 // server error (title and detail); then, against a daemon of its own, sessions of every kind (the
 // options at creation and their defaults checked on the server, latent and temporal sessions
 // listed and shown, each cluster's pictures, the address kept and restored by a reload and a
@@ -93,6 +97,7 @@ async function mainFlow(browser) {
 
     const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
     const w = watch(page);
+    const log = recordApi(page);
     await page.goto(d.url + '/');
     await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
     for (const [sel, what] of [['#model option', 'a model to pick'], ['#session', 'the session picker'],
@@ -143,6 +148,7 @@ async function mainFlow(browser) {
     // the cue: episode image 3; paint its lower half unknown with the mouse
     await page.click('#episode img:nth-child(4)');
     await page.waitForTimeout(200);
+    await page.locator('#mask-view').scrollIntoViewIfNeeded(); // the mouse paints only what is in view
     const box = await page.locator('#mask-view').boundingBox();
     await page.mouse.move(box.x + 4, box.y + box.height * 0.6);
     await page.mouse.down();
@@ -155,10 +161,28 @@ async function mainFlow(browser) {
     const unknown = Number((maskInfo.match(/^(\d+)/) || [0, 0])[1]);
     check(unknown > 150 && unknown < 784, `the brush painted part of the mask unknown (${unknown} pixels)`);
     await page.fill('#read-iterations', '5');
+    const sid = await shownId(page);
+    check((await serverSessions(d)).length === 1, 'before the first read the server holds the one session');
+    let from = log.length;
     await page.click('#read');
-    await page.waitForFunction(() => document.querySelector('#steps').dataset.steps === '5', null, { timeout: 15000 });
+    const aloneId = await checkReadPair(page, d, log, from, sid, 5, 'a masked read');
+    const body = JSON.parse(log.filter((e) => e.path.endsWith('/reads')).pop().body);
+    check(body.mask && body.seed === Number(await page.inputValue('#seed')) && body.iterations === 5 && body.mode === 'recall' && body.answer === 'clean',
+      'its body: the mask, the page\'s seed, 5 steps, mode recall, answer clean');
+    check((await serverSessions(d)).length === 2, 'the read made one model-alone session');
     const figs = await page.locator('#steps figure').count();
-    check(figs === 6, `the read shows the cue and every step (${figs} images)`);
+    check(figs === 8, `the read shows the original, the cue, every step and the answer (${figs} images)`);
+    const orig = await page.evaluate(() => [document.querySelector('#steps figure.original img').src,
+      document.querySelector('#steps-alone figure.original img').src, window.vbmemPage.state.episode[3]]);
+    check(orig[0] === orig[2] && orig[1] === orig[2], 'the original is the episode image the cue came from, on both sides');
+    const famBoth = await page.evaluate(() => [document.querySelector('#familiarity').dataset.familiarity,
+      document.querySelector('#familiarity-alone').dataset.familiarity].map(Number));
+    check(famBoth[0] > famBoth[1], `the memory finds its own image more familiar than the model alone does (${famBoth})`);
+    check(/^more familiar to the memory than to the model alone/m.test(await page.textContent('#familiarity')),
+      'and says so');
+    check(/nearer 0 = more familiar/.test(await page.textContent('#familiarity-about')) &&
+      /model alone: an empty session of the\s+same model and memory configuration/.test(await page.textContent('#read-about')),
+    'the panel says what familiarity is and what the model alone is');
     // recall with a mask keeps the known pixels exactly: compare the last step with the cue
     const kept = await page.evaluate(async () => {
       const imgs = [...document.querySelectorAll('#steps img')];
@@ -186,13 +210,51 @@ async function mainFlow(browser) {
     await page.locator('#recall-panel').screenshot({ path: path.join(OUT, 'recall.png') });
     await page.screenshot({ path: path.join(OUT, 'page.png'), fullPage: true });
 
-    // noise instead of a mask
+    // noise instead of a mask, the blended answer, 3 steps: the same model-alone session again
     await page.click('#clear-mask');
     await page.click('#add-noise');
+    await page.selectOption('#read-answer', 'blend');
+    await page.fill('#read-iterations', '3');
+    from = log.length;
     await page.click('#read');
-    await page.waitForFunction(() => document.querySelector('#steps').dataset.steps === '', null, { timeout: 15000 });
-    await page.waitForFunction(() => document.querySelector('#steps').dataset.steps === '5', null, { timeout: 15000 });
-    check(true, 'a read of a noisy cue');
+    const again = await checkReadPair(page, d, log, from, sid, 3, 'a noisy read, answer blend');
+    const nbody = JSON.parse(log.filter((e) => e.path.endsWith('/reads')).pop().body);
+    check(nbody.answer === 'blend' && nbody.iterations === 3 && !nbody.mask, 'its body: answer blend, 3 steps, no mask');
+    check(again === aloneId && (await serverSessions(d)).length === 2 &&
+      log.slice(from).every((e) => !(e.method === 'POST' && e.path === '/v1/sessions')),
+    'the model-alone session is reused for a session of the same configuration (none made)');
+    await page.selectOption('#read-mode', 'mean');
+    check(await page.isDisabled('#read-answer'), 'the answer option applies to recall only');
+    await page.selectOption('#read-mode', 'recall');
+    await page.selectOption('#read-answer', 'clean');
+
+    // forget the item the cue came from (this session keeps no codes: the approximate downdate)
+    const pre = (await api(d, 'GET', '/v1/sessions/' + sid)).body;
+    from = log.length;
+    check(!(await page.isDisabled('#forget')), 'a read of an episode image offers "Forget this item"');
+    await page.click('#forget');
+    await page.waitForFunction(() => /Forgot episode image 4/.test(document.querySelector('#forget-info').textContent));
+    const fg = log.slice(from).find((e) => e.path === `/v1/sessions/${sid}/forget`);
+    const fres = await (await fg.req.response()).json();
+    const post = (await api(d, 'GET', '/v1/sessions/' + sid)).body;
+    check(b64(JSON.parse(fg.body).observations[0]) === b64(await page.evaluate(() => window.vbmemPage.state.episode[3])),
+      'forget sends the original episode image (not the damaged cue)');
+    check(post.frames === pre.frames - 1 && post.version === pre.version + 1 && fres.version === post.version &&
+      fres.removed.length === 1 && fres.exact === false,
+    `the forget removed one item on the server (frames ${pre.frames} -> ${post.frames}, version ${pre.version} -> ${post.version}, approximate)`);
+    await page.waitForFunction((v) => document.querySelector('#session-info').textContent.includes(`version ${v}`), post.version);
+    const finfo = await page.evaluate(() => [document.querySelector('#forget-info').textContent, document.querySelector('#forget-info').dataset.exact]);
+    check(finfo[1] === 'false' && /Approximate/.test(finfo[0]) && finfo[0].includes(`frames ${pre.frames} → ${post.frames}`) &&
+      /31 frames/.test(await page.textContent('#session-info')),
+    'the page shows what was removed, that it was approximate, and the session\'s new frames');
+    await page.waitForFunction((v) => document.querySelector('#clusters').dataset.version === String(v), post.version);
+    const clAfter = (await api(d, 'GET', `/v1/sessions/${sid}/clusters`)).body;
+    const meansShown = await page.evaluate(() => [...document.querySelectorAll('#clusters img.mean')]
+      .map((i) => [Number(i.closest('figure').dataset.cluster), i.src]));
+    check(meansShown.every(([h, src]) => src === 'data:image/png;base64,' + clAfter.observations[h]),
+      'the cluster pictures are redrawn from the memory after the forget');
+    check(await page.evaluate(() => document.querySelectorAll('#episode img')[3].classList.contains('forgotten')) &&
+      await page.isDisabled('#forget'), 'the episode image is marked forgotten and the action is spent');
 
     // resize: H = 4, the samples are redrawn
     const beforeResize = await page.evaluate(() => [...document.querySelectorAll('#samples img')].map((i) => i.src).join());
@@ -202,6 +264,13 @@ async function mainFlow(browser) {
     await page.waitForFunction((b) => [...document.querySelectorAll('#samples img')].map((i) => i.src).join() !== b, beforeResize);
     check(/H=4 clusters/.test(await page.textContent('#session-info')), 'resize to H = 4 shows in the session and the samples change');
     await page.screenshot({ path: path.join(OUT, 'page-after-resize.png'), fullPage: true });
+    from = log.length;
+    await page.click('#episode img:nth-child(2)');
+    await page.click('#read');
+    const resized = await checkReadPair(page, d, log, from, sid, 3, 'a read after the resize');
+    check(resized !== aloneId && await gone(d, aloneId) && (await serverSessions(d)).length === 2,
+      'the resize changed the configuration: a new model-alone session, the old one deleted');
+    await page.locator('#recall-panel').screenshot({ path: path.join(OUT, 'recall-noisy-after-forget.png') });
 
     // a server error is shown with its title and detail
     w.expecting = true;
@@ -222,7 +291,10 @@ async function mainFlow(browser) {
     check(await page.locator('#error').isHidden(), 'the error can be dismissed');
 
     check(w.errors.length === 0, `no console or page errors${w.errors.length ? ': ' + w.errors.join(' | ') : ''}`);
-    await page.close();
+    await page.close({ runBeforeUnload: true });
+    check(await gone(d, resized), 'closing the page deletes its model-alone session');
+    const left = await serverSessions(d);
+    check(left.length === 1 && left[0].id === sid, `no empty session is left behind (${left.length} on the server)`);
   } finally {
     const code = await stopDaemon(d);
     check(code === 0, `vbmemd exited with 0 on SIGTERM (${code})`);
@@ -236,6 +308,77 @@ async function api(d, method, p, body) {
     body: body ? JSON.stringify(body) : undefined });
   const text = await r.text();
   return { status: r.status, body: text ? JSON.parse(text) : null };
+}
+
+// Every session of the server (the test's daemons have no API keys: one caller).
+const serverSessions = async (d) => (await api(d, 'GET', '/v1/sessions?limit=1000')).body.sessions;
+
+// The page's POST/PUT/DELETE requests to the API, each with its body and (later) its response.
+function recordApi(page) {
+  const log = [];
+  page.on('request', (r) => {
+    const u = new URL(r.url());
+    if (r.method() !== 'GET' && u.pathname.startsWith('/v1/')) log.push({ method: r.method(), path: u.pathname, body: r.postData(), req: r });
+  });
+  return log;
+}
+
+const b64 = (x) => String(x).replace(/^data:image\/png;base64,/, '');
+const famText = (f) => String(Number(f.toPrecision(3)));
+
+// Wait until a session is gone from the server (a DELETE the page sent, perhaps as it unloaded).
+async function gone(d, id, ms = 5000) {
+  for (let t = 0; t < ms; t += 100) {
+    if ((await api(d, 'GET', '/v1/sessions/' + id)).status === 404) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+// After a read from the page: the model-alone read ran with the same body on an empty session of
+// the chosen session's model and configuration, and both columns show every step, the answer,
+// the familiarity and where the read stopped, as the server answered them. Returns the empty
+// session's id.
+async function checkReadPair(page, d, log, from, sid, steps, what) {
+  await page.waitForSelector('#read-result[data-done="1"]', { timeout: 20000 });
+  const reads = log.slice(from).filter((e) => e.method === 'POST' && e.path.endsWith('/reads'));
+  const aloneId = await page.evaluate(() => window.vbmemPage.alone.id);
+  const main = (await api(d, 'GET', '/v1/sessions/' + sid)).body;
+  const solo = (await api(d, 'GET', '/v1/sessions/' + aloneId)).body;
+  check(reads.length === 2 && reads.some((e) => e.path === `/v1/sessions/${sid}/reads`) &&
+    reads.some((e) => e.path === `/v1/sessions/${aloneId}/reads`) && aloneId !== sid,
+  `${what}: two reads, on the session and on the model-alone session`);
+  check(reads.length === 2 && reads[0].body === reads[1].body, `${what}: the two reads sent the identical body`);
+  check(solo.model === main.model && JSON.stringify(solo.config) === JSON.stringify(main.config) &&
+    solo.frames === 0 && solo.version === 1 && solo.last_elbo === null && solo.ttl_seconds > 0,
+  `${what}: the model-alone session is empty (version 1, 0 frames) with the session's model and configuration ` +
+    `(${JSON.stringify(solo.config)}), deleted by the server if left idle (ttl ${solo.ttl_seconds} s)`);
+  check(!(await optionIds(page)).includes(aloneId), `${what}: the page does not list the model-alone session`);
+  for (const [box, fam, e] of [['#steps', '#familiarity', reads.find((x) => x.path.includes(sid))],
+    ['#steps-alone', '#familiarity-alone', reads.find((x) => x.path.includes(aloneId))]]) {
+    const r = await (await e.req.response()).json();
+    const shown = await page.evaluate(([b, f]) => ({
+      steps: [...document.querySelectorAll(`${b} figure.step img`)].map((i) => i.src),
+      answer: document.querySelector(`${b} figure.answer img`) ? document.querySelector(`${b} figure.answer img`).src : null,
+      cue: document.querySelectorAll(`${b} figure.cue`).length,
+      session: document.querySelector(b).dataset.session,
+      famText: document.querySelector(f).textContent, fam: document.querySelector(f).dataset.familiarity,
+      stopped: document.querySelector(f).dataset.stoppedAt,
+      same: [...document.querySelectorAll(`${b} figure.step`)].map((x) => x.classList.contains('same')),
+    }), [box, fam]);
+    const want = r.steps.map((x) => 'data:image/png;base64,' + x.observations[0]);
+    const side = box === '#steps' ? 'memory' : 'model alone';
+    check(shown.steps.length === steps && JSON.stringify(shown.steps) === JSON.stringify(want) &&
+      shown.answer === want[want.length - 1] && shown.cue === 1 && shown.session === (box === '#steps' ? sid : aloneId),
+    `${what} (${side}): the cue, the ${steps} steps the server answered, and the last as the answer`);
+    check(r.familiarity.length === 1 && r.familiarity[0] <= 0 && shown.fam === String(r.familiarity[0]) &&
+      shown.famText.includes('familiarity ' + famText(r.familiarity[0])),
+    `${what} (${side}): familiarity ${famText(r.familiarity[0])} shown`);
+    check(shown.stopped === String(r.stopped_at) && shown.same.every((x, i) => x === i > r.stopped_at) &&
+      (r.stopped_at >= steps - 1 ? /still changing/ : new RegExp(`stopped changing at step ${r.stopped_at + 1} of ${steps}`)).test(shown.famText),
+    `${what} (${side}): where the read stopped changing (stopped_at ${r.stopped_at}) shown`);
+  }
+  return aloneId;
 }
 
 const optionIds = (page) => page.evaluate(() => [...document.querySelectorAll('#session option')].map((o) => o.value).filter(Boolean));
@@ -252,6 +395,7 @@ async function sessionsFlow(browser) {
   try {
     const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
     const w = watch(page);
+    const log = recordApi(page);
     await page.goto(d.url + '/');
     await page.waitForSelector('body[data-ready="1"]');
     check(await page.evaluate(() => [...document.querySelectorAll('main > section')].filter((s) => !s.hidden).length) === 1,
@@ -266,6 +410,7 @@ async function sessionsFlow(browser) {
     await page.click('#new-session');
     await page.waitForFunction(() => document.querySelector('#session').value.length === 32);
     const plain = (await api(d, 'GET', '/v1/sessions/' + await shownId(page))).body;
+    const plainId = plain.id;
     check(plain.config.clusters === shown['new-clusters'] && plain.config.rows === shown['new-rows'] &&
       plain.config.retain_max === shown['new-retain'] && Math.abs(plain.config.sigma_z2 - shown['new-sigma-z2']) < 1e-9,
     `the defaults shown are the server's (H=${shown['new-clusters']}, K=${shown['new-rows']}, ` +
@@ -336,11 +481,75 @@ async function sessionsFlow(browser) {
       'a resize of a session that keeps codes says it refit on the written codes');
     check(keptInfo[1].includes(writeElbo.toFixed(3)), 'and shows the write\'s own ELBO beside the resize\'s');
 
+    // a read of episode image 6 beside the model alone, then forget it: this session keeps its
+    // codes, so the forget is exact and removes the code written for that very image
+    await page.click('#episode img:nth-child(6)');
+    await page.fill('#read-iterations', '2');
+    let from = log.length;
+    await page.click('#read');
+    const aloneKeep = await checkReadPair(page, d, log, from, keepId, 2, 'a read on a session that keeps codes');
+    const pre = (await api(d, 'GET', '/v1/sessions/' + keepId)).body;
+    from = log.length;
+    await page.click('#forget');
+    await page.waitForFunction(() => /Forgot episode image 6/.test(document.querySelector('#forget-info').textContent));
+    const fres = await (await log.slice(from).find((e) => e.path === `/v1/sessions/${keepId}/forget`).req.response()).json();
+    const post = (await api(d, 'GET', '/v1/sessions/' + keepId)).body;
+    check(fres.exact === true && fres.removed.length === 1 && fres.removed[0].item === 5 && fres.removed[0].distance < 1e-6 &&
+      post.retained_codes === pre.retained_codes - 1 && post.frames === pre.frames - 1 && post.version === pre.version + 1,
+    `forget on a session that keeps codes: exact, the code written for image 6 removed (item ${fres.removed[0].item}, ` +
+      `distance ${fres.removed[0].distance}), kept codes ${pre.retained_codes} -> ${post.retained_codes}`);
+    const finfo = await page.evaluate(() => [document.querySelector('#forget-info').textContent, document.querySelector('#forget-info').dataset.exact]);
+    check(finfo[1] === 'true' && /Exact/.test(finfo[0]) && finfo[0].includes('kept code no. 5') &&
+      finfo[0].includes(`kept codes ${pre.retained_codes} → ${post.retained_codes}`), 'the page says the forget was exact and which code went');
+    await page.locator('#recall-panel').screenshot({ path: path.join(OUT, 'forget.png') });
+
+    // another session of another configuration: the model-alone session goes; a session of the
+    // same configuration as the one chosen reuses it
+    await page.selectOption('#session', plainId);
+    await page.waitForFunction((id) => document.querySelector('#session-info').textContent.includes(id), plainId);
+    check(await gone(d, aloneKeep) && await page.evaluate(() => window.vbmemPage.alone.id) === null,
+      'choosing a session of another configuration deletes the model-alone session');
+    await page.click('#episode img:nth-child(2)');
+    from = log.length;
+    await page.click('#read');
+    const alonePlain = await checkReadPair(page, d, log, from, plainId, 2, 'a read on a session of the default configuration');
+    const twin = (await api(d, 'POST', '/v1/sessions', { model: plain.model, memory: plain.config })).body;
+    await page.click('#refresh-session');
+    await page.waitForFunction((id) => [...document.querySelectorAll('#session option')].some((o) => o.value === id), twin.id);
+    await page.selectOption('#session', twin.id);
+    await page.waitForFunction((id) => document.querySelector('#session-info').textContent.includes(id), twin.id);
+    from = log.length;
+    await page.click('#read');
+    check(await checkReadPair(page, d, log, from, twin.id, 2, 'a read on another session of that configuration') === alonePlain,
+      'a session of the same configuration reuses the model-alone session');
+    const helpers = (await serverSessions(d)).filter((x) => x.frames === 0 && x.version === 1 && x.ttl_seconds > 0);
+    check(helpers.length === 1 && helpers[0].id === alonePlain, `exactly one model-alone session on the server (${helpers.length})`);
+    // its idle lifetime ran out (deleted here through the API): the next read makes it again
+    await api(d, 'DELETE', '/v1/sessions/' + alonePlain);
+    w.expecting = true; // the read on the deleted session is a 404
+    from = log.length;
+    await page.click('#read');
+    await page.waitForSelector('#read-result[data-done="1"]', { timeout: 20000 });
+    const remade = await checkReadPair(page, d, log.slice(from).filter((e) => !e.path.endsWith(`${alonePlain}/reads`)), 0,
+      twin.id, 2, 'a read after the model-alone session expired');
+    w.expecting = false;
+    check(remade !== alonePlain && log.slice(from).some((e) => e.path === `/v1/sessions/${alonePlain}/reads`) &&
+      (await page.isHidden('#error')), 'an expired model-alone session is made again, the read shown without an error');
+    await page.selectOption('#session', keepId);
+    await page.waitForFunction((id) => document.querySelector('#session-info').textContent.includes(id), keepId);
+    await api(d, 'DELETE', '/v1/sessions/' + twin.id);
+    check(await gone(d, remade), 'back on the session that keeps codes, that model-alone session is deleted too');
+    await page.click('#episode img:nth-child(3)');
+    await page.click('#read');
+    await page.waitForSelector('#read-result[data-done="1"]', { timeout: 20000 });
+    const beforeReload = await page.evaluate(() => window.vbmemPage.alone.id);
+
     // reload: the address brings the session back
     await page.reload();
     await page.waitForSelector('body[data-ready="1"]');
     check(await shownId(page) === keepId && (await page.textContent('#session-info')).includes(keepId),
       'a reload returns to the session in the address');
+    check(beforeReload && await gone(d, beforeReload), 'a reload deletes the page\'s model-alone session');
 
     // latent and temporal sessions made elsewhere are listed; a shared link opens one
     const lat = (await api(d, 'POST', '/v1/sessions', { code_size: 6, memory: { kind: 'mixture', clusters: 3, rows: 2 } })).body;

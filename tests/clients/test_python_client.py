@@ -11,7 +11,9 @@ array and PIL tests fail where they are absent, never skip. The client itself ne
 import base64
 import http.server
 import json
+import math
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -294,6 +296,32 @@ def test_model_session_images(client, png_dir, pngs):
         assert st.images.uint8()[:392] == known
     for mode in ("mean", "sample"):
         assert len(client.read(s, images=cue, mode=mode, steps=2, seed=1).steps) == 2
+    client.delete_session(s)
+
+
+def test_read_familiarity_stopped_at_and_answer(client, pngs):
+    """every read answers one finite familiarity <= 0 per frame and stopped_at within its steps;
+    written images are more familiar than images never written (the mean over 8 of each); the
+    answer option: blend accepted, a bad value or another mode refused with the field."""
+    s = client.create_session(model=MODEL)
+    client.write(s, images=pngs[:32], seed=1)
+    written = client.read(s, images=pngs[:8], steps=1, seed=1)
+    unseen = client.read(s, images=pngs[50:58], steps=1, seed=1)
+    for r in (written, unseen):
+        assert len(r.familiarity) == 8 and r.familiarity == r.raw["familiarity"]
+        assert all(math.isfinite(f) and f <= 0 for f in r.familiarity)
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    assert mean(written.familiarity) > mean(unseen.familiarity), (written.familiarity,
+                                                                  unseen.familiarity)
+    for answer in (None, "clean", "blend"):
+        r = client.read(s, images=[pngs[3]], mask=[top_half_mask()], steps=4, seed=2,
+                        answer=answer, cue_noise=0.1)
+        assert len(r.steps) == 4 and 0 <= r.stopped_at <= 3 and r.stopped_at == r.raw["stopped_at"]
+        assert len(r.familiarity) == 1 and r.familiarity[0] <= 0
+    for bad in ({"answer": "noisy"}, {"answer": "blend", "mode": "mean"}):
+        with pytest.raises(vbmem.VbmemError) as e:
+            client.read(s, images=[pngs[3]], steps=1, **bad)
+        assert e.value.status == 422 and e.value.field == "answer", e.value
     client.delete_session(s)
 
 
@@ -639,6 +667,18 @@ def test_cli_end_to_end(url, png_dir, tmp_path):
     assert (w, h) == (6 * 28 + 7 * 2, 28 + 2 * 2)
     step, _, _, _ = vbmem.decode_png((rd / "step_05.png").read_bytes())
     assert step[:392] == fashion_images(1)[0][:392]  # the known half, exactly
+    assert len(info["familiarity"]) == 1 and info["familiarity"][0] <= 0
+    assert 0 <= info["stopped_at"] <= 4
+    r = cli(url, "read", sid, cue, "--mask", mask, "--answer", "blend", "--steps", "3",
+            "-o", tmp_path / "read-blend", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^familiarity -?[0-9.e-]+ \(<= 0", r.stdout, re.M), r.stdout
+    assert re.search(r"^(stopped changing at step [1-3] of 3|still changing at its last step)",
+                     r.stdout, re.M), r.stdout
+    r = cli(url, "read", sid, cue, "--answer", "noisy", "-o", tmp_path / "read-bad")
+    assert r.returncode == 2 and "--answer" in r.stderr
+    r = cli(url, "read", sid, cue, "--answer", "blend", "--mode", "mean", "-o", tmp_path / "rb")
+    assert r.returncode == 3 and "answer" in r.stderr
     # resize, export, import, show, list, delete
     r = cli(url, "resize", sid, "--clusters", "8", "--seed", "1")
     assert r.returncode == 0 and "H=8" in r.stdout, r.stdout + r.stderr

@@ -245,6 +245,35 @@ describe("against vbmemd", () => {
     await c.deleteSession(s);
   });
 
+  test("a read's familiarity (written images more familiar than new ones), stoppedAt and answer", async () => {
+    const s = await c.createSession({ model: MODEL });
+    await c.write(s, { images: pngs.slice(0, 32), seed: 1 });
+    const written = await c.read(s, { images: pngs.slice(0, 8), steps: 1, seed: 1 });
+    const unseen = await c.read(s, { images: pngs.slice(50, 58), steps: 1, seed: 1 });
+    for (const r of [written, unseen]) {
+      assert.equal(r.familiarity.length, 8);
+      assert.deepEqual(r.familiarity, r.raw.familiarity);
+      assert.ok(r.familiarity.every((f) => Number.isFinite(f) && f <= 0), String(r.familiarity));
+    }
+    const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    assert.ok(mean(written.familiarity) > mean(unseen.familiarity),
+      `written ${written.familiarity} vs never written ${unseen.familiarity}`);
+    const mask = greyPng(new Uint8Array(784).map((_, i) => (i < 392 ? 255 : 0)));
+    for (const answer of [undefined, "clean", "blend"]) {
+      const r = await c.read(s, { images: [pngs[3]], mask: [mask], steps: 4, seed: 2, cueNoise: 0.1, answer });
+      assert.equal(r.steps.length, 4);
+      assert.ok(Number.isInteger(r.stoppedAt) && r.stoppedAt >= 0 && r.stoppedAt <= 3, String(r.stoppedAt));
+      assert.equal(r.stoppedAt, r.raw.stopped_at);
+      assert.equal(r.familiarity.length, 1);
+    }
+    for (const bad of [{ answer: "noisy" }, { answer: "blend", mode: "mean" }]) {
+      await rejects(c.read(s, { images: [pngs[3]], steps: 1, ...bad }), (x) => {
+        assert.equal(x.status, 422); assert.equal(x.field, "answer");
+      });
+    }
+    await c.deleteSession(s);
+  });
+
   test("temporal sessions: sequences, append, infer, a sampled sequence, a continuation (codes and images)", async () => {
     const seq = (n, k) => Array.from({ length: n }, (_, t) => [Math.sin(t + k), Math.cos(t * 0.7 + k), 0.1 * t, k]);
     const s = await c.createTemporalSession({ codeSize: 4, memory: { components: 2 } });

@@ -278,7 +278,7 @@ def cmd_read(c, args):
             raise UsageError("--cue-noise is a number or auto") from None
     r = c.read(args.session, images=[cue], mask=mask, mode=args.mode, cue_noise=cue_noise,
                candidates=args.candidates, steps=args.steps, seed=args.seed, format="uint8",
-               addresses=False)
+               addresses=False, answer=args.answer)
     os.makedirs(args.output, exist_ok=True)
     files, strip = [], []
     h = w = ch = None
@@ -309,9 +309,18 @@ def cmd_read(c, args):
     sp = os.path.join(args.output, "strip.png")
     _write_file(sp, contact_sheet(tiles, h, w, ch, cols=len(tiles)))
     out = {"version": r.version, "steps": len(r.steps), "files": files, "strip": sp,
-           "clusters": [s.clusters for s in r.steps]}
-    _out(args, "%d read steps (version %d) -> %s (step_NN.png, strip.png)" % (
-        len(r.steps), r.version, args.output), out)
+           "clusters": [s.clusters for s in r.steps], "familiarity": r.familiarity,
+           "stopped_at": r.stopped_at}
+    fam = " ".join("%.4g" % v for v in r.familiarity)
+    n = len(r.steps)
+    if r.stopped_at is None or r.stopped_at >= n - 1:
+        stop = "still changing at its last step (%d)" % n if n > 1 else "one step"
+    else:
+        stop = "stopped changing at step %d of %d (every later step is the same)" % (
+            r.stopped_at + 1, n)
+    _out(args, "%d read steps (version %d) -> %s (step_NN.png, strip.png)\n"
+         "familiarity %s (<= 0, larger = more familiar: 0 when the memory holds the cue's code "
+         "exactly)\n%s" % (n, r.version, args.output, fam, stop), out)
 
 
 def cmd_resize(c, args):
@@ -443,6 +452,9 @@ def build_parser():
     sp.add_argument("--steps", type=int, default=5, help="read steps (5)")
     sp.add_argument("--cue-noise", help="a number or auto (recall only)")
     sp.add_argument("--candidates", type=int, help="recall candidates per step")
+    sp.add_argument("--answer", choices=["clean", "blend"], help="recall only: clean (the "
+                    "server's default: the decoder's mean, a mask's known pixels kept) or blend "
+                    "(known pixels combined with the prediction given the cue noise)")
     sp.add_argument("--seed", type=int)
     sp.add_argument("-o", "--output", metavar="DIR", required=True)
 

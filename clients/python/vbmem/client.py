@@ -356,13 +356,20 @@ class ReadStep:
 
 @dataclass
 class ReadResult:
-    """An iterative read: the version read, every step, and for a read without a query the
-    start (codes and images sampled from memory)."""
+    """An iterative read: the version read, every step (each the state after that step), for
+    a read without a query the start (codes and images sampled from memory), `familiarity`
+    (one number per query frame, <= 0, larger = more familiar: -|z - zhat|^2 / (2 sigma_z^2 n)
+    of the cue's code z against the memory's reconstruction zhat, 0 when the memory holds z
+    exactly; compare it within one session or sessions of one configuration) and `stopped_at`
+    (the first step from which every later step is identical; len(steps) - 1 when the read
+    was still changing at its last step)."""
     version: int
     steps: List[ReadStep]
     start_codes: Optional[Matrix]
     start_images: Optional[Images]
     raw: Dict[str, Any] = field(repr=False)
+    familiarity: List[float] = field(default_factory=list)
+    stopped_at: Optional[int] = None
 
 
 @dataclass
@@ -741,20 +748,26 @@ class Client:
 
     def read(self, session, images=None, codes=None, sigma2=None, mode=None, mask=None,
              cue_noise=None, candidates=None, steps=None, iterations=None, count=None,
-             seed=None, addresses=None, format=None, pixels=None, views_per_frame=None):
-        """POST /v1/sessions/{id}/reads: an iterative read (App. G.2) -> ReadResult.
+             seed=None, addresses=None, format=None, pixels=None, views_per_frame=None,
+             answer=None):
+        """POST /v1/sessions/{id}/reads: an iterative read (App. G.2) -> ReadResult (with
+        `familiarity` per frame and `stopped_at`).
         The query is images (model session) or codes; with neither, `count` frames start from
         memory. mode: recall (default), mean or sample; mask: which query pixels (or code
         dimensions) are known, non-zero = known (PNG files/bytes, arrays, 0/1 rows); cue_noise:
-        a number or "auto"; candidates: recall draws; steps (alias iterations): read steps;
-        views_per_frame J: the query (and mask) is T x J views, frame-major, T frames answered."""
+        a number or "auto"; candidates: recall draws; answer (recall only): "clean" (the
+        server's default: the decoder's mean at the chosen code, a mask's known values kept) or
+        "blend" (known values combined with the prediction given cue_noise); steps (alias
+        iterations): read steps; views_per_frame J: the query (and mask) is T x J views,
+        frame-major, T frames answered."""
         if steps is not None and iterations is not None and steps != iterations:
             raise ValueError("give steps or iterations, not both")
         body = _drop_none({"iterations": steps if steps is not None else iterations,
                            "mode": mode, "cue_noise": cue_noise, "candidates": candidates,
                            "count": count, "seed": seed, "addresses": addresses,
                            "format": format, "pixels": pixels, "encoding": "base64",
-                           "mask": encode_mask(mask), "views_per_frame": views_per_frame})
+                           "mask": encode_mask(mask), "views_per_frame": views_per_frame,
+                           "answer": answer})
         if images is not None:
             body["observations"] = encode_images(images)
         if codes is not None:
@@ -765,7 +778,8 @@ class Client:
         start = d.get("start") or {}
         return ReadResult(d["version"], steps_out,
                           Matrix(start["codes"]) if "codes" in start else None,
-                          _images(start.get("observations")), d)
+                          _images(start.get("observations")), d,
+                          list(d.get("familiarity") or []), d.get("stopped_at"))
 
     def export_memory(self, session):
         """GET /v1/sessions/{id}/memory: the whole memory as a dict (the vbmem-memory JSON
