@@ -15,13 +15,15 @@ static void usage(void)
     fprintf(stderr,
             "usage: bench-gain [--episodes N] [--steps N] [--candidates N] [--seed N]\n"
             "                  [--sigma-z2 X] [--blend] [--model FILE] [--cue NAME]...\n"
-            "                  [--no-specificity] [--forget N] [--dump FILE]\n"
+            "                  [--no-specificity] [--forget N] [--resize H] [--dump FILE]\n"
             "cues: top bottom blocks noise20 noise35 clean (default: all)\n"
             "--sigma-z2 X: the sessions' observation noise (default: the model's session\n"
             "default); --blend: answers that blend the cue with the prediction; --dump FILE:\n"
             "the first episode's originals, cues, the memory's steps and the empty memory's\n"
             "last step of the last cue, float32 (bench/gain_picture.py draws them); --forget N:\n"
-            "also forget the first N items of every episode and read them again (top cues)\n");
+            "also forget the first N items of every episode and read them again (top cues);\n"
+            "--resize H: also resize every memory to H clusters, from kept codes and from codes\n"
+            "drawn from the memory, and read again (top cues, sample specificity)\n");
 }
 
 int main(int argc, char **argv)
@@ -30,8 +32,9 @@ int main(int argc, char **argv)
                                                 "noise20", "noise35", "clean"};
     gain_opts o = {20, 5, 4, 1, 0.0, 0, NULL};
     const char *model = RECALL_MODEL;
-    int want[GAIN_CUES] = {0}, any = 0, spec = 1, forget = 0, i, c;
+    int want[GAIN_CUES] = {0}, any = 0, spec = 1, forget = 0, resize = 0, i, c;
     gain_forget_result fr;
+    gain_resize_result rr;
     gain_result r;
     gain_spec sp;
 
@@ -48,6 +51,8 @@ int main(int argc, char **argv)
             o.sigma_z2 = atof(argv[++i]);
         else if (strcmp(argv[i], "--blend") == 0)
             o.blend = 1;
+        else if (strcmp(argv[i], "--resize") == 0 && i + 1 < argc)
+            resize = atoi(argv[++i]);
         else if (strcmp(argv[i], "--forget") == 0 && i + 1 < argc)
             forget = atoi(argv[++i]);
         else if (strcmp(argv[i], "--no-specificity") == 0)
@@ -120,6 +125,17 @@ int main(int argc, char **argv)
                fr.closure_exact_forgotten, fr.specific_exact_forgotten, fr.closure_exact_kept);
         printf("| after, downdate (no codes kept) | %.2f | %.2f | %.2f |\n",
                fr.closure_down_forgotten, fr.specific_down_forgotten, fr.closure_down_kept);
+    }
+    if (resize > 0) {
+        if (gain_resize(model, GAIN_FMNIST, &o, resize, &rr) != 0)
+            return 1;
+        printf("\nresizing every memory to %d clusters: top-half cues' closure and sample "
+               "specificity\n\n| memory | closure | specificity |\n|---|---|---|\n",
+               resize);
+        printf("| before | %.2f | %.3f |\n", rr.closure_before, rr.spec_before);
+        printf("| resized from kept codes | %.2f | %.3f |\n", rr.closure_kept, rr.spec_kept);
+        printf("| resized on codes drawn from the memory | %.2f | %.3f |\n", rr.closure_drawn,
+               rr.spec_drawn);
     }
     return 0;
 }

@@ -606,3 +606,113 @@ done:
     free(x), free(xo), free(cue), free(y), free(mask), free(mu), free(s2);
     return rc;
 }
+
+/* The specificity of 64 samples drawn from mem (seed) against the episodes x and xo. */
+static int gain_spec_of(const gain_data *g, const vbm_memory *mem, uint64_t seed, const float *x,
+                        const float *xo, double *z, float *y, double *out)
+{
+    vbm_error err;
+
+    if (vbm_sample(mem, GAIN_T, seed, -1, z, NULL, &err) != VBM_OK
+        || gain_decode(g->d.m, z, y) != 0)
+        return -1;
+    *out += gain_nearest_mean(y, x) / gain_nearest_mean(y, xo);
+    return 0;
+}
+
+int gain_resize(const char *model_path, const char *fmnist_gz, const gain_opts *o, int new_H,
+                gain_resize_result *out)
+{
+    size_t TP = (size_t)GAIN_T * GAIN_P;
+    float *x = malloc(TP * sizeof(float)), *xo = malloc(TP * sizeof(float));
+    float *cue = malloc(TP * sizeof(float)), *y = malloc(TP * sizeof(float));
+    unsigned char *mask = malloc(TP);
+    double *mu = NULL, *s2 = NULL, *z = NULL, e[5] = {0}, sp[3] = {0};
+    vbm_memory *empty = NULL;
+    vbm_config cfg, nocodes;
+    vbm_error err;
+    gain_data g;
+    int rc = -1, C;
+
+    if (x == NULL || xo == NULL || cue == NULL || y == NULL || mask == NULL || new_H < 1
+        || new_H > GAIN_T || gain_load(model_path, fmnist_gz, o, &g) != 0) {
+        free(x), free(xo), free(cue), free(y), free(mask);
+        return -1;
+    }
+    gain_config(&g, o, &cfg);
+    nocodes = cfg;
+    cfg.retain_max = GAIN_T;
+    C = cfg.code_size;
+    mu = malloc(sizeof(double) * GAIN_T * (size_t)C);
+    s2 = malloc(sizeof(double) * GAIN_T * (size_t)C);
+    z = malloc(sizeof(double) * GAIN_T * (size_t)C);
+    if (mu == NULL || s2 == NULL || z == NULL
+        || vbm_memory_create(&cfg, NULL, NULL, &empty, &err) != VBM_OK)
+        goto done;
+    for (int ep = 0; ep < o->episodes; ep++) {
+        uint64_t es = o->seed + 1000 * (uint64_t)ep;
+        vbm_memory *kept = NULL, *drawn = NULL;
+        vbm_write_opts wo;
+        vbm_write_result res;
+        double before, after;
+        long n = 0;
+        rng_t rng;
+        int bad;
+
+        gain_episode(&g, ep, x);
+        gain_episode(&g, ep + 1, xo);
+        rng_seed(&rng, es);
+        gain_make_cue(GAIN_TOP, x, &rng, cue, mask);
+        kept = gain_write(&g, &cfg, x, es + 1, mu, s2);
+        drawn = gain_write(&g, &nocodes, x, es + 1, mu, s2);
+        bad = kept == NULL || drawn == NULL;
+        /* e: empty, oracle, before, after with kept codes, after on drawn codes */
+        bad = bad || gain_read(empty, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
+        for (int i = 0; !bad && i < GAIN_T; i++)
+            e[0] += gain_se(y + (size_t)i * GAIN_P, x + (size_t)i * GAIN_P,
+                            mask + (size_t)i * GAIN_P, &n);
+        bad = bad || gain_decode(g.d.m, mu, y) != 0;
+        for (int i = 0; !bad && i < GAIN_T; i++)
+            e[1] += gain_se(y + (size_t)i * GAIN_P, x + (size_t)i * GAIN_P,
+                            mask + (size_t)i * GAIN_P, &n);
+        bad = bad || gain_read(kept, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
+        for (int i = 0; !bad && i < GAIN_T; i++)
+            e[2] += gain_se(y + (size_t)i * GAIN_P, x + (size_t)i * GAIN_P,
+                            mask + (size_t)i * GAIN_P, &n);
+        bad = bad || gain_spec_of(&g, kept, es + 4, x, xo, z, y, &sp[0]) != 0;
+        vbm_write_opts_default(&wo);
+        wo.max_iter = g.d.m->info->iterations;
+        wo.seed = es + 5;
+        for (int path = 0; !bad && path < 2; path++) {
+            vbm_memory *m = path == 0 ? kept : drawn;
+
+            if (vbm_resize(m, new_H, 0, &wo, &before, &after, &res, &err) != VBM_OK) {
+                fprintf(stderr, "gain_eval: resize: %s\n", err.msg);
+                bad = 1;
+                break;
+            }
+            vbm_write_result_free(&res);
+            bad = gain_read(m, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
+            for (int i = 0; !bad && i < GAIN_T; i++)
+                e[3 + path] += gain_se(y + (size_t)i * GAIN_P, x + (size_t)i * GAIN_P,
+                                       mask + (size_t)i * GAIN_P, &n);
+            bad = bad || gain_spec_of(&g, m, es + 4, x, xo, z, y, &sp[1 + path]) != 0;
+        }
+        vbm_memory_free(kept);
+        vbm_memory_free(drawn);
+        if (bad)
+            goto done;
+    }
+    out->closure_before = gain_ratio(e[0], e[2], e[1]);
+    out->closure_kept = gain_ratio(e[0], e[3], e[1]);
+    out->closure_drawn = gain_ratio(e[0], e[4], e[1]);
+    out->spec_before = sp[0] / o->episodes;
+    out->spec_kept = sp[1] / o->episodes;
+    out->spec_drawn = sp[2] / o->episodes;
+    rc = 0;
+done:
+    vbm_memory_free(empty);
+    gain_free(&g);
+    free(x), free(xo), free(cue), free(y), free(mask), free(mu), free(s2), free(z);
+    return rc;
+}

@@ -87,4 +87,17 @@ typedef struct {
 int gain_forget(const char *model_path, const char *fmnist_gz, const gain_opts *o, int forget,
                 gain_forget_result *out);
 
+/* Resizing: every episode is written, then resized to new_H clusters (vbm_resize) twice --
+ * from its kept codes, and from codes drawn from the memory itself (no codes kept) -- and
+ * its items read from top-half cues before and after: the closure against the empty memory
+ * with the oracle as ceiling, and sample specificity (as gain_specificity) before and
+ * after. */
+typedef struct {
+    double closure_before, closure_kept, closure_drawn;
+    double spec_before, spec_kept, spec_drawn;
+} gain_resize_result;
+
+int gain_resize(const char *model_path, const char *fmnist_gz, const gain_opts *o, int new_H,
+                gain_resize_result *out);
+
 #endif

@@ -1,4 +1,4 @@
-/* test_gain.c -- shows that what a memory holds changes what it answers, on the bundled model and Fashion-MNIST test episodes (the first episodes of bench-gain, fixed seeds), each figure against the same read on an empty memory (the model alone) and on another episode's memory, with the oracle (the decode of the item's own code) as the ceiling: top-half cues close at least 80 % of the gap to the oracle, noisy cues (sd 0.35) at least 60 % with answers no rougher than 1.5 x the oracle's, stored items are told from another episode's by familiarity (AUC >= 0.8, clean cues), forgotten items fare no better than on another episode's memory while the kept ones keep their closure, and samples are nearer their own episode than the empty memory's are. Needs the Debian package dataset-fashion-mnist. VBMEM_GAIN_EPISODES sets the number of episodes (4 by default). */
+/* test_gain.c -- shows that what a memory holds changes what it answers, on the bundled model and Fashion-MNIST test episodes (the episodes of bench-gain, fixed seeds: 20 for the top-half cue, the first 4 for the others), each figure against the same read on an empty memory (the model alone) and on another episode's memory, with the oracle (the decode of the item's own code) as the ceiling: top-half cues close at least 80 % of the gap to the oracle, noisy cues (sd 0.35) at least 60 % with answers no rougher than 1.5 x the oracle's, stored items are told from another episode's by familiarity (AUC >= 0.8, clean cues), forgotten items fare no better than on another episode's memory while the kept ones keep their closure, and samples are nearer their own episode than the empty memory's are. Needs the Debian package dataset-fashion-mnist. VBMEM_GAIN_EPISODES sets the number of episodes of every case. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +30,16 @@ static void print_result(const char *what, const gain_opts *o, const gain_result
     fflush(stdout);
 }
 
+/* The top-half figure on the benchmark's 20 episodes (its first 4 give 0.797 against the 20's
+ * 0.81: the figure is asserted where it is measured, on 1,280 cues) unless VBMEM_GAIN_EPISODES
+ * says otherwise. */
 START_TEST(top_half_cue_closes_the_gap)
 {
     gain_opts o = test_opts();
     gain_result r;
 
+    if (getenv("VBMEM_GAIN_EPISODES") == NULL)
+        o.episodes = 20;
     ck_assert_int_eq(gain_run(RECALL_MODEL, GAIN_FMNIST, GAIN_TOP, &o, &r), 0);
     print_result("top half blanked, with the mask", &o, &r);
     ck_assert_msg(r.mse_oracle < r.mse_mem && r.mse_mem < r.mse_other && r.mse_other < r.mse_empty,
