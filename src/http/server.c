@@ -851,14 +851,16 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
         tls_opts[2].option = MHD_OPTION_HTTPS_PRIORITIES;
         tls_opts[2].ptr_value = (void *)SRV_TLS_PRIORITIES;
     }
+    /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: MHD's default is SO_REUSEADDR alone, so a restart
+     * binds at once past connections in TIME_WAIT, while a second daemon on a served port fails
+     * to bind (SO_REUSEPORT would let the kernel split connections between the two). */
     srv->daemon = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, srv_access, srv, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log,
         srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
         srv_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned int)cfg->max_connections + SRV_CONN_SPARE, MHD_OPTION_NOTIFY_CONNECTION,
         srv_notify_conn, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned int)cfg->connection_timeout_s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        (unsigned int)1, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+        (unsigned int)cfg->connection_timeout_s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         http_server_stop(srv);
         return vbm_fail(err, VBM_EBUSY, "listen", "cannot listen on %s (address in use%s?)",

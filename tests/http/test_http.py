@@ -768,6 +768,30 @@ def test_limits():
         expect(d.stop() == 0, "exit status")
 
 
+def test_one_daemon_per_port():
+    """A second vbmemd on a port another one serves exits non-zero at start naming the address
+    (no SO_REUSEPORT: the kernel would split connections between them); a restart on the same
+    port right after a stop (connections left in TIME_WAIT) listens at once."""
+    d = start()
+    port = d.port
+    try:
+        c = d.client()
+        ok(c.request("GET", "/healthz"))
+        addr = "127.0.0.1:%d" % port
+        err = start_fails("--listen", addr)
+        expect(addr in err and "cannot listen" in err, "the refusal does not name %s: %s" % (addr, err[-400:]))
+        ok(c.request("GET", "/healthz"))  # the first still serves
+    finally:
+        expect(d.stop() == 0, "exit status")  # closes c's keep-alive connection: TIME_WAIT here
+    c.close()
+    d = start("--listen", "127.0.0.1:%d" % port)
+    try:
+        expect(d.port == port, "restarted on %s, not %d" % (d.port, port))
+        ok(d.client().request("GET", "/healthz"))
+    finally:
+        expect(d.stop() == 0, "exit status")
+
+
 def test_option_precedence():
     with tempfile.TemporaryDirectory() as tmp:
         conf = os.path.join(tmp, "vbmemd.conf")
@@ -977,7 +1001,7 @@ TESTS = [
     test_lifecycle_gaussian, test_lifecycle_categorical, test_lifecycle_mixture,
     test_lifecycle_tree, test_lifecycle_dkm, test_write_matches_vbmem_solve, test_pagination, test_errors, test_hostile_inputs_never_500,
     test_concurrency_and_serial_replay, test_request_ids_logs_and_metrics, test_ttl_expiry,
-    test_api_keys_isolation_and_reload, test_limits, test_option_precedence,
+    test_api_keys_isolation_and_reload, test_limits, test_option_precedence, test_one_daemon_per_port,
     test_sessions_do_not_wait_on_each_other, test_backpressure_queue_full,
     test_queue_timeout_sheds_late_jobs,
     test_graceful_shutdown_with_requests_in_flight,
