@@ -37,12 +37,6 @@ static const unsigned char *dur_owner(const unsigned char *owner)
     return owner != NULL ? owner : dur_anonymous;
 }
 
-/* 1 when id looks like an id vbmemd gives (32 lowercase hex characters). */
-static int dur_id_ok(const char *id)
-{
-    return strlen(id) == ENG_ID_LEN && strspn(id, "0123456789abcdef") == ENG_ID_LEN;
-}
-
 /* eng_backend_save with the store's wait hook around it (a worker waiting for
  * a commit gives its CPU slot to another request, whose write may join the
  * same group commit). */
@@ -287,7 +281,7 @@ static vbm_status dur_get(void *impl, const char *id, const unsigned char *owner
     int tries, k;
 
     *out = NULL;
-    if (!dur_id_ok(id))
+    if (!eng_id_ok(id))
         return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     for (tries = 0; tries < DUR_LOAD_TRIES; tries++) {
         pthread_mutex_lock(&d->lock);
@@ -377,7 +371,7 @@ static vbm_status dur_remove(void *impl, const char *id, const unsigned char *ow
     vbm_status st;
     long at;
 
-    if (!dur_id_ok(id))
+    if (!eng_id_ok(id))
         return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     st = eng_backend_remove(d->backend, id, dur_owner(owner), err);
     if (st != VBM_OK)
@@ -408,7 +402,7 @@ static vbm_status dur_list_one(dur_store *d, const char *id, const unsigned char
     pthread_mutex_lock(&d->lock);
     resident = dur_index(d, id) >= 0;
     pthread_mutex_unlock(&d->lock);
-    if (resident || !dur_id_ok(id))
+    if (resident || !eng_id_ok(id))
         return dur_get(d, id, owner, out, err);
     st = dur_load(d, id, &rec, err);
     if (st != VBM_OK)

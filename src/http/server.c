@@ -15,6 +15,7 @@
 
 #include "http/codec.h"
 #include "http/request.h"
+#include "http/urlpath.h"
 
 #define SRV_LISTEN_LEN 256
 /* TLS 1.2 and 1.3 only, GnuTLS's NORMAL ciphers otherwise. */
@@ -259,8 +260,14 @@ eng_session *req_session(http_req *r)
 {
     eng_session *s = NULL;
     vbm_error err;
-    vbm_status st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
+    vbm_status st;
 
+    if (!eng_id_ok(r->param)) { /* names no session: nothing is looked up */
+        req_problem(r, 404, "id", "no session %s: a session id is %d lowercase hex characters",
+                    r->param, ENG_ID_LEN);
+        return NULL;
+    }
+    st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
     if (st == VBM_ENOTFOUND) {
         req_problem(r, 404, NULL, "no session %s", r->param);
         return NULL;
@@ -289,6 +296,20 @@ static void srv_req_free(http_req *r)
     free(r);
 }
 
+/* A decoded copy of a query argument's raw text (srv_keep_escaped left it escaped); a text whose
+ * escapes decode to a NUL byte is kept undecoded, so that it can neither be cut short nor pass
+ * its route's check. NULL when out of memory. */
+static char *srv_arg_decoded(const char *raw)
+{
+    char *s = strdup(raw);
+
+    if (s != NULL && urlpath_decode(s) != strlen(s)) {
+        free(s);
+        s = strdup(raw);
+    }
+    return s;
+}
+
 static enum MHD_Result srv_collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                                        const char *value)
 {
@@ -297,8 +318,8 @@ static enum MHD_Result srv_collect_arg(void *cls, enum MHD_ValueKind kind, const
     (void)kind;
     if (r->nargs >= REQ_MAX_ARGS || key == NULL)
         return MHD_YES;
-    r->arg_key[r->nargs] = strdup(key);
-    r->arg_val[r->nargs] = strdup(value != NULL ? value : "");
+    r->arg_key[r->nargs] = srv_arg_decoded(key);
+    r->arg_val[r->nargs] = srv_arg_decoded(value != NULL ? value : "");
     if (r->arg_key[r->nargs] == NULL || r->arg_val[r->nargs] == NULL) {
         free(r->arg_key[r->nargs]);
         free(r->arg_val[r->nargs]);
@@ -306,6 +327,15 @@ static enum MHD_Result srv_collect_arg(void *cls, enum MHD_ValueKind kind, const
     }
     r->nargs++;
     return MHD_YES;
+}
+
+/* MHD's unescape callback: leave the request target and the query arguments as they came, so
+ * that the path is decoded and checked here (srv_access) and an encoded NUL cannot cut it short. */
+static size_t srv_keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    return strlen(s);
 }
 
 /* Take X-Request-Id when it is 1..63 characters of [A-Za-z0-9._:-]; else make one. */
@@ -517,9 +547,10 @@ static void srv_shed(eng_job *job)
     MHD_resume_connection(conn);
 }
 
-/* First callback of a request: headers, routing, auth, early refusals. Returns
- * 1 when r->resp holds an early answer. */
-static int srv_begin(http_req *r, const char *url, const char *method)
+/* First callback of a request: headers, routing, auth, early refusals. url is the decoded path,
+ * url_len its length in bytes (more than strlen(url) when it holds a NUL byte). Returns 1 when
+ * r->resp holds an early answer. */
+static int srv_begin(http_req *r, const char *url, size_t url_len, const char *method)
 {
     http_server *srv = r->srv;
     const http_route *rt;
@@ -528,21 +559,39 @@ static int srv_begin(http_req *r, const char *url, const char *method)
     unsigned long long len;
     char *end;
 
+    size_t i;
+
+    /* (the method as a token: a byte outside printable ASCII is shown as '?') */
     snprintf(r->method, sizeof r->method, "%s", method);
+    for (i = 0; r->method[i] != '\0'; i++) {
+        if ((unsigned char)r->method[i] < 0x21 || (unsigned char)r->method[i] > 0x7e
+            || r->method[i] == '"' || r->method[i] == '\\')
+            r->method[i] = '?';
+    }
     srv_request_id(r);
     if (atomic_load(&srv->stopping)) {
         req_problem(r, 503, NULL, "the server is shutting down");
         return 1;
     }
+    if (url_len != strlen(url)) {
+        req_problem(r, 404, "path", "no resource at %s: the path holds an encoded NUL byte",
+                    r->path);
+        return 1;
+    }
+    if (!urlpath_utf8_ok(url, url_len)) {
+        req_problem(r, 404, "path", "no resource at %s: the decoded path is not UTF-8", r->path);
+        return 1;
+    }
     r->route = http_route_match(method, url, r->param, allow, sizeof allow);
     if (r->route == -1) {
-        req_problem(r, 404, NULL, "no resource at %s", url);
+        req_problem(r, 404, NULL, "no resource at %s", r->path);
         return 1;
     }
     if (r->route == -2) {
         r->route = -1;
         snprintf(r->resp.allow, sizeof r->resp.allow, "%s", allow);
-        req_problem(r, 405, NULL, "%s is not allowed on %s (allowed: %s)", method, url, allow);
+        req_problem(r, 405, NULL, "%s is not allowed on %s (allowed: %s)", r->method, r->path,
+                    allow);
         return 1;
     }
     rt = &http_routes[r->route];
@@ -621,7 +670,9 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
 {
     http_server *srv = cls;
     http_req *r = *con_cls;
+    char *decoded;
     vbm_status st;
+    int early;
 
     (void)version;
     if (r == NULL) {
@@ -632,15 +683,22 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         r->conn = conn;
         r->route = -1;
         r->t_start = eng_now();
-        r->path = strdup(url != NULL ? url : "/");
-        if (r->path == NULL) {
+        /* url is the target's path as it came (srv_keep_escaped): r->path is its escaped form
+         * (problems, logs), decoded the copy that is routed */
+        r->path = urlpath_escape(url != NULL ? url : "/");
+        decoded = strdup(url != NULL ? url : "/");
+        if (r->path == NULL || decoded == NULL) {
+            free(decoded);
+            free(r->path);
             free(r);
             return MHD_NO;
         }
         atomic_init(&r->state, REQ_READING);
         atomic_fetch_add(&srv->active, 1);
         *con_cls = r;
-        if (srv_begin(r, r->path, method))
+        early = srv_begin(r, decoded, urlpath_decode(decoded), method);
+        free(decoded);
+        if (early)
             return srv_send(r);
         return MHD_YES;
     }
@@ -860,7 +918,8 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
         srv_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned int)cfg->max_connections + SRV_CONN_SPARE, MHD_OPTION_NOTIFY_CONNECTION,
         srv_notify_conn, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned int)cfg->connection_timeout_s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+        (unsigned int)cfg->connection_timeout_s, MHD_OPTION_UNESCAPE_CALLBACK, srv_keep_escaped,
+        srv, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         http_server_stop(srv);
         return vbm_fail(err, VBM_EBUSY, "listen", "cannot listen on %s (address in use%s?)",

@@ -432,6 +432,73 @@ def test_hostile_inputs_never_500():
     ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
 
 
+def request_logs(d, rid):
+    """The daemon's access-log lines (msg "request") of request id rid."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        lines = [l for l in d.logs() if l.get("msg") == "request" and l.get("request_id") == rid]
+        if lines:
+            return lines
+        time.sleep(0.02)
+    raise AssertionError("no access-log line of request %s" % rid)
+
+
+def test_bad_bytes_in_paths():
+    """Paths that are not UTF-8 (percent-encoded or raw bytes) or hold an encoded NUL are a 4xx
+    problem (never a 5xx), with or without API keys; the problem's instance and the access log
+    hold the path escaped, and the log line keeps method, path and status."""
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("the-key\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            for key in (None, "the-key"):
+                c = d.client(key)
+                for path in ("/v1/sessions/%FF", "/v1/sessions/%C0%AF", "/v1/sessions/%FF/episodes",
+                             "/v1/%FF", "/v1/sessions/a%00b", "/%E2%82"):
+                    for method in ("GET", "DELETE", "POST"):
+                        r = c.request(method, path, validate=False)
+                        expect(400 <= r.status < 500, "%s %s (key %s): %d %s" % (method, path, key, r.status, r.body[:200]))
+                        p = problem(r, r.status)
+                        expect(p["instance"] == path, "instance %r, sent %r" % (p["instance"], path))
+                        (line,) = request_logs(d, r.header("X-Request-Id"))
+                        expect(line["method"] == method and line["path"] == path and line["status"] == r.status,
+                               "access log: %s" % line)
+                # a raw byte 0xFF in the request line
+                head = b"GET /v1/sessions/\xff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                if key is not None:
+                    head += b"Authorization: Bearer " + key.encode() + b"\r\n"
+                out = raw_http(d.port, head + b"\r\n")
+                status = int(out.split(b" ")[1])
+                expect(400 <= status < 500 and b"application/problem+json" in out, out[:300])
+                body = json.loads(out.partition(b"\r\n\r\n")[2])
+                expect(body["instance"] == "/v1/sessions/%FF", body)
+            expect(ok(d.client("the-key").request("GET", "/v1/sessions"))["sessions"] == [])
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+def test_session_ids_outside_their_alphabet():
+    """An id with an encoded NUL, or any byte outside its alphabet (32 lowercase hex), names no
+    session: a 404 that touches nothing (DELETE ID%00evil does not delete ID)."""
+    c = FAST.client()
+    sid = create(c, 3, {"kind": "gaussian", "rows": 2})["id"]
+    base = "/v1/sessions/" + sid
+    ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(6, 3, 1)}}))
+    for bad in (sid + "%00evil", sid + "%00", sid.upper(), sid[:-1] + "%20", sid + "%0A", sid + "x",
+                "%2E%2E", sid[:31]):
+        for method, tail, body in (("DELETE", "", None), ("GET", "", None), ("GET", "/memory", None),
+                                   ("POST", "/episodes", {"mode": "append", "codes": {"mu": codes(2, 3, 2)}}),
+                                   ("POST", "/samples", {"count": 1})):
+            r = c.request(method, "/v1/sessions/" + bad + tail, body)
+            p = problem(r, 404)
+            expect(p.get("field") == ("path" if "%00" in bad else "id"), "%s %s: %s" % (method, bad + tail, p))
+    s = ok(c.request("GET", base))
+    expect(s["version"] == 2, "the session changed: %s" % s)
+    ok(c.request("DELETE", base), 204)
+
+
 def test_concurrency_and_serial_replay():
     C, H = 8, 3
     cfg = {"kind": "mixture", "rows": 2, "clusters": H}
@@ -1000,6 +1067,7 @@ TESTS = [
     test_routes_match_openapi, test_help_and_version, test_web_page, test_system_endpoints,
     test_lifecycle_gaussian, test_lifecycle_categorical, test_lifecycle_mixture,
     test_lifecycle_tree, test_lifecycle_dkm, test_write_matches_vbmem_solve, test_pagination, test_errors, test_hostile_inputs_never_500,
+    test_bad_bytes_in_paths, test_session_ids_outside_their_alphabet,
     test_concurrency_and_serial_replay, test_request_ids_logs_and_metrics, test_ttl_expiry,
     test_api_keys_isolation_and_reload, test_limits, test_option_precedence, test_one_daemon_per_port,
     test_sessions_do_not_wait_on_each_other, test_backpressure_queue_full,

@@ -20,6 +20,7 @@
 #include "http/codec.h"
 #include "http/conns.h"
 #include "http/keyhash.h"
+#include "http/urlpath.h"
 
 static void hex(const unsigned char *d, size_t n, char *out)
 {
@@ -935,6 +936,41 @@ START_TEST(test_conns_evict_stalest_waiting)
 }
 END_TEST
 
+/* Request targets (http/urlpath.h): an encoded NUL shows in the decoded length, overlong forms,
+ * surrogates and stray bytes are not UTF-8, and the escaped form is printable ASCII. */
+START_TEST(test_urlpath_decode_check_escape)
+{
+    char a[] = "/v1/sessions/ab%00evil", b[] = "/x/%C0%AF", c[] = "/%e2%82%ac%2",
+         d[] = "/%ED%A0%80";
+    char e[] = "/%F4%90%80%80", f[] = "/%F0%9F%98%80+%zz";
+    size_t n;
+    char *esc;
+
+    n = urlpath_decode(a);
+    ck_assert_uint_eq(n, 20);
+    ck_assert_str_eq(a, "/v1/sessions/ab");
+    ck_assert_int_eq(urlpath_utf8_ok(a, n), 0);
+    n = urlpath_decode(b);
+    ck_assert_int_eq(urlpath_utf8_ok(b, n), 0); /* overlong '/' */
+    n = urlpath_decode(c);
+    ck_assert_str_eq(c, "/\xe2\x82\xac%2");
+    ck_assert_int_eq(urlpath_utf8_ok(c, n), 1);
+    ck_assert_int_eq(urlpath_utf8_ok(c, 3), 0); /* cut inside a character */
+    n = urlpath_decode(d);
+    ck_assert_int_eq(urlpath_utf8_ok(d, n), 0); /* a surrogate */
+    n = urlpath_decode(e);
+    ck_assert_int_eq(urlpath_utf8_ok(e, n), 0); /* past U+10FFFF */
+    n = urlpath_decode(f);
+    ck_assert_int_eq(urlpath_utf8_ok(f, n), 1);
+    ck_assert_str_eq(f, "/\xf0\x9f\x98\x80+%zz");
+    ck_assert_int_eq(urlpath_utf8_ok("\xff", 1), 0);
+    esc = urlpath_escape("/v1/\xff a\"\\%41\n");
+    ck_assert_ptr_nonnull(esc);
+    ck_assert_str_eq(esc, "/v1/%FF%20a%22%5C%41%0A");
+    free(esc);
+}
+END_TEST
+
 static Suite *units_suite(void)
 {
     Suite *s = suite_create("vbmemd-units");
@@ -942,6 +978,7 @@ static Suite *units_suite(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_keyhash_vectors);
+    tcase_add_test(tc, test_urlpath_decode_check_escape);
     tcase_add_test(tc, test_base64);
     tcase_add_test(tc, test_codec_codes);
     tcase_add_test(tc, test_fast_body_parse);
