@@ -48,8 +48,9 @@ typedef enum {
     VBM_ELIMIT = 7,    /* a configured limit (sessions, memory bytes) would be exceeded */
     VBM_EBUSY = 8,     /* the job queue is full */
     VBM_ESTOPPED = 9,  /* the service no longer accepts work (shutting down) */
-    VBM_EUNAVAIL = 10  /* the durable store is busy, locked, unreachable or holds a
-                        * corrupt record */
+    VBM_EUNAVAIL = 10, /* the durable store is busy, locked or unreachable */
+    VBM_ECORRUPT = 11  /* a stored record fails its checksum or does not import: it stays
+                        * unreadable until it is deleted or restored from a backup */
 } vbm_status;
 
 #define VBM_FIELD_LEN 128

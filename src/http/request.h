@@ -126,7 +126,8 @@ void req_problem(http_req *r, int status, const char *field, const char *fmt, ..
     __attribute__((format(printf, 4, 5)));
 
 /* Set the response from an engine failure: EINVAL/ENUMERIC/EFORMAT 422,
- * ENOTFOUND 404, ECONFLICT 409, ELIMIT 429, EBUSY/ESTOPPED/ENOMEM 503. */
+ * ENOTFOUND 404, ECONFLICT 409, ELIMIT 429, ECORRUPT 500 (problem type
+ * corrupt-record, no Retry-After), EBUSY/ESTOPPED/ENOMEM/EUNAVAIL 503. */
 void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err);
 
 /* Set the response body to a text of the given content type (copied). */
@@ -143,6 +144,10 @@ int req_body_object(http_req *r, json_t **out);
  * reference (eng_session_unref), touched for the LRU; or NULL after setting a 404 problem (503
  * when a durable store is busy or unavailable, or holds a corrupt record). */
 eng_session *req_session(http_req *r);
+
+/* 1 when the path parameter has the form of a session id; otherwise sets a 404 problem (field
+ * id) and returns 0. */
+int req_session_id_ok(http_req *r);
 
 /* Route handlers (routes_system.c: healthz, readyz, metrics, and
  * routes_models.c: models_list, models_get, inline on the HTTP thread;

@@ -345,25 +345,46 @@ void route_sessions_get(http_req *r)
     eng_session_unref(s);
 }
 
-void route_sessions_delete(http_req *r)
+/* 1 when DELETE may go on with session r->param (its version matches If-Match when given, or its
+ * owner's stored record is corrupt and no If-Match was given: deleting it is the way out);
+ * otherwise sets the problem and returns 0. */
+static int sess_delete_allowed(http_req *r)
 {
-    eng_session *s = req_session(r);
+    eng_session *s = NULL;
+    uint64_t version;
     vbm_error err;
     vbm_status st;
-    uint64_t version;
 
-    if (s == NULL)
-        return;
-    if (r->has_if_match) {
-        version = eng_session_version(s);
-        if ((int64_t)version != r->if_match) {
-            req_problem(r, 409, "If-Match", "the session is at version %llu",
-                        (unsigned long long)version);
-            eng_session_unref(s);
-            return;
-        }
+    if (!req_session_id_ok(r))
+        return 0;
+    st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
+    if (st == VBM_ECORRUPT && !r->has_if_match)
+        return 1;
+    if (st == VBM_ENOTFOUND) {
+        req_problem(r, 404, NULL, "no session %s", r->param);
+        return 0;
     }
+    if (st != VBM_OK) {
+        req_engine_problem(r, st, &err);
+        return 0;
+    }
+    version = eng_session_version(s);
     eng_session_unref(s);
+    if (r->has_if_match && (int64_t)version != r->if_match) {
+        req_problem(r, 409, "If-Match", "the session is at version %llu",
+                    (unsigned long long)version);
+        return 0;
+    }
+    return 1;
+}
+
+void route_sessions_delete(http_req *r)
+{
+    vbm_error err;
+    vbm_status st;
+
+    if (!sess_delete_allowed(r))
+        return;
     st = eng_store_remove(r->srv->store, r->param, r->owner, &err);
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);

@@ -162,18 +162,20 @@ static void req_problem_kind(int status, const char **slug, const char **title)
     }
 }
 
-void req_problem(http_req *r, int status, const char *field, const char *fmt, ...)
+/* req_problem with the problem type's slug and title given (NULL: those of the status). */
+static void req_vproblem(http_req *r, int status, const char *slug, const char *title,
+                         const char *field, const char *fmt, va_list ap)
+    __attribute__((format(printf, 6, 0)));
+static void req_vproblem(http_req *r, int status, const char *slug, const char *title,
+                         const char *field, const char *fmt, va_list ap)
 {
     char detail[VBM_MSG_LEN + 64], type[64];
-    const char *slug, *title;
     json_t *o, *d;
-    va_list ap;
 
-    va_start(ap, fmt);
     if (vsnprintf(detail, sizeof detail, fmt, ap) < 0)
         detail[0] = '\0';
-    va_end(ap);
-    req_problem_kind(status, &slug, &title);
+    if (slug == NULL)
+        req_problem_kind(status, &slug, &title);
     snprintf(type, sizeof type, "urn:vbmem:problem:%s", slug);
     d = json_string(detail);
     if (d == NULL) /* not valid UTF-8 (echoed input): keep ASCII only */
@@ -212,6 +214,29 @@ void req_problem(http_req *r, int status, const char *field, const char *fmt, ..
         r->resp.retry_after = r->srv->cfg.limits.retry_after_s;
 }
 
+void req_problem(http_req *r, int status, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    req_vproblem(r, status, NULL, NULL, field, fmt, ap);
+    va_end(ap);
+}
+
+/* A problem with its own type (not the status's). */
+static void req_problem_typed(http_req *r, int status, const char *slug, const char *title,
+                              const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static void req_problem_typed(http_req *r, int status, const char *slug, const char *title,
+                              const char *field, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    req_vproblem(r, status, slug, title, field, fmt, ap);
+    va_end(ap);
+}
+
 void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err)
 {
     int status;
@@ -223,6 +248,10 @@ void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err)
     case VBM_ENOTFOUND: status = 404; break;
     case VBM_ECONFLICT: status = 409; break;
     case VBM_ELIMIT: status = 429; break;
+    case VBM_ECORRUPT:
+        /* not the request's fault, and no retry mends it: 500 with a type of its own */
+        req_problem_typed(r, 500, "corrupt-record", "Stored record corrupt", NULL, "%s", err->msg);
+        return;
     default: status = 503; break;
     }
     req_problem(r, status, err->field, "%s", err->msg);
@@ -256,17 +285,24 @@ int req_body_object(http_req *r, json_t **out)
     return 0;
 }
 
+int req_session_id_ok(http_req *r)
+{
+    if (eng_id_ok(r->param))
+        return 1;
+    /* names no session: nothing is looked up */
+    req_problem(r, 404, "id", "no session %s: a session id is %d lowercase hex characters",
+                r->param, ENG_ID_LEN);
+    return 0;
+}
+
 eng_session *req_session(http_req *r)
 {
     eng_session *s = NULL;
     vbm_error err;
     vbm_status st;
 
-    if (!eng_id_ok(r->param)) { /* names no session: nothing is looked up */
-        req_problem(r, 404, "id", "no session %s: a session id is %d lowercase hex characters",
-                    r->param, ENG_ID_LEN);
+    if (!req_session_id_ok(r))
         return NULL;
-    }
     st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
     if (st == VBM_ENOTFOUND) {
         req_problem(r, 404, NULL, "no session %s", r->param);
@@ -796,6 +832,16 @@ static void srv_mhd_log(void *cls, const char *fmt, va_list ap)
     hlog_emit(srv->log, HLOG_WARN, "libmicrohttpd", NULL, json_pack("{s:s}", "detail", msg));
 }
 
+/* The store's corrupt hook (eng_store_set_corrupt_hook): a warning and the metric. */
+static void srv_store_corrupt(void *ctx, const char *id, const char *msg)
+{
+    http_server *srv = ctx;
+
+    metrics_corrupt(srv->metrics);
+    hlog_emit(srv->log, HLOG_WARN, "corrupt stored record", NULL,
+              json_pack("{s:s, s:s}", "id", id, "detail", msg));
+}
+
 /* Resolve "HOST:PORT" or "[V6]:PORT" into addr. */
 static vbm_status srv_resolve(const char *listen, struct sockaddr_storage *addr, socklen_t *addrlen,
                               int *port, vbm_error *err)
@@ -909,6 +955,8 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
         tls_opts[2].option = MHD_OPTION_HTTPS_PRIORITIES;
         tls_opts[2].ptr_value = (void *)SRV_TLS_PRIORITIES;
     }
+    if (store != NULL) /* (before any request runs; cleared by http_server_stop) */
+        eng_store_set_corrupt_hook(store, srv_store_corrupt, srv);
     /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: MHD's default is SO_REUSEADDR alone, so a restart
      * binds at once past connections in TIME_WAIT, while a second daemon on a served port fails
      * to bind (SO_REUSEPORT would let the kernel split connections between the two). */
@@ -972,6 +1020,8 @@ void http_server_stop(http_server *srv)
         return;
     if (srv->daemon != NULL)
         MHD_stop_daemon(srv->daemon);
+    if (srv->store != NULL)
+        eng_store_set_corrupt_hook(srv->store, NULL, NULL);
     for (i = 0; i < QUOTA_STRIPES; i++)
         pthread_mutex_destroy(&srv->quota_locks[i]);
     http_conns_destroy(&srv->conns);

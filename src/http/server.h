@@ -51,7 +51,8 @@ typedef struct http_server http_server;
 void http_limits_default(http_limits *lim);
 
 /* Start listening (over TLS when cfg gives a certificate and key; the PEM
- * texts are borrowed until http_server_stop). The server borrows pool, store,
+ * texts are borrowed until http_server_stop). The server borrows pool, store
+ * (whose corrupt hook it sets until http_server_stop: a warning and a metric),
  * auth and log (they must outlive it). On success *out is owned by the
  * caller. Fails with VBM_EINVAL (bad listen address; TLS asked of a
  * libmicrohttpd built without it; metrics_key_required without a key file),
