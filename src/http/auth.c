@@ -16,6 +16,10 @@
 
 #define AUTH_MAX_LINE 4096
 #define AUTH_MAX_RPS  1e6
+/* The prefix of the texts whose SHA-256 is a named owner's identity. A bare key's identity is
+ * its own SHA-256, so no key may begin with it: the two sets of hashed texts stay disjoint (a key
+ * "vbmem-owner:team-a" would otherwise own team-a's sessions). */
+#define AUTH_OWNER_PREFIX "vbmem-owner:"
 
 /* One loaded key: its digest, policy and rate bucket (tokens, last refill). */
 typedef struct {
@@ -97,6 +101,13 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
         p++;
     *key_off = (size_t)(tok - line);
     *key_len = (size_t)(p - tok);
+    if (*key_len >= strlen(AUTH_OWNER_PREFIX)
+        && strncmp(tok, AUTH_OWNER_PREFIX, strlen(AUTH_OWNER_PREFIX)) == 0) {
+        *key_len = 0;
+        return vbm_fail(err, VBM_EINVAL, "api_key_file",
+                        "the key begins with \"" AUTH_OWNER_PREFIX
+                        "\", which is reserved: owner identities are hashed under it");
+    }
     for (k = 0; k < 5; k++) {
         nlen = strlen(names[k]);
         if (*key_len > nlen && strncmp(tok, names[k], nlen) == 0 && tok[nlen] == '=') {
@@ -233,7 +244,7 @@ static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error 
         memcpy(keys[count].policy.key, keys[count].digest, KEYHASH_LEN);
         if (pol.owner[0] != '\0') {
             char name[HTTP_OWNER_NAME_LEN + 16];
-            int m = snprintf(name, sizeof name, "vbmem-owner:%s", pol.owner);
+            int m = snprintf(name, sizeof name, AUTH_OWNER_PREFIX "%s", pol.owner);
 
             keyhash_digest(name, (size_t)m, keys[count].owner);
         } else {

@@ -35,7 +35,10 @@ typedef struct {
  * character is '#' give *key_len 0. On success the key is
  * line[*key_off .. *key_off + *key_len) and *pol holds its policy (a bare key:
  * scope write, no quotas). A line whose first word looks like an option
- * ("scope=...", "owner=...", ...: the key was left out) is refused. Fails
+ * ("scope=...", "owner=...", ...: the key was left out) is refused, and so is
+ * a key that begins with "vbmem-owner:" (named owners' identities are the
+ * SHA-256 of "vbmem-owner:NAME", bare keys' the SHA-256 of the key: the
+ * prefix keeps the two apart). Fails
  * with VBM_EINVAL (field "api_key_file") and a
  * message naming the offending option by position and name only (never the
  * key or an option's text, which could be part of a secret). */

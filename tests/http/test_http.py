@@ -1100,6 +1100,53 @@ def start_fails(*args, rc=1):
     return p.stderr
 
 
+def start_refused(*args, rc=1):
+    """Like start_fails, but a daemon that starts listening instead is stopped at once and is a
+    failure (no wait for a timeout). Returns stderr."""
+    p = subprocess.Popen(list(WRAPPER or []) + [BIN, "--listen", "127.0.0.1:0"] + list(args),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in p.stderr:
+        lines.append(line)
+        if '"msg":"listening"' in line:
+            p.kill()
+            p.wait()
+            raise AssertionError("vbmemd %s started: %s" % (" ".join(args), "".join(lines)[-500:]))
+    got = p.wait(timeout=120)
+    err = "".join(lines)
+    expect(got == rc, "vbmemd %s: exit %s, expected %s: %s" % (" ".join(args), got, rc, err[-500:]))
+    return err
+
+
+def test_api_key_and_owner_identities_apart():
+    """A key's identity (SHA-256 of the key) and a named owner's (SHA-256 of "vbmem-owner:NAME")
+    never meet: a key literally named "vbmem-owner:team-a" is refused at start and on reload
+    (the previous keys stay), so it can never own team-a's sessions."""
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("key-a owner=team-a\nvbmem-owner:team-a\n")
+        err = start_refused("--api-key-file", keyfile)
+        expect("line 2" in err and "vbmem-owner:" in err and "reserved" in err, err[-400:])
+        with open(keyfile, "w") as f:
+            f.write("key-a owner=team-a\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            a = d.client("key-a")
+            sid = create(a, 3, {"kind": "gaussian", "rows": 2})["id"]
+            with open(keyfile, "w") as f:
+                f.write("key-a owner=team-a\nvbmem-owner:team-a scope=read\n")
+            d.signal(signal.SIGHUP)
+            wait_reloaded(d, 1)
+            expect(any(l.get("msg") == "reload failed; keeping the previous keys" for l in d.logs()), "no reload error")
+            thief = d.client("vbmem-owner:team-a")
+            problem(thief.request("GET", "/v1/sessions/" + sid), 401)
+            problem(thief.request("GET", "/v1/sessions"), 401)
+            expect(ok(a.request("GET", "/v1/sessions/" + sid))["id"] == sid)
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
 def tls_request(port, ctx, method, path, body=None, key=None, conn=None):
     """One HTTPS request (http.client over ssl ctx), checked against the OpenAPI document;
     returns (Response, the connection for reuse)."""
@@ -1501,7 +1548,8 @@ def test_tls_concurrent_jobs():
             expect(d.stop() == 0, "exit status")
 
 
-TESTS += [test_api_key_quotas_durable_and_concurrent, test_tls_concurrent_jobs]
+TESTS += [test_api_key_quotas_durable_and_concurrent, test_tls_concurrent_jobs,
+          test_api_key_and_owner_identities_apart]
 
 
 def test_tree_memos():

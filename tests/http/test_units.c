@@ -689,7 +689,10 @@ START_TEST(test_auth_key_lines)
                                       "k bytes=99999999999999999999",
                                       "scope=read",
                                       "owner=x k",
-                                      "  rps=1 k"};
+                                      "  rps=1 k",
+                                      "vbmem-owner:team-a",
+                                      "vbmem-owner:team-a scope=read",
+                                      "vbmem-owner: owner=team-a"};
     char key[64];
     http_key_policy pol;
     vbm_error err;
@@ -724,6 +727,9 @@ START_TEST(test_auth_key_lines)
     ck_assert_int_eq(auth_line("k scope=write rps=.5", key, sizeof key, &pol, &err), VBM_OK);
     ck_assert_int_eq(pol.scope, HTTP_SCOPE_WRITE);
     ck_assert(pol.rps == 0.5);
+    /* the owner prefix inside a key, or a shorter one, is no collision */
+    ck_assert_int_eq(auth_line("x-vbmem-owner:team-a", key, sizeof key, &pol, &err), VBM_OK);
+    ck_assert_int_eq(auth_line("vbmem-owner", key, sizeof key, &pol, &err), VBM_OK);
     /* malformed: refused with the field, never echoing the words */
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err.msg[0] = '\0';
