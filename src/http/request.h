@@ -98,8 +98,9 @@ struct http_req {
     char *path;                /* owned copy of the URL path */
     char param[REQ_PARAM_LEN]; /* {id} or {name} */
     char request_id[REQ_ID_LEN];
-    int has_if_match;
-    int64_t if_match; /* parsed version, -1 for "*" */
+    int has_if_match;   /* a write's If-Match holds an entity tag ("*" is none) */
+    int64_t if_match;   /* the version it names; INT64_MAX when it can name none (if_match_never) */
+    int if_match_never; /* 1: a weak tag (2) or a strong tag that is no version (1): never matches */
     unsigned char owner[ENG_OWNER_LEN];
     http_key_policy policy; /* the API key's scope and quotas (all open without keys) */
     int nargs;
@@ -126,7 +127,7 @@ void req_problem(http_req *r, int status, const char *field, const char *fmt, ..
     __attribute__((format(printf, 4, 5)));
 
 /* Set the response from an engine failure: EINVAL/ENUMERIC/EFORMAT 422,
- * ENOTFOUND 404, ECONFLICT 409, ELIMIT 429, ECORRUPT 500 (problem type
+ * ENOTFOUND 404, ECONFLICT 409 (req_conflict), ELIMIT 429, ECORRUPT 500 (problem type
  * corrupt-record, no Retry-After), EBUSY/ESTOPPED/ENOMEM/EUNAVAIL 503. */
 void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err);
 
@@ -144,6 +145,12 @@ int req_body_object(http_req *r, json_t **out);
  * reference (eng_session_unref), touched for the LRU; or NULL after setting a 404 problem (503
  * when a durable store is busy or unavailable, or holds a corrupt record). */
 eng_session *req_session(http_req *r);
+
+/* Set a 409 problem (field If-Match) for a write whose If-Match does not match session r->param,
+ * with the session's current version as ETag (when it can still be looked up) and a detail that
+ * says why: at_version is the version the refusal saw (0: unknown, the detail then says what
+ * the look-up found), detail the engine's message or NULL. */
+void req_conflict(http_req *r, uint64_t at_version, const char *detail);
 
 /* 1 when the path parameter has the form of a session id; otherwise sets a 404 problem (field
  * id) and returns 0. */

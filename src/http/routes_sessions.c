@@ -371,8 +371,7 @@ static int sess_delete_allowed(http_req *r)
     version = eng_session_version(s);
     eng_session_unref(s);
     if (r->has_if_match && (int64_t)version != r->if_match) {
-        req_problem(r, 409, "If-Match", "the session is at version %llu",
-                    (unsigned long long)version);
+        req_conflict(r, version, NULL);
         return 0;
     }
     return 1;

@@ -246,7 +246,7 @@ void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err)
     case VBM_ENUMERIC:
     case VBM_EFORMAT: status = 422; break;
     case VBM_ENOTFOUND: status = 404; break;
-    case VBM_ECONFLICT: status = 409; break;
+    case VBM_ECONFLICT: req_conflict(r, 0, err->msg); return;
     case VBM_ELIMIT: status = 429; break;
     case VBM_ECORRUPT:
         /* not the request's fault, and no retry mends it: 500 with a type of its own */
@@ -283,6 +283,30 @@ int req_body_object(http_req *r, json_t **out)
     }
     *out = v;
     return 0;
+}
+
+void req_conflict(http_req *r, uint64_t at_version, const char *detail)
+{
+    eng_session *s =
+        eng_id_ok(r->param) ? eng_store_lookup(r->srv->store, r->param, r->owner) : NULL;
+    uint64_t now = s != NULL ? eng_session_version(s) : at_version;
+
+    eng_session_unref(s);
+    if (r->if_match_never == 2)
+        req_problem(r, 409, "If-Match",
+                    "If-Match: a weak entity tag never matches a write (RFC 9110 strong "
+                    "comparison); the session is at version %llu",
+                    (unsigned long long)now);
+    else if (r->if_match_never)
+        req_problem(r, 409, "If-Match",
+                    "If-Match: the entity tag names no version; the session is at version %llu",
+                    (unsigned long long)now);
+    else if (detail != NULL)
+        req_problem(r, 409, "If-Match", "%s", detail);
+    else
+        req_problem(r, 409, "If-Match", "the session is at version %llu", (unsigned long long)now);
+    if (s != NULL || at_version > 0)
+        req_etag(r, now);
 }
 
 int req_session_id_ok(http_req *r)
@@ -396,39 +420,63 @@ static void srv_request_id(http_req *r)
              (unsigned long long)atomic_fetch_add(&r->srv->next_rid, 1));
 }
 
-/* Parse If-Match: "N", W/"N", N, or * (no precondition). Anything else can never
- * match. */
-static void srv_if_match(http_req *r)
+/* Parse a write's If-Match (RFC 9110: "*" or one entity tag; lists are not taken): "*" is no
+ * precondition; "N" (N a version: decimal digits without a leading zero) matches version N only;
+ * another strong tag ("02", "abc") and any weak tag (W/"N": writes compare strongly) are
+ * well-formed but never match. Returns 0, or -1 with a 400 problem naming If-Match when the value
+ * is not that (an unquoted N, a list, stray characters). */
+static int srv_if_match(http_req *r)
 {
     const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "If-Match");
+    const unsigned char *p, *open, *close;
     unsigned long long v = 0;
-    const char *p;
-    int digits = 0;
+    int weak = 0, digits = 1;
+    size_t n;
 
     if (h == NULL)
-        return;
-    while (*h == ' ')
-        h++;
-    if (strcmp(h, "*") == 0)
-        return;
+        return 0;
+    p = (const unsigned char *)h;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    n = strlen((const char *)p);
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n == 1 && p[0] == '*')
+        return 0;
+    if (n >= 2 && p[0] == 'W' && p[1] == '/') {
+        weak = 1;
+        p += 2;
+        n -= 2;
+    }
+    open = p;
+    close = n >= 2 ? p + n - 1 : NULL;
+    if (close == NULL || *open != '"' || *close != '"') {
+        req_problem(r, 400, "If-Match",
+                    "If-Match: expected * or one entity tag such as \"3\" (quoted, RFC 9110)");
+        return -1;
+    }
+    for (p = open + 1; p < close; p++) {
+        /* etagc: %x21 / %x23-7E / obs-text */
+        if (*p < 0x21 || *p == '"' || *p == 0x7f) {
+            req_problem(r, 400, "If-Match",
+                        "If-Match: expected * or one entity tag such as \"3\" (a list, or a "
+                        "character not allowed in a tag)");
+            return -1;
+        }
+        if (*p < '0' || *p > '9' || v > (unsigned long long)(INT64_MAX - 9) / 10)
+            digits = 0;
+        else
+            v = v * 10 + (unsigned long long)(*p - '0');
+    }
     r->has_if_match = 1;
     r->if_match = INT64_MAX;
-    p = h;
-    if (strncmp(p, "W/", 2) == 0)
-        p += 2;
-    if (*p == '"')
-        p++;
-    while (*p >= '0' && *p <= '9' && digits < 18) {
-        v = v * 10 + (unsigned long long)(*p - '0');
-        p++;
-        digits++;
-    }
-    if (*p == '"')
-        p++;
-    while (*p == ' ')
-        p++;
-    if (digits > 0 && *p == '\0')
+    if (weak)
+        r->if_match_never = 2;
+    else if (!digits || close == open + 1 || (open[1] == '0' && close != open + 2))
+        r->if_match_never = 1;
+    else
         r->if_match = (int64_t)v;
+    return 0;
 }
 
 /* 1 when the Content-Type header is application/json (parameters allowed). */
@@ -633,7 +681,8 @@ static int srv_begin(http_req *r, const char *url, size_t url_len, const char *m
     rt = &http_routes[r->route];
     if (srv_authorize(r, rt))
         return 1;
-    srv_if_match(r);
+    if (srv_route_writes(rt) && srv_if_match(r) != 0)
+        return 1;
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, srv_collect_arg, r);
     if (rt->needs_body) {
         ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);

@@ -345,7 +345,7 @@ def test_errors():
     problem(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, 2)}},
                       headers={"If-Match": '"1"'}), 409, "If-Match")
     problem(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, 2)}},
-                      headers={"If-Match": "garbage"}), 409)
+                      headers={"If-Match": "garbage"}), 400, "If-Match")
     ok(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, 2)}},
                  headers={"If-Match": '"2"'}))
     problem(c.request("DELETE", base, headers={"If-Match": '"2"'}), 409)
@@ -497,6 +497,35 @@ def test_session_ids_outside_their_alphabet():
     s = ok(c.request("GET", base))
     expect(s["version"] == 2, "the session changed: %s" % s)
     ok(c.request("DELETE", base), 204)
+
+
+def test_if_match_strong_comparison():
+    """If-Match on writes: a malformed value is a 400 naming If-Match; a weak tag W/"N" and a
+    quoted tag that is no version never match (RFC 9110 strong comparison): 409; every 409
+    carries the session's current ETag; nothing is written by a refused request."""
+    c = FAST.client()
+    C = 3
+    s = create(c, C, {"kind": "gaussian", "rows": 2})
+    base = "/v1/sessions/" + s["id"]
+    ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(6, C, 1)}}))  # version 2
+    append = {"mode": "append", "codes": {"mu": codes(2, C, 2)}}
+    for bad in ("garbage", "2", " ", '"2', '2"', '"2" x', '"2", "3"', "W/2", 'W/"2', '"2"3"', '"2 "'):
+        for method, path, body in (("POST", base + "/episodes", append), ("DELETE", base, None),
+                                   ("POST", base + "/resize", {"rows": 3}),
+                                   ("POST", base + "/forget", {"codes": {"mu": codes(1, C, 1)}})):
+            p = problem(c.request(method, path, body, headers={"If-Match": bad}), 400, "If-Match")
+            expect("If-Match" in p["detail"], p)
+    for tag in ('W/"2"', '"1"', '"abc"', '"02"', '""', '"' + "9" * 30 + '"'):
+        for method, path, body in (("POST", base + "/episodes", append), ("DELETE", base, None)):
+            r = c.request(method, path, body, headers={"If-Match": tag})
+            p = problem(r, 409, "If-Match")
+            expect(r.header("ETag") == '"2"', "409 of %r without the current ETag: %s" % (tag, r.header("ETag")))
+            if tag.startswith("W/"):
+                expect("weak" in p["detail"], p)
+    expect(ok(c.request("GET", base))["version"] == 2, "a refused request wrote")
+    ok(c.request("POST", base + "/episodes", append, headers={"If-Match": '"2"'}))
+    ok(c.request("POST", base + "/episodes", append, headers={"If-Match": "*"}))
+    ok(c.request("DELETE", base, headers={"If-Match": ' "4" '}), 204)
 
 
 def test_concurrency_and_serial_replay():
@@ -1067,7 +1096,7 @@ TESTS = [
     test_routes_match_openapi, test_help_and_version, test_web_page, test_system_endpoints,
     test_lifecycle_gaussian, test_lifecycle_categorical, test_lifecycle_mixture,
     test_lifecycle_tree, test_lifecycle_dkm, test_write_matches_vbmem_solve, test_pagination, test_errors, test_hostile_inputs_never_500,
-    test_bad_bytes_in_paths, test_session_ids_outside_their_alphabet,
+    test_bad_bytes_in_paths, test_session_ids_outside_their_alphabet, test_if_match_strong_comparison,
     test_concurrency_and_serial_replay, test_request_ids_logs_and_metrics, test_ttl_expiry,
     test_api_keys_isolation_and_reload, test_limits, test_option_precedence, test_one_daemon_per_port,
     test_sessions_do_not_wait_on_each_other, test_backpressure_queue_full,
