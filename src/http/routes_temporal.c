@@ -169,9 +169,10 @@ static vbm_status tr_one(const eng_model *m, const json_t *v, const char *path, 
         return st;
     *encode_s += sec;
     if (c.T < min_T) {
+        st = vbm_fail(err, VBM_EINVAL, path, "%ld frames; a sequence needs at least %ld", c.T,
+                      min_T);
         wire_codes_free(&c);
-        return vbm_fail(err, VBM_EINVAL, path, "%s: %ld frames; a sequence needs at least %ld",
-                        path, c.T, min_T);
+        return st;
     }
     /* the encoder's means are the observed codes of the sequence */
     seq->T = c.T;

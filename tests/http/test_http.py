@@ -1783,6 +1783,37 @@ def test_temporal_sessions():
 
 
 TESTS += [test_temporal_sessions]
+
+
+def test_temporal_error_messages():
+    """The 422s of temporal sequences and configurations say the values sent (not those of freed
+    codes) and name their field once."""
+    c = FAST.client()
+    sid = create(c, 4, {"kind": "temporal"})["id"]
+    ep = "/v1/sessions/%s/episodes" % sid
+    for body, field, detail in (
+            ({"sequences": [{"mu": [[1, 2, 3, 4]]}]}, "sequences[0].mu",
+             "sequences[0].mu: 1 frames; a sequence needs at least 2"),
+            ({"sequences": [{"mu": temporal_sequence(5, 1)}, {"mu": [[1, 2, 3]] * 3}]}, "sequences[1].mu",
+             "sequences[1].mu: frames of 3 values, the memory's code size is 4"),
+            ({"sequences": []}, "sequences", "sequences: expected a non-empty array of sequences, got an empty array"),
+            ({"sequences": [{"mu": [[1, 2, 3, 4]] * 3, "sigma2": 0.5}]}, "sequences[0].sigma2",
+             "sequences[0].sigma2: a temporal memory takes observed codes (sigma2 0)")):
+        p = problem(c.request("POST", ep, body), 422, field)
+        expect(p["detail"] == detail, "detail %r, expected %r" % (p["detail"], detail))
+    for memory, field, text in (({"kind": "temporal", "code_size": 5}, "memory.code_size",
+                                 "5 differs from the session's code size 4"),
+                                ({"kind": "temporal", "vbe": "eq20"}, "memory.vbe", 'expected "eq18" or "eq19"'),
+                                ({"kind": "temporal", "lambda_prior": 3}, "memory.lambda_prior", "expected an object {eta, f, g, h}"),
+                                ({"kind": "temporal", "pi0": -1}, "memory.pi0", None)):
+        p = problem(c.request("POST", "/v1/sessions", {"code_size": 4, "memory": memory}), 422, field)
+        expect(p["field"] == field and p["detail"].startswith(field + ": ") and p["detail"].count(field) == 1
+               and p["detail"].count("pi0") <= 1, p)
+        expect(text is None or p["detail"] == field + ": " + text, p)
+    ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
+
+
+TESTS += [test_temporal_error_messages]
 def test_latent_views_per_frame():
     """Fused writes and reads of codes (views_per_frame, seed 004) on a latent session: J = 3
     views of each frame write the memory that their RPM-fused codes, computed here from the
