@@ -48,9 +48,10 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
 /* Load the key file at path (one key per line, see http_auth_parse_line).
  * path NULL or "" disables authentication. Keys are kept only as SHA-256
  * digests. On success *out is owned by the caller (http_auth_free). Fails
- * with VBM_EINVAL when the file cannot be read, a line is malformed or longer
- * than 4094 bytes (the message gives its number) or a key repeats;
- * VBM_ENOMEM. */
+ * with VBM_EINVAL when the file cannot be read, holds no key (empty, or only
+ * blank lines and comments), begins with a UTF-8 byte-order mark, a line is
+ * malformed, holds a NUL byte or is longer than 4094 bytes (the message gives
+ * its number) or a key repeats; VBM_ENOMEM. */
 vbm_status http_auth_create(const char *path, http_auth **out, vbm_error *err);
 
 /* Re-read the key file. On failure the previous keys stay in force and the
@@ -59,7 +60,7 @@ vbm_status http_auth_create(const char *path, http_auth **out, vbm_error *err);
  * and quotas apply to the next request. Returns VBM_OK without keys. */
 vbm_status http_auth_reload(http_auth *a, vbm_error *err);
 
-/* 1 when a key file is configured (even an empty one: then nothing passes). */
+/* 1 when a key file is configured. */
 int http_auth_enabled(const http_auth *a);
 
 /* Number of keys loaded. */

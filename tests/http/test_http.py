@@ -1176,6 +1176,37 @@ def test_api_key_and_owner_identities_apart():
             expect(d.stop() == 0, "exit status")
 
 
+def test_api_key_file_refusals():
+    """A key file that would refuse every request (empty, comments only) or hides a mistake (a
+    UTF-8 byte-order mark, a NUL byte, rps=0x10) stops the start with a message that says so;
+    on SIGHUP such a file leaves the previous keys in force."""
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        for data, says in ((b"", "no key"), (b"# team keys\n\n  # none yet\n", "no key"),
+                           (b"\xef\xbb\xbfkey-a\n", "byte-order mark"), (b"key-a\nkey\x00b\n", "line 2 holds a NUL byte"),
+                           (b"key-a rps=0x10\n", "rps= expects a decimal number")):
+            with open(keyfile, "wb") as f:
+                f.write(data)
+            err = start_refused("--api-key-file", keyfile)
+            expect(says in err and "key-a" not in err, "%r: %s" % (data, err[-400:]))
+        with open(keyfile, "w") as f:
+            f.write("key-a rps=10\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            ok(d.client("key-a").request("GET", "/v1/sessions"))
+            for n, data in enumerate((b"# emptied\n", b"\xef\xbb\xbfkey-a\n"), 1):
+                with open(keyfile, "wb") as f:
+                    f.write(data)
+                d.signal(signal.SIGHUP)
+                wait_reloaded(d, n)
+                ok(d.client("key-a").request("GET", "/v1/sessions"))
+            fails = [l for l in d.logs() if l.get("msg") == "reload failed; keeping the previous keys"]
+            expect(len(fails) == 2 and "no key" in fails[0]["detail"] and "byte-order mark" in fails[1]["detail"],
+                   "reload failures: %s" % fails)
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
 def tls_request(port, ctx, method, path, body=None, key=None, conn=None):
     """One HTTPS request (http.client over ssl ctx), checked against the OpenAPI document;
     returns (Response, the connection for reuse)."""
@@ -1578,7 +1609,7 @@ def test_tls_concurrent_jobs():
 
 
 TESTS += [test_api_key_quotas_durable_and_concurrent, test_tls_concurrent_jobs,
-          test_api_key_and_owner_identities_apart]
+          test_api_key_and_owner_identities_apart, test_api_key_file_refusals]
 
 
 def test_tree_memos():

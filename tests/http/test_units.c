@@ -977,6 +977,70 @@ START_TEST(test_urlpath_decode_check_escape)
 }
 END_TEST
 
+/* Write n bytes to a new temporary file (NUL bytes included); returns its path (static). */
+static const char *auth_file_bytes(const char *bytes, size_t n)
+{
+    static char path[] = "/tmp/vbmem-keys-XXXXXX";
+    int fd;
+
+    strcpy(path, "/tmp/vbmem-keys-XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, bytes, n), (ssize_t)n);
+    close(fd);
+    return path;
+}
+
+/* Key files that would leave every request refused, or hide a mistake, are refused with a
+ * message that says what is wrong: no key at all, a byte-order mark, a NUL byte, a rate that is
+ * not decimal; on reload the previous keys stay. */
+START_TEST(test_auth_file_refusals)
+{
+    static const struct {
+        const char *bytes;
+        size_t n;
+        const char *says;
+    } bad[] = {
+        {"", 0, "no key"},
+        {"# only a comment\n\n   \n# another\n", 32, "no key"},
+        {"\xef\xbb\xbfkey-a\n", 10, "byte-order mark"},
+        {"key-a\nkey\0b\n", 12, "line 2 holds a NUL byte"},
+        {"key-a rps=0x10\n", 15, "rps="},
+        {"key-a rps=1e3\n", 14, "rps="},
+    };
+    unsigned char owner[KEYHASH_LEN];
+    char path[64];
+    http_auth *a = NULL;
+    vbm_error err;
+    size_t i;
+    FILE *fp;
+
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "%s", auth_file_bytes(bad[i].bytes, bad[i].n));
+        err.msg[0] = '\0';
+        ck_assert_msg(http_auth_create(path, &a, &err) == VBM_EINVAL, "case %zu accepted", i);
+        ck_assert_ptr_null(a);
+        ck_assert_msg(strstr(err.msg, bad[i].says) != NULL, "case %zu: %s", i, err.msg);
+        ck_assert_msg(strstr(err.msg, "key-a") == NULL, "case %zu echoes the key: %s", i, err.msg);
+        unlink(path);
+    }
+    /* decimal rates still pass */
+    snprintf(path, sizeof path, "%s", auth_file("key-a rps=10\nkey-b rps=0.25\nkey-c rps=3.\n"));
+    ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_OK);
+    ck_assert_int_eq(http_auth_count(a), 3);
+    /* a reload to an empty (comments-only) file fails and keeps the keys */
+    fp = fopen(path, "w");
+    fputs("# nothing yet\n", fp);
+    fclose(fp);
+    ck_assert_int_eq(http_auth_reload(a, &err), VBM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no key"));
+    ck_assert_int_eq(http_auth_count(a), 3);
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-b", owner), 1);
+    http_auth_free(a);
+    unlink(path);
+}
+END_TEST
+
 static Suite *units_suite(void)
 {
     Suite *s = suite_create("vbmemd-units");
@@ -997,6 +1061,7 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_auth_key_lines);
     tcase_add_test(tc, test_auth_file_owner_bucket_reload);
     tcase_add_test(tc, test_auth_many_keys_and_long_lines);
+    tcase_add_test(tc, test_auth_file_refusals);
     tcase_add_test(tc, test_conns_evict_stalest_waiting);
     tcase_add_test(tc, test_pool_sheds_jobs_past_max_wait);
     suite_add_tcase(s, tc);
