@@ -1845,6 +1845,28 @@ def test_temporal_error_messages():
 
 
 TESTS += [test_temporal_error_messages]
+
+
+def test_sigma_z2_range():
+    """sigma_z2 outside [1e-8, 1e8] is refused at creation (422, field memory.sigma_z2, the range
+    in the message) instead of making a session on which every write fails; at both ends of the
+    range a session takes a write."""
+    c = FAST.client()
+    for kind in ("gaussian", "mixture", "tree", "categorical", "dkm"):
+        mem = dict(KINDS[kind])
+        for v in (1e-320, 1e308, 9.9e-9, 1.01e8, 0):
+            mem["sigma_z2"] = v
+            p = problem(c.request("POST", "/v1/sessions", {"code_size": 4, "memory": mem}), 422, "memory.sigma_z2")
+            expect("[1e-08, 1e+08]" in p["detail"], p)
+        for v in (1e-8, 1e8):
+            mem["sigma_z2"] = v
+            sid = create(c, 4, mem)["id"]
+            w = ok(c.request("POST", "/v1/sessions/%s/episodes" % sid, {"codes": {"mu": codes(12, 4, 1)}, "iterations": 20}))
+            expect(math.isfinite(w["elbo"]["total"]), "%s sigma_z2 %g: %s" % (kind, v, w["elbo"]))
+            ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
+
+
+TESTS += [test_sigma_z2_range]
 def test_latent_views_per_frame():
     """Fused writes and reads of codes (views_per_frame, seed 004) on a latent session: J = 3
     views of each frame write the memory that their RPM-fused codes, computed here from the
