@@ -113,6 +113,18 @@ struct http_req {
     http_resp resp;
 };
 
+/* The bytes an answer holds per number while it is built and written out, which the per-request
+ * cap (http_limits.max_request_bytes) counts next to the work: in JSON a number of the tree (its
+ * json_t with the allocator's overhead, about 40 bytes, and its slot in an array, up to 16 as
+ * arrays grow by doubling) and its text (up to 25 characters, the separator included); as base64
+ * float32 its 4 bytes and 5.4 characters of text held three times (the encoder's, the tree's
+ * string, the answer). */
+#define REQ_JSON_NUMBER_BYTES 81.0
+#define REQ_B64_NUMBER_BYTES  21.0
+
+/* The bytes an answer of n numbers holds (REQ_JSON_NUMBER_BYTES or REQ_B64_NUMBER_BYTES each). */
+double req_answer_bytes(double n, int base64);
+
 /* Value of query argument key, or NULL. */
 const char *req_arg(const http_req *r, const char *key);
 

@@ -35,10 +35,16 @@ void http_limits_default(http_limits *lim)
     lim->max_iterations = 1000;
     lim->max_solve_seconds = 30.0;
     lim->max_read_steps = 100;
+    lim->max_request_bytes = 1UL << 30;
     lim->retry_after_s = 1;
 }
 
 /* ---- responses ------------------------------------------------------------ */
+
+double req_answer_bytes(double n, int base64)
+{
+    return n * (base64 ? REQ_B64_NUMBER_BYTES : REQ_JSON_NUMBER_BYTES);
+}
 
 const char *req_arg(const http_req *r, const char *key)
 {

@@ -22,6 +22,8 @@ typedef struct {
     int max_iterations;       /* VB iterations per request */
     double max_solve_seconds; /* solver time budget per replace write */
     int max_read_steps;       /* iterations of one read */
+    size_t max_request_bytes; /* what one read, samples, clusters or export request may hold: its
+                                 work and its answer (422 naming the field that sizes it) */
     int retry_after_s;        /* Retry-After of 429 and 503 answers */
 } http_limits;
 

@@ -984,6 +984,45 @@ def test_request_byte_caps():
     ok(c.request("DELETE", "/v1/sessions/" + s["id"]), 204)
 
 
+def test_answers_bounded_by_request_memory():
+    """--max-request-memory bounds what one request holds, its answer included (the JSON tree and
+    text, about 81 bytes a number; base64 about 21): samples, reads, temporal samples and memory
+    exports past it are a 422 naming the field that sizes them, the cap in the message, before
+    anything is built; smaller ones (or base64 answers) pass."""
+    cap = 4000000
+    d = start("--max-request-memory", str(cap))
+    try:
+        c = d.client()
+        s = create(c, 64, {"kind": "gaussian", "rows": 4})
+        base = "/v1/sessions/" + s["id"]
+        ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(10, 64, 1)}}))
+        for body, field in (({"count": 100000}, "count"), ({"count": 1000}, "count"),
+                            ({"count": 100000, "encoding": "base64"}, "count")):
+            p = problem(c.request("POST", base + "/samples", body), 422, field)
+            expect(str(cap) in p["detail"] and "--max-request-memory" in p["detail"], p)
+        # 1000 samples of 64 values: ~5.8 MB as JSON (refused, base64 suggested), ~1.9 MB as base64
+        p = problem(c.request("POST", base + "/samples", {"count": 1000}), 422, "count")
+        expect("base64" in p["detail"], p)
+        expect(ok(c.request("POST", base + "/samples", {"count": 1000, "encoding": "base64"}))["count"] == 1000)
+        ok(c.request("POST", base + "/samples", {"count": 10}))
+        p = problem(c.request("POST", base + "/reads", {"count": 500, "iterations": 10, "mode": "mean"}), 422,
+                    "iterations")
+        expect(str(cap) in p["detail"], p)
+        ok(c.request("POST", base + "/reads", {"count": 2, "iterations": 2, "mode": "mean"}))
+        # an export whose JSON would pass the cap (a 2000 x 100 posterior: ~16 MB as JSON)
+        big = create(c, 2000, {"kind": "gaussian", "rows": 100})
+        p = problem(c.request("GET", "/v1/sessions/%s/memory" % big["id"]), 422, "memory")
+        expect(str(cap) in p["detail"], p)
+        ok(c.request("GET", base + "/memory"))
+        t = create(c, 4, {"kind": "temporal"})
+        ok(c.request("POST", "/v1/sessions/%s/episodes" % t["id"], {"sequences": [{"mu": temporal_sequence(20, 1)}],
+                                                                   "iterations": 3}))
+        problem(c.request("POST", "/v1/sessions/%s/samples" % t["id"], {"length": 50000}), 422, "length")
+        ok(c.request("POST", "/v1/sessions/%s/samples" % t["id"], {"length": 20}))
+    finally:
+        expect(d.stop() == 0, "exit status")
+
+
 def test_latent_read_modes_and_masks():
     """mode, candidates, cue_noise and mask of a latent session's read (a mask of code
     dimensions, T x C): every 422 with its exact field first (no engine needed), then (ENGINE:
@@ -1103,6 +1142,7 @@ TESTS = [
     test_queue_timeout_sheds_late_jobs,
     test_graceful_shutdown_with_requests_in_flight,
     test_idle_session_memory, test_latent_sample_mode_is_app_g2, test_latent_read_modes_and_masks,
+    test_answers_bounded_by_request_memory,
 ]
 
 
