@@ -16,6 +16,7 @@
 #include "engine/store.h"
 #include "http/auth.h"
 #include "http/conns.h"
+#include "http/cors.h"
 #include "http/log.h"
 #include "http/metrics.h"
 #include "http/server.h"
@@ -70,6 +71,7 @@ struct http_server {
     int port;
     double started;
     http_conns conns; /* open connections; only the MHD thread changes them */
+    http_cors cors;   /* --cors-origin (n 0: none) */
 };
 
 /* The response a handler produces. body is malloc'd (owned). */
@@ -82,6 +84,7 @@ typedef struct {
     char location[128];
     char allow[64];
     int retry_after; /* > 0: add Retry-After */
+    int preflight;   /* 1: a CORS preflight's answer (allow holds the path's methods) */
 } http_resp;
 
 enum { REQ_READING = 0, REQ_RUNNING = 1, REQ_DONE = 2 };

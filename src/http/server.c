@@ -511,6 +511,69 @@ static http_conn *srv_conn_of(http_req *r)
     return ci != NULL ? (http_conn *)ci->socket_context : NULL;
 }
 
+/* The CORS headers of an answer (nothing without --cors-origin): Vary: Origin always; for a
+ * listed Origin, Access-Control-Allow-Origin naming it (never "*") and the headers a page may
+ * read; for a preflight, the methods of the path, the request headers a page may send and how
+ * long a browser may keep the answer. */
+static void srv_cors_headers(http_req *r, struct MHD_Response *resp)
+{
+    const char *origin;
+
+    if (r->srv->cors.n == 0)
+        return;
+    MHD_add_response_header(resp, "Vary", "Origin");
+    origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+    if (!http_cors_allowed(&r->srv->cors, origin))
+        return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(resp, "Access-Control-Expose-Headers",
+                            "ETag, Location, Retry-After, X-Request-Id, WWW-Authenticate");
+    if (r->resp.preflight) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", r->resp.allow);
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                "Authorization, Content-Type, If-Match, X-Request-Id");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
+}
+
+/* Answer a CORS preflight (OPTIONS with Origin and Access-Control-Request-Method, --cors-origin
+ * given) of path url: 204 with the path's methods for a listed origin asking for one of them;
+ * 404 for no such path; 403 naming Origin or Access-Control-Request-Method otherwise. Never asks
+ * for an API key (a browser sends none with a preflight). */
+static void srv_preflight(http_req *r, const char *url, const char *origin, const char *want)
+{
+    char allow[64];
+    size_t n = strlen(want);
+    const char *p;
+    int listed = 0;
+
+    if (http_route_match("OPTIONS", url, r->param, allow, sizeof allow) == -1) {
+        req_problem(r, 404, NULL, "no resource at %s", r->path);
+        return;
+    }
+    for (p = allow; (p = strstr(p, want)) != NULL; p += n) {
+        if ((p == allow || p[-1] == ' ') && (p[n] == '\0' || p[n] == ','))
+            listed = 1;
+    }
+    if (!http_cors_allowed(&r->srv->cors, origin)) {
+        req_problem(r, 403, "Origin",
+                    "pages of this origin may not call this server (--cors-origin)");
+        return;
+    }
+    if (!listed) {
+        req_problem(r, 403, "Access-Control-Request-Method",
+                    "%s is not allowed on %s (allowed: %s)", want, r->path, allow);
+        return;
+    }
+    free(r->resp.body);
+    r->resp.body = NULL;
+    r->resp.len = 0;
+    r->resp.status = 204;
+    r->resp.content_type = NULL;
+    r->resp.preflight = 1;
+    snprintf(r->resp.allow, sizeof r->resp.allow, "%s", allow);
+}
+
 /* Hand the response to MHD, count and log it. */
 static enum MHD_Result srv_send(http_req *r)
 {
@@ -541,6 +604,7 @@ static enum MHD_Result srv_send(http_req *r)
     }
     if (r->resp.status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    srv_cors_headers(r, resp);
     if (atomic_load(&srv->stopping) || r->too_large)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     http_conns_busy(&srv->conns, srv_conn_of(r));
@@ -671,6 +735,16 @@ static int srv_begin(http_req *r, const char *url, size_t url_len, const char *m
     if (!urlpath_utf8_ok(url, url_len)) {
         req_problem(r, 404, "path", "no resource at %s: the decoded path is not UTF-8", r->path);
         return 1;
+    }
+    if (srv->cors.n > 0 && strcmp(method, "OPTIONS") == 0) {
+        const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+        const char *want =
+            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
+
+        if (origin != NULL && want != NULL) {
+            srv_preflight(r, url, origin, want);
+            return 1;
+        }
     }
     r->route = http_route_match(method, url, r->param, allow, sizeof allow);
     if (r->route == -1) {
@@ -976,6 +1050,11 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
     srv = calloc(1, sizeof *srv);
     if (srv == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    st = http_cors_parse(cfg->cors_origins, &srv->cors, err);
+    if (st != VBM_OK) {
+        free(srv);
+        return st;
+    }
     for (i = 0; i < QUOTA_STRIPES; i++)
         pthread_mutex_init(&srv->quota_locks[i], NULL);
     http_conns_init(&srv->conns, cfg->max_connections);

@@ -40,6 +40,8 @@ typedef struct {
     const char *tls_cert_pem; /* PEM certificate chain (http_tls_load); NULL: plain HTTP */
     const char *tls_key_pem;  /* PEM private key; given with tls_cert_pem */
     int metrics_key_required; /* 1: GET /metrics needs a valid API key (401 without) */
+    const char *cors_origins; /* origins browser pages may call from (http_cors_parse's list);
+                                 NULL or "": none, no CORS header is sent */
     /* Test hook, never set in production (vbmemd's hidden, command-line-only
      * --test-hold-writes DIR; tests/http): a write (episodes) of session ID waits, its
      * session's write lock held, while the file DIR/ID.hold exists, after creating
@@ -56,7 +58,7 @@ void http_limits_default(http_limits *lim);
  * texts are borrowed until http_server_stop). The server borrows pool, store
  * (whose corrupt hook it sets until http_server_stop: a warning and a metric),
  * auth and log (they must outlive it). On success *out is owned by the
- * caller. Fails with VBM_EINVAL (bad listen address; TLS asked of a
+ * caller. Fails with VBM_EINVAL (bad listen address or cors_origins; TLS asked of a
  * libmicrohttpd built without it; metrics_key_required without a key file),
  * VBM_ENOMEM, or VBM_EBUSY when the socket cannot be bound (the message says
  * why). */

@@ -315,6 +315,7 @@ int main(int argc, char **argv)
     scfg.tls_cert_pem = tls.cert_pem;
     scfg.tls_key_pem = tls.key_pem;
     scfg.metrics_key_required = opt.metrics_key_required;
+    scfg.cors_origins = opt.cors_origins;
     scfg.test_hold_dir = opt.test_hold_writes;
     if (opt.test_hold_writes != NULL)
         hlog_emit(&lg, HLOG_WARN, "test hook on: writes wait while DIR/ID.hold exists", NULL,

@@ -1247,6 +1247,61 @@ def test_api_key_file_refusals():
             expect(d.stop() == 0, "exit status")
 
 
+def test_cors_origins():
+    """--cors-origin (repeatable): a preflight from a listed origin is a 204 with the path's
+    methods and the headers a page may send, without an API key; answers to a listed Origin carry
+    Access-Control-Allow-Origin naming it (never *), others none; an unlisted origin's preflight
+    is a 403 naming Origin; without --cors-origin OPTIONS stays a 405 and no CORS header is
+    sent; a wildcard or an origin with a path stops the start."""
+    for bad in ("*", "null", "http://a.example/", "http://a.example/x", "ftp://a.example", "http://A.example"):
+        err = start_refused("--cors-origin", bad, rc=2)
+        expect("--cors-origin" in err, "%r: %s" % (bad, err[-300:]))
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("page-key\n")
+        page, other = "http://127.0.0.1:9", "http://app.example:8443"
+        d = start("--api-key-file", keyfile, "--cors-origin", page, "--cors-origin", other)
+        try:
+            c, k = d.client(), d.client("page-key")
+            pre = {"Origin": page, "Access-Control-Request-Method": "POST",
+                   "Access-Control-Request-Headers": "authorization, content-type"}
+            r = c.request("OPTIONS", "/v1/sessions", headers=pre, validate=False)
+            expect(r.status == 204 and r.header("Access-Control-Allow-Origin") == page, (r.status, r.headers))
+            expect("POST" in r.header("Access-Control-Allow-Methods") and "GET" in r.header("Access-Control-Allow-Methods"), r.headers)
+            allowed = r.header("Access-Control-Allow-Headers").lower()
+            expect(all(h in allowed for h in ("authorization", "content-type", "if-match")), r.headers)
+            expect(r.header("Vary") == "Origin" and r.header("Access-Control-Allow-Credentials") is None, r.headers)
+            r = c.request("OPTIONS", "/v1/sessions/" + "0" * 32, validate=False,
+                          headers=dict(pre, Origin=other, **{"Access-Control-Request-Method": "DELETE"}))
+            expect(r.status == 204 and r.header("Access-Control-Allow-Origin") == other, (r.status, r.headers))
+            # an unlisted origin, a method the path has not, a path that does not exist
+            r = c.request("OPTIONS", "/v1/sessions", headers=dict(pre, Origin="http://127.0.0.1:10"), validate=False)
+            expect(problem(r, 403, "Origin") and r.header("Access-Control-Allow-Origin") is None, r.headers)
+            r = c.request("OPTIONS", "/v1/sessions", validate=False,
+                          headers=dict(pre, **{"Access-Control-Request-Method": "DELETE"}))
+            problem(r, 403, "Access-Control-Request-Method")
+            problem(c.request("OPTIONS", "/nothing", headers=pre, validate=False), 404)
+            # answers: the listed origin is named, an unlisted one is not, 401s included
+            s = k.request("POST", "/v1/sessions", {"code_size": 3, "memory": {"kind": "gaussian"}},
+                          headers={"Origin": page})
+            expect(s.status == 201 and s.header("Access-Control-Allow-Origin") == page, s.headers)
+            expect("ETag" in s.header("Access-Control-Expose-Headers"), s.headers)
+            r = c.request("GET", "/v1/sessions", headers={"Origin": page})
+            expect(r.status == 401 and r.header("Access-Control-Allow-Origin") == page, r.headers)
+            r = k.request("GET", "/v1/sessions", headers={"Origin": "http://127.0.0.1:10"})
+            expect(r.status == 200 and r.header("Access-Control-Allow-Origin") is None
+                   and r.header("Vary") == "Origin", r.headers)
+            r = k.request("GET", "/v1/sessions")
+            expect(r.header("Access-Control-Allow-Origin") is None, r.headers)
+        finally:
+            expect(d.stop() == 0, "exit status")
+    # without --cors-origin: nothing changes
+    r = FAST.client().request("OPTIONS", "/v1/sessions", validate=False,
+                              headers={"Origin": "http://127.0.0.1:9", "Access-Control-Request-Method": "POST"})
+    expect(r.status == 405 and r.header("Access-Control-Allow-Origin") is None and r.header("Vary") is None, r.headers)
+
+
 def tls_request(port, ctx, method, path, body=None, key=None, conn=None):
     """One HTTPS request (http.client over ssl ctx), checked against the OpenAPI document;
     returns (Response, the connection for reuse)."""
@@ -1649,7 +1704,7 @@ def test_tls_concurrent_jobs():
 
 
 TESTS += [test_api_key_quotas_durable_and_concurrent, test_tls_concurrent_jobs,
-          test_api_key_and_owner_identities_apart, test_api_key_file_refusals]
+          test_api_key_and_owner_identities_apart, test_api_key_file_refusals, test_cors_origins]
 
 
 def test_tree_memos():
