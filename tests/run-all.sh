@@ -120,11 +120,11 @@ VALGRIND="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,p
 echo "== vbmemd integration tests under valgrind (a quick subset; release and ASan ran above) =="
 /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
-  --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight,temporal_sessions,forget_retained_codes,forget_downdate,forget_errors
+  --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,bad_bytes_in_paths,session_ids_outside_their_alphabet,if_match_strong_comparison,temporal_error_messages,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight,temporal_sessions,forget_retained_codes,forget_downdate,forget_errors
 echo "== vbmemd security under valgrind: TLS (Python ssl, curl; concurrent jobs), API-key scopes, owners and quotas (durable, concurrent); /metrics behind a key ran in release and ASan =="
 /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
-  --only tls_real_clients,tls_concurrent_jobs,api_key_scopes,api_key_quotas,api_key_quotas_durable_and_concurrent
+  --only tls_real_clients,tls_concurrent_jobs,api_key_scopes,api_key_quotas,api_key_quotas_durable_and_concurrent,api_key_file_refusals,api_key_and_owner_identities_apart,cors_origins
 echo "== vbmemd with images under valgrind (all but the 64-image round, which release and ASan ran) =="
 /usr/bin/python3 tests/http/test_images.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \

@@ -33,6 +33,10 @@ extern "C" {
 #define VBM_MAX_CLUSTERS  65536
 #define VBM_MAX_FRAMES    10000000L
 #define VBM_MAX_ELEMENTS  400000000L /* any single array, in doubles (3.2 GB) */
+/* The observation variance sigma_z2 a configuration may hold: far outside it (1e-320, 1e308) the
+ * posterior's precisions overflow or vanish and every write fails. */
+#define VBM_MIN_SIGMA_Z2 1e-8
+#define VBM_MAX_SIGMA_Z2 1e8
 
 typedef enum {
     VBM_OK = 0,
@@ -48,8 +52,9 @@ typedef enum {
     VBM_ELIMIT = 7,    /* a configured limit (sessions, memory bytes) would be exceeded */
     VBM_EBUSY = 8,     /* the job queue is full */
     VBM_ESTOPPED = 9,  /* the service no longer accepts work (shutting down) */
-    VBM_EUNAVAIL = 10  /* the durable store is busy, locked, unreachable or holds a
-                        * corrupt record */
+    VBM_EUNAVAIL = 10, /* the durable store is busy, locked or unreachable */
+    VBM_ECORRUPT = 11  /* a stored record fails its checksum or does not import: it stays
+                        * unreadable until it is deleted or restored from a backup */
 } vbm_status;
 
 #define VBM_FIELD_LEN 128
@@ -292,7 +297,8 @@ void vbm_config_set_rows(vbm_config *cfg, int K);
 
 /* Check a configuration. Returns VBM_OK or VBM_EINVAL with a message naming the
  * offending field (sizes out of range, G not dividing C, non-positive variances,
- * a floor outside [0, 1), shift on the categorical model ...). */
+ * sigma_z2 outside [VBM_MIN_SIGMA_Z2, VBM_MAX_SIGMA_Z2], a floor outside [0, 1),
+ * shift on the categorical model ...). */
 vbm_status vbm_config_check(const vbm_config *cfg, vbm_error *err);
 
 /* Parse "gaussian" ... "dkm". Returns VBM_OK or VBM_EINVAL for an unknown name. */

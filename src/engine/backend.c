@@ -1,6 +1,7 @@
 /* backend.c -- owns the dispatch from the eng_backend_* functions to a durable backend, and the backup copy of every record from one backend to another. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,7 +129,8 @@ void eng_backend_close(eng_backend *b)
     b->ops->close(b->impl);
 }
 
-/* Copy one record of src into dst, checking that its memory imports. */
+/* Copy one record of src into dst, checking that its memory imports (VBM_ECORRUPT when it
+ * does not, or when the record is corrupt). */
 static vbm_status backend_copy_one(eng_backend *src, eng_backend *dst, const char *id,
                                    vbm_error *err)
 {
@@ -140,15 +142,25 @@ static vbm_status backend_copy_one(eng_backend *src, eng_backend *dst, const cha
     st = eng_backend_load(src, id, &rec, err);
     if (st == VBM_ENOTFOUND)
         return VBM_OK; /* deleted since it was listed */
-    if (st != VBM_OK)
+    if (st != VBM_OK) {
+        eng_record_free(&rec);
         return st;
+    }
     st = eng_session_from_record(&rec, &s, err);
     eng_session_unref(s);
+    if (st == VBM_EFORMAT) {
+        char msg[VBM_MSG_LEN];
+
+        snprintf(msg, sizeof msg, "%s", err != NULL ? err->msg : "does not import");
+        st = vbm_fail(err, VBM_ECORRUPT, NULL, "the stored memory of session %s is corrupt: %s", id,
+                      msg);
+    }
     if (st == VBM_OK) {
         st = eng_backend_load(dst, id, &old, err);
-        if (st == VBM_OK) {
+        if (st == VBM_OK || st == VBM_ECORRUPT) { /* replaced whatever its state */
             expected = old.version;
             eng_record_free(&old);
+            st = VBM_OK;
         }
         if (st == VBM_OK || st == VBM_ENOTFOUND)
             st = eng_backend_save(dst, &rec, expected, err);
@@ -157,7 +169,9 @@ static vbm_status backend_copy_one(eng_backend *src, eng_backend *dst, const cha
     return st;
 }
 
-vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied, vbm_error *err)
+vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied,
+                                void (*skipped)(void *ctx, const char *id, const char *why),
+                                void *ctx, vbm_error *err)
 {
     char ids[BACKEND_PAGE][ENG_ID_LEN + 1], after[ENG_ID_LEN + 1] = "";
     vbm_status st;
@@ -170,6 +184,11 @@ vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied
             return st;
         for (i = 0; i < n; i++) {
             st = backend_copy_one(src, dst, ids[i], err);
+            if (st == VBM_ECORRUPT) {
+                if (skipped != NULL)
+                    skipped(ctx, ids[i], err != NULL ? err->msg : "corrupt");
+                continue;
+            }
             if (st != VBM_OK)
                 return st;
             (*copied)++;

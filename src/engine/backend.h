@@ -103,8 +103,10 @@ vbm_status store_sqlite_durability_get(eng_backend *b, store_sqlite_durability *
 vbm_status store_sqlite_open_dir(const char *dir, eng_backend **out, vbm_error *err);
 
 /* The stored record of id (any owner) into *out (release with
- * eng_record_free). Fails with VBM_ENOTFOUND, VBM_EUNAVAIL (busy, I/O error,
- * or the record fails its checksum: corrupt), VBM_ENOMEM. */
+ * eng_record_free). Fails with VBM_ENOTFOUND, VBM_EUNAVAIL (busy, I/O error),
+ * VBM_ECORRUPT (the record fails its checksum or has malformed fields: *out
+ * then holds its id, version and owner only -- the owner all 0xff, nobody's,
+ * when it is unreadable -- and no memory), VBM_ENOMEM. */
 vbm_status eng_backend_load(eng_backend *b, const char *id, eng_record *out, vbm_error *err);
 
 /* Store rec in one transaction, committed (durable) when VBM_OK is returned.
@@ -163,10 +165,13 @@ unsigned char *eng_backend_usage_encode(const double *u, size_t n, int *fail);
 void eng_backend_usage_decode(const unsigned char *b, size_t n, double *u);
 
 /* Backup and restore: copy every record of src into dst (each checked by
- * importing its memory, so a corrupt record stops the copy), replacing a
- * record of the same id in dst whatever its version. *copied counts them.
- * Fails with VBM_EUNAVAIL, VBM_EFORMAT (a record of src does not import; the
- * message names it), VBM_ENOMEM; records copied before the failure stay. */
-vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied, vbm_error *err);
+ * importing its memory), replacing a record of the same id in dst whatever its
+ * version (a corrupt one included). *copied counts them. A corrupt record of
+ * src (VBM_ECORRUPT, or a memory that does not import) is skipped: skipped(ctx,
+ * id, why) is called for it (skipped may be NULL) and the copy goes on. Fails
+ * with VBM_EUNAVAIL, VBM_ENOMEM; records copied before the failure stay. */
+vbm_status eng_backend_copy_all(eng_backend *src, eng_backend *dst, long *copied,
+                                void (*skipped)(void *ctx, const char *id, const char *why),
+                                void *ctx, vbm_error *err);
 
 #endif

@@ -216,7 +216,7 @@ static vbm_status rd_load(void *impl, const char *id, eng_record *out, vbm_error
     const unsigned char *usage = NULL;
     size_t i, n_usage = 0, got = 0;
     uint64_t want = 0, sum;
-    int have_sum = 0;
+    int have_sum = 0, owner_ok = 0;
     vbm_status st = VBM_OK;
 
     memset(out, 0, sizeof *out);
@@ -241,7 +241,9 @@ static vbm_status rd_load(void *impl, const char *id, eng_record *out, vbm_error
         got++;
         if (strcmp(f->str, "owner") == 0) {
             if (rd_unhex(v->str, v->len, out->owner, ENG_OWNER_LEN) != 0)
-                st = VBM_EUNAVAIL;
+                st = VBM_ECORRUPT;
+            else
+                owner_ok = 1;
         } else if (strcmp(f->str, "version") == 0) {
             out->version = strtoull(v->str, NULL, 10);
         } else if (strcmp(f->str, "ttl_s") == 0) {
@@ -278,7 +280,7 @@ static vbm_status rd_load(void *impl, const char *id, eng_record *out, vbm_error
     sum = eng_backend_checksum(out->blob, out->blob_len, usage, n_usage);
     if (st == VBM_OK
         && (out->blob == NULL || !have_sum || sum != want || n_usage % 8 != 0 || got < RD_NFIELDS))
-        st = VBM_EUNAVAIL;
+        st = VBM_ECORRUPT;
     if (st == VBM_OK && n_usage > 0) {
         out->n_usage = n_usage / 8;
         out->usage = malloc(n_usage);
@@ -289,11 +291,21 @@ static vbm_status rd_load(void *impl, const char *id, eng_record *out, vbm_error
     }
     freeReplyObject(r);
     if (st != VBM_OK) {
+        uint64_t version = out->version;
+        unsigned char owner[ENG_OWNER_LEN];
+
+        memcpy(owner, out->owner, ENG_OWNER_LEN);
         eng_record_free(out);
         memset(out, 0, sizeof *out);
         if (st == VBM_ENOMEM)
             return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory loading session %s", id);
-        return vbm_fail(err, VBM_EUNAVAIL, NULL,
+        /* what is known of it: the id, its version and its owner (nobody's when unreadable) */
+        snprintf(out->id, sizeof out->id, "%s", id);
+        out->version = version;
+        memset(out->owner, 0xff, ENG_OWNER_LEN);
+        if (owner_ok)
+            memcpy(out->owner, owner, ENG_OWNER_LEN);
+        return vbm_fail(err, VBM_ECORRUPT, NULL,
                         "the stored record of session %s is corrupt (checksum mismatch or "
                         "missing fields)",
                         id);

@@ -443,8 +443,15 @@ static vbm_status sq_load(void *impl, const char *id, eng_record *out, vbm_error
         sum = eng_backend_checksum(mem, (size_t)n_mem, usage, (size_t)n_usage);
         if (n_owner != ENG_OWNER_LEN || owner == NULL || mem == NULL || n_usage % 8 != 0
             || sum != want) {
+            /* what is known of it: the id, its version and its owner (nobody's when the owner
+             * column is unreadable) */
+            snprintf(out->id, sizeof out->id, "%s", id);
+            memset(out->owner, 0xff, ENG_OWNER_LEN);
+            if (n_owner == ENG_OWNER_LEN && owner != NULL)
+                memcpy(out->owner, owner, ENG_OWNER_LEN);
+            out->version = (uint64_t)sqlite3_column_int64(st, 1);
             est =
-                vbm_fail(err, VBM_EUNAVAIL, NULL, "the stored record of session %s is corrupt (%s)",
+                vbm_fail(err, VBM_ECORRUPT, NULL, "the stored record of session %s is corrupt (%s)",
                          id, sum != want ? "checksum mismatch" : "malformed columns");
         } else {
             snprintf(out->id, sizeof out->id, "%s", id);
@@ -476,7 +483,7 @@ static vbm_status sq_load(void *impl, const char *id, eng_record *out, vbm_error
     }
     sq_reset(st);
     pthread_mutex_unlock(&q->lock);
-    if (est != VBM_OK)
+    if (est != VBM_OK && est != VBM_ECORRUPT)
         memset(out, 0, sizeof *out);
     return est;
 }

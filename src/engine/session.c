@@ -47,6 +47,11 @@ static vbm_status sess_lib_fail(vbm_error *err, vbm_status vst, const char *defl
     return vst;
 }
 
+int eng_id_ok(const char *id)
+{
+    return id != NULL && strlen(id) == ENG_ID_LEN && strspn(id, "0123456789abcdef") == ENG_ID_LEN;
+}
+
 vbm_status eng_random_id(char id[ENG_ID_LEN + 1], vbm_error *err)
 {
     static const char hex[] = "0123456789abcdef";

@@ -105,6 +105,10 @@ typedef struct {
  * retained codes. Never fails; 0 for NULL. */
 size_t eng_memory_bytes(const vbm_memory *mem);
 
+/* 1 when id has the form of a session id (ENG_ID_LEN lowercase hex characters, nothing else);
+ * 0 otherwise, NULL included. Never fails. */
+int eng_id_ok(const char *id);
+
 /* Fill id with ENG_ID_LEN lowercase hex characters (and a NUL) from 128 bits
  * of getrandom(). Fails with VBM_ENOMEM when the kernel gives no randomness. */
 vbm_status eng_random_id(char id[ENG_ID_LEN + 1], vbm_error *err);

@@ -43,6 +43,14 @@ void eng_store_set_wait(eng_store *st, void (*wait)(void *ctx, int begin), void 
     st->wait_ctx = ctx;
 }
 
+void eng_store_set_corrupt_hook(eng_store *st,
+                                void (*corrupt)(void *ctx, const char *id, const char *msg),
+                                void *ctx)
+{
+    st->corrupt = corrupt;
+    st->corrupt_ctx = ctx;
+}
+
 void eng_store_stats(eng_store *st, long *count, size_t *bytes)
 {
     st->ops->stats(st->impl, count, bytes);

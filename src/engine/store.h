@@ -36,6 +36,9 @@ typedef struct {
     eng_store_limits limits;
     void (*wait)(void *ctx, int begin); /* NULL, or called around backend I/O */
     void *wait_ctx;
+    void (*corrupt)(void *ctx, const char *id, const char *msg); /* NULL, or told of each
+                                                                  * corrupt record met */
+    void *corrupt_ctx;
 } eng_store;
 
 /* Have a durable store call wait(ctx, 1) before and wait(ctx, 0) after each
@@ -43,6 +46,14 @@ typedef struct {
  * other jobs meanwhile (eng_pool_block). The in-memory store never calls it.
  * Set before the store is shared between threads. Never fails. */
 void eng_store_set_wait(eng_store *st, void (*wait)(void *ctx, int begin), void *ctx);
+
+/* Have a durable store call corrupt(ctx, id, msg) each time a request meets a corrupt stored
+ * record (a look-up answered VBM_ECORRUPT, a record skipped by a listing), from the thread of
+ * that request; msg says what is wrong. Set before the store is shared between threads. Never
+ * fails. */
+void eng_store_set_corrupt_hook(eng_store *st,
+                                void (*corrupt)(void *ctx, const char *id, const char *msg),
+                                void *ctx);
 
 /* Create the in-memory store (a sorted table guarded by one mutex) with the
  * given limits. On success *out is owned by the caller (eng_store_free).
@@ -74,8 +85,8 @@ eng_session *eng_store_lookup(eng_store *st, const char *id, const unsigned char
 
 /* Like eng_store_lookup, with the reason of a failure: VBM_ENOTFOUND (no such
  * session for this owner), VBM_EUNAVAIL (a durable store is busy or
- * unreachable, or the stored record is corrupt), VBM_ENOMEM. *out is NULL on
- * failure. */
+ * unreachable), VBM_ECORRUPT (the owner's stored record is corrupt: it can only
+ * be removed), VBM_ENOMEM. *out is NULL on failure. */
 vbm_status eng_store_get(eng_store *st, const char *id, const unsigned char *owner,
                          eng_session **out, vbm_error *err);
 
@@ -92,7 +103,8 @@ vbm_status eng_store_remove(eng_store *st, const char *id, const unsigned char *
  * follow. A durable store returns the resident copy of a resident session
  * and a private copy, loaded for this page and not cached, of any other (it
  * goes when the caller drops it), at most max_resident a page: a listing
- * leaves the cache as it was. Fails with VBM_ENOMEM, VBM_EUNAVAIL. */
+ * leaves the cache as it was; a corrupt stored record is skipped (and reported
+ * to the corrupt hook). Fails with VBM_ENOMEM, VBM_EUNAVAIL. */
 vbm_status eng_store_list(eng_store *st, const unsigned char *owner, const char *after, int limit,
                           eng_session ***out, int *n, int *more, vbm_error *err);
 

@@ -37,12 +37,6 @@ static const unsigned char *dur_owner(const unsigned char *owner)
     return owner != NULL ? owner : dur_anonymous;
 }
 
-/* 1 when id looks like an id vbmemd gives (32 lowercase hex characters). */
-static int dur_id_ok(const char *id)
-{
-    return strlen(id) == ENG_ID_LEN && strspn(id, "0123456789abcdef") == ENG_ID_LEN;
-}
-
 /* eng_backend_save with the store's wait hook around it (a worker waiting for
  * a commit gives its CPU slot to another request, whose write may join the
  * same group commit). */
@@ -69,6 +63,27 @@ static vbm_status dur_load(dur_store *d, const char *id, eng_record *out, vbm_er
     if (d->base.wait != NULL)
         d->base.wait(d->base.wait_ctx, 0);
     return st;
+}
+
+/* A corrupt stored record of id met by a request (st: the load's VBM_ECORRUPT, or the import's
+ * VBM_EFORMAT, err saying why): tell the corrupt hook, and have err say what is wrong and how to
+ * recover. Returns VBM_ECORRUPT. */
+static vbm_status dur_corrupt(dur_store *d, const char *id, vbm_status st, vbm_error *err)
+{
+    const char *why = err != NULL ? err->msg : "corrupt record";
+    char msg[VBM_MSG_LEN];
+
+    if (st == VBM_EFORMAT)
+        snprintf(msg, sizeof msg,
+                 "the stored record of session %s is corrupt (its memory does not import: %.300s)",
+                 id, why);
+    else
+        snprintf(msg, sizeof msg, "%s", why);
+    if (d->base.corrupt != NULL)
+        d->base.corrupt(d->base.corrupt_ctx, id, msg);
+    return vbm_fail(err, VBM_ECORRUPT, NULL,
+                    "%s; it can be deleted (DELETE /v1/sessions/%s) or restored from a backup", msg,
+                    id);
 }
 
 /* Index of the first item whose id is >= id. Lock held. */
@@ -287,7 +302,7 @@ static vbm_status dur_get(void *impl, const char *id, const unsigned char *owner
     int tries, k;
 
     *out = NULL;
-    if (!dur_id_ok(id))
+    if (!eng_id_ok(id))
         return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     for (tries = 0; tries < DUR_LOAD_TRIES; tries++) {
         pthread_mutex_lock(&d->lock);
@@ -320,21 +335,20 @@ static vbm_status dur_get(void *impl, const char *id, const unsigned char *owner
         pthread_mutex_unlock(&d->lock);
 
         st = dur_load(d, id, &rec, err);
-        if (st != VBM_OK)
+        if (st != VBM_OK && st != VBM_ECORRUPT)
             return st;
         if (memcmp(rec.owner, who, ENG_OWNER_LEN) != 0) {
             eng_record_free(&rec);
             return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
         }
+        if (st == VBM_ECORRUPT) {
+            eng_record_free(&rec);
+            return dur_corrupt(d, id, st, err);
+        }
         st = eng_session_from_record(&rec, &s, err);
         eng_record_free(&rec);
-        if (st == VBM_EFORMAT) {
-            /* A corrupt record is the store's failure, not the request's. */
-            char msg[VBM_MSG_LEN];
-
-            snprintf(msg, sizeof msg, "%s", err != NULL ? err->msg : "corrupt record");
-            return vbm_fail(err, VBM_EUNAVAIL, NULL, "%s", msg);
-        }
+        if (st == VBM_EFORMAT) /* a memory that does not import: the store's failure */
+            return dur_corrupt(d, id, st, err);
         if (st != VBM_OK)
             return st;
         eng_session_set_persist(s, dur_persist, d);
@@ -377,7 +391,7 @@ static vbm_status dur_remove(void *impl, const char *id, const unsigned char *ow
     vbm_status st;
     long at;
 
-    if (!dur_id_ok(id))
+    if (!eng_id_ok(id))
         return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     st = eng_backend_remove(d->backend, id, dur_owner(owner), err);
     if (st != VBM_OK)
@@ -408,23 +422,23 @@ static vbm_status dur_list_one(dur_store *d, const char *id, const unsigned char
     pthread_mutex_lock(&d->lock);
     resident = dur_index(d, id) >= 0;
     pthread_mutex_unlock(&d->lock);
-    if (resident || !dur_id_ok(id))
+    if (resident || !eng_id_ok(id))
         return dur_get(d, id, owner, out, err);
     st = dur_load(d, id, &rec, err);
-    if (st != VBM_OK)
+    if (st != VBM_OK && st != VBM_ECORRUPT)
         return st;
     if (memcmp(rec.owner, dur_owner(owner), ENG_OWNER_LEN) != 0) {
         eng_record_free(&rec);
         return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     }
+    if (st == VBM_ECORRUPT) {
+        eng_record_free(&rec);
+        return dur_corrupt(d, id, st, err);
+    }
     st = eng_session_from_record(&rec, out, err);
     eng_record_free(&rec);
-    if (st == VBM_EFORMAT) {
-        char msg[VBM_MSG_LEN];
-
-        snprintf(msg, sizeof msg, "%s", err != NULL ? err->msg : "corrupt record");
-        return vbm_fail(err, VBM_EUNAVAIL, NULL, "%s", msg);
-    }
+    if (st == VBM_EFORMAT)
+        return dur_corrupt(d, id, st, err);
     if (st == VBM_OK) /* a write through this copy is a compare-and-set like any other */
         eng_session_set_persist(*out, dur_persist, d);
     return st;
@@ -458,8 +472,8 @@ static vbm_status dur_list(void *impl, const unsigned char *owner, const char *a
         st = dur_list_one(d, ids[i], owner, &arr[*n], err);
         if (st == VBM_OK)
             (*n)++;
-        else if (st == VBM_ENOTFOUND)
-            st = VBM_OK; /* removed since it was listed */
+        else if (st == VBM_ENOTFOUND || st == VBM_ECORRUPT)
+            st = VBM_OK; /* removed since it was listed; corrupt: reported, skipped */
     }
     free(ids);
     if (st != VBM_OK) {

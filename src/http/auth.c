@@ -16,6 +16,10 @@
 
 #define AUTH_MAX_LINE 4096
 #define AUTH_MAX_RPS  1e6
+/* The prefix of the texts whose SHA-256 is a named owner's identity. A bare key's identity is
+ * its own SHA-256, so no key may begin with it: the two sets of hashed texts stay disjoint (a key
+ * "vbmem-owner:team-a" would otherwise own team-a's sessions). */
+#define AUTH_OWNER_PREFIX "vbmem-owner:"
 
 /* One loaded key: its digest, policy and rate bucket (tokens, last refill). */
 typedef struct {
@@ -54,18 +58,28 @@ static int auth_parse_count(const char *s, size_t n, unsigned long long *out)
     return 0;
 }
 
-/* Parse a finite number in (0, AUTH_MAX_RPS] into *out. Returns 0 or -1. */
+/* Parse a decimal number in (0, AUTH_MAX_RPS] (digits with at most one '.', no sign, exponent
+ * or hexadecimal) into *out. Returns 0 or -1. */
 static int auth_parse_rate(const char *s, size_t n, double *out)
 {
     char buf[32], *end;
     double v;
+    size_t i, dots = 0, digits = 0;
 
     if (n == 0 || n >= sizeof buf)
         return -1;
+    for (i = 0; i < n; i++) {
+        if (s[i] == '.')
+            dots++;
+        else if (s[i] >= '0' && s[i] <= '9')
+            digits++;
+        else
+            return -1;
+    }
+    if (dots > 1 || digits == 0)
+        return -1;
     memcpy(buf, s, n);
     buf[n] = '\0';
-    if (!isdigit((unsigned char)buf[0]) && buf[0] != '.')
-        return -1;
     errno = 0;
     v = strtod(buf, &end);
     if (errno != 0 || *end != '\0' || !isfinite(v) || !(v > 0.0) || v > AUTH_MAX_RPS)
@@ -97,6 +111,13 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
         p++;
     *key_off = (size_t)(tok - line);
     *key_len = (size_t)(p - tok);
+    if (*key_len >= strlen(AUTH_OWNER_PREFIX)
+        && strncmp(tok, AUTH_OWNER_PREFIX, strlen(AUTH_OWNER_PREFIX)) == 0) {
+        *key_len = 0;
+        return vbm_fail(err, VBM_EINVAL, "api_key_file",
+                        "the key begins with \"" AUTH_OWNER_PREFIX
+                        "\", which is reserved: owner identities are hashed under it");
+    }
     for (k = 0; k < 5; k++) {
         nlen = strlen(names[k]);
         if (*key_len > nlen && strncmp(tok, names[k], nlen) == 0 && tok[nlen] == '=') {
@@ -169,8 +190,8 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
             break;
         default:
             if (auth_parse_rate(eq, vlen, &pol->rps) != 0)
-                return vbm_fail(err, VBM_EINVAL, "api_key_file", "rps= expects a number in (0, %g]",
-                                AUTH_MAX_RPS);
+                return vbm_fail(err, VBM_EINVAL, "api_key_file",
+                                "rps= expects a decimal number in (0, %g]", AUTH_MAX_RPS);
             break;
         }
     }
@@ -183,10 +204,14 @@ static int auth_key_cmp(const void *x, const void *y)
     return memcmp(((const auth_key *)x)->digest, ((const auth_key *)y)->digest, KEYHASH_LEN);
 }
 
-/* Read the file into a new key table, sorted by digest. */
+/* Read the file into a new key table, sorted by digest. A file without any key (empty, or only
+ * blank lines and comments: every request would be refused), a UTF-8 byte-order mark (it would
+ * become part of the first key) and a NUL byte are refused, each by name. */
 static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error *err)
 {
-    char line[AUTH_MAX_LINE];
+    char *line = NULL;
+    size_t line_cap = 0;
+    ssize_t got;
     auth_key *keys = NULL, *grown;
     http_key_policy pol;
     size_t off, len;
@@ -199,11 +224,23 @@ static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error 
     if (fp == NULL)
         return vbm_fail(err, VBM_EINVAL, "api_key_file", "cannot open %s: %s", path,
                         strerror(errno));
-    while (st == VBM_OK && fgets(line, sizeof line, fp) != NULL) {
+    while (st == VBM_OK && (got = getline(&line, &line_cap, fp)) >= 0) {
         lineno++;
-        if (strchr(line, '\n') == NULL && !feof(fp)) {
+        if (memchr(line, '\0', (size_t)got) != NULL) {
+            st = vbm_fail(err, VBM_EINVAL, "api_key_file", "%s line %d holds a NUL byte", path,
+                          lineno);
+            break;
+        }
+        if (got - (line[got - 1] == '\n') > AUTH_MAX_LINE - 2) {
             st = vbm_fail(err, VBM_EINVAL, "api_key_file", "%s line %d is longer than %d bytes",
                           path, lineno, AUTH_MAX_LINE - 2);
+            break;
+        }
+        if (lineno == 1 && got >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0) {
+            st = vbm_fail(err, VBM_EINVAL, "api_key_file",
+                          "%s begins with a UTF-8 byte-order mark, which would become part of "
+                          "the first key; save the file without it",
+                          path);
             break;
         }
         st = http_auth_parse_line(line, &off, &len, &pol, err);
@@ -233,7 +270,7 @@ static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error 
         memcpy(keys[count].policy.key, keys[count].digest, KEYHASH_LEN);
         if (pol.owner[0] != '\0') {
             char name[HTTP_OWNER_NAME_LEN + 16];
-            int m = snprintf(name, sizeof name, "vbmem-owner:%s", pol.owner);
+            int m = snprintf(name, sizeof name, AUTH_OWNER_PREFIX "%s", pol.owner);
 
             keyhash_digest(name, (size_t)m, keys[count].owner);
         } else {
@@ -241,10 +278,17 @@ static vbm_status auth_read(const char *path, auth_key **out, int *n, vbm_error 
         }
         count++;
     }
-    if (st == VBM_OK && ferror(fp))
+    if (st == VBM_OK && (ferror(fp) || !feof(fp))) /* (getline also stops when out of memory) */
         st = vbm_fail(err, VBM_EINVAL, "api_key_file", "error reading %s", path);
+    if (st == VBM_OK && count == 0)
+        st = vbm_fail(err, VBM_EINVAL, "api_key_file",
+                      "%s holds no key (only blank lines and comments): every request would be "
+                      "refused",
+                      path);
     fclose(fp);
-    memset(line, 0, sizeof line);
+    if (line != NULL) /* (the key's text does not stay in freed memory) */
+        memset(line, 0, line_cap);
+    free(line);
     if (st == VBM_OK && count > 1) {
         qsort(keys, (size_t)count, sizeof *keys, auth_key_cmp);
         for (i = 1; i < count && st == VBM_OK; i++) {

@@ -35,7 +35,10 @@ typedef struct {
  * character is '#' give *key_len 0. On success the key is
  * line[*key_off .. *key_off + *key_len) and *pol holds its policy (a bare key:
  * scope write, no quotas). A line whose first word looks like an option
- * ("scope=...", "owner=...", ...: the key was left out) is refused. Fails
+ * ("scope=...", "owner=...", ...: the key was left out) is refused, and so is
+ * a key that begins with "vbmem-owner:" (named owners' identities are the
+ * SHA-256 of "vbmem-owner:NAME", bare keys' the SHA-256 of the key: the
+ * prefix keeps the two apart). Fails
  * with VBM_EINVAL (field "api_key_file") and a
  * message naming the offending option by position and name only (never the
  * key or an option's text, which could be part of a secret). */
@@ -45,9 +48,10 @@ vbm_status http_auth_parse_line(const char *line, size_t *key_off, size_t *key_l
 /* Load the key file at path (one key per line, see http_auth_parse_line).
  * path NULL or "" disables authentication. Keys are kept only as SHA-256
  * digests. On success *out is owned by the caller (http_auth_free). Fails
- * with VBM_EINVAL when the file cannot be read, a line is malformed or longer
- * than 4094 bytes (the message gives its number) or a key repeats;
- * VBM_ENOMEM. */
+ * with VBM_EINVAL when the file cannot be read, holds no key (empty, or only
+ * blank lines and comments), begins with a UTF-8 byte-order mark, a line is
+ * malformed, holds a NUL byte or is longer than 4094 bytes (the message gives
+ * its number) or a key repeats; VBM_ENOMEM. */
 vbm_status http_auth_create(const char *path, http_auth **out, vbm_error *err);
 
 /* Re-read the key file. On failure the previous keys stay in force and the
@@ -56,7 +60,7 @@ vbm_status http_auth_create(const char *path, http_auth **out, vbm_error *err);
  * and quotas apply to the next request. Returns VBM_OK without keys. */
 vbm_status http_auth_reload(http_auth *a, vbm_error *err);
 
-/* 1 when a key file is configured (even an empty one: then nothing passes). */
+/* 1 when a key file is configured. */
 int http_auth_enabled(const http_auth *a);
 
 /* Number of keys loaded. */

@@ -37,6 +37,7 @@ struct http_metrics {
     unsigned long iter_count;
     double iter_sum;
     unsigned long rejected;
+    unsigned long corrupt;
 };
 
 http_metrics *metrics_create(int nroutes, const char *const *route_names)
@@ -98,6 +99,13 @@ void metrics_rejected(http_metrics *m)
 {
     pthread_mutex_lock(&m->lock);
     m->rejected++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_corrupt(http_metrics *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->corrupt++;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -240,6 +248,12 @@ char *metrics_render(http_metrics *m, const metrics_gauges *g, size_t *len)
                    "queue was full.\n# TYPE vbmemd_rejected_total counter\n"
                    "vbmemd_rejected_total %lu\n",
                    m->rejected);
+    metrics_printf(&b,
+                   "# HELP vbmemd_store_corrupt_total Corrupt stored records met by requests "
+                   "(answered as corrupt, or skipped by a listing).\n"
+                   "# TYPE vbmemd_store_corrupt_total counter\n"
+                   "vbmemd_store_corrupt_total %lu\n",
+                   m->corrupt);
     pthread_mutex_unlock(&m->lock);
     metrics_printf(&b,
                    "# HELP vbmemd_queue_depth Jobs waiting for a worker.\n"

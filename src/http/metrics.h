@@ -34,6 +34,9 @@ void metrics_solve(http_metrics *m, int iterations, double seconds);
 /* Count a request refused because the queue was full. Thread-safe. */
 void metrics_rejected(http_metrics *m);
 
+/* Count a corrupt stored record met by a request (eng_store_set_corrupt_hook). Thread-safe. */
+void metrics_corrupt(http_metrics *m);
+
 /* Render everything in the Prometheus text format (version 0.0.4) into a new
  * malloc'd NUL-terminated string (*len its length). Returns NULL when out of
  * memory. */

@@ -16,6 +16,7 @@
 #include "engine/store.h"
 #include "http/auth.h"
 #include "http/conns.h"
+#include "http/cors.h"
 #include "http/log.h"
 #include "http/metrics.h"
 #include "http/server.h"
@@ -70,6 +71,7 @@ struct http_server {
     int port;
     double started;
     http_conns conns; /* open connections; only the MHD thread changes them */
+    http_cors cors;   /* --cors-origin (n 0: none) */
 };
 
 /* The response a handler produces. body is malloc'd (owned). */
@@ -82,6 +84,7 @@ typedef struct {
     char location[128];
     char allow[64];
     int retry_after; /* > 0: add Retry-After */
+    int preflight;   /* 1: a CORS preflight's answer (allow holds the path's methods) */
 } http_resp;
 
 enum { REQ_READING = 0, REQ_RUNNING = 1, REQ_DONE = 2 };
@@ -98,8 +101,9 @@ struct http_req {
     char *path;                /* owned copy of the URL path */
     char param[REQ_PARAM_LEN]; /* {id} or {name} */
     char request_id[REQ_ID_LEN];
-    int has_if_match;
-    int64_t if_match; /* parsed version, -1 for "*" */
+    int has_if_match;   /* a write's If-Match holds an entity tag ("*" is none) */
+    int64_t if_match;   /* the version it names; INT64_MAX when it can name none (if_match_never) */
+    int if_match_never; /* 1: a weak tag (2) or a strong tag that is no version (1): never matches */
     unsigned char owner[ENG_OWNER_LEN];
     http_key_policy policy; /* the API key's scope and quotas (all open without keys) */
     int nargs;
@@ -111,6 +115,18 @@ struct http_req {
     double t_start;
     http_resp resp;
 };
+
+/* The bytes an answer holds per number while it is built and written out, which the per-request
+ * cap (http_limits.max_request_bytes) counts next to the work: in JSON a number of the tree (its
+ * json_t with the allocator's overhead, about 40 bytes, and its slot in an array, up to 16 as
+ * arrays grow by doubling) and its text (up to 25 characters, the separator included); as base64
+ * float32 its 4 bytes and 5.4 characters of text held three times (the encoder's, the tree's
+ * string, the answer). */
+#define REQ_JSON_NUMBER_BYTES 81.0
+#define REQ_B64_NUMBER_BYTES  21.0
+
+/* The bytes an answer of n numbers holds (REQ_JSON_NUMBER_BYTES or REQ_B64_NUMBER_BYTES each). */
+double req_answer_bytes(double n, int base64);
 
 /* Value of query argument key, or NULL. */
 const char *req_arg(const http_req *r, const char *key);
@@ -126,7 +142,8 @@ void req_problem(http_req *r, int status, const char *field, const char *fmt, ..
     __attribute__((format(printf, 4, 5)));
 
 /* Set the response from an engine failure: EINVAL/ENUMERIC/EFORMAT 422,
- * ENOTFOUND 404, ECONFLICT 409, ELIMIT 429, EBUSY/ESTOPPED/ENOMEM 503. */
+ * ENOTFOUND 404, ECONFLICT 409 (req_conflict), ELIMIT 429, ECORRUPT 500 (problem type
+ * corrupt-record, no Retry-After), EBUSY/ESTOPPED/ENOMEM/EUNAVAIL 503. */
 void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err);
 
 /* Set the response body to a text of the given content type (copied). */
@@ -143,6 +160,16 @@ int req_body_object(http_req *r, json_t **out);
  * reference (eng_session_unref), touched for the LRU; or NULL after setting a 404 problem (503
  * when a durable store is busy or unavailable, or holds a corrupt record). */
 eng_session *req_session(http_req *r);
+
+/* Set a 409 problem (field If-Match) for a write whose If-Match does not match session r->param,
+ * with the session's current version as ETag (when it can still be looked up) and a detail that
+ * says why: at_version is the version the refusal saw (0: unknown, the detail then says what
+ * the look-up found), detail the engine's message or NULL. */
+void req_conflict(http_req *r, uint64_t at_version, const char *detail);
+
+/* 1 when the path parameter has the form of a session id; otherwise sets a 404 problem (field
+ * id) and returns 0. */
+int req_session_id_ok(http_req *r);
 
 /* Route handlers (routes_system.c: healthz, readyz, metrics, and
  * routes_models.c: models_list, models_get, inline on the HTTP thread;

@@ -25,7 +25,6 @@
 #define SESS_LIST_DEFAULT       50
 #define SESS_LIST_MAX           1000
 #define SESS_MAX_TTL            (10L * 365 * 24 * 3600)
-#define SESS_MAX_READ_BYTES     (1024.0 * 1024.0 * 1024.0) /* what one read or samples request holds */
 
 /* The session of the path and the request's JSON object body, both owned by the
  * caller; on failure the problem is already answered, nothing is held and -1 is
@@ -345,25 +344,45 @@ void route_sessions_get(http_req *r)
     eng_session_unref(s);
 }
 
-void route_sessions_delete(http_req *r)
+/* 1 when DELETE may go on with session r->param (its version matches If-Match when given, or its
+ * owner's stored record is corrupt and no If-Match was given: deleting it is the way out);
+ * otherwise sets the problem and returns 0. */
+static int sess_delete_allowed(http_req *r)
 {
-    eng_session *s = req_session(r);
+    eng_session *s = NULL;
+    uint64_t version;
     vbm_error err;
     vbm_status st;
-    uint64_t version;
 
-    if (s == NULL)
-        return;
-    if (r->has_if_match) {
-        version = eng_session_version(s);
-        if ((int64_t)version != r->if_match) {
-            req_problem(r, 409, "If-Match", "the session is at version %llu",
-                        (unsigned long long)version);
-            eng_session_unref(s);
-            return;
-        }
+    if (!req_session_id_ok(r))
+        return 0;
+    st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
+    if (st == VBM_ECORRUPT && !r->has_if_match)
+        return 1;
+    if (st == VBM_ENOTFOUND) {
+        req_problem(r, 404, NULL, "no session %s", r->param);
+        return 0;
     }
+    if (st != VBM_OK) {
+        req_engine_problem(r, st, &err);
+        return 0;
+    }
+    version = eng_session_version(s);
     eng_session_unref(s);
+    if (r->has_if_match && (int64_t)version != r->if_match) {
+        req_conflict(r, version, NULL);
+        return 0;
+    }
+    return 1;
+}
+
+void route_sessions_delete(http_req *r)
+{
+    vbm_error err;
+    vbm_status st;
+
+    if (!sess_delete_allowed(r))
+        return;
     st = eng_store_remove(r->srv->store, r->param, r->owner, &err);
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
@@ -895,14 +914,20 @@ void route_samples(http_req *r)
         double bytes;
 
         eng_session_config(s, &cfg);
+        /* the codes, cluster indices and images, then the answer: codes (base64 or JSON) and
+         * cluster indices (JSON) */
         bytes = (double)count
-                * (8.0 * cfg.code_size + 4.0 * cfg.groups
-                   + (m != NULL ? 8.0 * (double)eng_model_pixels(m) : 0.0));
-        if (bytes > SESS_MAX_READ_BYTES)
+                    * (8.0 * cfg.code_size + 4.0 * cfg.groups
+                       + (m != NULL ? 8.0 * (double)eng_model_pixels(m) : 0.0))
+                + req_answer_bytes((double)count * cfg.code_size, b64)
+                + req_answer_bytes((double)count * cfg.groups, 0);
+        if (bytes > (double)lim->max_request_bytes)
             st = vbm_fail(&err, VBM_EINVAL, "count",
-                          "%ld samples would hold %.0f bytes of codes%s, more than %.0f; "
-                          "ask for fewer",
-                          count, bytes, m != NULL ? " and images" : "", SESS_MAX_READ_BYTES);
+                          "%ld samples would hold %.0f bytes of codes%s and their answer, more "
+                          "than the %zu bytes a request may hold (--max-request-memory); ask "
+                          "for fewer%s",
+                          count, bytes, m != NULL ? ", images" : "", lim->max_request_bytes,
+                          b64 ? "" : " or for \"encoding\": \"base64\"");
     }
     if (st == VBM_OK)
         st =
@@ -987,11 +1012,11 @@ void route_clusters(http_req *r)
     eng_session_unref(s);
     if (st == VBM_OK && m != NULL
         && (double)cl.clusters * (8.0 * cl.code_size + 8.0 * (double)eng_model_pixels(m))
-               > SESS_MAX_READ_BYTES)
+               > (double)r->srv->cfg.limits.max_request_bytes)
         st = vbm_fail(&err, VBM_EINVAL, "format",
-                      "the images of %d clusters would hold more than %.0f bytes; ask for "
-                      "format=none",
-                      cl.clusters, SESS_MAX_READ_BYTES);
+                      "the images of %d clusters would hold more than the %zu bytes a request "
+                      "may hold (--max-request-memory); ask for format=none",
+                      cl.clusters, r->srv->cfg.limits.max_request_bytes);
     if (st == VBM_OK && m != NULL)
         st = obs_decode(m, cl.means, cl.clusters, 0, 0, fmt, &images, &nets_s, &err);
     eng_model_unref(m);
@@ -1214,11 +1239,15 @@ void route_reads(http_req *r)
             * ((double)iterations * (8.0 * C + 4.0 * P + 8.0 * GH)
                + (8.0 * C * (3.0 + (double)ro.candidates) + 48.0 * P + 8.0 * GH * (double)cfg.rows)
                + (rq.views > 1 ? (double)rq.views * (16.0 * C + 32.0 * P) : 0.0));
-        if (bytes > SESS_MAX_READ_BYTES)
+        /* the answer: every step's codes (and the start's), and its addresses when asked */
+        bytes += req_answer_bytes((double)rq.T * (double)(iterations + 1) * C, b64)
+                 + (want_addr ? req_answer_bytes((double)rq.T * (double)iterations * GH, 0) : 0.0);
+        if (bytes > (double)lim->max_request_bytes)
             st = vbm_fail(&err, VBM_EINVAL, "iterations",
                           "a read of %ld steps of %ld frames would hold %.0f bytes of codes, "
-                          "images and addresses, more than %.0f; read fewer frames or steps",
-                          iterations, rq.T, bytes, SESS_MAX_READ_BYTES);
+                          "images, addresses and their answer, more than the %zu bytes a "
+                          "request may hold (--max-request-memory); read fewer frames or steps",
+                          iterations, rq.T, bytes, lim->max_request_bytes);
     }
     if (st != VBM_OK) {
         free(x);
@@ -1269,9 +1298,21 @@ void route_memory_get(http_req *r)
     vbm_error err;
     uint64_t version;
     vbm_status vst;
+    double held, bytes;
 
     if (s == NULL)
         return;
+    /* the exported copy, then its answer: every number of it in JSON */
+    held = (double)eng_session_bytes(s);
+    bytes = held + req_answer_bytes(held / 8.0, 0);
+    if (bytes > (double)r->srv->cfg.limits.max_request_bytes) {
+        req_problem(r, 422, "memory",
+                    "the export of this session (%.0f bytes held) would hold %.0f bytes with its "
+                    "answer, more than the %zu bytes a request may hold (--max-request-memory)",
+                    held, bytes, r->srv->cfg.limits.max_request_bytes);
+        eng_session_unref(s);
+        return;
+    }
     if (eng_session_is_temporal(s)) {
         route_temporal_memory_get(r, s);
         eng_session_unref(s);

@@ -21,7 +21,6 @@
 #define TR_DEFAULT_ITERATIONS 100
 #define TR_DEFAULT_SWEEPS     10
 #define TR_MAX_TTL            (10L * 365 * 24 * 3600)
-#define TR_MAX_BYTES          (1024.0 * 1024.0 * 1024.0) /* what one answer may hold */
 
 int route_temporal_requested(const json_t *body)
 {
@@ -169,9 +168,10 @@ static vbm_status tr_one(const eng_model *m, const json_t *v, const char *path, 
         return st;
     *encode_s += sec;
     if (c.T < min_T) {
+        st = vbm_fail(err, VBM_EINVAL, path, "%ld frames; a sequence needs at least %ld", c.T,
+                      min_T);
         wire_codes_free(&c);
-        return vbm_fail(err, VBM_EINVAL, path, "%s: %ld frames; a sequence needs at least %ld",
-                        path, c.T, min_T);
+        return st;
     }
     /* the encoder's means are the observed codes of the sequence */
     seq->T = c.T;
@@ -358,12 +358,18 @@ void route_temporal_samples(http_req *r, eng_session *s, json_t *body)
     json_decref(body);
     if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0)
         return;
+    /* the frames' codes, identities, attributes and images, then their answer */
     if (st == VBM_OK
         && (double)T
-                   * (8.0 * (cfg.code_size + cfg.components * (cfg.attributes + 1))
-                      + (m != NULL ? 8.0 * (double)eng_model_pixels(m) : 0.0))
-               > TR_MAX_BYTES)
-        st = vbm_fail(&err, VBM_EINVAL, "length", "%ld frames are too many for one answer", T);
+                       * (8.0 * (cfg.code_size + cfg.components * (cfg.attributes + 1))
+                          + (m != NULL ? 8.0 * (double)eng_model_pixels(m) : 0.0))
+                   + req_answer_bytes((double)T * cfg.code_size, b64)
+                   + req_answer_bytes((double)T * cfg.components * (cfg.attributes + 1), 0)
+               > (double)lim->max_request_bytes)
+        st = vbm_fail(&err, VBM_EINVAL, "length",
+                      "%ld frames and their answer would hold more than the %zu bytes a request "
+                      "may hold (--max-request-memory)",
+                      T, lim->max_request_bytes);
     if (st == VBM_OK)
         st = eng_session_temporal_sample(s, T, seed, &y, &b, &a, &cfg, &version, &err);
     if (st == VBM_OK && fmt != IMG_NONE)
@@ -489,9 +495,14 @@ void route_temporal_continue(http_req *r)
         st = codec_opt_encoding(body, "encoding", &b64, &err);
     if (st == VBM_OK)
         st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
-    if (st == VBM_OK && (double)steps * (ns + 1) * (8.0 * cfg.code_size + 8.0 * 784) > TR_MAX_BYTES)
-        st =
-            vbm_fail(&err, VBM_EINVAL, "steps", "%ld steps of %ld samples are too many", steps, ns);
+    if (st == VBM_OK
+        && (double)steps * (ns + 1) * (8.0 * cfg.code_size + 8.0 * 784)
+                   + req_answer_bytes((double)steps * (ns + 1) * cfg.code_size, b64)
+               > (double)lim->max_request_bytes)
+        st = vbm_fail(&err, VBM_EINVAL, "steps",
+                      "%ld steps of %ld samples and their answer would hold more than the %zu "
+                      "bytes a request may hold (--max-request-memory)",
+                      steps, ns, lim->max_request_bytes);
     if (st != VBM_OK) {
         req_engine_problem(r, st, &err);
         json_decref(body);

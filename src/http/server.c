@@ -15,6 +15,7 @@
 
 #include "http/codec.h"
 #include "http/request.h"
+#include "http/urlpath.h"
 
 #define SRV_LISTEN_LEN 256
 /* TLS 1.2 and 1.3 only, GnuTLS's NORMAL ciphers otherwise. */
@@ -34,10 +35,16 @@ void http_limits_default(http_limits *lim)
     lim->max_iterations = 1000;
     lim->max_solve_seconds = 30.0;
     lim->max_read_steps = 100;
+    lim->max_request_bytes = 1UL << 30;
     lim->retry_after_s = 1;
 }
 
 /* ---- responses ------------------------------------------------------------ */
+
+double req_answer_bytes(double n, int base64)
+{
+    return n * (base64 ? REQ_B64_NUMBER_BYTES : REQ_JSON_NUMBER_BYTES);
+}
 
 const char *req_arg(const http_req *r, const char *key)
 {
@@ -161,18 +168,20 @@ static void req_problem_kind(int status, const char **slug, const char **title)
     }
 }
 
-void req_problem(http_req *r, int status, const char *field, const char *fmt, ...)
+/* req_problem with the problem type's slug and title given (NULL: those of the status). */
+static void req_vproblem(http_req *r, int status, const char *slug, const char *title,
+                         const char *field, const char *fmt, va_list ap)
+    __attribute__((format(printf, 6, 0)));
+static void req_vproblem(http_req *r, int status, const char *slug, const char *title,
+                         const char *field, const char *fmt, va_list ap)
 {
     char detail[VBM_MSG_LEN + 64], type[64];
-    const char *slug, *title;
     json_t *o, *d;
-    va_list ap;
 
-    va_start(ap, fmt);
     if (vsnprintf(detail, sizeof detail, fmt, ap) < 0)
         detail[0] = '\0';
-    va_end(ap);
-    req_problem_kind(status, &slug, &title);
+    if (slug == NULL)
+        req_problem_kind(status, &slug, &title);
     snprintf(type, sizeof type, "urn:vbmem:problem:%s", slug);
     d = json_string(detail);
     if (d == NULL) /* not valid UTF-8 (echoed input): keep ASCII only */
@@ -211,6 +220,29 @@ void req_problem(http_req *r, int status, const char *field, const char *fmt, ..
         r->resp.retry_after = r->srv->cfg.limits.retry_after_s;
 }
 
+void req_problem(http_req *r, int status, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    req_vproblem(r, status, NULL, NULL, field, fmt, ap);
+    va_end(ap);
+}
+
+/* A problem with its own type (not the status's). */
+static void req_problem_typed(http_req *r, int status, const char *slug, const char *title,
+                              const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static void req_problem_typed(http_req *r, int status, const char *slug, const char *title,
+                              const char *field, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    req_vproblem(r, status, slug, title, field, fmt, ap);
+    va_end(ap);
+}
+
 void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err)
 {
     int status;
@@ -220,8 +252,12 @@ void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err)
     case VBM_ENUMERIC:
     case VBM_EFORMAT: status = 422; break;
     case VBM_ENOTFOUND: status = 404; break;
-    case VBM_ECONFLICT: status = 409; break;
+    case VBM_ECONFLICT: req_conflict(r, 0, err->msg); return;
     case VBM_ELIMIT: status = 429; break;
+    case VBM_ECORRUPT:
+        /* not the request's fault, and no retry mends it: 500 with a type of its own */
+        req_problem_typed(r, 500, "corrupt-record", "Stored record corrupt", NULL, "%s", err->msg);
+        return;
     default: status = 503; break;
     }
     req_problem(r, status, err->field, "%s", err->msg);
@@ -255,12 +291,49 @@ int req_body_object(http_req *r, json_t **out)
     return 0;
 }
 
+void req_conflict(http_req *r, uint64_t at_version, const char *detail)
+{
+    eng_session *s =
+        eng_id_ok(r->param) ? eng_store_lookup(r->srv->store, r->param, r->owner) : NULL;
+    uint64_t now = s != NULL ? eng_session_version(s) : at_version;
+
+    eng_session_unref(s);
+    if (r->if_match_never == 2)
+        req_problem(r, 409, "If-Match",
+                    "If-Match: a weak entity tag never matches a write (RFC 9110 strong "
+                    "comparison); the session is at version %llu",
+                    (unsigned long long)now);
+    else if (r->if_match_never)
+        req_problem(r, 409, "If-Match",
+                    "If-Match: the entity tag names no version; the session is at version %llu",
+                    (unsigned long long)now);
+    else if (detail != NULL)
+        req_problem(r, 409, "If-Match", "%s", detail);
+    else
+        req_problem(r, 409, "If-Match", "the session is at version %llu", (unsigned long long)now);
+    if (s != NULL || at_version > 0)
+        req_etag(r, now);
+}
+
+int req_session_id_ok(http_req *r)
+{
+    if (eng_id_ok(r->param))
+        return 1;
+    /* names no session: nothing is looked up */
+    req_problem(r, 404, "id", "no session %s: a session id is %d lowercase hex characters",
+                r->param, ENG_ID_LEN);
+    return 0;
+}
+
 eng_session *req_session(http_req *r)
 {
     eng_session *s = NULL;
     vbm_error err;
-    vbm_status st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
+    vbm_status st;
 
+    if (!req_session_id_ok(r))
+        return NULL;
+    st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
     if (st == VBM_ENOTFOUND) {
         req_problem(r, 404, NULL, "no session %s", r->param);
         return NULL;
@@ -289,6 +362,20 @@ static void srv_req_free(http_req *r)
     free(r);
 }
 
+/* A decoded copy of a query argument's raw text (srv_keep_escaped left it escaped); a text whose
+ * escapes decode to a NUL byte is kept undecoded, so that it can neither be cut short nor pass
+ * its route's check. NULL when out of memory. */
+static char *srv_arg_decoded(const char *raw)
+{
+    char *s = strdup(raw);
+
+    if (s != NULL && urlpath_decode(s) != strlen(s)) {
+        free(s);
+        s = strdup(raw);
+    }
+    return s;
+}
+
 static enum MHD_Result srv_collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                                        const char *value)
 {
@@ -297,8 +384,8 @@ static enum MHD_Result srv_collect_arg(void *cls, enum MHD_ValueKind kind, const
     (void)kind;
     if (r->nargs >= REQ_MAX_ARGS || key == NULL)
         return MHD_YES;
-    r->arg_key[r->nargs] = strdup(key);
-    r->arg_val[r->nargs] = strdup(value != NULL ? value : "");
+    r->arg_key[r->nargs] = srv_arg_decoded(key);
+    r->arg_val[r->nargs] = srv_arg_decoded(value != NULL ? value : "");
     if (r->arg_key[r->nargs] == NULL || r->arg_val[r->nargs] == NULL) {
         free(r->arg_key[r->nargs]);
         free(r->arg_val[r->nargs]);
@@ -306,6 +393,15 @@ static enum MHD_Result srv_collect_arg(void *cls, enum MHD_ValueKind kind, const
     }
     r->nargs++;
     return MHD_YES;
+}
+
+/* MHD's unescape callback: leave the request target and the query arguments as they came, so
+ * that the path is decoded and checked here (srv_access) and an encoded NUL cannot cut it short. */
+static size_t srv_keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    return strlen(s);
 }
 
 /* Take X-Request-Id when it is 1..63 characters of [A-Za-z0-9._:-]; else make one. */
@@ -330,39 +426,63 @@ static void srv_request_id(http_req *r)
              (unsigned long long)atomic_fetch_add(&r->srv->next_rid, 1));
 }
 
-/* Parse If-Match: "N", W/"N", N, or * (no precondition). Anything else can never
- * match. */
-static void srv_if_match(http_req *r)
+/* Parse a write's If-Match (RFC 9110: "*" or one entity tag; lists are not taken): "*" is no
+ * precondition; "N" (N a version: decimal digits without a leading zero) matches version N only;
+ * another strong tag ("02", "abc") and any weak tag (W/"N": writes compare strongly) are
+ * well-formed but never match. Returns 0, or -1 with a 400 problem naming If-Match when the value
+ * is not that (an unquoted N, a list, stray characters). */
+static int srv_if_match(http_req *r)
 {
     const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "If-Match");
+    const unsigned char *p, *open, *close;
     unsigned long long v = 0;
-    const char *p;
-    int digits = 0;
+    int weak = 0, digits = 1;
+    size_t n;
 
     if (h == NULL)
-        return;
-    while (*h == ' ')
-        h++;
-    if (strcmp(h, "*") == 0)
-        return;
+        return 0;
+    p = (const unsigned char *)h;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    n = strlen((const char *)p);
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n == 1 && p[0] == '*')
+        return 0;
+    if (n >= 2 && p[0] == 'W' && p[1] == '/') {
+        weak = 1;
+        p += 2;
+        n -= 2;
+    }
+    open = p;
+    close = n >= 2 ? p + n - 1 : NULL;
+    if (close == NULL || *open != '"' || *close != '"') {
+        req_problem(r, 400, "If-Match",
+                    "If-Match: expected * or one entity tag such as \"3\" (quoted, RFC 9110)");
+        return -1;
+    }
+    for (p = open + 1; p < close; p++) {
+        /* etagc: %x21 / %x23-7E / obs-text */
+        if (*p < 0x21 || *p == '"' || *p == 0x7f) {
+            req_problem(r, 400, "If-Match",
+                        "If-Match: expected * or one entity tag such as \"3\" (a list, or a "
+                        "character not allowed in a tag)");
+            return -1;
+        }
+        if (*p < '0' || *p > '9' || v > (unsigned long long)(INT64_MAX - 9) / 10)
+            digits = 0;
+        else
+            v = v * 10 + (unsigned long long)(*p - '0');
+    }
     r->has_if_match = 1;
     r->if_match = INT64_MAX;
-    p = h;
-    if (strncmp(p, "W/", 2) == 0)
-        p += 2;
-    if (*p == '"')
-        p++;
-    while (*p >= '0' && *p <= '9' && digits < 18) {
-        v = v * 10 + (unsigned long long)(*p - '0');
-        p++;
-        digits++;
-    }
-    if (*p == '"')
-        p++;
-    while (*p == ' ')
-        p++;
-    if (digits > 0 && *p == '\0')
+    if (weak)
+        r->if_match_never = 2;
+    else if (!digits || close == open + 1 || (open[1] == '0' && close != open + 2))
+        r->if_match_never = 1;
+    else
         r->if_match = (int64_t)v;
+    return 0;
 }
 
 /* 1 when the Content-Type header is application/json (parameters allowed). */
@@ -389,6 +509,69 @@ static http_conn *srv_conn_of(http_req *r)
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
     return ci != NULL ? (http_conn *)ci->socket_context : NULL;
+}
+
+/* The CORS headers of an answer (nothing without --cors-origin): Vary: Origin always; for a
+ * listed Origin, Access-Control-Allow-Origin naming it (never "*") and the headers a page may
+ * read; for a preflight, the methods of the path, the request headers a page may send and how
+ * long a browser may keep the answer. */
+static void srv_cors_headers(http_req *r, struct MHD_Response *resp)
+{
+    const char *origin;
+
+    if (r->srv->cors.n == 0)
+        return;
+    MHD_add_response_header(resp, "Vary", "Origin");
+    origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+    if (!http_cors_allowed(&r->srv->cors, origin))
+        return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(resp, "Access-Control-Expose-Headers",
+                            "ETag, Location, Retry-After, X-Request-Id, WWW-Authenticate");
+    if (r->resp.preflight) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", r->resp.allow);
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                "Authorization, Content-Type, If-Match, X-Request-Id");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
+}
+
+/* Answer a CORS preflight (OPTIONS with Origin and Access-Control-Request-Method, --cors-origin
+ * given) of path url: 204 with the path's methods for a listed origin asking for one of them;
+ * 404 for no such path; 403 naming Origin or Access-Control-Request-Method otherwise. Never asks
+ * for an API key (a browser sends none with a preflight). */
+static void srv_preflight(http_req *r, const char *url, const char *origin, const char *want)
+{
+    char allow[64];
+    size_t n = strlen(want);
+    const char *p;
+    int listed = 0;
+
+    if (http_route_match("OPTIONS", url, r->param, allow, sizeof allow) == -1) {
+        req_problem(r, 404, NULL, "no resource at %s", r->path);
+        return;
+    }
+    for (p = allow; (p = strstr(p, want)) != NULL; p += n) {
+        if ((p == allow || p[-1] == ' ') && (p[n] == '\0' || p[n] == ','))
+            listed = 1;
+    }
+    if (!http_cors_allowed(&r->srv->cors, origin)) {
+        req_problem(r, 403, "Origin",
+                    "pages of this origin may not call this server (--cors-origin)");
+        return;
+    }
+    if (!listed) {
+        req_problem(r, 403, "Access-Control-Request-Method",
+                    "%s is not allowed on %s (allowed: %s)", want, r->path, allow);
+        return;
+    }
+    free(r->resp.body);
+    r->resp.body = NULL;
+    r->resp.len = 0;
+    r->resp.status = 204;
+    r->resp.content_type = NULL;
+    r->resp.preflight = 1;
+    snprintf(r->resp.allow, sizeof r->resp.allow, "%s", allow);
 }
 
 /* Hand the response to MHD, count and log it. */
@@ -421,6 +604,7 @@ static enum MHD_Result srv_send(http_req *r)
     }
     if (r->resp.status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    srv_cors_headers(r, resp);
     if (atomic_load(&srv->stopping) || r->too_large)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     http_conns_busy(&srv->conns, srv_conn_of(r));
@@ -517,9 +701,10 @@ static void srv_shed(eng_job *job)
     MHD_resume_connection(conn);
 }
 
-/* First callback of a request: headers, routing, auth, early refusals. Returns
- * 1 when r->resp holds an early answer. */
-static int srv_begin(http_req *r, const char *url, const char *method)
+/* First callback of a request: headers, routing, auth, early refusals. url is the decoded path,
+ * url_len its length in bytes (more than strlen(url) when it holds a NUL byte). Returns 1 when
+ * r->resp holds an early answer. */
+static int srv_begin(http_req *r, const char *url, size_t url_len, const char *method)
 {
     http_server *srv = r->srv;
     const http_route *rt;
@@ -528,27 +713,56 @@ static int srv_begin(http_req *r, const char *url, const char *method)
     unsigned long long len;
     char *end;
 
+    size_t i;
+
+    /* (the method as a token: a byte outside printable ASCII is shown as '?') */
     snprintf(r->method, sizeof r->method, "%s", method);
+    for (i = 0; r->method[i] != '\0'; i++) {
+        if ((unsigned char)r->method[i] < 0x21 || (unsigned char)r->method[i] > 0x7e
+            || r->method[i] == '"' || r->method[i] == '\\')
+            r->method[i] = '?';
+    }
     srv_request_id(r);
     if (atomic_load(&srv->stopping)) {
         req_problem(r, 503, NULL, "the server is shutting down");
         return 1;
     }
+    if (url_len != strlen(url)) {
+        req_problem(r, 404, "path", "no resource at %s: the path holds an encoded NUL byte",
+                    r->path);
+        return 1;
+    }
+    if (!urlpath_utf8_ok(url, url_len)) {
+        req_problem(r, 404, "path", "no resource at %s: the decoded path is not UTF-8", r->path);
+        return 1;
+    }
+    if (srv->cors.n > 0 && strcmp(method, "OPTIONS") == 0) {
+        const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+        const char *want =
+            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
+
+        if (origin != NULL && want != NULL) {
+            srv_preflight(r, url, origin, want);
+            return 1;
+        }
+    }
     r->route = http_route_match(method, url, r->param, allow, sizeof allow);
     if (r->route == -1) {
-        req_problem(r, 404, NULL, "no resource at %s", url);
+        req_problem(r, 404, NULL, "no resource at %s", r->path);
         return 1;
     }
     if (r->route == -2) {
         r->route = -1;
         snprintf(r->resp.allow, sizeof r->resp.allow, "%s", allow);
-        req_problem(r, 405, NULL, "%s is not allowed on %s (allowed: %s)", method, url, allow);
+        req_problem(r, 405, NULL, "%s is not allowed on %s (allowed: %s)", r->method, r->path,
+                    allow);
         return 1;
     }
     rt = &http_routes[r->route];
     if (srv_authorize(r, rt))
         return 1;
-    srv_if_match(r);
+    if (srv_route_writes(rt) && srv_if_match(r) != 0)
+        return 1;
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, srv_collect_arg, r);
     if (rt->needs_body) {
         ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -621,7 +835,9 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
 {
     http_server *srv = cls;
     http_req *r = *con_cls;
+    char *decoded;
     vbm_status st;
+    int early;
 
     (void)version;
     if (r == NULL) {
@@ -632,15 +848,22 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         r->conn = conn;
         r->route = -1;
         r->t_start = eng_now();
-        r->path = strdup(url != NULL ? url : "/");
-        if (r->path == NULL) {
+        /* url is the target's path as it came (srv_keep_escaped): r->path is its escaped form
+         * (problems, logs), decoded the copy that is routed */
+        r->path = urlpath_escape(url != NULL ? url : "/");
+        decoded = strdup(url != NULL ? url : "/");
+        if (r->path == NULL || decoded == NULL) {
+            free(decoded);
+            free(r->path);
             free(r);
             return MHD_NO;
         }
         atomic_init(&r->state, REQ_READING);
         atomic_fetch_add(&srv->active, 1);
         *con_cls = r;
-        if (srv_begin(r, r->path, method))
+        early = srv_begin(r, decoded, urlpath_decode(decoded), method);
+        free(decoded);
+        if (early)
             return srv_send(r);
         return MHD_YES;
     }
@@ -738,6 +961,16 @@ static void srv_mhd_log(void *cls, const char *fmt, va_list ap)
     hlog_emit(srv->log, HLOG_WARN, "libmicrohttpd", NULL, json_pack("{s:s}", "detail", msg));
 }
 
+/* The store's corrupt hook (eng_store_set_corrupt_hook): a warning and the metric. */
+static void srv_store_corrupt(void *ctx, const char *id, const char *msg)
+{
+    http_server *srv = ctx;
+
+    metrics_corrupt(srv->metrics);
+    hlog_emit(srv->log, HLOG_WARN, "corrupt stored record", NULL,
+              json_pack("{s:s, s:s}", "id", id, "detail", msg));
+}
+
 /* Resolve "HOST:PORT" or "[V6]:PORT" into addr. */
 static vbm_status srv_resolve(const char *listen, struct sockaddr_storage *addr, socklen_t *addrlen,
                               int *port, vbm_error *err)
@@ -817,6 +1050,11 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
     srv = calloc(1, sizeof *srv);
     if (srv == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    st = http_cors_parse(cfg->cors_origins, &srv->cors, err);
+    if (st != VBM_OK) {
+        free(srv);
+        return st;
+    }
     for (i = 0; i < QUOTA_STRIPES; i++)
         pthread_mutex_init(&srv->quota_locks[i], NULL);
     http_conns_init(&srv->conns, cfg->max_connections);
@@ -851,14 +1089,19 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
         tls_opts[2].option = MHD_OPTION_HTTPS_PRIORITIES;
         tls_opts[2].ptr_value = (void *)SRV_TLS_PRIORITIES;
     }
+    if (store != NULL) /* (before any request runs; cleared by http_server_stop) */
+        eng_store_set_corrupt_hook(store, srv_store_corrupt, srv);
+    /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: MHD's default is SO_REUSEADDR alone, so a restart
+     * binds at once past connections in TIME_WAIT, while a second daemon on a served port fails
+     * to bind (SO_REUSEPORT would let the kernel split connections between the two). */
     srv->daemon = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, srv_access, srv, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log,
         srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
         srv_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned int)cfg->max_connections + SRV_CONN_SPARE, MHD_OPTION_NOTIFY_CONNECTION,
         srv_notify_conn, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned int)cfg->connection_timeout_s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        (unsigned int)1, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+        (unsigned int)cfg->connection_timeout_s, MHD_OPTION_UNESCAPE_CALLBACK, srv_keep_escaped,
+        srv, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         http_server_stop(srv);
         return vbm_fail(err, VBM_EBUSY, "listen", "cannot listen on %s (address in use%s?)",
@@ -911,6 +1154,8 @@ void http_server_stop(http_server *srv)
         return;
     if (srv->daemon != NULL)
         MHD_stop_daemon(srv->daemon);
+    if (srv->store != NULL)
+        eng_store_set_corrupt_hook(srv->store, NULL, NULL);
     for (i = 0; i < QUOTA_STRIPES; i++)
         pthread_mutex_destroy(&srv->quota_locks[i]);
     http_conns_destroy(&srv->conns);

@@ -22,6 +22,8 @@ typedef struct {
     int max_iterations;       /* VB iterations per request */
     double max_solve_seconds; /* solver time budget per replace write */
     int max_read_steps;       /* iterations of one read */
+    size_t max_request_bytes; /* what one read, samples, clusters or export request may hold: its
+                                 work and its answer (422 naming the field that sizes it) */
     int retry_after_s;        /* Retry-After of 429 and 503 answers */
 } http_limits;
 
@@ -38,6 +40,8 @@ typedef struct {
     const char *tls_cert_pem; /* PEM certificate chain (http_tls_load); NULL: plain HTTP */
     const char *tls_key_pem;  /* PEM private key; given with tls_cert_pem */
     int metrics_key_required; /* 1: GET /metrics needs a valid API key (401 without) */
+    const char *cors_origins; /* origins browser pages may call from (http_cors_parse's list);
+                                 NULL or "": none, no CORS header is sent */
     /* Test hook, never set in production (vbmemd's hidden, command-line-only
      * --test-hold-writes DIR; tests/http): a write (episodes) of session ID waits, its
      * session's write lock held, while the file DIR/ID.hold exists, after creating
@@ -51,9 +55,10 @@ typedef struct http_server http_server;
 void http_limits_default(http_limits *lim);
 
 /* Start listening (over TLS when cfg gives a certificate and key; the PEM
- * texts are borrowed until http_server_stop). The server borrows pool, store,
+ * texts are borrowed until http_server_stop). The server borrows pool, store
+ * (whose corrupt hook it sets until http_server_stop: a warning and a metric),
  * auth and log (they must outlive it). On success *out is owned by the
- * caller. Fails with VBM_EINVAL (bad listen address; TLS asked of a
+ * caller. Fails with VBM_EINVAL (bad listen address or cors_origins; TLS asked of a
  * libmicrohttpd built without it; metrics_key_required without a key file),
  * VBM_ENOMEM, or VBM_EBUSY when the socket cannot be bound (the message says
  * why). */

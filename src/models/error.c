@@ -83,6 +83,7 @@ const char *vbm_status_name(vbm_status st)
     case VBM_EBUSY: return "busy";
     case VBM_ESTOPPED: return "stopped";
     case VBM_EUNAVAIL: return "unavailable";
+    case VBM_ECORRUPT: return "corrupt";
     }
     return "unknown";
 }

@@ -130,8 +130,9 @@ vbm_status vbm_config_check(const vbm_config *c, vbm_error *err)
     if ((c->kind == VBM_CATEGORICAL || c->kind == VBM_DKM) && c->shift)
         return vbm_fail(err, VBM_EINVAL, "shift", "not available for the %s model",
                         vbm_kind_name(c->kind));
-    if (!pos_finite(c->sigma_z2))
-        return vbm_fail(err, VBM_EINVAL, "sigma_z2", "must be a finite number > 0");
+    if (!(c->sigma_z2 >= VBM_MIN_SIGMA_Z2 && c->sigma_z2 <= VBM_MAX_SIGMA_Z2))
+        return vbm_fail(err, VBM_EINVAL, "sigma_z2", "%g is outside [%g, %g]", c->sigma_z2,
+                        VBM_MIN_SIGMA_Z2, VBM_MAX_SIGMA_Z2);
     if (!pos_finite(c->u0))
         return vbm_fail(err, VBM_EINVAL, "u0", "must be a finite number > 0");
     if (!pos_finite(c->sigma2_b0))

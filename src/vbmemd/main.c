@@ -128,6 +128,27 @@ static void main_log_models(const hlog *lg, eng_models *models, const char *even
     eng_model_set_release(set);
 }
 
+/* Log what the start-up check of the store found (nothing for a store that was not checked):
+ * info when sound, an error naming the corrupt records (the first few) otherwise. */
+static void main_log_store_check(const hlog *lg, const vbmemd_store_check *c)
+{
+    json_t *ids;
+    long i;
+    int sound = strcmp(c->quick_check, "ok") == 0 && c->corrupt == 0;
+
+    if (!c->ran)
+        return;
+    ids = json_array();
+    for (i = 0; ids != NULL && i < c->corrupt && i < VBMEMD_CHECK_IDS; i++)
+        json_array_append_new(ids, json_string(c->corrupt_ids[i]));
+    hlog_emit(lg, sound ? HLOG_INFO : HLOG_ERROR,
+              sound ? "store check" : "store check: corrupt records are skipped until deleted",
+              NULL,
+              json_pack("{s:s, s:I, s:I, s:o}", "quick_check", c->quick_check, "records",
+                        (json_int_t)c->records, "corrupt", (json_int_t)c->corrupt, "corrupt_ids",
+                        ids != NULL ? ids : json_array()));
+}
+
 /* Pool threads use the cores; BLAS gets what is left per worker (at least 1). */
 static int main_blas_threads(int workers)
 {
@@ -206,6 +227,7 @@ int main(int argc, char **argv)
     eng_models *models = NULL;
     http_tls tls = {NULL, NULL};
     sigset_t set;
+    vbmemd_store_check check;
     vbm_error err;
     double t0, left;
     int sig, blas, durable = 0, rc = 1;
@@ -226,7 +248,7 @@ int main(int argc, char **argv)
         return fflush(stdout) == 0 ? 0 : 1;
     }
     if (vbmemd_storage_is_command(&opt)) {
-        rc = vbmemd_storage_command(&opt, stdout, &err) == VBM_OK ? 0 : 1;
+        rc = vbmemd_storage_command(&opt, stdout, stderr, &err) == VBM_OK ? 0 : 1;
         if (rc != 0)
             fprintf(stderr, "vbmemd: %s\n", err.msg);
         vbmemd_options_free(&opt);
@@ -270,13 +292,14 @@ int main(int argc, char **argv)
     }
     main_log_models(&lg, models, "models loaded", NULL);
     blas = main_blas_threads(opt.threads);
-    if (vbmemd_storage_open(&opt, &store, &durable, &err) != VBM_OK
+    if (vbmemd_storage_open(&opt, &store, &durable, &check, &err) != VBM_OK
         || eng_pool_create_blocking(opt.threads, durable ? opt.commit_waiters : 0, opt.queue_depth,
                                     &pool, &err)
                != VBM_OK) {
         hlog_emit(&lg, HLOG_ERROR, "cannot start", NULL, json_pack("{s:s}", "detail", err.msg));
         goto out;
     }
+    main_log_store_check(&lg, &check);
     eng_pool_set_max_wait(pool, opt.queue_timeout_s);
     if (durable) /* workers waiting for a commit free their CPU slot: group commit */
         eng_store_set_wait(store, eng_pool_block, pool);
@@ -292,6 +315,7 @@ int main(int argc, char **argv)
     scfg.tls_cert_pem = tls.cert_pem;
     scfg.tls_key_pem = tls.key_pem;
     scfg.metrics_key_required = opt.metrics_key_required;
+    scfg.cors_origins = opt.cors_origins;
     scfg.test_hold_dir = opt.test_hold_writes;
     if (opt.test_hold_writes != NULL)
         hlog_emit(&lg, HLOG_WARN, "test hook on: writes wait while DIR/ID.hold exists", NULL,

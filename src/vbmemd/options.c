@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "http/cors.h"
 #include "vbmemd/options.h"
 
 typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_DOUBLE, OPT_LEVEL, OPT_FLAG } opt_type;
@@ -38,6 +39,7 @@ enum {
     O_MAX_ITER,
     O_MAX_SOLVE,
     O_MAX_READ,
+    O_MAX_REQUEST_MEMORY,
     O_RETRY_AFTER,
     O_MAX_CONN,
     O_CONN_TIMEOUT,
@@ -55,6 +57,7 @@ enum {
     O_PRINT_ROUTES,
     O_LIST_SESSIONS,
     O_QUEUE_TIMEOUT,
+    O_CORS_ORIGIN,
     O_TEST_HOLD_WRITES,
     O_COUNT
 };
@@ -91,6 +94,9 @@ static const opt_def opt_defs[O_COUNT] = {
     {"max-solve-seconds", OPT_DOUBLE, "30",
      "solver time budget of one write, append, refit or resize (seconds)"},
     {"max-read-steps", OPT_INT, "100", "iterations of one read"},
+    {"max-request-memory", OPT_SIZE, "1073741824",
+     "bytes one read, samples, clusters or memory-export request may hold, its work and its "
+     "answer (the JSON text and tree); past it 422 naming the field that sizes it"},
     {"retry-after", OPT_INT, "1", "seconds in Retry-After of 429 and 503 answers"},
     {"max-connections", OPT_INT, "1024",
      "open connections at once; a new one past it closes the one waiting longest for a request"},
@@ -124,6 +130,10 @@ static const opt_def opt_defs[O_COUNT] = {
     {"queue-timeout", OPT_DOUBLE, "30",
      "seconds a job may wait in the queue for a worker; past it the request gets 503 without "
      "running"},
+    {"cors-origin", OPT_STR, NULL,
+     "ORIGIN (http[s]://HOST[:PORT]) whose pages may call this server from a browser (CORS); "
+     "repeat it for more (the variable and config line take a blank- or comma-separated list); "
+     "none by default: no CORS header is sent"},
     /* A test hook, hidden (no help: --help does not list it) and command line only (no
      * variable, no config line): tests/http hold a write with it to observe what runs
      * meanwhile (http_server_config.test_hold_dir). Not for production. */
@@ -269,6 +279,16 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
     o->tls_cert = vals[O_TLS_CERT];
     o->tls_key = vals[O_TLS_KEY];
     o->test_hold_writes = vals[O_TEST_HOLD_WRITES];
+    o->cors_origins = vals[O_CORS_ORIGIN];
+    {
+        http_cors cors;
+        vbm_error err;
+
+        if (http_cors_parse(o->cors_origins, &cors, &err) != VBM_OK) {
+            snprintf(msg, msglen, "%s", err.msg);
+            return -1;
+        }
+    }
     if (hlog_parse_level(vals[O_LOG_LEVEL], &o->log_level) != 0) {
         snprintf(msg, msglen, "--log-level: expected error, warn, info or debug, got \"%s\"",
                  vals[O_LOG_LEVEL]);
@@ -314,6 +334,7 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         case O_MAX_ITER: o->limits.max_iterations = (int)v; break;
         case O_MAX_SOLVE: o->limits.max_solve_seconds = d; break;
         case O_MAX_READ: o->limits.max_read_steps = (int)v; break;
+        case O_MAX_REQUEST_MEMORY: o->limits.max_request_bytes = (size_t)v; break;
         case O_RETRY_AFTER: o->limits.retry_after_s = (int)v; break;
         case O_MAX_CONN: o->max_connections = (int)v; break;
         case O_CONN_TIMEOUT: o->connection_timeout_s = (int)v; break;
@@ -352,7 +373,7 @@ int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, siz
     char **vals, env[64];
     const char *arg, *value, *config = NULL, *e;
     size_t n;
-    int i, k;
+    int i, k, cors_given = 0;
 
     memset(o, 0, sizeof *o);
     vals = o->store;
@@ -425,6 +446,20 @@ int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, siz
             }
             value = argv[++k];
         }
+        if (i == O_CORS_ORIGIN && cors_given) { /* repeated: every one counts */
+            size_t len = strlen(vals[i]) + strlen(value) + 2;
+            char *both = malloc(len);
+
+            if (both == NULL) {
+                snprintf(msg, msglen, "out of memory");
+                return -1;
+            }
+            snprintf(both, len, "%s %s", vals[i], value);
+            free(vals[i]);
+            vals[i] = both;
+            continue;
+        }
+        cors_given |= i == O_CORS_ORIGIN;
         if (opt_set(vals, i, value, msg, msglen) != 0)
             return -1;
     }

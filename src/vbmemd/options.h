@@ -26,6 +26,7 @@ typedef struct {
     const char *tls_cert;         /* --tls-cert FILE, NULL: plain HTTP */
     const char *tls_key;          /* --tls-key FILE */
     int metrics_key_required;     /* 1: /metrics needs an API key */
+    const char *cors_origins;     /* --cors-origin, every one given, blank-separated; NULL: none */
     const char *test_hold_writes; /* hidden --test-hold-writes DIR (tests only), NULL: off */
     int commit_waiters; /* extra pool workers of a durable store (eng_pool_create_blocking) */
     int threads;

@@ -35,8 +35,49 @@ static vbm_status storage_open_redis(const char *addr, eng_backend **out, vbm_er
     return store_redis_open(host, (int)port, "vbmem:", out, err);
 }
 
+/* The start-up check of a SQLite backend into *check: PRAGMA quick_check, then every record read
+ * and its checksum checked (a memory that passes but does not import is found on first use).
+ * Fails with VBM_EUNAVAIL (the records cannot be listed
+ * or read), VBM_ENOMEM. */
+static vbm_status storage_check(eng_backend *b, vbmemd_store_check *check, vbm_error *err)
+{
+    char ids[STORAGE_PAGE][ENG_ID_LEN + 1], after[ENG_ID_LEN + 1] = "";
+    eng_record rec;
+    vbm_error why;
+    vbm_status st;
+    int n, i;
+
+    check->ran = 1;
+    if (eng_backend_check(b, &why) == VBM_OK)
+        snprintf(check->quick_check, sizeof check->quick_check, "ok");
+    else
+        snprintf(check->quick_check, sizeof check->quick_check, "%s", why.msg);
+    for (;;) {
+        st = eng_backend_list(b, NULL, after, STORAGE_PAGE, ids, &n, err);
+        if (st != VBM_OK)
+            return st;
+        for (i = 0; i < n; i++) {
+            st = eng_backend_load(b, ids[i], &rec, err);
+            if (st == VBM_ENOTFOUND)
+                continue;
+            if (st != VBM_OK && st != VBM_ECORRUPT)
+                return st;
+            check->records++;
+            eng_record_free(&rec);
+            if (st == VBM_ECORRUPT) {
+                if (check->corrupt < VBMEMD_CHECK_IDS)
+                    memcpy(check->corrupt_ids[check->corrupt], ids[i], ENG_ID_LEN + 1);
+                check->corrupt++;
+            }
+        }
+        if (n < STORAGE_PAGE)
+            return VBM_OK;
+        memcpy(after, ids[n - 1], sizeof after);
+    }
+}
+
 vbm_status vbmemd_storage_open(const vbmemd_options *o, eng_store **out, int *durable,
-                               vbm_error *err)
+                               vbmemd_store_check *check, vbm_error *err)
 {
     eng_store_limits lim;
     eng_backend *b = NULL;
@@ -44,6 +85,7 @@ vbm_status vbmemd_storage_open(const vbmemd_options *o, eng_store **out, int *du
 
     *out = NULL;
     *durable = 0;
+    memset(check, 0, sizeof *check);
     lim.max_sessions = o->limits.max_sessions;
     lim.max_bytes = o->limits.max_memory_bytes;
     if (o->redis != NULL && o->redis[0] != '\0') {
@@ -54,6 +96,8 @@ vbm_status vbmemd_storage_open(const vbmemd_options *o, eng_store **out, int *du
         return eng_store_memory_create(&lim, out, err);
     } else {
         st = store_sqlite_open_dir(o->data_dir, &b, err);
+        if (st == VBM_OK && (st = storage_check(b, check, err)) != VBM_OK)
+            eng_backend_close(b);
     }
     if (st != VBM_OK)
         return st;
@@ -81,8 +125,23 @@ static int storage_json_safe(const char *name)
     return 1;
 }
 
-/* Print every stored session of b as a JSON line. */
-static vbm_status storage_list(eng_backend *b, FILE *out, vbm_error *err)
+/* A corrupt record skipped by a storage command: named on the diagnostics stream (ctx), counted
+ * in count. */
+typedef struct {
+    FILE *diag;
+    long count;
+} storage_skips;
+
+static void storage_skipped(void *ctx, const char *id, const char *why)
+{
+    storage_skips *sk = ctx;
+
+    sk->count++;
+    fprintf(sk->diag, "vbmemd: skipped session %s: %s\n", id, why);
+}
+
+/* Print every stored session of b as a JSON line (a corrupt one skipped). */
+static vbm_status storage_list(eng_backend *b, FILE *out, storage_skips *skips, vbm_error *err)
 {
     char ids[STORAGE_PAGE][ENG_ID_LEN + 1], after[ENG_ID_LEN + 1] = "";
     eng_record rec;
@@ -97,6 +156,11 @@ static vbm_status storage_list(eng_backend *b, FILE *out, vbm_error *err)
             st = eng_backend_load(b, ids[i], &rec, err);
             if (st == VBM_ENOTFOUND)
                 continue;
+            if (st == VBM_ECORRUPT) {
+                eng_record_free(&rec);
+                storage_skipped(skips, ids[i], err != NULL ? err->msg : "corrupt");
+                continue;
+            }
             if (st != VBM_OK)
                 return st;
             fprintf(out, "{\"id\":\"%s\",\"owner\":\"", rec.id);
@@ -118,19 +182,21 @@ static vbm_status storage_list(eng_backend *b, FILE *out, vbm_error *err)
 /* Copy every record of src into the SQLite backend dst without an fsync per
  * record, then make the copy durable (one checkpoint) before it counts as
  * done. */
-static vbm_status storage_copy(eng_backend *src, eng_backend *dst, long *copied, vbm_error *err)
+static vbm_status storage_copy(eng_backend *src, eng_backend *dst, long *copied,
+                               storage_skips *skips, vbm_error *err)
 {
     vbm_status st = store_sqlite_bulk(dst, 1, err);
 
     if (st == VBM_OK)
-        st = eng_backend_copy_all(src, dst, copied, err);
+        st = eng_backend_copy_all(src, dst, copied, storage_skipped, skips, err);
     if (st == VBM_OK)
         st = store_sqlite_bulk(dst, 0, err);
     return st;
 }
 
-vbm_status vbmemd_storage_command(const vbmemd_options *o, FILE *out, vbm_error *err)
+vbm_status vbmemd_storage_command(const vbmemd_options *o, FILE *out, FILE *diag, vbm_error *err)
 {
+    storage_skips skips = {diag, 0};
     char db[4096];
     eng_backend *src = NULL, *dst = NULL;
     struct stat sb;
@@ -147,9 +213,9 @@ vbm_status vbmemd_storage_command(const vbmemd_options *o, FILE *out, vbm_error 
         if (st == VBM_OK)
             st = store_sqlite_open_dir(o->data_dir, &dst, err);
         if (st == VBM_OK)
-            st = storage_copy(src, dst, &copied, err);
+            st = storage_copy(src, dst, &copied, &skips, err);
         if (st == VBM_OK)
-            fprintf(out, "{\"imported\":%ld}\n", copied);
+            fprintf(out, "{\"imported\":%ld,\"skipped\":%ld}\n", copied, skips.count);
     } else if (o->export_all != NULL) {
         if (stat(o->export_all, &sb) == 0 || errno != ENOENT)
             return vbm_fail(err, VBM_EINVAL, "export-all",
@@ -158,13 +224,13 @@ vbm_status vbmemd_storage_command(const vbmemd_options *o, FILE *out, vbm_error 
         if (st == VBM_OK)
             st = store_sqlite_open(o->export_all, NULL, 0, &dst, err);
         if (st == VBM_OK)
-            st = storage_copy(src, dst, &copied, err);
+            st = storage_copy(src, dst, &copied, &skips, err);
         if (st == VBM_OK)
-            fprintf(out, "{\"exported\":%ld}\n", copied);
+            fprintf(out, "{\"exported\":%ld,\"skipped\":%ld}\n", copied, skips.count);
     } else {
         st = store_sqlite_open(db, NULL, 1, &src, err);
         if (st == VBM_OK)
-            st = storage_list(src, out, err);
+            st = storage_list(src, out, &skips, err);
     }
     eng_backend_close(dst);
     eng_backend_close(src);

@@ -23,8 +23,7 @@ vbm_status wire_temporal_config_read(const json_t *obj, const char *path, int co
     vbm_status st;
 
     if (!json_is_object(obj))
-        return vbm_fail(err, VBM_EINVAL, path, "%s: expected an object, got %s", path,
-                        wire_type_name(obj));
+        return vbm_fail(err, VBM_EINVAL, path, "expected an object, got %s", wire_type_name(obj));
     if ((st = wire_check_keys(obj, path, keys, err)) != VBM_OK)
         return st;
     wire_path_key(f, sizeof f, path, "code_size");
@@ -32,8 +31,8 @@ vbm_status wire_temporal_config_read(const json_t *obj, const char *path, int co
         && (st = wire_get_long(v, f, 1, VBM_MAX_CODE_SIZE, &cs, err)) != VBM_OK)
         return st;
     if (cs != code_size)
-        return vbm_fail(err, VBM_EINVAL, f, "%s: %ld differs from the session's code size %d", f,
-                        cs, code_size);
+        return vbm_fail(err, VBM_EINVAL, f, "%ld differs from the session's code size %d", cs,
+                        code_size);
     wire_path_key(f, sizeof f, path, "components");
     if ((v = json_object_get(obj, "components")) != NULL
         && (st = wire_get_long(v, f, 1, 64, &P, err)) != VBM_OK)
@@ -80,7 +79,7 @@ vbm_status wire_temporal_config_read(const json_t *obj, const char *path, int co
         char lp[WIRE_PATH_LEN];
         wire_path_key(lp, sizeof lp, path, "lambda_prior");
         if (!json_is_object(v))
-            return vbm_fail(err, VBM_EINVAL, lp, "%s: expected an object {eta, f, g, h}", lp);
+            return vbm_fail(err, VBM_EINVAL, lp, "expected an object {eta, f, g, h}");
         if ((st = wire_check_keys(v, lp, lkeys, err)) != VBM_OK)
             return st;
         for (int i = 0; i < 4; i++) {
@@ -97,7 +96,7 @@ vbm_status wire_temporal_config_read(const json_t *obj, const char *path, int co
         else if (json_is_string(v) && strcmp(json_string_value(v), "eq19") == 0)
             cfg->vbe_temporal = 1;
         else
-            return vbm_fail(err, VBM_EINVAL, f, "%s: expected \"eq18\" or \"eq19\"", f);
+            return vbm_fail(err, VBM_EINVAL, f, "expected \"eq18\" or \"eq19\"");
     }
     verr.field[0] = '\0';
     verr.msg[0] = '\0';
@@ -109,14 +108,19 @@ vbm_status wire_temporal_config_read(const json_t *obj, const char *path, int co
                      {"lam_g", "lambda_prior.g"},
                      {"lam_h", "lambda_prior.h"},
                      {"vbe_temporal", "vbe"}};
-        const char *name = verr.field;
+        const char *name = verr.field, *text = verr.msg;
+        size_t flen = strlen(verr.field);
+
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strcmp(verr.field, names[i].lib) == 0)
                 name = names[i].wire;
         if (strncmp(name, "u_T[", 4) == 0)
             name = "u_T";
+        /* the library's message after its own "field: " prefix */
+        if (flen > 0 && strncmp(text, verr.field, flen) == 0 && strncmp(text + flen, ": ", 2) == 0)
+            text += flen + 2;
         wire_path_key(f, sizeof f, path, name);
-        return vbm_fail(err, VBM_EINVAL, f, "%s: %s", f, verr.msg);
+        return vbm_fail(err, VBM_EINVAL, f, "%s", text);
     }
     return VBM_OK;
 }
@@ -233,15 +237,17 @@ vbm_status wire_read_sequence(const json_t *v, const char *path, long max_frames
     if ((st = wire_read_codes(v, path, max_frames, VBM_MAX_CODE_SIZE, &c, err)) != VBM_OK)
         return st;
     wire_path_key(f, sizeof f, path, "mu");
+    /* (the message is made before the codes are freed: wire_codes_free clears c) */
     if (c.C != D) {
+        st = vbm_fail(err, VBM_EINVAL, f, "frames of %d values, the memory's code size is %d", c.C,
+                      D);
         wire_codes_free(&c);
-        return vbm_fail(err, VBM_EINVAL, f, "%s: frames of %d values, the memory's code size is %d",
-                        f, c.C, D);
+        return st;
     }
     if (c.T < min_T) {
+        st = vbm_fail(err, VBM_EINVAL, f, "%ld frames; a sequence needs at least %ld", c.T, min_T);
         wire_codes_free(&c);
-        return vbm_fail(err, VBM_EINVAL, f, "%s: %ld frames; a sequence needs at least %ld", f, c.T,
-                        min_T);
+        return st;
     }
     if (c.s2 != NULL)
         for (size_t i = 0; i < (size_t)c.T * (size_t)c.C; i++)
@@ -249,7 +255,7 @@ vbm_status wire_read_sequence(const json_t *v, const char *path, long max_frames
                 wire_path_key(f, sizeof f, path, "sigma2");
                 wire_codes_free(&c);
                 return vbm_fail(err, VBM_EINVAL, f,
-                                "%s: a temporal memory takes observed codes (sigma2 0)", f);
+                                "a temporal memory takes observed codes (sigma2 0)");
             }
     seq->T = c.T;
     seq->D = c.C;
@@ -270,11 +276,10 @@ vbm_status wire_read_sequences(const json_t *v, const char *path, long max_frame
     *seqs = NULL;
     *n = 0;
     if (!json_is_array(v) || k == 0)
-        return vbm_fail(err, VBM_EINVAL, path,
-                        "%s: expected a non-empty array of sequences, got %s", path,
+        return vbm_fail(err, VBM_EINVAL, path, "expected a non-empty array of sequences, got %s",
                         json_is_array(v) ? "an empty array" : wire_type_name(v));
     if (k > 100000)
-        return vbm_fail(err, VBM_EINVAL, path, "%s: %zu sequences, the limit is 100000", path, k);
+        return vbm_fail(err, VBM_EINVAL, path, "%zu sequences, the limit is 100000", k);
     s = calloc(k, sizeof *s);
     if (s == NULL)
         return vbm_fail(err, VBM_ENOMEM, path, "out of memory");
@@ -283,8 +288,7 @@ vbm_status wire_read_sequences(const json_t *v, const char *path, long max_frame
         wire_path_index(f, sizeof f, path, (long)i);
         st = wire_read_sequence(json_array_get(v, i), f, max_frames, D, min_T, &s[i], err);
         if (st == VBM_OK && (total += s[i].T) > max_frames)
-            st = vbm_fail(err, VBM_EINVAL, path, "%s: more than %ld frames in all", path,
-                          max_frames);
+            st = vbm_fail(err, VBM_EINVAL, path, "more than %ld frames in all", max_frames);
         if (st != VBM_OK) {
             wire_sequences_free(s, (int)i + 1);
             return st;

@@ -14,3 +14,5 @@ if [ "$want" != "$have" ]; then
   (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-save --no-audit --no-fund --loglevel=error)
 fi
 node tests/browser/test_page.mjs "$BIN" "$OUT"
+# --cors-origin from pages of other loopback origins
+node tests/browser/test_cors.mjs "$BIN"

@@ -650,8 +650,10 @@ def test_cli_end_to_end(url, png_dir, tmp_path):
     assert len(names) == 65 and "contact_sheet.png" in names and "sample_063.png" in names
     px, w, h, c = vbmem.decode_png((out / "sample_000.png").read_bytes())
     assert (w, h, c) == (28, 28, 1)
-    _, w, h, c = vbmem.decode_png((out / "contact_sheet.png").read_bytes())
-    assert (w, h) == (8 * 28 + 9 * 2, 8 * 28 + 9 * 2)
+    sheet, w, h, c = vbmem.decode_png((out / "contact_sheet.png").read_bytes())
+    assert (w, h) == (8 * 84 + 9 * 2, 8 * 84 + 9 * 2)  # 28 x 28 images at 3x
+    first, _, _, _ = vbmem.decode_png((out / "sample_000.png").read_bytes())
+    assert all(sheet[(2 + y) * w + 2 + x] == first[(y // 3) * 28 + x // 3] for y in range(84) for x in range(84))
     # a masked read: every step, and the strip (cue + 5 steps)
     mask = tmp_path / "mask.png"
     mask.write_bytes(top_half_mask())
@@ -664,7 +666,7 @@ def test_cli_end_to_end(url, png_dir, tmp_path):
     assert info["steps"] == 5
     assert sorted(os.listdir(rd)) == ["step_%02d.png" % i for i in range(1, 6)] + ["strip.png"]
     _, w, h, _ = vbmem.decode_png((rd / "strip.png").read_bytes())
-    assert (w, h) == (6 * 28 + 7 * 2, 28 + 2 * 2)
+    assert (w, h) == (6 * 84 + 7 * 2, 84 + 2 * 2)
     step, _, _, _ = vbmem.decode_png((rd / "step_05.png").read_bytes())
     assert step[:392] == fashion_images(1)[0][:392]  # the known half, exactly
     assert len(info["familiarity"]) == 1 and info["familiarity"][0] <= 0
@@ -694,6 +696,43 @@ def test_cli_end_to_end(url, png_dir, tmp_path):
     assert cli(url, "session", "delete", sid).returncode == 0
     r = cli(url, "session", "show", sid)
     assert r.returncode == 3 and "404" in r.stderr
+
+
+def test_cli_write_needs_replace_or_append(url, png_dir, pngs, tmp_path):
+    """`vbmem write` into a session that holds frames is refused without --replace or --append
+    (nothing is written); an empty session takes a replace. Non-PNG entries of a directory are
+    named as skipped, and a server error about an image names its file."""
+    sid = cli(url, "session", "create").stdout.strip()
+    d = tmp_path / "episode"
+    d.mkdir()
+    for i in range(12):
+        (d / ("a%02d.png" % i)).write_bytes(pngs[i])
+    (d / "notes.txt").write_text("not an image")
+    (d / "photo.jpg").write_bytes(b"\xff\xd8\xff")
+    r = cli(url, "--json", "write", sid, d)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[-1]["frames"] == 12 and json.loads(r.stdout)[0]["mode"] == "replace"
+    assert "skipped %s" % (d / "notes.txt") in r.stderr and "skipped %s" % (d / "photo.jpg") in r.stderr, r.stderr
+    # the session holds frames now: neither replaced nor appended without being told
+    r = cli(url, "write", sid, png_dir)
+    assert r.returncode == 2 and "holds 12 frames" in r.stderr and "--replace" in r.stderr \
+        and "--append" in r.stderr, r.stdout + r.stderr
+    s = json.loads(cli(url, "--json", "session", "show", sid).stdout)
+    assert s["frames"] == 12 and s["version"] == 2, s
+    r = cli(url, "write", sid, d, "--append")
+    assert r.returncode == 0 and "skipped 2 files that are not .png" in r.stdout, r.stdout + r.stderr
+    r = cli(url, "--json", "write", sid, d, "--replace")
+    assert r.returncode == 0 and json.loads(r.stdout)[-1]["frames"] == 12, r.stderr
+    assert cli(url, "write", sid, d, "--replace", "--append").returncode == 2
+    # a file the server refuses is named (not only observations[k])
+    (d / "a03.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    r = cli(url, "write", sid, d, "--append")
+    assert r.returncode == 3 and str(d / "a03.png") in r.stderr, r.stderr
+    r = cli(url, "--json", "write", sid, d, "--append")
+    assert r.returncode == 3 and json.loads(r.stderr.splitlines()[-1])["file"] == str(d / "a03.png"), r.stderr
+    r = cli(url, "write", "--help")
+    assert "--replace" in r.stdout and "no default" in r.stdout, r.stdout
+    assert cli(url, "session", "delete", sid).returncode == 0
 
 
 def test_cli_progress_bar_on_a_terminal(url, png_dir):

@@ -235,7 +235,12 @@ static void fuzz_check_problem(int code, const char *body, size_t n)
 }
 
 /* Walk the answers in buf[0..n): every one a complete HTTP/1.x response with a
- * known status (never 500); JSON errors are application/problem+json. The
+ * known status; vbmem's own 5xx (an answer with a Content-Type) only a 503 with
+ * Retry-After that is not the out-of-memory answer (load or shutdown: never a
+ * 500, never a 503 without Retry-After, and an input that breaks the making of
+ * an answer is a defect, not an out-of-memory), libmicrohttpd's (no
+ * Content-Type) only 501 or 505 to malformed HTTP; JSON errors are
+ * application/problem+json. The
  * Location of every 201 is stored in loc (up to nloc) for clean-up. head: the
  * input has a HEAD request (whose answer has a length but no body). */
 static int fuzz_check_answers(const char *buf, size_t n, char loc[][256], int nloc, int head)
@@ -261,6 +266,22 @@ static int fuzz_check_answers(const char *buf, size_t n, char loc[][256], int nl
             ;
         FUZZ_CHECK(h + 3 < n, "answer %d has no end of headers", answers);
         body = h + 4;
+        if (code >= 500) {
+            char retry[32];
+            int own = fuzz_header(buf + i, h - i + 2, "Content-Type", ctype, sizeof ctype);
+
+            FUZZ_CHECK(
+                !own
+                    || (code == 503
+                        && fuzz_header(buf + i, h - i + 2, "Retry-After", retry, sizeof retry)
+                        && memmem(buf + body, n - body < 400 ? n - body : 400, "out of memory", 13)
+                               == NULL),
+                "answer %d is a %d of vbmem's other than 503 with Retry-After under load: "
+                "%.300s",
+                answers, code, buf + i);
+            FUZZ_CHECK(own || code == 501 || code == 505, "answer %d is libmicrohttpd's %d: %.300s",
+                       answers, code, buf + i);
+        }
         /* an error answer without Content-Type is libmicrohttpd's own, to malformed
          * HTTP; libmicrohttpd 0.9.75 may send its headers twice, the first time
          * without the body (a defect outside vbmem: tests/fuzz/README.md), so the

@@ -345,7 +345,7 @@ def test_errors():
     problem(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, 2)}},
                       headers={"If-Match": '"1"'}), 409, "If-Match")
     problem(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, 2)}},
-                      headers={"If-Match": "garbage"}), 409)
+                      headers={"If-Match": "garbage"}), 400, "If-Match")
     ok(c.request("POST", base + "/episodes", {"mode": "append", "codes": {"mu": codes(4, C, 2)}},
                  headers={"If-Match": '"2"'}))
     problem(c.request("DELETE", base, headers={"If-Match": '"2"'}), 409)
@@ -430,6 +430,102 @@ def test_hostile_inputs_never_500():
         expect(c.request("GET", path).status < 500, path)
     expect(ok(c.request("GET", "/v1/sessions/" + sid))["version"] >= 2)
     ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
+
+
+def request_logs(d, rid):
+    """The daemon's access-log lines (msg "request") of request id rid."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        lines = [l for l in d.logs() if l.get("msg") == "request" and l.get("request_id") == rid]
+        if lines:
+            return lines
+        time.sleep(0.02)
+    raise AssertionError("no access-log line of request %s" % rid)
+
+
+def test_bad_bytes_in_paths():
+    """Paths that are not UTF-8 (percent-encoded or raw bytes) or hold an encoded NUL are a 4xx
+    problem (never a 5xx), with or without API keys; the problem's instance and the access log
+    hold the path escaped, and the log line keeps method, path and status."""
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("the-key\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            for key in (None, "the-key"):
+                c = d.client(key)
+                for path in ("/v1/sessions/%FF", "/v1/sessions/%C0%AF", "/v1/sessions/%FF/episodes",
+                             "/v1/%FF", "/v1/sessions/a%00b", "/%E2%82"):
+                    for method in ("GET", "DELETE", "POST"):
+                        r = c.request(method, path, validate=False)
+                        expect(400 <= r.status < 500, "%s %s (key %s): %d %s" % (method, path, key, r.status, r.body[:200]))
+                        p = problem(r, r.status)
+                        expect(p["instance"] == path, "instance %r, sent %r" % (p["instance"], path))
+                        (line,) = request_logs(d, r.header("X-Request-Id"))
+                        expect(line["method"] == method and line["path"] == path and line["status"] == r.status,
+                               "access log: %s" % line)
+                # a raw byte 0xFF in the request line
+                head = b"GET /v1/sessions/\xff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                if key is not None:
+                    head += b"Authorization: Bearer " + key.encode() + b"\r\n"
+                out = raw_http(d.port, head + b"\r\n")
+                status = int(out.split(b" ")[1])
+                expect(400 <= status < 500 and b"application/problem+json" in out, out[:300])
+                body = json.loads(out.partition(b"\r\n\r\n")[2])
+                expect(body["instance"] == "/v1/sessions/%FF", body)
+            expect(ok(d.client("the-key").request("GET", "/v1/sessions"))["sessions"] == [])
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+def test_session_ids_outside_their_alphabet():
+    """An id with an encoded NUL, or any byte outside its alphabet (32 lowercase hex), names no
+    session: a 404 that touches nothing (DELETE ID%00evil does not delete ID)."""
+    c = FAST.client()
+    sid = create(c, 3, {"kind": "gaussian", "rows": 2})["id"]
+    base = "/v1/sessions/" + sid
+    ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(6, 3, 1)}}))
+    for bad in (sid + "%00evil", sid + "%00", sid.upper(), sid[:-1] + "%20", sid + "%0A", sid + "x",
+                "%2E%2E", sid[:31]):
+        for method, tail, body in (("DELETE", "", None), ("GET", "", None), ("GET", "/memory", None),
+                                   ("POST", "/episodes", {"mode": "append", "codes": {"mu": codes(2, 3, 2)}}),
+                                   ("POST", "/samples", {"count": 1})):
+            r = c.request(method, "/v1/sessions/" + bad + tail, body)
+            p = problem(r, 404)
+            expect(p.get("field") == ("path" if "%00" in bad else "id"), "%s %s: %s" % (method, bad + tail, p))
+    s = ok(c.request("GET", base))
+    expect(s["version"] == 2, "the session changed: %s" % s)
+    ok(c.request("DELETE", base), 204)
+
+
+def test_if_match_strong_comparison():
+    """If-Match on writes: a malformed value is a 400 naming If-Match; a weak tag W/"N" and a
+    quoted tag that is no version never match (RFC 9110 strong comparison): 409; every 409
+    carries the session's current ETag; nothing is written by a refused request."""
+    c = FAST.client()
+    C = 3
+    s = create(c, C, {"kind": "gaussian", "rows": 2})
+    base = "/v1/sessions/" + s["id"]
+    ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(6, C, 1)}}))  # version 2
+    append = {"mode": "append", "codes": {"mu": codes(2, C, 2)}}
+    for bad in ("garbage", "2", " ", '"2', '2"', '"2" x', '"2", "3"', "W/2", 'W/"2', '"2"3"', '"2 "'):
+        for method, path, body in (("POST", base + "/episodes", append), ("DELETE", base, None),
+                                   ("POST", base + "/resize", {"rows": 3}),
+                                   ("POST", base + "/forget", {"codes": {"mu": codes(1, C, 1)}})):
+            p = problem(c.request(method, path, body, headers={"If-Match": bad}), 400, "If-Match")
+            expect("If-Match" in p["detail"], p)
+    for tag in ('W/"2"', '"1"', '"abc"', '"02"', '""', '"' + "9" * 30 + '"'):
+        for method, path, body in (("POST", base + "/episodes", append), ("DELETE", base, None)):
+            r = c.request(method, path, body, headers={"If-Match": tag})
+            p = problem(r, 409, "If-Match")
+            expect(r.header("ETag") == '"2"', "409 of %r without the current ETag: %s" % (tag, r.header("ETag")))
+            if tag.startswith("W/"):
+                expect("weak" in p["detail"], p)
+    expect(ok(c.request("GET", base))["version"] == 2, "a refused request wrote")
+    ok(c.request("POST", base + "/episodes", append, headers={"If-Match": '"2"'}))
+    ok(c.request("POST", base + "/episodes", append, headers={"If-Match": "*"}))
+    ok(c.request("DELETE", base, headers={"If-Match": ' "4" '}), 204)
 
 
 def test_concurrency_and_serial_replay():
@@ -768,6 +864,30 @@ def test_limits():
         expect(d.stop() == 0, "exit status")
 
 
+def test_one_daemon_per_port():
+    """A second vbmemd on a port another one serves exits non-zero at start naming the address
+    (no SO_REUSEPORT: the kernel would split connections between them); a restart on the same
+    port right after a stop (connections left in TIME_WAIT) listens at once."""
+    d = start()
+    port = d.port
+    try:
+        c = d.client()
+        ok(c.request("GET", "/healthz"))
+        addr = "127.0.0.1:%d" % port
+        err = start_fails("--listen", addr)
+        expect(addr in err and "cannot listen" in err, "the refusal does not name %s: %s" % (addr, err[-400:]))
+        ok(c.request("GET", "/healthz"))  # the first still serves
+    finally:
+        expect(d.stop() == 0, "exit status")  # closes c's keep-alive connection: TIME_WAIT here
+    c.close()
+    d = start("--listen", "127.0.0.1:%d" % port)
+    try:
+        expect(d.port == port, "restarted on %s, not %d" % (d.port, port))
+        ok(d.client().request("GET", "/healthz"))
+    finally:
+        expect(d.stop() == 0, "exit status")
+
+
 def test_option_precedence():
     with tempfile.TemporaryDirectory() as tmp:
         conf = os.path.join(tmp, "vbmemd.conf")
@@ -862,6 +982,45 @@ def test_request_byte_caps():
     expect(p["field"] == "count" and "bytes" in p["detail"], p)
     ok(c.request("POST", sp, {"count": 1, "encoding": "base64"}))
     ok(c.request("DELETE", "/v1/sessions/" + s["id"]), 204)
+
+
+def test_answers_bounded_by_request_memory():
+    """--max-request-memory bounds what one request holds, its answer included (the JSON tree and
+    text, about 81 bytes a number; base64 about 21): samples, reads, temporal samples and memory
+    exports past it are a 422 naming the field that sizes them, the cap in the message, before
+    anything is built; smaller ones (or base64 answers) pass."""
+    cap = 4000000
+    d = start("--max-request-memory", str(cap))
+    try:
+        c = d.client()
+        s = create(c, 64, {"kind": "gaussian", "rows": 4})
+        base = "/v1/sessions/" + s["id"]
+        ok(c.request("POST", base + "/episodes", {"codes": {"mu": codes(10, 64, 1)}}))
+        for body, field in (({"count": 100000}, "count"), ({"count": 1000}, "count"),
+                            ({"count": 100000, "encoding": "base64"}, "count")):
+            p = problem(c.request("POST", base + "/samples", body), 422, field)
+            expect(str(cap) in p["detail"] and "--max-request-memory" in p["detail"], p)
+        # 1000 samples of 64 values: ~5.8 MB as JSON (refused, base64 suggested), ~1.9 MB as base64
+        p = problem(c.request("POST", base + "/samples", {"count": 1000}), 422, "count")
+        expect("base64" in p["detail"], p)
+        expect(ok(c.request("POST", base + "/samples", {"count": 1000, "encoding": "base64"}))["count"] == 1000)
+        ok(c.request("POST", base + "/samples", {"count": 10}))
+        p = problem(c.request("POST", base + "/reads", {"count": 500, "iterations": 10, "mode": "mean"}), 422,
+                    "iterations")
+        expect(str(cap) in p["detail"], p)
+        ok(c.request("POST", base + "/reads", {"count": 2, "iterations": 2, "mode": "mean"}))
+        # an export whose JSON would pass the cap (a 2000 x 100 posterior: ~16 MB as JSON)
+        big = create(c, 2000, {"kind": "gaussian", "rows": 100})
+        p = problem(c.request("GET", "/v1/sessions/%s/memory" % big["id"]), 422, "memory")
+        expect(str(cap) in p["detail"], p)
+        ok(c.request("GET", base + "/memory"))
+        t = create(c, 4, {"kind": "temporal"})
+        ok(c.request("POST", "/v1/sessions/%s/episodes" % t["id"], {"sequences": [{"mu": temporal_sequence(20, 1)}],
+                                                                   "iterations": 3}))
+        problem(c.request("POST", "/v1/sessions/%s/samples" % t["id"], {"length": 50000}), 422, "length")
+        ok(c.request("POST", "/v1/sessions/%s/samples" % t["id"], {"length": 20}))
+    finally:
+        expect(d.stop() == 0, "exit status")
 
 
 def test_latent_read_modes_and_masks():
@@ -976,12 +1135,14 @@ TESTS = [
     test_routes_match_openapi, test_help_and_version, test_web_page, test_system_endpoints,
     test_lifecycle_gaussian, test_lifecycle_categorical, test_lifecycle_mixture,
     test_lifecycle_tree, test_lifecycle_dkm, test_write_matches_vbmem_solve, test_pagination, test_errors, test_hostile_inputs_never_500,
+    test_bad_bytes_in_paths, test_session_ids_outside_their_alphabet, test_if_match_strong_comparison,
     test_concurrency_and_serial_replay, test_request_ids_logs_and_metrics, test_ttl_expiry,
-    test_api_keys_isolation_and_reload, test_limits, test_option_precedence,
+    test_api_keys_isolation_and_reload, test_limits, test_option_precedence, test_one_daemon_per_port,
     test_sessions_do_not_wait_on_each_other, test_backpressure_queue_full,
     test_queue_timeout_sheds_late_jobs,
     test_graceful_shutdown_with_requests_in_flight,
     test_idle_session_memory, test_latent_sample_mode_is_app_g2, test_latent_read_modes_and_masks,
+    test_answers_bounded_by_request_memory,
 ]
 
 
@@ -1006,6 +1167,139 @@ def start_fails(*args, rc=1):
     expect(p.returncode == rc, "vbmemd %s: exit %s, expected %s: %s" % (" ".join(args), p.returncode, rc, p.stderr[-500:]))
     expect('"msg":"listening"' not in p.stderr, "vbmemd listened: %s" % p.stderr[-500:])
     return p.stderr
+
+
+def start_refused(*args, rc=1):
+    """Like start_fails, but a daemon that starts listening instead is stopped at once and is a
+    failure (no wait for a timeout). Returns stderr."""
+    p = subprocess.Popen(list(WRAPPER or []) + [BIN, "--listen", "127.0.0.1:0"] + list(args),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in p.stderr:
+        lines.append(line)
+        if '"msg":"listening"' in line:
+            p.kill()
+            p.wait()
+            raise AssertionError("vbmemd %s started: %s" % (" ".join(args), "".join(lines)[-500:]))
+    got = p.wait(timeout=120)
+    err = "".join(lines)
+    expect(got == rc, "vbmemd %s: exit %s, expected %s: %s" % (" ".join(args), got, rc, err[-500:]))
+    return err
+
+
+def test_api_key_and_owner_identities_apart():
+    """A key's identity (SHA-256 of the key) and a named owner's (SHA-256 of "vbmem-owner:NAME")
+    never meet: a key literally named "vbmem-owner:team-a" is refused at start and on reload
+    (the previous keys stay), so it can never own team-a's sessions."""
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("key-a owner=team-a\nvbmem-owner:team-a\n")
+        err = start_refused("--api-key-file", keyfile)
+        expect("line 2" in err and "vbmem-owner:" in err and "reserved" in err, err[-400:])
+        with open(keyfile, "w") as f:
+            f.write("key-a owner=team-a\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            a = d.client("key-a")
+            sid = create(a, 3, {"kind": "gaussian", "rows": 2})["id"]
+            with open(keyfile, "w") as f:
+                f.write("key-a owner=team-a\nvbmem-owner:team-a scope=read\n")
+            d.signal(signal.SIGHUP)
+            wait_reloaded(d, 1)
+            expect(any(l.get("msg") == "reload failed; keeping the previous keys" for l in d.logs()), "no reload error")
+            thief = d.client("vbmem-owner:team-a")
+            problem(thief.request("GET", "/v1/sessions/" + sid), 401)
+            problem(thief.request("GET", "/v1/sessions"), 401)
+            expect(ok(a.request("GET", "/v1/sessions/" + sid))["id"] == sid)
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+def test_api_key_file_refusals():
+    """A key file that would refuse every request (empty, comments only) or hides a mistake (a
+    UTF-8 byte-order mark, a NUL byte, rps=0x10) stops the start with a message that says so;
+    on SIGHUP such a file leaves the previous keys in force."""
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        for data, says in ((b"", "no key"), (b"# team keys\n\n  # none yet\n", "no key"),
+                           (b"\xef\xbb\xbfkey-a\n", "byte-order mark"), (b"key-a\nkey\x00b\n", "line 2 holds a NUL byte"),
+                           (b"key-a rps=0x10\n", "rps= expects a decimal number")):
+            with open(keyfile, "wb") as f:
+                f.write(data)
+            err = start_refused("--api-key-file", keyfile)
+            expect(says in err and "key-a" not in err, "%r: %s" % (data, err[-400:]))
+        with open(keyfile, "w") as f:
+            f.write("key-a rps=10\n")
+        d = start("--api-key-file", keyfile)
+        try:
+            ok(d.client("key-a").request("GET", "/v1/sessions"))
+            for n, data in enumerate((b"# emptied\n", b"\xef\xbb\xbfkey-a\n"), 1):
+                with open(keyfile, "wb") as f:
+                    f.write(data)
+                d.signal(signal.SIGHUP)
+                wait_reloaded(d, n)
+                ok(d.client("key-a").request("GET", "/v1/sessions"))
+            fails = [l for l in d.logs() if l.get("msg") == "reload failed; keeping the previous keys"]
+            expect(len(fails) == 2 and "no key" in fails[0]["detail"] and "byte-order mark" in fails[1]["detail"],
+                   "reload failures: %s" % fails)
+        finally:
+            expect(d.stop() == 0, "exit status")
+
+
+def test_cors_origins():
+    """--cors-origin (repeatable): a preflight from a listed origin is a 204 with the path's
+    methods and the headers a page may send, without an API key; answers to a listed Origin carry
+    Access-Control-Allow-Origin naming it (never *), others none; an unlisted origin's preflight
+    is a 403 naming Origin; without --cors-origin OPTIONS stays a 405 and no CORS header is
+    sent; a wildcard or an origin with a path stops the start."""
+    for bad in ("*", "null", "http://a.example/", "http://a.example/x", "ftp://a.example", "http://A.example"):
+        err = start_refused("--cors-origin", bad, rc=2)
+        expect("--cors-origin" in err, "%r: %s" % (bad, err[-300:]))
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("page-key\n")
+        page, other = "http://127.0.0.1:9", "http://app.example:8443"
+        d = start("--api-key-file", keyfile, "--cors-origin", page, "--cors-origin", other)
+        try:
+            c, k = d.client(), d.client("page-key")
+            pre = {"Origin": page, "Access-Control-Request-Method": "POST",
+                   "Access-Control-Request-Headers": "authorization, content-type"}
+            r = c.request("OPTIONS", "/v1/sessions", headers=pre, validate=False)
+            expect(r.status == 204 and r.header("Access-Control-Allow-Origin") == page, (r.status, r.headers))
+            expect("POST" in r.header("Access-Control-Allow-Methods") and "GET" in r.header("Access-Control-Allow-Methods"), r.headers)
+            allowed = r.header("Access-Control-Allow-Headers").lower()
+            expect(all(h in allowed for h in ("authorization", "content-type", "if-match")), r.headers)
+            expect(r.header("Vary") == "Origin" and r.header("Access-Control-Allow-Credentials") is None, r.headers)
+            r = c.request("OPTIONS", "/v1/sessions/" + "0" * 32, validate=False,
+                          headers=dict(pre, Origin=other, **{"Access-Control-Request-Method": "DELETE"}))
+            expect(r.status == 204 and r.header("Access-Control-Allow-Origin") == other, (r.status, r.headers))
+            # an unlisted origin, a method the path has not, a path that does not exist
+            r = c.request("OPTIONS", "/v1/sessions", headers=dict(pre, Origin="http://127.0.0.1:10"), validate=False)
+            expect(problem(r, 403, "Origin") and r.header("Access-Control-Allow-Origin") is None, r.headers)
+            r = c.request("OPTIONS", "/v1/sessions", validate=False,
+                          headers=dict(pre, **{"Access-Control-Request-Method": "DELETE"}))
+            problem(r, 403, "Access-Control-Request-Method")
+            problem(c.request("OPTIONS", "/nothing", headers=pre, validate=False), 404)
+            # answers: the listed origin is named, an unlisted one is not, 401s included
+            s = k.request("POST", "/v1/sessions", {"code_size": 3, "memory": {"kind": "gaussian"}},
+                          headers={"Origin": page})
+            expect(s.status == 201 and s.header("Access-Control-Allow-Origin") == page, s.headers)
+            expect("ETag" in s.header("Access-Control-Expose-Headers"), s.headers)
+            r = c.request("GET", "/v1/sessions", headers={"Origin": page})
+            expect(r.status == 401 and r.header("Access-Control-Allow-Origin") == page, r.headers)
+            r = k.request("GET", "/v1/sessions", headers={"Origin": "http://127.0.0.1:10"})
+            expect(r.status == 200 and r.header("Access-Control-Allow-Origin") is None
+                   and r.header("Vary") == "Origin", r.headers)
+            r = k.request("GET", "/v1/sessions")
+            expect(r.header("Access-Control-Allow-Origin") is None, r.headers)
+        finally:
+            expect(d.stop() == 0, "exit status")
+    # without --cors-origin: nothing changes
+    r = FAST.client().request("OPTIONS", "/v1/sessions", validate=False,
+                              headers={"Origin": "http://127.0.0.1:9", "Access-Control-Request-Method": "POST"})
+    expect(r.status == 405 and r.header("Access-Control-Allow-Origin") is None and r.header("Vary") is None, r.headers)
 
 
 def tls_request(port, ctx, method, path, body=None, key=None, conn=None):
@@ -1409,7 +1703,8 @@ def test_tls_concurrent_jobs():
             expect(d.stop() == 0, "exit status")
 
 
-TESTS += [test_api_key_quotas_durable_and_concurrent, test_tls_concurrent_jobs]
+TESTS += [test_api_key_quotas_durable_and_concurrent, test_tls_concurrent_jobs,
+          test_api_key_and_owner_identities_apart, test_api_key_file_refusals, test_cors_origins]
 
 
 def test_tree_memos():
@@ -1614,6 +1909,59 @@ def test_temporal_sessions():
 
 
 TESTS += [test_temporal_sessions]
+
+
+def test_temporal_error_messages():
+    """The 422s of temporal sequences and configurations say the values sent (not those of freed
+    codes) and name their field once."""
+    c = FAST.client()
+    sid = create(c, 4, {"kind": "temporal"})["id"]
+    ep = "/v1/sessions/%s/episodes" % sid
+    for body, field, detail in (
+            ({"sequences": [{"mu": [[1, 2, 3, 4]]}]}, "sequences[0].mu",
+             "sequences[0].mu: 1 frames; a sequence needs at least 2"),
+            ({"sequences": [{"mu": temporal_sequence(5, 1)}, {"mu": [[1, 2, 3]] * 3}]}, "sequences[1].mu",
+             "sequences[1].mu: frames of 3 values, the memory's code size is 4"),
+            ({"sequences": []}, "sequences", "sequences: expected a non-empty array of sequences, got an empty array"),
+            ({"sequences": [{"mu": [[1, 2, 3, 4]] * 3, "sigma2": 0.5}]}, "sequences[0].sigma2",
+             "sequences[0].sigma2: a temporal memory takes observed codes (sigma2 0)")):
+        p = problem(c.request("POST", ep, body), 422, field)
+        expect(p["detail"] == detail, "detail %r, expected %r" % (p["detail"], detail))
+    for memory, field, text in (({"kind": "temporal", "code_size": 5}, "memory.code_size",
+                                 "5 differs from the session's code size 4"),
+                                ({"kind": "temporal", "vbe": "eq20"}, "memory.vbe", 'expected "eq18" or "eq19"'),
+                                ({"kind": "temporal", "lambda_prior": 3}, "memory.lambda_prior", "expected an object {eta, f, g, h}"),
+                                ({"kind": "temporal", "pi0": -1}, "memory.pi0", None)):
+        p = problem(c.request("POST", "/v1/sessions", {"code_size": 4, "memory": memory}), 422, field)
+        expect(p["field"] == field and p["detail"].startswith(field + ": ") and p["detail"].count(field) == 1
+               and p["detail"].count("pi0") <= 1, p)
+        expect(text is None or p["detail"] == field + ": " + text, p)
+    ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
+
+
+TESTS += [test_temporal_error_messages]
+
+
+def test_sigma_z2_range():
+    """sigma_z2 outside [1e-8, 1e8] is refused at creation (422, field memory.sigma_z2, the range
+    in the message) instead of making a session on which every write fails; at both ends of the
+    range a session takes a write."""
+    c = FAST.client()
+    for kind in ("gaussian", "mixture", "tree", "categorical", "dkm"):
+        mem = dict(KINDS[kind])
+        for v in (1e-320, 1e308, 9.9e-9, 1.01e8, 0):
+            mem["sigma_z2"] = v
+            p = problem(c.request("POST", "/v1/sessions", {"code_size": 4, "memory": mem}), 422, "memory.sigma_z2")
+            expect("[1e-08, 1e+08]" in p["detail"], p)
+        for v in (1e-8, 1e8):
+            mem["sigma_z2"] = v
+            sid = create(c, 4, mem)["id"]
+            w = ok(c.request("POST", "/v1/sessions/%s/episodes" % sid, {"codes": {"mu": codes(12, 4, 1)}, "iterations": 20}))
+            expect(math.isfinite(w["elbo"]["total"]), "%s sigma_z2 %g: %s" % (kind, v, w["elbo"]))
+            ok(c.request("DELETE", "/v1/sessions/" + sid), 204)
+
+
+TESTS += [test_sigma_z2_range]
 def test_latent_views_per_frame():
     """Fused writes and reads of codes (views_per_frame, seed 004) on a latent session: J = 3
     views of each frame write the memory that their RPM-fused codes, computed here from the

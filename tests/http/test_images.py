@@ -9,6 +9,7 @@ model (also when a continually trained model replaces a file under the same name
 
 usage: test_images.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...'] [--only a,b]"""
 import base64
+import json
 import math
 import os
 import shutil

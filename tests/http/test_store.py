@@ -3,7 +3,8 @@
 (writes from several client threads, SIGKILL at seeded random moments, restart, every acknowledged
 write present with its exact content and version, PRAGMA integrity_check ok), restart with an LRU
 bound on resident sessions, stored-session TTL, the backup CLI (--list-sessions, --export-all,
---import-all), the data-directory lock, 503 while the database is locked, corrupt records, and
+--import-all), the data-directory lock, 503 while the database is locked, corrupt records (reported,
+skipped by lists and backups, deletable), and
 the whole of test_http.py against SQLite stores (with_data_dir.sh); and replicas: redis-server,
 three vbmemd --redis and nginx (deploy/nginx/nginx.conf) in front, writes and reads through nginx,
 one replica SIGKILLed mid-run: no acknowledged write lost, every session readable, no request failed
@@ -265,7 +266,7 @@ def test_backup_cli_and_lock():
         expect(all(v["version"] == 2 for v in listed.values()), "versions listed")
         backup = os.path.join(other, "backup.db")
         rc, out, err = run_cli("--data-dir", data, "--export-all", backup)
-        expect(rc == 0 and json.loads(out) == {"exported": 4}, out + err)
+        expect(rc == 0 and json.loads(out) == {"exported": 4, "skipped": 0}, out + err)
         rc, out, err = run_cli("--data-dir", data, "--export-all", backup)
         expect(rc != 0 and "exists" in err, "export over an existing file: " + err)
         rc, out, err = run_cli("--data-dir", data, "--import-all", backup)
@@ -274,7 +275,7 @@ def test_backup_cli_and_lock():
         restore = os.path.join(other, "data")
         os.mkdir(restore)
         rc, out, err = run_cli("--data-dir", restore, "--import-all", backup)
-        expect(rc == 0 and json.loads(out) == {"imported": 4}, out + err)
+        expect(rc == 0 and json.loads(out) == {"imported": 4, "skipped": 0}, out + err)
         d = start(restore)
         c = d.client()
         for sid, mem in mems.items():
@@ -310,26 +311,80 @@ def test_locked_database_503_then_recovers():
         shutil.rmtree(data, ignore_errors=True)
 
 
-def test_corrupt_record_is_503_not_a_crash():
+def store_checks(d):
+    """The start-up check lines of a daemon's log ("store check..."), as dicts."""
+    return [l for l in d.logs() if str(l.get("msg", "")).startswith("store check")]
+
+
+def test_corrupt_record_reported_skipped_deletable():
+    """One corrupt record (a flipped bit in its memory) neither blocks its owner's list nor the
+    backups: the start-up check names it, its own GET is a precise problem (500, type
+    corrupt-record, no Retry-After) logged and counted, other owners do not see it, lists and
+    --list-sessions / --export-all skip it (exit 0, saying what they skipped), and its owner
+    deletes it through the API."""
     data = tempfile.mkdtemp(prefix="vbmem-corrupt-")
     try:
-        d = start(data)
-        c = d.client()
-        bad = create(c)["id"]
-        good = create(c)["id"]
+        keyfile = os.path.join(data, "keys")
+        with open(keyfile, "w") as f:
+            f.write("key-a owner=team-a\nkey-b owner=team-b\n")
+        d = start(data, "--api-key-file", keyfile)
+        a, b = d.client("key-a"), d.client("key-b")
+        bad = create(a)["id"]
+        good = create(a)["id"]
+        ok(a.request("POST", "/v1/sessions/%s/episodes" % bad,
+                     {"mode": "replace", "seed": 1, "iterations": 5, "codes": {"mu": codes(random.Random(1)), "sigma2": 0.1}}))
         expect(d.stop() == 0, "clean stop")
+        (line,) = store_checks(d)
+        expect(line["corrupt"] == 0 and line["records"] == 0 and line["quick_check"] == "ok", line)
         db = sqlite3.connect(os.path.join(data, "vbmem.db"))
         blob = bytearray(db.execute("SELECT memory FROM sessions WHERE id = ?", (bad,)).fetchone()[0])
         blob[200] ^= 0x40  # one flipped bit in the posterior
         db.execute("UPDATE sessions SET memory = ? WHERE id = ?", (bytes(blob), bad))
         db.commit()
         db.close()
-        d = start(data)
-        c = d.client()
-        r = c.request("GET", "/v1/sessions/" + bad)
-        expect(r.status == 503 and "corrupt" in r.json()["detail"], "corrupt: %d %s" % (r.status, r.body[:300]))
-        ok(c.request("GET", "/v1/sessions/" + good))
+
+        d = start(data, "--api-key-file", keyfile)
+        (line,) = store_checks(d)
+        expect(line["level"] == "error" and line["records"] == 2 and line["corrupt"] == 1
+               and line["corrupt_ids"] == [bad] and line["quick_check"] == "ok", "start-up check: %s" % line)
+        a, b = d.client("key-a"), d.client("key-b")
+        r = a.request("GET", "/v1/sessions/" + bad)
+        expect(r.status == 500, "corrupt: %d %s" % (r.status, r.body[:300]))
+        p = r.json()
+        expect(p["type"] == "urn:vbmem:problem:corrupt-record" and bad in p["detail"] and "corrupt" in p["detail"]
+               and r.header("Retry-After") is None, p)
+        deadline = time.time() + 30  # (the log line is read from the daemon's stderr by a thread)
+        while not any(l.get("msg") == "corrupt stored record" and l.get("id") == bad for l in d.logs()):
+            expect(time.time() < deadline, "not logged")
+            time.sleep(0.02)
+        metrics = a.request("GET", "/metrics").body.decode()
+        expect("vbmemd_store_corrupt_total 1\n" in metrics, "metric: %s" % [m for m in metrics.splitlines() if "corrupt" in m])
+        # the owner's list skips it and still answers
+        expect([s["id"] for s in ok(a.request("GET", "/v1/sessions"))["sessions"]] == [good], "list")
+        ok(a.request("GET", "/v1/sessions/" + good))
+        # another owner sees nothing of it
+        r = b.request("GET", "/v1/sessions/" + bad)
+        expect(r.status == 404, "other owner: %d %s" % (r.status, r.body[:200]))
+        expect(b.request("DELETE", "/v1/sessions/" + bad).status == 404, "other owner deleted it")
+        # backups while the daemon runs: exit 0, the corrupt record named and skipped
+        rc, out, err = run_cli("--data-dir", data, "--list-sessions")
+        expect(rc == 0 and [json.loads(l)["id"] for l in out.splitlines()] == [good], "list-sessions: %d %s %s" % (rc, out, err))
+        expect("skipped session " + bad in err and "corrupt" in err, "list-sessions stderr: " + err)
+        backup = os.path.join(data, "backup.db")
+        rc, out, err = run_cli("--data-dir", data, "--export-all", backup)
+        expect(rc == 0 and json.loads(out) == {"exported": 1, "skipped": 1}, "export-all: %d %s %s" % (rc, out, err))
+        expect("skipped session " + bad in err, "export-all stderr: " + err)
+        # If-Match cannot be checked against a corrupt record; without it the owner deletes it
+        r = a.request("DELETE", "/v1/sessions/" + bad, headers={"If-Match": '"2"'})
+        expect(r.status == 500, "DELETE with If-Match: %d" % r.status)
+        ok(a.request("DELETE", "/v1/sessions/" + bad), 204)
+        expect(a.request("GET", "/v1/sessions/" + bad).status == 404, "still there")
         expect(d.stop() == 0, "clean stop")
+        d = start(data, "--api-key-file", keyfile)
+        (line,) = store_checks(d)
+        expect(line["level"] == "info" and line["records"] == 1 and line["corrupt"] == 0, line)
+        expect(d.stop() == 0, "clean stop")
+        integrity(data)
     finally:
         shutil.rmtree(data, ignore_errors=True)
 
@@ -548,7 +603,7 @@ TESTS = [
     test_restart_keeps_sessions_lru_and_ttl,
     test_backup_cli_and_lock,
     test_locked_database_503_then_recovers,
-    test_corrupt_record_is_503_not_a_crash,
+    test_corrupt_record_reported_skipped_deletable,
     test_full_http_suite_on_sqlite,
     test_replicas_redis_nginx_sigkill,
 ]

@@ -20,6 +20,7 @@
 #include "http/codec.h"
 #include "http/conns.h"
 #include "http/keyhash.h"
+#include "http/urlpath.h"
 
 static void hex(const unsigned char *d, size_t n, char *out)
 {
@@ -688,7 +689,10 @@ START_TEST(test_auth_key_lines)
                                       "k bytes=99999999999999999999",
                                       "scope=read",
                                       "owner=x k",
-                                      "  rps=1 k"};
+                                      "  rps=1 k",
+                                      "vbmem-owner:team-a",
+                                      "vbmem-owner:team-a scope=read",
+                                      "vbmem-owner: owner=team-a"};
     char key[64];
     http_key_policy pol;
     vbm_error err;
@@ -723,6 +727,9 @@ START_TEST(test_auth_key_lines)
     ck_assert_int_eq(auth_line("k scope=write rps=.5", key, sizeof key, &pol, &err), VBM_OK);
     ck_assert_int_eq(pol.scope, HTTP_SCOPE_WRITE);
     ck_assert(pol.rps == 0.5);
+    /* the owner prefix inside a key, or a shorter one, is no collision */
+    ck_assert_int_eq(auth_line("x-vbmem-owner:team-a", key, sizeof key, &pol, &err), VBM_OK);
+    ck_assert_int_eq(auth_line("vbmem-owner", key, sizeof key, &pol, &err), VBM_OK);
     /* malformed: refused with the field, never echoing the words */
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err.msg[0] = '\0';
@@ -935,6 +942,105 @@ START_TEST(test_conns_evict_stalest_waiting)
 }
 END_TEST
 
+/* Request targets (http/urlpath.h): an encoded NUL shows in the decoded length, overlong forms,
+ * surrogates and stray bytes are not UTF-8, and the escaped form is printable ASCII. */
+START_TEST(test_urlpath_decode_check_escape)
+{
+    char a[] = "/v1/sessions/ab%00evil", b[] = "/x/%C0%AF", c[] = "/%e2%82%ac%2",
+         d[] = "/%ED%A0%80";
+    char e[] = "/%F4%90%80%80", f[] = "/%F0%9F%98%80+%zz";
+    size_t n;
+    char *esc;
+
+    n = urlpath_decode(a);
+    ck_assert_uint_eq(n, 20);
+    ck_assert_str_eq(a, "/v1/sessions/ab");
+    ck_assert_int_eq(urlpath_utf8_ok(a, n), 0);
+    n = urlpath_decode(b);
+    ck_assert_int_eq(urlpath_utf8_ok(b, n), 0); /* overlong '/' */
+    n = urlpath_decode(c);
+    ck_assert_str_eq(c, "/\xe2\x82\xac%2");
+    ck_assert_int_eq(urlpath_utf8_ok(c, n), 1);
+    ck_assert_int_eq(urlpath_utf8_ok(c, 3), 0); /* cut inside a character */
+    n = urlpath_decode(d);
+    ck_assert_int_eq(urlpath_utf8_ok(d, n), 0); /* a surrogate */
+    n = urlpath_decode(e);
+    ck_assert_int_eq(urlpath_utf8_ok(e, n), 0); /* past U+10FFFF */
+    n = urlpath_decode(f);
+    ck_assert_int_eq(urlpath_utf8_ok(f, n), 1);
+    ck_assert_str_eq(f, "/\xf0\x9f\x98\x80+%zz");
+    ck_assert_int_eq(urlpath_utf8_ok("\xff", 1), 0);
+    esc = urlpath_escape("/v1/\xff a\"\\%41\n");
+    ck_assert_ptr_nonnull(esc);
+    ck_assert_str_eq(esc, "/v1/%FF%20a%22%5C%41%0A");
+    free(esc);
+}
+END_TEST
+
+/* Write n bytes to a new temporary file (NUL bytes included); returns its path (static). */
+static const char *auth_file_bytes(const char *bytes, size_t n)
+{
+    static char path[] = "/tmp/vbmem-keys-XXXXXX";
+    int fd;
+
+    strcpy(path, "/tmp/vbmem-keys-XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, bytes, n), (ssize_t)n);
+    close(fd);
+    return path;
+}
+
+/* Key files that would leave every request refused, or hide a mistake, are refused with a
+ * message that says what is wrong: no key at all, a byte-order mark, a NUL byte, a rate that is
+ * not decimal; on reload the previous keys stay. */
+START_TEST(test_auth_file_refusals)
+{
+    static const struct {
+        const char *bytes;
+        size_t n;
+        const char *says;
+    } bad[] = {
+        {"", 0, "no key"},
+        {"# only a comment\n\n   \n# another\n", 32, "no key"},
+        {"\xef\xbb\xbfkey-a\n", 10, "byte-order mark"},
+        {"key-a\nkey\0b\n", 12, "line 2 holds a NUL byte"},
+        {"key-a rps=0x10\n", 15, "rps="},
+        {"key-a rps=1e3\n", 14, "rps="},
+    };
+    unsigned char owner[KEYHASH_LEN];
+    char path[64];
+    http_auth *a = NULL;
+    vbm_error err;
+    size_t i;
+    FILE *fp;
+
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "%s", auth_file_bytes(bad[i].bytes, bad[i].n));
+        err.msg[0] = '\0';
+        ck_assert_msg(http_auth_create(path, &a, &err) == VBM_EINVAL, "case %zu accepted", i);
+        ck_assert_ptr_null(a);
+        ck_assert_msg(strstr(err.msg, bad[i].says) != NULL, "case %zu: %s", i, err.msg);
+        ck_assert_msg(strstr(err.msg, "key-a") == NULL, "case %zu echoes the key: %s", i, err.msg);
+        unlink(path);
+    }
+    /* decimal rates still pass */
+    snprintf(path, sizeof path, "%s", auth_file("key-a rps=10\nkey-b rps=0.25\nkey-c rps=3.\n"));
+    ck_assert_int_eq(http_auth_create(path, &a, &err), VBM_OK);
+    ck_assert_int_eq(http_auth_count(a), 3);
+    /* a reload to an empty (comments-only) file fails and keeps the keys */
+    fp = fopen(path, "w");
+    fputs("# nothing yet\n", fp);
+    fclose(fp);
+    ck_assert_int_eq(http_auth_reload(a, &err), VBM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no key"));
+    ck_assert_int_eq(http_auth_count(a), 3);
+    ck_assert_int_eq(http_auth_check(a, "Bearer key-b", owner), 1);
+    http_auth_free(a);
+    unlink(path);
+}
+END_TEST
+
 static Suite *units_suite(void)
 {
     Suite *s = suite_create("vbmemd-units");
@@ -942,6 +1048,7 @@ static Suite *units_suite(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_keyhash_vectors);
+    tcase_add_test(tc, test_urlpath_decode_check_escape);
     tcase_add_test(tc, test_base64);
     tcase_add_test(tc, test_codec_codes);
     tcase_add_test(tc, test_fast_body_parse);
@@ -954,6 +1061,7 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_auth_key_lines);
     tcase_add_test(tc, test_auth_file_owner_bucket_reload);
     tcase_add_test(tc, test_auth_many_keys_and_long_lines);
+    tcase_add_test(tc, test_auth_file_refusals);
     tcase_add_test(tc, test_conns_evict_stalest_waiting);
     tcase_add_test(tc, test_pool_sheds_jobs_past_max_wait);
     suite_add_tcase(s, tc);

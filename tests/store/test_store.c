@@ -376,10 +376,28 @@ START_TEST(test_list_owners_pages)
 }
 END_TEST
 
+/* The corrupt hook of test_corrupt_records_rejected: counts the records met. */
+static void count_corrupt(void *ctx, const char *id, const char *msg)
+{
+    (void)id;
+    ck_assert_ptr_nonnull(strstr(msg, "corrupt"));
+    (*(int *)ctx)++;
+}
+
+/* eng_backend_copy_all's skipped callback: keeps the id (ctx: ENG_ID_LEN + 1 chars). */
+static void note_skipped(void *ctx, const char *id, const char *why)
+{
+    ck_assert_ptr_nonnull(strstr(why, "corrupt"));
+    snprintf(ctx, ENG_ID_LEN + 1, "%s", id);
+}
+
 START_TEST(test_corrupt_records_rejected)
 {
+    static const unsigned char zero_owner[ENG_OWNER_LEN];
+    unsigned char other[ENG_OWNER_LEN];
     char path[300];
-    eng_session *s = new_session(NULL, 0), *t = new_session(NULL, 0), *got;
+    eng_session *s = new_session(NULL, 0), *t = new_session(NULL, 0), *got, *ok, **page;
+    int met = 0, n = 0, more = 0;
     eng_store_limits lim = {0, 0};
     eng_backend *b;
     eng_store *st;
@@ -388,6 +406,7 @@ START_TEST(test_corrupt_records_rejected)
     sqlite3 *db;
     char sql[256];
 
+    memset(other, 7, sizeof other);
     ck_assert_int_eq(write_codes(s, 3, ENG_REPLACE, &err), VBM_OK);
     ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
     rec = record_of(s);
@@ -412,17 +431,83 @@ START_TEST(test_corrupt_records_rejected)
     sqlite3_close(db);
 
     ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
-    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), VBM_EUNAVAIL);
+    /* a corrupt record: its own status, and what is known of it (id, version, owner) */
+    ck_assert_int_eq(eng_backend_load(b, s->id, &rec, &err), VBM_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(err.msg, "corrupt"));
+    ck_assert_str_eq(rec.id, s->id);
+    ck_assert_uint_eq(rec.version, eng_session_version(s));
+    ck_assert_ptr_null(rec.blob);
+    ck_assert_int_eq(memcmp(rec.owner, zero_owner, ENG_OWNER_LEN), 0);
+    eng_record_free(&rec);
     ck_assert_int_eq(eng_backend_load(b, t->id, &rec, &err), VBM_OK);
     ck_assert_int_eq(eng_session_from_record(&rec, &got, &err), VBM_EFORMAT);
     eng_record_free(&rec);
     ck_assert_int_eq(eng_store_durable_create(b, &lim, 10, &st, &err), VBM_OK);
-    ck_assert_int_eq(eng_store_get(st, s->id, NULL, &got, &err), VBM_EUNAVAIL);
-    ck_assert_int_eq(eng_store_get(st, t->id, NULL, &got, &err), VBM_EUNAVAIL);
+    eng_store_set_corrupt_hook(st, count_corrupt, &met);
+    ck_assert_int_eq(eng_store_get(st, s->id, NULL, &got, &err), VBM_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "DELETE"));
+    ck_assert_int_eq(eng_store_get(st, t->id, NULL, &got, &err), VBM_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(err.msg, "does not import"));
+    ck_assert_int_eq(met, 2);
+    /* another owner: not found, and nothing reported */
+    ck_assert_int_eq(eng_store_get(st, s->id, other, &got, &err), VBM_ENOTFOUND);
+    ck_assert_int_eq(met, 2);
     ck_assert_int_eq(eng_store_get(st, "nothex", NULL, &got, &err), VBM_ENOTFOUND);
+    /* a listing skips both (and reports them); a sound session next to them is listed */
+    ok = new_session(NULL, 0);
+    ck_assert_int_eq(eng_store_insert(st, ok, 0, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_list(st, NULL, NULL, 10, &page, &n, &more, &err), VBM_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(eng_session_id(page[0]), ok->id);
+    eng_session_unref(page[0]);
+    free(page);
+    ck_assert_int_eq(met, 4);
+    /* the corrupt records can be removed, by their owner only */
+    ck_assert_int_eq(eng_store_remove(st, s->id, other, &err), VBM_ENOTFOUND);
+    ck_assert_int_eq(eng_store_remove(st, s->id, NULL, &err), VBM_OK);
+    ck_assert_int_eq(eng_store_get(st, s->id, NULL, &got, &err), VBM_ENOTFOUND);
     eng_store_free(st);
+    eng_session_unref(s);
+    eng_session_unref(t);
+    eng_session_unref(ok);
+}
+END_TEST
+
+/* A backup skips a corrupt record, names it, and copies the rest. */
+START_TEST(test_copy_all_skips_corrupt_records)
+{
+    char path[300], backup[320], sql[256], skipped[ENG_ID_LEN + 1] = "";
+    eng_session *s = new_session(NULL, 0), *t = new_session(NULL, 0);
+    eng_backend *b, *dst;
+    eng_record rec;
+    vbm_error err;
+    long copied = 0;
+    sqlite3 *db;
+
+    ck_assert_int_eq(store_sqlite_open_dir(tdir, &b, &err), VBM_OK);
+    rec = record_of(s);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
+    eng_record_free(&rec);
+    rec = record_of(t);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
+    eng_record_free(&rec);
+    eng_backend_close(b);
+    db_path(path, sizeof path);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    snprintf(sql, sizeof sql, "UPDATE sessions SET checksum = checksum + 1 WHERE id = '%s'", s->id);
+    ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    snprintf(backup, sizeof backup, "%s/backup.db", tdir);
+    ck_assert_int_eq(store_sqlite_open(path, NULL, 1, &b, &err), VBM_OK);
+    ck_assert_int_eq(store_sqlite_open(backup, NULL, 0, &dst, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_copy_all(b, dst, &copied, note_skipped, skipped, &err), VBM_OK);
+    ck_assert_int_eq(copied, 1);
+    ck_assert_str_eq(skipped, s->id);
+    ck_assert_int_eq(eng_backend_load(dst, t->id, &rec, &err), VBM_OK);
+    eng_record_free(&rec);
+    ck_assert_int_eq(eng_backend_load(dst, s->id, &rec, &err), VBM_ENOTFOUND);
+    eng_backend_close(dst);
+    eng_backend_close(b);
     eng_session_unref(s);
     eng_session_unref(t);
 }
@@ -753,10 +838,10 @@ START_TEST(test_backup_copy_all)
     snprintf(dst_path, sizeof dst_path, "%s/backup.db", tdir);
     ck_assert_int_eq(store_sqlite_open(src_path, NULL, 1, &src, &err), VBM_OK);
     ck_assert_int_eq(store_sqlite_open(dst_path, NULL, 0, &dst, &err), VBM_OK);
-    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, NULL, NULL, &err), VBM_OK);
     ck_assert_int_eq(copied, 5);
     /* Copying again replaces whatever is there (restore). */
-    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, &err), VBM_OK);
+    ck_assert_int_eq(eng_backend_copy_all(src, dst, &copied, NULL, NULL, &err), VBM_OK);
     ck_assert_int_eq(eng_backend_list(src, NULL, "", 8, ids, &n, &err), VBM_OK);
     ck_assert_int_eq(n, 5);
     for (i = 0; i < n; i++) {
@@ -997,6 +1082,7 @@ static Suite *store_suite(void)
     tcase_add_test(tc, test_cas_reload_delete);
     tcase_add_test(tc, test_list_owners_pages);
     tcase_add_test(tc, test_corrupt_records_rejected);
+    tcase_add_test(tc, test_copy_all_skips_corrupt_records);
     tcase_add_test(tc, test_failed_persist_rolls_back);
     tcase_add_test(tc, test_lru_resident_bound_and_restart);
     tcase_add_test(tc, test_stored_ttl_expiry);

@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import os
+import re
 import struct
 import sys
 
@@ -66,19 +67,34 @@ def _frames_hwc(images):
     return out, h, w, c
 
 
-def contact_sheet(frames, h, w, c, cols=None, gap=2, fill=255):
+SHEET_MIN_TILE = 84  # pixels: a tile of a contact sheet is at least this wide (28 x 28: 3x)
+
+
+def sheet_scale(h, w):
+    """The whole-number scale of h x w frames on a contact sheet: the smallest that makes a tile
+    SHEET_MIN_TILE pixels or more on its longer side (3 for 28 x 28 images; 1 from 84 up)."""
+    return max(1, math.ceil(SHEET_MIN_TILE / max(1, h, w)))
+
+
+def contact_sheet(frames, h, w, c, cols=None, gap=2, fill=255, scale=None):
     """One PNG tiling HWC frames (bytes) of h x w x c on a grid of `cols` columns (default
-    ceil(sqrt(n))), `gap` pixels of `fill` between them."""
+    ceil(sqrt(n))), each frame enlarged `scale` times by repeating its pixels (default
+    sheet_scale(h, w): 3 for 28 x 28), `gap` pixels of `fill` between them."""
     n = len(frames)
+    s = scale or sheet_scale(h, w)
     cols = cols or max(1, math.ceil(math.sqrt(n)))
     rows = max(1, math.ceil(n / cols))
-    W, H = cols * w + (cols + 1) * gap, rows * h + (rows + 1) * gap
+    th, tw = h * s, w * s
+    W, H = cols * tw + (cols + 1) * gap, rows * th + (rows + 1) * gap
     sheet = bytearray([fill]) * (W * H * c)
     for i, fr in enumerate(frames):
-        x0, y0 = gap + (i % cols) * (w + gap), gap + (i // cols) * (h + gap)
+        x0, y0 = gap + (i % cols) * (tw + gap), gap + (i // cols) * (th + gap)
         for y in range(h):
-            dst = ((y0 + y) * W + x0) * c
-            sheet[dst:dst + w * c] = fr[y * w * c:(y + 1) * w * c]
+            src = fr[y * w * c:(y + 1) * w * c]
+            row = b"".join(src[x * c:(x + 1) * c] * s for x in range(w)) if s > 1 else src
+            for k in range(s):
+                dst = ((y0 + y * s + k) * W + x0) * c
+                sheet[dst:dst + tw * c] = row
     return encode_png(bytes(sheet), W, H, c)
 
 
@@ -164,12 +180,17 @@ def cmd_session_delete(c, args):
     _out(args, "deleted %s" % args.session, {"deleted": args.session})
 
 
-def _collect_inputs(paths):
-    """('png', [paths]) or ('codes', rows) from the command line's FILES... | DIR."""
+def _collect_inputs(paths, skipped=None):
+    """('png', [paths]) or ('codes', rows) from the command line's FILES... | DIR. The entries of
+    a DIR that are not .png files are left out and named in `skipped` (a list) when given."""
     files = []
     for p in paths:
         if os.path.isdir(p):
-            found = sorted(os.path.join(p, f) for f in os.listdir(p) if f.lower().endswith(".png"))
+            names = sorted(os.listdir(p))
+            found = [os.path.join(p, f) for f in names if f.lower().endswith(".png")
+                     and os.path.isfile(os.path.join(p, f))]
+            if skipped is not None:
+                skipped += [os.path.join(p, f) for f in names if os.path.join(p, f) not in found]
             if not found:
                 raise UsageError("%s holds no .png files" % p)
             files += found
@@ -185,11 +206,35 @@ def _collect_inputs(paths):
     return "png", files
 
 
+def _name_the_file(e, chunk):
+    """A VbmemError about observations[k] of a request of PNG files `chunk`, its detail led by
+    the file's name (the server knows only the index)."""
+    m = re.match(r"observations\[(\d+)\]", e.field or "")
+    if m is None or int(m.group(1)) >= len(chunk):
+        return e
+    name = str(chunk[int(m.group(1))])
+    return VbmemError(status=e.status, title=e.title, detail="%s: %s" % (name, e.detail),
+                      field=e.field, request_id=e.request_id, type=e.type,
+                      problem=dict(e.problem, file=name))
+
+
 def cmd_write(c, args):
-    kind, items = _collect_inputs(args.files)
+    skipped = []
+    kind, items = _collect_inputs(args.files, skipped)
+    for p in skipped:
+        print("vbmem: skipped %s (not a .png file)" % p, file=sys.stderr)
+    mode, if_match = args.mode, args.if_match
+    s = c.get_session(args.session)
+    if mode is None:
+        # no silent replace: a session that holds frames needs --replace or --append
+        if s.frames:
+            raise UsageError("session %s holds %d frames: give --replace to write over them or "
+                             "--append to add to them" % (args.session, s.frames))
+        mode = "replace"
+        if if_match is None:  # and nobody wrote in between
+            if_match = s.version
     episode = args.episode
     if episode is None:
-        s = c.get_session(args.session)
         episode = c.model(s.model).episode_length if s.model else 64
     if episode < 1:
         raise UsageError("--episode must be at least 1")
@@ -198,21 +243,31 @@ def cmd_write(c, args):
     results, done = [], 0
     _progress(0, len(items), show)
     for i, chunk in enumerate(chunks):
-        mode = args.mode if i == 0 else "append"
-        if_match = args.if_match if i == 0 else None
-        if kind == "png":
-            r = c.write(args.session, images=chunk, mode=mode, seed=args.seed,
-                        iterations=args.iterations, if_match=if_match)
-        else:
-            r = c.write(args.session, codes=chunk, sigma2=args.sigma2, mode=mode, seed=args.seed,
-                        iterations=args.iterations, if_match=if_match)
+        m = mode if i == 0 else "append"
+        im = if_match if i == 0 else None
+        try:
+            if kind == "png":
+                r = c.write(args.session, images=chunk, mode=m, seed=args.seed,
+                            iterations=args.iterations, if_match=im)
+            else:
+                r = c.write(args.session, codes=chunk, sigma2=args.sigma2, mode=m, seed=args.seed,
+                            iterations=args.iterations, if_match=im)
+        except VbmemError as e:
+            if kind == "png" and not isinstance(e, ConnectionFailed):
+                raise _name_the_file(e, chunk) from None
+            raise
+        except OSError as e:  # a file that cannot be read
+            raise UsageError("%s: %s" % (getattr(e, "filename", None) or "?", e.strerror or e)) from None
         results.append(r)
         done += len(chunk)
         _progress(done, len(items), show)
     last = results[-1]
     human = "wrote %d frames in %d episode%s (%s%s); version %d, ELBO per frame %s" % (
-        len(items), len(chunks), "" if len(chunks) == 1 else "s", args.mode,
+        len(items), len(chunks), "" if len(chunks) == 1 else "s", mode,
         ", then appends" if len(chunks) > 1 else "", last.version, _fmt(last.elbo_per_frame))
+    if skipped:
+        human += "; skipped %d file%s that %s not .png" % (
+            len(skipped), "" if len(skipped) == 1 else "s", "is" if len(skipped) == 1 else "are")
     _out(args, human, [r.raw for r in results])
 
 
@@ -412,11 +467,20 @@ def build_parser():
     sp.add_argument("session")
 
     sp = add(sub, "write", cmd_write, "write PNG files (or a directory of them, or a .npy of "
-             "codes) to a session; more than an episode is written as successive appends")
+             "codes) to a session; more than an episode is written as successive appends. A "
+             "session that already holds frames needs --replace or --append: there is no "
+             "default for it, because replacing would lose its memory without a word and "
+             "appending may not be what was meant; an empty session is written with replace. "
+             "Entries of a directory that are not .png files are skipped and named on stderr.")
     sp.add_argument("session")
     sp.add_argument("files", nargs="+", metavar="FILE|DIR")
-    sp.add_argument("--mode", choices=["replace", "append"], default="replace",
-                    help="mode of the first episode (replace)")
+    how = sp.add_mutually_exclusive_group()
+    how.add_argument("--replace", dest="mode", action="store_const", const="replace",
+                     help="write over what the session holds")
+    how.add_argument("--append", dest="mode", action="store_const", const="append",
+                     help="add to what the session holds")
+    how.add_argument("--mode", choices=["replace", "append"], dest="mode",
+                     help="the same as --replace or --append")
     sp.add_argument("--episode", type=int,
                     help="frames per request (default: the model's episode length, else 64)")
     sp.add_argument("--sigma2", type=float, help="variance of .npy codes (default exact)")
