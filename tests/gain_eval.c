@@ -34,16 +34,34 @@ static double gain_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Episodes of disjoint images: a seeded shuffle of the test set, episode e its images
- * 64 e .. 64 e + 63, at their bin centres (v + 0.5) / 256. */
+/* What every measurement holds: the images and the model; episodes of disjoint images (a
+ * seeded shuffle of the test set, episode e its images 64 e .. 64 e + 63, at their bin
+ * centres (v + 0.5) / 256); the sessions' configuration and an empty memory of it; buffers
+ * of one episode (x), another (xo), their cues and masks, answers (y), codes (mu, s2, z). */
 typedef struct {
     reval_data d;
     long *perm;
+    vbm_config cfg;
+    vbm_memory *empty;
+    float *x, *xo, *cue, *cueo, *y;
+    unsigned char *mask, *masko;
+    double *mu, *s2, *z;
 } gain_data;
+
+static void gain_free(gain_data *g)
+{
+    reval_data_free(&g->d);
+    vbm_memory_free(g->empty);
+    free(g->perm), free(g->x), free(g->xo), free(g->cue), free(g->cueo), free(g->y);
+    free(g->mask), free(g->masko), free(g->mu), free(g->s2), free(g->z);
+    memset(g, 0, sizeof *g);
+}
 
 static int gain_load(const char *model_path, const char *fmnist_gz, const gain_opts *o,
                      gain_data *g)
 {
+    size_t TP = (size_t)GAIN_T * GAIN_P, TC;
+    vbm_error err;
     rng_t rng;
 
     memset(g, 0, sizeof *g);
@@ -51,12 +69,25 @@ static int gain_load(const char *model_path, const char *fmnist_gz, const gain_o
         return -1;
     if ((long)(o->episodes + 1) * GAIN_T > g->d.n) {
         fprintf(stderr, "gain_eval: %d episodes need more than %ld images\n", o->episodes, g->d.n);
-        reval_data_free(&g->d);
+        gain_free(g);
         return -1;
     }
+    eng_model_config(g->d.m, &g->cfg);
+    if (o->sigma_z2 > 0.0)
+        g->cfg.sigma_z2 = o->sigma_z2;
+    TC = (size_t)GAIN_T * (size_t)g->cfg.code_size;
     g->perm = malloc((size_t)g->d.n * sizeof *g->perm);
-    if (g->perm == NULL) {
-        reval_data_free(&g->d);
+    g->x = malloc(TP * sizeof(float)), g->xo = malloc(TP * sizeof(float));
+    g->cue = malloc(TP * sizeof(float)), g->cueo = malloc(TP * sizeof(float));
+    g->y = malloc(TP * sizeof(float));
+    g->mask = malloc(TP), g->masko = malloc(TP);
+    g->mu = malloc(TC * sizeof(double)), g->s2 = malloc(TC * sizeof(double));
+    g->z = malloc(TC * sizeof(double));
+    if (g->perm == NULL || g->x == NULL || g->xo == NULL || g->cue == NULL || g->cueo == NULL
+        || g->y == NULL || g->mask == NULL || g->masko == NULL || g->mu == NULL || g->s2 == NULL
+        || g->z == NULL || vbm_memory_create(&g->cfg, NULL, NULL, &g->empty, &err) != VBM_OK) {
+        fprintf(stderr, "gain_eval: out of memory or a bad configuration\n");
+        gain_free(g);
         return -1;
     }
     for (long i = 0; i < g->d.n; i++)
@@ -69,12 +100,6 @@ static int gain_load(const char *model_path, const char *fmnist_gz, const gain_o
         g->perm[j] = tmp;
     }
     return 0;
-}
-
-static void gain_free(gain_data *g)
-{
-    reval_data_free(&g->d);
-    free(g->perm);
 }
 
 static void gain_episode(const gain_data *g, int e, float *x)
@@ -123,11 +148,13 @@ static int gain_masked(gain_cue c)
     return c == GAIN_TOP || c == GAIN_BOTTOM || c == GAIN_BLOCKS;
 }
 
-/* The memory of the episode x (its encodings written with the model's write iterations). */
+/* The memory of the episode x (its encodings, left in g->mu and g->s2, written with the
+ * model's write iterations). */
 static vbm_memory *gain_write(const gain_data *g, const vbm_config *cfg, const float *x,
-                              uint64_t seed, double *mu, double *s2)
+                              uint64_t seed)
 {
     int C = cfg->code_size;
+    double *mu = g->mu, *s2 = g->s2;
     vbm_codes codes = {GAIN_T, C, mu, s2};
     vbm_memory *mem = NULL;
     vbm_write_opts wo;
@@ -273,125 +300,98 @@ static double gain_auc(const double *pos, long np, const double *neg, long nn)
     return np > 0 && nn > 0 ? s / ((double)np * (double)nn) : NAN;
 }
 
-static void gain_config(const gain_data *g, const gain_opts *o, vbm_config *cfg)
+/* The gap closure (ref - v) / (ref - oracle) of an error v against a reference's. */
+static double gain_ratio(double ref, double v, double oracle)
 {
-    eng_model_config(g->d.m, cfg);
-    if (o->sigma_z2 > 0.0)
-        cfg->sigma_z2 = o->sigma_z2;
+    return (ref - v) / (ref - oracle);
 }
 
 int gain_run(const char *model_path, const char *fmnist_gz, gain_cue c, const gain_opts *o,
              gain_result *out)
 {
     size_t TP = (size_t)GAIN_T * GAIN_P;
-    float *x = malloc(TP * sizeof(float)), *xo = malloc(TP * sizeof(float));
-    float *cue = malloc(TP * sizeof(float)), *cueo = malloc(TP * sizeof(float));
-    float *y = malloc(TP * sizeof(float));
-    unsigned char *mask = malloc(TP), *masko = malloc(TP);
     double *pos = malloc(sizeof(double) * GAIN_T * (size_t)o->episodes);
     double *neg = malloc(sizeof(double) * GAIN_T * (size_t)o->episodes);
-    double *mu = NULL, *s2 = NULL, secs = 0.0, stopped = 0.0;
+    double secs = 0.0, stopped = 0.0, n = (double)o->episodes * GAIN_T;
     gain_acc am = {0}, ae = {0}, ao = {0}, ar = {0};
-    vbm_memory *empty = NULL;
     FILE *dump = NULL;
-    vbm_config cfg;
-    vbm_error err;
     gain_data g;
-    int rc = -1, C;
+    int rc = -1;
 
-    if (x == NULL || xo == NULL || cue == NULL || cueo == NULL || y == NULL || mask == NULL
-        || masko == NULL || pos == NULL || neg == NULL
-        || gain_load(model_path, fmnist_gz, o, &g) != 0) {
-        free(x), free(xo), free(cue), free(cueo), free(y), free(mask), free(masko);
+    if (pos == NULL || neg == NULL || gain_load(model_path, fmnist_gz, o, &g) != 0) {
         free(pos), free(neg);
         return -1;
     }
-    gain_config(&g, o, &cfg);
-    C = cfg.code_size;
-    mu = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    s2 = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    if (mu == NULL || s2 == NULL || vbm_memory_create(&cfg, NULL, NULL, &empty, &err) != VBM_OK)
-        goto done;
     if (o->dump != NULL && (dump = fopen(o->dump, "wb")) == NULL)
         fprintf(stderr, "gain_eval: cannot open %s\n", o->dump);
     for (int e = 0; e < o->episodes; e++) {
         uint64_t es = o->seed + 1000 * (uint64_t)e;
-        const unsigned char *mk = gain_masked(c) ? mask : NULL;
+        const unsigned char *mk = gain_masked(c) ? g.mask : NULL;
         vbm_memory *mem, *other;
         rng_t rng;
         double t0;
 
-        gain_episode(&g, e, x);
-        gain_episode(&g, e + 1, xo);
+        gain_episode(&g, e, g.x);
+        gain_episode(&g, e + 1, g.xo);
         rng_seed(&rng, es);
-        gain_make_cue(c, x, &rng, cue, mask);
-        gain_make_cue(c, xo, &rng, cueo, masko);
-        other = gain_write(&g, &cfg, xo, es + 7, mu, s2);
-        mem = gain_write(&g, &cfg, x, es + 1, mu, s2); /* mu: the stored items' own codes */
-        if (mem == NULL || other == NULL) {
-            vbm_memory_free(mem);
-            vbm_memory_free(other);
-            goto done;
-        }
-        if (dump != NULL && e == 0
-            && (fwrite(x, sizeof(float), TP, dump) != TP
-                || fwrite(cue, sizeof(float), TP, dump) != TP))
+        gain_make_cue(c, g.x, &rng, g.cue, g.mask);
+        gain_make_cue(c, g.xo, &rng, g.cueo, g.masko);
+        other = gain_write(&g, &g.cfg, g.xo, es + 7);
+        mem = gain_write(&g, &g.cfg, g.x, es + 1); /* g.mu: the stored items' own codes */
+        rc = mem == NULL || other == NULL ? -1 : 0;
+        if (rc == 0 && dump != NULL && e == 0
+            && (fwrite(g.x, sizeof(float), TP, dump) != TP
+                || fwrite(g.cue, sizeof(float), TP, dump) != TP))
             fprintf(stderr, "gain_eval: cannot write the dump\n");
         t0 = gain_now();
-        rc = gain_read(mem, g.d.m, cue, mk, o, es + 2, y, pos + (size_t)e * GAIN_T, &stopped,
-                       e == 0 ? dump : NULL);
+        if (rc == 0)
+            rc = gain_read(mem, g.d.m, g.cue, mk, o, es + 2, g.y, pos + (size_t)e * GAIN_T,
+                           &stopped, e == 0 ? dump : NULL);
         secs += gain_now() - t0;
         if (rc == 0)
-            gain_score(y, x, mk, &am);
+            gain_score(g.y, g.x, mk, &am);
         if (rc == 0)
-            rc = gain_read(empty, g.d.m, cue, mk, o, es + 2, y, NULL, NULL, e == 0 ? dump : NULL);
+            rc = gain_read(g.empty, g.d.m, g.cue, mk, o, es + 2, g.y, NULL, NULL,
+                           e == 0 ? dump : NULL);
         if (rc == 0)
-            gain_score(y, x, mk, &ae);
+            gain_score(g.y, g.x, mk, &ae);
         if (rc == 0)
-            rc = gain_read(other, g.d.m, cue, mk, o, es + 2, y, NULL, NULL, NULL);
+            rc = gain_read(other, g.d.m, g.cue, mk, o, es + 2, g.y, NULL, NULL, NULL);
         if (rc == 0)
-            gain_score(y, x, mk, &ao);
+            gain_score(g.y, g.x, mk, &ao);
         /* familiarity of another episode's items, damaged alike, read from this memory */
         if (rc == 0)
-            rc = gain_read(mem, g.d.m, cueo, gain_masked(c) ? masko : NULL, o, es + 3, y,
+            rc = gain_read(mem, g.d.m, g.cueo, gain_masked(c) ? g.masko : NULL, o, es + 3, g.y,
                            neg + (size_t)e * GAIN_T, NULL, NULL);
         vbm_memory_free(mem);
         vbm_memory_free(other);
         if (rc == 0)
-            rc = gain_decode(g.d.m, mu, y);
+            rc = gain_decode(g.d.m, g.mu, g.y);
         if (rc != 0)
             goto done;
-        gain_score(y, x, mk, &ar);
-        rc = -1;
+        gain_score(g.y, g.x, mk, &ar);
     }
-    {
-        double n = (double)o->episodes * GAIN_T;
-
-        out->mse_mem = am.se / (double)am.n;
-        out->mse_empty = ae.se / (double)ae.n;
-        out->mse_other = ao.se / (double)ao.n;
-        out->mse_oracle = ar.se / (double)ar.n;
-        out->closure = (out->mse_empty - out->mse_mem) / (out->mse_empty - out->mse_oracle);
-        out->closure_other = (out->mse_empty - out->mse_other) / (out->mse_empty - out->mse_oracle);
-        out->near_mem = am.hits / n;
-        out->near_empty = ae.hits / n;
-        out->near_other = ao.hits / n;
-        out->near_oracle = ar.hits / n;
-        out->tv_mem = am.tv / n;
-        out->tv_empty = ae.tv / n;
-        out->tv_oracle = ar.tv / n;
-        out->auc = gain_auc(pos, (long)n, neg, (long)n);
-        out->stopped_mean = stopped / (double)o->episodes;
-        out->seconds = secs;
-    }
-    rc = 0;
+    out->mse_mem = am.se / (double)am.n;
+    out->mse_empty = ae.se / (double)ae.n;
+    out->mse_other = ao.se / (double)ao.n;
+    out->mse_oracle = ar.se / (double)ar.n;
+    out->closure = gain_ratio(out->mse_empty, out->mse_mem, out->mse_oracle);
+    out->closure_other = gain_ratio(out->mse_empty, out->mse_other, out->mse_oracle);
+    out->near_mem = am.hits / n;
+    out->near_empty = ae.hits / n;
+    out->near_other = ao.hits / n;
+    out->near_oracle = ar.hits / n;
+    out->tv_mem = am.tv / n;
+    out->tv_empty = ae.tv / n;
+    out->tv_oracle = ar.tv / n;
+    out->auc = gain_auc(pos, (long)n, neg, (long)n);
+    out->stopped_mean = stopped / (double)o->episodes;
+    out->seconds = secs;
 done:
     if (dump != NULL)
         fclose(dump);
-    vbm_memory_free(empty);
     gain_free(&g);
-    free(x), free(xo), free(cue), free(cueo), free(y), free(mask), free(masko);
-    free(pos), free(neg), free(mu), free(s2);
+    free(pos), free(neg);
     return rc;
 }
 
@@ -414,63 +414,48 @@ static double gain_nearest_mean(const float *a, const float *b)
     return s / GAIN_T;
 }
 
+/* The specificity of 64 samples drawn from mem (seed) against the episodes in g->x and
+ * g->xo, added to *out. */
+static int gain_spec_of(gain_data *g, const vbm_memory *mem, uint64_t seed, double *out)
+{
+    vbm_error err;
+
+    if (vbm_sample(mem, GAIN_T, seed, -1, g->z, NULL, &err) != VBM_OK
+        || gain_decode(g->d.m, g->z, g->y) != 0)
+        return -1;
+    *out += gain_nearest_mean(g->y, g->x) / gain_nearest_mean(g->y, g->xo);
+    return 0;
+}
+
 int gain_specificity(const char *model_path, const char *fmnist_gz, const gain_opts *o,
                      gain_spec *out)
 {
-    size_t TP = (size_t)GAIN_T * GAIN_P;
-    float *x = malloc(TP * sizeof(float)), *xo = malloc(TP * sizeof(float));
-    float *y = malloc(TP * sizeof(float));
-    double *mu = NULL, *s2 = NULL, *z = NULL, sm = 0.0, se = 0.0, so = 0.0;
-    vbm_memory *empty = NULL;
-    vbm_config cfg;
-    vbm_error err;
+    double sm = 0.0, se = 0.0, so = 0.0;
     gain_data g;
-    int rc = -1, C;
+    int rc = 0;
 
-    if (x == NULL || xo == NULL || y == NULL || gain_load(model_path, fmnist_gz, o, &g) != 0) {
-        free(x), free(xo), free(y);
+    if (gain_load(model_path, fmnist_gz, o, &g) != 0)
         return -1;
-    }
-    gain_config(&g, o, &cfg);
-    C = cfg.code_size;
-    mu = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    s2 = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    z = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    if (mu == NULL || s2 == NULL || z == NULL
-        || vbm_memory_create(&cfg, NULL, NULL, &empty, &err) != VBM_OK)
-        goto done;
-    for (int e = 0; e < o->episodes; e++) {
+    for (int e = 0; rc == 0 && e < o->episodes; e++) {
         uint64_t es = o->seed + 1000 * (uint64_t)e;
         vbm_memory *mem;
 
-        gain_episode(&g, e, x);
-        gain_episode(&g, e + 1, xo);
-        mem = gain_write(&g, &cfg, x, es + 1, mu, s2);
-        if (mem == NULL)
-            goto done;
-        if (vbm_sample(mem, GAIN_T, es + 4, -1, z, NULL, &err) != VBM_OK
-            || gain_decode(g.d.m, z, y) != 0) {
-            vbm_memory_free(mem);
-            goto done;
-        }
-        sm += gain_nearest_mean(y, x) / gain_nearest_mean(y, xo);
+        gain_episode(&g, e, g.x);
+        gain_episode(&g, e + 1, g.xo);
+        mem = gain_write(&g, &g.cfg, g.x, es + 1);
+        rc = mem == NULL || gain_spec_of(&g, mem, es + 4, &sm) != 0
+                     || gain_spec_of(&g, g.empty, es + 4, &se) != 0
+                     || gain_decode(g.d.m, g.mu, g.y) != 0
+                 ? -1
+                 : 0;
+        if (rc == 0)
+            so += gain_nearest_mean(g.y, g.x) / gain_nearest_mean(g.y, g.xo);
         vbm_memory_free(mem);
-        if (vbm_sample(empty, GAIN_T, es + 4, -1, z, NULL, &err) != VBM_OK
-            || gain_decode(g.d.m, z, y) != 0)
-            goto done;
-        se += gain_nearest_mean(y, x) / gain_nearest_mean(y, xo);
-        if (gain_decode(g.d.m, mu, y) != 0)
-            goto done;
-        so += gain_nearest_mean(y, x) / gain_nearest_mean(y, xo);
     }
     out->mem = sm / o->episodes;
     out->empty = se / o->episodes;
     out->oracle = so / o->episodes;
-    rc = 0;
-done:
-    vbm_memory_free(empty);
     gain_free(&g);
-    free(x), free(xo), free(y), free(mu), free(s2), free(z);
     return rc;
 }
 
@@ -485,10 +470,15 @@ static void gain_item_se(const float *y, const float *x, const unsigned char *ma
     }
 }
 
-/* The gap closure (ref - v) / (ref - oracle) of an error v against a reference's. */
-static double gain_ratio(double ref, double v, double oracle)
+/* A recall read of the top cues in g (g->cue, g->mask) from mem; each item's squared error
+ * on its unknown pixels added to se. */
+static int gain_read_se(gain_data *g, const vbm_memory *mem, const gain_opts *o, uint64_t seed,
+                        double *se)
 {
-    return (ref - v) / (ref - oracle);
+    if (gain_read(mem, g->d.m, g->cue, g->mask, o, seed, g->y, NULL, NULL, NULL) != 0)
+        return -1;
+    gain_item_se(g->y, g->x, g->mask, se);
+    return 0;
 }
 
 /* Sums of the per-item errors e over items [lo, hi). */
@@ -504,61 +494,39 @@ static double gain_sum(const double *e, int lo, int hi)
 int gain_forget(const char *model_path, const char *fmnist_gz, const gain_opts *o, int forget,
                 gain_forget_result *out)
 {
-    size_t TP = (size_t)GAIN_T * GAIN_P;
-    float *x = malloc(TP * sizeof(float)), *xo = malloc(TP * sizeof(float));
-    float *cue = malloc(TP * sizeof(float)), *y = malloc(TP * sizeof(float));
-    unsigned char *mask = malloc(TP);
-    double *mu = NULL, *s2 = NULL;
     /* per item: empty, other, oracle, before, after exact, after downdate */
-    double e[6][GAIN_T] = {{0}};
-    vbm_memory *empty = NULL;
-    vbm_config cfg, nocodes;
+    double e[6][GAIN_T] = {{0}}, E[6][2];
+    vbm_config kept;
     vbm_error err;
     gain_data g;
-    int rc = -1, C;
+    int bad = 0;
 
-    if (x == NULL || xo == NULL || cue == NULL || y == NULL || mask == NULL || forget < 1
-        || forget >= GAIN_T || gain_load(model_path, fmnist_gz, o, &g) != 0) {
-        free(x), free(xo), free(cue), free(y), free(mask);
+    if (forget < 1 || forget >= GAIN_T || gain_load(model_path, fmnist_gz, o, &g) != 0)
         return -1;
-    }
-    gain_config(&g, o, &cfg);
-    nocodes = cfg;
-    cfg.retain_max = GAIN_T;
-    C = cfg.code_size;
-    mu = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    s2 = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    if (mu == NULL || s2 == NULL || vbm_memory_create(&cfg, NULL, NULL, &empty, &err) != VBM_OK)
-        goto done;
-    for (int ep = 0; ep < o->episodes; ep++) {
+    kept = g.cfg;
+    kept.retain_max = GAIN_T;
+    for (int ep = 0; !bad && ep < o->episodes; ep++) {
         uint64_t es = o->seed + 1000 * (uint64_t)ep;
-        vbm_memory *mem = NULL, *other = NULL, *down = NULL;
-        vbm_codes cues = {forget, C, mu, s2};
+        vbm_memory *mem, *other, *down;
+        vbm_codes cues = {forget, g.cfg.code_size, g.mu, g.s2};
         vbm_write_opts wo;
         vbm_forget_result fr;
         rng_t rng;
-        int bad;
 
-        gain_episode(&g, ep, x);
-        gain_episode(&g, ep + 1, xo);
+        gain_episode(&g, ep, g.x);
+        gain_episode(&g, ep + 1, g.xo);
         rng_seed(&rng, es);
-        gain_make_cue(GAIN_TOP, x, &rng, cue, mask);
-        other = gain_write(&g, &cfg, xo, es + 7, mu, s2);
-        mem = gain_write(&g, &cfg, x, es + 1, mu, s2);
-        down = gain_write(&g, &nocodes, x, es + 1, mu, s2); /* the same fit, no codes kept */
-        bad = mem == NULL || other == NULL || down == NULL;
-        bad = bad || gain_read(empty, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
+        gain_make_cue(GAIN_TOP, g.x, &rng, g.cue, g.mask);
+        other = gain_write(&g, &g.cfg, g.xo, es + 7);
+        down = gain_write(&g, &g.cfg, g.x, es + 1); /* the same fit, no codes kept */
+        mem = gain_write(&g, &kept, g.x, es + 1);
+        bad = mem == NULL || other == NULL || down == NULL
+              || gain_read_se(&g, g.empty, o, es + 2, e[0]) != 0
+              || gain_read_se(&g, other, o, es + 2, e[1]) != 0
+              || gain_decode(g.d.m, g.mu, g.y) != 0;
         if (!bad)
-            gain_item_se(y, x, mask, e[0]);
-        bad = bad || gain_read(other, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
-        if (!bad)
-            gain_item_se(y, x, mask, e[1]);
-        bad = bad || gain_decode(g.d.m, mu, y) != 0;
-        if (!bad)
-            gain_item_se(y, x, mask, e[2]);
-        bad = bad || gain_read(mem, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
-        if (!bad)
-            gain_item_se(y, x, mask, e[3]);
+            gain_item_se(g.y, g.x, g.mask, e[2]);
+        bad = bad || gain_read_se(&g, mem, o, es + 2, e[3]) != 0;
         vbm_write_opts_default(&wo);
         wo.max_iter = g.d.m->info->iterations;
         wo.seed = es + 1;
@@ -571,120 +539,70 @@ int gain_forget(const char *model_path, const char *fmnist_gz, const gain_opts *
                 break;
             }
             vbm_forget_result_free(&fr);
-            bad = gain_read(target, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
-            if (!bad)
-                gain_item_se(y, x, mask, e[4 + path]);
+            bad = gain_read_se(&g, target, o, es + 2, e[4 + path]) != 0;
         }
         vbm_memory_free(mem);
         vbm_memory_free(other);
         vbm_memory_free(down);
-        if (bad)
-            goto done;
     }
-    {
-        /* E[k][0]: the forgotten items' summed error of reader k, E[k][1]: the kept items' */
-        double E[6][2];
-
-        for (int k = 0; k < 6; k++) {
-            E[k][0] = gain_sum(e[k], 0, forget);
-            E[k][1] = gain_sum(e[k], forget, GAIN_T);
-        }
-        out->closure_before_forgotten = gain_ratio(E[0][0], E[3][0], E[2][0]);
-        out->specific_before_forgotten = gain_ratio(E[1][0], E[3][0], E[2][0]);
-        out->closure_exact_forgotten = gain_ratio(E[0][0], E[4][0], E[2][0]);
-        out->specific_exact_forgotten = gain_ratio(E[1][0], E[4][0], E[2][0]);
-        out->closure_down_forgotten = gain_ratio(E[0][0], E[5][0], E[2][0]);
-        out->specific_down_forgotten = gain_ratio(E[1][0], E[5][0], E[2][0]);
-        out->closure_before_kept = gain_ratio(E[0][1], E[3][1], E[2][1]);
-        out->closure_exact_kept = gain_ratio(E[0][1], E[4][1], E[2][1]);
-        out->closure_down_kept = gain_ratio(E[0][1], E[5][1], E[2][1]);
-    }
-    rc = 0;
-done:
-    vbm_memory_free(empty);
     gain_free(&g);
-    free(x), free(xo), free(cue), free(y), free(mask), free(mu), free(s2);
-    return rc;
-}
-
-/* The specificity of 64 samples drawn from mem (seed) against the episodes x and xo. */
-static int gain_spec_of(const gain_data *g, const vbm_memory *mem, uint64_t seed, const float *x,
-                        const float *xo, double *z, float *y, double *out)
-{
-    vbm_error err;
-
-    if (vbm_sample(mem, GAIN_T, seed, -1, z, NULL, &err) != VBM_OK
-        || gain_decode(g->d.m, z, y) != 0)
+    if (bad)
         return -1;
-    *out += gain_nearest_mean(y, x) / gain_nearest_mean(y, xo);
+    /* E[k][0]: the forgotten items' summed error of reader k, E[k][1]: the kept items' */
+    for (int k = 0; k < 6; k++) {
+        E[k][0] = gain_sum(e[k], 0, forget);
+        E[k][1] = gain_sum(e[k], forget, GAIN_T);
+    }
+    out->closure_before_forgotten = gain_ratio(E[0][0], E[3][0], E[2][0]);
+    out->specific_before_forgotten = gain_ratio(E[1][0], E[3][0], E[2][0]);
+    out->closure_exact_forgotten = gain_ratio(E[0][0], E[4][0], E[2][0]);
+    out->specific_exact_forgotten = gain_ratio(E[1][0], E[4][0], E[2][0]);
+    out->closure_down_forgotten = gain_ratio(E[0][0], E[5][0], E[2][0]);
+    out->specific_down_forgotten = gain_ratio(E[1][0], E[5][0], E[2][0]);
+    out->closure_before_kept = gain_ratio(E[0][1], E[3][1], E[2][1]);
+    out->closure_exact_kept = gain_ratio(E[0][1], E[4][1], E[2][1]);
+    out->closure_down_kept = gain_ratio(E[0][1], E[5][1], E[2][1]);
     return 0;
 }
 
 int gain_resize(const char *model_path, const char *fmnist_gz, const gain_opts *o, int new_H,
                 gain_resize_result *out)
 {
-    size_t TP = (size_t)GAIN_T * GAIN_P;
-    float *x = malloc(TP * sizeof(float)), *xo = malloc(TP * sizeof(float));
-    float *cue = malloc(TP * sizeof(float)), *y = malloc(TP * sizeof(float));
-    unsigned char *mask = malloc(TP);
-    double *mu = NULL, *s2 = NULL, *z = NULL, e[5] = {0}, sp[3] = {0};
-    vbm_memory *empty = NULL;
-    vbm_config cfg, nocodes;
+    /* per item: empty, oracle, before, after from kept codes, after on drawn codes */
+    double e[5][GAIN_T] = {{0}}, sp[3] = {0}, before, after;
+    vbm_config kept;
     vbm_error err;
     gain_data g;
-    int rc = -1, C;
+    int bad = 0;
 
-    if (x == NULL || xo == NULL || cue == NULL || y == NULL || mask == NULL || new_H < 1
-        || new_H > GAIN_T || gain_load(model_path, fmnist_gz, o, &g) != 0) {
-        free(x), free(xo), free(cue), free(y), free(mask);
+    if (new_H < 1 || new_H > GAIN_T || gain_load(model_path, fmnist_gz, o, &g) != 0)
         return -1;
-    }
-    gain_config(&g, o, &cfg);
-    nocodes = cfg;
-    cfg.retain_max = GAIN_T;
-    C = cfg.code_size;
-    mu = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    s2 = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    z = malloc(sizeof(double) * GAIN_T * (size_t)C);
-    if (mu == NULL || s2 == NULL || z == NULL
-        || vbm_memory_create(&cfg, NULL, NULL, &empty, &err) != VBM_OK)
-        goto done;
-    for (int ep = 0; ep < o->episodes; ep++) {
+    kept = g.cfg;
+    kept.retain_max = GAIN_T;
+    for (int ep = 0; !bad && ep < o->episodes; ep++) {
         uint64_t es = o->seed + 1000 * (uint64_t)ep;
-        vbm_memory *kept = NULL, *drawn = NULL;
+        vbm_memory *withcodes, *drawn;
         vbm_write_opts wo;
         vbm_write_result res;
-        double before, after;
-        long n = 0;
         rng_t rng;
-        int bad;
 
-        gain_episode(&g, ep, x);
-        gain_episode(&g, ep + 1, xo);
+        gain_episode(&g, ep, g.x);
+        gain_episode(&g, ep + 1, g.xo);
         rng_seed(&rng, es);
-        gain_make_cue(GAIN_TOP, x, &rng, cue, mask);
-        kept = gain_write(&g, &cfg, x, es + 1, mu, s2);
-        drawn = gain_write(&g, &nocodes, x, es + 1, mu, s2);
-        bad = kept == NULL || drawn == NULL;
-        /* e: empty, oracle, before, after with kept codes, after on drawn codes */
-        bad = bad || gain_read(empty, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
-        for (int i = 0; !bad && i < GAIN_T; i++)
-            e[0] += gain_se(y + (size_t)i * GAIN_P, x + (size_t)i * GAIN_P,
-                            mask + (size_t)i * GAIN_P, &n);
-        bad = bad || gain_decode(g.d.m, mu, y) != 0;
-        for (int i = 0; !bad && i < GAIN_T; i++)
-            e[1] += gain_se(y + (size_t)i * GAIN_P, x + (size_t)i * GAIN_P,
-                            mask + (size_t)i * GAIN_P, &n);
-        bad = bad || gain_read(kept, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
-        for (int i = 0; !bad && i < GAIN_T; i++)
-            e[2] += gain_se(y + (size_t)i * GAIN_P, x + (size_t)i * GAIN_P,
-                            mask + (size_t)i * GAIN_P, &n);
-        bad = bad || gain_spec_of(&g, kept, es + 4, x, xo, z, y, &sp[0]) != 0;
+        gain_make_cue(GAIN_TOP, g.x, &rng, g.cue, g.mask);
+        drawn = gain_write(&g, &g.cfg, g.x, es + 1);
+        withcodes = gain_write(&g, &kept, g.x, es + 1);
+        bad = withcodes == NULL || drawn == NULL || gain_read_se(&g, g.empty, o, es + 2, e[0]) != 0
+              || gain_decode(g.d.m, g.mu, g.y) != 0;
+        if (!bad)
+            gain_item_se(g.y, g.x, g.mask, e[1]);
+        bad = bad || gain_read_se(&g, withcodes, o, es + 2, e[2]) != 0
+              || gain_spec_of(&g, withcodes, es + 4, &sp[0]) != 0;
         vbm_write_opts_default(&wo);
         wo.max_iter = g.d.m->info->iterations;
         wo.seed = es + 5;
         for (int path = 0; !bad && path < 2; path++) {
-            vbm_memory *m = path == 0 ? kept : drawn;
+            vbm_memory *m = path == 0 ? withcodes : drawn;
 
             if (vbm_resize(m, new_H, 0, &wo, &before, &after, &res, &err) != VBM_OK) {
                 fprintf(stderr, "gain_eval: resize: %s\n", err.msg);
@@ -692,27 +610,23 @@ int gain_resize(const char *model_path, const char *fmnist_gz, const gain_opts *
                 break;
             }
             vbm_write_result_free(&res);
-            bad = gain_read(m, g.d.m, cue, mask, o, es + 2, y, NULL, NULL, NULL) != 0;
-            for (int i = 0; !bad && i < GAIN_T; i++)
-                e[3 + path] += gain_se(y + (size_t)i * GAIN_P, x + (size_t)i * GAIN_P,
-                                       mask + (size_t)i * GAIN_P, &n);
-            bad = bad || gain_spec_of(&g, m, es + 4, x, xo, z, y, &sp[1 + path]) != 0;
+            bad = gain_read_se(&g, m, o, es + 2, e[3 + path]) != 0
+                  || gain_spec_of(&g, m, es + 4, &sp[1 + path]) != 0;
         }
-        vbm_memory_free(kept);
+        vbm_memory_free(withcodes);
         vbm_memory_free(drawn);
-        if (bad)
-            goto done;
     }
-    out->closure_before = gain_ratio(e[0], e[2], e[1]);
-    out->closure_kept = gain_ratio(e[0], e[3], e[1]);
-    out->closure_drawn = gain_ratio(e[0], e[4], e[1]);
+    gain_free(&g);
+    if (bad)
+        return -1;
+    out->closure_before =
+        gain_ratio(gain_sum(e[0], 0, GAIN_T), gain_sum(e[2], 0, GAIN_T), gain_sum(e[1], 0, GAIN_T));
+    out->closure_kept =
+        gain_ratio(gain_sum(e[0], 0, GAIN_T), gain_sum(e[3], 0, GAIN_T), gain_sum(e[1], 0, GAIN_T));
+    out->closure_drawn =
+        gain_ratio(gain_sum(e[0], 0, GAIN_T), gain_sum(e[4], 0, GAIN_T), gain_sum(e[1], 0, GAIN_T));
     out->spec_before = sp[0] / o->episodes;
     out->spec_kept = sp[1] / o->episodes;
     out->spec_drawn = sp[2] / o->episodes;
-    rc = 0;
-done:
-    vbm_memory_free(empty);
-    gain_free(&g);
-    free(x), free(xo), free(cue), free(y), free(mask), free(mu), free(s2), free(z);
-    return rc;
+    return 0;
 }
