@@ -11,55 +11,13 @@
 #include <string.h>
 
 #include "numerics/rng.h"
+#include "test_codes.h"
 #include "vbmem/vbmem.h"
 
-/* T x C codes from Hc clusters: z_t = b_h + L_h^T v_t + 0.3 e_t with b_h ~ N(0, 9 I), L_h
- * (2 x C) standard normal, v_t, e_t standard normal; frame t in cluster t mod Hc. */
+/* The shared helpers, with frames in cluster t mod Hc. */
 static double *clustered_codes(long T, int C, int Hc, uint64_t seed)
 {
-    rng_t r;
-    rng_seed(&r, seed);
-    double *b = malloc(sizeof(double) * Hc * C), *L = malloc(sizeof(double) * Hc * 2 * C);
-    double *z = malloc(sizeof(double) * T * C);
-    for (int i = 0; i < Hc * C; i++)
-        b[i] = 3.0 * rng_normal(&r);
-    for (int i = 0; i < Hc * 2 * C; i++)
-        L[i] = rng_normal(&r);
-    for (long t = 0; t < T; t++) {
-        int h = (int)(t % Hc);
-        double v0 = rng_normal(&r), v1 = rng_normal(&r);
-        for (int c = 0; c < C; c++)
-            z[t * C + c] = b[h * C + c] + L[(h * 2) * C + c] * v0 + L[(h * 2 + 1) * C + c] * v1
-                           + 0.3 * rng_normal(&r);
-    }
-    free(b);
-    free(L);
-    return z;
-}
-
-/* Inverse of the n x n symmetric positive definite A by Gauss-Jordan elimination (no
- * pivoting needed for SPD); A is destroyed. */
-static void spd_inverse(int n, double *A, double *inv)
-{
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++)
-            inv[i * n + j] = i == j;
-    for (int p = 0; p < n; p++) {
-        double d = A[p * n + p];
-        for (int j = 0; j < n; j++) {
-            A[p * n + j] /= d;
-            inv[p * n + j] /= d;
-        }
-        for (int i = 0; i < n; i++) {
-            if (i == p)
-                continue;
-            double f = A[i * n + p];
-            for (int j = 0; j < n; j++) {
-                A[i * n + j] -= f * A[p * n + j];
-                inv[i * n + j] -= f * inv[p * n + j];
-            }
-        }
-    }
+    return tc_clustered_codes(T, C, Hc, seed, 1);
 }
 
 /* A memory of the kind with the default configuration at K rows and H clusters (G = 2 for
@@ -293,7 +251,7 @@ static void hand_downdate(const vbm_memory *before, const vbm_codes *cues, const
     for (int h = 0; h < H; h++) {
         const double *R = before->R + (size_t)h * K * C, *mb = before->mu_b + (size_t)h * C;
         memcpy(A, before->U + (size_t)h * K * K, sizeof(double) * K * K);
-        spd_inverse(K, A, Q);
+        tc_spd_inverse(K, A, Q);
         for (int k = 0; k < K; k++)
             for (int c = 0; c < C; c++) {
                 double v = 0.0;
@@ -323,7 +281,7 @@ static void hand_downdate(const vbm_memory *before, const vbm_codes *cues, const
             }
         }
         double *U = out->U + (size_t)h * K * K, *Ro = out->R + (size_t)h * K * C;
-        spd_inverse(K, Q, U);
+        tc_spd_inverse(K, Q, U);
         for (int k = 0; k < K; k++)
             for (int c = 0; c < C; c++) {
                 double v = 0.0;
@@ -356,7 +314,7 @@ static void hand_dkm_addresses(const vbm_memory *m, const vbm_codes *cues, doubl
                 v += m->R[k * C + c] * m->R[l * C + c];
             A[k * K + l] = v;
         }
-    spd_inverse(K, A, Ai);
+    tc_spd_inverse(K, A, Ai);
     for (long i = 0; i < cues->T; i++)
         for (int k = 0; k < K; k++) {
             double v = 0.0;
@@ -504,7 +462,7 @@ START_TEST(downdate_never_goes_below_the_prior_precision)
      * coordinate vectors and 200 random directions */
     double A[9], Q[9];
     memcpy(A, m->U, sizeof A);
-    spd_inverse(K, A, Q);
+    tc_spd_inverse(K, A, Q);
     for (int k = 0; k < K; k++)
         Q[k * K + k] -= 1.0 / m->cfg.u0;
     rng_t r;

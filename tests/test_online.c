@@ -9,57 +9,15 @@
 #include <string.h>
 
 #include "numerics/rng.h"
+#include "test_codes.h"
 #include "vbmem/vbmem.h"
 
 #define MAX_PIECES 8
 
-/* T x C codes from Hc clusters: z_t = b_h + L_h^T v_t + 0.3 e_t with b_h ~ N(0, 9 I),
- * L_h (2 x C) standard normal, v_t, e_t standard normal, h uniform. */
+/* The shared helpers, with frames in clusters drawn uniformly. */
 static double *clustered_codes(long T, int C, int Hc, uint64_t seed)
 {
-    rng_t r;
-    rng_seed(&r, seed);
-    double *b = malloc(sizeof(double) * Hc * C), *L = malloc(sizeof(double) * Hc * 2 * C);
-    double *z = malloc(sizeof(double) * T * C);
-    for (int i = 0; i < Hc * C; i++)
-        b[i] = 3.0 * rng_normal(&r);
-    for (int i = 0; i < Hc * 2 * C; i++)
-        L[i] = rng_normal(&r);
-    for (long t = 0; t < T; t++) {
-        int h = (int)rng_below(&r, (uint64_t)Hc);
-        double v0 = rng_normal(&r), v1 = rng_normal(&r);
-        for (int c = 0; c < C; c++)
-            z[t * C + c] = b[h * C + c] + L[(h * 2) * C + c] * v0 + L[(h * 2 + 1) * C + c] * v1
-                           + 0.3 * rng_normal(&r);
-    }
-    free(b);
-    free(L);
-    return z;
-}
-
-/* Inverse of the n x n symmetric positive definite A by Gauss-Jordan elimination (no
- * pivoting needed for SPD); A is destroyed. */
-static void spd_inverse(int n, double *A, double *inv)
-{
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++)
-            inv[i * n + j] = i == j;
-    for (int p = 0; p < n; p++) {
-        double d = A[p * n + p];
-        for (int j = 0; j < n; j++) {
-            A[p * n + j] /= d;
-            inv[p * n + j] /= d;
-        }
-        for (int i = 0; i < n; i++) {
-            if (i == p)
-                continue;
-            double f = A[i * n + p];
-            for (int j = 0; j < n; j++) {
-                A[i * n + j] -= f * A[p * n + j];
-                inv[i * n + j] -= f * inv[p * n + j];
-            }
-        }
-    }
+    return tc_clustered_codes(T, C, Hc, seed, 0);
 }
 
 /* What one append recorded: its codes, the addresses it returned, and the memory's q(M)
@@ -117,7 +75,7 @@ static void reference_posterior(const piece_rec *p, int n, int H, int K, int C, 
             }
         }
         double *Uh = U + (size_t)h * K * K, *Rh = R + (size_t)h * K * C;
-        spd_inverse(K, Q, Uh);
+        tc_spd_inverse(K, Q, Uh);
         for (int k = 0; k < K; k++)
             for (int c = 0; c < C; c++) {
                 double v = 0.0;
