@@ -7,13 +7,31 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=1   # deterministic, and keeps valgrind fast
 
-echo "== C style (.clang-format: every tracked .c and .h file) =="
+# each stage prints its title and, when the next starts, how long it took; the table at the end
+# says where CI's time goes
+stage_names=()
+stage_secs=()
+stage_t0=$SECONDS
+stage() {
+  if [ "${#stage_names[@]}" -gt 0 ]; then stage_secs+=($((SECONDS - stage_t0))); fi
+  stage_names+=("$1")
+  stage_t0=$SECONDS
+  echo "== $1 =="
+}
+stage_table() {
+  stage_secs+=($((SECONDS - stage_t0)))
+  echo "== time per stage (seconds) =="
+  for i in "${!stage_names[@]}"; do printf '%6d  %s\n' "${stage_secs[$i]}" "${stage_names[$i]:0:90}"; done
+  printf '%6d  in all\n' "$SECONDS"
+}
+
+stage "C style (.clang-format: every tracked .c and .h file)"
 bash tests/format-check.sh
 
-echo "== build (debugoptimized, -Werror) =="
+stage "build (debugoptimized, -Werror)"
 [ -d build ] || meson setup build >/dev/null
 ninja -C build
-echo "== the networks' paths on this CPU (tests/nets_path.c: the networks' own probe) =="
+stage "the networks' paths on this CPU (tests/nets_path.c: the networks' own probe)"
 if build/tests/nets-path avx512 true; then
   echo "AVX-512F: nets, images and images-integration run on the AVX-512 engine, their -generic twins on"
   echo "the generic path (VBMEM_NETS_NO_AVX512=1), nets-paths-parity compares the two within float32 tolerance"
@@ -27,12 +45,12 @@ meson test -C build --print-errorlogs
 # possible, status 77) and the generic path (VBMEM_NETS_NO_AVX512=1, inherited by the daemon).
 nets_paths=(generic)
 if build/tests/nets-path avx512 true >/dev/null; then nets_paths=(avx512 generic); fi
-echo "== Python client and CLI (clients/python) against the release build's vbmemd; offline pip install; networks: ${nets_paths[*]} =="
+stage "Python client and CLI (clients/python) against the release build's vbmemd; offline pip install; networks: ${nets_paths[*]}"
 # (pytest exits non-zero, 5, if it collects no test)
 for p in "${nets_paths[@]}"; do
   VBMEMD=build/vbmemd build/tests/nets-path "$p" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients/test_python_client.py
 done
-echo "== JavaScript client (clients/js, node --test) against the release build's vbmemd; networks: ${nets_paths[*]} =="
+stage "JavaScript client (clients/js, node --test) against the release build's vbmemd; networks: ${nets_paths[*]}"
 # (node --test counts a file without tests as one passed test named by its path, so the check
 # counts the passed tests that are not files: a run that finds no test fails here)
 node --version
@@ -50,14 +68,14 @@ for p in "${nets_paths[@]}"; do
   fi
 done
 
-echo "== the web page in headless Chromium (tests/browser: Debian's chromium, playwright-core; screenshots in build/browser) =="
+stage "the web page in headless Chromium (tests/browser: Debian's chromium, playwright-core; screenshots in build/browser)"
 bash tests/browser/run.sh build/vbmemd build/browser
 
-echo "== build (release, -O3, -Werror: compile only; -O3 inlining finds warnings -O2 does not) =="
+stage "build (release, -O3, -Werror: compile only; -O3 inlining finds warnings -O2 does not)"
 [ -d build-o3 ] || meson setup build-o3 --buildtype=release >/dev/null
 ninja -C build-o3
 
-echo "== ASan/UBSan build =="
+stage "ASan/UBSan build"
 [ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug >/dev/null
 ninja -C build-asan
 # (test-recall reads 1 episode there: a recall read of 64 frames takes minutes under ASan; the
@@ -66,7 +84,7 @@ ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   VBMEM_RECALL_EPISODES=1 meson test -C build-asan --print-errorlogs --no-suite gain
 
-echo "== ThreadSanitizer build: the thread team (fits split over a team, the networks' layers), the daemon's pool, connections, keys and store =="
+stage "ThreadSanitizer build: the thread team (fits split over a team, the networks' layers), the daemon's pool, connections, keys and store"
 [ -d build-tsan ] || meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug >/dev/null
 ninja -C build-tsan tests/test-models test-nets
 # (without address-space randomisation where the machine allows it: GCC 12's ThreadSanitizer
@@ -83,7 +101,7 @@ ninja -C build-tsan tests/test-http-units tests/test-store
 CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-http-units
 CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-store
 
-echo "== valgrind --leak-check=full =="
+stage "valgrind --leak-check=full"
 # (valgrind does not emulate AVX-512: under it the networks take the generic path; the ASan/UBSan
 # build above ran both paths)
 # (test-demo, 20 episodes through the real networks, runs in the release and ASan builds only: under
@@ -112,27 +130,27 @@ CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,
 # fused codes (seed 004) against the product of densities under valgrind
 CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-fuse
-echo "== vbmem-solve end to end (release, ASan/UBSan, valgrind) =="
+stage "vbmem-solve end to end (release, ASan/UBSan, valgrind)"
 bash tests/solve/run.sh build/vbmem-solve
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve
 VALGRIND="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   bash tests/solve/run.sh build/vbmem-solve
-echo "== vbmemd integration tests under valgrind (a quick subset; release and ASan ran above) =="
+stage "vbmemd integration tests under valgrind (a quick subset; release and ASan ran above)"
 /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,bad_bytes_in_paths,session_ids_outside_their_alphabet,if_match_strong_comparison,temporal_error_messages,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight,temporal_sessions,forget_retained_codes,forget_downdate,forget_errors
-echo "== vbmemd security under valgrind: TLS (Python ssl, curl; concurrent jobs), API-key scopes, owners and quotas (durable, concurrent); /metrics behind a key ran in release and ASan =="
+stage "vbmemd security under valgrind: TLS (Python ssl, curl; concurrent jobs), API-key scopes, owners and quotas (durable, concurrent); /metrics behind a key ran in release and ASan"
 /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   --only tls_real_clients,tls_concurrent_jobs,api_key_scopes,api_key_quotas,api_key_quotas_durable_and_concurrent,api_key_file_refusals,api_key_and_owner_identities_apart,cors_origins
-echo "== vbmemd with images under valgrind (all but the 64-image round, which release and ASan ran) =="
+stage "vbmemd with images under valgrind (all but the 64-image round, which release and ASan ran)"
 /usr/bin/python3 tests/http/test_images.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   --only model_listing,sessions_on_the_bundled_model,encode_decode_helpers,image_errors,png_variants,models_dir_bad_file_and_sighup_reload,model_session_survives_restart,latent_only_daemon,forget_images
-echo "== durable stores under valgrind: SQLite (SIGKILL rounds, restart, backup CLI, busy and corrupt store), Redis replicas behind nginx =="
+stage "durable stores under valgrind: SQLite (SIGKILL rounds, restart, backup CLI, busy and corrupt store), Redis replicas behind nginx"
 /usr/bin/python3 tests/http/test_store.py build/vbmemd --quick \
   --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
-echo "== overload, slowloris, RSS growth (build/vbmemd under wrk on loopback: bench/overload.py --quick, ~80 s) =="
+stage "overload, slowloris, RSS growth (build/vbmemd under wrk on loopback: bench/overload.py --quick, ~80 s)"
 # counts and status codes only, never a latency threshold (the p99s are printed): overload (256
 # closed-loop connections, queue 32): every answer a 2xx or a 503 with Retry-After, no socket
 # error; slowloris: 1.5 x --max-connections idle / slow-header / slow-body connections held while a
@@ -141,10 +159,11 @@ echo "== overload, slowloris, RSS growth (build/vbmemd under wrk on loopback: be
 /usr/bin/python3 bench/overload.py overload --quick --build build
 /usr/bin/python3 bench/overload.py slowloris --quick --build build
 /usr/bin/python3 bench/overload.py soak --quick --build build
-echo "== scale of the SQLite store (bench/scale.py --quick: 3,000 sessions, --max-resident 100; RSS bound, restart, backup during writes) =="
+stage "scale of the SQLite store (bench/scale.py --quick: 3,000 sessions, --max-resident 100; RSS bound, restart, backup during writes)"
 /usr/bin/python3 bench/scale.py build/vbmemd --quick
-echo "== fuzzing (tests/fuzz: clang libFuzzer harnesses under ASan/UBSan; regression inputs replayed, seed corpora, 15 s each) =="
+stage "fuzzing (tests/fuzz: clang libFuzzer harnesses under ASan/UBSan; regression inputs replayed, seed corpora, 15 s each)"
 bash tests/fuzz/run.sh 15
-echo "== deploy files (nginx -t, compose and Kubernetes YAML, no shipped key, systemd unit; install.sh + the installed vbmemd as the unit runs it) =="
+stage "deploy files (nginx -t, compose and Kubernetes YAML, no shipped key, systemd unit; install.sh + the installed vbmemd as the unit runs it)"
 bash tests/deploy/check.sh
+stage_table
 echo "run-all: every test passed"
