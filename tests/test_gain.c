@@ -117,23 +117,34 @@ START_TEST(samples_are_nearer_their_episode)
 }
 END_TEST
 
+/* One test case per figure, so that the suite can run them side by side (tests/meson.build
+   names each by CK_RUN_CASE); run alone, the program runs them all. */
+static void gain_add_case(Suite *s, const char *name, const TTest *test)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 1800);
+    tcase_add_test(tc, test);
+    suite_add_tcase(s, tc);
+}
+
 int main(void)
 {
     Suite *s = suite_create("gain");
-    TCase *tc = tcase_create("gain");
     SRunner *sr;
     int failed;
 
-    tcase_set_timeout(tc, 1800);
-    tcase_add_test(tc, top_half_cue_closes_the_gap);
-    tcase_add_test(tc, noisy_cue_is_answered_clean);
-    tcase_add_test(tc, stored_items_are_familiar);
-    tcase_add_test(tc, forgotten_items_are_forgotten);
-    tcase_add_test(tc, samples_are_nearer_their_episode);
-    suite_add_tcase(s, tc);
+    gain_add_case(s, "top", top_half_cue_closes_the_gap);
+    gain_add_case(s, "noise", noisy_cue_is_answered_clean);
+    gain_add_case(s, "familiarity", stored_items_are_familiar);
+    gain_add_case(s, "forgetting", forgotten_items_are_forgotten);
+    gain_add_case(s, "samples", samples_are_nearer_their_episode);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
+    if (srunner_ntests_run(sr) == 0) {
+        fprintf(stderr, "test-gain: no test case ran (CK_RUN_CASE names none of them?)\n");
+        failed = 1;
+    }
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
