@@ -1567,7 +1567,7 @@ def test_metrics_key_required():
 
 
 def test_api_key_byte_quota_growing_writes():
-    """bytes=N applies to the writes that grow sessions (README: a write is 429 once the owner is
+    """bytes=N applies to the writes that grow sessions (docs/ops/security.md: a write is 429 once the owner is
     at or over N): an append of retained codes that starts under N passes, and from the moment the
     owner's accounted bytes reach N every write of its sessions -- episodes in append, replace
     and refit mode, a temporal session's appended and replacing sequences -- is 429 +
