@@ -204,8 +204,10 @@ void route_clusters(http_req *r);
 /* routes_temporal.c: infer and continue of temporal sessions (pool workers) */
 void route_temporal_infer(http_req *r);
 void route_temporal_continue(http_req *r);
-/* routes_web.c: the web page, inline on the HTTP thread */
+/* routes_web.c: the web page, its files and the API's specification, inline on the HTTP
+ * thread */
 void route_web_index(http_req *r);
 void route_web_asset(http_req *r);
+void route_web_openapi(http_req *r);
 
 #endif
