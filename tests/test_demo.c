@@ -295,13 +295,15 @@ static double demo_mean_field_same_posterior(const vbm_memory *mem, const vbm_co
  * its samples without memos (App. G.1 pseudocounts of hard paths) and with memos of
  * memo_k joint paths per frame (docs/design/memos.md; the values: DEMO_MEMO_KS below), and
  * under the joint path prior (path_prior joint, path_alpha 1 or DEMO_PATH_ALPHA;
- * docs/design/joint-path-prior.md; the values: DEMO_JOINT_KS), each against the factorised memo_k 0.
+ * docs/design/joint-path-prior.md; the values: DEMO_JOINT_KS), each against the factorised memo_k
+ * 0.
  * For a joint fit with memos it also prints the mean field's ELBO on the same q(Omega)
  * and q(pi). Prints the figures of docs/design/memos.md and its joint subsection; fails if a
  * memory's samples are not nearer A than B on average. */
 START_TEST(test_tree_memos_specificity)
 {
-    /* memo_k values: DEMO_MEMO_KS, e.g. "0,1,4,16,64" (the figures of docs/design/memos.md); by default
+    /* memo_k values: DEMO_MEMO_KS, e.g. "0,1,4,16,64" (the figures of docs/design/memos.md); by
+     * default
      * 0, 1 and 16; then the joint prior's: DEMO_JOINT_KS, e.g. "0,16", by default 16;
      * kept small for the suite's decoder work (ASan build included) */
     static const int def_f[] = {0, 1, 16}, def_j[] = {16};

@@ -1,4 +1,5 @@
-/* request.h -- owns the in-flight request record, its response and the route table types shared by the server and the route handlers. */
+/* request.h -- owns the in-flight request record, its response and the route table types shared by
+ * the server and the route handlers. */
 #ifndef VBMEM_HTTP_REQUEST_H
 #define VBMEM_HTTP_REQUEST_H
 

@@ -1,4 +1,5 @@
-/* options.c -- owns the option table, the config-file parser, the VBMEMD_* variables and the command-line parser of vbmemd. */
+/* options.c -- owns the option table, the config-file parser, the VBMEMD_* variables and the
+ * command-line parser of vbmemd. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <ctype.h>
