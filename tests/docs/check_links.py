@@ -3,7 +3,8 @@
 file (or folder) it names exists, and a #fragment names a heading (or an <a id>) of the Markdown
 file it points into. Links to other sites (http:, https:, mailto:) are not fetched.
 
-usage: check_links.py ROOT              check README.md, docs/**/*.md and bench/README.md
+usage: check_links.py ROOT              check README.md, docs/**/*.md, bench/README.md, proto/*.md
+                                        and the READMEs of deploy/, clients/*/ and tests/fuzz/
        check_links.py ROOT FILE.md...   check these files
        check_links.py --self-test       check that broken links of each kind are reported
 Exit 0 when every link resolves, 1 (naming file, line and link) otherwise."""
@@ -107,6 +108,9 @@ def check_file(md, root):
 def default_files(root):
     files = [os.path.join(root, "README.md"), os.path.join(root, "bench", "README.md")]
     files += sorted(glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True))
+    # the other documents a reader reaches from those
+    for pattern in ("proto/*.md", "deploy/README.md", "clients/*/README.md", "tests/fuzz/README.md"):
+        files += sorted(glob.glob(os.path.join(root, pattern)))
     return files
 
 
