@@ -109,7 +109,8 @@ def default_files(root):
     files = [os.path.join(root, "README.md"), os.path.join(root, "bench", "README.md")]
     files += sorted(glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True))
     # the other documents a reader reaches from those
-    for pattern in ("proto/*.md", "deploy/README.md", "clients/*/README.md", "tests/fuzz/README.md"):
+    for pattern in ("proto/*.md", "deploy/README.md", "clients/*/README.md", "tests/fuzz/README.md",
+                    "bench/*/README.md"):
         files += sorted(glob.glob(os.path.join(root, pattern)))
     return files
 
