@@ -35,7 +35,7 @@ def main(argv):
     # what each example must print (curl, Python, command line)
     wants = [
         [r'"elbo":\{"per_frame":', r'"codes":', r'"steps":\['],
-        [r"^4 samples$"],
+        [r"^4 samples; the answer, [1-9][0-9]* bytes of PNG$"],
         [r"^sample_000\.png$", r"^step_03\.png$"],
     ]
     if len(blocks) != len(wants):
