@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """encoder_variances.py -- the range of the bundled encoder's code variances sigma2 on 256
 Fashion-MNIST test images, their random 14 x 14 crops (zero-filled) and copies under pixel noise of
-sd 0.5 (seed 1), through a running vbmemd's /encode; README's "Fused reads and writes" compares them
+sd 0.5 (seed 1), through a running vbmemd's /encode; docs/guide/fused-views.md compares them
 with the code prior's variance v0 = 6 (a fused precision is positive when every view's variance is
 below v0).
 

@@ -1,4 +1,5 @@
-/* fig2.c -- owns the Fig. 2a reproduction: ELBO ratio DKM / VB of the Gaussian memory on episodes sampled from its own model, over a K x C grid. */
+/* fig2.c -- owns the Fig. 2a reproduction: ELBO ratio DKM / VB of the Gaussian memory on episodes
+ * sampled from its own model, over a K x C grid. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "common.h"

@@ -1,4 +1,7 @@
-/* gain.c -- bench-gain: what the memory adds to its reads on the bundled model: every cue read from the memory holding the item, an empty memory (the model alone) and another episode's memory, against the oracle (the decode of the item's own code); gap closure, nearest-original rate, total variation, familiarity AUC and sample specificity (the tables in docs and bench/README.md). */
+/* gain.c -- bench-gain: what the memory adds to its reads on the bundled model: every cue read from
+ * the memory holding the item, an empty memory (the model alone) and another episode's memory,
+ * against the oracle (the decode of the item's own code); gap closure, nearest-original rate, total
+ * variation, familiarity AUC and sample specificity (the tables in docs and bench/README.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

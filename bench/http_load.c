@@ -1,4 +1,6 @@
-/* http_load.c -- owns bench-http: a bounded keep-alive HTTP/1.1 load generator for vbmemd on loopback (latent writes with JSON or base64 codes, samples), reporting throughput and latency percentiles. */
+/* http_load.c -- owns bench-http: a bounded keep-alive HTTP/1.1 load generator for vbmemd on
+ * loopback (latent writes with JSON or base64 codes, samples), reporting throughput and latency
+ * percentiles. */
 #define _GNU_SOURCE /* strcasestr */
 
 #include <arpa/inet.h>

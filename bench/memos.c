@@ -1,8 +1,8 @@
-/* memos.c -- owns bench-memos: the cost of the tree memory's memos (README "Memos"), the time
+/* memos.c -- owns bench-memos: the cost of the tree memory's memos (docs/design/memos.md), the time
  * of one write plus one sample of T codes for memo_k = 0, 1, 4, 16, 64, each as a ratio to
  * memo_k = 0 measured in the same run (the k values interleaved, medians over the repeats;
  * thread CPU time, see cpu_now_s). With --joint-alpha-thousandths A every k runs under the
- * joint path prior (path_alpha A/1000; README "A coupled prior over joint paths") and the
+ * joint path prior (path_alpha A/1000; docs/design/joint-path-prior.md) and the
  * factorised memo_k = 0 runs too, as the comparator of the joint memo_k = 0. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>

@@ -1,7 +1,8 @@
 /* nets.c -- bench-nets: images per second for encode and decode of one episode with the C
  * networks (src/nets), next to PyTorch on CPU with the same number of threads (run as a
  * subprocess, bench/ref/nets_torch.py, whose calls interleave with ours) and as a fraction of
- * the machine's float32 GEMM ceiling, all measured in the same run. Without --model it benchmarks the paper's CIFAR architecture
+ * the machine's float32 GEMM ceiling, all measured in the same run. Without --model it benchmarks
+ * the paper's CIFAR architecture
  * (App. F.2.1: 32x32x3, F = 64, C = 200, gaussian) with random weights it writes itself. */
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"
@@ -122,7 +123,8 @@ static json_t *L_gn(tensor_list *t, const char *name, int groups, int ch)
                      "channels", ch, "eps", 1e-5);
 }
 
-/* Pre-activation residual block: x + conv(swish(gn(conv(swish(gn(x)))))), as train/vbmtrain/nets.py. */
+/* Pre-activation residual block: x + conv(swish(gn(conv(swish(gn(x)))))), as
+ * train/vbmtrain/nets.py. */
 static json_t *L_res(tensor_list *t, const char *name, int ch, int groups)
 {
     char n1[80], n2[80], n3[80], n4[80];

@@ -2,7 +2,7 @@
 """online_plot.py -- owns the picture of bench-online-stream's CSV (--csv): recall of the
 stream's first piece after every append, per cue, for N appends, a batch write of all seen
 and appends + refit (bars: one binomial standard error over the cues of all seeds), with
-encode-decode as the no-memory line (docs/online-stream.png).
+encode-decode as the no-memory line (bench/figures/online-stream.png).
 
 usage: /usr/bin/python3 bench/online_plot.py STREAM.csv OUT.png
 """

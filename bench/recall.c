@@ -1,4 +1,6 @@
-/* recall.c -- bench-recall: how often a read of a damaged cue brings back the stored item, on the bundled model and Fashion-MNIST test episodes, for every cue and read mode against encode-decode, the nearest stored code (an oracle) and chance; prints the table recorded in README.md. */
+/* recall.c -- bench-recall: how often a read of a damaged cue brings back the stored item, on the
+ * bundled model and Fashion-MNIST test episodes, for every cue and read mode against encode-decode,
+ * the nearest stored code (an oracle) and chance; prints the table recorded in README.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

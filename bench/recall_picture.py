@@ -5,9 +5,9 @@ then every read step's answer; with --model-alone (a bench-gain dump) the same r
 on an empty memory follows in a last column.
 
     build/bench/bench-recall --episodes 1 --cue top --no-modes --dump /tmp/top.f32
-    /usr/bin/python3 bench/recall_picture.py /tmp/top.f32 docs/recall-top.png --steps 5
+    /usr/bin/python3 bench/recall_picture.py /tmp/top.f32 /tmp/recall-top.png --steps 5
     build/bench/bench-gain --episodes 1 --cue top --no-specificity --dump /tmp/gain-top.f32
-    /usr/bin/python3 bench/recall_picture.py /tmp/gain-top.f32 docs/gain-top.png --model-alone
+    /usr/bin/python3 bench/recall_picture.py /tmp/gain-top.f32 docs/guide/gain-top.png --model-alone
 
 Needs only NumPy (the PNG is written by clients/python's standard-library encoder)."""
 import argparse

@@ -1,4 +1,7 @@
-/* recall_views.c -- bench-recall-views: how often a fused read of J damaged views of each stored item (J = 1, 2, 4, 8; random crops or pixel noise, a different one per view) brings back the stored item, on the bundled model and Fashion-MNIST test episodes, against the fused and the plainly averaged codes decoded without memory; prints the table recorded in README.md. */
+/* recall_views.c -- bench-recall-views: how often a fused read of J damaged views of each stored
+ * item (J = 1, 2, 4, 8; random crops or pixel noise, a different one per view) brings back the
+ * stored item, on the bundled model and Fashion-MNIST test episodes, against the fused and the
+ * plainly averaged codes decoded without memory; prints the table recorded in README.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""recall_views_plot.py -- draws docs/fused-views.png from the table bench-recall-views prints:
+"""recall_views_plot.py -- draws docs/research/fused-views.png from the table bench-recall-views prints:
 completion accuracy of the fused recall read against the number of views J, per kind of view,
 with the fused and averaged codes decoded without memory.
 
-usage: bench-recall-views --episodes 5 > views.txt; /usr/bin/python3 bench/recall_views_plot.py views.txt docs/fused-views.png"""
+usage: bench-recall-views --episodes 5 > views.txt; /usr/bin/python3 bench/recall_views_plot.py views.txt docs/research/fused-views.png"""
 import sys
 
 import matplotlib

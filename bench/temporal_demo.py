@@ -6,7 +6,7 @@ temporal session of vbmemd (latent, on the centred codes), and held-out prefixes
 The continuation is compared, frame by frame ahead, with a static mixture memory of the same
 frames (a latent mixture session: its best guess of the next frames is its read of the prefix's
 last frame, mode mean) and with repeating the last frame, in code space and in pixels (decoded by
-the model). Prints a table and writes docs/temporal-demo.png.
+the model). Prints a table and writes bench/figures/temporal-demo.png.
 
 Everything is seeded (numpy Generator(seed), the sessions' seeds); the daemon is build/vbmemd.
 Sizes are small so that a run takes about a minute on a shared 2-core machine.
@@ -193,7 +193,7 @@ def main():
         fig.suptitle("a held-out prefix, its next %d frames,\nand the predicted frames (decoded)" % H,
                      fontsize=10)
         fig.tight_layout()
-        out = os.path.join(ROOT, "docs", "temporal-demo.png")
+        out = os.path.join(ROOT, "bench", "figures", "temporal-demo.png")
         fig.savefig(out, dpi=80)
         fig2, bx = plt.subplots(figsize=(5, 3.2))
         for name in err:
@@ -202,8 +202,8 @@ def main():
         bx.set_ylabel("pixel MSE")
         bx.legend(fontsize=8)
         fig2.tight_layout()
-        fig2.savefig(os.path.join(ROOT, "docs", "temporal-demo-error.png"), dpi=80)
-        print("wrote docs/temporal-demo.png, docs/temporal-demo-error.png")
+        fig2.savefig(os.path.join(ROOT, "bench", "figures", "temporal-demo-error.png"), dpi=80)
+        print("wrote bench/figures/temporal-demo.png, bench/figures/temporal-demo-error.png")
 
 
 if __name__ == "__main__":

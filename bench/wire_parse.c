@@ -1,4 +1,5 @@
-/* wire_parse.c -- owns bench-wire: parse time of a write body of nested JSON numbers (and of its base64 form) by json_loadb and by wire_parse, measured in the same run. */
+/* wire_parse.c -- owns bench-wire: parse time of a write body of nested JSON numbers (and of its
+ * base64 form) by json_loadb and by wire_parse, measured in the same run. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>

@@ -1,4 +1,5 @@
-/* write.c -- owns the write-latency benchmark: vbm_write median time, GFLOP/s, the NumPy comparator ratio and the cost scaling in T and H. */
+/* write.c -- owns the write-latency benchmark: vbm_write median time, GFLOP/s, the NumPy comparator
+ * ratio and the cost scaling in T and H. */
 #define _GNU_SOURCE /* CPU affinity, for the cache-line transfer timing */
 
 #include "common.h"

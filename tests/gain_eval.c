@@ -1,4 +1,6 @@
-/* gain_eval.c -- owns the measurement of memory gain: episodes, cues, the reads of the memory that holds an item, an empty memory and another episode's memory, the oracle, and their scores (error, gap closure, nearest-original rate, total variation, familiarity AUC, sample specificity). */
+/* gain_eval.c -- owns the measurement of memory gain: episodes, cues, the reads of the memory that
+ * holds an item, an empty memory and another episode's memory, the oracle, and their scores (error,
+ * gap closure, nearest-original rate, total variation, familiarity AUC, sample specificity). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "gain_eval.h"

@@ -1,4 +1,8 @@
-/* gain_eval.h -- owns the measurement of what a memory adds to its reads on the bundled model: Fashion-MNIST test episodes, damaged cues of their items read from the memory holding them, from an empty memory (the model alone) and from another episode's memory, against the oracle (the decode of the stored item's own code); familiarity, sample specificity and forgetting. Shared by tests/test_gain.c and bench/gain.c. */
+/* gain_eval.h -- owns the measurement of what a memory adds to its reads on the bundled model:
+ * Fashion-MNIST test episodes, damaged cues of their items read from the memory holding them, from
+ * an empty memory (the model alone) and from another episode's memory, against the oracle (the
+ * decode of the stored item's own code); familiarity, sample specificity and forgetting. Shared by
+ * tests/test_gain.c and bench/gain.c. */
 #ifndef VBMEM_TESTS_GAIN_EVAL_H
 #define VBMEM_TESTS_GAIN_EVAL_H
 

@@ -1,4 +1,5 @@
-/* recall_eval.c -- owns the measurement of recall on the bundled model: episodes, damaged cues, the answers of each read method, and their scores. */
+/* recall_eval.c -- owns the measurement of recall on the bundled model: episodes, damaged cues, the
+ * answers of each read method, and their scores. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "recall_eval.h"

@@ -1,4 +1,7 @@
-/* recall_eval.h -- owns the measurement of recall on the bundled model: Fashion-MNIST test episodes written to memories, damaged cues made from their own images, each read method's answers scored by whether they end nearest to their own original. Shared by tests/test_recall.c and bench/recall.c. */
+/* recall_eval.h -- owns the measurement of recall on the bundled model: Fashion-MNIST test episodes
+ * written to memories, damaged cues made from their own images, each read method's answers scored
+ * by whether they end nearest to their own original. Shared by tests/test_recall.c and
+ * bench/recall.c. */
 #ifndef VBMEM_TESTS_RECALL_EVAL_H
 #define VBMEM_TESTS_RECALL_EVAL_H
 

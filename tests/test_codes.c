@@ -1,4 +1,5 @@
-/* test_codes.c -- owns the helpers that the Check tests of online writes and of forgetting share: clustered synthetic codes and a small dense SPD inverse written without the library. */
+/* test_codes.c -- owns the helpers that the Check tests of online writes and of forgetting share:
+ * clustered synthetic codes and a small dense SPD inverse written without the library. */
 #include "test_codes.h"
 
 #include <stdlib.h>

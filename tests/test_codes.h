@@ -1,4 +1,5 @@
-/* test_codes.h -- owns the helpers that the Check tests of online writes and of forgetting share: clustered synthetic codes and a small dense SPD inverse written without the library. */
+/* test_codes.h -- owns the helpers that the Check tests of online writes and of forgetting share:
+ * clustered synthetic codes and a small dense SPD inverse written without the library. */
 #ifndef VBMEM_TESTS_TEST_CODES_H
 #define VBMEM_TESTS_TEST_CODES_H
 

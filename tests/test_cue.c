@@ -1,4 +1,6 @@
-/* test_cue.c -- Check tests of engine/cue.c: the cue's likelihood, its noise estimate and the cue combined with a prediction, each against an independent computation (direct sums, numerical integration, synthetic noise of a known level). */
+/* test_cue.c -- Check tests of engine/cue.c: the cue's likelihood, its noise estimate and the cue
+ * combined with a prediction, each against an independent computation (direct sums, numerical
+ * integration, synthetic noise of a known level). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>

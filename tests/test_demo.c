@@ -2,7 +2,7 @@
  * Fashion-MNIST test-set episodes with fixed seeds, (1) specificity of samples
  * from a written memory and (2) completion of half-masked cues by a 5-step
  * iterative read (App. G.2), each against its comparator. Prints the figures
- * recorded in README.md. Needs the Debian package dataset-fashion-mnist. */
+ * recorded in docs/design/trainer.md. Needs the Debian package dataset-fashion-mnist. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -293,15 +293,17 @@ static double demo_mean_field_same_posterior(const vbm_memory *mem, const vbm_co
 /* The tree memory (Theorem 5, G = 2 halves of the code, the bundled model's H, K and
  * noise) on the same episodes and seeds as test_memory_works: the specificity ratio of
  * its samples without memos (App. G.1 pseudocounts of hard paths) and with memos of
- * memo_k joint paths per frame (README "Memos"; the values: DEMO_MEMO_KS below), and
- * under the joint path prior (path_prior joint, path_alpha 1 or DEMO_PATH_ALPHA; README
- * "A coupled prior over joint paths"; the values: DEMO_JOINT_KS), each against the factorised memo_k 0.
+ * memo_k joint paths per frame (docs/design/memos.md; the values: DEMO_MEMO_KS below), and
+ * under the joint path prior (path_prior joint, path_alpha 1 or DEMO_PATH_ALPHA;
+ * docs/design/joint-path-prior.md; the values: DEMO_JOINT_KS), each against the factorised memo_k
+ * 0.
  * For a joint fit with memos it also prints the mean field's ELBO on the same q(Omega)
- * and q(pi). Prints the figures of README "Memos" and its joint subsection; fails if a
+ * and q(pi). Prints the figures of docs/design/memos.md and its joint subsection; fails if a
  * memory's samples are not nearer A than B on average. */
 START_TEST(test_tree_memos_specificity)
 {
-    /* memo_k values: DEMO_MEMO_KS, e.g. "0,1,4,16,64" (README's figures); by default
+    /* memo_k values: DEMO_MEMO_KS, e.g. "0,1,4,16,64" (the figures of docs/design/memos.md); by
+     * default
      * 0, 1 and 16; then the joint prior's: DEMO_JOINT_KS, e.g. "0,16", by default 16;
      * kept small for the suite's decoder work (ASan build included) */
     static const int def_f[] = {0, 1, 16}, def_j[] = {16};

@@ -1,4 +1,7 @@
-/* test_fuse.c -- shows that eng_fuse_codes is the analytic RPM posterior: its mean and variance against a brute-force product of densities prod_j N(z; mu_j, s2_j) / N(z; m0, v0)^(J-1) on 1-D and 2-D grids, J = 1 bit for bit the input code, masked dimensions flat, and every bad input refused with its field. */
+/* test_fuse.c -- shows that eng_fuse_codes is the analytic RPM posterior: its mean and variance
+ * against a brute-force product of densities prod_j N(z; mu_j, s2_j) / N(z; m0, v0)^(J-1) on 1-D
+ * and 2-D grids, J = 1 bit for bit the input code, masked dimensions flat, and every bad input
+ * refused with its field. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,14 @@
-/* test_gain.c -- shows that what a memory holds changes what it answers, on the bundled model and Fashion-MNIST test episodes (the episodes of bench-gain, fixed seeds: 20 for the top-half cue, the first 4 for the others), each figure against the same read on an empty memory (the model alone) and on another episode's memory, with the oracle (the decode of the item's own code) as the ceiling: top-half cues close at least 80 % of the gap to the oracle, noisy cues (sd 0.35) at least 60 % with answers no rougher than 1.5 x the oracle's, stored items are told from another episode's by familiarity (AUC >= 0.8, clean cues), forgotten items lose their recall down to what another episode's memory gives them while the kept ones keep theirs, and samples are nearer their own episode than the empty memory's are (a specificity of 0.85 is out of this model's reach: the decodes of the stored items' own codes, the oracle, score 0.85). Needs the Debian package dataset-fashion-mnist. VBMEM_GAIN_EPISODES sets the number of episodes of every case. */
+/* test_gain.c -- shows that what a memory holds changes what it answers, on the bundled model and
+ * Fashion-MNIST test episodes (the episodes of bench-gain, fixed seeds: 20 for the top-half cue,
+ * the first 4 for the others), each figure against the same read on an empty memory (the model
+ * alone) and on another episode's memory, with the oracle (the decode of the item's own code) as
+ * the ceiling: top-half cues close at least 80 % of the gap to the oracle, noisy cues (sd 0.35) at
+ * least 60 % with answers no rougher than 1.5 x the oracle's, stored items are told from another
+ * episode's by familiarity (AUC >= 0.8, clean cues), forgotten items lose their recall down to what
+ * another episode's memory gives them while the kept ones keep theirs, and samples are nearer their
+ * own episode than the empty memory's are (a specificity of 0.85 is out of this model's reach: the
+ * decodes of the stored items' own codes, the oracle, score 0.85). Needs the Debian package
+ * dataset-fashion-mnist. VBMEM_GAIN_EPISODES sets the number of episodes of every case. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* test_memos.c -- Check tests of the tree memory's memos (MWS, README "Memos"):
+/* test_memos.c -- Check tests of the tree memory's memos (MWS, docs/design/memos.md):
  * the memo ELBO against the mean-field ELBO of the same q(Omega), the memos'
  * invariants and scores, memo_k = 0 unchanged, appends, refits and samples,
  * the binary and JSON round trips, and bad memo_k / bad memos refused. */
@@ -463,7 +463,7 @@ START_TEST(bad_memo_k_rejected)
 }
 END_TEST
 
-/* ---- the joint path prior (README "A coupled prior over joint paths") ---- */
+/* ---- the joint path prior (docs/design/joint-path-prior.md) ---- */
 
 /* T x C codes from Hc clusters whose G = 2 groups are perfectly coupled: frame t's
  * cluster h (uniform) picks both halves, z_t^g = b_g,h + e_t, b_g,h ~ N(0, sd^2 I),
@@ -586,7 +586,7 @@ END_TEST
  * below it (to 1e-6: a point mass against a product q within 1e-6 of one);
  * from a single address step their second path depends on the proposals, so
  * their gain is printed, not required. The control: under the factorised prior
- * the same protocol gives memos never above the mean field (README "Memos"). */
+ * the same protocol gives memos never above the mean field (docs/design/memos.md). */
 START_TEST(joint_memos_beat_mean_field_when_coupled)
 {
     long T = 120, Ta = 40;

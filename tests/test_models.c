@@ -371,7 +371,8 @@ START_TEST(s_floor_zero_is_theorem4)
                 }
             vbm_addresses_free(&a);
         }
-        /* some q(s) lie far below the default floor's 1e-6 / H (about 1e-24 and 1e-31 here), yet above 0 */
+        /* some q(s) lie far below the default floor's 1e-6 / H (about 1e-24 and 1e-31 here), yet
+         * above 0 */
         ck_assert_msg(smallest > 0.0 && smallest < 1e-6 / H * 1e-6, "%s: smallest q(s) %g",
                       vbm_kind_name(kinds[i]), smallest);
         vbm_memory_free(m);
@@ -1787,7 +1788,8 @@ START_TEST(normal_draws_are_standard)
         ks = fmax(ks, fabs((double)below[g] / n - phi));
     }
     ck_assert_double_le(ks, 0.0015);
-    /* the fill gives the same stream as single draws (20,000 draws: ~1 % take the wedge or tail path),
+    /* the fill gives the same stream as single draws (20,000 draws: ~1 % take the wedge or tail
+     * path),
      * and leaves the generator in the same state */
     enum { NF = 20000 };
     double *a = malloc(sizeof(double) * NF), *b = malloc(sizeof(double) * NF);
@@ -1855,7 +1857,8 @@ START_TEST(team_runs_every_item_once)
                 free(hits);
                 free(wk);
             }
-        /* small work runs on the caller (3 items: no nested loop, which would then engage the team) */
+        /* small work runs on the caller (3 items: no nested loop, which would then engage the
+         * team) */
         int hits[3] = {0, 0, 0}, wk[3] = {9, 9, 9};
         count_job j = {team, hits, wk, 3};
         team_for_shares(team, 3, 100, count_run, &j);

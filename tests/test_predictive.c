@@ -1,4 +1,6 @@
-/* test_predictive.c -- Check tests of the memory's predictive distribution (vbm_predictive_logpdf, vbm_predictive_complete) against dense Gaussians built here from the posterior's moments, and of the recall read of a masked code cue that completes it from the memory. */
+/* test_predictive.c -- Check tests of the memory's predictive distribution (vbm_predictive_logpdf,
+ * vbm_predictive_complete) against dense Gaussians built here from the posterior's moments, and of
+ * the recall read of a masked code cue that completes it from the memory. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <math.h>

@@ -1,4 +1,8 @@
-/* test_recall.c -- shows that fused reads recall on the bundled model: a read of 4 random crops of each stored item of Fashion-MNIST test episodes (fixed seeds) brings back at least 10 points more items than a read of one (what a memory adds to single reads against the model alone is tests/test_gain.c). Needs the Debian package dataset-fashion-mnist. VBMEM_RECALL_EPISODES sets fewer episodes (the sanitizer builds). */
+/* test_recall.c -- shows that fused reads recall on the bundled model: a read of 4 random crops of
+ * each stored item of Fashion-MNIST test episodes (fixed seeds) brings back at least 10 points more
+ * items than a read of one (what a memory adds to single reads against the model alone is
+ * tests/test_gain.c). Needs the Debian package dataset-fashion-mnist. VBMEM_RECALL_EPISODES sets
+ * fewer episodes (the sanitizer builds). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>

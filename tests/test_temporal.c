@@ -858,7 +858,7 @@ START_TEST(appends_land_near_one_write)
                 "appends %.4f\n",
                 temporal ? 19 : 18, dF, dT, drho, sinW, eTb, eTa);
         if (temporal)
-            continue; /* eq. 19: printed only (its batch fits recover worse, see README) */
+            continue; /* eq. 19: printed only (its batch fits recover worse: docs/design) */
         ck_assert_msg(fabs(dF) < 0.2, "F per frame differs by %g", dF);
         ck_assert_msg(dT < 0.06, "transition matrices differ by %g", dT);
         ck_assert_msg(drho < 0.1, "noise precisions differ by %g", drho);

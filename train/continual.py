@@ -7,7 +7,7 @@ test ELBO per frame on held-out episodes of every dataset of the stream at regul
   nice -n 10 /usr/bin/python3 train/continual.py --optimizer adam --csv train/runs/continual-adam.csv
   nice -n 10 /usr/bin/python3 train/continual.py --optimizer foovb --csv train/runs/continual-foovb.csv \\
       --out models/mnist-fashion-continual.safetensors --out-boundary tests/data/continual-mnist-stage.safetensors
-  /usr/bin/python3 train/plot_continual.py train/runs/continual-*.csv    # table + docs/continual-mnist-fashion.png
+  /usr/bin/python3 train/plot_continual.py train/runs/continual-*.csv    # table + docs/research/continual-mnist-fashion.png
 
 The stream is one sequence of mini-batches: --steps steps of episodes of the first dataset, then
 --steps of the second, ...; the optimiser sees only the batches (no task index, no reset, one
@@ -73,7 +73,7 @@ def parse_args(argv):
     p.add_argument("--loss-scale", type=float, default=196.0,
                    help="FOO-VB's L_n is (-ELBO per frame, mean over the batch) / loss-scale: a tempered "
                         "likelihood (196 learned fastest of 1, 32, 196, 784 on MNIST alone; 1 and 32 diverge; "
-                        "README); Adam's loss is the trainer's, unscaled")
+                        "docs/research/continual.md); Adam's loss is the trainer's, unscaled")
     p.add_argument("--eval-every", type=int, default=25, help="evaluate every N steps (and at 0 and the end)")
     p.add_argument("--eval-episodes", type=int, default=16, help="held-out test episodes per dataset")
     p.add_argument("--train-frames", type=int, default=0, help="use only the first N training images (tests)")

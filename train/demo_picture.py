@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""demo_picture.py -- the README picture for a model file: an episode of test
+"""demo_picture.py -- the picture of docs/guide (and README.md) for a model file: an episode of test
 images, samples generated from the memory written with it (App. G.1), and
 iterative reads (App. G.2) of half-masked cues, one column per step.
 
-  /usr/bin/python3 train/demo_picture.py models/fashion-mnist-mixture.safetensors docs/demo.png"""
+  /usr/bin/python3 train/demo_picture.py models/fashion-mnist-mixture.safetensors docs/guide/demo-fashion-mnist.png"""
 import argparse
 import os
 import struct

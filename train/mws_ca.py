@@ -19,7 +19,8 @@ from vbmtrain import mws  # noqa: E402
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 # (method, K) of the run, and the seed's Table 8 figure for it (absolute error of eps, %)
-# (default: the comparison the issue asks for; the MWS K = 10 rows run with --runs, see README.md)
+# (default: MWS K = 1 against RWS K = 1 and 10; the MWS K = 10 rows run with --runs, see
+# docs/research/mws-cellular-automata.md)
 RUNS = [("mws-sleep", 1), ("mws-mem", 1), ("rws-sleep", 1), ("rws-sleep", 10), ("rws-wake", 10), ("exact", 1)]
 # D = 5 (supplement 7.6, Table 9 reports K = 1, 3, 5)
 RUNS_D5 = [("mws-sleep", 1), ("mws-mem", 1), ("rws-sleep", 1), ("mws-sleep", 5), ("mws-mem", 5), ("rws-sleep", 5),

@@ -11,8 +11,8 @@ every task seen so far.  Writes a CSV (rows replaced per method) and a plot.
     /usr/bin/python3 train/permuted_mnist.py --plot-only
 
 Task 1 is unpermuted MNIST (as in the authors' code); tasks 2..T use fixed
-random pixel permutations drawn from --seed.  See README.md ("FOO-VB in the
-trainer") for what is reduced against the paper and why.
+random pixel permutations drawn from --seed.  See docs/research/foovb-permuted-mnist.md for
+what is reduced against the paper and why.
 """
 import argparse
 import csv
@@ -297,7 +297,7 @@ def plot(path_csv, path_png):
         a.grid(alpha=0.3)
         a.set_xticks(range(1, 1 + max(max(b[1]) for b in best.values())))
     ax[0].legend(loc="lower left", fontsize=8)
-    fig.suptitle("discrete task-agnostic permuted MNIST, CPU reproduction (see README)", fontsize=10)
+    fig.suptitle("discrete task-agnostic permuted MNIST, CPU reproduction (see docs/research)", fontsize=10)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path_png)), exist_ok=True)
     fig.savefig(path_png, dpi=110)
@@ -335,7 +335,7 @@ def plot_compare(specs, path_png, methods=("foovb-diag", "adam", "sgd")):
         a.set_ylabel("accuracy (%)")
         a.grid(alpha=0.3)
     ax[0].legend(loc="lower left", fontsize=7)
-    fig.suptitle("discrete task-agnostic permuted MNIST, CPU reproduction (see README)", fontsize=10)
+    fig.suptitle("discrete task-agnostic permuted MNIST, CPU reproduction (see docs/research)", fontsize=10)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path_png)), exist_ok=True)
     fig.savefig(path_png, dpi=110)
@@ -389,7 +389,7 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(HERE, "runs", "foovb-permuted-mnist.csv"),
                     help="the CSV written; with --plot-only, the CSV(s) read (comma separated: one stream's runs "
                          "written by separate processes)")
-    ap.add_argument("--png", default=os.path.join(ROOT, "docs", "foovb-permuted-mnist.png"))
+    ap.add_argument("--png", default=os.path.join(ROOT, "docs", "research", "foovb-permuted-mnist.png"))
     ap.add_argument("--normalize", action="store_true",
                     help="standardise pixels as the authors' code does: (x - 0.1307) / 0.3081 (default: x in [0, 1])")
     ap.add_argument("--pad32", action="store_true",

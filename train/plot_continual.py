@@ -3,7 +3,7 @@
 of each dataset of the stream against the step, one line per optimiser, and the fraction of the
 first dataset's test ELBO gain each run keeps at the end of the stream.
 
-  /usr/bin/python3 train/plot_continual.py [--reference FASHION_ONLY.csv] [--png docs/continual-mnist-fashion.png] \\
+  /usr/bin/python3 train/plot_continual.py [--reference FASHION_ONLY.csv] [--png docs/research/continual-mnist-fashion.png] \\
       train/runs/continual-adam.csv train/runs/continual-foovb.csv
 
 --reference: a run on the second dataset alone (continual.py --stream fashion-mnist): its final test

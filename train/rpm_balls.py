@@ -86,12 +86,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny run (smoke test): N=10, 30 steps")
     ap.add_argument("--out", default=os.path.join(ROOT, "train", "runs", "rpm"))
     ap.add_argument("--export", default=None, help="save the minimalist-amortized Poisson model here")
-    ap.add_argument("--plot", action="store_true", help="only make docs/rpm-*.png from --out's JSON files")
+    ap.add_argument("--plot", action="store_true", help="only make docs/research/rpm-*.png from --out's JSON files")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.plot:
         import rpm_plots
-        rpm_plots.make_all(args.out, os.path.join(ROOT, "docs"))
+        rpm_plots.make_all(args.out, os.path.join(ROOT, "docs", "research"))
         return
     fws = []
     for fw in args.frameworks:

@@ -165,7 +165,7 @@ def fig_losses(docs, runs):
 
 
 def make_all(out, docs):
-    """Write docs/rpm-data.png, docs/rpm-<dataset>-N<N>.png, docs/rpm-losses.png and print the table."""
+    """Write docs/research/rpm-data.png, docs/research/rpm-<dataset>-N<N>.png, docs/research/rpm-losses.png and print the table."""
     runs = load(out)
     os.makedirs(docs, exist_ok=True)
     fig_data(docs)

@@ -23,6 +23,7 @@ TYPES = {
     ".svg": "image/svg+xml",
     ".ico": "image/x-icon",
     ".txt": "text/plain; charset=utf-8",
+    ".yaml": "application/yaml; charset=utf-8",
 }
 
 

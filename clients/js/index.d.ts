@@ -339,6 +339,10 @@ export declare class Client {
   decode(model: string, codes: CodesInput, o?: {
     sigma2?: number | CodesInput; format?: Exclude<ImageFormat, "none">; pixels?: Pixels; seed?: Seed;
   }): Promise<DecodeResult>;
+  /** POST /v1/models/{model}/infer: a served RPM's posterior (mean, variance: T x latentSize) */
+  infer(model: string, observations: number[][] | number[][][] | Tensor, o?: { encoding?: "json" | "base64" }):
+    Promise<{ model: string; factors: number; steps: number; latentSize: number; mean: Matrix;
+              variance: Matrix; raw: unknown }>;
   /** POST /v1/sessions */
   createSession(o?: {
     model?: string; codeSize?: number; memory?: MemoryInput;

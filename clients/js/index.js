@@ -918,6 +918,25 @@ export class Client {
     return { model: d.model, images: new Images(d.observations), raw: d };
   }
 
+  /**
+   * POST /v1/models/{model}/infer: the posterior q(Z | X) of a served time-series RPM (a model
+   * file of kind rpm) given J rows of T observations.
+   * @param {string} model
+   * @param {number[][] | number[][][] | {dtype: "float32", shape: number[], data: string}} observations
+   *   J rows of T numbers (or of T vectors of D numbers), or a float32 tensor of shape [J, T]
+   *   or [J, T, D] with its data in base64
+   * @param {{encoding?: "json" | "base64"}} [o] how the server sends mean and variance
+   * @returns {Promise<{model: string, factors: number, steps: number, latentSize: number,
+   *   mean: Matrix, variance: Matrix, raw: object}>} mean and variance: T rows of latentSize values
+   */
+  async infer(model, observations, { encoding } = {}) {
+    if (observations === undefined || observations === null) throw new TypeError("infer needs observations");
+    const body = dropUndefined({ observations, encoding });
+    const d = await this.request("POST", `/v1/models/${encodeURIComponent(model)}/infer`, { body });
+    return { model: d.model, factors: d.factors, steps: d.steps, latentSize: d.latent_size,
+             mean: new Matrix(d.mean), variance: new Matrix(d.variance), raw: d };
+  }
+
   // -- sessions
 
   /**

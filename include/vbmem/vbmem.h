@@ -613,7 +613,8 @@ typedef struct {
 
 /* Write nseq sequences: q(Theta) is refitted from the prior on them (VB-EM as
  * above, starting from a random q(W) mean drawn with opts->seed, best of
- * opts->restarts runs; opts NULL means the defaults) and replaces the memory's posterior. The free-energy trace is
+ * opts->restarts runs; opts NULL means the defaults) and replaces the memory's posterior. The
+ * free-energy trace is
  * returned in *trace when trace is not NULL (free it with
  * vbm_temporal_trace_free; on failure it is left empty). Fails with VBM_EINVAL
  * (nseq < 1, a NULL or empty sequence, D != code_size, a non-finite code, more

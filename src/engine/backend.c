@@ -1,4 +1,5 @@
-/* backend.c -- owns the dispatch from the eng_backend_* functions to a durable backend, and the backup copy of every record from one backend to another. */
+/* backend.c -- owns the dispatch from the eng_backend_* functions to a durable backend, and the
+ * backup copy of every record from one backend to another. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdio.h>

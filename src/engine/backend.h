@@ -1,4 +1,5 @@
-/* backend.h -- owns the durable storage interface (open, load, store-with-version, delete, list, close) that SQLite and Redis implement, and the backup copy between two backends. */
+/* backend.h -- owns the durable storage interface (open, load, store-with-version, delete, list,
+ * close) that SQLite and Redis implement, and the backup copy between two backends. */
 #ifndef VBMEM_ENGINE_BACKEND_H
 #define VBMEM_ENGINE_BACKEND_H
 

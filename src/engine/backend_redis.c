@@ -1,4 +1,6 @@
-/* backend_redis.c -- owns the Redis durable backend (hiredis): sessions as hashes of versioned blobs, compare-and-set and index upkeep in Lua scripts, TTLs as Redis expiry, reconnect with backoff, 503 while unreachable. */
+/* backend_redis.c -- owns the Redis durable backend (hiredis): sessions as hashes of versioned
+ * blobs, compare-and-set and index upkeep in Lua scripts, TTLs as Redis expiry, reconnect with
+ * backoff, 503 while unreachable. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>

@@ -1,4 +1,7 @@
-/* backend_sqlite.c -- owns the SQLite durable backend: one database file (WAL, synchronous=FULL), its versioned schema and migrations, checksummed session records, compare-and-set writes with group commit, and a counting VFS that makes its fsyncs observable (store_sqlite_durability_get). */
+/* backend_sqlite.c -- owns the SQLite durable backend: one database file (WAL, synchronous=FULL),
+ * its versioned schema and migrations, checksummed session records, compare-and-set writes with
+ * group commit, and a counting VFS that makes its fsyncs observable
+ * (store_sqlite_durability_get). */
 #define _GNU_SOURCE /* flock, O_CLOEXEC */
 
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* cue.c -- owns what a read knows of its cue: the likelihood of its known values under a prediction, its noise level, and the cue combined with a prediction. */
+/* cue.c -- owns what a read knows of its cue: the likelihood of its known values under a
+ * prediction, its noise level, and the cue combined with a prediction. */
 #include "engine/cue.h"
 
 #include <math.h>

@@ -1,4 +1,6 @@
-/* cue.h -- owns what a read knows of its cue: the likelihood of the cue's known values under a prediction, the cue's noise level by maximum likelihood, and the combination of the cue with a prediction. */
+/* cue.h -- owns what a read knows of its cue: the likelihood of the cue's known values under a
+ * prediction, the cue's noise level by maximum likelihood, and the combination of the cue with a
+ * prediction. */
 #ifndef VBMEM_ENGINE_CUE_H
 #define VBMEM_ENGINE_CUE_H
 

@@ -1,4 +1,5 @@
-/* engine.h -- owns the clock helpers of the engine layer and brings in the one error record (vbm_error, vbm_status: include/vbmem/vbmem.h) that every engine function fills. */
+/* engine.h -- owns the clock helpers of the engine layer and brings in the one error record
+ * (vbm_error, vbm_status: include/vbmem/vbmem.h) that every engine function fills. */
 #ifndef VBMEM_ENGINE_H
 #define VBMEM_ENGINE_H
 

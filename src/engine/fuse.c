@@ -1,4 +1,5 @@
-/* fuse.c -- owns the fusion of J Gaussian codes of one item into one code (the analytic RPM posterior of seed 004) and the moment-matched code prior of a memory. */
+/* fuse.c -- owns the fusion of J Gaussian codes of one item into one code (the analytic RPM
+ * posterior of seed 004) and the moment-matched code prior of a memory. */
 #include "engine/fuse.h"
 
 #include <math.h>

@@ -1,4 +1,6 @@
-/* fuse.h -- owns the fusion of J Gaussian codes of one item into one code: the analytic posterior of the recognition-parametrised model (seed 004) for Gaussian factors, and the code prior it divides out. */
+/* fuse.h -- owns the fusion of J Gaussian codes of one item into one code: the analytic posterior
+ * of the recognition-parametrised model (seed 004) for Gaussian factors, and the code prior it
+ * divides out. */
 #ifndef VBMEM_ENGINE_FUSE_H
 #define VBMEM_ENGINE_FUSE_H
 

@@ -1,4 +1,5 @@
-/* models.c -- owns the hosted-model registry: directory scans, model loading and hashing, reference-counted models and snapshots, and the atomic swap on reload. */
+/* models.c -- owns the hosted-model registry: directory scans, model loading and hashing,
+ * reference-counted models and snapshots, and the atomic swap on reload. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>

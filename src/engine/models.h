@@ -1,4 +1,6 @@
-/* models.h -- owns the hosted-model registry: the model files of a directory loaded and validated (src/nets), reference-counted models, and immutable snapshots swapped atomically on reload (sessions bind to models in engine/session.c). */
+/* models.h -- owns the hosted-model registry: the model files of a directory loaded and validated
+ * (src/nets), reference-counted models, and immutable snapshots swapped atomically on reload
+ * (sessions bind to models in engine/session.c). */
 #ifndef VBMEM_ENGINE_MODELS_H
 #define VBMEM_ENGINE_MODELS_H
 

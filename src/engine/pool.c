@@ -1,4 +1,5 @@
-/* pool.c -- owns the worker threads, their CPU slots (workers blocked on I/O give theirs up), the bounded job queue and draining at shutdown. */
+/* pool.c -- owns the worker threads, their CPU slots (workers blocked on I/O give theirs up), the
+ * bounded job queue and draining at shutdown. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* pool.h -- owns the fixed pool of worker threads, their CPU slots and its bounded FIFO job queue. */
+/* pool.h -- owns the fixed pool of worker threads, their CPU slots and its bounded FIFO job
+ * queue. */
 #ifndef VBMEM_ENGINE_POOL_H
 #define VBMEM_ENGINE_POOL_H
 
@@ -40,7 +41,8 @@ vbm_status eng_pool_create_blocking(int threads, int waiters, int depth, eng_poo
  * the calling worker gives its CPU slot up, then takes one back without
  * waiting for it (more than `threads` jobs may compute for a moment; no new job
  * starts until they are fewer: waiting could deadlock on requests that hold the
- * slots and wait for this one, e.g. on a session's write lock). A no-op from a thread that is not one of pool's workers, or for a NULL
+ * slots and wait for this one, e.g. on a session's write lock). A no-op from a thread that is not
+ * one of pool's workers, or for a NULL
  * pool. Never fails. Signature fits eng_store_set_wait. */
 void eng_pool_block(void *pool, int begin);
 

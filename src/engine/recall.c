@@ -1,4 +1,5 @@
-/* recall.c -- owns the iterative read of App. G.2 (encode, address and read, decode, repeat) under a session's read lock, and decoding codes into images. */
+/* recall.c -- owns the iterative read of App. G.2 (encode, address and read, decode, repeat) under
+ * a session's read lock, and decoding codes into images. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdlib.h>

@@ -1,4 +1,6 @@
-/* recall.h -- owns the iterative read of App. G.2 over a session: the start (query images, query codes, or a sample of the memory), then encode -> address and read -> decode, step after step, under one read lock. */
+/* recall.h -- owns the iterative read of App. G.2 over a session: the start (query images, query
+ * codes, or a sample of the memory), then encode -> address and read -> decode, step after step,
+ * under one read lock. */
 #ifndef VBMEM_ENGINE_RECALL_H
 #define VBMEM_ENGINE_RECALL_H
 

@@ -1,4 +1,6 @@
-/* session.c -- owns session lifecycle (random ids, references, locking), its accessors, the binding to a hosted model, and the locked write/append/refit/resize/forget/sample/read/export/replace operations. */
+/* session.c -- owns session lifecycle (random ids, references, locking), its accessors, the binding
+ * to a hosted model, and the locked write/append/refit/resize/forget/sample/read/export/replace
+ * operations. */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np, getrandom */
 
 #include <errno.h>

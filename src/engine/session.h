@@ -1,4 +1,7 @@
-/* session.h -- owns one hosted memory session: its id, owner, version, solver defaults, model binding, and the locked operations on its memory. The session is opaque here: its struct and lock are engine-internal (engine/session_impl.h); callers outside src/engine use the functions below. */
+/* session.h -- owns one hosted memory session: its id, owner, version, solver defaults, model
+ * binding, and the locked operations on its memory. The session is opaque here: its struct and lock
+ * are engine-internal (engine/session_impl.h); callers outside src/engine use the functions
+ * below. */
 #ifndef VBMEM_ENGINE_SESSION_H
 #define VBMEM_ENGINE_SESSION_H
 

@@ -1,4 +1,6 @@
-/* session_forget.c -- owns the forget operation of a session: cues encoded with the session's model (images) or taken as given (codes), vbm_forget through the locked write path of session.c, and the per-cue answer (item, distance, clusters). */
+/* session_forget.c -- owns the forget operation of a session: cues encoded with the session's model
+ * (images) or taken as given (codes), vbm_forget through the locked write path of session.c, and
+ * the per-cue answer (item, distance, clusters). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdio.h>

@@ -1,4 +1,6 @@
-/* session_impl.h -- owns the layout and the lock of a session, for the engine's own modules (session, stores, recall) and tests; src/http never includes it and works through engine/session.h. */
+/* session_impl.h -- owns the layout and the lock of a session, for the engine's own modules
+ * (session, stores, recall) and tests; src/http never includes it and works through
+ * engine/session.h. */
 #ifndef VBMEM_ENGINE_SESSION_IMPL_H
 #define VBMEM_ENGINE_SESSION_IMPL_H
 

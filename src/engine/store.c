@@ -1,4 +1,5 @@
-/* store.c -- owns the dispatch from the eng_store_* functions to a store implementation, and the store limits (session count, byte total) that every implementation enforces through it. */
+/* store.c -- owns the dispatch from the eng_store_* functions to a store implementation, and the
+ * store limits (session count, byte total) that every implementation enforces through it. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <string.h>

@@ -1,4 +1,6 @@
-/* store.h -- owns the session-store interface (insert, look up, remove, list, expire, account) that the in-memory table and the durable store implement, and the store limits (session count, byte total) decided once for both (store.c). */
+/* store.h -- owns the session-store interface (insert, look up, remove, list, expire, account) that
+ * the in-memory table and the durable store implement, and the store limits (session count, byte
+ * total) decided once for both (store.c). */
 #ifndef VBMEM_ENGINE_STORE_H
 #define VBMEM_ENGINE_STORE_H
 

@@ -1,4 +1,7 @@
-/* store_durable.c -- owns the durable session store: an LRU-bounded cache of resident sessions in front of a durable backend (SQLite, or Redis shared by replicas: the cache is then checked against the stored version on every use), lazy loading, write-through persistence, stored-session expiry. */
+/* store_durable.c -- owns the durable session store: an LRU-bounded cache of resident sessions in
+ * front of a durable backend (SQLite, or Redis shared by replicas: the cache is then checked
+ * against the stored version on every use), lazy loading, write-through persistence, stored-session
+ * expiry. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>

@@ -1,4 +1,5 @@
-/* store_memory.c -- owns the in-memory session table: an id-sorted array of sessions behind one mutex. */
+/* store_memory.c -- owns the in-memory session table: an id-sorted array of sessions behind one
+ * mutex. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>

@@ -1,4 +1,5 @@
-/* auth.c -- owns the key file parser (keys, scopes, owners, quotas), the key table (sorted by digest) behind a rwlock, bearer-token checks and the per-key request-rate token buckets. */
+/* auth.c -- owns the key file parser (keys, scopes, owners, quotas), the key table (sorted by
+ * digest) behind a rwlock, bearer-token checks and the per-key request-rate token buckets. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <ctype.h>

@@ -1,4 +1,5 @@
-/* auth.h -- owns API keys: loading the key file (keys with a scope, an owner and quotas), reloading it, checking bearer tokens by their SHA-256, and each key's request-rate token bucket. */
+/* auth.h -- owns API keys: loading the key file (keys with a scope, an owner and quotas), reloading
+ * it, checking bearer tokens by their SHA-256, and each key's request-rate token bucket. */
 #ifndef VBMEM_HTTP_AUTH_H
 #define VBMEM_HTTP_AUTH_H
 

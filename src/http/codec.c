@@ -1,4 +1,5 @@
-/* codec.c -- owns the JSON forms that only the HTTP API has: session info, usage, times, addresses of a response, the encoding option. */
+/* codec.c -- owns the JSON forms that only the HTTP API has: session info, usage, times, addresses
+ * of a response, the encoding option. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "wire/temporal.h"

@@ -1,4 +1,5 @@
-/* codec.h -- owns the JSON forms that only the HTTP API has: session info, cluster usage, times, response addresses, the encoding option (the shared wire forms are in src/wire). */
+/* codec.h -- owns the JSON forms that only the HTTP API has: session info, cluster usage, times,
+ * response addresses, the encoding option (the shared wire forms are in src/wire). */
 #ifndef VBMEM_HTTP_CODEC_H
 #define VBMEM_HTTP_CODEC_H
 

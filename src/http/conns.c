@@ -1,4 +1,5 @@
-/* conns.c -- owns the table of open HTTP connections and the eviction of the connection that has waited longest for a complete request when the connection limit is reached. */
+/* conns.c -- owns the table of open HTTP connections and the eviction of the connection that has
+ * waited longest for a complete request when the connection limit is reached. */
 #include <stdlib.h>
 #include <sys/socket.h>
 

@@ -1,4 +1,5 @@
-/* conns.h -- owns the table of open HTTP connections and the eviction of the connection that has waited longest for a complete request when the connection limit is reached. */
+/* conns.h -- owns the table of open HTTP connections and the eviction of the connection that has
+ * waited longest for a complete request when the connection limit is reached. */
 #ifndef VBMEM_HTTP_CONNS_H
 #define VBMEM_HTTP_CONNS_H
 

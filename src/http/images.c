@@ -1,4 +1,6 @@
-/* images.c -- owns the image codecs of the API: PNG decoding and encoding with libpng (errors caught with setjmp/longjmp), raw uint8/float32 tensors and nested JSON arrays, all checked against a model's observation shape. */
+/* images.c -- owns the image codecs of the API: PNG decoding and encoding with libpng (errors
+ * caught with setjmp/longjmp), raw uint8/float32 tensors and nested JSON arrays, all checked
+ * against a model's observation shape. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>

@@ -1,4 +1,6 @@
-/* images.h -- owns the wire forms of observations (images): base64 PNG (libpng), base64 raw uint8/float32 tensors of shape [n, c, h, w], nested JSON arrays; decoding them to float pixels in [0, 1] for a model's shape, and encoding images back. */
+/* images.h -- owns the wire forms of observations (images): base64 PNG (libpng), base64 raw
+ * uint8/float32 tensors of shape [n, c, h, w], nested JSON arrays; decoding them to float pixels in
+ * [0, 1] for a model's shape, and encoding images back. */
 #ifndef VBMEM_HTTP_IMAGES_H
 #define VBMEM_HTTP_IMAGES_H
 

@@ -1,4 +1,5 @@
-/* observe.c -- owns the image side of session requests: resolving a session's model, encoding posted observations, decoding codes into images, and the JSON of iterative reads. */
+/* observe.c -- owns the image side of session requests: resolving a session's model, encoding
+ * posted observations, decoding codes into images, and the JSON of iterative reads. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdlib.h>

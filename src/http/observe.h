@@ -1,4 +1,5 @@
-/* observe.h -- owns the image side of session requests: a session's model, observations encoded into codes, codes decoded into images, and the JSON of an iterative read with images. */
+/* observe.h -- owns the image side of session requests: a session's model, observations encoded
+ * into codes, codes decoded into images, and the JSON of an iterative read with images. */
 #ifndef VBMEM_HTTP_OBSERVE_H
 #define VBMEM_HTTP_OBSERVE_H
 

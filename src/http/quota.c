@@ -1,4 +1,5 @@
-/* quota.c -- owns the per-API-key session and byte quotas: counting a key's sessions and bytes, refusing with 429. */
+/* quota.c -- owns the per-API-key session and byte quotas: counting a key's sessions and bytes,
+ * refusing with 429. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdlib.h>

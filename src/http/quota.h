@@ -1,4 +1,5 @@
-/* quota.h -- owns the per-API-key quotas of sessions and accounted memory bytes (the request-rate quota lives in auth.c). */
+/* quota.h -- owns the per-API-key quotas of sessions and accounted memory bytes (the request-rate
+ * quota lives in auth.c). */
 #ifndef VBMEM_HTTP_QUOTA_H
 #define VBMEM_HTTP_QUOTA_H
 

@@ -1,4 +1,5 @@
-/* request.h -- owns the in-flight request record, its response and the route table types shared by the server and the route handlers. */
+/* request.h -- owns the in-flight request record, its response and the route table types shared by
+ * the server and the route handlers. */
 #ifndef VBMEM_HTTP_REQUEST_H
 #define VBMEM_HTTP_REQUEST_H
 
@@ -204,8 +205,10 @@ void route_clusters(http_req *r);
 /* routes_temporal.c: infer and continue of temporal sessions (pool workers) */
 void route_temporal_infer(http_req *r);
 void route_temporal_continue(http_req *r);
-/* routes_web.c: the web page, inline on the HTTP thread */
+/* routes_web.c: the web page, its files and the API's specification, inline on the HTTP
+ * thread */
 void route_web_index(http_req *r);
 void route_web_asset(http_req *r);
+void route_web_openapi(http_req *r);
 
 #endif

@@ -9,6 +9,7 @@
 const http_route http_routes[] = {
     {"GET", "/", route_web_index, 1, 0, 0, "ui_index"},
     {"GET", "/ui/{file}", route_web_asset, 1, 0, 0, "ui_asset"},
+    {"GET", "/openapi.yaml", route_web_openapi, 1, 0, 0, "openapi"},
     {"GET", "/healthz", route_healthz, 1, 0, 0, "healthz"},
     {"GET", "/readyz", route_readyz, 1, 0, 0, "readyz"},
     {"GET", "/metrics", route_metrics, 1, 0, 0, "metrics"},

@@ -1,4 +1,5 @@
-/* routes_models.c -- owns the handlers of /v1/models: the hosted models (inline) and the stateless encode/decode helpers (pool workers). */
+/* routes_models.c -- owns the handlers of /v1/models: the hosted models (inline) and the stateless
+ * encode/decode helpers (pool workers). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>

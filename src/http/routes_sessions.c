@@ -1,4 +1,5 @@
-/* routes_sessions.c -- owns the handlers of /v1/sessions and its sub-resources (episodes, resize, forget, samples, reads, memory); they run on pool workers. */
+/* routes_sessions.c -- owns the handlers of /v1/sessions and its sub-resources (episodes, resize,
+ * forget, samples, reads, memory); they run on pool workers. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <limits.h>

@@ -1,5 +1,6 @@
-/* routes_web.c -- owns the handlers of the web page: GET / (index.html) and GET /ui/{file} (its
- * script, style sheet, JS client and the shipped Fashion-MNIST episode), served from the files
+/* routes_web.c -- owns the handlers of the web page: GET / (index.html), GET /ui/{file} (its
+ * script, style sheet, JS client, the shipped Fashion-MNIST episode and the rendered API
+ * reference api.html) and GET /openapi.yaml (the API's specification), served from the files
  * compiled into the binary (http/assets.h). No API key: the page itself asks for one. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -40,4 +41,9 @@ void route_web_index(http_req *r)
 void route_web_asset(http_req *r)
 {
     web_send(r, r->param);
+}
+
+void route_web_openapi(http_req *r)
+{
+    web_send(r, "openapi.yaml");
 }

@@ -1,4 +1,5 @@
-/* server.c -- owns the libmicrohttpd daemon: request lifecycle (headers, auth, body), dispatch inline or to the pool with suspend/resume, responses, access logs, shutdown. */
+/* server.c -- owns the libmicrohttpd daemon: request lifecycle (headers, auth, body), dispatch
+ * inline or to the pool with suspend/resume, responses, access logs, shutdown. */
 #define _GNU_SOURCE /* strncasecmp, getaddrinfo */
 
 #include <ctype.h>

@@ -1,4 +1,5 @@
-/* server.h -- owns the public face of the HTTP server: its configuration and limits, start, graceful shutdown, stop. */
+/* server.h -- owns the public face of the HTTP server: its configuration and limits, start,
+ * graceful shutdown, stop. */
 #ifndef VBMEM_HTTP_SERVER_H
 #define VBMEM_HTTP_SERVER_H
 

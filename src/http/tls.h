@@ -1,4 +1,5 @@
-/* tls.h -- owns the TLS certificate and key of the listening socket: reading the PEM files and checking them (GnuTLS) before the server starts. */
+/* tls.h -- owns the TLS certificate and key of the listening socket: reading the PEM files and
+ * checking them (GnuTLS) before the server starts. */
 #ifndef VBMEM_HTTP_TLS_H
 #define VBMEM_HTTP_TLS_H
 

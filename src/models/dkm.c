@@ -55,7 +55,8 @@ vbm_status dkm_run(vbm_memory *mem, const vbm_codes *codes, gaussian_work *w, vb
             break;
         }
         la_chol_solve(K, 1, A, m, 1);
-        /* rank-one update: c = U m, sigma = m^T U m + s2, R += c (z - R^T m)^T / sigma, U -= c c^T / sigma */
+        /* rank-one update: c = U m, sigma = m^T U m + s2, R += c (z - R^T m)^T / sigma, U -= c c^T
+         * / sigma */
         double sig = s2;
         for (int i = 0; i < K; i++) {
             double v = 0.0;

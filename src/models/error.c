@@ -1,4 +1,5 @@
-/* error.c -- owns the one error record of the tree (vbm_error): filling it, re-rooting its field, naming its statuses. */
+/* error.c -- owns the one error record of the tree (vbm_error): filling it, re-rooting its field,
+ * naming its statuses. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

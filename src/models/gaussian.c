@@ -138,7 +138,8 @@ static vbm_status g_init(vbm_memory *mem, const vbm_codes *codes, const prior_t 
     return VBM_OK;
 }
 
-/* q(w_t) = N((I + (RR^T + CU)/s2)^{-1} R (z_t - mu_b) / s2, (I + (RR^T + CU)/s2)^{-1}), Eq. 174-175. */
+/* q(w_t) = N((I + (RR^T + CU)/s2)^{-1} R (z_t - mu_b) / s2, (I + (RR^T + CU)/s2)^{-1}), Eq.
+ * 174-175. */
 static vbm_status g_address(const vbm_memory *mem, const prior_t *prior, void *work, vbm_elbo *elbo,
                             vbm_error *err)
 {
@@ -156,7 +157,8 @@ static vbm_status g_address(const vbm_memory *mem, const prior_t *prior, void *w
     if (la_chol(K, A) != 0)
         return vbm_fail(err, VBM_ENUMERIC, NULL, "address precision is not positive definite");
     w->logdetSw = -la_chol_logdet(K, A);
-    /* Rows of W: solve A w_t = R (z_t - mu_b) / s2 for every frame: W^T = A^{-1} R (Z - 1 b^T)^T / s2. */
+    /* Rows of W: solve A w_t = R (z_t - mu_b) / s2 for every frame: W^T = A^{-1} R (Z - 1 b^T)^T /
+     * s2. */
     double *Bt = w->Zhat; /* K x T right-hand sides (scratch) */
     if (mem->cfg.shift)
         for (long t = 0; t < T; t++)

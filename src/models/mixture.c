@@ -1246,7 +1246,8 @@ LA_HOT static void finish_cluster(vbm_memory *mem, const prior_t *prior, mixgrou
         return;
     double *R = BLK_R(mem, gh), *Wc = w->Wtc + (size_t)h * K * T;
     if (!w->prior_mean) {
-        /* R_h = Q^{-1} (Wtc_h Z - sw_h mu_bh^T) / s2 = (Q^{-1} Wtc_h / s2) Z - (Q^{-1} sw_h / s2) mu_bh^T:
+        /* R_h = Q^{-1} (Wtc_h Z - sw_h mu_bh^T) / s2 = (Q^{-1} Wtc_h / s2) Z - (Q^{-1} sw_h / s2)
+         * mu_bh^T:
          * the solve on T columns rather than cg (Wtc_h is not read after the fit). */
         la_chol_solve(K, (int)T, w->LQ + h * kk, Wc, (int)T);
         la_gemm(0, 0, K, cg, (int)T, is2, Wc, (int)T, Z, C, 0.0, R, cg);

@@ -1,4 +1,6 @@
-/* predictive.c -- owns the memory's predictive distribution of one code, p(z | q(Omega)): its log density (on the known dimensions of a code) and the completion of a code's unknown dimensions from its known ones. */
+/* predictive.c -- owns the memory's predictive distribution of one code, p(z | q(Omega)): its log
+ * density (on the known dimensions of a code) and the completion of a code's unknown dimensions
+ * from its known ones. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
-/* gp.c -- owns the Cholesky-based GP posterior of one latent trajectory under Gaussian factors (gp.h). */
+/* gp.c -- owns the Cholesky-based GP posterior of one latent trajectory under Gaussian factors
+ * (gp.h). */
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>

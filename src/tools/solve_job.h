@@ -1,4 +1,5 @@
-/* solve_job.h -- owns the callable face of vbmem-solve's job runner (for the command's main and the fuzz harness). */
+/* solve_job.h -- owns the callable face of vbmem-solve's job runner (for the command's main and the
+ * fuzz harness). */
 #ifndef VBMEM_TOOLS_SOLVE_JOB_H
 #define VBMEM_TOOLS_SOLVE_JOB_H
 

@@ -1,4 +1,5 @@
-/* vbmem_solve.c -- owns the vbmem-solve command: one JSON job in (stdin or a file), one JSON result or error out. */
+/* vbmem_solve.c -- owns the vbmem-solve command: one JSON job in (stdin or a file), one JSON result
+ * or error out. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* main.c -- owns the vbmemd process: options, signals (SIGTERM/SIGINT graceful stop, SIGHUP reload), BLAS threading, start-up and orderly shutdown. */
+/* main.c -- owns the vbmemd process: options, signals (SIGTERM/SIGINT graceful stop, SIGHUP
+ * reload), BLAS threading, start-up and orderly shutdown. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <cblas.h>

@@ -1,4 +1,5 @@
-/* options.c -- owns the option table, the config-file parser, the VBMEMD_* variables and the command-line parser of vbmemd. */
+/* options.c -- owns the option table, the config-file parser, the VBMEMD_* variables and the
+ * command-line parser of vbmemd. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <ctype.h>
@@ -476,7 +477,9 @@ void vbmemd_options_usage(FILE *out)
     fputs("usage: vbmemd [OPTION]...\n"
           "\n"
           "vbmemd hosts episodic generative memories (libvbmem) behind an HTTP/JSON API\n"
-          "(proto/openapi.yaml). Sessions are latent: clients post codes.\n"
+          "(proto/openapi.yaml). A session holds one memory: on a hosted model it takes\n"
+          "and returns images (through the model's encoder and decoder); a latent session\n"
+          "takes the client's own codes.\n"
           "\n"
           "Every option can also be given as an environment variable (shown) or as a\n"
           "\"name = value\" line of the --config file. Precedence: command line >\n"
@@ -501,7 +504,7 @@ void vbmemd_options_usage(FILE *out)
                 opt_defs[i].deflt != NULL ? opt_defs[i].deflt : "");
     }
     fputs("\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight jobs (within\n"
-          "--shutdown-timeout) and exit 0; SIGHUP reloads the API keys.\n"
+          "--shutdown-timeout) and exit 0; SIGHUP reloads the API keys and the model files.\n"
           "\n"
           "API key file: one key per line, then optional words: scope=read (list and get\n"
           "sessions, samples, reads, models, encode/decode, GET memory; every write answers\n"

@@ -1,4 +1,5 @@
-/* options.h -- owns vbmemd's options: the table of every option, and reading them from defaults, a config file, VBMEMD_* variables and the command line. */
+/* options.h -- owns vbmemd's options: the table of every option, and reading them from defaults, a
+ * config file, VBMEMD_* variables and the command line. */
 #ifndef VBMEM_VBMEMD_OPTIONS_H
 #define VBMEM_VBMEMD_OPTIONS_H
 

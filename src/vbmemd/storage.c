@@ -1,4 +1,5 @@
-/* storage.c -- owns vbmemd's choice of session store (SQLite in --data-dir, Redis with --redis, or memory) and its one-shot storage commands (--list-sessions, --export-all, --import-all). */
+/* storage.c -- owns vbmemd's choice of session store (SQLite in --data-dir, Redis with --redis, or
+ * memory) and its one-shot storage commands (--list-sessions, --export-all, --import-all). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>

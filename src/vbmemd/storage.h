@@ -1,4 +1,5 @@
-/* storage.h -- owns vbmemd's choice of session store (SQLite in --data-dir, Redis with --redis, or memory) and its one-shot storage commands (--list-sessions, --export-all, --import-all). */
+/* storage.h -- owns vbmemd's choice of session store (SQLite in --data-dir, Redis with --redis, or
+ * memory) and its one-shot storage commands (--list-sessions, --export-all, --import-all). */
 #ifndef VBMEM_VBMEMD_STORAGE_H
 #define VBMEM_VBMEMD_STORAGE_H
 

@@ -1,4 +1,5 @@
-/* codes.c -- owns the JSON forms of codes (nested or base64 float32 tensor), result matrices and addresses. */
+/* codes.c -- owns the JSON forms of codes (nested or base64 float32 tensor), result matrices and
+ * addresses. */
 #include "wire/codes.h"
 
 #include <math.h>

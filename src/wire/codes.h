@@ -1,4 +1,5 @@
-/* codes.h -- owns the JSON forms of codes (nested arrays of numbers or base64 float32 tensors), of result matrices and of addresses. */
+/* codes.h -- owns the JSON forms of codes (nested arrays of numbers or base64 float32 tensors), of
+ * result matrices and of addresses. */
 #ifndef VBMEM_WIRE_CODES_H
 #define VBMEM_WIRE_CODES_H
 

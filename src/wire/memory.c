@@ -1,4 +1,5 @@
-/* memory.c -- owns the JSON form of a vbm_memory ("vbmem-memory", version 1) and of a configuration: encoding and checked decoding. */
+/* memory.c -- owns the JSON form of a vbm_memory ("vbmem-memory", version 1) and of a
+ * configuration: encoding and checked decoding. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "wire/memory.h"

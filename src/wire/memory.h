@@ -1,4 +1,5 @@
-/* memory.h -- owns the JSON form of a vbm_memory ("vbmem-memory", version 1) and of a memory configuration. */
+/* memory.h -- owns the JSON form of a vbm_memory ("vbmem-memory", version 1) and of a memory
+ * configuration. */
 #ifndef VBMEM_WIRE_MEMORY_H
 #define VBMEM_WIRE_MEMORY_H
 

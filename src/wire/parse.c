@@ -1,4 +1,6 @@
-/* parse.c -- owns the request-body JSON reader: a strict RFC 8259 parser that builds json_loadb's tree faster (exact fast path for numbers), with jansson itself parsing and reporting whatever it does not accept. */
+/* parse.c -- owns the request-body JSON reader: a strict RFC 8259 parser that builds json_loadb's
+ * tree faster (exact fast path for numbers), with jansson itself parsing and reporting whatever it
+ * does not accept. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "wire/parse.h"

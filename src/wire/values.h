@@ -1,4 +1,6 @@
-/* values.h -- owns the checked JSON readers (numbers, ranged integers, booleans, seeds, members, shaped number arrays) and the JSON writers of numbers, arrays and ELBOs shared by vbmemd and vbmem-solve. */
+/* values.h -- owns the checked JSON readers (numbers, ranged integers, booleans, seeds, members,
+ * shaped number arrays) and the JSON writers of numbers, arrays and ELBOs shared by vbmemd and
+ * vbmem-solve. */
 #ifndef VBMEM_WIRE_VALUES_H
 #define VBMEM_WIRE_VALUES_H
 

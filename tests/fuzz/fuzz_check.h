@@ -1,4 +1,5 @@
-/* fuzz_check.h -- owns the harnesses' shared checks: an invariant that aborts with a message, and a bit-exact comparison of two JSON trees. */
+/* fuzz_check.h -- owns the harnesses' shared checks: an invariant that aborts with a message, and a
+ * bit-exact comparison of two JSON trees. */
 #ifndef VBMEM_FUZZ_CHECK_H
 #define VBMEM_FUZZ_CHECK_H
 

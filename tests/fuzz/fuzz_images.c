@@ -1,4 +1,5 @@
-/* fuzz_images.c -- owns the libFuzzer harness of the observation decoders: images (base64 PNG, uint8/float32 tensors, nested arrays), image masks and code masks, read from a JSON body. */
+/* fuzz_images.c -- owns the libFuzzer harness of the observation decoders: images (base64 PNG,
+ * uint8/float32 tensors, nested arrays), image masks and code masks, read from a JSON body. */
 #include <stdint.h>
 
 #include "fuzz_check.h"

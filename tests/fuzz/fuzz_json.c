@@ -1,4 +1,6 @@
-/* fuzz_json.c -- owns the libFuzzer harness of the wire layer's readers: the fast JSON reader (wire_parse, against json_loadb), base64, and the codes decoder (nested arrays and float32 tensors). */
+/* fuzz_json.c -- owns the libFuzzer harness of the wire layer's readers: the fast JSON reader
+ * (wire_parse, against json_loadb), base64, and the codes decoder (nested arrays and float32
+ * tensors). */
 #include <stdint.h>
 
 #include "fuzz_check.h"

@@ -1,4 +1,5 @@
-/* fuzz_memory.c -- owns the libFuzzer harness of memory import: the binary form (vbm_import) and the JSON form (wire_memory_from_json), with their round trips. */
+/* fuzz_memory.c -- owns the libFuzzer harness of memory import: the binary form (vbm_import) and
+ * the JSON form (wire_memory_from_json), with their round trips. */
 #include <stdint.h>
 
 #include "fuzz_check.h"

@@ -1,4 +1,6 @@
-/* fuzz_model.c -- owns the libFuzzer harness of the model-file loader: the safetensors container (st_parse) and the vbmem model metadata and layers (nets_model_load_buffer), then one encode and decode through a model that loads. */
+/* fuzz_model.c -- owns the libFuzzer harness of the model-file loader: the safetensors container
+ * (st_parse) and the vbmem model metadata and layers (nets_model_load_buffer), then one encode and
+ * decode through a model that loads. */
 #include <stdint.h>
 
 #include "fuzz_check.h"

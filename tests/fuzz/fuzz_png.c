@@ -1,4 +1,5 @@
-/* fuzz_png.c -- owns the libFuzzer harness of the PNG decoder (img_png_decode over libpng) on raw PNG bytes. */
+/* fuzz_png.c -- owns the libFuzzer harness of the PNG decoder (img_png_decode over libpng) on raw
+ * PNG bytes. */
 #include <stdint.h>
 
 #include "fuzz_check.h"

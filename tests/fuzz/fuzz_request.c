@@ -1,4 +1,6 @@
-/* fuzz_request.c -- owns the whole-request libFuzzer harness: each input is sent as raw bytes (method, path, headers, body) over loopback to the real vbmemd HTTP server, started in this process with an in-memory store and the bundled model, and every answer is checked. */
+/* fuzz_request.c -- owns the whole-request libFuzzer harness: each input is sent as raw bytes
+ * (method, path, headers, body) over loopback to the real vbmemd HTTP server, started in this
+ * process with an in-memory store and the bundled model, and every answer is checked. */
 #define _GNU_SOURCE /* memmem */
 
 #include <arpa/inet.h>

@@ -1,4 +1,5 @@
-/* fuzz_solve.c -- owns the libFuzzer harness of vbmem-solve jobs: a JSON job through the command's own parser and runner (solve_job_run), every op. */
+/* fuzz_solve.c -- owns the libFuzzer harness of vbmem-solve jobs: a JSON job through the command's
+ * own parser and runner (solve_job_run), every op. */
 #include <stdint.h>
 
 #include "fuzz_check.h"

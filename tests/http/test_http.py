@@ -12,6 +12,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import socket
 import struct
@@ -108,6 +109,30 @@ def test_web_page():
         with open(src, "rb") as f:
             expect(f.read() == r.body, "GET /ui/%s is not %s" % (name, src))
     expect(c.request("GET", "/ui/fashion-mnist-episode.png").body[:8] == b"\x89PNG\r\n\x1a\n", "PNG")
+    # the API's specification, as committed, and its rendered reference (no API key)
+    with open(os.path.join(ROOT, "proto", "openapi.yaml"), "rb") as f:
+        spec = f.read()
+    for path in ("/openapi.yaml", "/ui/openapi.yaml"):
+        r = c.request("GET", path)
+        expect(r.status == 200 and r.header("Content-Type") == "application/yaml; charset=utf-8"
+               and r.body == spec and (r.header("ETag") or "").startswith('"'),
+               "GET %s: %s %s" % (path, r.status, r.header("Content-Type")))
+    r = c.request("GET", "/ui/api.html")
+    expect(r.status == 200 and r.header("Content-Type") == "text/html; charset=utf-8", "api.html")
+    page = r.body.decode("utf-8")
+    # every operation of the document has its section, linked from the page's navigation
+    for path, item in CONTRACT.doc["paths"].items():
+        for method in ("get", "post", "put", "delete"):
+            if method in item:
+                op = item[method]["operationId"]
+                expect(('id="op-%s"' % op) in page and ('href="#op-%s"' % op) in page,
+                       "api.html lacks %s %s" % (method.upper(), path))
+    for name in CONTRACT.doc["components"]["schemas"]:
+        expect(('id="schemas-%s"' % name) in page, "api.html lacks the schema " + name)
+    # offline: nothing is fetched from elsewhere (no script, no remote stylesheet, font or image)
+    expect("<script" not in page and not re.search(r'(src|href)="(https?:)?//', page),
+           "api.html refers to another origin")
+    expect(b'href="/ui/api.html"' in c.request("GET", "/").body, "the page does not link api.html")
     problem(c.request("GET", "/ui/nothing.js"), 404)
     problem(c.request("GET", "/ui/"), 404)
     problem(c.request("GET", "/ui/a/b"), 404)
@@ -1567,7 +1592,7 @@ def test_metrics_key_required():
 
 
 def test_api_key_byte_quota_growing_writes():
-    """bytes=N applies to the writes that grow sessions (README: a write is 429 once the owner is
+    """bytes=N applies to the writes that grow sessions (docs/ops/security.md: a write is 429 once the owner is
     at or over N): an append of retained codes that starts under N passes, and from the moment the
     owner's accounted bytes reach N every write of its sessions -- episodes in append, replace
     and refit mode, a temporal session's appended and replacing sequences -- is 429 +

@@ -1,7 +1,8 @@
 /* test_images.c -- Check tests of vbmemd's image side: the PNG codec (round trips, colour
  * conversions, wrong sizes, every truncation and seeded bit flips of a valid file), the
  * observation wire forms (tensors, nested arrays, PNG lists and their errors), the model registry
- * (bad files, unknown names, reload while a model is in use) and the iterative read with a model. */
+ * (bad files, unknown names, reload while a model is in use) and the iterative read with a
+ * model. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <math.h>

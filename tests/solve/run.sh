@@ -237,7 +237,7 @@ check_err "read mode not a string" '{"op": "read", "memory": '"$mem_json"', "cod
 check_err "read mode, wrong case" '{"op": "read", "memory": '"$mem_json"', "codes": {"mu": [[1, 2, 3, 4, 5, 6, 7, 8]]}, "mode": "Mean"}' 'unknown read mode \\"Mean\\".*"field":"mode"}'
 check_err "mode on sample" '{"op": "sample", "memory": {}, "count": 3, "mode": "mean"}' '"message":"mode: not used by op \\"sample\\"","field":"mode"}'
 
-# 6. tree memos (README "Memos"): a write keeps one memo per frame, an append adds the new
+# 6. tree memos (docs/design/memos.md): a write keeps one memo per frame, an append adds the new
 #    frames' memos to the imported ones, and bad memo_k values name model.memo_k
 py "$dir/mj.json" <<'PYEOF'
 import json, random, sys

@@ -1,4 +1,7 @@
-/* test_store.c -- Check tests of durable storage against a real SQLite file: schema and lock, compare-and-set, reload, delete, list, corrupt records, rollback of a failed persist, LRU residency, stored-session TTL, busy store, backup copy, concurrent saves (group commit); the generic ones again against a real redis-server, with Redis TTL, reconnect and replica caches. */
+/* test_store.c -- Check tests of durable storage against a real SQLite file: schema and lock,
+ * compare-and-set, reload, delete, list, corrupt records, rollback of a failed persist, LRU
+ * residency, stored-session TTL, busy store, backup copy, concurrent saves (group commit); the
+ * generic ones again against a real redis-server, with Redis TTL, reconnect and replica caches. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <ftw.h>

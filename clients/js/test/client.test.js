@@ -1,7 +1,7 @@
 // client.test.js -- every method of the vbmem JavaScript client against a real vbmemd (sessions in
 // memory) on an ephemeral loopback port: VBMEMD=build/vbmemd node --test clients/js/test/
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import {
   Client, ConnectionFailed, Images, Matrix, VbmemError, decodePng, encodeCodes, fromBase64, toBase64,
 } from "../index.js";
-import { MODEL, fashionImages, greyPng, startDaemon } from "./helpers.js";
+import { MODEL, ROOT, fashionImages, greyPng, startDaemon } from "./helpers.js";
 
 const CODES = [[0, 0, 0, 0], [0.1, 0, 0, 0], [5, 5, 5, 5], [5, 5.1, 5, 5]];
 const latent = (c, mem = {}) => c.createSession({ codeSize: 4, memory: { kind: "mixture", clusters: 2, rows: 2, retainMax: 1000, ...mem } });
@@ -327,6 +327,49 @@ describe("against vbmemd", () => {
     await assert.rejects(c.write(s, { mode: "upsert" }), RangeError); // checked before sending
     await c.deleteSession(s);
   });
+});
+
+test("infer: a served RPM's posterior against rpm.py's numbers (tests/data/golden_rpm_io.json)", async () => {
+  // the golden RPM of train/golden_rpm.py (J = 3 rows, latent size 1), served under a name of its own
+  const data = path.join(ROOT, "tests", "data");
+  const golden = JSON.parse(readFileSync(path.join(data, "golden_rpm_io.json"), "utf8"));
+  const dir = mkdtempSync(path.join(os.tmpdir(), "vbmem-js-rpm-"));
+  copyFileSync(path.join(data, "golden_rpm.safetensors"), path.join(dir, "balls.safetensors"));
+  const d = await startDaemon("--models-dir", dir, "--default-model", "");
+  try {
+    const c = new Client({ url: d.url, retries: 0 });
+    // rpm.py's posterior, within the served float32 networks' tolerance (tests/http/test_rpm.py's)
+    const close = (got, want, what) => {
+      assert.equal(got.length, want.length, what);
+      for (let t = 0; t < want.length; t++) {
+        assert.ok(Math.abs(got[t] - want[t]) <= 1e-4 * (Math.abs(want[t]) + 1e-3),
+          `${what}[${t}]: ${got[t]}, expected ${want[t]}`);
+      }
+    };
+    for (const [i, kase] of golden.cases.entries()) {
+      for (const encoding of [undefined, "base64"]) {
+        const r = await c.infer("balls", kase.X, { encoding });
+        const what = `case ${i} (${encoding ?? "json"})`;
+        assert.equal(r.model, "balls");
+        assert.equal(r.factors, golden.J);
+        assert.equal(r.steps, kase.T);
+        assert.equal(r.latentSize, 1);
+        assert.deepEqual(r.mean.shape, [kase.T, 1], what);
+        assert.deepEqual(r.variance.shape, [kase.T, 1], what);
+        close([...r.mean].map((row) => row[0]), kase.mu, what + " mean");
+        close([...r.variance].map((row) => row[0]), kase.var, what + " variance");
+      }
+    }
+    // the server's errors come back as VbmemError with the problem's field
+    await rejects(c.infer("balls", [[1, 2]]), (e) => {
+      assert.equal(e.status, 422);
+      assert.equal(e.field, "observations");
+    });
+    await rejects(c.infer("no-such-model", golden.cases[0].X), (e) => assert.equal(e.status, 404));
+    await assert.rejects(c.infer("balls"), TypeError); // checked before sending
+  } finally {
+    assert.equal(await d.stop(), 0, d.lines.slice(-20).join("\n"));
+  }
 });
 
 test("API keys against a daemon with --api-key-file: isolation, 401, $VBMEM_API_KEY", async () => {
