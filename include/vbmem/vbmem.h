@@ -583,6 +583,8 @@ typedef struct {
     const double *y;
 } vbm_sequence;
 
+enum { VBM_TEMPORAL_START_WINDOWS = 0, VBM_TEMPORAL_START_PCA = 1, VBM_TEMPORAL_START_RANDOM = 2 };
+
 typedef struct {
     int iterations; /* VB-EM iterations (VBE, VBM, ARD, free energy); default 100 */
     int sweeps;     /* VBE sweeps over (t, p) per iteration; default 2 */
@@ -595,11 +597,17 @@ typedef struct {
                        maximise F over the joint rescaling of each attribute a_{.,k} and the
                        column W_{.,k} (parameter expansion; not in the seed, see temporal.c);
                        0: the seed's VB-EM steps only. Either way F never decreases. */
-    int restarts;   /* VB-EM runs from the random starts seed, seed + 1, ...; the run with the
-                       highest final F is kept (its trace is returned); default 1 */
-    int init_pca;   /* 1 (default): the start of q(W)'s mean mixes the top P*Q principal
-                       directions of the codes by a random matrix; 0: i.i.d. normal entries on
-                       the codes' scale */
+    int restarts;   /* VB-EM runs from the starts drawn with seed, seed + 1, ...; the run with
+                       the highest final F is kept (its trace is returned); default 2 */
+    int start;      /* the start of q(W)'s mean: VBM_TEMPORAL_START_WINDOWS (0, default) groups
+                       short windows of frames by the subspace they span (one group per identity;
+                       the PCA start when Q >= D or there are fewer than 4 P windows);
+                       VBM_TEMPORAL_START_PCA mixes the top P*Q principal directions of the codes
+                       by a random matrix; VBM_TEMPORAL_START_RANDOM: i.i.d. normal entries on the
+                       codes' scale */
+    int warm_start; /* with the eq. 19 VBE (config vbe_temporal = 1) only: 1 (default) fits with
+                       eq. 18 first (same options, restarts included) and starts eq. 19 from that
+                       q(Theta); 0: eq. 19 from the start above. The trace is eq. 19's. */
 } vbm_temporal_opts;
 
 /* Defaults listed above. Never fails. */
