@@ -24,11 +24,11 @@ typedef struct {
 typedef struct {
     tp_spec spec;
     int K;
-    double *W;     /* D x K */
-    double Tm[4];  /* Tm[2 m + n] = P(b_t = n | b_{t-1} = m) */
-    double *y;     /* T x D, training */
-    double *yt;    /* T_test x D, held out */
-    int *bt;       /* T_test x P, the held-out identities */
+    double *W;    /* D x K */
+    double Tm[4]; /* Tm[2 m + n] = P(b_t = n | b_{t-1} = m) */
+    double *y;    /* T x D, training */
+    double *yt;   /* T_test x D, held out */
+    int *bt;      /* T_test x P, the held-out identities */
 } tp_problem;
 
 /* Draw a problem (the truth, then both sequences) from spec. Returns 0, -1 out of memory. */

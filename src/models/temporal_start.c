@@ -168,8 +168,8 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
     cnt = vbm_calloc((size_t)P, sizeof(long));
     Bbest = vbm_calloc((size_t)P * D * Q, sizeof(double));
     abest = vbm_calloc((size_t)nall, sizeof(long));
-    if (!Bbest || !abest || !c.win || !c.gram || !c.ev || !c.yb || !B || !SB || !dist || !cap || !assign || !idx
-        || !cnt) {
+    if (!Bbest || !abest || !c.win || !c.gram || !c.ev || !c.yb || !B || !SB || !dist || !cap
+        || !assign || !idx || !cnt) {
         rc = vbm_fail(err, VBM_ENOMEM, "", "out of memory for the window start");
         goto out;
     }
@@ -206,8 +206,8 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
         for (int p = 1; p < P; p++) {
             long pick;
             for (long i = 0; i < nsel; i++) {
-                double miss = 1.0 - tw_captured(&c, &c.win[i], B + (size_t)(p - 1) * D * Q)
-                                        / c.win[i].energy;
+                double miss =
+                    1.0 - tw_captured(&c, &c.win[i], B + (size_t)(p - 1) * D * Q) / c.win[i].energy;
                 dist[i] = fmin(dist[i], miss * miss);
             }
             pick = rng_categorical(rng, dist, nsel);
