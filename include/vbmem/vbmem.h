@@ -620,8 +620,10 @@ typedef struct {
 } vbm_temporal_trace;
 
 /* Write nseq sequences: q(Theta) is refitted from the prior on them (VB-EM as
- * above, starting from a random q(W) mean drawn with opts->seed, best of
- * opts->restarts runs; opts NULL means the defaults) and replaces the memory's posterior. The free-energy trace is
+ * above, from the start opts->start drawn with opts->seed, seed + 1, ..., best
+ * free energy of opts->restarts runs; with the eq. 19 VBE and opts->warm_start,
+ * one eq. 19 run from the eq. 18 fit of the same options; opts NULL means the
+ * defaults) and replaces the memory's posterior. The free-energy trace is
  * returned in *trace when trace is not NULL (free it with
  * vbm_temporal_trace_free; on failure it is left empty). Fails with VBM_EINVAL
  * (nseq < 1, a NULL or empty sequence, D != code_size, a non-finite code, more
@@ -635,7 +637,9 @@ void vbm_temporal_trace_free(vbm_temporal_trace *t);
 
 /* Infer the identities and attributes of one query sequence under the memory's
  * q(Theta) (held fixed): VBE sweeps (eq. 24-51, or the chains of eq. 19 when
- * the config's vbe_temporal is 1) from q(b) = 1/2, a = 0. Fills
+ * the config's vbe_temporal is 1) from q(b) = 1/2, a = 0, alternating in
+ * direction; under eq. 18, the best free energy of up to 8 such runs that
+ * update a frame's identities in different orders (P = 1: one run). Fills
  * qb (T x P, q(b_{t,p} = 1)), a (T x P*Q, the mean of a_{t,p,q}, eq. 47) and
  * *local_fe (the free energy of the query's latent terms: <log p(Y, B, A |
  * Theta)> - <log q(B, A)>), each when not NULL. Fails with VBM_EINVAL (bad

@@ -1341,8 +1341,8 @@ out:
     return rc;
 }
 
-static vbm_status infer_eq18(const vbm_temporal *m, const vbm_sequence *seq, int sweeps, double *qb,
-                             double *a, double *local_fe, vbm_error *err);
+static vbm_status infer_query(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
+                              double *qb, double *a, double *local_fe, vbm_error *err);
 
 /* q(B, A) of an eq. 19 sequence s <- that of the eq. 18 VBE under m18's q(Theta) (20 sweeps,
  * the best of the orders of vbm_temporal_infer): q(b_t) from it, <a_t> its mean (under eq. 19 a
@@ -1353,7 +1353,7 @@ static vbm_status tseq_from_eq18(const vbm_temporal *m18, const vbm_sequence *se
                                  vbm_error *err)
 {
     int P = m18->P, K = m18->K;
-    vbm_status rc = infer_eq18(m18, seq, 20, s->q1, s->ea, NULL, err);
+    vbm_status rc = infer_query(m18, seq, 20, s->q1, s->ea, NULL, err);
 
     if (rc != VBM_OK)
         return rc;
@@ -1679,17 +1679,7 @@ void vbm_temporal_summary(const vbm_temporal *m, vbm_temporal_config *cfg, long 
 vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
                               double *qb, double *a, double *local_fe, vbm_error *err)
 {
-    return infer_eq18(m, seq, sweeps, qb, a, local_fe, err);
-}
-
-/* vbm_temporal_infer (eq. 18 or 19 as m's configuration says). */
-static vbm_status infer_eq18(const vbm_temporal *m, const vbm_sequence *seq, int sweeps, double *qb,
-                             double *a, double *local_fe, vbm_error *err)
-{
-    tseq s;
-    double *scr, best = -INFINITY;
     vbm_status rc;
-    int orders;
 
     if (m == NULL)
         return vbm_fail(err, VBM_EINVAL, "memory", "is NULL");
@@ -1699,36 +1689,74 @@ static vbm_status infer_eq18(const vbm_temporal *m, const vbm_sequence *seq, int
         return vbm_fail(err, VBM_EINVAL, "sweeps", "%d is not in [1, 100000]", sweeps);
     if ((rc = seq_check(m, seq, "sequence", err)) != VBM_OK)
         return rc;
+    return infer_query(m, seq, sweeps, qb, a, local_fe, err);
+}
+
+/* q(B, A) of the query seq under m's q(Theta) (held fixed): VBE sweeps from q(b) = 1/2, a = 0,
+ * alternating in direction (the last one forward when last_forward). Under eq. 18 the coordinate
+ * ascent lands in an optimum that depends on which identity of a frame it updates first (the
+ * first takes what it can explain): up to 8 runs start from identities spread over the P, in
+ * both directions, and the one of highest free energy is left in *out (tseq_free it), its free
+ * energy in *F. The sequence is checked by the caller. VBM_ENOMEM, VBM_ENUMERIC. */
+static vbm_status tseq_infer_best(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
+                                  int last_forward, tseq *out, double *F, vbm_error *err)
+{
+    tseq s;
+    double *scr, best = -INFINITY;
+    vbm_status rc = VBM_OK;
+    int orders, have = 0;
+
+    memset(out, 0, sizeof *out);
     scr = vbm_calloc((size_t)4 * m->Q * m->Q + 4 * m->Q, sizeof(double));
     if (scr == NULL)
         return vbm_fail(err, VBM_ENOMEM, "", "out of memory");
-    /* eq. 18: the coordinate ascent from q(b) = 1/2 lands in an optimum that depends on which
-     * identity of a frame it updates first (the first takes what it can explain); runs that
-     * start from up to 4 identities spread over the P, keeping the highest free energy */
     orders = m->cfg.vbe_temporal || m->P == 1 ? 1 : (m->P < 4 ? 2 * m->P : 8);
     for (int r = 0; r < orders && rc == VBM_OK; r++) {
-        double F;
+        double f;
         if ((rc = tseq_init(&s, m, seq, err)) != VBM_OK)
             break;
         s.p0 = (r / 2) * m->P / (orders / 2 > 0 ? orders / 2 : 1);
         s.pdir = r % 2;
         tseq_data(&s, &m->ex);
         for (int i = 0; i < sweeps && rc == VBM_OK; i++)
-            rc = tseq_sweep(&m->ex, &s, i % 2, scr, err);
-        F = rc == VBM_OK ? tseq_local_fe(&m->ex, &s) : NAN;
-        if (rc == VBM_OK && (r == 0 || F > best)) {
-            best = F;
-            if (qb)
-                memcpy(qb, s.q1, sizeof(double) * seq->T * m->P);
-            if (a)
-                memcpy(a, s.ea, sizeof(double) * seq->T * m->K);
-            if (local_fe)
-                *local_fe = F;
+            rc = tseq_sweep(&m->ex, &s, last_forward ? (sweeps - 1 - i) % 2 : i % 2, scr, err);
+        f = rc == VBM_OK ? tseq_local_fe(&m->ex, &s) : NAN;
+        if (rc == VBM_OK && (!have || f > best)) {
+            if (have)
+                tseq_free(out);
+            *out = s;
+            best = f;
+            have = 1;
+        } else {
+            tseq_free(&s);
         }
-        tseq_free(&s);
     }
     free(scr);
+    if (rc != VBM_OK && have)
+        tseq_free(out);
+    if (rc == VBM_OK)
+        *F = best;
     return rc;
+}
+
+/* vbm_temporal_infer after its checks. */
+static vbm_status infer_query(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
+                              double *qb, double *a, double *local_fe, vbm_error *err)
+{
+    tseq s;
+    double F = NAN;
+    vbm_status rc = tseq_infer_best(m, seq, sweeps, 0, &s, &F, err);
+
+    if (rc != VBM_OK)
+        return rc;
+    if (qb)
+        memcpy(qb, s.q1, sizeof(double) * seq->T * m->P);
+    if (a)
+        memcpy(a, s.ea, sizeof(double) * seq->T * m->K);
+    if (local_fe)
+        *local_fe = F;
+    tseq_free(&s);
+    return VBM_OK;
 }
 
 /* ---- continuation of a prefix ---- */
@@ -1742,7 +1770,7 @@ vbm_status vbm_temporal_continue(const vbm_temporal *m, const vbm_sequence *pref
     tseq s;
     double *scr = NULL, *x = NULL, *pi1 = NULL, *pi0 = NULL, *L = NULL, *a = NULL, *z = NULL;
     int *bt = NULL, have_seq = 0;
-    double Tm[4];
+    double Tm[4], fpre;
     vbm_status rc = VBM_OK;
     rng_t r;
 
@@ -1769,7 +1797,9 @@ vbm_status vbm_temporal_continue(const vbm_temporal *m, const vbm_sequence *pref
     if ((double)n * D * (nsamples + 1) > (double)VBM_MAX_ELEMENTS)
         return vbm_fail(err, VBM_ENOMEM, "steps", "%ld steps of %d samples are too many", n,
                         nsamples);
-    if ((rc = tseq_init(&s, m, prefix, err)) != VBM_OK)
+    /* filter the prefix: q(b_t, a_t) of its last frame under q(Theta) (the last frame of a
+     * smoother is its filter) */
+    if ((rc = tseq_infer_best(m, prefix, sweeps, 1, &s, &fpre, err)) != VBM_OK)
         return rc;
     have_seq = 1;
     scr = vbm_calloc((size_t)4 * Q * Q + 4 * Q, sizeof(double));
@@ -1784,13 +1814,6 @@ vbm_status vbm_temporal_continue(const vbm_temporal *m, const vbm_sequence *pref
         rc = vbm_fail(err, VBM_ENOMEM, "", "out of memory for a continuation");
         goto out;
     }
-    /* filter the prefix: q(b_t, a_t) of its last frame under q(Theta) (the last frame of a
-     * smoother is its filter) */
-    tseq_data(&s, &m->ex);
-    for (int i = 0; i < sweeps && rc == VBM_OK; i++)
-        rc = tseq_sweep(&m->ex, &s, (sweeps - 1 - i) % 2, scr, err); /* the last one forward */
-    if (rc != VBM_OK)
-        goto out;
     T0 = prefix->T;
     tl = T0 - 1;
     /* q(a_T0 | b_T0 = 1), q(a_T0 | b_T0 = 0): means and Cholesky factors of the covariances

@@ -135,7 +135,7 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
 {
     tw_ctx c;
     int D = m->D, P = m->P, Q = m->Q, K = m->K;
-    long nall = 0, nsel, *assign = NULL, *idx = NULL, *cnt = NULL;
+    long nall = 0, nsel, *assign = NULL, *idx = NULL;
     double *B = NULL, *SB = NULL, *dist = NULL, *cap = NULL, noise = 0.0, nres = 0.0;
     double *Bbest = NULL, best_tot = 0.0;
     long *abest = NULL;
@@ -165,11 +165,10 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
     cap = vbm_calloc((size_t)nall * P, sizeof(double));
     assign = vbm_calloc((size_t)nall, sizeof(long));
     idx = vbm_calloc((size_t)nall, sizeof(long));
-    cnt = vbm_calloc((size_t)P, sizeof(long));
     Bbest = vbm_calloc((size_t)P * D * Q, sizeof(double));
     abest = vbm_calloc((size_t)nall, sizeof(long));
     if (!Bbest || !abest || !c.win || !c.gram || !c.ev || !c.yb || !B || !SB || !dist || !cap
-        || !assign || !idx || !cnt) {
+        || !assign || !idx) {
         rc = vbm_fail(err, VBM_ENOMEM, "", "out of memory for the window start");
         goto out;
     }
@@ -270,7 +269,6 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
         nres += (double)c.L * (D - Q);
     }
     noise = nres > 0 ? fmax(noise / nres, 0.0) : 0.0;
-    memset(cnt, 0, sizeof(long) * P);
     for (int p = 0; p < P; p++) {
         double *Bp = B + (size_t)p * D * Q, Sq[16 * 16], evq[16];
         long n = 0;
@@ -309,7 +307,6 @@ out:
     free(cap);
     free(assign);
     free(idx);
-    free(cnt);
     free(Bbest);
     free(abest);
     return rc;
