@@ -638,8 +638,8 @@ void vbm_temporal_trace_free(vbm_temporal_trace *t);
 /* Infer the identities and attributes of one query sequence under the memory's
  * q(Theta) (held fixed): VBE sweeps (eq. 24-51, or the chains of eq. 19 when
  * the config's vbe_temporal is 1) from q(b) = 1/2, a = 0, alternating in
- * direction; under eq. 18, the best free energy of up to 8 such runs that
- * update a frame's identities in different orders (P = 1: one run). Fills
+ * direction; the best free energy of up to 8 such runs that update the
+ * identities in different orders (P = 1: one run). Fills
  * qb (T x P, q(b_{t,p} = 1)), a (T x P*Q, the mean of a_{t,p,q}, eq. 47) and
  * *local_fe (the free energy of the query's latent terms: <log p(Y, B, A |
  * Theta)> - <log q(B, A)>), each when not NULL. Fails with VBM_EINVAL (bad

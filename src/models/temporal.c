@@ -418,7 +418,7 @@ typedef struct {
     double *Dn;  /* [T][Q x Q] scratch of the smoother */
     double *z;   /* [T x Q] scratch of the smoother */
     double *fb;  /* [5 T] scratch of forward-backward */
-    int p0;      /* eq. 18 sweeps visit the identities of a frame from p0 on, cyclically, */
+    int p0;      /* sweeps visit the identities (of a frame, eq. 18) from p0 on, cyclically, */
     int pdir;    /* upwards (0) or downwards (1) */
 } tseq;
 
@@ -843,8 +843,9 @@ static vbm_status tseq_sweep(const temporal_exp *e, tseq *s, int backward, doubl
                              vbm_error *err)
 {
     if (s->temporal) {
-        /* per identity: q(b_{1:T,p}), then q(a_{1:T,p}) */
-        for (int p = 0; p < e->P; p++) {
+        /* per identity (in the order of p0, pdir): q(b_{1:T,p}), then q(a_{1:T,p}) */
+        for (int j = 0; j < e->P; j++) {
+            int p = (s->p0 + (s->pdir ? e->P - j : j)) % e->P;
             chain_b(e, s, p, s->fb, s->fb + s->T, s->fb + 3 * s->T);
             if (chain_a(e, s, p, scr) != 0)
                 return vbm_fail(err, VBM_ENUMERIC, "",
@@ -1693,11 +1694,10 @@ vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, in
 }
 
 /* q(B, A) of the query seq under m's q(Theta) (held fixed): VBE sweeps from q(b) = 1/2, a = 0,
- * alternating in direction (the last one forward when last_forward). Under eq. 18 the coordinate
- * ascent lands in an optimum that depends on which identity of a frame it updates first (the
- * first takes what it can explain): up to 8 runs start from identities spread over the P, in
- * both directions, and the one of highest free energy is left in *out (tseq_free it), its free
- * energy in *F. The sequence is checked by the caller. VBM_ENOMEM, VBM_ENUMERIC. */
+ * alternating in direction (the last one forward when last_forward). The coordinate ascent lands
+ * in an optimum that depends on which identity it updates first (the first takes what it can
+ * explain): up to 8 runs start from identities spread over the P, in both directions, and the
+ * one of highest free energy is left in *out (tseq_free it), its free energy in *F. The sequence is checked by the caller. VBM_ENOMEM, VBM_ENUMERIC. */
 static vbm_status tseq_infer_best(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
                                   int last_forward, tseq *out, double *F, vbm_error *err)
 {
@@ -1710,7 +1710,7 @@ static vbm_status tseq_infer_best(const vbm_temporal *m, const vbm_sequence *seq
     scr = vbm_calloc((size_t)4 * m->Q * m->Q + 4 * m->Q, sizeof(double));
     if (scr == NULL)
         return vbm_fail(err, VBM_ENOMEM, "", "out of memory");
-    orders = m->cfg.vbe_temporal || m->P == 1 ? 1 : (m->P < 4 ? 2 * m->P : 8);
+    orders = m->P == 1 ? 1 : (m->P < 4 ? 2 * m->P : 8);
     for (int r = 0; r < orders && rc == VBM_OK; r++) {
         double f;
         if ((rc = tseq_init(&s, m, seq, err)) != VBM_OK)
