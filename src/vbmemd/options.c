@@ -289,6 +289,11 @@ static int opt_convert_redis(char **vals, vbmemd_options *o, char *msg, size_t m
     long v;
     int n;
 
+    if (opt_given(o->redis)
+        && store_redis_parse_addrs(o->redis, "redis", addrs, 1, &n, &err) != VBM_OK) {
+        snprintf(msg, msglen, "--%s", err.msg);
+        return -1;
+    }
     o->redis_sentinel = vals[O_REDIS_SENTINEL];
     o->redis_service = vals[O_REDIS_SERVICE];
     if (o->redis_sentinel != NULL) {

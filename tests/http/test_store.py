@@ -854,7 +854,7 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
             sess[sid] = {"base": 1, "acked": {1: None}, "max": 1, "since": 0}
         sids = sorted(sess)
         errors, stop = [], threading.Event()
-        counts = {"acked": 0, "answered": 0, "not_acked": 0}
+        counts = {"acked": 0, "answered": 0, "not_acked": 0, "wait_503": 0}
         killed = [0]     # kills so far: an attempt counts for the round of the kill it began after
         since_kill = {}  # writer -> attempts since the kill, None once acknowledged again
         recovered = {}   # writer -> attempts it took
@@ -918,6 +918,9 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
                         counts["not_acked"] += 1
                     if status == 503 and r.header("Retry-After") is None:
                         errors.append("503 without Retry-After")
+                    if status == 503 and "replicas required confirmed it" in r.json().get("detail", ""):
+                        with lock:
+                            counts["wait_503"] += 1
                 else:
                     errors.append("POST %d %s" % (status, r.body[:200]))
                 time.sleep(0.1)
@@ -934,6 +937,7 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
             cl.nodes[old]["relay"].hold.set()  # the replicas lag from now on
             base = counts["answered"]
             poll(lambda: counts["answered"] >= base + 4, 600, "round %d: writes answered while the replicas lag" % rnd_i)
+            lag_503 = counts["wait_503"]
             cl.kill_node(old)
             with lock:
                 for k in range(n_writers):
@@ -953,7 +957,7 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
             poll(lambda: role(cl.nodes[old]["port"]) == ("slave", cl.nodes[new]["relay"].port), 900,
                  "round %d: the old primary is a replica of the new one (ROLE)" % rnd_i)
             poll(lambda: len(cl.replicas_of(new)) == 2, 900, "round %d: the new primary has two replicas" % rnd_i)
-            figures.append({"round": rnd_i, "killed": old, "promoted": new, "attempts": dict(sorted(recovered.items())),
+            figures.append({"round": rnd_i, "wait_503": lag_503, "killed": old, "promoted": new, "attempts": dict(sorted(recovered.items())),
                             "held_bytes": cl.nodes[old]["relay"].held_bytes, "polls": polls})
             log("     round %d: primary %d killed with %d bytes unreplicated, %d promoted; writers acknowledged again after %s attempts"
                 % (rnd_i, old, cl.nodes[old]["relay"].held_bytes, new, sorted(recovered.values())))
@@ -981,7 +985,7 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
         expect(compared >= len(sess) // 2, "too few memories compared: %d of %d" % (compared, len(sess)))
         for d in daemons:
             expect(d.stop() == 0, "clean stop")
-        return {"rounds": figures, "acked": counts["acked"], "not_acked": counts["not_acked"],
+        return {"rounds": figures, "acked": counts["acked"], "not_acked": counts["not_acked"], "wait_503": counts["wait_503"],
                 "sessions": len(sess), "compared": compared}
     finally:
         stop_all = [d for d in daemons if d.proc.poll() is None]
@@ -1005,10 +1009,43 @@ def test_sentinel_failover_no_acknowledged_write_lost():
     tmp = tempfile.mkdtemp(prefix="vbmem-sentinel-")
     try:
         f = failover_run(tmp, n_writers=4, rounds=1)
+        # while the replicas lagged, writes were refused: 503 saying no replica confirmed them
+        expect(f["rounds"][0]["wait_503"] >= 1, "no write was refused for want of replicas: %s" % f)
         print("     sentinel failover: %d acknowledged writes, %d not acknowledged, %d sessions, %d memories compared"
               % (f["acked"], f["not_acked"], f["sessions"], f["compared"]), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_sentinel_options_refused():
+    """--redis-sentinel and its companions: --help lists them; a bad address list, a missing or
+    malformed service name, --redis with --redis-sentinel, --data-dir with it, and WAIT settings
+    out of range or without Redis exit 2 naming the option, before anything starts."""
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=60).stdout
+    for opt in ("--redis-sentinel", "--redis-service", "--redis-min-replicas", "--redis-wait-timeout",
+                "VBMEMD_REDIS_SENTINEL"):
+        expect(opt in out, "--help lacks " + opt)
+    data = tempfile.mkdtemp(prefix="vbmem-sentinel-opts-")
+    try:
+        for args, says in [
+                (["--redis-sentinel", "127.0.0.1:26379"], "--redis-service: needed with --redis-sentinel"),
+                (["--redis-sentinel", "", "--redis-service", "m"], "--redis-sentinel: expected HOST:PORT"),
+                (["--redis-sentinel", "h", "--redis-service", "m"], '--redis-sentinel: expected HOST:PORT in "h"'),
+                (["--redis-sentinel", "a:1,,b:2", "--redis-service", "m"], "--redis-sentinel: expected HOST:PORT in \"\" (item 2"),
+                (["--redis-sentinel", "a:1,b:70000", "--redis-service", "m"], '--redis-sentinel: port of "b:70000"'),
+                (["--redis-sentinel", "a:1", "--redis-service", "m", "--redis", "h:2"], "--redis-sentinel: give --redis"),
+                (["--redis-sentinel", "a:1", "--redis-service", "m", "--data-dir", data], "--redis-sentinel: give --data-dir"),
+                (["--redis-sentinel", "a:1", "--redis-service", "my service"], "--redis-service: expected a name"),
+                (["--redis-service", "m"], "--redis-service: needs --redis-sentinel"),
+                (["--redis-min-replicas", "1"], "--redis-min-replicas: needs --redis"),
+                (["--redis-wait-timeout", "10"], "--redis-wait-timeout: needs --redis"),
+                (["--redis", "h:1", "--redis-min-replicas", "-1"], "--redis-min-replicas: expected an integer in [0, 64]"),
+                (["--redis", "h:1", "--redis-wait-timeout", "0"], "--redis-wait-timeout: expected an integer in [1, 60000]"),
+                (["--redis", "h:"], '--redis: expected HOST:PORT in "h:"')]:
+            p = subprocess.run([BIN, "--listen", "127.0.0.1:0"] + args, capture_output=True, text=True, timeout=60)
+            expect(p.returncode == 2 and says in p.stderr, "%s: exit %d, %r" % (args, p.returncode, p.stderr[-300:]))
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def start_redis_daemon(rport):
@@ -1040,6 +1077,7 @@ TESTS = [
     test_corrupt_record_reported_skipped_deletable,
     test_full_http_suite_on_sqlite,
     test_replicas_redis_nginx_sigkill,
+    test_sentinel_options_refused,
     test_sentinel_failover_no_acknowledged_write_lost,
 ]
 
