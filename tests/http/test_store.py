@@ -841,7 +841,7 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
     bench's comparator without WAIT) counts lost acknowledged writes in "lost" instead of
     failing on them."""
     cl = SentinelCluster(tmp)
-    daemons, ngx = [], None
+    daemons, ngx, stop = [], None, threading.Event()
     try:
         for _ in range(2):
             d = Daemon(BIN, "--redis-sentinel", cl.sentinel_list(), "--redis-service", cl.SERVICE,
@@ -856,7 +856,7 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
             sid = create(c)["id"]
             sess[sid] = {"base": 1, "acked": {1: None}, "max": 1, "since": 0}
         sids = sorted(sess)
-        errors, lost, stop = [], [], threading.Event()
+        errors, lost = [], []
         lost_versions = [0]  # acknowledged versions known lost (acknowledged twice, or missing at the end)
         recovered_at = {}  # writer -> monotonic time of its first acknowledgement after the kill
         kill_t = [0.0]
@@ -868,7 +868,14 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
 
         def digest(cl_, sid, version):
             for _ in range(recover_attempts):
-                r = cl_.request("GET", "/v1/sessions/%s/memory" % sid, validate=False)
+                try:
+                    r = cl_.request("GET", "/v1/sessions/%s/memory" % sid, validate=False)
+                except (OSError, http.client.HTTPException):
+                    cl_.close()
+                    if stop.is_set():
+                        return None
+                    time.sleep(0.1)
+                    continue
                 if r.status == 200:
                     if r.header("ETag") != '"%d"' % version:
                         return None  # a later write of this writer stood meanwhile: not comparable
@@ -907,6 +914,7 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
                     st.update(base=v, max=max(st["max"], v), since=0)
                     with lock:
                         counts["acked"] += 1
+                        after = began > 0 and began == killed[0] and k in since_kill  # (a kill may have come meanwhile)
                         if after:
                             after_kill[k] = after_kill.get(k, 0) + 1
                             if since_kill[k] is not None:
@@ -965,9 +973,14 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
             poll(lambda: min(after_kill.get(k, 0) for k in range(n_writers)) >= 3, 600, "round %d: writes after the failover" % rnd_i)
             # the old primary returns: the sentinels make it a replica of the new one
             cl.start_node(old)
-            poll(lambda: role(cl.nodes[old]["port"]) == ("slave", cl.nodes[new]["relay"].port), 900,
-                 "round %d: the old primary is a replica of the new one (ROLE)" % rnd_i)
-            poll(lambda: len(cl.replicas_of(new)) == 2, 900, "round %d: the new primary has two replicas" % rnd_i)
+            try:
+                poll(lambda: role(cl.nodes[old]["port"]) == ("slave", cl.nodes[new]["relay"].port), 900,
+                     "round %d: the old primary is a replica of the new one (ROLE)" % rnd_i)
+                poll(lambda: len(cl.replicas_of(new)) == 2, 900, "round %d: the new primary has two replicas" % rnd_i)
+            except AssertionError as e:
+                raise AssertionError("%s; ROLE of nodes 0-2 (relay ports %s): %s; sentinels name %s"
+                                     % (e, [n["relay"].port for n in cl.nodes],
+                                        [role(n["port"]) for n in cl.nodes], cl.primary()))
             figures.append({"round": rnd_i, "wait_503": lag_503, "recover_s": max(recovered_at.values()) - kill_t[0], "killed": old, "promoted": new, "attempts": dict(sorted(recovered.items())),
                             "held_bytes": cl.nodes[old]["relay"].held_bytes, "polls": polls})
             log("     round %d: primary %d killed with %d bytes unreplicated, %d promoted; writers acknowledged again after %s attempts"
@@ -1006,6 +1019,7 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
                 "lost": lost_versions[0],
                 "sessions": len(sess), "compared": compared}
     finally:
+        stop.set()
         stop_all = [d for d in daemons if d.proc.poll() is None]
         for d in stop_all:
             d.proc.kill()
