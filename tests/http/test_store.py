@@ -9,7 +9,11 @@ the whole of test_http.py against SQLite stores (with_data_dir.sh); and replicas
 three vbmemd --redis and nginx (deploy/nginx/nginx.conf) in front, writes and reads through nginx,
 one replica SIGKILLed mid-run: no acknowledged write lost, every session readable, no request failed
 before the kill, at most one per client after it (the request it had in flight), every client served
-again after it.
+again after it; and Redis Sentinel: a primary, two replicas, three sentinels, two vbmemd
+--redis-sentinel behind nginx, writers under load, the primary SIGKILLed while its replicas lag:
+writes answered again within a bounded number of attempts, every acknowledged write present
+(version and memory export), the old primary back as a replica (failover_run, which
+bench/failover.py runs longer); and the sentinel options' refusals.
 Every process runs on loopback; every response is validated against proto/openapi.yaml.
 
 usage: test_store.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...'] [--only a,b] [--seed N]"""
