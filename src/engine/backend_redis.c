@@ -200,6 +200,11 @@ static vbm_status rd_connect(rd_store *q, vbm_error *err)
 
     if (q->c != NULL)
         return VBM_OK;
+    if (now < q->retry_at && q->n_sentinels > 0)
+        return vbm_fail(err, VBM_EUNAVAIL, NULL,
+                        "the session store (redis service \"%s\") is unreachable; next try (asking "
+                        "the sentinels) in %.1f s",
+                        q->service, q->retry_at - now);
     if (now < q->retry_at)
         return vbm_fail(err, VBM_EUNAVAIL, NULL,
                         "the session store (redis %s:%d) is unreachable; next try in %.1f s",
@@ -872,7 +877,7 @@ vbm_status store_redis_open_config(const store_redis_config *cfg, eng_backend **
         q->port = cfg->server.port;
         q->backoff_max = RD_BACKOFF_MAX;
     } else { /* no primary known until the sentinels name one */
-        snprintf(q->host, sizeof q->host, "(service %s)", cfg->service);
+        q->host[0] = '\0';
         q->port = 0;
         memcpy(q->sentinels, cfg->sentinels, (size_t)cfg->n_sentinels * sizeof cfg->sentinels[0]);
         q->n_sentinels = cfg->n_sentinels;

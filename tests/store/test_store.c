@@ -1191,7 +1191,7 @@ START_TEST(test_redis_sentinel_unreachable_backoff)
         clock.t = base + waits[i] - 0.01;
         ck_assert_int_eq(eng_backend_load(b, "0123456789abcdef0123456789abcdef", &rec, &err),
                          VBM_EUNAVAIL);
-        ck_assert_ptr_nonnull(strstr(err.msg, "next try in"));
+        ck_assert_ptr_nonnull(strstr(err.msg, "next try (asking the sentinels) in"));
         ck_assert_int_eq(store_redis_connect_tries(b), 1 + i);
         clock.t = base + waits[i] + 0.001;
         ck_assert_int_eq(eng_backend_check(b, &err), VBM_EUNAVAIL);
