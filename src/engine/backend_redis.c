@@ -113,7 +113,7 @@ static vbm_status rd_discover(rd_store *q, vbm_error *err)
 {
     struct timeval t = {RD_CONNECT_S, 0};
     const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", q->service};
-    char why[320] = "";
+    char why[640] = "";
     const store_redis_addr *a;
     redisContext *c;
     redisReply *r;
