@@ -62,7 +62,7 @@ def parse_args(argv):
     r.add_argument("--threads", type=int, default=0, help="intra-op threads per process (0: the CPUs / processes)")
     r.add_argument("--checkpoint-every", type=int, default=100, help="steps between periodic checkpoints")
     r.add_argument("--resume-dir", default=None, help="folder of MODEL.ckpt (and MODEL.log.jsonl) from an "
-                   "earlier run: the models found there continue from them")
+                   "earlier run: the models found there continue from them (default: DATA/resume if present)")
     r.add_argument("--max-files", type=int, default=8)
     r.add_argument("--max-file-bytes", type=int, default=16 * MIB)
     r.add_argument("--python", default=sys.executable, help="the Python that runs train.py")
@@ -284,6 +284,8 @@ def summarize(m):
 
 def run(a):
     started = time.time()
+    if a.resume_dir is None and os.path.isdir(os.path.join(a.data, "resume")):
+        a.resume_dir = os.path.join(a.data, "resume")
     datasets = [d for d in a.datasets.split(",") if d]
     device = pick_device(a.device, a.python)
     work = a.work or "/tmp/vbmem-retrain-%d" % os.getpid()

@@ -22,10 +22,5 @@ if [ -z "${OUT:-}" ]; then
     echo "gpu_retrain.sh: set OUT to the (empty) folder for the packed files" >&2
     exit 2
 fi
-resume=
-if [ -d "$root/gpu-data/resume" ]; then
-    resume="--resume-dir $root/gpu-data/resume"
-fi
-# shellcheck disable=SC2086
 exec env PYTHONUNBUFFERED=1 "$py" "$root/train/gpu_retrain.py" run --data "$root/gpu-data" --out "$OUT" \
-    --python "$py" $resume "$@"
+    --python "$py" "$@"
