@@ -66,8 +66,13 @@ if [ -n "$resume" ]; then
     done
 fi
 # what a run sends: the files git does not ignore (tracked or not), plus the carried folder
-tree=$(cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null |
-    awk '{s += $1} END {print s + 0}')
+if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    tree=$(cd "$root" && git ls-files -z --cached --others --exclude-standard |
+        xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
+else
+    echo "gpu_carry.sh: $root is not a git checkout: only the carried folder is counted" >&2
+    tree=0
+fi
 carried=$(find "$dest" -type f -exec stat -c %s {} + | awk '{s += $1} END {print s + 0}')
 total=$((tree + carried))
 echo "carry: $carried bytes in $dest, working tree $tree bytes, $total of $limit"
