@@ -51,6 +51,11 @@ def parse_args(argv):
     p.add_argument("--time-limit", type=float, default=0,
                    help="stop starting new epochs after this many seconds (0: none); the second stage then "
                         "begins at --stage2 of this time")
+    p.add_argument("--stop-at", type=float, default=0,
+                   help="stop training at this wall-clock time (seconds since the epoch, checked after each "
+                        "step; at least one step runs), write the checkpoint where it stopped, then evaluate "
+                        "and write the model as usual; unlike --time-limit it leaves the schedule alone")
+    p.add_argument("--result", default=None, help="also write the final test result (JSON) to this file")
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--lr2", type=float, default=1e-4, help="second stage step size (App. F.2.2)")
     p.add_argument("--stage2", type=float, default=0.8, help="fraction of epochs before the second stage")
@@ -193,9 +198,10 @@ def main(argv=None):
           % (kind, args.dataset, train_x.shape[0], test_x.shape[0], ch, h, w, args.code_size, args.filters,
              sum(p.numel() for p in params), steps_per_epoch, args.device), flush=True)
     step, skipped, epochs_run, start_epoch, skip, resume_state = 0, 0, 0, 0, 0, None
+    deadline_hit = False
     sums, n_ep, elapsed0 = {}, 0, 0.0
     if args.resume:
-        ck = torch.load(args.resume)
+        ck = torch.load(args.resume, map_location="cpu")
         enc.load_state_dict(ck["encoder"])
         dec.load_state_dict(ck["decoder"])
         opt.load_state_dict(ck["optimizer"])
@@ -279,6 +285,9 @@ def main(argv=None):
             if args.max_steps and step >= args.max_steps:
                 stop = True
                 break
+            if args.stop_at and time.time() >= args.stop_at:
+                stop = deadline_hit = True
+                break
         bar.done()
         if stop and batches < steps_per_epoch:
             if args.checkpoint:
@@ -302,7 +311,8 @@ def main(argv=None):
     test_elbo, test_terms, n_test = evaluate(args, cfg, enc, dec, test_sampler, gen_eval)
     result = {"test_elbo_per_frame": round(test_elbo, 4), "test_episodes": n_test,
               "test_terms_per_frame": {k: round(v, 4) for k, v in test_terms.items()},
-              "train_seconds": round(time.time() - t_start, 1), "skipped_steps": skipped}
+              "train_seconds": round(time.time() - t_start, 1), "skipped_steps": skipped,
+              "steps": step, "stopped_at_deadline": deadline_hit}
     print(json.dumps(result), flush=True)
     if logf:
         logf.write(json.dumps(result) + "\n")
@@ -318,8 +328,18 @@ def main(argv=None):
             "adam": {"lr": args.lr, "lr2": args.lr2, "beta1": beta1, "beta2": 0.999}, "clip": args.clip}
     if args.baseline_elbo is not None:
         prov["baseline_vae_test_elbo_per_frame"] = args.baseline_elbo
+    if deadline_hit:
+        prov["stopped_at_deadline"] = True
+        prov["planned_epochs"] = args.epochs
     nets.save_model(args.out, enc.cpu(), dec.cpu(), arch, memory, prov)
     print("wrote %s" % args.out, flush=True)
+    if args.result:
+        result.update({"model": os.path.basename(args.out), "epochs": epochs_run, "device": str(args.device)})
+        tmp = args.result + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, args.result)
     return 0
 
 
