@@ -9,7 +9,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "vbmem/vbmem.h"
 
 #define ENG_MODELS_MAX     256 /* model files read from one directory */

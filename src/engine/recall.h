@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "engine/models.h"
 #include "engine/session.h"
 #include "vbmem/vbmem.h"

@@ -11,7 +11,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "engine/pool.h"
 #include "engine/session.h"
 #include "engine/store.h"
