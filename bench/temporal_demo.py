@@ -11,7 +11,8 @@ the model). Prints a table and writes bench/figures/temporal-demo.png.
 Everything is seeded (numpy Generator(seed), the sessions' seeds); the daemon is build/vbmemd.
 Sizes are small so that a run takes about a minute on a shared 2-core machine.
 
-usage: bench/temporal_demo.py [BUILD_DIR] [--seed S] [--train N] [--test N] [--no-picture]"""
+usage: bench/temporal_demo.py [BUILD_DIR] [--seed S] [--train N] [--test N] [--no-picture]
+       [--start windows|pca|random]"""
 import argparse
 import base64
 import gzip
@@ -103,6 +104,8 @@ def main():
     ap.add_argument("--prefix", type=int, default=12)
     ap.add_argument("--ahead", type=int, default=4)
     ap.add_argument("--no-picture", action="store_true")
+    ap.add_argument("--start", choices=("windows", "pca", "random"), default="windows",
+                    help="the start of the temporal write (the daemon's default: windows)")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     imgs = load_images(DATA)
@@ -125,7 +128,7 @@ def main():
                                                                          "attributes": 2}})["id"]
         w = call(c, "POST", "/v1/sessions/%s/episodes" % tid,
                  {"sequences": [{"mu": s.tolist()} for s in ztr_c], "iterations": 150, "restarts": 3,
-                  "seed": args.seed})
+                  "seed": args.seed, "start": args.start})
         # the static mixture memory of the same frames (the daemon's default sizes, H = 10, K = 6)
         mid = call(c, "POST", "/v1/sessions", {"code_size": C, "memory": {"kind": "mixture"}})["id"]
         call(c, "POST", "/v1/sessions/%s/episodes" % mid,

@@ -13,6 +13,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libsqlite3-dev sqlite3 redis-server libhiredis-dev nginx-light \
   python3-pytest python3-venv python3-pip python3-setuptools python3-wheel python3-pil \
   chromium clang libclang-rt-14-dev >/dev/null
+# (redis-server also runs Redis Sentinel, `redis-server CONF --sentinel`: the failover tests' sentinels)
 # TLS: GnuTLS headers (vbmemd checks its certificate with GnuTLS; libmicrohttpd serves TLS through it)
 # and the openssl command line (the tests make a throwaway self-signed certificate with it).
 $SUDO apt-get install -y -qq --no-install-recommends libgnutls28-dev openssl >/dev/null

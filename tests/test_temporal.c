@@ -744,6 +744,12 @@ START_TEST(bad_input_rejected)
     o.restarts = 0;
     expect_fail(vbm_temporal_write(m, s, 2, &o, NULL, &err), VBM_EINVAL, &err, "restarts");
     vbm_temporal_opts_default(&o);
+    o.start = 3;
+    expect_fail(vbm_temporal_write(m, s, 2, &o, NULL, &err), VBM_EINVAL, &err, "start");
+    vbm_temporal_opts_default(&o);
+    o.warm_start = 2;
+    expect_fail(vbm_temporal_write(m, s, 2, &o, NULL, &err), VBM_EINVAL, &err, "warm_start");
+    vbm_temporal_opts_default(&o);
     o.tol = -1;
     expect_fail(vbm_temporal_write(m, s, 2, &o, NULL, &err), VBM_EINVAL, &err, "tol");
     expect_fail(vbm_temporal_infer(m, &s[0], 0, qb, NULL, NULL, &err), VBM_EINVAL, &err, "sweeps");

@@ -395,7 +395,8 @@ export declare class Client {
   /** POST /v1/sessions/{id}/episodes of a temporal session */
   writeSequences(session: SessionRef, o?: {
     sequences?: CodesInput[]; images?: ImagesInput[]; mode?: "replace" | "append"; iterations?: number;
-    sweeps?: number; restarts?: number; tolerance?: number; seed?: Seed; ifMatch?: IfMatch;
+    sweeps?: number; restarts?: number; start?: "windows" | "pca" | "random"; warmStart?: boolean;
+    tolerance?: number; seed?: Seed; ifMatch?: IfMatch;
   }): Promise<Record<string, any>>;
   /** POST /v1/sessions/{id}/infer */
   inferSequence(session: SessionRef, o?: { codes?: CodesInput; images?: ImagesInput; sweeps?: number }):

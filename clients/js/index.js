@@ -926,15 +926,18 @@ export class Client {
    * @param {number} [o.iterations]
    * @param {number} [o.sweeps]
    * @param {number} [o.restarts]
+   * @param {"windows"|"pca"|"random"} [o.start]
+   * @param {boolean} [o.warmStart] eq. 19 sessions: start from an eq. 18 fit (the server's default)
    * @param {number} [o.tolerance]
    * @param {number|string} [o.seed]
    * @param {number|string|{version: number}} [o.ifMatch]
    * @returns {Promise<object>} version, mode, free_energy, free_energy_trace, sequences, frames, timings
    */
   async writeSequences(session, { sequences, images: imgs, mode = "replace", iterations, sweeps, restarts,
-                                  tolerance, seed, ifMatch } = {}) {
+                                  start, warmStart, tolerance, seed, ifMatch } = {}) {
     if (!["replace", "append"].includes(mode)) throw new RangeError(`mode is replace or append, not ${mode}`);
-    const body = dropUndefined({ mode, iterations, sweeps, restarts, tolerance, seed });
+    const body = dropUndefined({ mode, iterations, sweeps, restarts, start, warm_start: warmStart, tolerance,
+                                 seed });
     if (sequences) body.sequences = sequences.map((q) => ({ mu: encodeCodes(q) }));
     if (imgs) body.observations = imgs.map((q) => encodeImages(q));
     return this.request("POST", `/v1/sessions/${sid(session)}/episodes`, { body, headers: ifMatchHeader(ifMatch) });

@@ -583,6 +583,8 @@ typedef struct {
     const double *y;
 } vbm_sequence;
 
+enum { VBM_TEMPORAL_START_WINDOWS = 0, VBM_TEMPORAL_START_PCA = 1, VBM_TEMPORAL_START_RANDOM = 2 };
+
 typedef struct {
     int iterations; /* VB-EM iterations (VBE, VBM, ARD, free energy); default 100 */
     int sweeps;     /* VBE sweeps over (t, p) per iteration; default 2 */
@@ -595,11 +597,17 @@ typedef struct {
                        maximise F over the joint rescaling of each attribute a_{.,k} and the
                        column W_{.,k} (parameter expansion; not in the seed, see temporal.c);
                        0: the seed's VB-EM steps only. Either way F never decreases. */
-    int restarts;   /* VB-EM runs from the random starts seed, seed + 1, ...; the run with the
-                       highest final F is kept (its trace is returned); default 1 */
-    int init_pca;   /* 1 (default): the start of q(W)'s mean mixes the top P*Q principal
-                       directions of the codes by a random matrix; 0: i.i.d. normal entries on
-                       the codes' scale */
+    int restarts;   /* VB-EM runs from the starts drawn with seed, seed + 1, ...; the run with
+                       the highest final F is kept (its trace is returned); default 2 */
+    int start;      /* the start of q(W)'s mean: VBM_TEMPORAL_START_WINDOWS (0, default) groups
+                       short windows of frames by the subspace they span (one group per identity;
+                       the PCA start when Q >= D or there are fewer than 4 P windows);
+                       VBM_TEMPORAL_START_PCA mixes the top P*Q principal directions of the codes
+                       by a random matrix; VBM_TEMPORAL_START_RANDOM: i.i.d. normal entries on the
+                       codes' scale */
+    int warm_start; /* with the eq. 19 VBE (config vbe_temporal = 1) only: 1 (default) fits with
+                       eq. 18 first (same options, restarts included) and starts eq. 19 from that
+                       q(Theta); 0: eq. 19 from the start above. The trace is eq. 19's. */
 } vbm_temporal_opts;
 
 /* Defaults listed above. Never fails. */
@@ -612,8 +620,9 @@ typedef struct {
 } vbm_temporal_trace;
 
 /* Write nseq sequences: q(Theta) is refitted from the prior on them (VB-EM as
- * above, starting from a random q(W) mean drawn with opts->seed, best of
- * opts->restarts runs; opts NULL means the defaults) and replaces the memory's posterior. The
+ * above, from the start opts->start drawn with opts->seed, seed + 1, ..., best free energy of
+ * opts->restarts runs; with the eq. 19 VBE and opts->warm_start, one eq. 19 run from the eq. 18
+ * fit of the same options; opts NULL means the defaults) and replaces the memory's posterior. The
  * free-energy trace is
  * returned in *trace when trace is not NULL (free it with
  * vbm_temporal_trace_free; on failure it is left empty). Fails with VBM_EINVAL
@@ -628,7 +637,9 @@ void vbm_temporal_trace_free(vbm_temporal_trace *t);
 
 /* Infer the identities and attributes of one query sequence under the memory's
  * q(Theta) (held fixed): VBE sweeps (eq. 24-51, or the chains of eq. 19 when
- * the config's vbe_temporal is 1) from q(b) = 1/2, a = 0. Fills
+ * the config's vbe_temporal is 1) from q(b) = 1/2, a = 0, alternating in
+ * direction; the best free energy of up to 8 such runs that update the
+ * identities in different orders (P = 1: one run). Fills
  * qb (T x P, q(b_{t,p} = 1)), a (T x P*Q, the mean of a_{t,p,q}, eq. 47) and
  * *local_fe (the free energy of the query's latent terms: <log p(Y, B, A |
  * Theta)> - <log q(B, A)>), each when not NULL. Fails with VBM_EINVAL (bad

@@ -61,6 +61,55 @@ vbm_status store_sqlite_open(const char *path, const char *lock_path, int readon
 vbm_status store_redis_open(const char *host, int port, const char *prefix, eng_backend **out,
                             vbm_error *err);
 
+/* One Redis or Sentinel address. */
+typedef struct {
+    char host[256];
+    int port;
+} store_redis_addr;
+
+#define STORE_REDIS_MAX_SENTINELS 16
+
+/* Parse list, "HOST:PORT[,HOST:PORT...]" ("[V6]:PORT" for IPv6), into
+ * out[0..*n) (at most max); option names the option in messages
+ * ("redis-sentinel"). Fails with VBM_EINVAL, field option, the message naming
+ * the option and the bad item (an empty list or item, a missing or bad port
+ * (1..65535), a host over 255 bytes, more than max addresses). */
+vbm_status store_redis_parse_addrs(const char *list, const char *option, store_redis_addr *out,
+                                   int max, int *n, vbm_error *err);
+
+/* How a Redis backend finds its server and when a write counts. */
+typedef struct {
+    store_redis_addr server;                               /* n_sentinels == 0: this server */
+    store_redis_addr sentinels[STORE_REDIS_MAX_SENTINELS]; /* else: ask these for the primary */
+    int n_sentinels;
+    const char *service; /* with sentinels: the name they monitor the primary under */
+    const char *prefix;  /* key prefix, e.g. "vbmem:" */
+    int min_replicas;    /* a save or delete is acknowledged once WAIT saw it on this many */
+    int wait_timeout_ms; /* WAIT's timeout (with min_replicas > 0) */
+} store_redis_config;
+
+/* A Redis backend as store_redis_open, configured by cfg. With sentinels, each
+ * (re)connect asks them in turn (starting with the one that answered last)
+ * for the primary of cfg->service (SENTINEL get-master-addr-by-name), connects
+ * to it and checks with ROLE that it is a master; a lost connection or a
+ * READONLY answer (the server was demoted) drops the connection and the next
+ * connect asks the sentinels again, with the same backoff (0.1 s doubling, up
+ * to 1 s with sentinels, 5 s without); a command that had no effect (READONLY)
+ * or that is safe to repeat (reads) is retried once at once on the
+ * rediscovered primary. With min_replicas > 0 a save or delete that the
+ * primary applied is reported done only when WAIT min_replicas
+ * wait_timeout_ms confirms it on that many replicas; fewer: VBM_EUNAVAIL
+ * although the write may stand (the version check makes a retry safe). On
+ * success *out is owned by the caller (eng_backend_close). Fails with
+ * VBM_EINVAL (an address, no service with sentinels, a negative count or
+ * timeout), VBM_ENOMEM; never for an unreachable server or sentinel. */
+vbm_status store_redis_open_config(const store_redis_config *cfg, eng_backend **out,
+                                   vbm_error *err);
+
+/* How many times a Redis backend with sentinels has asked them for the primary
+ * and got an address (-1: not a Redis backend with sentinels). Cannot fail. */
+long store_redis_discoveries(eng_backend *b);
+
 /* Test hook of a Redis backend: the clock its reconnect backoff reads
  * (now(ctx), seconds; now NULL: eng_now, the default), so that a test steps
  * through the backoff without waiting it. Does nothing when b is not a Redis

@@ -1,8 +1,10 @@
 /* backend_redis.c -- owns the Redis durable backend (hiredis): sessions as hashes of versioned
  * blobs, compare-and-set and index upkeep in Lua scripts, TTLs as Redis expiry, reconnect with
- * backoff, 503 while unreachable. */
+ * backoff, 503 while unreachable, the primary found through Redis Sentinel, writes confirmed on
+ * replicas with WAIT. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +15,12 @@
 
 #include "engine/backend.h"
 
-#define RD_CONNECT_S   1
-#define RD_COMMAND_S   3
-#define RD_BACKOFF_MIN 0.1
-#define RD_BACKOFF_MAX 5.0
-#define RD_NFIELDS     13
+#define RD_CONNECT_S            1
+#define RD_COMMAND_S            3
+#define RD_BACKOFF_MIN          0.1
+#define RD_BACKOFF_MAX          5.0
+#define RD_BACKOFF_MAX_SENTINEL 1.0 /* a failover takes seconds: look again sooner */
+#define RD_NFIELDS              13
 
 /* KEYS: session hash, global index, owner index. ARGV: expected version, id,
  * expire-at ms (0: none), then field/value pairs. Returns 0 (stored), -1 (the
@@ -80,14 +83,114 @@ typedef struct {
     redisContext *c;      /* NULL while disconnected */
     double retry_at;      /* clock time before which no reconnect is tried */
     double backoff;       /* seconds of the next wait after a failed connect */
+    double backoff_max;   /* the longest wait between connects */
     double (*now)(
         void *ctx); /* the clock of the backoff (NULL: eng_now), see store_redis_set_clock */
     void *now_ctx;
     long connect_tries; /* connects tried since open */
-    char host[256];
+    long discoveries;   /* primaries named by a sentinel since open */
+    char host[256];     /* the server: fixed, or the primary the sentinels named last */
     int port;
     char prefix[64]; /* key prefix, e.g. "vbmem:" */
+    store_redis_addr sentinels[STORE_REDIS_MAX_SENTINELS];
+    int n_sentinels;   /* 0: no Sentinel, host:port is the server */
+    int sentinel_next; /* the sentinel asked first: the one that answered last */
+    char service[128]; /* the name the sentinels monitor the primary under */
+    int min_replicas;  /* WAIT for this many replicas after a write (0: no WAIT) */
+    int wait_ms;       /* WAIT's timeout */
 } rd_store;
+
+/* Wait longer before the next connect (lock held): 0.1 s, doubling up to backoff_max. */
+static void rd_backoff(rd_store *q, double now)
+{
+    q->backoff = q->backoff > 0.0 ? q->backoff * 2.0 : RD_BACKOFF_MIN;
+    if (q->backoff > q->backoff_max)
+        q->backoff = q->backoff_max;
+    q->retry_at = now + q->backoff;
+}
+
+/* Ask the sentinels in turn, starting with the one that answered last, for
+ * the primary of q->service into q->host, q->port (lock held). Fails with
+ * VBM_EUNAVAIL naming the last sentinel's problem when none names one. */
+static vbm_status rd_discover(rd_store *q, vbm_error *err)
+{
+    struct timeval t = {RD_CONNECT_S, 0};
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", q->service};
+    char why[640] = "";
+    const store_redis_addr *a;
+    redisContext *c;
+    redisReply *r;
+    char *end;
+    long port;
+    int i, k;
+
+    for (i = 0; i < q->n_sentinels; i++) {
+        k = (q->sentinel_next + i) % q->n_sentinels;
+        a = &q->sentinels[k];
+        c = redisConnectWithTimeout(a->host, a->port, t);
+        if (c == NULL || c->err) {
+            snprintf(why, sizeof why, "sentinel %s:%d: %s", a->host, a->port,
+                     c != NULL ? c->errstr : "out of memory");
+            redisFree(c);
+            continue;
+        }
+        redisSetTimeout(c, t);
+        r = redisCommandArgv(c, 3, argv, NULL);
+        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+            && r->element[0]->type == REDIS_REPLY_STRING
+            && r->element[1]->type == REDIS_REPLY_STRING && r->element[0]->len < sizeof q->host
+            && r->element[0]->len > 0) {
+            port = strtol(r->element[1]->str, &end, 10);
+            if (*end == '\0' && port >= 1 && port <= 65535) {
+                memcpy(q->host, r->element[0]->str, r->element[0]->len);
+                q->host[r->element[0]->len] = '\0';
+                q->port = (int)port;
+                q->sentinel_next = k;
+                q->discoveries++;
+                freeReplyObject(r);
+                redisFree(c);
+                return VBM_OK;
+            }
+        }
+        if (r == NULL)
+            snprintf(why, sizeof why, "sentinel %s:%d: %s", a->host, a->port,
+                     c->errstr[0] != '\0' ? c->errstr : "connection lost");
+        else if (r->type == REDIS_REPLY_ERROR)
+            snprintf(why, sizeof why, "sentinel %s:%d: %.200s", a->host, a->port, r->str);
+        else if (r->type == REDIS_REPLY_NIL)
+            snprintf(why, sizeof why, "sentinel %s:%d monitors no service \"%.100s\"", a->host,
+                     a->port, q->service);
+        else
+            snprintf(why, sizeof why, "sentinel %s:%d: unexpected reply", a->host, a->port);
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    return vbm_fail(err, VBM_EUNAVAIL, NULL,
+                    "the session store (redis service \"%s\") is unreachable: no sentinel of %d "
+                    "named its primary (%s)",
+                    q->service, q->n_sentinels, why);
+}
+
+/* 0 when the server of c says (ROLE) that it is a master; else -1 with what it is in why. */
+static int rd_is_master(redisContext *c, char *why, size_t len)
+{
+    redisReply *r = redisCommand(c, "ROLE");
+    int ok = 0;
+
+    if (r == NULL)
+        snprintf(why, len, "%s", c->errstr[0] != '\0' ? c->errstr : "connection lost");
+    else if (r->type == REDIS_REPLY_ARRAY && r->elements > 0
+             && r->element[0]->type == REDIS_REPLY_STRING)
+        ok = strcmp(r->element[0]->str, "master") == 0;
+    if (r != NULL && !ok)
+        snprintf(why, len, "its role is %.40s, not master",
+                 r->type == REDIS_REPLY_ARRAY && r->elements > 0
+                         && r->element[0]->type == REDIS_REPLY_STRING
+                     ? r->element[0]->str
+                     : "unknown");
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
 
 /* Connect if needed (lock held). Fails with VBM_EUNAVAIL while unreachable. */
 static vbm_status rd_connect(rd_store *q, vbm_error *err)
@@ -96,55 +199,134 @@ static vbm_status rd_connect(rd_store *q, vbm_error *err)
     double now = q->now != NULL ? q->now(q->now_ctx) : eng_now();
     redisContext *c;
 
+    char why[160];
+
     if (q->c != NULL)
         return VBM_OK;
+    if (now < q->retry_at && q->n_sentinels > 0)
+        return vbm_fail(err, VBM_EUNAVAIL, NULL,
+                        "the session store (redis service \"%s\") is unreachable; next try (asking "
+                        "the sentinels) in %.1f s",
+                        q->service, q->retry_at - now);
     if (now < q->retry_at)
         return vbm_fail(err, VBM_EUNAVAIL, NULL,
                         "the session store (redis %s:%d) is unreachable; next try in %.1f s",
                         q->host, q->port, q->retry_at - now);
     q->connect_tries++;
+    if (q->n_sentinels > 0 && rd_discover(q, err) != VBM_OK) {
+        rd_backoff(q, now);
+        return VBM_EUNAVAIL;
+    }
     c = redisConnectWithTimeout(q->host, q->port, ct);
     if (c == NULL || c->err) {
         vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) is unreachable: %s",
                  q->host, q->port, c != NULL ? c->errstr : "out of memory");
         redisFree(c);
-        q->backoff = q->backoff > 0.0 ? q->backoff * 2.0 : RD_BACKOFF_MIN;
-        if (q->backoff > RD_BACKOFF_MAX)
-            q->backoff = RD_BACKOFF_MAX;
-        q->retry_at = now + q->backoff;
+        rd_backoff(q, now);
         return VBM_EUNAVAIL;
     }
     redisSetTimeout(c, rt);
+    if (q->n_sentinels > 0 && rd_is_master(c, why, sizeof why) != 0) {
+        vbm_fail(err, VBM_EUNAVAIL, NULL,
+                 "the session store (redis %s:%d, named primary of \"%s\" by a sentinel) is not "
+                 "the primary: %s (a failover under way)",
+                 q->host, q->port, q->service, why);
+        redisFree(c);
+        rd_backoff(q, now);
+        return VBM_EUNAVAIL;
+    }
     q->c = c;
     q->backoff = 0.0;
     return VBM_OK;
 }
 
+/* Drop the connection (lock held): the next call reconnects at once (and asks
+ * the sentinels again), later ones back off. */
+static void rd_drop(rd_store *q)
+{
+    redisFree(q->c);
+    q->c = NULL;
+    q->retry_at = 0.0; /* one immediate reconnect, then backoff */
+}
+
 /* Run one command (lock held). Returns the reply (free it) or NULL with
  * VBM_EUNAVAIL in err: unreachable, connection lost (dropped, reconnect on
- * the next call), or an error reply (its text). */
+ * the next call), or an error reply (its text). A READONLY answer (the server
+ * is a replica now) drops the connection too. With sentinels the command is
+ * tried once more on the primary they name now after a READONLY answer (the
+ * command did nothing) or, when repeatable (1: a read, or a write that may
+ * run twice), after a lost connection. */
 static redisReply *rd_cmd(rd_store *q, int argc, const char **argv, const size_t *lens,
-                          vbm_error *err)
+                          int repeatable, vbm_error *err)
 {
     redisReply *r;
+    int attempt;
 
-    if (rd_connect(q, err) != VBM_OK)
-        return NULL;
-    r = redisCommandArgv(q->c, argc, argv, lens);
+    for (attempt = 0;; attempt++) {
+        if (rd_connect(q, err) != VBM_OK)
+            return NULL;
+        r = redisCommandArgv(q->c, argc, argv, lens);
+        if (r == NULL) {
+            vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) failed: %s", q->host,
+                     q->port, q->c->errstr[0] != '\0' ? q->c->errstr : "connection lost");
+            rd_drop(q);
+            if (q->n_sentinels > 0 && repeatable && attempt == 0)
+                continue;
+            return NULL;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            int demoted = strstr(r->str, "READONLY") != NULL;
+
+            vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) refused: %.200s",
+                     q->host, q->port, r->str);
+            freeReplyObject(r);
+            if (demoted) {
+                rd_drop(q);
+                if (q->n_sentinels > 0 && attempt == 0)
+                    continue;
+            }
+            return NULL;
+        }
+        return r;
+    }
+}
+
+/* After a write the primary applied (lock held): with min_replicas > 0, WAIT
+ * until that many replicas have it or wait_ms passed. Fails with VBM_EUNAVAIL
+ * when fewer confirmed it (the write stands on the primary, unacknowledged). */
+static vbm_status rd_wait(rd_store *q, vbm_error *err)
+{
+    char n[16], ms[16];
+    const char *argv[3] = {"WAIT", n, ms};
+    redisReply *r;
+    long long got;
+
+    if (q->min_replicas <= 0)
+        return VBM_OK;
+    snprintf(n, sizeof n, "%d", q->min_replicas);
+    snprintf(ms, sizeof ms, "%d", q->wait_ms);
+    r = redisCommandArgv(q->c, 3, argv, NULL);
     if (r == NULL) {
-        vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) failed: %s", q->host,
-                 q->port, q->c->errstr[0] != '\0' ? q->c->errstr : "connection lost");
-        redisFree(q->c);
-        q->c = NULL;
-        q->retry_at = 0.0; /* one immediate reconnect, then backoff */
-        return NULL;
+        vbm_fail(err, VBM_EUNAVAIL, NULL,
+                 "the write reached the session store (redis %s:%d), whose connection was then "
+                 "lost (%s) before replicas confirmed it: not acknowledged, although it may be "
+                 "stored (a retry with If-Match is safe)",
+                 q->host, q->port, q->c->errstr[0] != '\0' ? q->c->errstr : "connection lost");
+        rd_drop(q);
+        return VBM_EUNAVAIL;
     }
-    if (r->type == REDIS_REPLY_ERROR) {
-        vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis) refused: %.200s", r->str);
-        freeReplyObject(r);
-        return NULL;
-    }
-    return r;
+    got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r->type == REDIS_REPLY_ERROR)
+        vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) refused WAIT: %.200s",
+                 q->host, q->port, r->str);
+    else if (got < q->min_replicas)
+        vbm_fail(err, VBM_EUNAVAIL, NULL,
+                 "the write reached the session store (redis %s:%d) but %lld of the %d replicas "
+                 "required confirmed it within %d ms: not acknowledged, although it may be stored "
+                 "(a retry with If-Match is safe)",
+                 q->host, q->port, got < 0 ? 0 : got, q->min_replicas, q->wait_ms);
+    freeReplyObject(r);
+    return got >= q->min_replicas ? VBM_OK : VBM_EUNAVAIL;
 }
 
 /* Lowercase hex of n bytes into out (2n + 1). */
@@ -184,7 +366,7 @@ static void rd_key(const rd_store *q, const char *id, char *out, size_t len)
 
 /* Run an EVAL of script with nkeys keys and the rest as arguments. */
 static redisReply *rd_eval(rd_store *q, const char *script, int nkeys, int argc, const char **argv,
-                           const size_t *lens, vbm_error *err)
+                           const size_t *lens, int repeatable, vbm_error *err)
 {
     const char *a[64];
     size_t l[64];
@@ -206,7 +388,7 @@ static redisReply *rd_eval(rd_store *q, const char *script, int nkeys, int argc,
         a[3 + i] = argv[i];
         l[3 + i] = lens != NULL ? lens[i] : strlen(argv[i]);
     }
-    return rd_cmd(q, argc + 3, a, l, err);
+    return rd_cmd(q, argc + 3, a, l, repeatable, err);
 }
 
 static vbm_status rd_load(void *impl, const char *id, eng_record *out, vbm_error *err)
@@ -226,7 +408,7 @@ static vbm_status rd_load(void *impl, const char *id, eng_record *out, vbm_error
     argv[0] = "HGETALL";
     argv[1] = key;
     pthread_mutex_lock(&q->lock);
-    r = rd_cmd(q, 2, argv, NULL, err);
+    r = rd_cmd(q, 2, argv, NULL, 1, err);
     pthread_mutex_unlock(&q->lock);
     if (r == NULL)
         return VBM_EUNAVAIL;
@@ -406,13 +588,15 @@ static vbm_status rd_save(void *impl, const eng_record *r, uint64_t expected, vb
         }
     }
     pthread_mutex_lock(&q->lock);
-    rep = rd_eval(q, rd_lua_save, 3, n, argv, lens, err);
+    rep = rd_eval(q, rd_lua_save, 3, n, argv, lens, 0, err);
+    code = rep == NULL ? -4 : rep->type == REDIS_REPLY_INTEGER ? rep->integer : -3;
+    if (code == 0 && rd_wait(q, err) != VBM_OK)
+        code = -4;
     pthread_mutex_unlock(&q->lock);
     free(ub);
-    if (rep == NULL)
-        return VBM_EUNAVAIL;
-    code = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -3;
     freeReplyObject(rep);
+    if (code == -4)
+        return VBM_EUNAVAIL;
     if (code == -1)
         st = vbm_fail(err, VBM_ECONFLICT, NULL, "session %s already exists in the store", r->id);
     else if (code == -2)
@@ -445,12 +629,14 @@ static vbm_status rd_remove(void *impl, const char *id, const unsigned char *own
     argv[3] = ohex;
     argv[4] = oprefix;
     pthread_mutex_lock(&q->lock);
-    rep = rd_eval(q, rd_lua_remove, 2, 5, argv, NULL, err);
+    rep = rd_eval(q, rd_lua_remove, 2, 5, argv, NULL, 0, err);
+    code = rep == NULL ? -4 : rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    if (code == 0 && rd_wait(q, err) != VBM_OK)
+        code = -4;
     pthread_mutex_unlock(&q->lock);
-    if (rep == NULL)
-        return VBM_EUNAVAIL;
-    code = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
     freeReplyObject(rep);
+    if (code == -4)
+        return VBM_EUNAVAIL;
     if (code != 0)
         return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     return VBM_OK;
@@ -486,7 +672,7 @@ static vbm_status rd_list(void *impl, const unsigned char *owner, const char *af
     argv[3] = kprefix;
     argv[4] = gidx;
     pthread_mutex_lock(&q->lock);
-    rep = rd_eval(q, rd_lua_list, 1, 5, argv, NULL, err);
+    rep = rd_eval(q, rd_lua_list, 1, 5, argv, NULL, 1, err);
     pthread_mutex_unlock(&q->lock);
     if (rep == NULL)
         return VBM_EUNAVAIL;
@@ -535,7 +721,7 @@ static vbm_status rd_current(void *impl, const char *id, uint64_t *version, vbm_
     rd_key(q, id, key, sizeof key);
     argv[0] = key;
     pthread_mutex_lock(&q->lock);
-    rep = rd_eval(q, rd_lua_current, 1, 1, argv, NULL, err);
+    rep = rd_eval(q, rd_lua_current, 1, 1, argv, NULL, 1, err);
     pthread_mutex_unlock(&q->lock);
     if (rep == NULL)
         return VBM_EUNAVAIL;
@@ -558,7 +744,7 @@ static vbm_status rd_count(void *impl, long *n, vbm_error *err)
     argv[0] = "ZCARD";
     argv[1] = gidx;
     pthread_mutex_lock(&q->lock);
-    rep = rd_cmd(q, 2, argv, NULL, err);
+    rep = rd_cmd(q, 2, argv, NULL, 1, err);
     pthread_mutex_unlock(&q->lock);
     if (rep == NULL)
         return VBM_EUNAVAIL;
@@ -574,7 +760,7 @@ static vbm_status rd_check(void *impl, vbm_error *err)
     redisReply *rep;
 
     pthread_mutex_lock(&q->lock);
-    rep = rd_cmd(q, 1, argv, NULL, err);
+    rep = rd_cmd(q, 1, argv, NULL, 1, err);
     pthread_mutex_unlock(&q->lock);
     if (rep == NULL)
         return VBM_EUNAVAIL;
@@ -594,22 +780,116 @@ static void rd_close(void *impl)
 static const eng_backend_ops rd_ops = {rd_load,  rd_save,  rd_remove, rd_list,  rd_idle,
                                        rd_touch, rd_count, rd_check,  rd_close, rd_current};
 
+vbm_status store_redis_parse_addrs(const char *list, const char *option, store_redis_addr *out,
+                                   int max, int *n, vbm_error *err)
+{
+    const char *item = list, *end, *colon;
+    char *pend;
+    size_t len, hlen;
+    long port;
+
+    *n = 0;
+    if (list == NULL || list[0] == '\0')
+        return vbm_fail(err, VBM_EINVAL, option, "expected HOST:PORT[,HOST:PORT...], got \"\"");
+    for (;;) {
+        end = strchr(item, ',');
+        len = end != NULL ? (size_t)(end - item) : strlen(item);
+        colon = NULL;
+        for (hlen = len; hlen > 0; hlen--) {
+            if (item[hlen - 1] == ':') {
+                colon = item + hlen - 1;
+                break;
+            }
+        }
+        if (len == 0 || colon == NULL || colon == item || colon + 1 == item + len)
+            return vbm_fail(err, VBM_EINVAL, option,
+                            "expected HOST:PORT in \"%.*s\" (item %d of \"%.200s\")",
+                            (int)(len > 300 ? 300 : len), item, *n + 1, list);
+        errno = 0;
+        port = strtol(colon + 1, &pend, 10);
+        if (pend != item + len || errno != 0 || port < 1 || port > 65535 || colon[1] == '+'
+            || colon[1] == '-' || colon[1] == ' ')
+            return vbm_fail(err, VBM_EINVAL, option, "port of \"%.*s\" is not a number in 1..65535",
+                            (int)(len > 300 ? 300 : len), item);
+        hlen = (size_t)(colon - item);
+        if (hlen > 2 && item[0] == '[' && item[hlen - 1] == ']') { /* [V6]:PORT */
+            item++;
+            hlen -= 2;
+        }
+        if (hlen >= sizeof out[0].host)
+            return vbm_fail(err, VBM_EINVAL, option, "host of item %d is over %zu bytes", *n + 1,
+                            sizeof out[0].host - 1);
+        if (*n >= max)
+            return vbm_fail(err, VBM_EINVAL, option, "more than %d addresses", max);
+        memcpy(out[*n].host, item, hlen);
+        out[*n].host[hlen] = '\0';
+        out[*n].port = (int)port;
+        (*n)++;
+        if (end == NULL)
+            return VBM_OK;
+        item = end + 1;
+    }
+}
+
 vbm_status store_redis_open(const char *host, int port, const char *prefix, eng_backend **out,
                             vbm_error *err)
 {
+    store_redis_config cfg;
+
+    memset(&cfg, 0, sizeof cfg);
+    if (strlen(host) >= sizeof cfg.server.host) {
+        *out = NULL;
+        return vbm_fail(err, VBM_EINVAL, "redis", "bad Redis address or key prefix");
+    }
+    snprintf(cfg.server.host, sizeof cfg.server.host, "%s", host);
+    cfg.server.port = port;
+    cfg.prefix = prefix;
+    return store_redis_open_config(&cfg, out, err);
+}
+
+vbm_status store_redis_open_config(const store_redis_config *cfg, eng_backend **out, vbm_error *err)
+{
     rd_store *q;
+    int i;
 
     *out = NULL;
-    if (strlen(host) >= sizeof((rd_store *)0)->host || port < 1 || port > 65535
-        || strlen(prefix) >= sizeof((rd_store *)0)->prefix)
+    if (cfg->n_sentinels < 0 || cfg->n_sentinels > STORE_REDIS_MAX_SENTINELS
+        || cfg->min_replicas < 0 || (cfg->min_replicas > 0 && cfg->wait_timeout_ms < 1))
+        return vbm_fail(err, VBM_EINVAL, "redis-sentinel",
+                        "bad Redis configuration (sentinels, replicas or timeout)");
+    if (cfg->n_sentinels > 0
+        && (cfg->service == NULL || cfg->service[0] == '\0'
+            || strlen(cfg->service) >= sizeof((rd_store *)0)->service))
+        return vbm_fail(err, VBM_EINVAL, "redis-service",
+                        "a service name of 1..%zu bytes is needed with sentinels",
+                        sizeof((rd_store *)0)->service - 1);
+    if ((cfg->n_sentinels == 0 && (cfg->server.port < 1 || cfg->server.port > 65535))
+        || strlen(cfg->prefix) >= sizeof((rd_store *)0)->prefix)
         return vbm_fail(err, VBM_EINVAL, "redis", "bad Redis address or key prefix");
+    for (i = 0; i < cfg->n_sentinels; i++) {
+        if (cfg->sentinels[i].port < 1 || cfg->sentinels[i].port > 65535
+            || cfg->sentinels[i].host[0] == '\0')
+            return vbm_fail(err, VBM_EINVAL, "redis-sentinel", "bad sentinel address");
+    }
     q = calloc(1, sizeof *q);
     if (q == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&q->lock, NULL);
-    snprintf(q->host, sizeof q->host, "%s", host);
-    q->port = port;
-    snprintf(q->prefix, sizeof q->prefix, "%s", prefix);
+    if (cfg->n_sentinels == 0) {
+        snprintf(q->host, sizeof q->host, "%s", cfg->server.host);
+        q->port = cfg->server.port;
+        q->backoff_max = RD_BACKOFF_MAX;
+    } else { /* no primary known until the sentinels name one */
+        q->host[0] = '\0';
+        q->port = 0;
+        memcpy(q->sentinels, cfg->sentinels, (size_t)cfg->n_sentinels * sizeof cfg->sentinels[0]);
+        q->n_sentinels = cfg->n_sentinels;
+        snprintf(q->service, sizeof q->service, "%s", cfg->service);
+        q->backoff_max = RD_BACKOFF_MAX_SENTINEL;
+    }
+    q->min_replicas = cfg->min_replicas;
+    q->wait_ms = cfg->wait_timeout_ms;
+    snprintf(q->prefix, sizeof q->prefix, "%s", cfg->prefix);
     q->base.ops = &rd_ops;
     q->base.impl = q;
     q->base.name = "redis";
@@ -629,6 +909,20 @@ void store_redis_set_clock(eng_backend *b, double (*now)(void *ctx), void *ctx)
     q->now = now;
     q->now_ctx = ctx;
     pthread_mutex_unlock(&q->lock);
+}
+
+long store_redis_discoveries(eng_backend *b)
+{
+    rd_store *q;
+    long n;
+
+    if (b == NULL || b->ops != &rd_ops || ((rd_store *)b->impl)->n_sentinels == 0)
+        return -1;
+    q = b->impl;
+    pthread_mutex_lock(&q->lock);
+    n = q->discoveries;
+    pthread_mutex_unlock(&q->lock);
+    return n;
 }
 
 long store_redis_connect_tries(eng_backend *b)

@@ -180,6 +180,8 @@ vbm_status eng_session_temporal_write(eng_session *s, int append, const vbm_sequ
     lo.iterations = o->iterations;
     lo.sweeps = o->sweeps;
     lo.restarts = o->restarts;
+    lo.start = o->start;
+    lo.warm_start = o->warm_start;
     lo.tol = o->tolerance;
     lo.seed = o->seed;
     t0 = eng_now();

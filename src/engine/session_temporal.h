@@ -14,7 +14,9 @@
 typedef struct {
     int iterations;   /* VB-EM iterations, >= 1 */
     int sweeps;       /* VBE sweeps per iteration, >= 1 */
-    int restarts;     /* random starts of a write (an append runs once), >= 1 */
+    int restarts;     /* starts of a write (an append runs once), >= 1 */
+    int start;        /* VBM_TEMPORAL_START_*: the start of a write */
+    int warm_start;   /* 0 or 1: eq. 19 from an eq. 18 fit (vbm_temporal_opts.warm_start) */
     double tolerance; /* relative free-energy change that stops early, >= 0 */
     uint64_t seed;
     int64_t if_match; /* < 0: no precondition */

@@ -19,7 +19,7 @@
 #include "wire/temporal.h"
 
 #define TR_DEFAULT_ITERATIONS 100
-#define TR_DEFAULT_SWEEPS     10
+#define TR_DEFAULT_SWEEPS     50
 #define TR_MAX_TTL            (10L * 365 * 24 * 3600)
 
 int route_temporal_requested(const json_t *body)
@@ -214,9 +214,9 @@ static int tr_source(http_req *r, eng_session *s, const json_t *body, const char
 
 void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
 {
-    static const char *const keys[] = {"mode",       "sequences", "observations",
-                                       "iterations", "sweeps",    "restarts",
-                                       "tolerance",  "seed",      NULL};
+    static const char *const keys[] = {
+        "mode",      "sequences", "observations", "iterations", "sweeps", "restarts",
+        "tolerance", "seed",      "start",        "warm_start", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), encode_s = 0.0, parse_s;
     const json_t *mv = json_object_get(body, "mode"), *src;
@@ -228,13 +228,18 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
     vbm_error err;
     long it = TR_DEFAULT_ITERATIONS < lim->max_iterations ? TR_DEFAULT_ITERATIONS
                                                           : lim->max_iterations,
-         sweeps = 2, restarts = 1;
-    int append = 0, images = 0, n = 0;
+         sweeps = 2, restarts;
+    int append = 0, images = 0, n = 0, start, warm;
+    vbm_temporal_opts dflt;
     json_t *res, *trace;
     vbm_status st;
 
     memset(&o, 0, sizeof o);
     err.field[0] = '\0';
+    vbm_temporal_opts_default(&dflt);
+    restarts = dflt.restarts;
+    warm = dflt.warm_start;
+    start = dflt.start;
     eng_session_temporal_config(s, &cfg);
     st = wire_check_keys(body, "", keys, &err);
     if (st == VBM_OK && mv != NULL) {
@@ -251,6 +256,10 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
         st = wire_opt_long(body, "sweeps", 1, 1000, &sweeps, &err);
     if (st == VBM_OK)
         st = wire_opt_long(body, "restarts", 1, 16, &restarts, &err);
+    if (st == VBM_OK)
+        st = wire_temporal_start_read(body, "start", &start, &err);
+    if (st == VBM_OK)
+        st = wire_opt_bool(body, "warm_start", &warm, &err);
     if (st == VBM_OK)
         st = wire_opt_double(body, "tolerance", 0.0, 1.0, &o.tolerance, &err);
     if (st == VBM_OK)
@@ -302,6 +311,8 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
     o.iterations = (int)it;
     o.sweeps = (int)sweeps;
     o.restarts = (int)restarts;
+    o.start = start;
+    o.warm_start = warm;
     o.if_match = r->has_if_match ? r->if_match : -1;
     st = eng_session_temporal_write(s, append, seqs, n, &o, &out, &err);
     wire_sequences_free(seqs, n);

@@ -418,6 +418,8 @@ typedef struct {
     double *Dn;  /* [T][Q x Q] scratch of the smoother */
     double *z;   /* [T x Q] scratch of the smoother */
     double *fb;  /* [5 T] scratch of forward-backward */
+    int p0;      /* sweeps visit the identities (of a frame, eq. 18) from p0 on, cyclically, */
+    int pdir;    /* upwards (0) or downwards (1) */
 } tseq;
 
 static void tseq_free(tseq *s)
@@ -835,12 +837,15 @@ static double chain_local_fe(const temporal_exp *e, const tseq *s)
     return F;
 }
 
-/* One VBE sweep over t = 1..T, p = 1..P. */
-static vbm_status tseq_sweep(const temporal_exp *e, tseq *s, double *scr, vbm_error *err)
+/* One VBE sweep over t = 1..T (t = T..1 when backward is non-zero: alternating the direction
+ * carries evidence both ways along the chain in two sweeps), p = 1..P. */
+static vbm_status tseq_sweep(const temporal_exp *e, tseq *s, int backward, double *scr,
+                             vbm_error *err)
 {
     if (s->temporal) {
-        /* per identity: q(b_{1:T,p}), then q(a_{1:T,p}) */
-        for (int p = 0; p < e->P; p++) {
+        /* per identity (in the order of p0, pdir): q(b_{1:T,p}), then q(a_{1:T,p}) */
+        for (int j = 0; j < e->P; j++) {
+            int p = (s->p0 + (s->pdir ? e->P - j : j)) % e->P;
             chain_b(e, s, p, s->fb, s->fb + s->T, s->fb + 3 * s->T);
             if (chain_a(e, s, p, scr) != 0)
                 return vbm_fail(err, VBM_ENUMERIC, "",
@@ -848,11 +853,14 @@ static vbm_status tseq_sweep(const temporal_exp *e, tseq *s, double *scr, vbm_er
         }
         return VBM_OK;
     }
-    for (long t = 0; t < s->T; t++)
-        for (int p = 0; p < e->P; p++)
+    for (long i = 0; i < s->T; i++)
+        for (int j = 0; j < e->P; j++) {
+            long t = backward ? s->T - 1 - i : i;
+            int p = (s->p0 + (s->pdir ? e->P - j : j)) % e->P;
             if (site_update(e, s, t, p, scr) != 0)
                 return vbm_fail(err, VBM_ENUMERIC, "",
                                 "the precision of a_{%ld,%d} is not positive definite", t, p);
+        }
     return VBM_OK;
 }
 
@@ -1235,8 +1243,9 @@ void vbm_temporal_opts_default(vbm_temporal_opts *o)
     o->tol = 0.0;
     o->seed = 1;
     o->rescale = 1;
-    o->restarts = 1;
-    o->init_pca = 1;
+    o->restarts = 2;
+    o->start = VBM_TEMPORAL_START_WINDOWS;
+    o->warm_start = 1;
 }
 
 void vbm_temporal_trace_free(vbm_temporal_trace *t)
@@ -1333,6 +1342,43 @@ out:
     return rc;
 }
 
+static vbm_status infer_query(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
+                              double *qb, double *a, double *local_fe, vbm_error *err);
+
+/* q(B, A) of an eq. 19 sequence s <- that of the eq. 18 VBE under m18's q(Theta) (20 sweeps,
+ * the best of the orders of vbm_temporal_infer): q(b_t) from it, <a_t> its mean (under eq. 19 a
+ * does not depend on b), pairs q(b_{t-1}) q(b_t), no covariances (the first sweep sets them).
+ * The warm start of eq. 19 (the seed's sec. 4: the second approximation initialised with the
+ * result of the first). VBM_ENOMEM, VBM_ENUMERIC. */
+static vbm_status tseq_from_eq18(const vbm_temporal *m18, const vbm_sequence *seq, tseq *s,
+                                 vbm_error *err)
+{
+    int P = m18->P, K = m18->K;
+    vbm_status rc = infer_query(m18, seq, 20, s->q1, s->ea, NULL, err);
+
+    if (rc != VBM_OK)
+        return rc;
+    for (long t = 0; t < s->T; t++) {
+        for (int p = 0; p < P; p++) {
+            double q1 = s->q1[t * P + p];
+            s->q0[t * P + p] = 1.0 - q1;
+            if (t > 0) {
+                double r1 = s->q1[(t - 1) * P + p], *xi = s->xi + ((size_t)t * P + p) * 4;
+                xi[0] = (1.0 - r1) * (1.0 - q1);
+                xi[1] = (1.0 - r1) * q1;
+                xi[2] = r1 * (1.0 - q1);
+                xi[3] = r1 * q1;
+            }
+        }
+        for (int k = 0; k < K; k++) {
+            size_t j = (size_t)t * K + k;
+            s->ex[j] = s->q1[t * P + k / m18->Q] * s->ea[j];
+            s->eaa[j] = s->ea[j] * s->ea[j];
+        }
+    }
+    return VBM_OK;
+}
+
 /* Copy q(Theta) and what appends continue from (acc, fe_const, nseq, fitted) from src to dst
  * (same configuration). Never fails. */
 static void temporal_copy_posterior(vbm_temporal *dst, const vbm_temporal *src)
@@ -1356,15 +1402,16 @@ static void temporal_copy_posterior(vbm_temporal *dst, const vbm_temporal *src)
 }
 
 /* One VB-EM run: the fitted memory in *out (caller frees) and its free-energy trace in *fe_out
- * (malloc'd, *done_out values). base NULL: a write, from the prior and the random start drawn
- * with seed. base not NULL: an append, started from base's q(Theta); every VBM step then adds
+ * (malloc'd, *done_out values). base NULL: a write, from the prior and the start o->start drawn
+ * with seed, or from init's q(Theta) when init is not NULL (a memory of the same sizes). base not NULL: an append, started from base's q(Theta); every VBM step then adds
  * base's accumulated statistics (its sequences' q(B, A) as they were) to the new sequences',
  * the free energy counts those sequences through them (temporal_stats_fe + fe_const), and the
  * rescaling step is not taken (it would have to rescale the frozen q(B, A) too). The sequences
  * and options are checked by the caller. */
-static vbm_status fit_run(const vbm_temporal *m, const vbm_temporal *base, const vbm_sequence *seqs,
-                          int nseq, const vbm_temporal_opts *o, uint64_t seed, vbm_temporal **out,
-                          double **fe_out, int *done_out, vbm_error *err)
+static vbm_status fit_run(const vbm_temporal *m, const vbm_temporal *base, const vbm_temporal *init,
+                          const vbm_sequence *seqs, int nseq, const vbm_temporal_opts *o,
+                          uint64_t seed, vbm_temporal **out, double **fe_out, int *done_out,
+                          vbm_error *err)
 {
     vbm_temporal *w = NULL;
     tseq *ss = NULL;
@@ -1391,9 +1438,10 @@ static vbm_status fit_run(const vbm_temporal *m, const vbm_temporal *base, const
         if ((rc = tseq_init(&ss[i], w, &seqs[i], err)) != VBM_OK)
             goto out;
 
-    if (base != NULL) {
-        temporal_copy_posterior(w, base);
+    if (base != NULL || init != NULL) {
+        temporal_copy_posterior(w, base != NULL ? base : init);
     } else {
+        int used = 0;
         /* start: q(Theta) at the prior, except a random mean of q(W) on the data's scale */
         for (int i = 0; i < nseq; i++) {
             for (long j = 0; j < seqs[i].T * (long)D; j++)
@@ -1404,21 +1452,29 @@ static vbm_status fit_run(const vbm_temporal *m, const vbm_temporal *base, const
         if (!(scale > 0))
             scale = 1.0;
         rng_seed(&rng, seed);
-        if (o->init_pca && (rc = init_pca(w, seqs, nseq, &rng, err)) != VBM_OK)
+        if (o->start == VBM_TEMPORAL_START_WINDOWS
+            && (rc = temporal_start_windows(w, seqs, nseq, &rng, &used, err)) != VBM_OK)
             goto out;
-        if (!o->init_pca)
+        if (!used && o->start != VBM_TEMPORAL_START_RANDOM
+            && (rc = init_pca(w, seqs, nseq, &rng, err)) != VBM_OK)
+            goto out;
+        if (o->start == VBM_TEMPORAL_START_RANDOM)
             for (size_t i = 0; i < (size_t)D * K; i++)
                 w->mw[i] = scale * rng_normal(&rng);
         temporal_refresh(w);
     }
     for (int i = 0; i < nseq; i++)
         tseq_data(&ss[i], &w->ex);
+    if (init != NULL && base == NULL && w->cfg.vbe_temporal && !init->cfg.vbe_temporal)
+        for (int i = 0; i < nseq; i++)
+            if ((rc = tseq_from_eq18(init, &seqs[i], &ss[i], err)) != VBM_OK)
+                goto out;
 
     for (int it = 0; it < o->iterations; it++) {
         double F;
         for (int i = 0; i < nseq; i++)
             for (int sw = 0; sw < o->sweeps; sw++)
-                if ((rc = tseq_sweep(&w->ex, &ss[i], scr, err)) != VBM_OK)
+                if ((rc = tseq_sweep(&w->ex, &ss[i], sw % 2, scr, err)) != VBM_OK)
                     goto out;
         if (base == NULL && o->rescale && it > 0) {
             rescale_step(w, ss, nseq);
@@ -1490,7 +1546,7 @@ static vbm_status temporal_fit(vbm_temporal *m, int append, const vbm_sequence *
                                vbm_error *err)
 {
     vbm_temporal_opts o;
-    vbm_temporal *best = NULL;
+    vbm_temporal *best = NULL, *warm = NULL;
     double *best_fe = NULL, nfr = 0.0;
     int best_done = 0, runs;
     vbm_status rc;
@@ -1515,8 +1571,11 @@ static vbm_status temporal_fit(vbm_temporal *m, int append, const vbm_sequence *
         return vbm_fail(err, VBM_EINVAL, "tol", "is not a finite number >= 0");
     if (o.restarts < 1 || o.restarts > 1000)
         return vbm_fail(err, VBM_EINVAL, "restarts", "%d is not in [1, 1000]", o.restarts);
-    if (o.init_pca != 0 && o.init_pca != 1)
-        return vbm_fail(err, VBM_EINVAL, "init_pca", "%d is not 0 or 1", o.init_pca);
+    if (o.start < VBM_TEMPORAL_START_WINDOWS || o.start > VBM_TEMPORAL_START_RANDOM)
+        return vbm_fail(err, VBM_EINVAL, "start", "%d is not 0 (windows), 1 (pca) or 2 (random)",
+                        o.start);
+    if (o.warm_start != 0 && o.warm_start != 1)
+        return vbm_fail(err, VBM_EINVAL, "warm_start", "%d is not 0 or 1", o.warm_start);
     if (o.rescale != 0 && o.rescale != 1)
         return vbm_fail(err, VBM_EINVAL, "rescale", "%d is not 0 or 1", o.rescale);
     if (seqs == NULL || nseq < 1)
@@ -1534,15 +1593,28 @@ static vbm_status temporal_fit(vbm_temporal *m, int append, const vbm_sequence *
         return vbm_fail(err, VBM_EINVAL, "sequences", "%.0f frames in all exceed %ld", nfr,
                         VBM_MAX_FRAMES);
     append = append && m->fitted; /* an append to an empty memory is a write */
-    runs = append ? 1 : o.restarts;
+    if (!append && m->cfg.vbe_temporal && o.warm_start) {
+        /* eq. 19 warm-started: the eq. 18 fit of the same options, then one eq. 19 run from
+         * its q(Theta) */
+        vbm_temporal_config c18 = m->cfg;
+        c18.vbe_temporal = 0;
+        if ((rc = vbm_temporal_create(&c18, &warm, err)) != VBM_OK)
+            return rc;
+        if ((rc = temporal_fit(warm, 0, seqs, nseq, &o, NULL, err)) != VBM_OK) {
+            vbm_temporal_free(warm);
+            return rc;
+        }
+    }
+    runs = append || warm ? 1 : o.restarts;
     for (int r = 0; r < runs; r++) {
         vbm_temporal *w = NULL;
         double *fe = NULL;
         int done = 0;
-        if ((rc = fit_run(m, append ? m : NULL, seqs, nseq, &o, o.seed + (uint64_t)r, &w, &fe,
+        if ((rc = fit_run(m, append ? m : NULL, warm, seqs, nseq, &o, o.seed + (uint64_t)r, &w, &fe,
                           &done, err))
             != VBM_OK) {
             vbm_temporal_free(best);
+            vbm_temporal_free(warm);
             free(best_fe);
             return rc;
         }
@@ -1557,6 +1629,7 @@ static vbm_status temporal_fit(vbm_temporal *m, int append, const vbm_sequence *
             free(fe);
         }
     }
+    vbm_temporal_free(warm);
     temporal_swap(m, best);
     vbm_temporal_free(best);
     if (trace) {
@@ -1607,8 +1680,6 @@ void vbm_temporal_summary(const vbm_temporal *m, vbm_temporal_config *cfg, long 
 vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
                               double *qb, double *a, double *local_fe, vbm_error *err)
 {
-    tseq s;
-    double *scr;
     vbm_status rc;
 
     if (m == NULL)
@@ -1619,27 +1690,73 @@ vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, in
         return vbm_fail(err, VBM_EINVAL, "sweeps", "%d is not in [1, 100000]", sweeps);
     if ((rc = seq_check(m, seq, "sequence", err)) != VBM_OK)
         return rc;
-    if ((rc = tseq_init(&s, m, seq, err)) != VBM_OK)
-        return rc;
+    return infer_query(m, seq, sweeps, qb, a, local_fe, err);
+}
+
+/* q(B, A) of the query seq under m's q(Theta) (held fixed): VBE sweeps from q(b) = 1/2, a = 0,
+ * alternating in direction (the last one forward when last_forward). The coordinate ascent lands
+ * in an optimum that depends on which identity it updates first (the first takes what it can
+ * explain): up to 8 runs start from identities spread over the P, in both directions, and the
+ * one of highest free energy is left in *out (tseq_free it), its free energy in *F. The sequence is checked by the caller. VBM_ENOMEM, VBM_ENUMERIC. */
+static vbm_status tseq_infer_best(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
+                                  int last_forward, tseq *out, double *F, vbm_error *err)
+{
+    tseq s;
+    double *scr, best = -INFINITY;
+    vbm_status rc = VBM_OK;
+    int orders, have = 0;
+
+    memset(out, 0, sizeof *out);
     scr = vbm_calloc((size_t)4 * m->Q * m->Q + 4 * m->Q, sizeof(double));
-    if (scr == NULL) {
-        tseq_free(&s);
+    if (scr == NULL)
         return vbm_fail(err, VBM_ENOMEM, "", "out of memory");
-    }
-    tseq_data(&s, &m->ex);
-    for (int i = 0; i < sweeps && rc == VBM_OK; i++)
-        rc = tseq_sweep(&m->ex, &s, scr, err);
-    if (rc == VBM_OK) {
-        if (qb)
-            memcpy(qb, s.q1, sizeof(double) * seq->T * m->P);
-        if (a)
-            memcpy(a, s.ea, sizeof(double) * seq->T * m->K);
-        if (local_fe)
-            *local_fe = tseq_local_fe(&m->ex, &s);
+    orders = m->P == 1 ? 1 : (m->P < 4 ? 2 * m->P : 8);
+    for (int r = 0; r < orders && rc == VBM_OK; r++) {
+        double f;
+        if ((rc = tseq_init(&s, m, seq, err)) != VBM_OK)
+            break;
+        s.p0 = (r / 2) * m->P / (orders / 2 > 0 ? orders / 2 : 1);
+        s.pdir = r % 2;
+        tseq_data(&s, &m->ex);
+        for (int i = 0; i < sweeps && rc == VBM_OK; i++)
+            rc = tseq_sweep(&m->ex, &s, last_forward ? (sweeps - 1 - i) % 2 : i % 2, scr, err);
+        f = rc == VBM_OK ? tseq_local_fe(&m->ex, &s) : NAN;
+        if (rc == VBM_OK && (!have || f > best)) {
+            if (have)
+                tseq_free(out);
+            *out = s;
+            best = f;
+            have = 1;
+        } else {
+            tseq_free(&s);
+        }
     }
     free(scr);
-    tseq_free(&s);
+    if (rc != VBM_OK && have)
+        tseq_free(out);
+    if (rc == VBM_OK)
+        *F = best;
     return rc;
+}
+
+/* vbm_temporal_infer after its checks. */
+static vbm_status infer_query(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
+                              double *qb, double *a, double *local_fe, vbm_error *err)
+{
+    tseq s;
+    double F = NAN;
+    vbm_status rc = tseq_infer_best(m, seq, sweeps, 0, &s, &F, err);
+
+    if (rc != VBM_OK)
+        return rc;
+    if (qb)
+        memcpy(qb, s.q1, sizeof(double) * seq->T * m->P);
+    if (a)
+        memcpy(a, s.ea, sizeof(double) * seq->T * m->K);
+    if (local_fe)
+        *local_fe = F;
+    tseq_free(&s);
+    return VBM_OK;
 }
 
 /* ---- continuation of a prefix ---- */
@@ -1653,7 +1770,7 @@ vbm_status vbm_temporal_continue(const vbm_temporal *m, const vbm_sequence *pref
     tseq s;
     double *scr = NULL, *x = NULL, *pi1 = NULL, *pi0 = NULL, *L = NULL, *a = NULL, *z = NULL;
     int *bt = NULL, have_seq = 0;
-    double Tm[4];
+    double Tm[4], fpre;
     vbm_status rc = VBM_OK;
     rng_t r;
 
@@ -1680,7 +1797,9 @@ vbm_status vbm_temporal_continue(const vbm_temporal *m, const vbm_sequence *pref
     if ((double)n * D * (nsamples + 1) > (double)VBM_MAX_ELEMENTS)
         return vbm_fail(err, VBM_ENOMEM, "steps", "%ld steps of %d samples are too many", n,
                         nsamples);
-    if ((rc = tseq_init(&s, m, prefix, err)) != VBM_OK)
+    /* filter the prefix: q(b_t, a_t) of its last frame under q(Theta) (the last frame of a
+     * smoother is its filter) */
+    if ((rc = tseq_infer_best(m, prefix, sweeps, 1, &s, &fpre, err)) != VBM_OK)
         return rc;
     have_seq = 1;
     scr = vbm_calloc((size_t)4 * Q * Q + 4 * Q, sizeof(double));
@@ -1695,13 +1814,6 @@ vbm_status vbm_temporal_continue(const vbm_temporal *m, const vbm_sequence *pref
         rc = vbm_fail(err, VBM_ENOMEM, "", "out of memory for a continuation");
         goto out;
     }
-    /* filter the prefix: q(b_t, a_t) of its last frame under q(Theta) (the last frame of a
-     * smoother is its filter) */
-    tseq_data(&s, &m->ex);
-    for (int i = 0; i < sweeps && rc == VBM_OK; i++)
-        rc = tseq_sweep(&m->ex, &s, scr, err);
-    if (rc != VBM_OK)
-        goto out;
     T0 = prefix->T;
     tl = T0 - 1;
     /* q(a_T0 | b_T0 = 1), q(a_T0 | b_T0 = 0): means and Cholesky factors of the covariances
@@ -1831,7 +1943,7 @@ vbm_status temporal_fe_split(const vbm_temporal *m, const vbm_temporal *m2, cons
     }
     tseq_data(&s, &m->ex);
     for (int i = 0; i < sweeps && rc == VBM_OK; i++)
-        rc = tseq_sweep(&m->ex, &s, scr, err);
+        rc = tseq_sweep(&m->ex, &s, i % 2, scr, err);
     if (rc == VBM_OK) {
         tstats_add(&st, &m->ex, &s);
         out[0] = tseq_local_fe(&m->ex, &s);

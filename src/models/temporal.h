@@ -75,4 +75,16 @@ vbm_status temporal_fe_split(const vbm_temporal *m, const vbm_temporal *m2, cons
 /* Recompute m->ex from the current q(Theta). Never fails. */
 void temporal_refresh(vbm_temporal *m);
 
+#include "numerics/rng.h"
+
+/* The window start (temporal_start.c): the mean of q(W) of m (prior otherwise, sequences
+ * checked) from windows of 2 Q + 4 consecutive frames (half-overlapping, within sequences):
+ * the half of them whose energy lies most nearly in Q directions (one identity on) are grouped
+ * into P groups by k-subspaces (seeded as k-means++ from rng), and identity p's columns are its
+ * group's top Q principal directions scaled to the variance they carry above the noise. Sets
+ * *used to 0 and leaves m as it was when the data do not allow it (Q >= D, fewer than 4 P
+ * windows); the caller then falls back to another start. VBM_ENOMEM, VBM_ENUMERIC. */
+vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int nseq, rng_t *rng,
+                                  int *used, vbm_error *err);
+
 #endif

@@ -28,11 +28,12 @@
 /* The ops of temporal jobs and the fields each takes (besides "op"). */
 static const struct {
     const char *name;
-    const char *const fields[10];
+    const char *const fields[12];
     const char *required[3];
 } solve_temporal_ops[] = {
     {"temporal_write",
-     {"model", "sequences", "iterations", "sweeps", "restarts", "tolerance", "seed", NULL},
+     {"model", "sequences", "iterations", "sweeps", "restarts", "tolerance", "seed", "start",
+      "warm_start", NULL},
      {"model", "sequences", NULL}},
     {"temporal_append",
      {"memory", "sequences", "iterations", "sweeps", "tolerance", NULL},
@@ -63,7 +64,7 @@ vbm_status solve_temporal_run(const json_t *root, const char *name, json_t *resu
     vbm_sequence *seqs = NULL, q = {0, 0, NULL};
     double *x1 = NULL, *x2 = NULL, *x3 = NULL, t0, fe = NAN;
     int *bi = NULL, n = 0, op = -1, D;
-    long it = 100, sweeps = 2, restarts = 1, len = 0, steps = 0, ns = 0, isweeps = 10;
+    long it = 100, sweeps = 2, restarts, len = 0, steps = 0, ns = 0, isweeps = 50;
     uint64_t seed = 0;
     json_t *post = NULL;
     vbm_status st;
@@ -77,7 +78,7 @@ vbm_status solve_temporal_run(const json_t *root, const char *name, json_t *resu
                         "temporal_infer, temporal_sample, temporal_continue)",
                         name);
     keys[0] = "op";
-    for (int i = 0; i < 10 && solve_temporal_ops[op].fields[i] != NULL; i++) {
+    for (int i = 0; i < 12 && solve_temporal_ops[op].fields[i] != NULL; i++) {
         keys[i + 1] = solve_temporal_ops[op].fields[i];
         keys[i + 2] = NULL;
     }
@@ -117,6 +118,8 @@ vbm_status solve_temporal_run(const json_t *root, const char *name, json_t *resu
     }
     vbm_temporal_summary(m, &cfg, NULL, NULL, NULL);
     D = cfg.code_size;
+    vbm_temporal_opts_default(&o);
+    restarts = o.restarts;
     st = wire_opt_long(root, "iterations", 1, SOLVE_MAX_ITER, &it, err);
     if (st == VBM_OK)
         st = wire_opt_long(root, "sweeps", 1, 1000, op == 2 || op == 4 ? &isweeps : &sweeps, err);
@@ -130,9 +133,12 @@ vbm_status solve_temporal_run(const json_t *root, const char *name, json_t *resu
         st = wire_opt_long(root, "steps", 1, VBM_MAX_FRAMES, &steps, err);
     if (st == VBM_OK)
         st = wire_opt_long(root, "samples", 0, 100000, &ns, err);
-    vbm_temporal_opts_default(&o);
     if (st == VBM_OK)
         st = wire_opt_double(root, "tolerance", 0.0, 1.0, &o.tol, err);
+    if (st == VBM_OK)
+        st = wire_temporal_start_read(root, "start", &o.start, err);
+    if (st == VBM_OK)
+        st = wire_opt_bool(root, "warm_start", &o.warm_start, err);
     if (st == VBM_OK && (op == 0 || op == 1))
         st = wire_read_sequences(json_object_get(root, "sequences"), "sequences", VBM_MAX_FRAMES, D,
                                  2, &seqs, &n, err);

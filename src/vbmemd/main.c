@@ -331,9 +331,10 @@ int main(int argc, char **argv)
                          "port", http_server_port(srv), "threads", opt.threads, "queue_depth",
                          opt.queue_depth, "blas_threads", blas, "api_keys", http_auth_enabled(auth),
                          "tls", http_tls_enabled(&tls), "version", VBM_VERSION_STRING, "store",
-                         !durable            ? "memory"
-                         : opt.redis != NULL ? "redis"
-                                             : "sqlite"));
+                         !durable                     ? "memory"
+                         : opt.redis_sentinel != NULL ? "redis-sentinel"
+                         : opt.redis != NULL          ? "redis"
+                                                      : "sqlite"));
 
     sig = main_loop(&set, &lg, store, auth, models);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/backend.h"
 #include "http/cors.h"
 #include "vbmemd/options.h"
 
@@ -59,6 +60,10 @@ enum {
     O_LIST_SESSIONS,
     O_QUEUE_TIMEOUT,
     O_CORS_ORIGIN,
+    O_REDIS_SENTINEL,
+    O_REDIS_SERVICE,
+    O_REDIS_MIN_REPLICAS,
+    O_REDIS_WAIT_TIMEOUT,
     O_TEST_HOLD_WRITES,
     O_COUNT
 };
@@ -135,6 +140,16 @@ static const opt_def opt_defs[O_COUNT] = {
      "ORIGIN (http[s]://HOST[:PORT]) whose pages may call this server from a browser (CORS); "
      "repeat it for more (the variable and config line take a blank- or comma-separated list); "
      "none by default: no CORS header is sent"},
+    {"redis-sentinel", OPT_STR, NULL,
+     "HOST:PORT[,HOST:PORT...] of Redis Sentinels to ask for the primary of --redis-service "
+     "(instead of --redis); a failover is followed: on a lost connection or a demoted server they "
+     "are asked again"},
+    {"redis-service", OPT_STR, NULL, "with --redis-sentinel: the name the sentinels monitor"},
+    {"redis-min-replicas", OPT_INT, NULL,
+     "with --redis or --redis-sentinel: a write is acknowledged only once WAIT confirms it on N "
+     "replicas, else 503 (default 1 with --redis-sentinel, 0 with --redis)"},
+    {"redis-wait-timeout", OPT_INT, NULL,
+     "milliseconds WAIT waits for --redis-min-replicas confirmations (1..60000, default 1000)"},
     /* A test hook, hidden (no help: --help does not list it) and command line only (no
      * variable, no config line): tests/http hold a write with it to observe what runs
      * meanwhile (http_server_config.test_hold_dir). Not for production. */
@@ -259,6 +274,93 @@ static int opt_long(const char *name, const char *s, long lo, long hi, long *out
     return 0;
 }
 
+/* 1 when s is given and not empty. */
+static int opt_given(const char *s)
+{
+    return s != NULL && s[0] != '\0';
+}
+
+/* The Redis options of o, checked together: one of --redis and
+ * --redis-sentinel, a service with sentinels, WAIT's count and timeout. */
+static int opt_convert_redis(char **vals, vbmemd_options *o, char *msg, size_t msglen)
+{
+    store_redis_addr addrs[STORE_REDIS_MAX_SENTINELS];
+    vbm_error err;
+    const char *p;
+    long v;
+    int n;
+
+    if (opt_given(o->redis)
+        && store_redis_parse_addrs(o->redis, "redis", addrs, 1, &n, &err) != VBM_OK) {
+        snprintf(msg, msglen, "--%s", err.msg);
+        return -1;
+    }
+    o->redis_sentinel = vals[O_REDIS_SENTINEL];
+    o->redis_service = vals[O_REDIS_SERVICE];
+    if (o->redis_sentinel != NULL) {
+        if (store_redis_parse_addrs(o->redis_sentinel, "redis-sentinel", addrs,
+                                    STORE_REDIS_MAX_SENTINELS, &n, &err)
+            != VBM_OK) {
+            snprintf(msg, msglen, "--%s", err.msg);
+            return -1;
+        }
+        if (opt_given(o->redis)) {
+            snprintf(msg, msglen,
+                     "--redis-sentinel: give --redis HOST:PORT or --redis-sentinel, not both");
+            return -1;
+        }
+        if (opt_given(o->data_dir)) {
+            snprintf(msg, msglen,
+                     "--redis-sentinel: give --data-dir or --redis-sentinel, not both");
+            return -1;
+        }
+        if (!opt_given(o->redis_service)) {
+            snprintf(msg, msglen,
+                     "--redis-service: needed with --redis-sentinel (the name the "
+                     "sentinels monitor the primary under)");
+            return -1;
+        }
+        for (p = o->redis_service; *p != '\0'; p++) {
+            if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
+                snprintf(msg, msglen,
+                         "--redis-service: expected a name without blanks or control bytes, got "
+                         "\"%.100s\"",
+                         o->redis_service);
+                return -1;
+            }
+        }
+        if (strlen(o->redis_service) > 127) {
+            snprintf(msg, msglen, "--redis-service: longer than 127 bytes");
+            return -1;
+        }
+    } else if (o->redis_service != NULL) {
+        snprintf(msg, msglen, "--redis-service: needs --redis-sentinel");
+        return -1;
+    }
+    o->redis_min_replicas = o->redis_sentinel != NULL ? 1 : 0;
+    o->redis_wait_timeout_ms = 1000;
+    if (vals[O_REDIS_MIN_REPLICAS] != NULL) {
+        if (!opt_given(o->redis) && o->redis_sentinel == NULL) {
+            snprintf(msg, msglen, "--redis-min-replicas: needs --redis or --redis-sentinel");
+            return -1;
+        }
+        if (opt_long("redis-min-replicas", vals[O_REDIS_MIN_REPLICAS], 0, 64, &v, msg, msglen) != 0)
+            return -1;
+        o->redis_min_replicas = (int)v;
+    }
+    if (vals[O_REDIS_WAIT_TIMEOUT] != NULL) {
+        if (!opt_given(o->redis) && o->redis_sentinel == NULL) {
+            snprintf(msg, msglen, "--redis-wait-timeout: needs --redis or --redis-sentinel");
+            return -1;
+        }
+        if (opt_long("redis-wait-timeout", vals[O_REDIS_WAIT_TIMEOUT], 1, 60000, &v, msg, msglen)
+            != 0)
+            return -1;
+        o->redis_wait_timeout_ms = (int)v;
+    }
+    return 0;
+}
+
 /* Convert the strings to the typed fields of o. */
 static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
 {
@@ -302,7 +404,8 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         o->threads = (int)v;
     }
     for (i = 0; i < O_COUNT; i++) {
-        if (vals[i] == NULL || i == O_THREADS)
+        if (vals[i] == NULL || i == O_THREADS || i == O_REDIS_MIN_REPLICAS
+            || i == O_REDIS_WAIT_TIMEOUT)
             continue;
         switch (opt_defs[i].type) {
         case OPT_INT:
@@ -366,7 +469,7 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         snprintf(msg, msglen, "--commit-waiters: expected 0..1024, got %d", o->commit_waiters);
         return -1;
     }
-    return 0;
+    return opt_convert_redis(vals, o, msg, msglen);
 }
 
 int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, size_t msglen)

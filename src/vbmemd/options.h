@@ -24,6 +24,10 @@ typedef struct {
     const char *import_all;       /* --import-all FILE, NULL: none */
     long max_resident;            /* resident sessions of the durable store */
     const char *redis;            /* --redis HOST:PORT, NULL: none */
+    const char *redis_sentinel;   /* --redis-sentinel HOST:PORT[,...], NULL: none */
+    const char *redis_service;    /* --redis-service NAME, NULL: none */
+    int redis_min_replicas;       /* WAIT for this many replicas (1 with sentinels, else 0) */
+    int redis_wait_timeout_ms;    /* WAIT's timeout */
     const char *tls_cert;         /* --tls-cert FILE, NULL: plain HTTP */
     const char *tls_key;          /* --tls-key FILE */
     int metrics_key_required;     /* 1: /metrics needs an API key */

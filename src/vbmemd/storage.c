@@ -1,5 +1,6 @@
-/* storage.c -- owns vbmemd's choice of session store (SQLite in --data-dir, Redis with --redis, or
- * memory) and its one-shot storage commands (--list-sessions, --export-all, --import-all). */
+/* storage.c -- owns vbmemd's choice of session store (SQLite in --data-dir, Redis with --redis or
+ * --redis-sentinel, or memory) and its one-shot storage commands (--list-sessions, --export-all,
+ * --import-all). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -12,28 +13,29 @@
 
 #define STORAGE_PAGE 64
 
-/* Open the Redis backend of "HOST:PORT" ("[V6]:PORT" for IPv6). */
-static vbm_status storage_open_redis(const char *addr, eng_backend **out, vbm_error *err)
+/* Open the Redis backend of the options: --redis-sentinel and --redis-service,
+ * or --redis "HOST:PORT" ("[V6]:PORT" for IPv6), with WAIT's settings. */
+static vbm_status storage_open_redis(const vbmemd_options *o, eng_backend **out, vbm_error *err)
 {
-    char host[256];
-    const char *colon = strrchr(addr, ':');
-    char *end;
-    long port;
-    size_t n;
+    store_redis_config cfg;
+    vbm_status st;
 
-    if (colon == NULL)
-        return vbm_fail(err, VBM_EINVAL, "redis", "--redis: expected HOST:PORT, got \"%s\"", addr);
-    n = (size_t)(colon - addr);
-    if (n > 1 && addr[0] == '[' && addr[n - 1] == ']') {
-        addr++;
-        n -= 2;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.prefix = "vbmem:";
+    cfg.min_replicas = o->redis_min_replicas;
+    cfg.wait_timeout_ms = o->redis_wait_timeout_ms;
+    if (o->redis_sentinel != NULL) {
+        st = store_redis_parse_addrs(o->redis_sentinel, "redis-sentinel", cfg.sentinels,
+                                     STORE_REDIS_MAX_SENTINELS, &cfg.n_sentinels, err);
+        cfg.service = o->redis_service;
+    } else {
+        int n;
+
+        st = store_redis_parse_addrs(o->redis, "redis", &cfg.server, 1, &n, err);
     }
-    port = strtol(colon + 1, &end, 10);
-    if (n == 0 || n >= sizeof host || *end != '\0' || port < 1 || port > 65535)
-        return vbm_fail(err, VBM_EINVAL, "redis", "--redis: expected HOST:PORT, got \"%s\"", addr);
-    memcpy(host, addr, n);
-    host[n] = '\0';
-    return store_redis_open(host, (int)port, "vbmem:", out, err);
+    if (st != VBM_OK)
+        return st;
+    return store_redis_open_config(&cfg, out, err);
 }
 
 /* The start-up check of a SQLite backend into *check: PRAGMA quick_check, then every record read
@@ -89,10 +91,10 @@ vbm_status vbmemd_storage_open(const vbmemd_options *o, eng_store **out, int *du
     memset(check, 0, sizeof *check);
     lim.max_sessions = o->limits.max_sessions;
     lim.max_bytes = o->limits.max_memory_bytes;
-    if (o->redis != NULL && o->redis[0] != '\0') {
+    if ((o->redis != NULL && o->redis[0] != '\0') || o->redis_sentinel != NULL) {
         if (o->data_dir != NULL && o->data_dir[0] != '\0')
             return vbm_fail(err, VBM_EINVAL, "redis", "give --data-dir or --redis, not both");
-        st = storage_open_redis(o->redis, &b, err);
+        st = storage_open_redis(o, &b, err);
     } else if (o->data_dir == NULL || o->data_dir[0] == '\0') {
         return eng_store_memory_create(&lim, out, err);
     } else {

@@ -1,5 +1,6 @@
-/* storage.h -- owns vbmemd's choice of session store (SQLite in --data-dir, Redis with --redis, or
- * memory) and its one-shot storage commands (--list-sessions, --export-all, --import-all). */
+/* storage.h -- owns vbmemd's choice of session store (SQLite in --data-dir, Redis with --redis or
+ * --redis-sentinel, or memory) and its one-shot storage commands (--list-sessions, --export-all,
+ * --import-all). */
 #ifndef VBMEM_VBMEMD_STORAGE_H
 #define VBMEM_VBMEMD_STORAGE_H
 
@@ -21,8 +22,11 @@ typedef struct {
 
 /* Open the store the options ask for: with o->data_dir the durable SQLite
  * store (DIR/vbmem.db, locked for this process), with o->redis the durable
- * store over a Redis server shared with other replicas (not contacted yet: an
- * unreachable server gives 503s until it is back), both with at most
+ * store over a Redis server shared with other replicas, with o->redis_sentinel
+ * over the primary the sentinels name for o->redis_service (followed through
+ * failovers), a write acknowledged once o->redis_min_replicas replicas
+ * confirmed it (not contacted yet: an unreachable server or sentinels give
+ * 503s until they are back), all with at most
  * o->max_resident idle sessions in memory; else the in-memory store. *durable
  * is set to 1 for a durable store. A SQLite store is checked first (PRAGMA
  * quick_check, then every record's checksum), what was found in

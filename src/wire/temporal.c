@@ -307,3 +307,21 @@ void wire_sequences_free(vbm_sequence *seqs, int n)
         free((void *)seqs[i].y);
     free(seqs);
 }
+
+vbm_status wire_temporal_start_read(const json_t *obj, const char *key, int *out, vbm_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+
+    if (v == NULL)
+        return VBM_OK;
+    if (strcmp(s, "windows") == 0)
+        *out = VBM_TEMPORAL_START_WINDOWS;
+    else if (strcmp(s, "pca") == 0)
+        *out = VBM_TEMPORAL_START_PCA;
+    else if (strcmp(s, "random") == 0)
+        *out = VBM_TEMPORAL_START_RANDOM;
+    else
+        return vbm_fail(err, VBM_EINVAL, key, "expected \"windows\", \"pca\" or \"random\"");
+    return VBM_OK;
+}

@@ -40,6 +40,11 @@ vbm_status wire_temporal_from_json(const json_t *json, vbm_temporal **out, vbm_e
 vbm_status wire_read_sequences(const json_t *v, const char *path, long max_frames, int D,
                                long min_T, vbm_sequence **seqs, int *n, vbm_error *err);
 
+/* The start of a temporal write from the optional member key of obj: "windows", "pca" or
+ * "random" (VBM_TEMPORAL_START_*); *out is unchanged when key is absent. VBM_EINVAL naming key
+ * for any other value. */
+vbm_status wire_temporal_start_read(const json_t *obj, const char *key, int *out, vbm_error *err);
+
 /* Read one sequence (a codes object) at path, as wire_read_sequences does for each. */
 vbm_status wire_read_sequence(const json_t *v, const char *path, long max_frames, int D, long min_T,
                               vbm_sequence *seq, vbm_error *err);

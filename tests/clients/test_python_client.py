@@ -222,7 +222,7 @@ def test_temporal_session(client, pngs):
     seqs = [[[rnd.gauss(0, 1) for _ in range(4)] for _ in range(10)] for _ in range(2)]
     s = client.create_temporal_session(code_size=4, components=2)
     assert s.kind == "temporal" and s.rows is None and s.raw["components"] == 2
-    w = client.write_sequences(s, sequences=seqs, iterations=10, seed=1)
+    w = client.write_sequences(s, sequences=seqs, iterations=10, seed=1, start="windows", warm_start=True)
     assert w["sequences"] == 2 and w["frames"] == 20 and len(w["free_energy_trace"]) == 10
     a = client.write_sequences(s, sequences=[seqs[0][:5]], mode="append", iterations=3, if_match=2)
     assert a["mode"] == "append" and a["frames"] == 25 and a["version"] == 3

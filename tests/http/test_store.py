@@ -9,10 +9,15 @@ the whole of test_http.py against SQLite stores (with_data_dir.sh); and replicas
 three vbmemd --redis and nginx (deploy/nginx/nginx.conf) in front, writes and reads through nginx,
 one replica SIGKILLed mid-run: no acknowledged write lost, every session readable, no request failed
 before the kill, at most one per client after it (the request it had in flight), every client served
-again after it.
+again after it; and Redis Sentinel: a primary, two replicas, three sentinels, two vbmemd
+--redis-sentinel behind nginx, writers under load, the primary SIGKILLed while its replicas lag:
+writes answered again within a bounded number of attempts, every acknowledged write present
+(version and memory export), the old primary back as a replica (failover_run, which
+bench/failover.py runs longer); and the sentinel options' refusals.
 Every process runs on loopback; every response is validated against proto/openapi.yaml.
 
 usage: test_store.py PATH/TO/vbmemd [--quick] [--wrapper 'valgrind ...'] [--only a,b] [--seed N]"""
+import hashlib
 import http.client
 import json
 import os
@@ -428,7 +433,10 @@ def start_nginx(tmp, upstreams):
     servers = ["server 127.0.0.1:%d " % p for p in upstreams]
     for i, old in enumerate(["server 127.0.0.1:8081 ", "server 127.0.0.1:8082 ", "server 127.0.0.1:8083 "]):
         expect(old in conf, "deploy/nginx/nginx.conf lacks %r" % old)
-        conf = conf.replace(old, servers[i])
+        if i < len(servers):
+            conf = conf.replace(old, servers[i])
+        else:  # fewer replicas: drop the line
+            conf = "\n".join(l for l in conf.split("\n") if old not in l)
     conf = conf.replace("listen 127.0.0.1:8080;", "listen 127.0.0.1:%d;" % port)
     conf = conf.replace("worker_processes auto;", "worker_processes 1;" + (" user root;" if os.getuid() == 0 else ""))
     conf = conf.replace("http {", "http {\n    client_body_temp_path %s/body;\n    proxy_temp_path %s/proxy;" % (tmp, tmp), 1)
@@ -577,6 +585,505 @@ def test_replicas_redis_nginx_sigkill():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ---- Redis Sentinel: a primary, two replicas, three sentinels, failover ------------------
+
+class RedisError(Exception):
+    pass
+
+
+def _resp_read(f):
+    line = f.readline()
+    if not line.endswith(b"\r\n"):
+        raise OSError("connection closed")
+    t, rest = line[:1], line[1:-2]
+    if t == b"+":
+        return rest.decode()
+    if t == b"-":
+        raise RedisError(rest.decode())
+    if t == b":":
+        return int(rest)
+    if t == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2]
+    if t == b"*":
+        n = int(rest)
+        return None if n < 0 else [_resp_read(f) for _ in range(n)]
+    raise OSError("bad reply %r" % line[:40])
+
+
+def resp(port, *args, timeout=2):
+    """One command to the Redis server or sentinel on 127.0.0.1:port (RESP2); its reply (bulk
+    strings as bytes), RedisError for an error reply, OSError when unreachable."""
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sk:
+        sk.sendall(out)
+        with sk.makefile("rb") as f:
+            return _resp_read(f)
+
+
+def role(port):
+    """ROLE of the server on port: ("master", None) or ("slave", master port), None unreachable."""
+    try:
+        r = resp(port, "ROLE")
+    except (OSError, RedisError):
+        return None
+    return (r[0].decode(), None) if r[0] == b"master" else (r[0].decode(), int(r[2]))
+
+
+class Relay:
+    """A TCP relay on loopback in front of one Redis server: everybody (sentinels, replicas,
+    vbmemd) reaches the server through it (the server announces the relay's port). Replication
+    links through it -- connections whose client sent SYNC or PSYNC -- can be held: what the
+    server sends them is kept back, as a slow or partitioned link would, and cut() drops it
+    with every connection, as the server's death would. Other connections pass through."""
+
+    def __init__(self, target):
+        self.target = target
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.hold = threading.Event()
+        self.lock = threading.Lock()
+        self.links = []
+        self.held_bytes = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), timeout=1)
+                u.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            link = {"c": c, "u": u, "repl": False}
+            with self.lock:
+                self.links.append(link)
+            threading.Thread(target=self._up, args=(link,), daemon=True).start()
+            threading.Thread(target=self._down, args=(link,), daemon=True).start()
+
+    def _close(self, link):
+        for k in ("c", "u"):
+            try:
+                link[k].shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            link[k].close()
+
+    def _up(self, link):  # client -> server
+        try:
+            while True:
+                data = link["c"].recv(65536)
+                if not data:
+                    break
+                if b"SYNC" in data.upper():
+                    link["repl"] = True
+                link["u"].sendall(data)
+        except OSError:
+            pass
+        self._close(link)
+
+    def _down(self, link):  # server -> client
+        try:
+            while True:
+                data = link["u"].recv(65536)
+                if not data:
+                    break
+                if link["repl"] and self.hold.is_set():
+                    with self.lock:
+                        self.held_bytes += len(data)  # kept back: never delivered
+                    continue
+                link["c"].sendall(data)
+        except OSError:
+            pass
+        self._close(link)
+
+    def cut(self):
+        """Close every connection (what was held is lost) and stop holding; new connections
+        are relayed again (to a restarted server)."""
+        with self.lock:
+            links, self.links = self.links, []
+        for link in links:
+            self._close(link)
+        self.hold.clear()
+
+    def close(self):
+        self.sock.close()
+        self.cut()
+
+
+class SentinelCluster:
+    """redis-server x 3 (node 0 the first primary, nodes 1 and 2 its replicas), each behind a
+    Relay, and three sentinels (quorum 2, down-after-milliseconds 500) watching service
+    "vbmem", all on loopback with their files in tmp. AOF with fsync always everywhere."""
+
+    SERVICE = "vbmem"
+
+    def __init__(self, tmp, down_after_ms=500, failover_timeout_ms=3000):
+        self.tmp = tmp
+        self.nodes = []  # {"port", "relay", "conf", "proc"}
+        for i in range(3):
+            port = free_port()
+            relay = Relay(port)
+            d = os.path.join(tmp, "redis%d" % i)
+            os.mkdir(d)
+            conf = os.path.join(d, "redis.conf")
+            with open(conf, "w") as f:
+                f.write("port %d\nbind 127.0.0.1\ndir %s\nsave \"\"\nappendonly yes\nappendfsync always\n"
+                        "repl-diskless-sync-delay 0\nreplica-announce-ip 127.0.0.1\nreplica-announce-port %d\n"
+                        % (port, d, relay.port))
+                if i > 0:
+                    f.write("replicaof 127.0.0.1 %d\n" % self.nodes[0]["relay"].port)
+            self.nodes.append({"port": port, "relay": relay, "conf": conf, "proc": None})
+        for i in range(3):
+            self.start_node(i)
+        poll(lambda: len(self.replicas_of(0)) == 2, 400, "both replicas in sync with the primary")
+        self.sentinels = []  # {"port", "proc"}
+        for i in range(3):
+            port = free_port()
+            conf = os.path.join(tmp, "sentinel%d.conf" % i)
+            with open(conf, "w") as f:
+                f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"
+                        "sentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s %d\n"
+                        "sentinel parallel-syncs %s 2\n"
+                        % (port, tmp, self.SERVICE, self.nodes[0]["relay"].port, self.SERVICE, down_after_ms,
+                           self.SERVICE, failover_timeout_ms, self.SERVICE))
+            proc = subprocess.Popen(["redis-server", conf, "--sentinel"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            self.sentinels.append({"port": port, "proc": proc})
+
+        def sentinels_ready():  # every sentinel knows the two others and both replicas
+            try:
+                return all(len(resp(s["port"], "SENTINEL", "sentinels", self.SERVICE)) == 2
+                           and len(resp(s["port"], "SENTINEL", "replicas", self.SERVICE)) == 2
+                           for s in self.sentinels)
+            except (OSError, RedisError):
+                return False
+        poll(sentinels_ready, 600, "the sentinels know each other and the replicas")
+
+    def start_node(self, i):
+        n = self.nodes[i]
+        n["proc"] = subprocess.Popen(["redis-server", n["conf"]], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        poll(lambda: redis_ping(n["port"]), 200, "redis-server %d up" % i)
+
+    def kill_node(self, i):
+        """SIGKILL node i; its relay drops what it held (the replication stream in flight)."""
+        n = self.nodes[i]
+        n["proc"].kill()
+        n["proc"].wait()
+        n["relay"].cut()
+
+    def sentinel_list(self):
+        return ",".join("127.0.0.1:%d" % s["port"] for s in self.sentinels)
+
+    def primary(self):
+        """The node every sentinel names as primary, or None while they disagree."""
+        named = set()
+        for s in self.sentinels:
+            try:
+                host, port = resp(s["port"], "SENTINEL", "get-master-addr-by-name", self.SERVICE)
+                named.add(int(port))
+            except (OSError, RedisError, TypeError, ValueError):
+                return None
+        if len(named) != 1:
+            return None
+        port = named.pop()
+        return next((i for i, n in enumerate(self.nodes) if n["relay"].port == port), None)
+
+    def replicas_of(self, i):
+        """Relay ports of the replicas ROLE on node i lists as connected (it must be a master)."""
+        try:
+            r = resp(self.nodes[i]["port"], "ROLE")
+        except (OSError, RedisError):
+            return []
+        return [int(x[1]) for x in r[2]] if r[0] == b"master" else []
+
+    def close(self):
+        for p in [n["proc"] for n in self.nodes] + [s["proc"] for s in self.sentinels]:
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        for n in self.nodes:
+            n["relay"].close()
+
+
+def poll(cond, tries, what, pause=0.1):
+    """Poll cond() up to tries times, pause seconds apart; AssertionError naming what when it
+    never held. (A bound on a hang, not a timing assertion.) Returns the number of polls."""
+    for k in range(tries):
+        if cond():
+            return k + 1
+        time.sleep(pause)
+    raise AssertionError("%s: not after %d polls %.1f s apart" % (what, tries, pause))
+
+
+def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_attempts=300, check=True):
+    """The failover check, shared with bench/failover.py. Two vbmemd --redis-sentinel behind
+    nginx; n_writers client threads write their own sessions (If-Match on the version they
+    know) and record every acknowledged write: session, version, SHA-256 of the memory export
+    read right after it. Each round: the replication links of the primary are held (a lagging
+    replica: writes reach the primary only), writes go on until 4 have been answered, the
+    primary is SIGKILLed and what it had not sent its replicas is lost with it; every writer
+    must be acknowledged again within recover_attempts attempts (each failed one followed by a
+    0.1 s pause), the old primary restarts and must come back as a replica of the new one.
+    Checked throughout: no (session, version) acknowledged twice (an acknowledged write lost
+    and its version reused) and no stored version below an acknowledged one (seen on every
+    409); at the end every session's stored version is its last acknowledged one (or above by
+    writes answered 5xx, which may stand), with the same memory export when equal. Returns
+    figures: per round the attempts each writer needed and the seconds from the kill to the
+    last writer's first acknowledgement (printed, never asserted), and counts. check=False (the
+    bench's comparator without WAIT) counts lost acknowledged writes in "lost" instead of
+    failing on them."""
+    cl = SentinelCluster(tmp)
+    daemons, ngx, stop = [], None, threading.Event()
+    try:
+        for _ in range(2):
+            d = Daemon(BIN, "--redis-sentinel", cl.sentinel_list(), "--redis-service", cl.SERVICE,
+                       "--threads", "2", "--redis-wait-timeout", "300", *daemon_args, wrapper=WRAPPER)
+            STARTED.append(d)
+            daemons.append(d)
+        ngx, nport = start_nginx(tmp, [d.port for d in daemons])
+        c = Client(nport, timeout=30)
+        lock = threading.Lock()
+        sess = {}  # sid -> {"base", "acked": {version: digest}, "max", "since"}
+        for _ in range(2 * n_writers):
+            sid = create(c)["id"]
+            sess[sid] = {"base": 1, "acked": {1: None}, "max": 1, "since": 0}
+        sids = sorted(sess)
+        errors, lost = [], []
+        lost_versions = [0]  # acknowledged versions known lost (acknowledged twice, or missing at the end)
+        recovered_at = {}  # writer -> monotonic time of its first acknowledgement after the kill
+        kill_t = [0.0]
+        counts = {"acked": 0, "answered": 0, "not_acked": 0, "wait_503": 0}
+        killed = [0]     # kills so far: an attempt counts for the round of the kill it began after
+        since_kill = {}  # writer -> attempts since the kill, None once acknowledged again
+        recovered = {}   # writer -> attempts it took
+        after_kill = {}  # writer -> acknowledged writes since the kill
+
+        def digest(cl_, sid, version):
+            for _ in range(recover_attempts):
+                try:
+                    r = cl_.request("GET", "/v1/sessions/%s/memory" % sid, validate=False)
+                except (OSError, http.client.HTTPException):
+                    cl_.close()
+                    if stop.is_set():
+                        return None
+                    time.sleep(0.1)
+                    continue
+                if r.status == 200:
+                    if r.header("ETag") != '"%d"' % version:
+                        return None  # a later write of this writer stood meanwhile: not comparable
+                    return hashlib.sha256(r.body).hexdigest()
+                time.sleep(0.1)
+            return None
+
+        def writer(k):
+            wr = random.Random(SEED + k)
+            cl_ = Client(nport, timeout=30)
+            mine = sids[2 * k:2 * k + 2]
+            while not stop.is_set():
+                sid = wr.choice(mine)
+                st = sess[sid]
+                began = killed[0]
+                body = {"mode": "append" if st["max"] > 1 else "replace", "seed": wr.randrange(1000),
+                        "iterations": 5, "codes": {"mu": tensor(codes(wr)), "sigma2": 0.05}}
+                try:
+                    r = cl_.request("POST", "/v1/sessions/%s/episodes" % sid, body,
+                                    headers={"If-Match": '"%d"' % st["base"]}, validate=False)
+                    status = r.status
+                except (OSError, http.client.HTTPException):
+                    cl_.close()
+                    status = 0
+                with lock:
+                    counts["answered"] += 1
+                    after = began > 0 and began == killed[0] and k in since_kill
+                    if after and since_kill[k] is not None:
+                        since_kill[k] += 1
+                if status == 200:
+                    v = r.json()["version"]
+                    if v in st["acked"]:
+                        lost_versions[0] += 1
+                        lost.append("%s: version %d acknowledged twice (an acknowledged write was lost)" % (sid, v))
+                    st["acked"][v] = digest(cl_, sid, v)
+                    st.update(base=v, max=max(st["max"], v), since=0)
+                    with lock:
+                        counts["acked"] += 1
+                        after = began > 0 and began == killed[0] and k in since_kill  # (a kill may have come meanwhile)
+                        if after:
+                            after_kill[k] = after_kill.get(k, 0) + 1
+                            if since_kill[k] is not None:
+                                recovered[k], since_kill[k] = since_kill[k], None
+                                recovered_at[k] = time.monotonic()
+                    continue
+                if status == 409:  # another version is stored: which one?
+                    r = cl_.request("GET", "/v1/sessions/" + sid, validate=False)
+                    if r.status == 200:
+                        v = r.json()["version"]
+                        if v < st["max"]:
+                            lost.append("%s: stored version %d, %d was acknowledged" % (sid, v, st["max"]))
+                        st["base"] = v
+                elif status in (502, 503, 504, 0):
+                    st["since"] += 1  # not acknowledged; it may stand all the same
+                    with lock:
+                        counts["not_acked"] += 1
+                    if status == 503 and r.header("Retry-After") is None:
+                        errors.append("503 without Retry-After")
+                    if status == 503 and "replicas required confirmed it" in r.json().get("detail", ""):
+                        with lock:
+                            counts["wait_503"] += 1
+                else:
+                    errors.append("POST %d %s" % (status, r.body[:200]))
+                time.sleep(0.1)
+
+        threads = [threading.Thread(target=writer, args=(k,), daemon=True) for k in range(n_writers)]
+        for t in threads:
+            t.start()
+        figures = []
+        for rnd_i in range(rounds):
+            old = cl.primary()
+            expect(old is not None, "round %d: the sentinels do not agree on a primary" % rnd_i)
+            base = counts["acked"]
+            poll(lambda: counts["acked"] >= base + 4 * n_writers, 600, "round %d: writes acknowledged" % rnd_i)
+            cl.nodes[old]["relay"].hold.set()  # the replicas lag from now on
+            base = counts["answered"]
+            poll(lambda: counts["answered"] >= base + 4, 600, "round %d: writes answered while the replicas lag" % rnd_i)
+            lag_503 = counts["wait_503"]
+            cl.kill_node(old)
+            kill_t[0] = time.monotonic()
+            with lock:
+                for k in range(n_writers):
+                    since_kill[k] = 0
+                recovered.clear()
+                after_kill.clear()
+                killed[0] += 1
+            polls = poll(lambda: len(recovered) == n_writers or errors or (check and lost), recover_attempts,
+                         "round %d: every writer acknowledged again" % rnd_i)
+            expect(not errors, "; ".join(errors[:5]))
+            expect(not check or not lost, "; ".join(lost[:5]))
+            worst = max(recovered.values())
+            expect(worst <= recover_attempts, "round %d: a writer needed %d attempts" % (rnd_i, worst))
+            new = cl.primary()
+            expect(new is not None and new != old, "round %d: primary %s after the kill of %d" % (rnd_i, new, old))
+            poll(lambda: min(after_kill.get(k, 0) for k in range(n_writers)) >= 3, 600, "round %d: writes after the failover" % rnd_i)
+            # the old primary returns: the sentinels make it a replica of the new one
+            cl.start_node(old)
+            try:
+                poll(lambda: role(cl.nodes[old]["port"]) == ("slave", cl.nodes[new]["relay"].port), 900,
+                     "round %d: the old primary is a replica of the new one (ROLE)" % rnd_i)
+                poll(lambda: len(cl.replicas_of(new)) == 2, 900, "round %d: the new primary has two replicas" % rnd_i)
+            except AssertionError as e:
+                raise AssertionError("%s; ROLE of nodes 0-2 (relay ports %s): %s; sentinels name %s"
+                                     % (e, [n["relay"].port for n in cl.nodes],
+                                        [role(n["port"]) for n in cl.nodes], cl.primary()))
+            figures.append({"round": rnd_i, "wait_503": lag_503, "recover_s": max(recovered_at.values()) - kill_t[0], "killed": old, "promoted": new, "attempts": dict(sorted(recovered.items())),
+                            "held_bytes": cl.nodes[old]["relay"].held_bytes, "polls": polls})
+            log("     round %d: primary %d killed with %d bytes unreplicated, %d promoted; writers acknowledged again after %s attempts"
+                % (rnd_i, old, cl.nodes[old]["relay"].held_bytes, new, sorted(recovered.values())))
+            cl.nodes[old]["relay"].held_bytes = 0
+        stop.set()
+        for t in threads:
+            t.join(60)
+        expect(not errors, "; ".join(errors[:5]))
+        expect(not check or not lost, "; ".join(lost[:5]))
+        # every acknowledged write is there: version, and memory export when it is the stored one
+        compared = 0
+        for sid, st in sess.items():
+            info = ok(c.request("GET", "/v1/sessions/" + sid))
+            v = info["version"]
+            if not check and v < st["max"]:
+                lost.append("%s: stored version %d, %d was acknowledged" % (sid, v, st["max"]))
+                lost_versions[0] += st["max"] - v
+                continue
+            expect(st["max"] <= v <= st["max"] + st["since"],
+                   "%s: stored version %d, last acknowledged %d, %d unacknowledged attempts since"
+                   % (sid, v, st["max"], st["since"]))
+            if v == st["max"] and st["acked"][v] is not None:
+                r = c.request("GET", "/v1/sessions/%s/memory" % sid)
+                ok(r)
+                same = hashlib.sha256(r.body).hexdigest() == st["acked"][v]
+                expect(same or not check, "%s v%d: the memory differs from the acknowledged one" % (sid, v))
+                lost_versions[0] += not same
+                compared += 1
+            stored = resp(cl.nodes[cl.primary()]["port"], "HGET", "vbmem:s:" + sid, "version")
+            expect(int(stored) == v, "%s: the primary holds version %s, the service answers %d" % (sid, stored, v))
+        expect(compared >= len(sess) // 2 or not check, "too few memories compared: %d of %d" % (compared, len(sess)))
+        for d in daemons:
+            expect(d.stop() == 0, "clean stop")
+        return {"rounds": figures, "acked": counts["acked"], "not_acked": counts["not_acked"], "wait_503": counts["wait_503"],
+                "lost": lost_versions[0],
+                "sessions": len(sess), "compared": compared}
+    finally:
+        stop.set()
+        stop_all = [d for d in daemons if d.proc.poll() is None]
+        for d in stop_all:
+            d.proc.kill()
+        if ngx is not None:
+            ngx.terminate()
+            try:
+                ngx.wait(10)
+            except subprocess.TimeoutExpired:
+                ngx.kill()
+        cl.close()
+
+
+def test_sentinel_failover_no_acknowledged_write_lost():
+    """Redis Sentinel: a primary, two replicas, three sentinels; two vbmemd --redis-sentinel
+    (WAIT for 1 replica, 300 ms) behind nginx; four writers. The primary's replication links lag,
+    then it is SIGKILLed: every writer is acknowledged again within 300 attempts (0.1 s pause
+    after each failed one), every acknowledged write is there afterwards (version and memory
+    export), and the old primary, restarted, is a replica of the new one (failover_run)."""
+    tmp = tempfile.mkdtemp(prefix="vbmem-sentinel-")
+    try:
+        f = failover_run(tmp, n_writers=4, rounds=1)
+        # while the replicas lagged, writes were refused: 503 saying no replica confirmed them
+        expect(f["rounds"][0]["wait_503"] >= 1, "no write was refused for want of replicas: %s" % f)
+        print("     sentinel failover: %d acknowledged writes, %d not acknowledged, %d sessions, %d memories compared"
+              % (f["acked"], f["not_acked"], f["sessions"], f["compared"]), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_sentinel_options_refused():
+    """--redis-sentinel and its companions: --help lists them; a bad address list, a missing or
+    malformed service name, --redis with --redis-sentinel, --data-dir with it, and WAIT settings
+    out of range or without Redis exit 2 naming the option, before anything starts."""
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=60).stdout
+    for opt in ("--redis-sentinel", "--redis-service", "--redis-min-replicas", "--redis-wait-timeout",
+                "VBMEMD_REDIS_SENTINEL"):
+        expect(opt in out, "--help lacks " + opt)
+    data = tempfile.mkdtemp(prefix="vbmem-sentinel-opts-")
+    try:
+        for args, says in [
+                (["--redis-sentinel", "127.0.0.1:26379"], "--redis-service: needed with --redis-sentinel"),
+                (["--redis-sentinel", "", "--redis-service", "m"], "--redis-sentinel: expected HOST:PORT"),
+                (["--redis-sentinel", "h", "--redis-service", "m"], '--redis-sentinel: expected HOST:PORT in "h"'),
+                (["--redis-sentinel", "a:1,,b:2", "--redis-service", "m"], "--redis-sentinel: expected HOST:PORT in \"\" (item 2"),
+                (["--redis-sentinel", "a:1,b:70000", "--redis-service", "m"], '--redis-sentinel: port of "b:70000"'),
+                (["--redis-sentinel", "a:1", "--redis-service", "m", "--redis", "h:2"], "--redis-sentinel: give --redis"),
+                (["--redis-sentinel", "a:1", "--redis-service", "m", "--data-dir", data], "--redis-sentinel: give --data-dir"),
+                (["--redis-sentinel", "a:1", "--redis-service", "my service"], "--redis-service: expected a name"),
+                (["--redis-service", "m"], "--redis-service: needs --redis-sentinel"),
+                (["--redis-min-replicas", "1"], "--redis-min-replicas: needs --redis"),
+                (["--redis-wait-timeout", "10"], "--redis-wait-timeout: needs --redis"),
+                (["--redis", "h:1", "--redis-min-replicas", "-1"], "--redis-min-replicas: expected an integer in [0, 64]"),
+                (["--redis", "h:1", "--redis-wait-timeout", "0"], "--redis-wait-timeout: expected an integer in [1, 60000]"),
+                (["--redis", "h:"], '--redis: expected HOST:PORT in "h:"')]:
+            p = subprocess.run([BIN, "--listen", "127.0.0.1:0"] + args, capture_output=True, text=True, timeout=60)
+            expect(p.returncode == 2 and says in p.stderr, "%s: exit %d, %r" % (args, p.returncode, p.stderr[-300:]))
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def start_redis_daemon(rport):
     d = Daemon(BIN, "--redis", "127.0.0.1:%d" % rport, "--threads", "2", wrapper=WRAPPER)
     STARTED.append(d)
@@ -606,6 +1113,8 @@ TESTS = [
     test_corrupt_record_reported_skipped_deletable,
     test_full_http_suite_on_sqlite,
     test_replicas_redis_nginx_sigkill,
+    test_sentinel_options_refused,
+    test_sentinel_failover_no_acknowledged_write_lost,
 ]
 
 

@@ -335,6 +335,8 @@ check_err "temporal: no steps" '{"op": "temporal_continue", "memory": '"$tmem"',
 check_err "temporal: bad config" '{"op": "temporal_write", "model": {"kind": "temporal", "code_size": 3, "pi0": 2}, "sequences": [{"mu": [[1, 2, 3], [1, 2, 3]]}]}' '"field":"model.pi0"'
 check_err "temporal: bad export" '{"op": "temporal_sample", "memory": {"kind": "temporal", "export": "AAAA"}, "length": 3}' '"field":"memory.export"'
 check_err "temporal: unknown op" '{"op": "temporal_explode"}' '"field":"op"'
+check_err "temporal: bad start" '{"op": "temporal_write", "model": {"kind": "temporal", "code_size": 3}, "sequences": [{"mu": [[1, 2, 3], [1, 2, 3]]}], "start": "kmeans"}' '"field":"start"'
+check_err "temporal: bad warm_start" '{"op": "temporal_write", "model": {"kind": "temporal", "code_size": 3}, "sequences": [{"mu": [[1, 2, 3], [1, 2, 3]]}], "warm_start": 2}' '"field":"warm_start"'
 
 echo "vbmem-solve: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

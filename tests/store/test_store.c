@@ -1,7 +1,9 @@
 /* test_store.c -- Check tests of durable storage against a real SQLite file: schema and lock,
  * compare-and-set, reload, delete, list, corrupt records, rollback of a failed persist, LRU
  * residency, stored-session TTL, busy store, backup copy, concurrent saves (group commit); the
- * generic ones again against a real redis-server, with Redis TTL, reconnect and replica caches. */
+ * generic ones again against a real redis-server, with Redis TTL, reconnect and replica caches;
+ * Redis Sentinel: address lists, unreachable sentinels and their backoff, discovery, WAIT on
+ * replicas, and a demoted primary (READONLY) left for the new one. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <ftw.h>
@@ -18,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <hiredis/hiredis.h>
 #include <sqlite3.h>
 
 #include "engine/backend.h"
@@ -1073,6 +1076,370 @@ START_TEST(test_redis_ttl_unreachable_replicas)
 }
 END_TEST
 
+/* --redis-sentinel lists: good ones parsed, bad ones refused naming the option and the item. */
+START_TEST(test_redis_sentinel_addr_lists)
+{
+    store_redis_addr a[STORE_REDIS_MAX_SENTINELS];
+    vbm_error err;
+    int n = -1, i;
+    struct {
+        const char *list, *says;
+    } bad[] = {
+        {"", "expected HOST:PORT"},
+        {"h", "expected HOST:PORT in \"h\""},
+        {"h:", "expected HOST:PORT in \"h:\""},
+        {":26379", "expected HOST:PORT in \":26379\""},
+        {"h:1,", "expected HOST:PORT in \"\" (item 2"},
+        {"h:1,,h:2", "item 2"},
+        {"h:0", "port of \"h:0\""},
+        {"h:65536", "port of \"h:65536\""},
+        {"h:-1", "port of \"h:-1\""},
+        {"h:+1", "port of \"h:+1\""},
+        {"h:1x", "port of \"h:1x\""},
+        {"h:1 ", "port of \"h:1 \""},
+        {"h:99999999999999999999", "port of"},
+    };
+
+    ck_assert_int_eq(store_redis_parse_addrs("127.0.0.1:26379,sentinel-b:26380,[::1]:26381",
+                                             "redis-sentinel", a, STORE_REDIS_MAX_SENTINELS, &n,
+                                             &err),
+                     VBM_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_str_eq(a[0].host, "127.0.0.1");
+    ck_assert_int_eq(a[0].port, 26379);
+    ck_assert_str_eq(a[1].host, "sentinel-b");
+    ck_assert_int_eq(a[1].port, 26380);
+    ck_assert_str_eq(a[2].host, "::1");
+    ck_assert_int_eq(a[2].port, 26381);
+    for (i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+        ck_assert_int_eq(store_redis_parse_addrs(bad[i].list, "redis-sentinel", a,
+                                                 STORE_REDIS_MAX_SENTINELS, &n, &err),
+                         VBM_EINVAL);
+        ck_assert_str_eq(err.field, "redis-sentinel");
+        ck_assert_msg(strncmp(err.msg, "redis-sentinel: ", 16) == 0
+                          && strstr(err.msg, bad[i].says) != NULL,
+                      "\"%s\": %s", bad[i].list, err.msg);
+    }
+    /* at most max addresses; a host of 256 bytes is too long */
+    ck_assert_int_eq(store_redis_parse_addrs("a:1,b:2,c:3", "redis-sentinel", a, 2, &n, &err),
+                     VBM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "more than 2"));
+    {
+        char longhost[300];
+
+        memset(longhost, 'h', 256);
+        snprintf(longhost + 256, sizeof longhost - 256, ":1");
+        ck_assert_int_eq(store_redis_parse_addrs(longhost, "redis", a, 1, &n, &err), VBM_EINVAL);
+        ck_assert_ptr_nonnull(strstr(err.msg, "over 255 bytes"));
+    }
+}
+END_TEST
+
+/* A free loopback port (nothing listens on it once this returns). */
+static int free_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Sentinel mode without any server: no sentinel answers, so every operation is a
+ * 503 naming the service and the last sentinel's problem; the sentinels are asked
+ * again only after the backoff (0.1 s doubling, at most 1 s with sentinels) has run
+ * on the injected clock; a bad configuration is refused. */
+START_TEST(test_redis_sentinel_unreachable_backoff)
+{
+    store_redis_config cfg;
+    eng_backend *b;
+    eng_record rec;
+    vbm_error err;
+    fake_clock clock = {50.0};
+    double waits[] = {0.1, 0.2, 0.4, 0.8, 1.0, 1.0};
+    int i;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.prefix = "test:";
+    cfg.n_sentinels = 2;
+    snprintf(cfg.sentinels[0].host, sizeof cfg.sentinels[0].host, "127.0.0.1");
+    cfg.sentinels[0].port = free_port();
+    snprintf(cfg.sentinels[1].host, sizeof cfg.sentinels[1].host, "127.0.0.1");
+    cfg.sentinels[1].port = free_port();
+    cfg.min_replicas = 1;
+    cfg.wait_timeout_ms = 100;
+    ck_assert_int_eq(store_redis_open_config(&cfg, &b, &err), VBM_EINVAL); /* no service */
+    ck_assert_str_eq(err.field, "redis-service");
+    cfg.service = "vbmem";
+    cfg.wait_timeout_ms = 0;
+    ck_assert_int_eq(store_redis_open_config(&cfg, &b, &err), VBM_EINVAL); /* WAIT without time */
+    cfg.wait_timeout_ms = 100;
+    ck_assert_int_eq(store_redis_open_config(&cfg, &b, &err), VBM_OK);
+    store_redis_set_clock(b, fake_now, &clock);
+    ck_assert_int_eq(store_redis_discoveries(b), 0);
+    ck_assert_int_eq(eng_backend_check(b, &err), VBM_EUNAVAIL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "redis service \"vbmem\""));
+    ck_assert_ptr_nonnull(strstr(err.msg, "no sentinel of 2"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "Connection refused"));
+    ck_assert_int_eq(store_redis_connect_tries(b), 1);
+    for (i = 0; i < (int)(sizeof waits / sizeof waits[0]); i++) {
+        double base = clock.t; /* the clock of the last try */
+
+        /* just before the wait has run: nothing asked, a 503 at once */
+        clock.t = base + waits[i] - 0.01;
+        ck_assert_int_eq(eng_backend_load(b, "0123456789abcdef0123456789abcdef", &rec, &err),
+                         VBM_EUNAVAIL);
+        ck_assert_ptr_nonnull(strstr(err.msg, "next try (asking the sentinels) in"));
+        ck_assert_int_eq(store_redis_connect_tries(b), 1 + i);
+        clock.t = base + waits[i] + 0.001;
+        ck_assert_int_eq(eng_backend_check(b, &err), VBM_EUNAVAIL);
+        ck_assert_ptr_nonnull(strstr(err.msg, "no sentinel of 2"));
+        ck_assert_int_eq(store_redis_connect_tries(b), 2 + i);
+    }
+    ck_assert_int_eq(store_redis_discoveries(b), 0);
+    eng_backend_close(b);
+    /* a backend without sentinels reports no discoveries */
+    ck_assert_int_eq(store_redis_open("127.0.0.1", cfg.sentinels[0].port, "test:", &b, &err),
+                     VBM_OK);
+    ck_assert_int_eq(store_redis_discoveries(b), -1);
+    eng_backend_close(b);
+}
+END_TEST
+
+/* Start a redis-server (or a sentinel: conf non-NULL) with argv; waits until port answers PING. */
+static pid_t spawn_redis(int port, const char *conf, const char *dir, const char *replicaof)
+{
+    char sport[16];
+    pid_t pid;
+    int i;
+
+    snprintf(sport, sizeof sport, "%d", port);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+
+        dup2(null, 1);
+        dup2(null, 2);
+        if (conf != NULL)
+            execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
+        else if (replicaof != NULL)
+            execlp("redis-server", "redis-server", "--port", sport, "--bind", "127.0.0.1", "--save",
+                   "", "--appendonly", "yes", "--appendfsync", "always", "--dir", dir,
+                   "--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", replicaof,
+                   (char *)NULL);
+        _exit(127);
+    }
+    for (i = 0; i < 200; i++) {
+        redisContext *c = redisConnect("127.0.0.1", port);
+        redisReply *r = c != NULL && !c->err ? redisCommand(c, "PING") : NULL;
+        int up = r != NULL && r->type == REDIS_REPLY_STATUS;
+
+        freeReplyObject(r);
+        redisFree(c);
+        if (up)
+            return pid;
+        usleep(50000);
+    }
+    ck_abort_msg("redis-server on %d did not start", port);
+    return -1;
+}
+
+/* One command to 127.0.0.1:port; the reply (free it), NULL when unreachable. */
+static redisReply *redis_at(int port, const char *fmt, const char *arg)
+{
+    redisContext *c = redisConnect("127.0.0.1", port);
+    redisReply *r = c != NULL && !c->err ? redisCommand(c, fmt, arg) : NULL;
+
+    redisFree(c);
+    return r;
+}
+
+/* 1 when the reply is an array whose element i is the string s. */
+static int reply_elem_is(const redisReply *r, size_t i, const char *s)
+{
+    return r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > i
+           && r->element[i]->type == REDIS_REPLY_STRING && strcmp(r->element[i]->str, s) == 0;
+}
+
+/* Poll (50 ms apart, at most tries times) until the server on port has ROLE role (and,
+ * for a master, n connected replicas; for a replica, its link up). */
+static void wait_role(int port, const char *role, size_t n, int tries)
+{
+    int i;
+
+    for (i = 0; i < tries; i++) {
+        redisReply *r = redis_at(port, "ROLE", NULL);
+        int ok = reply_elem_is(r, 0, role)
+                 && (strcmp(role, "master") == 0 ? r->element[2]->elements == n
+                                                 : reply_elem_is(r, 3, "connected"));
+
+        freeReplyObject(r);
+        if (ok)
+            return;
+        usleep(50000);
+    }
+    ck_abort_msg("redis on %d: not %s (%zu) after %d polls", port, role, n, tries);
+}
+
+/* A real sentinel over the fixture's redis (A) and its replica (B): the backend asks a closed
+ * port, then a server that is no sentinel, then the sentinel, and writes to A once B confirmed
+ * (WAIT); a forced failover promotes B: a write that reaches A, which has no replica left, is not
+ * acknowledged (503 saying so) although A stored it; A demoted to a replica answers READONLY:
+ * the backend asks the sentinels again and the same write lands on B, acknowledged (A, now B's
+ * replica, confirms it), on the version acknowledged before. */
+START_TEST(test_redis_sentinel_failover_readonly)
+{
+    char bdir[300], conf[300], sport[16];
+    int pb = free_port(), ps = free_port();
+    pid_t bpid, spid;
+    store_redis_config cfg;
+    eng_session *s = new_session(NULL, 0);
+    eng_record rec, got;
+    eng_backend *b;
+    redisReply *r;
+    vbm_error err;
+    FILE *f;
+    int i;
+
+    snprintf(bdir, sizeof bdir, "%s/b", tdir);
+    ck_assert_int_eq(mkdir(bdir, 0700), 0);
+    snprintf(sport, sizeof sport, "%d", redis_port);
+    bpid = spawn_redis(pb, NULL, bdir, sport);
+    wait_role(redis_port, "master", 1, 200);
+    snprintf(conf, sizeof conf, "%s/sentinel.conf", tdir);
+    f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor svc 127.0.0.1 %d 1\n"
+            "sentinel down-after-milliseconds svc 500\nsentinel failover-timeout svc 3000\n",
+            ps, tdir, redis_port);
+    fclose(f);
+    spid = spawn_redis(ps, conf, NULL, NULL);
+    for (i = 0; i < 200; i++) { /* the sentinel knows the replica */
+        r = redis_at(ps, "SENTINEL replicas %s", "svc");
+        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1)
+            i = 1000;
+        freeReplyObject(r);
+        if (i < 1000)
+            usleep(50000);
+    }
+    ck_assert_int_eq(i, 1001);
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.prefix = "test:";
+    cfg.service = "svc";
+    cfg.min_replicas = 1;
+    cfg.wait_timeout_ms =
+        2000; /* (generous: a loaded machine; only the refused write waits it out) */
+    cfg.n_sentinels = 3;
+    for (i = 0; i < 3; i++)
+        snprintf(cfg.sentinels[i].host, sizeof cfg.sentinels[i].host, "127.0.0.1");
+    cfg.sentinels[0].port = free_port(); /* nothing there */
+    cfg.sentinels[1].port = pb;          /* a redis-server, no sentinel: an error reply */
+    cfg.sentinels[2].port = ps;
+    ck_assert_int_eq(store_redis_open_config(&cfg, &b, &err), VBM_OK);
+    rec = record_of(s);
+    ck_assert_int_eq(eng_backend_save(b, &rec, 0, &err), VBM_OK);
+    ck_assert_int_eq(store_redis_discoveries(b), 1);
+    ck_assert_int_eq(store_redis_connect_tries(b), 1);
+
+    /* failover: B is the primary, A (still up, still a master) has no replica */
+    for (i = 0; i < 200; i++) { /* NOGOODSLAVE until the sentinel has pinged B */
+        int done;
+
+        r = redis_at(ps, "SENTINEL failover %s", "svc");
+        ck_assert_ptr_nonnull(r);
+        done = r->type == REDIS_REPLY_STATUS;
+        ck_assert_msg(done || strstr(r->str, "NOGOODSLAVE") != NULL, "SENTINEL failover: %s",
+                      r->str);
+        freeReplyObject(r);
+        if (done)
+            break;
+        usleep(50000);
+    }
+    ck_assert_int_lt(i, 200);
+    wait_role(pb, "master", 0, 400);
+    snprintf(sport, sizeof sport, "%d", pb);
+    for (i = 0; i < 400; i++) { /* until the sentinel names B */
+        r = redis_at(ps, "SENTINEL get-master-addr-by-name %s", "svc");
+        if (reply_elem_is(r, 1, sport))
+            i = 1000;
+        freeReplyObject(r);
+        if (i < 1000)
+            usleep(50000);
+    }
+    ck_assert_int_eq(i, 1001);
+    rec.version = 2;
+    ck_assert_int_eq(eng_backend_save(b, &rec, 1, &err), VBM_EUNAVAIL);
+    ck_assert_ptr_nonnull(
+        strstr(err.msg, "0 of the 1 replicas required confirmed it within 2000 ms"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "may be stored"));
+    /* ... and indeed A stored it (reads still go to A) */
+    ck_assert_int_eq(eng_backend_load(b, rec.id, &got, &err), VBM_OK);
+    ck_assert_int_eq(got.version, 2);
+    eng_record_free(&got);
+
+    /* A demoted, as the sentinel would: its copy is B's again (version 1); the next write meets
+     * READONLY, the sentinel names B, and the write is retried there at once */
+    r = redis_at(redis_port, "REPLICAOF 127.0.0.1 %s", sport);
+    freeReplyObject(r);
+    wait_role(redis_port, "slave", 0, 400);
+    wait_role(pb, "master", 1, 400);
+    rec.version = 2;
+    ck_assert_msg(eng_backend_save(b, &rec, 1, &err) == VBM_OK, "%s", err.msg);
+    ck_assert_int_eq(store_redis_discoveries(b), 2);
+    ck_assert_int_eq(eng_backend_load(b, rec.id, &got, &err), VBM_OK);
+    ck_assert_int_eq(got.version, 2);
+    ck_assert_uint_eq(got.blob_len, rec.blob_len);
+    ck_assert_int_eq(memcmp(got.blob, rec.blob, rec.blob_len), 0);
+    eng_record_free(&got);
+    r = redis_at(pb, "HGET test:s:%s version", rec.id);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(r->str, "2");
+    freeReplyObject(r);
+
+    eng_record_free(&rec);
+    eng_backend_close(b);
+
+    /* a sentinel that names a replica (a stale view): refused after ROLE, never written to */
+    {
+        int ps2 = free_port();
+        pid_t s2pid;
+
+        snprintf(conf, sizeof conf, "%s/sentinel2.conf", tdir);
+        f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor stale 127.0.0.1 %d 1\n", ps2,
+                tdir, redis_port);
+        fclose(f);
+        s2pid = spawn_redis(ps2, conf, NULL, NULL);
+        cfg.service = "stale";
+        cfg.n_sentinels = 1;
+        cfg.sentinels[0].port = ps2;
+        ck_assert_int_eq(store_redis_open_config(&cfg, &b, &err), VBM_OK);
+        ck_assert_int_eq(eng_backend_check(b, &err), VBM_EUNAVAIL);
+        ck_assert_ptr_nonnull(strstr(err.msg, "is not the primary: its role is slave"));
+        ck_assert_int_eq(store_redis_discoveries(b), 1);
+        eng_backend_close(b);
+        kill(s2pid, SIGKILL);
+        waitpid(s2pid, NULL, 0);
+    }
+    eng_session_unref(s);
+    kill(spid, SIGKILL);
+    waitpid(spid, NULL, 0);
+    kill(bpid, SIGKILL);
+    waitpid(bpid, NULL, 0);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("vbmem-store");
@@ -1093,6 +1460,8 @@ static Suite *store_suite(void)
     tcase_add_test(tc, test_backup_copy_all);
     tcase_add_test(tc, test_concurrent_saves_group_commit);
     tcase_add_test(tc, test_synchronous_full_fsyncs_each_commit);
+    tcase_add_test(tc, test_redis_sentinel_addr_lists);
+    tcase_add_test(tc, test_redis_sentinel_unreachable_backoff);
     suite_add_tcase(s, tc);
 
     /* The same store tests against a real redis-server started per test. */
@@ -1105,6 +1474,7 @@ static Suite *store_suite(void)
     tcase_add_test(tc, test_lru_resident_bound_and_restart);
     tcase_add_test(tc, test_concurrent_saves_group_commit);
     tcase_add_test(tc, test_redis_ttl_unreachable_replicas);
+    tcase_add_test(tc, test_redis_sentinel_failover_readonly);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -279,7 +279,8 @@ describe("against vbmemd", () => {
     const s = await c.createTemporalSession({ codeSize: 4, memory: { components: 2 } });
     assert.equal(s.kind, "temporal");
     assert.equal(s.raw.components, 2);
-    const w = await c.writeSequences(s, { sequences: [seq(10, 0), seq(8, 1)], iterations: 10, seed: 1 });
+    const w = await c.writeSequences(s, { sequences: [seq(10, 0), seq(8, 1)], iterations: 10, seed: 1, start: "pca",
+                                          warmStart: true });
     assert.equal(w.frames, 18);
     assert.equal(w.free_energy_trace.length, 10);
     const a = await c.writeSequences(s, { sequences: [seq(5, 2)], mode: "append", iterations: 3, ifMatch: 2 });

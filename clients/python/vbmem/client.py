@@ -810,15 +810,17 @@ class Client:
 
     def write_sequences(self, session, sequences=None, images=None, mode="replace",
                         iterations=None, sweeps=None, restarts=None, tolerance=None, seed=None,
-                        if_match=None):
+                        if_match=None, start=None, warm_start=None):
         """POST /v1/sessions/{id}/episodes on a temporal session: sequences (a list of T x D
         code matrices, frames in order) or images (a list of image lists, one per sequence, on
-        a model session); mode replace or append -> the response dict (version, free_energy,
+        a model session); mode replace or append; start "windows" (the server's default), "pca"
+        or "random"; warm_start (eq. 19 sessions) -> the response dict (version, free_energy,
         free_energy_trace, sequences, frames, timings)."""
         if mode not in ("replace", "append"):
             raise ValueError("mode is replace or append, not %r" % (mode,))
         body = _drop_none({"mode": mode, "iterations": iterations, "sweeps": sweeps,
-                           "restarts": restarts, "tolerance": tolerance, "seed": seed})
+                           "restarts": restarts, "tolerance": tolerance, "seed": seed,
+                           "start": start, "warm_start": warm_start})
         if sequences is not None:
             body["sequences"] = [{"mu": encode_codes(q)} for q in sequences]
         if images is not None:
