@@ -1,6 +1,7 @@
-/* test_rpm.c -- Check tests of the served RPM (src/nets/gp.c, src/nets/rpm.c): the GP posterior
- * against brute-force dense Gaussian algebra written here, and (when present) the model file and
- * infer against the PyTorch golden file of train/golden_rpm.py. */
+/* test_rpm.c -- Check tests of the served RPM (src/nets/gp.c, src/nets/rpm.c, and the engine's
+ * way to it, eng_model_rpm_infer): the GP posterior against brute-force dense Gaussian algebra
+ * written here, and (when present) the model file and infer against the PyTorch golden file of
+ * train/golden_rpm.py. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <jansson.h>
@@ -8,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "engine/models.h"
 #include "nets/gp.h"
 #include "nets/nets.h"
 #include "nets/rpm.h"
@@ -469,7 +472,6 @@ START_TEST(test_rpm_options)
     nets_rpm *m = NULL;
     vbm_error err;
     ck_assert_msg(nets_rpm_load_buffer(buf, len, &m, &err) == VBM_OK, "%s", err.msg);
-    free(buf);
     ck_assert_int_eq(nets_rpm_info_of(m)->shared, 1);
     ck_assert_str_eq(nets_rpm_info_of(m)->kernel, "matern12");
     enum { J = 2, T = 6, D = 2, L = 2 };
@@ -510,6 +512,41 @@ START_TEST(test_rpm_options)
         }
     }
     nets_rpm_free(m);
+
+    /* the engine's way to the same file (a registry over a folder holding it): its description
+     * and the same posterior, one row per step (T x L) where the networks give L x T */
+    char dir[] = "/tmp/vbmem-test-rpm-XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/opts.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+    free(buf);
+    eng_models *reg = NULL;
+    eng_model *em = NULL;
+    ck_assert_msg(eng_models_create(dir, NULL, &reg, &err) == VBM_OK, "%s", err.msg);
+    ck_assert_msg(eng_models_find(reg, "opts", &em, &err) == VBM_OK, "%s", err.msg);
+    ck_assert_ptr_null(em->info);
+    ck_assert_int_eq(em->rpm_info->factors, J);
+    ck_assert_int_eq(em->rpm_info->obs_size, D);
+    ck_assert_int_eq(em->rpm_info->latent, L);
+    ck_assert_int_eq(em->rpm_info->shared, 1);
+    ck_assert_str_eq(em->rpm_info->kernel, "matern12");
+    double emean[T * L], evar[T * L];
+    ck_assert_msg(eng_model_rpm_infer(em, x, T, emean, evar, &err) == VBM_OK, "%s", err.msg);
+    for (int l = 0; l < L; l++)
+        for (int t = 0; t < T; t++) {
+            ck_assert_double_eq(emean[t * L + l], mean[l * T + t]);
+            ck_assert_double_eq(evar[t * L + l], var[l * T + t]);
+        }
+    /* a T below min_steps: the inference's refusal, naming the observations */
+    ck_assert_int_eq(eng_model_rpm_infer(em, x, 1, emean, evar, &err), VBM_EINVAL);
+    ck_assert_str_eq(err.field, "observations");
+    eng_model_unref(em);
+    eng_models_free(reg);
+    ck_assert_int_eq(remove(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
 

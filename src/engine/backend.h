@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "engine/session.h"
 
 /* The operations of one durable backend; impl is its private state. Every

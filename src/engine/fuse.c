@@ -1,9 +1,11 @@
 /* fuse.c -- owns the fusion of J Gaussian codes of one item into one code (the analytic RPM
- * posterior of seed 004) and the moment-matched code prior of a memory. */
+ * posterior of seed 004), the moment-matched code prior of a memory, and the fusion in place
+ * of the views the routes receive. */
 #include "engine/fuse.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void eng_fuse_prior(const vbm_config *cfg, double *mean, double *var)
@@ -106,5 +108,65 @@ vbm_status eng_fuse_codes(long T, int J, int C, const double *mu, const double *
             out_mu[k] = h * v;
             out_s2[k] = v;
         }
+    return VBM_OK;
+}
+
+vbm_status eng_fuse_views(const vbm_config *cfg, long J, long *rows, int C, double **mu,
+                          double **s2, const unsigned char *mask, const char *field, int images,
+                          unsigned char **known_any, vbm_error *err)
+{
+    char f[VBM_FIELD_LEN];
+    size_t TC, k;
+    double m0, v0, *fmu, *fs2;
+    long T, j;
+    vbm_status st;
+
+    if (known_any != NULL)
+        *known_any = NULL;
+    if (J <= 1)
+        return VBM_OK;
+    snprintf(f, sizeof f, images ? "%s" : "%s.mu", field);
+    if (*rows % J != 0)
+        return vbm_fail(err, VBM_EINVAL, f,
+                        "%ld %s are not whole frames of views_per_frame = %ld views (view j of "
+                        "frame t is row t J + j)",
+                        *rows, images ? "images" : "rows", J);
+    T = *rows / J;
+    TC = (size_t)T * (size_t)C;
+    fmu = malloc(TC * sizeof *fmu);
+    fs2 = malloc(TC * sizeof *fs2);
+    if (mask != NULL && known_any != NULL)
+        *known_any = calloc(TC, 1);
+    if (fmu == NULL || fs2 == NULL || (mask != NULL && known_any != NULL && *known_any == NULL)) {
+        free(fmu);
+        free(fs2);
+        if (known_any != NULL) {
+            free(*known_any);
+            *known_any = NULL;
+        }
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory fusing %ld views", *rows);
+    }
+    eng_fuse_prior(cfg, &m0, &v0);
+    st = eng_fuse_codes(T, (int)J, C, *mu, *s2, mask, m0, v0, field, images, fmu, fs2, err);
+    if (st != VBM_OK) {
+        free(fmu);
+        free(fs2);
+        if (known_any != NULL) {
+            free(*known_any);
+            *known_any = NULL;
+        }
+        return st;
+    }
+    if (mask != NULL && known_any != NULL)
+        for (k = 0; k < TC; k++)
+            for (j = 0; j < J; j++)
+                if (mask[((k / (size_t)C) * (size_t)J + (size_t)j) * (size_t)C + k % (size_t)C]
+                    != 0)
+                    (*known_any)[k] = 1;
+    free(*mu);
+    free(*s2);
+    *mu = fmu;
+    *s2 = fs2;
+    *rows = T;
     return VBM_OK;
 }

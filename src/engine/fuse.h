@@ -1,6 +1,6 @@
 /* fuse.h -- owns the fusion of J Gaussian codes of one item into one code: the analytic posterior
- * of the recognition-parametrised model (seed 004) for Gaussian factors, and the code prior it
- * divides out. */
+ * of the recognition-parametrised model (seed 004) for Gaussian factors, the code prior it
+ * divides out, and the fusion in place of the views a request posts. */
 #ifndef VBMEM_ENGINE_FUSE_H
 #define VBMEM_ENGINE_FUSE_H
 
@@ -40,5 +40,20 @@ void eng_fuse_prior(const vbm_config *cfg, double *mean, double *var);
 vbm_status eng_fuse_codes(long T, int J, int C, const double *mu, const double *s2,
                           const unsigned char *mask, double m0, double v0, const char *field,
                           int images, double *out_mu, double *out_s2, vbm_error *err);
+
+/* Fuse in place the *rows codes (mu, s2: *rows x C, malloc'd) of J views per frame, frame-major
+ * (view j of frame t is row t J + j), into one code per frame with the code prior of a
+ * memory of configuration cfg (eng_fuse_prior, eng_fuse_codes): on success *mu and *s2 are
+ * replaced by new malloc'd T x C arrays (the old ones freed) and *rows = T = *rows / J.
+ * mask (*rows x C, or NULL) marks the dimensions each view knows; with known_any,
+ * *known_any receives a malloc'd T x C mask of the dimensions some view of the frame knows
+ * (NULL when mask is NULL). field names the views in errors ("codes", "query"; with images
+ * set, codes an encoder gave for images, "observations", whose errors name the image).
+ * J <= 1 changes nothing. Fails with VBM_EINVAL (rows that are not whole frames of J views:
+ * field "FIELD.mu", or "FIELD" for images; the failures of eng_fuse_codes) or VBM_ENOMEM;
+ * *rows, *mu and *s2 are then unchanged and *known_any is NULL. */
+vbm_status eng_fuse_views(const vbm_config *cfg, long J, long *rows, int C, double **mu,
+                          double **s2, const unsigned char *mask, const char *field, int images,
+                          unsigned char **known_any, vbm_error *err);
 
 #endif

@@ -1,5 +1,6 @@
 /* models.c -- owns the hosted-model registry: directory scans, model loading and hashing,
- * reference-counted models and snapshots, and the atomic swap on reload. */
+ * reference-counted models and snapshots, the atomic swap on reload, and running a model's
+ * encoder and RPM inference for the routes. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>
@@ -13,6 +14,8 @@
 #include <nettle/sha2.h>
 
 #include "engine/models.h"
+#include "nets/nets.h"
+#include "nets/rpm.h"
 
 #define MODELS_SUFFIX     ".safetensors"
 #define MODELS_HASH_CHUNK 65536
@@ -63,9 +66,49 @@ long eng_model_pixels(const eng_model *m)
     return (long)m->info->channels * m->info->height * m->info->width;
 }
 
+vbm_status eng_model_encode(const eng_model *m, const float *x, long n, const char *field,
+                            double *mu, double *s2, vbm_error *err)
+{
+    vbm_error nerr;
+
+    if (nets_encode(m->net, x, n, mu, s2, &nerr) != VBM_OK)
+        return vbm_fail(err, nerr.status, field, "encoding: %s", nerr.msg);
+    return VBM_OK;
+}
+
+vbm_status eng_model_rpm_infer(const eng_model *m, const float *x, int T, double *mean, double *var,
+                               vbm_error *err)
+{
+    const int L = m->rpm_info->latent;
+    double *ml = malloc((size_t)L * (size_t)T * sizeof *ml);
+    double *vl = malloc((size_t)L * (size_t)T * sizeof *vl);
+    vbm_error nerr;
+    vbm_status st;
+
+    if (ml == NULL || vl == NULL) {
+        free(ml);
+        free(vl);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for T = %d steps", T);
+    }
+    st = nets_rpm_infer(m->rpm, x, T, ml, vl, &nerr);
+    if (st != VBM_OK) {
+        vbm_fail(err, st, "observations", "%s", nerr.msg);
+    } else {
+        /* L x T from the solver, T x L for the caller (one row per step, like codes) */
+        for (int l = 0; l < L; l++)
+            for (int t = 0; t < T; t++) {
+                mean[(size_t)t * L + l] = ml[(size_t)l * T + t];
+                var[(size_t)t * L + l] = vl[(size_t)l * T + t];
+            }
+    }
+    free(ml);
+    free(vl);
+    return st;
+}
+
 void eng_model_config(const eng_model *m, vbm_config *cfg)
 {
-    const nets_info *in = m->info;
+    const nets_info *in = nets_model_info(m->net);
     vbm_kind kind = VBM_MIXTURE;
     vbm_error verr;
 
@@ -127,6 +170,41 @@ static int models_hash_file(const char *path, char hex[65], long long *bytes, ch
     return 0;
 }
 
+/* The engine's description of an encoder/decoder from its networks' (the JSON texts are
+ * borrowed: they live as long as the networks). */
+static void models_copy_info(const nets_info *in, eng_model_info *out)
+{
+    out->channels = in->channels;
+    out->height = in->height;
+    out->width = in->width;
+    out->likelihood =
+        in->likelihood == NETS_GAUSSIAN ? ENG_LIKELIHOOD_GAUSSIAN : ENG_LIKELIHOOD_BERNOULLI;
+    out->min_scale = in->min_scale;
+    out->code_size = in->code_size;
+    snprintf(out->kind, sizeof out->kind, "%s", in->kind);
+    out->iterations = in->iterations;
+    out->episode_length = in->episode_length;
+    out->architecture_json = in->architecture_json;
+    out->memory_json = in->memory_json;
+    out->provenance_json = in->provenance_json;
+    out->n_params = in->n_params;
+}
+
+/* The engine's description of an RPM from its networks' (JSON texts borrowed likewise). */
+static void models_copy_rpm_info(const nets_rpm_info *in, eng_rpm_info *out)
+{
+    out->factors = in->factors;
+    out->obs_size = in->obs_size;
+    out->latent = in->latent;
+    out->min_steps = in->min_steps;
+    out->max_steps = in->max_steps;
+    out->shared = in->shared;
+    snprintf(out->kernel, sizeof out->kernel, "%s", in->kernel);
+    out->architecture_json = in->architecture_json;
+    out->provenance_json = in->provenance_json;
+    out->n_params = in->n_params;
+}
+
 /* Load one model file as model `name`. Returns the model (one reference), or
  * NULL with the loader's message in msg. */
 static eng_model *models_load_one(const char *path, const char *name, char *msg, size_t msglen)
@@ -159,8 +237,12 @@ static eng_model *models_load_one(const char *path, const char *name, char *msg,
         return NULL;
     }
     snprintf(m->name, sizeof m->name, "%s", name);
-    m->info = m->net != NULL ? nets_model_info(m->net) : NULL;
-    m->rpm_info = m->rpm != NULL ? nets_rpm_info_of(m->rpm) : NULL;
+    if (m->net != NULL)
+        models_copy_info(nets_model_info(m->net), &m->net_info);
+    else
+        models_copy_rpm_info(nets_rpm_info_of(m->rpm), &m->rpm_meta);
+    m->info = m->net != NULL ? &m->net_info : NULL;
+    m->rpm_info = m->rpm != NULL ? &m->rpm_meta : NULL;
     m->loaded_at = eng_wall();
     atomic_init(&m->refs, 1);
     return m;

@@ -1,20 +1,51 @@
 /* models.h -- owns the hosted-model registry: the model files of a directory loaded and validated
- * (src/nets), reference-counted models, and immutable snapshots swapped atomically on reload
- * (sessions bind to models in engine/session.c). */
+ * (src/nets), reference-counted models, immutable snapshots swapped atomically on reload
+ * (sessions bind to models in engine/session.c), and the one way to run a model's networks
+ * (encode, RPM inference; decoding is in engine/recall.h). The networks' own headers stay
+ * inside the engine: this header exposes its own descriptions of a model. */
 #ifndef VBMEM_ENGINE_MODELS_H
 #define VBMEM_ENGINE_MODELS_H
 
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "engine/engine.h"
-#include "nets/nets.h"
-#include "nets/rpm.h"
+#include "engine/clock.h"
 #include "vbmem/vbmem.h"
 
 #define ENG_MODELS_MAX     256 /* model files read from one directory */
 #define ENG_MODEL_FILE_LEN 256 /* characters of a model file name kept in a failure */
 #define ENG_MODEL_NAME_LEN 64  /* characters of a model name (its file's stem) */
+
+/* The observation model of an encoder/decoder's decoder. */
+typedef enum { ENG_LIKELIHOOD_GAUSSIAN = 0, ENG_LIKELIHOOD_BERNOULLI = 1 } eng_likelihood;
+
+/* What the file of an encoder/decoder says about it, copied at load (the JSON texts are the
+ * networks' own, valid while the model lives). */
+typedef struct {
+    int channels, height, width; /* observation shape */
+    eng_likelihood likelihood;
+    double min_scale; /* gaussian: scale = softplus(raw) + min_scale */
+    int code_size;    /* C */
+    /* vbmem.memory: the memory kind and the solver's defaults for sessions */
+    char kind[16];
+    int iterations, episode_length;
+    /* raw JSON of the metadata, for GET /v1/models/{name} */
+    const char *architecture_json, *memory_json, *provenance_json;
+    size_t n_params; /* float32 weights in the file */
+} eng_model_info;
+
+/* What the file of an RPM (kind "rpm") says about it, copied at load (the JSON texts are the
+ * networks' own, valid while the model lives). */
+typedef struct {
+    int factors;              /* J: observation rows, one recognition factor each */
+    int obs_size;             /* D: values per observation x_jt */
+    int latent;               /* L: latent dimensions, each with its own GP prior */
+    int min_steps, max_steps; /* the T this model serves */
+    int shared;               /* 1: one recognition network for every factor */
+    char kernel[16];          /* "rbf" or "matern12" */
+    const char *architecture_json, *provenance_json;
+    size_t n_params;
+} eng_rpm_info;
 
 /* One loaded model file. Immutable after loading except refs; shared by the
  * registry's snapshots and by the sessions created with it. */
@@ -24,13 +55,16 @@ struct eng_model {
     char *path;                        /* the file it was loaded from (owned) */
     char sha256[65];                   /* hex SHA-256 of the file's bytes */
     long long file_bytes;
-    double loaded_at;      /* wall clock */
-    nets_model *net;       /* owned; NULL for an RPM */
-    const nets_info *info; /* nets_model_info(net); NULL for an RPM */
-    /* a model file of kind "rpm" (nets/rpm.h): rpm and rpm_info set, net and info NULL.
-     * eng_models_get never returns one (eng_models_find does). */
-    nets_rpm *rpm;                 /* owned */
-    const nets_rpm_info *rpm_info; /* nets_rpm_info_of(rpm) */
+    double loaded_at; /* wall clock */
+    /* the networks (src/nets), opaque outside the engine: net for an encoder/decoder, rpm
+     * for a model file of kind "rpm"; exactly one is set. eng_models_get never returns an
+     * RPM (eng_models_find does). */
+    struct nets_model *net;       /* owned; NULL for an RPM */
+    struct nets_rpm *rpm;         /* owned; NULL for an encoder/decoder */
+    const eng_model_info *info;   /* &net_info, NULL for an RPM */
+    const eng_rpm_info *rpm_info; /* &rpm_meta, NULL for an encoder/decoder */
+    eng_model_info net_info;      /* storage of info */
+    eng_rpm_info rpm_meta;        /* storage of rpm_info */
     atomic_int refs;
 };
 
@@ -108,6 +142,22 @@ void eng_model_ref(eng_model *m);
 /* Drop a reference; the last one frees the model and its networks. NULL is a
  * no-op. */
 void eng_model_unref(eng_model *m);
+
+/* Encode n observations x (n x eng_model_pixels(m) floats in [0, 1]) with the encoder of m
+ * (not an RPM) into mu and s2 (n x C each, the caller's). field names the observations in
+ * a failure ("observations"). Fails with the encoder's status (VBM_EINVAL for a value it
+ * refuses, VBM_ENOMEM), field `field`, message "encoding: " and the encoder's message; mu
+ * and s2 are then unspecified. */
+vbm_status eng_model_encode(const eng_model *m, const float *x, long n, const char *field,
+                            double *mu, double *s2, vbm_error *err);
+
+/* The posterior of the RPM m (m->rpm set) given T steps of observations x (J x T x D floats,
+ * J = factors, D = obs_size, min_steps <= T <= max_steps): its mean and variance, T x L
+ * each (one row per step; the caller's). Fails with the inference's status (VBM_EINVAL for
+ * observations it refuses, VBM_ENUMERIC, VBM_ENOMEM), field "observations" and its
+ * message; mean and var are then unspecified. */
+vbm_status eng_model_rpm_infer(const eng_model *m, const float *x, int T, double *mean, double *var,
+                               vbm_error *err);
 
 /* Values per observation: channels x height x width. Never fails. */
 long eng_model_pixels(const eng_model *m);

@@ -3,7 +3,7 @@
 #ifndef VBMEM_ENGINE_POOL_H
 #define VBMEM_ENGINE_POOL_H
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 
 typedef struct eng_job eng_job;
 

@@ -12,6 +12,7 @@
 #include "engine/cue.h"
 #include "engine/fuse.h"
 #include "engine/session_impl.h"
+#include "nets/nets.h"
 #include "numerics/linalg.h"
 #include "numerics/rng.h"
 
@@ -42,11 +43,13 @@ void eng_recall_out_free(eng_recall_out *out)
     memset(out, 0, sizeof *out);
 }
 
-vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z, long n,
-                                   int pixel_sample, uint64_t seed, float *out, vbm_error *err)
+/* eng_model_decode_images with the networks' workspace ws (NULL: their own). */
+static vbm_status recall_decode_images(const eng_model *m, nets_workspace *ws, const double *z,
+                                       long n, int pixel_sample, uint64_t seed, float *out,
+                                       vbm_error *err)
 {
     size_t count = (size_t)n * (size_t)eng_model_pixels(m), i;
-    int gaussian = m->info->likelihood == NETS_GAUSSIAN;
+    int gaussian = m->info->likelihood == ENG_LIKELIHOOD_GAUSSIAN;
     float *scale = NULL;
     vbm_error nerr;
     rng_t r;
@@ -70,6 +73,12 @@ vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const
     }
     free(scale);
     return VBM_OK;
+}
+
+vbm_status eng_model_decode_images(const eng_model *m, const double *z, long n, int pixel_sample,
+                                   uint64_t seed, float *out, vbm_error *err)
+{
+    return recall_decode_images(m, NULL, z, n, pixel_sample, seed, out, err);
 }
 
 /* Encode T images into mu and s2 (T x C each). */
@@ -195,9 +204,9 @@ static vbm_status recall_plain(const vbm_memory *mem, const eng_model *m, nets_w
             memset(s2, 0, TC * sizeof *s2);
         } else {
             t0 = eng_now();
-            st = eng_model_decode_images(m, ws, out->start_codes, out->T, o->pixel_sample,
-                                         eng_derive_seed(o->seed, ENG_STREAM_PIXELS),
-                                         out->start_images, err);
+            st = recall_decode_images(m, ws, out->start_codes, out->T, o->pixel_sample,
+                                      eng_derive_seed(o->seed, ENG_STREAM_PIXELS),
+                                      out->start_images, err);
             if (st == VBM_OK)
                 st = recall_encode(m, ws, out->start_images, out->T, mu, s2, err);
             out->nets_s += eng_now() - t0;
@@ -223,9 +232,9 @@ static vbm_status recall_plain(const vbm_memory *mem, const eng_model *m, nets_w
             continue;
         }
         t0 = eng_now();
-        st = eng_model_decode_images(m, ws, z, out->T, o->pixel_sample,
-                                     eng_derive_seed(o->seed + (uint64_t)i, ENG_STREAM_STEP_PIXELS),
-                                     out->x + (size_t)i * TP, err);
+        st = recall_decode_images(m, ws, z, out->T, o->pixel_sample,
+                                  eng_derive_seed(o->seed + (uint64_t)i, ENG_STREAM_STEP_PIXELS),
+                                  out->x + (size_t)i * TP, err);
         if (st == VBM_OK && i + 1 < o->steps)
             st = recall_encode(m, ws, out->x + (size_t)i * TP, out->T, mu, s2, err);
         out->nets_s += eng_now() - t0;
@@ -415,7 +424,7 @@ static eng_cue_pred rw_pred_of(recall_work *w, const float *m, const float *s, c
     for (i = 0; i < w->P; i++) {
         p = m[i] < 0.0f ? 0.0 : m[i] > 1.0f ? 1.0 : (double)m[i];
         w->pm[i] = p;
-        if (w->m->info->likelihood == NETS_GAUSSIAN)
+        if (w->m->info->likelihood == ENG_LIKELIHOOD_GAUSSIAN)
             w->ps[i] = (double)s[i];
         else /* bernoulli: the sd of a pixel with that probability, at least 1e-3 */
             w->ps[i] = fmax(sqrt(p * (1.0 - p)), 1e-3);
@@ -777,7 +786,7 @@ static vbm_status rw_routes_step(recall_work *w, vbm_error *err)
 
                     for (size_t p = 0; p < P; p++) {
                         double m = m0[p] < 0.0f ? 0.0 : m0[p] > 1.0f ? 1.0 : (double)m0[p];
-                        double sd = w->m->info->likelihood == NETS_GAUSSIAN
+                        double sd = w->m->info->likelihood == ENG_LIKELIHOOD_GAUSSIAN
                                         ? (double)s0[p]
                                         : fmax(sqrt(m * (1.0 - m)), 1e-3);
                         double d, r, jk;
@@ -847,10 +856,10 @@ static vbm_status rw_output(recall_work *w, const eng_recall_opts *o, int i, vbm
         memcpy(w->out->z + (size_t)i * TC, w->ans, TC * sizeof(double));
         if (w->m != NULL) {
             t0 = eng_now();
-            st = eng_model_decode_images(
-                w->m, w->ws, w->ans, w->T, o->pixel_sample,
-                eng_derive_seed(o->seed + (uint64_t)i, ENG_STREAM_STEP_PIXELS),
-                w->out->x + (size_t)i * TP, err);
+            st =
+                recall_decode_images(w->m, w->ws, w->ans, w->T, o->pixel_sample,
+                                     eng_derive_seed(o->seed + (uint64_t)i, ENG_STREAM_STEP_PIXELS),
+                                     w->out->x + (size_t)i * TP, err);
             w->out->nets_s += eng_now() - t0;
         }
         return st;
@@ -971,7 +980,7 @@ static vbm_status recall_cue(const vbm_memory *mem, const eng_model *m, nets_wor
                 rw_answer(&w, 0.0);
             if (st == VBM_OK && w.image_cue && o->pixel_sample) {
                 /* the unknown pixels drawn from p(x | z) instead of its mean */
-                st = eng_model_decode_images(
+                st = recall_decode_images(
                     m, ws, w.best_z, out->T, 1,
                     eng_derive_seed(o->seed + (uint64_t)i, ENG_STREAM_STEP_PIXELS), xf, err);
                 for (size_t k = 0; st == VBM_OK && k < TP; k++)

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "engine/models.h"
 #include "engine/session.h"
 #include "vbmem/vbmem.h"
@@ -132,10 +132,10 @@ void eng_recall_out_free(eng_recall_out *out);
 
 /* Decode n codes z (n x C) with model m into images out (n x P, values in
  * [0, 1]): the decoder's mean clamped to [0, 1], or with pixel_sample a draw
- * from p(x | z) using a generator seeded with seed. ws may be NULL. Fails with
- * VBM_ENOMEM or VBM_EINVAL (the decoder's message). */
-vbm_status eng_model_decode_images(const eng_model *m, nets_workspace *ws, const double *z, long n,
-                                   int pixel_sample, uint64_t seed, float *out, vbm_error *err);
+ * from p(x | z) using a generator seeded with seed. Fails with VBM_ENOMEM or
+ * VBM_EINVAL (the decoder's message). */
+vbm_status eng_model_decode_images(const eng_model *m, const double *z, long n, int pixel_sample,
+                                   uint64_t seed, float *out, vbm_error *err);
 
 /* A seed derived from seed for random stream `stream` (0, 1, ...): distinct
  * streams give unrelated generators. Never fails. */

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "engine/models.h"
 #include "vbmem/vbmem.h"
 

@@ -25,8 +25,8 @@ void eng_forget_out_free(eng_forget_out *out)
 static vbm_status forget_encode(const eng_model *m, const eng_forget_query *q, vbm_codes *c,
                                 double **mu, double **s2, vbm_error *err)
 {
-    vbm_error nerr;
     size_t TC = (size_t)q->T * (size_t)m->info->code_size;
+    vbm_status st;
 
     *mu = malloc(TC * sizeof **mu);
     *s2 = malloc(TC * sizeof **s2);
@@ -36,11 +36,12 @@ static vbm_status forget_encode(const eng_model *m, const eng_forget_query *q, v
         *mu = *s2 = NULL;
         return vbm_fail(err, VBM_ENOMEM, "observations", "out of memory encoding %ld images", q->T);
     }
-    if (nets_encode(m->net, q->images, q->T, *mu, *s2, &nerr) != VBM_OK) {
+    st = eng_model_encode(m, q->images, q->T, "observations", *mu, *s2, err);
+    if (st != VBM_OK) {
         free(*mu);
         free(*s2);
         *mu = *s2 = NULL;
-        return vbm_fail(err, nerr.status, "observations", "encoding: %s", nerr.msg);
+        return st;
     }
     c->T = q->T;
     c->C = m->info->code_size;

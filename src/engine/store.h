@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "engine/backend.h"
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "engine/session.h"
 
 /* Limits a store enforces when a session is inserted (0: unlimited). */

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "http/keyhash.h"
 
 typedef struct http_auth http_auth;

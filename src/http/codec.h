@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "engine/session.h"
 #include "vbmem/vbmem.h"
 #include "wire/base64.h"

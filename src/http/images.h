@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 
 #define IMG_MAX_DIM 4096 /* largest PNG width or height libpng is allowed to read */
 

@@ -36,7 +36,6 @@ int obs_session_model(http_req *r, eng_session *s, eng_model **m)
 vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, long max_frames,
                       wire_codes *out, double *nets_s, vbm_error *err)
 {
-    vbm_error nerr;
     img_shape shape;
     float *x = NULL;
     size_t TC;
@@ -59,10 +58,11 @@ vbm_status obs_encode(const eng_model *m, const json_t *v, const char *path, lon
         return vbm_fail(err, VBM_ENOMEM, path, "out of memory encoding %ld images", n);
     }
     t0 = eng_now();
-    if (nets_encode(m->net, x, n, out->mu, out->s2, &nerr) != VBM_OK) {
+    st = eng_model_encode(m, x, n, path, out->mu, out->s2, err);
+    if (st != VBM_OK) {
         free(x);
         wire_codes_free(out);
-        return vbm_fail(err, nerr.status, path, "encoding: %s", nerr.msg);
+        return st;
     }
     *nets_s = eng_now() - t0;
     free(x);
@@ -89,7 +89,7 @@ vbm_status obs_decode(const eng_model *m, const double *z, long n, int pixel_sam
     x = malloc((size_t)n * (size_t)eng_model_pixels(m) * sizeof *x);
     if (x == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory decoding %ld codes", n);
-    st = eng_model_decode_images(m, NULL, z, n, pixel_sample, seed, x, err);
+    st = eng_model_decode_images(m, z, n, pixel_sample, seed, x, err);
     *nets_s = eng_now() - t0;
     if (st == VBM_OK)
         st = img_write(x, n, &shape, fmt, out, err);

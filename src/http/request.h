@@ -11,7 +11,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "engine/pool.h"
 #include "engine/session.h"
 #include "engine/store.h"
@@ -30,16 +30,36 @@
 
 typedef struct http_req http_req;
 
-/* A route: method, path pattern ("{x}" matches one segment), the handler, and
- * where it runs (inline on the HTTP thread, or as a pool job). */
+/* Where a route's handler runs. */
+typedef enum {
+    ROUTE_POOL = 0,  /* as a pool job */
+    ROUTE_INLINE = 1 /* on the HTTP thread (cheap, never blocks) */
+} http_route_where;
+
+/* Whether a route reads a request body. */
+typedef enum {
+    ROUTE_NO_BODY = 0,
+    ROUTE_JSON_BODY = 1 /* POST/PUT with an application/json body */
+} http_route_body;
+
+/* Whether a route is part of the versioned API. */
+typedef enum {
+    ROUTE_UNVERSIONED = 0, /* the page, the specification, health and metrics */
+    ROUTE_V1 = 1           /* under /v1 (API keys apply) */
+} http_route_api;
+
+/* A route: method, path pattern ("{x}" matches one segment), the handler, where it runs,
+ * whether it reads a body, whether it is under /v1, and its metrics label. Each flag has
+ * its own enum type, so a flag given in another's place is a compile error
+ * (-Wenum-conversion). */
 typedef struct {
     const char *method;
     const char *pattern;
     void (*handler)(http_req *r);
-    int inline_;      /* 1: runs on the HTTP thread (cheap, never blocks) */
-    int needs_body;   /* 1: POST/PUT with an application/json body */
-    int versioned;    /* 1: under /v1 (API keys apply) */
-    const char *name; /* metrics label */
+    http_route_where inline_;   /* ROUTE_INLINE: runs on the HTTP thread */
+    http_route_body needs_body; /* ROUTE_JSON_BODY: reads an application/json body */
+    http_route_api versioned;   /* ROUTE_V1: under /v1 */
+    const char *name;           /* metrics label */
 } http_route;
 
 /* The route table (routes.c), terminated by a zeroed entry. */

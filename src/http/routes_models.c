@@ -27,7 +27,7 @@ static json_t *models_parse(const char *text)
  * architecture. NULL when out of memory. */
 static json_t *models_rpm_json(const eng_model *m, const char *default_name, int detail)
 {
-    const nets_rpm_info *in = m->rpm_info;
+    const eng_rpm_info *in = m->rpm_info;
     const char *file = strrchr(m->path, '/');
     json_t *o;
 
@@ -52,7 +52,7 @@ static json_t *models_rpm_json(const eng_model *m, const char *default_name, int
  * out of memory. */
 static json_t *models_json(const eng_model *m, const char *default_name, int detail)
 {
-    const nets_info *in = m->info;
+    const eng_model_info *in = m->info;
     const char *file = strrchr(m->path, '/');
     vbm_config cfg;
     json_t *o;
@@ -64,7 +64,7 @@ static json_t *models_json(const eng_model *m, const char *default_name, int det
                   "s:{s:i}, s:i, s:o, s:{s:s, s:I, s:s}, s:o}",
                   "name", m->name, "default", strcmp(m->name, default_name) == 0, "observation",
                   "channels", in->channels, "height", in->height, "width", in->width, "likelihood",
-                  in->likelihood == NETS_GAUSSIAN ? "gaussian" : "bernoulli", "min_scale",
+                  in->likelihood == ENG_LIKELIHOOD_GAUSSIAN ? "gaussian" : "bernoulli", "min_scale",
                   wire_number(in->min_scale), "observation_shape", in->channels, in->height,
                   in->width, "code_size", in->code_size, "parameters", (json_int_t)in->n_params,
                   "memory", models_parse(in->memory_json), "defaults", wire_config(&cfg), "solver",
@@ -183,7 +183,6 @@ void route_models_encode(http_req *r)
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), t1 = 0.0, parse_s = 0.0;
     double *mu = NULL, *s2 = NULL;
-    vbm_error nerr;
     float *x = NULL;
     eng_model *m;
     img_shape shape;
@@ -221,8 +220,7 @@ void route_models_encode(http_req *r)
     }
     if (st == VBM_OK) {
         t1 = eng_now();
-        if (nets_encode(m->net, x, n, mu, s2, &nerr) != VBM_OK)
-            st = vbm_fail(&err, nerr.status, "observations", "encoding: %s", nerr.msg);
+        st = eng_model_encode(m, x, n, "observations", mu, s2, &err);
         t1 = eng_now() - t1;
     }
     if (st == VBM_OK)
@@ -292,7 +290,7 @@ void route_models_decode(http_req *r)
     }
     if (st == VBM_OK) {
         t1 = eng_now();
-        st = eng_model_decode_images(m, NULL, codes.mu, codes.T, sample,
+        st = eng_model_decode_images(m, codes.mu, codes.T, sample,
                                      eng_derive_seed(seed, ENG_STREAM_PIXELS), x, &err);
         t1 = eng_now() - t1;
     }
@@ -321,7 +319,7 @@ void route_models_decode(http_req *r)
  * floats) and *T are set. Fails with VBM_EINVAL naming the offending part:
  * a J other than the model's, ragged rows, a T outside [min_steps, max_steps]
  * (and max_frames), a value that is not a finite number, a wrong D. */
-static vbm_status infer_read(const json_t *v, const nets_rpm_info *in, long max_frames, float **x,
+static vbm_status infer_read(const json_t *v, const eng_rpm_info *in, long max_frames, float **x,
                              int *T, vbm_error *err)
 {
     const int J = in->factors, D = in->obs_size;
@@ -469,11 +467,11 @@ void route_models_infer(http_req *r)
     static const char *const keys[] = {"observations", "encoding", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     double t0 = eng_now(), t1 = 0.0, parse_s = 0.0;
-    double *mean = NULL, *var = NULL, *mt = NULL, *vt = NULL;
+    double *mt = NULL, *vt = NULL;
     float *x = NULL;
     json_t *body, *out = NULL;
     eng_model *m;
-    vbm_error err, nerr;
+    vbm_error err;
     int b64 = 0, T = 0, L;
     vbm_status st;
 
@@ -504,27 +502,18 @@ void route_models_infer(http_req *r)
     json_decref(body);
     if (st == VBM_OK) {
         parse_s = eng_now() - t0;
-        mean = malloc((size_t)L * (size_t)T * sizeof *mean);
-        var = malloc((size_t)L * (size_t)T * sizeof *var);
         mt = malloc((size_t)L * (size_t)T * sizeof *mt);
         vt = malloc((size_t)L * (size_t)T * sizeof *vt);
-        if (mean == NULL || var == NULL || mt == NULL || vt == NULL)
+        if (mt == NULL || vt == NULL)
             st = vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory for T = %d steps", T);
     }
     if (st == VBM_OK) {
+        /* T x L on the wire (one row per step, like codes) */
         t1 = eng_now();
-        st = nets_rpm_infer(m->rpm, x, T, mean, var, &nerr);
-        if (st != VBM_OK)
-            vbm_fail(&err, st, "observations", "%s", nerr.msg);
+        st = eng_model_rpm_infer(m, x, T, mt, vt, &err);
         t1 = eng_now() - t1;
     }
     if (st == VBM_OK) {
-        /* L x T from the solver, T x L on the wire (one row per step, like codes) */
-        for (int l = 0; l < L; l++)
-            for (int t = 0; t < T; t++) {
-                mt[(size_t)t * L + l] = mean[(size_t)l * T + t];
-                vt[(size_t)t * L + l] = var[(size_t)l * T + t];
-            }
         out = json_pack("{s:s, s:i, s:i, s:i, s:o, s:o, s:{s:f, s:f, s:f, s:f}}", "model", m->name,
                         "factors", m->rpm_info->factors, "steps", T, "latent_size", L, "mean",
                         wire_matrix(mt, T, L, b64), "variance", wire_matrix(vt, T, L, b64),
@@ -532,8 +521,6 @@ void route_models_infer(http_req *r)
                         parse_s, "nets_s", t1, "total_s", eng_now() - r->t_start);
     }
     free(x);
-    free(mean);
-    free(var);
     free(mt);
     free(vt);
     eng_model_unref(m);

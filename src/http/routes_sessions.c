@@ -462,63 +462,11 @@ static vbm_status sess_fuse_views(eng_session *s, long J, wire_codes *c, const u
                                   const char *field, int images, unsigned char **known_any,
                                   vbm_error *err)
 {
-    char f[VBM_FIELD_LEN];
-    size_t TC, k;
-    double m0, v0, *mu, *s2;
     vbm_config cfg;
-    long T, j;
-    vbm_status st;
 
-    if (known_any != NULL)
-        *known_any = NULL;
-    if (J <= 1)
-        return VBM_OK;
-    snprintf(f, sizeof f, images ? "%s" : "%s.mu", field);
-    if (c->T % J != 0)
-        return vbm_fail(err, VBM_EINVAL, f,
-                        "%ld %s are not whole frames of views_per_frame = %ld views (view j of "
-                        "frame t is row t J + j)",
-                        c->T, images ? "images" : "rows", J);
-    T = c->T / J;
-    TC = (size_t)T * (size_t)c->C;
-    mu = malloc(TC * sizeof *mu);
-    s2 = malloc(TC * sizeof *s2);
-    if (mask != NULL && known_any != NULL)
-        *known_any = calloc(TC, 1);
-    if (mu == NULL || s2 == NULL || (mask != NULL && known_any != NULL && *known_any == NULL)) {
-        free(mu);
-        free(s2);
-        if (known_any != NULL) {
-            free(*known_any);
-            *known_any = NULL;
-        }
-        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory fusing %ld views", c->T);
-    }
     eng_session_config(s, &cfg);
-    eng_fuse_prior(&cfg, &m0, &v0);
-    st = eng_fuse_codes(T, (int)J, c->C, c->mu, c->s2, mask, m0, v0, field, images, mu, s2, err);
-    if (st != VBM_OK) {
-        free(mu);
-        free(s2);
-        if (known_any != NULL) {
-            free(*known_any);
-            *known_any = NULL;
-        }
-        return st;
-    }
-    if (mask != NULL && known_any != NULL)
-        for (k = 0; k < TC; k++)
-            for (j = 0; j < J; j++)
-                if (mask[((k / (size_t)c->C) * (size_t)J + (size_t)j) * (size_t)c->C
-                         + k % (size_t)c->C]
-                    != 0)
-                    (*known_any)[k] = 1;
-    free(c->mu);
-    free(c->s2);
-    c->mu = mu;
-    c->s2 = s2;
-    c->T = T;
-    return VBM_OK;
+    return eng_fuse_views(&cfg, J, &c->T, c->C, &c->mu, &c->s2, mask, field, images, known_any,
+                          err);
 }
 
 /* Common members of a fit response. Returns NULL when out of memory. */

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 #include "engine/models.h"
 #include "engine/pool.h"
 #include "engine/store.h"

@@ -3,7 +3,7 @@
 #ifndef VBMEM_HTTP_TLS_H
 #define VBMEM_HTTP_TLS_H
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 
 /* A certificate chain and its private key, PEM text (NUL-terminated, owned). */
 typedef struct {

@@ -98,10 +98,10 @@ static void main_log_models(const hlog *lg, eng_models *models, const char *even
     int i;
 
     for (i = 0; i < set->n; i++) {
-        const nets_info *in = set->models[i]->info;
+        const eng_model_info *in = set->models[i]->info;
 
         if (in == NULL) { /* an RPM (nets/rpm.h) */
-            const nets_rpm_info *ri = set->models[i]->rpm_info;
+            const eng_rpm_info *ri = set->models[i]->rpm_info;
 
             hlog_emit(lg, HLOG_INFO, "model", NULL,
                       json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s}", "name", set->models[i]->name,

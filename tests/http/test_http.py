@@ -100,13 +100,17 @@ def test_web_page():
            and b"/ui/app.js" in r.body and (r.header("ETag") or "").startswith('"'), "GET /")
     for name, ctype in (("app.js", "text/javascript; charset=utf-8"), ("style.css", "text/css; charset=utf-8"),
                         ("vbmem-client.js", "text/javascript; charset=utf-8"),
+                        ("errors.js", "text/javascript; charset=utf-8"),
+                        ("base64.js", "text/javascript; charset=utf-8"),
+                        ("png.js", "text/javascript; charset=utf-8"),
                         ("fashion-mnist-episode.png", "image/png"),
                         ("fashion-mnist-episode.json", "application/json")):
         r = c.request("GET", "/ui/" + name)
         expect(r.status == 200 and r.header("Content-Type") == ctype and len(r.body) > 100,
                "GET /ui/%s: %s %s" % (name, r.status, r.header("Content-Type")))
         src = (os.path.join(ROOT, "clients", "js", "index.js") if name == "vbmem-client.js"
-               else os.path.join(ROOT, "web", name))
+               else os.path.join(ROOT, "clients", "js", name)
+               if name in ("errors.js", "base64.js", "png.js") else os.path.join(ROOT, "web", name))
         with open(src, "rb") as f:
             expect(f.read() == r.body, "GET /ui/%s is not %s" % (name, src))
     expect(c.request("GET", "/ui/fashion-mnist-episode.png").body[:8] == b"\x89PNG\r\n\x1a\n", "PNG")

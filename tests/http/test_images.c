@@ -16,6 +16,7 @@
 #include "engine/session.h"
 #include "http/codec.h"
 #include "http/images.h"
+#include "nets/nets.h"
 #include "numerics/rng.h"
 
 static const img_shape GREY = {1, 28, 28};

@@ -1,9 +1,9 @@
-/* engine.c -- owns the engine's clock helpers. */
+/* clock.c -- owns the engine's clocks: seconds on the monotonic clock and on the wall clock. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <time.h>
 
-#include "engine/engine.h"
+#include "engine/clock.h"
 
 double eng_now(void)
 {
