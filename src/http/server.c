@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +29,10 @@
  * page's files, small results): with at most max_connections + SRV_CONN_SPARE connections, each
  * holding one answer, they hold a bounded sum (64 MiB at the default 1024 connections). */
 #define SRV_SMALL_ANSWER (64UL << 10)
+/* After an answer of more than this many bytes is built, or freed, the allocator's free memory
+ * goes back to the system (malloc_trim): the work of a large answer (a JSON tree of millions of
+ * numbers, freed in small pieces) would otherwise stay in the RSS of the worker's arena. */
+#define SRV_TRIM_ANSWER (4UL << 20)
 
 void http_limits_default(http_limits *lim)
 {
@@ -606,9 +611,13 @@ static void srv_answer_free(void *cls)
 {
     srv_answer *a = cls;
 
-    atomic_fetch_sub(&a->srv->answer_bytes, (unsigned long long)a->len);
+    size_t len = a->len;
+
+    atomic_fetch_sub(&a->srv->answer_bytes, (unsigned long long)len);
     free(a->body);
     free(a);
+    if (len > SRV_TRIM_ANSWER)
+        malloc_trim(0);
 }
 
 /* Count an answer of len bytes in srv->answer_bytes, the bytes of answers not yet read by their
@@ -714,6 +723,8 @@ static void srv_job(eng_job *job)
     struct MHD_Connection *conn = r->conn;
 
     http_routes[r->route].handler(r);
+    if (r->resp.len > SRV_TRIM_ANSWER) /* (its work is freed: see SRV_TRIM_ANSWER) */
+        malloc_trim(0);
     atomic_store(&r->state, REQ_DONE);
     MHD_resume_connection(conn);
 }
