@@ -610,7 +610,6 @@ typedef struct {
 static void srv_answer_free(void *cls)
 {
     srv_answer *a = cls;
-
     size_t len = a->len;
 
     atomic_fetch_sub(&a->srv->answer_bytes, (unsigned long long)len);
