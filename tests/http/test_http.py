@@ -2392,7 +2392,61 @@ def test_answers_held_for_absent_readers():
             expect(d.stop() == 0, "exit status")
 
 
-TESTS += [test_answers_held_for_absent_readers]
+def test_slow_readers_closed_after_connection_timeout():
+    """A client that never reads its large answer, and one that reads a byte a second, are closed
+    once the daemon could not write to them for --connection-timeout: their answers leave the
+    bytes held (vbmemd_answer_bytes falls to 0) while they are still connected, and the server's
+    side of each connection is gone (the client then reads an end of stream or a reset)."""
+    d = start("--connection-timeout", "2", "--threads", "2", "--log-level", "warn")
+    socks = []
+    try:
+        c = d.client()
+        sid = create(c, 64, {"kind": "gaussian", "rows": 4})["id"]
+        sp = "/v1/sessions/%s/samples" % sid
+        ok(c.request("POST", "/v1/sessions/%s/episodes" % sid, {"codes": {"mu": codes(10, 64, 1)}}))
+        body = json.dumps({"count": 6000, "seed": 1}).encode()  # 7.6 MB: more than loopback buffers take
+        head = ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: %d\r\n\r\n" % (sp, len(body))).encode()
+        seen = samples_answered(c)
+        for _ in range(2):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", d.port))
+            s.sendall(head + body)
+            socks.append(s)
+        deadline = time.monotonic() + 120  # hang guards only
+        while samples_answered(c) < seen + 2:
+            expect(time.monotonic() < deadline, "the requests were not answered")
+            time.sleep(0.05)
+        held = metric_value(c, "vbmemd_answer_bytes")
+        expect(held > 2 * 64 * 1024, "the answers are held (%d bytes)" % held)
+        slow = socks[1]
+        slow.setblocking(False)
+        got = 0
+        while metric_value(c, "vbmemd_answer_bytes") > 0:
+            expect(time.monotonic() < deadline, "answers still held past --connection-timeout")
+            try:
+                got += len(slow.recv(1))  # a byte a second
+            except BlockingIOError:
+                pass
+            time.sleep(1.0)
+        expect(got > 0, "the slow reader read nothing")
+        for s in socks:  # the server closed them: after what the kernel kept, an end or a reset
+            s.setblocking(True)
+            s.settimeout(60)
+            try:
+                while s.recv(65536):
+                    pass
+            except ConnectionResetError:
+                pass
+        ok(c.request("POST", sp, {"count": 5}))
+    finally:
+        for s in socks:
+            s.close()
+        expect(d.stop() == 0, "exit status")
+
+
+TESTS += [test_answers_held_for_absent_readers, test_slow_readers_closed_after_connection_timeout]
 
 
 def main():
