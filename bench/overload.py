@@ -5,9 +5,11 @@ Lua script bench/wrk_vbmem.lua) and their short versions that the test suite run
 usage: bench/overload.py overload  [--build DIR] [--seconds S] [--factor F] [--quick]
        bench/overload.py slowloris [--build DIR] [--max-connections M] [--quick]
        bench/overload.py soak      [--build DIR] [--seconds S] [--csv F] [--png F] [--quick]
+       bench/overload.py absent-readers [--build DIR] [--count N] [--levels 6,12] [--budget BYTES]
 Every run starts its own vbmemd (BUILD/vbmemd) on an ephemeral loopback port and stops it.
 Each prints one JSON line per measurement and a summary; with --quick it is a bounded test that
-exits 1 when a check fails (only counts and status codes are checked, never a latency)."""
+exits 1 when a check fails (only counts and status codes are checked, never a latency). absent-readers has no --quick:
+its short version is test_answers_held_for_absent_readers in tests/http/test_http.py."""
 import argparse
 import base64
 import http.client
@@ -546,10 +548,129 @@ def cmd_soak(a):
                         "against the first; allowed %d kB)" % (floor_last - floor_first, allowed))
     return failures
 
+# ---- absent readers ------------------------------------------------------------------------
+
+
+def metric(port, name):
+    st, _, body = call(port, "GET", "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            yield line
+
+
+def absent_one(a, budget, n):
+    """One daemon with --max-answer-memory budget; n clients with a read-only key ask for
+    samples {"count": a.count} of a 64-dimension session and never read (a 4 KiB receive
+    window); the daemon's RSS sampled every 0.1 s until every request is answered, then the
+    answers held, refused and the RSS; then a normal client's small and large requests; then
+    the readers leave."""
+    with tempfile.TemporaryDirectory() as wd:
+        keys = os.path.join(wd, "keys")
+        with open(keys, "w") as f:
+            f.write("w-key owner=b\nr-key scope=read owner=b\n")
+        d = Daemon(a.build, "--threads", str(a.threads), "--api-key-file", keys,
+                   "--max-answer-memory", str(budget), "--connection-timeout", "600", *a.extra)
+        socks = []
+        try:
+            def req(key, method, path, body=None):
+                c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=600)
+                try:
+                    data = json.dumps(body).encode() if body is not None else None
+                    c.request(method, path, body=data, headers={
+                        "Authorization": "Bearer " + key, "Content-Type": "application/json"})
+                    r = c.getresponse()
+                    return r.status, r.read()
+                finally:
+                    c.close()
+
+            rng = random.Random(1)
+            st, b = req("w-key", "POST", "/v1/sessions", {"code_size": 64, "memory": {"kind": "gaussian", "rows": 4}})
+            sid = json.loads(b)["id"]
+            sp = "/v1/sessions/%s/samples" % sid
+            st, b = req("w-key", "POST", "/v1/sessions/%s/episodes" % sid, {"codes": {"mu": {
+                "dtype": "float32", "shape": [10, 64], "data": codes(rng, 10, 64)}}})
+            assert st == 200, b[:300]
+            big = {"count": a.count, "seed": 5}
+            st, b = req("r-key", "POST", sp, big)
+            assert st == 200, b[:300]
+            size = len(b)
+            del b
+            rss0 = d.rss_kb()
+            body = json.dumps(big).encode()
+            head = ("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer r-key\r\n"
+                    "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (sp, len(body))).encode()
+
+            def answered():
+                return sum(int(float(l.split()[1])) for l in metric(d.port, "vbmemd_requests_total")
+                           if 'route="samples"' in l)
+            seen = answered()
+            t0 = time.monotonic()
+            for _ in range(n):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect(("127.0.0.1", d.port))
+                s.sendall(head + body)
+                socks.append(s)
+            peak = rss0
+            while answered() < seen + n:
+                peak = max(peak, d.rss_kb())
+                time.sleep(0.1)
+            rss1 = d.rss_kb()
+            held = float(next(metric(d.port, "vbmemd_answer_bytes")).split()[1])
+            refused = float(next(metric(d.port, "vbmemd_answers_refused_total")).split()[1])
+            statuses = [l for l in metric(d.port, "vbmemd_requests_total") if 'route="samples"' in l]
+            small = req("r-key", "POST", sp, {"count": 5})[0]
+            large = req("r-key", "POST", sp, big)[0]
+            for s in socks:
+                s.close()
+            socks = []
+            time.sleep(2.0)
+            rec = {"step": "absent-readers", "budget": budget, "clients": n, "answer_bytes": size,
+                   "threads": a.threads, "rss_before_mb": rss0 / 1024.0, "rss_peak_mb": peak / 1024.0,
+                   "rss_held_mb": rss1 / 1024.0, "rss_after_close_mb": d.rss_kb() / 1024.0,
+                   "held_bytes": held, "refused": refused, "small_status": small,
+                   "large_status": large, "statuses": statuses, "seconds": time.monotonic() - t0}
+            log(json.dumps(rec))
+            return rec
+        finally:
+            for s in socks:
+                s.close()
+            d.stop()
+
+
+def cmd_absent(a):
+    """absent_one at each level of clients with the budget, and with the budget off (1 TiB, as
+    before --max-answer-memory existed) as the comparator in the same run."""
+    failures = []
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    log("== absent readers on %s, %d threads" % (cpu, a.threads))
+    rows = []
+    for n in a.levels:
+        on = absent_one(a, a.budget, n)
+        off = absent_one(a, 1 << 40, n)
+        rows.append((n, on, off))
+        if on["held_bytes"] > max(a.budget, on["answer_bytes"]) + n * 65536:
+            failures.append("%d clients: %d bytes held past the budget" % (n, on["held_bytes"]))
+        if on["small_status"] != 200:
+            failures.append("%d clients: a small request got %d" % (n, on["small_status"]))
+    log("| absent readers | answer | budget: held, RSS peak / held | budget off: held, RSS peak / held | ratio of held RSS growth |")
+    for n, on, off in rows:
+        g_on = on["rss_held_mb"] - on["rss_before_mb"]
+        g_off = off["rss_held_mb"] - off["rss_before_mb"]
+        log("| %d | %.0f MB | %.0f MB, %.0f / %.0f MB | %.0f MB, %.0f / %.0f MB | %.2f |"
+            % (n, on["answer_bytes"] / 1e6, on["held_bytes"] / 1e6, on["rss_peak_mb"], on["rss_held_mb"],
+               off["held_bytes"] / 1e6, off["rss_peak_mb"], off["rss_held_mb"], g_off / max(g_on, 1.0)))
+    return failures
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["overload", "slowloris", "soak"])
+    ap.add_argument("what", choices=["overload", "slowloris", "soak", "absent-readers"])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--quick", action="store_true", help="the short test-suite version")
@@ -572,10 +693,20 @@ def main():
     ap.add_argument("--warmup", type=float, default=None)
     ap.add_argument("--growth-frac", type=float, default=0.05)
     ap.add_argument("--kinds", default="idle,headers,body")
+    ap.add_argument("--count", type=int, default=100000, help="absent-readers: samples asked for")
+    ap.add_argument("--budget", type=int, default=256 << 20, help="absent-readers: --max-answer-memory")
+    ap.add_argument("--levels", default="6,12", help="absent-readers: numbers of clients")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
                     help="further vbmemd options (last)")
     a = ap.parse_args()
     a.kinds = a.kinds.split(",")
+    if a.what == "absent-readers":
+        a.levels = [int(x) for x in a.levels.split(",")]
+        failures = cmd_absent(a)
+        for f in failures:
+            log("FAIL: " + f)
+        log("%s: %s" % (a.what, "FAIL" if failures else "ok"))
+        return 1 if failures else 0
     if a.what == "overload":
         a.seconds = int(a.seconds or (15 if a.quick else 30))
         a.cap_seconds = 5 if a.quick else a.cap_seconds

@@ -99,6 +99,136 @@ function toGreyCanvas(img, sx = 0, sy = 0, sw = img.width, sh = img.height) {
   return c;
 }
 
+// ---------- image files: the command line's rule (clients/python/vbmem/png.py, fit_png) ----------
+// A grey PNG without alpha (an RGB one for a 3-channel model) at the model's size goes as it is,
+// any bit depth (the server reads it); bytes that are not a PNG go as they are too (the server
+// refuses them). Any other PNG must be 8-bit and non-interlaced and is converted: alpha over
+// black and, for one channel, grey by luminance (299 R + 587 G + 114 B) x A / 255000 (for three,
+// each colour x A / 255), stretched to the model's size bilinearly from the sample centres, each
+// value rounded half up once at the end: the same numbers, in the same order, as the command line.
+const PNG_KINDS = { 0: 'grey', 2: 'RGB', 3: 'palette', 4: 'grey+alpha', 6: 'RGBA' };
+
+function pngHeader(b) {
+  const sig = [137, 80, 78, 71, 13, 10, 26, 10];
+  if (b.length < 33 || sig.some((v, i) => b[i] !== v) || String.fromCharCode(...b.subarray(12, 16)) !== 'IHDR') return null;
+  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  return { width: v.getUint32(16), height: v.getUint32(20), depth: b[24], ctype: b[25], interlace: b[28] };
+}
+
+async function inflate(bytes) {
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+// An 8-bit non-interlaced PNG as { rgba, width, height } (alpha 255 where the PNG has none).
+async function decodePngRgba(b) {
+  const hd = pngHeader(b);
+  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const idat = [];
+  let palette = null;
+  for (let pos = 8; pos + 8 <= b.length;) {
+    const len = v.getUint32(pos), kind = String.fromCharCode(...b.subarray(pos + 4, pos + 8));
+    const body = b.subarray(pos + 8, pos + 8 + len);
+    if (body.length !== len) throw new Error('truncated PNG chunk');
+    pos += 12 + len;
+    if (kind === 'PLTE') palette = body;
+    else if (kind === 'IDAT') idat.push(body);
+    else if (kind === 'IEND') break;
+  }
+  const samples = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 }[hd.ctype];
+  if (!samples || !idat.length || (hd.ctype === 3 && !palette)) throw new Error('a PNG this page cannot read');
+  const raw = await inflate(new Uint8Array(await new Blob(idat).arrayBuffer()));
+  const { width, height } = hd, stride = width * samples, bpp = samples;
+  if (raw.length < (stride + 1) * height) throw new Error('truncated PNG image data');
+  const out = new Uint8Array(stride * height);
+  let prev = new Uint8Array(stride);
+  for (let y = 0; y < height; y++) {
+    const f = raw[y * (stride + 1)];
+    const line = raw.slice(y * (stride + 1) + 1, (y + 1) * (stride + 1));
+    for (let i = 0; i < stride; i++) {
+      const left = i >= bpp ? line[i - bpp] : 0, up = prev[i], ul = i >= bpp ? prev[i - bpp] : 0;
+      if (f === 1) line[i] = (line[i] + left) & 255;
+      else if (f === 2) line[i] = (line[i] + up) & 255;
+      else if (f === 3) line[i] = (line[i] + ((left + up) >> 1)) & 255;
+      else if (f === 4) {
+        const p = left + up - ul, pa = Math.abs(p - left), pb = Math.abs(p - up), pc = Math.abs(p - ul);
+        line[i] = (line[i] + (pa <= pb && pa <= pc ? left : pb <= pc ? up : ul)) & 255;
+      } else if (f !== 0) throw new Error(`unknown PNG filter ${f}`);
+    }
+    out.set(line, y * stride);
+    prev = line;
+  }
+  const rgba = new Uint8Array(4 * width * height).fill(255);
+  for (let i = 0; i < width * height; i++) {
+    const o = 4 * i;
+    if (hd.ctype === 0) rgba[o] = rgba[o + 1] = rgba[o + 2] = out[i];
+    else if (hd.ctype === 4) { rgba[o] = rgba[o + 1] = rgba[o + 2] = out[2 * i]; rgba[o + 3] = out[2 * i + 1]; }
+    else if (hd.ctype === 2) { rgba[o] = out[3 * i]; rgba[o + 1] = out[3 * i + 1]; rgba[o + 2] = out[3 * i + 2]; }
+    else if (hd.ctype === 6) rgba.set(out.subarray(o, o + 4), o);
+    else {
+      if (3 * out[i] + 3 > palette.length) throw new Error(`palette index ${out[i]} out of range`);
+      rgba.set(palette.subarray(3 * out[i], 3 * out[i] + 3), o);
+    }
+  }
+  return { rgba, width, height };
+}
+
+// Per destination index along one axis: [lower source index, upper, weight of the upper].
+function stretchAxis(nSrc, nDst) {
+  const taps = [];
+  for (let x = 0; x < nDst; x++) {
+    const s = Math.min(Math.max((x + 0.5) * nSrc / nDst - 0.5, 0.0), nSrc - 1.0);
+    const i0 = Math.floor(s);
+    taps.push([i0, Math.min(i0 + 1, nSrc - 1), s - i0]);
+  }
+  return taps;
+}
+
+// The file's bytes as the model takes them: { url, how } (how null when it goes untouched), or an
+// Error naming the file when it needs converting and cannot be.
+async function fitPng(bytes, name) {
+  const w = W(), h = H(), ch = state.model ? state.model.observation.channels : 1;
+  const hd = pngHeader(bytes);
+  const untouched = () => {
+    let bin = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    return { url: 'data:image/png;base64,' + btoa(bin), how: null };
+  };
+  if (!hd || (hd.width === w && hd.height === h && hd.ctype === (ch === 1 ? 0 : 2))) return untouched();
+  const kind = PNG_KINDS[hd.ctype] || '?', want = `${ch === 1 ? 'grey' : 'RGB'} ${w}x${h}`;
+  if (hd.depth !== 8 || hd.interlace !== 0) {
+    throw new Error(`${name}: a ${hd.depth}-bit${hd.interlace ? ' interlaced' : ''} ${kind} PNG of ${hd.width}x${hd.height} ` +
+      `needs converting to the model's ${want}, and only 8-bit non-interlaced PNGs are converted: convert it to 8 bits first`);
+  }
+  const { rgba, width: sw, height: sh } = await decodePngRgba(bytes);
+  const xs = stretchAxis(sw, w), ys = stretchAxis(sh, h);
+  const img = new ImageData(w, h);
+  for (const c of ch === 1 ? [null] : [0, 1, 2]) {
+    const src = new Float64Array(sw * sh);
+    for (let i = 0; i < sw * sh; i++) {
+      const o = 4 * i;
+      src[i] = c === null ? (299 * rgba[o] + 587 * rgba[o + 1] + 114 * rgba[o + 2]) * rgba[o + 3] / 255000
+        : rgba[o + c] * rgba[o + 3] / 255;
+    }
+    ys.forEach(([y0, y1, fy], y) => {
+      const r0 = y0 * sw, r1 = y1 * sw;
+      xs.forEach(([x0, x1, fx], x) => {
+        const v = (src[r0 + x0] * (1 - fx) + src[r0 + x1] * fx) * (1 - fy)
+          + (src[r1 + x0] * (1 - fx) + src[r1 + x1] * fx) * fy;
+        const b = Math.min(255, Math.max(0, Math.floor(v + 0.5))), o = 4 * (y * w + x);
+        if (c === null) img.data[o] = img.data[o + 1] = img.data[o + 2] = b;
+        else img.data[o + c] = b;
+        img.data[o + 3] = 255;
+      });
+    });
+  }
+  const cv = document.createElement('canvas');
+  cv.width = w;
+  cv.height = h;
+  cv.getContext('2d').putImageData(img, 0, 0);
+  return { url: cv.toDataURL('image/png'), how: `${kind} ${hd.width}x${hd.height} to ${want}` };
+}
+
 function imgEl(src, title) {
   const el = document.createElement('img');
   el.src = src;
@@ -411,17 +541,18 @@ async function useShipped() {
   setEpisode(urls, urls.map((_, i) => meta.classes[meta.labels[i]]));
 }
 
+// The chosen files as the model takes them (fitPng); every converted file is named in the
+// images' titles and in the status line. A file that cannot be converted refuses them all.
 async function addFiles(files) {
-  const urls = [];
+  const urls = [], titles = [], converted = [];
   for (const f of files) {
-    const src = URL.createObjectURL(f);
-    try {
-      urls.push(toGreyCanvas(await loadImage(src)).toDataURL('image/png'));
-    } finally {
-      URL.revokeObjectURL(src);
-    }
+    const { url, how } = await fitPng(new Uint8Array(await f.arrayBuffer()), f.name);
+    urls.push(url);
+    titles.push(how ? `${f.name} (converted: ${how})` : f.name);
+    if (how) converted.push(`${f.name} (${how})`);
   }
-  if (urls.length) setEpisode(urls, null);
+  if (urls.length) setEpisode(urls, titles);
+  $('files-info').textContent = converted.length ? `Converted: ${converted.join(', ')}.` : '';
 }
 
 function setEpisode(urls, titles) {
@@ -1149,8 +1280,9 @@ async function start() {
     if (!f) return;
     state.chosen = -1; // not an image of the episode: no original, nothing to forget
     document.querySelectorAll('#episode img').forEach((el) => el.classList.remove('chosen'));
-    const src = URL.createObjectURL(f);
-    try { await setCueFrom(src); } finally { URL.revokeObjectURL(src); }
+    const { url, how } = await fitPng(new Uint8Array(await f.arrayBuffer()), f.name);
+    await setCueFrom(url);
+    $('files-info').textContent = how ? `Converted: ${f.name} (${how}).` : '';
   }));
   $('clear-mask').addEventListener('click', resetMask);
   $('add-noise').addEventListener('click', addNoise);
@@ -1178,6 +1310,6 @@ async function boot() {
 }
 
 // For the browser test and the console: the page's state and actions.
-window.vbmemPage = { state, alone, client, paintMask, useShipped, writeEpisode, drawSamples, readCue, forgetItem, resize, drawClusters,
+window.vbmemPage = { state, alone, client, paintMask, useShipped, addFiles, fitPng, writeEpisode, drawSamples, readCue, forgetItem, resize, drawClusters,
   chooseSession, newSession, exportSession, importSession, writeSequence, inferSequence, continueSequence };
 start();

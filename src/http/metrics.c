@@ -38,6 +38,7 @@ struct http_metrics {
     double iter_sum;
     unsigned long rejected;
     unsigned long corrupt;
+    unsigned long answers_refused;
 };
 
 http_metrics *metrics_create(int nroutes, const char *const *route_names)
@@ -99,6 +100,13 @@ void metrics_rejected(http_metrics *m)
 {
     pthread_mutex_lock(&m->lock);
     m->rejected++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_answer_refused(http_metrics *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->answers_refused++;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -254,7 +262,19 @@ char *metrics_render(http_metrics *m, const metrics_gauges *g, size_t *len)
                    "# TYPE vbmemd_store_corrupt_total counter\n"
                    "vbmemd_store_corrupt_total %lu\n",
                    m->corrupt);
+    metrics_printf(&b,
+                   "# HELP vbmemd_answers_refused_total Answers refused with 503 because answers "
+                   "not yet read by their clients held --max-answer-memory.\n"
+                   "# TYPE vbmemd_answers_refused_total counter\n"
+                   "vbmemd_answers_refused_total %lu\n",
+                   m->answers_refused);
     pthread_mutex_unlock(&m->lock);
+    metrics_printf(&b,
+                   "# HELP vbmemd_answer_bytes Bytes of answers built and not yet read by their "
+                   "clients.\n# TYPE vbmemd_answer_bytes gauge\nvbmemd_answer_bytes %llu\n"
+                   "# HELP vbmemd_answer_bytes_limit Configured --max-answer-memory.\n"
+                   "# TYPE vbmemd_answer_bytes_limit gauge\nvbmemd_answer_bytes_limit %zu\n",
+                   g->answer_bytes, g->answer_bytes_limit);
     metrics_printf(&b,
                    "# HELP vbmemd_queue_depth Jobs waiting for a worker.\n"
                    "# TYPE vbmemd_queue_depth gauge\nvbmemd_queue_depth %d\n"

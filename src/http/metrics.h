@@ -16,6 +16,8 @@ typedef struct {
     long sessions;
     size_t memory_bytes;
     int api_keys;
+    unsigned long long answer_bytes; /* bytes of answers not yet read by their clients */
+    size_t answer_bytes_limit;       /* --max-answer-memory */
 } metrics_gauges;
 
 /* Create metrics for nroutes routes named by route_names (copied pointers; the
@@ -33,6 +35,10 @@ void metrics_solve(http_metrics *m, int iterations, double seconds);
 
 /* Count a request refused because the queue was full. Thread-safe. */
 void metrics_rejected(http_metrics *m);
+
+/* Count an answer refused (503) because answers not yet read held --max-answer-memory.
+ * Thread-safe. */
+void metrics_answer_refused(http_metrics *m);
 
 /* Count a corrupt stored record met by a request (eng_store_set_corrupt_hook). Thread-safe. */
 void metrics_corrupt(http_metrics *m);

@@ -88,6 +88,7 @@ struct http_server {
     atomic_int stopping;
     atomic_long active;                         /* requests between first call and completion */
     atomic_ullong next_rid;                     /* generated request ids */
+    atomic_ullong answer_bytes;                 /* answers queued, not yet freed (server.c) */
     pthread_mutex_t quota_locks[QUOTA_STRIPES]; /* per-key quota checks (quota.c) */
     int port;
     double started;

@@ -89,6 +89,8 @@ void route_metrics(http_req *r)
     eng_pool_stats(srv->pool, &g.queue_depth, &g.jobs_in_flight, &g.queue_capacity);
     eng_store_stats(srv->store, &g.sessions, &g.memory_bytes);
     g.api_keys = http_auth_count(srv->auth);
+    g.answer_bytes = atomic_load(&srv->answer_bytes);
+    g.answer_bytes_limit = srv->cfg.limits.max_answer_bytes;
     text = metrics_render(srv->metrics, &g, &len);
     if (text == NULL) {
         req_problem(r, 503, NULL, "out of memory rendering the metrics");

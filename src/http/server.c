@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,6 +26,14 @@
  * connection is still accepted and the stalest waiting one is shut down (http/conns.h), so slow or
  * idle clients cannot keep others waiting in the kernel's backlog. */
 #define SRV_CONN_SPARE 16
+/* Answers of at most this many bytes are never refused for --max-answer-memory (problems, the
+ * page's files, small results): with at most max_connections + SRV_CONN_SPARE connections, each
+ * holding one answer, they hold a bounded sum (64 MiB at the default 1024 connections). */
+#define SRV_SMALL_ANSWER (64UL << 10)
+/* After an answer of more than this many bytes is built, or freed, the allocator's free memory
+ * goes back to the system (malloc_trim): the work of a large answer (a JSON tree of millions of
+ * numbers, freed in small pieces) would otherwise stay in the RSS of the worker's arena. */
+#define SRV_TRIM_ANSWER (4UL << 20)
 
 void http_limits_default(http_limits *lim)
 {
@@ -37,6 +46,7 @@ void http_limits_default(http_limits *lim)
     lim->max_solve_seconds = 30.0;
     lim->max_read_steps = 100;
     lim->max_request_bytes = 1UL << 30;
+    lim->max_answer_bytes = 1UL << 30;
     lim->retry_after_s = 1;
 }
 
@@ -575,7 +585,60 @@ static void srv_preflight(http_req *r, const char *url, const char *origin, cons
     snprintf(r->resp.allow, sizeof r->resp.allow, "%s", allow);
 }
 
-/* Hand the response to MHD, count and log it. */
+/* 1 when the route changes stored state (refused to read-only keys). */
+static int srv_route_writes(const http_route *rt)
+{
+    static const char *const writes[] = {"sessions_create", "sessions_delete", "episodes", "resize",
+                                         "forget",          "memory_put",      NULL};
+    int i;
+
+    for (i = 0; writes[i] != NULL; i++) {
+        if (strcmp(rt->name, writes[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* An answer handed to MHD: its body (owned) and the bytes it counts in srv->answer_bytes until
+ * MHD frees it (its client read it all, or the connection closed). */
+typedef struct {
+    http_server *srv;
+    char *body;
+    size_t len;
+} srv_answer;
+
+/* MHD's free callback of an answer's body: the bytes leave srv->answer_bytes. */
+static void srv_answer_free(void *cls)
+{
+    srv_answer *a = cls;
+    size_t len = a->len;
+
+    atomic_fetch_sub(&a->srv->answer_bytes, (unsigned long long)len);
+    free(a->body);
+    free(a);
+    if (len > SRV_TRIM_ANSWER)
+        malloc_trim(0);
+}
+
+/* Count an answer of len bytes in srv->answer_bytes, the bytes of answers not yet read by their
+ * clients. Returns 1 (counted) when force is 1 (the answer of a write, which has happened: a 503
+ * would say it had not), when len is at most SRV_SMALL_ANSWER, when it fits within
+ * --max-answer-memory with the answers held, or when no answer is held (a lone answer always
+ * goes: --max-answer-memory never refuses an answer for good); 0 (not counted) otherwise. */
+static int srv_answer_admit(http_server *srv, size_t len, int force)
+{
+    unsigned long long held = atomic_load(&srv->answer_bytes);
+    unsigned long long cap = srv->cfg.limits.max_answer_bytes;
+
+    do {
+        if (!force && len > SRV_SMALL_ANSWER && held != 0 && (len > cap || held > cap - len))
+            return 0;
+    } while (!atomic_compare_exchange_weak(&srv->answer_bytes, &held, held + len));
+    return 1;
+}
+
+/* Hand the response to MHD, count and log it. An answer past --max-answer-memory becomes a 503
+ * with Retry-After (srv_answer_admit). */
 static enum MHD_Result srv_send(http_req *r)
 {
     http_server *srv = r->srv;
@@ -583,12 +646,40 @@ static enum MHD_Result srv_send(http_req *r)
     enum MHD_Result ret;
     char retry[16];
     double dt = eng_now() - r->t_start;
+    srv_answer *a;
 
     if (r->resp.status == 0)
         req_problem(r, 500, NULL, "the handler produced no response");
-    resp = MHD_create_response_from_buffer(r->resp.len, r->resp.body, MHD_RESPMEM_MUST_FREE);
-    if (resp == NULL)
+    if (!srv_answer_admit(srv, r->resp.len,
+                          r->route >= 0 && srv_route_writes(&http_routes[r->route]))) {
+        size_t want = r->resp.len;
+
+        metrics_answer_refused(srv->metrics);
+        req_problem(r, 503, NULL,
+                    "the answer of %zu bytes would take the answers not yet read by their "
+                    "clients past the %zu bytes they may hold (--max-answer-memory; %llu held "
+                    "now); retry later",
+                    want, srv->cfg.limits.max_answer_bytes,
+                    (unsigned long long)atomic_load(&srv->answer_bytes));
+        r->resp.etag[0] = '\0';
+        r->resp.location[0] = '\0';
+        atomic_fetch_add(&srv->answer_bytes, (unsigned long long)r->resp.len);
+    }
+    a = malloc(sizeof *a);
+    if (a == NULL) {
+        atomic_fetch_sub(&srv->answer_bytes, (unsigned long long)r->resp.len);
         return MHD_NO;
+    }
+    a->srv = srv;
+    a->body = r->resp.body;
+    a->len = r->resp.len;
+    resp =
+        MHD_create_response_from_buffer_with_free_callback_cls(a->len, a->body, srv_answer_free, a);
+    if (resp == NULL) {
+        atomic_fetch_sub(&srv->answer_bytes, (unsigned long long)a->len);
+        free(a);
+        return MHD_NO;
+    }
     r->resp.body = NULL;
     if (r->resp.content_type != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp.content_type);
@@ -632,22 +723,10 @@ static void srv_job(eng_job *job)
     struct MHD_Connection *conn = r->conn;
 
     http_routes[r->route].handler(r);
+    if (r->resp.len > SRV_TRIM_ANSWER) /* (its work is freed: see SRV_TRIM_ANSWER) */
+        malloc_trim(0);
     atomic_store(&r->state, REQ_DONE);
     MHD_resume_connection(conn);
-}
-
-/* 1 when the route changes stored state (refused to read-only keys). */
-static int srv_route_writes(const http_route *rt)
-{
-    static const char *const writes[] = {"sessions_create", "sessions_delete", "episodes", "resize",
-                                         "forget",          "memory_put",      NULL};
-    int i;
-
-    for (i = 0; writes[i] != NULL; i++) {
-        if (strcmp(rt->name, writes[i]) == 0)
-            return 1;
-    }
-    return 0;
 }
 
 /* API keys: 401 without a valid key (versioned routes; /metrics when
@@ -1077,6 +1156,7 @@ vbm_status http_server_start(const http_server_config *cfg, eng_pool *pool, eng_
     atomic_init(&srv->stopping, 0);
     atomic_init(&srv->active, 0);
     atomic_init(&srv->next_rid, 1);
+    atomic_init(&srv->answer_bytes, 0);
     flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_AUTO
             | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)

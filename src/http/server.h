@@ -25,6 +25,8 @@ typedef struct {
     int max_read_steps;       /* iterations of one read */
     size_t max_request_bytes; /* what one read, samples, clusters or export request may hold: its
                                  work and its answer (422 naming the field that sizes it) */
+    size_t max_answer_bytes;  /* what all answers built and not yet read by their clients hold
+                                 together: one past it (above SRV_SMALL_ANSWER, others held) 503 */
     int retry_after_s;        /* Retry-After of 429 and 503 answers */
 } http_limits;
 

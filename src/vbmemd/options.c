@@ -42,6 +42,7 @@ enum {
     O_MAX_SOLVE,
     O_MAX_READ,
     O_MAX_REQUEST_MEMORY,
+    O_MAX_ANSWER_MEMORY,
     O_RETRY_AFTER,
     O_MAX_CONN,
     O_CONN_TIMEOUT,
@@ -103,6 +104,9 @@ static const opt_def opt_defs[O_COUNT] = {
     {"max-request-memory", OPT_SIZE, "1073741824",
      "bytes one read, samples, clusters or memory-export request may hold, its work and its "
      "answer (the JSON text and tree); past it 422 naming the field that sizes it"},
+    {"max-answer-memory", OPT_SIZE, "1073741824",
+     "bytes all answers built and not yet read by their clients may hold together; an answer past "
+     "it (above 64 KiB, while others are held) gets 503 + Retry-After"},
     {"retry-after", OPT_INT, "1", "seconds in Retry-After of 429 and 503 answers"},
     {"max-connections", OPT_INT, "1024",
      "open connections at once; a new one past it closes the one waiting longest for a request"},
@@ -439,6 +443,7 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         case O_MAX_SOLVE: o->limits.max_solve_seconds = d; break;
         case O_MAX_READ: o->limits.max_read_steps = (int)v; break;
         case O_MAX_REQUEST_MEMORY: o->limits.max_request_bytes = (size_t)v; break;
+        case O_MAX_ANSWER_MEMORY: o->limits.max_answer_bytes = (size_t)v; break;
         case O_RETRY_AFTER: o->limits.retry_after_s = (int)v; break;
         case O_MAX_CONN: o->max_connections = (int)v; break;
         case O_CONN_TIMEOUT: o->connection_timeout_s = (int)v; break;

@@ -17,7 +17,7 @@
 // console error or a page error (outside the steps that provoke a 4xx on purpose).
 //
 //   node tests/browser/test_page.mjs [build/vbmemd] [build/browser]
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -41,6 +41,68 @@ function freePort() {
     s.on('error', reject);
     s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
   });
+}
+
+// The image files of tests/clients/convert_fixtures.py (the command line's test takes the same):
+// what the page sends for each (fitPng) against what the files' definition gives: untouched,
+// converted to exactly those pixels, or refused naming the file; then through the file picker.
+async function checkConversions(page, w) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vbmem-convert-'));
+  const made = spawnSync('/usr/bin/python3', [path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'clients',
+    'convert_fixtures.py'), dir], { encoding: 'utf8' });
+  check(made.status === 0, `the conversion fixtures are written${made.status ? ': ' + made.stderr : ''}`);
+  const want = JSON.parse(fs.readFileSync(path.join(dir, 'expected.json'), 'utf8'));
+  const files = Object.fromEntries(Object.keys(want).map((n) => [n, fs.readFileSync(path.join(dir, n)).toString('base64')]));
+  const got = await page.evaluate(async (files) => {
+    const out = {};
+    for (const [n, b64] of Object.entries(files)) {
+      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      try {
+        const { url, how } = await window.vbmemPage.fitPng(bytes, n);
+        const img = await new Promise((res, rej) => { const i = new Image(); i.onload = () => res(i); i.onerror = rej; i.src = url; });
+        const c = document.createElement('canvas');
+        c.width = img.width;
+        c.height = img.height;
+        const g = c.getContext('2d');
+        g.drawImage(img, 0, 0);
+        const d = g.getImageData(0, 0, c.width, c.height).data;
+        const grey = [];
+        let isGrey = true;
+        for (let i = 0; i < d.length; i += 4) {
+          grey.push(d[i]);
+          if (d[i] !== d[i + 1] || d[i] !== d[i + 2] || d[i + 3] !== 255) isGrey = false;
+        }
+        out[n] = { how, same: url === 'data:image/png;base64,' + b64, w: img.width, h: img.height, grey, isGrey };
+      } catch (e) {
+        out[n] = { error: String(e.message) };
+      }
+    }
+    return out;
+  }, files);
+  for (const [n, e] of Object.entries(want)) {
+    const g = got[n];
+    if (e.refused) check(g.error && g.error.startsWith(n + ': ') && g.error.includes(e.refused), `${n}: refused by name (${g.error})`);
+    else if (!e.converted) check(!g.error && g.how === null && g.same, `${n}: sent untouched`);
+    else {
+      const bad = e.grey ? e.grey.filter((v, i) => g.grey[i] !== v).length : 0;
+      check(!g.error && g.how && g.w === 28 && g.h === 28 && g.isGrey && bad === 0,
+        `${n}: converted (${g.how || g.error}) to 28x28 grey${e.grey ? `, every pixel as defined (${bad} differ)` : ''}`);
+    }
+  }
+  // through the file picker: the episode shows them, the converted one named
+  await page.setInputFiles('#files', [path.join(dir, 'rgb56.png'), path.join(dir, 'grey28.png')]);
+  await page.waitForFunction(() => document.querySelectorAll('#episode img').length === 2);
+  const info = await page.textContent('#files-info');
+  check(/rgb56\.png \(RGB 56x56 to grey 28x28\)/.test(info) && !/grey28/.test(info), `the picker names the converted file: "${info}"`);
+  w.expecting = true;
+  await page.setInputFiles('#files', [path.join(dir, 'grey28.png'), path.join(dir, 'rgb16.png')]);
+  await page.waitForSelector('#error:not([hidden])');
+  const detail = await page.textContent('#error');
+  check(/rgb16\.png/.test(detail) && /8 bits/.test(detail) && (await page.locator('#episode img').count()) === 2,
+    'a 16-bit colour PNG is refused by name, the episode kept');
+  w.expecting = false;
+  await page.click('#error-close');
+  fs.rmSync(dir, { recursive: true, force: true });
 }
 
 async function startDaemon(extra = []) {
@@ -289,6 +351,8 @@ async function mainFlow(browser) {
     w.expecting = false;
     await page.click('#error-close');
     check(await page.locator('#error').isHidden(), 'the error can be dismissed');
+
+    await checkConversions(page, w);
 
     check(w.errors.length === 0, `no console or page errors${w.errors.length ? ': ' + w.errors.join(' | ') : ''}`);
     await page.close({ runBeforeUnload: true });

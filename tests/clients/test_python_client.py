@@ -735,6 +735,44 @@ def test_cli_write_needs_replace_or_append(url, png_dir, pngs, tmp_path):
     assert cli(url, "session", "delete", sid).returncode == 0
 
 
+def test_cli_converts_images_as_the_page(url, client, tmp_path):
+    """`vbmem write` takes the PNGs the web page takes and converts them by the same rule
+    (tests/clients/convert_fixtures.py; tests/browser/test_page.mjs checks the page on the same
+    files): grey PNGs of the model's size (8 or 16 bits) go untouched; colour, alpha or another
+    size are converted (named on stderr) to exactly the pixels their definition gives (a session
+    written by the CLI equals one written through the API with those pixels); a 16-bit colour
+    PNG is refused by name, nothing written."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from convert_fixtures import fixtures
+    fx = fixtures()
+    for name, (data, _) in fx.items():
+        (tmp_path / name).write_bytes(data)
+    names = ["rgb56.png", "rgba28.png", "grey28.png", "grey16.png", "grey14.png"] * 2  # (H = 10: 10 frames)
+    a = cli(url, "session", "create").stdout.strip()
+    r = cli(url, "write", a, *[tmp_path / n for n in names], "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    ma = client.export_memory(a)
+    for n in names:
+        said = "converted %s" % (tmp_path / n) in r.stderr
+        assert said == fx[n][1]["converted"], (n, r.stderr)
+    # the same episode through the API, the converted files replaced by their expected pixels
+    b = client.create_session(model=MODEL)
+    want = [vbmem.png.encode_png(bytes(fx[n][1]["grey"]), 28, 28) if fx[n][1]["converted"] else fx[n][0]
+            for n in names]
+    client.write(b.id, images=want, seed=3)
+    mb = client.export_memory(b.id)
+    assert ma["posterior"] == mb["posterior"], "the CLI sent other pixels than the rule gives"
+    assert "converted %s (grey 14x14 to grey 28x28)" % (tmp_path / "grey14.png") in r.stderr, r.stderr
+    # 16-bit colour: refused by name, nothing written
+    v = client.get_session(a).version
+    r = cli(url, "write", a, tmp_path / "grey28.png", tmp_path / "rgb16.png", "--append")
+    assert r.returncode == 2 and str(tmp_path / "rgb16.png") in r.stderr \
+        and fx["rgb16.png"][1]["refused"] in r.stderr, r.stderr
+    assert client.get_session(a).version == v
+    client.delete_session(a)
+    client.delete_session(b.id)
+
+
 def test_cli_progress_bar_on_a_terminal(url, png_dir):
     import pty
     sid = cli(url, "session", "create").stdout.strip()

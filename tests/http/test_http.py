@@ -2382,6 +2382,157 @@ def test_latent_masked_recall_completes_from_memory():
 TESTS += [test_latent_masked_recall_completes_from_memory]
 
 
+def metric_value(c, name):
+    """The value of the unlabelled metric name in GET /metrics."""
+    for line in c.request("GET", "/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no metric " + name)
+
+
+def samples_answered(c):
+    """Samples requests answered so far (every status), from GET /metrics."""
+    n = 0
+    for line in c.request("GET", "/metrics").body.decode().splitlines():
+        if line.startswith('vbmemd_requests_total{route="samples"'):
+            n += int(float(line.split()[1]))
+    return n
+
+
+def test_answers_held_for_absent_readers():
+    """--max-answer-memory bounds the bytes of answers that wait for their clients: K clients with
+    a read-only key ask for samples answers near --max-request-memory and never read them; the
+    answers held stay within the budget (the rest are a 503 with Retry-After, counted), the
+    daemon's RSS grows by no more than what its limits allow (the answer budget, one request's
+    work on each worker and the MHD thread, 64 KiB a connection) whatever K, other clients are
+    served meanwhile, and once the readers leave, a large answer is served again."""
+    # (under ASan or valgrind, whose RSS says nothing of the daemon's, fewer clients: still more
+    # answers than the budget holds)
+    K, threads = (8 if WRAPPER is not None or "asan" in BIN else 32), 2
+    cap_request, cap_answer, small = 16 << 20, 8 << 20, 64 << 10
+    with tempfile.TemporaryDirectory() as tmp:
+        keyfile = os.path.join(tmp, "keys")
+        with open(keyfile, "w") as f:
+            f.write("writer-key owner=t\nreader-key scope=read owner=t\n")
+        d = start("--api-key-file", keyfile, "--threads", str(threads), "--connection-timeout", "600",
+                  "--max-request-memory", str(cap_request), "--max-answer-memory", str(cap_answer),
+                  "--log-level", "warn")
+        socks = []
+        try:
+            w, rd = d.client("writer-key"), d.client("reader-key")
+            sid = create(w, 64, {"kind": "gaussian", "rows": 4})["id"]
+            sp = "/v1/sessions/%s/samples" % sid
+            ok(w.request("POST", "/v1/sessions/%s/episodes" % sid, {"codes": {"mu": codes(10, 64, 1)}}))
+            big = {"count": 2800, "seed": 5}  # 179,200 numbers: 16.2 MB counted, under the cap
+            n_big = len(rd.request("POST", sp, big).body)
+            expect(n_big > small and n_big <= cap_answer, "a samples answer of %d bytes" % n_big)
+            for _ in range(threads + 1):  # warm: the workers' allocator arenas hold a request's work
+                ok(rd.request("POST", sp, big))
+            before = d.rss_kib() * 1024
+            body = json.dumps(big).encode()
+            head = ("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer reader-key\r\n"
+                    "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (sp, len(body))).encode()
+            seen = samples_answered(rd)
+            for _ in range(K):  # clients that never read (a small receive window: the kernel keeps little)
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect(("127.0.0.1", d.port))
+                s.sendall(head + body)
+                socks.append(s)
+            deadline = time.monotonic() + 300  # a hang guard only
+            while samples_answered(rd) < seen + K:
+                expect(time.monotonic() < deadline, "the absent readers' requests were not answered")
+                time.sleep(0.05)
+            held = metric_value(rd, "vbmemd_answer_bytes")
+            grown = d.rss_kib() * 1024 - before
+            bound = cap_answer + (threads + 1) * cap_request + K * small + (16 << 20)
+            print("   %d absent readers of %d-byte answers: %.0f bytes held (budget %d), RSS +%.1f MB (bound %.1f MB)"
+                  % (K, n_big, held, cap_answer, grown / 1e6, bound / 1e6))
+            if WRAPPER is None and "asan" not in BIN:  # (ASan's quarantine and valgrind keep freed memory)
+                expect(grown <= bound, "RSS grew by %d bytes with %d absent readers, past %d" % (grown, K, bound))
+            expect(held <= cap_answer + K * small, "answers hold %d bytes, past the budget %d" % (held, cap_answer))
+            expect(metric_value(rd, "vbmemd_answer_bytes_limit") == cap_answer, "the budget in /metrics")
+            expect(metric_value(rd, "vbmemd_answers_refused_total") >= K - cap_answer // n_big,
+                   "refusals not counted")
+            # other clients are served meanwhile: small answers, and a large one is a 503 to retry
+            expect(ok(rd.request("GET", "/v1/sessions/" + sid))["id"] == sid, "GET while held")
+            expect(len(ok(rd.request("POST", sp, {"count": 5}))["codes"]) == 5, "small samples while held")
+            r = rd.request("POST", sp, big)
+            p = problem(r, 503)
+            expect(r.header("Retry-After") == "1" and "--max-answer-memory" in p["detail"], p)
+            ok(w.request("POST", "/v1/sessions/%s/episodes" % sid,
+                         {"mode": "append", "codes": {"mu": codes(2, 64, 2)}}))
+            for s in socks:  # the readers leave: their answers are freed
+                s.close()
+            socks = []
+            deadline = time.monotonic() + 120  # a hang guard only
+            while metric_value(rd, "vbmemd_answer_bytes") > 0:
+                expect(time.monotonic() < deadline, "answers of closed connections still held")
+                time.sleep(0.05)
+            expect(len(ok(rd.request("POST", sp, big))["codes"]) == 2800, "a large answer after they left")
+        finally:
+            for s in socks:
+                s.close()
+            expect(d.stop() == 0, "exit status")
+
+
+def test_slow_readers_closed_after_connection_timeout():
+    """A client that never reads its large answer, and one that reads a byte a second, are closed
+    once the daemon could not write to them for --connection-timeout: their answers leave the
+    bytes held (vbmemd_answer_bytes falls to 0) while they are still connected, and the server's
+    side of each connection is gone (the client then reads an end of stream or a reset)."""
+    d = start("--connection-timeout", "2", "--threads", "2", "--log-level", "warn")
+    socks = []
+    try:
+        c = d.client()
+        sid = create(c, 64, {"kind": "gaussian", "rows": 4})["id"]
+        sp = "/v1/sessions/%s/samples" % sid
+        ok(c.request("POST", "/v1/sessions/%s/episodes" % sid, {"codes": {"mu": codes(10, 64, 1)}}))
+        body = json.dumps({"count": 6000, "seed": 1}).encode()  # 7.6 MB: more than loopback buffers take
+        head = ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: %d\r\n\r\n" % (sp, len(body))).encode()
+        seen = samples_answered(c)
+        for _ in range(2):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", d.port))
+            s.sendall(head + body)
+            socks.append(s)
+        deadline = time.monotonic() + 120  # hang guards only
+        while samples_answered(c) < seen + 2:
+            expect(time.monotonic() < deadline, "the requests were not answered")
+            time.sleep(0.05)
+        held = metric_value(c, "vbmemd_answer_bytes")
+        expect(held > 2 * 64 * 1024, "the answers are held (%d bytes)" % held)
+        slow = socks[1]
+        slow.setblocking(False)
+        got = 0
+        while metric_value(c, "vbmemd_answer_bytes") > 0:
+            expect(time.monotonic() < deadline, "answers still held past --connection-timeout")
+            try:
+                got += len(slow.recv(1))  # a byte a second
+            except BlockingIOError:
+                pass
+            time.sleep(1.0)
+        expect(got > 0, "the slow reader read nothing")
+        for s in socks:  # the server closed them: after what the kernel kept, an end or a reset
+            s.setblocking(True)
+            s.settimeout(60)
+            try:
+                while s.recv(65536):
+                    pass
+            except ConnectionResetError:
+                pass
+        ok(c.request("POST", sp, {"count": 5}))
+    finally:
+        for s in socks:
+            s.close()
+        expect(d.stop() == 0, "exit status")
+
+
+TESTS += [test_answers_held_for_absent_readers, test_slow_readers_closed_after_connection_timeout]
+
+
 def main():
     global BIN, WRAPPER, QUICK, FAST, HOLDS
     BIN, WRAPPER, QUICK, only = parse_args(sys.argv[1:])

@@ -13,7 +13,7 @@ import struct
 import sys
 
 from .client import Client, ConnectionFailed, VbmemError
-from .png import PngError, decode_png, encode_png
+from .png import PngError, decode_png, encode_png, fit_png
 
 EXIT_USAGE, EXIT_SERVER, EXIT_CONNECTION = 2, 3, 4
 
@@ -218,6 +218,33 @@ def _name_the_file(e, chunk):
                       problem=dict(e.problem, file=name))
 
 
+def _fit_files(c, session, paths):
+    """The PNG files `paths` as the session's model takes them (fit_png, the web page's rule):
+    bytes per file, each converted file named on stderr; a file that is not a PNG, or that
+    needs converting and cannot be, is a UsageError naming it. A latent session takes no
+    images: the files then go as they are (the server refuses them)."""
+    model = session.model and c.model(session.model)
+    out = []
+    for p in paths:
+        try:
+            with open(p, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise UsageError("%s: %s" % (p, e.strerror or e)) from None
+        if not model:
+            out.append(data)
+            continue
+        ch, h, w = model.observation_shape
+        try:
+            png, how = fit_png(data, w, h, ch)
+        except PngError as e:
+            raise UsageError("%s: %s" % (p, e)) from None
+        if how is not None:
+            print("vbmem: converted %s (%s)" % (p, how), file=sys.stderr)
+        out.append(png)
+    return out
+
+
 def cmd_write(c, args):
     skipped = []
     kind, items = _collect_inputs(args.files, skipped)
@@ -238,6 +265,9 @@ def cmd_write(c, args):
         episode = c.model(s.model).episode_length if s.model else 64
     if episode < 1:
         raise UsageError("--episode must be at least 1")
+    names = items
+    if kind == "png":
+        items = _fit_files(c, s, items)
     chunks = [items[i:i + episode] for i in range(0, len(items), episode)]
     show = sys.stderr.isatty() and not args.json
     results, done = [], 0
@@ -254,7 +284,7 @@ def cmd_write(c, args):
                             iterations=args.iterations, if_match=im)
         except VbmemError as e:
             if kind == "png" and not isinstance(e, ConnectionFailed):
-                raise _name_the_file(e, chunk) from None
+                raise _name_the_file(e, names[i * episode:(i + 1) * episode]) from None
             raise
         except OSError as e:  # a file that cannot be read
             raise UsageError("%s: %s" % (getattr(e, "filename", None) or "?", e.strerror or e)) from None
@@ -274,7 +304,7 @@ def cmd_write(c, args):
 def cmd_forget(c, args):
     kind, items = _collect_inputs(args.files)
     if kind == "png":
-        r = c.forget(args.session, images=items, seed=args.seed, iterations=args.iterations,
+        r = c.forget(args.session, images=_fit_files(c, c.get_session(args.session), items), seed=args.seed, iterations=args.iterations,
                      if_match=args.if_match)
     else:
         r = c.forget(args.session, codes=items, sigma2=args.sigma2, seed=args.seed,
@@ -319,8 +349,7 @@ def cmd_sample(c, args):
 
 
 def cmd_read(c, args):
-    with open(args.image, "rb") as f:
-        cue = f.read()
+    cue = _fit_files(c, c.get_session(args.session), [args.image])[0]
     mask = None
     if args.mask:
         with open(args.mask, "rb") as f:
@@ -471,7 +500,10 @@ def build_parser():
              "session that already holds frames needs --replace or --append: there is no "
              "default for it, because replacing would lose its memory without a word and "
              "appending may not be what was meant; an empty session is written with replace. "
-             "Entries of a directory that are not .png files are skipped and named on stderr.")
+             "Entries of a directory that are not .png files are skipped and named on stderr. "
+             "A PNG that is not grey or not of the model's size is converted as the web page "
+             "converts it (alpha over black, grey by luminance, stretched to the model's size) "
+             "and named on stderr; one that needs converting must be 8-bit and non-interlaced.")
     sp.add_argument("session")
     sp.add_argument("files", nargs="+", metavar="FILE|DIR")
     how = sp.add_mutually_exclusive_group()
