@@ -81,9 +81,10 @@ ninja -C build-asan
 # (test-recall reads 1 episode there: a recall read of 64 frames takes minutes under ASan; the
 # memory-gain figures, hundreds of such reads, are asserted in the build above only -- suite
 # "gain" -- while the same read code runs here in images-integration and test-predictive; the
-# trainer's tests of suite "python" run no C code and ran above)
+# trainer's tests of suite "python" run no C code and ran above; test-demo reads 4 of its 20
+# episodes there, whose figures the build above asserts)
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  VBMEM_RECALL_EPISODES=1 meson test -C build-asan --print-errorlogs --no-suite gain --no-suite python
+  VBMEM_RECALL_EPISODES=1 VBMEM_DEMO_EPISODES=4 meson test -C build-asan --print-errorlogs --no-suite gain --no-suite python
 
 stage "ThreadSanitizer build: the thread team (fits split over a team, the networks' layers), the daemon's pool, connections, keys and store"
 [ -d build-tsan ] || meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug >/dev/null

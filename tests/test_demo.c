@@ -18,7 +18,6 @@
 #define DEMO_MODEL "models/fashion-mnist-mixture.safetensors"
 #endif
 #define FASHION_TEST "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
-#define EPISODES     20
 #define T            64
 #define READ_STEPS   5
 
@@ -26,6 +25,9 @@ static unsigned char *images; /* n x 784 */
 static long n_images;
 static nets_model *model;
 static const nets_info *info;
+/* episodes of both tests: 20 (the recorded figures), fewer with VBMEM_DEMO_EPISODES (2..20; the
+ * ASan build reads 4: its decodes take minutes); set once in main */
+static int episodes = 20;
 
 static int load_idx(const char *path)
 {
@@ -155,7 +157,7 @@ START_TEST(test_memory_works)
     int spec_mem_wins = 0;
     vbm_error nerr;
     vbm_error err;
-    for (int e = 0; e < EPISODES; e++) {
+    for (int e = 0; e < episodes; e++) {
         rng_t rng;
         rng_seed(&rng, 1000 + (uint64_t)e);
         pick(&rng, ia, NULL, 0);
@@ -186,8 +188,8 @@ START_TEST(test_memory_works)
                       err.msg);
         decode_mean(z, T, S);
         double rp = mean_nn(S, T, A) / mean_nn(S, T, B);
-        spec_mem += rm / EPISODES;
-        spec_prior += rp / EPISODES;
+        spec_mem += rm / episodes;
+        spec_prior += rp / episodes;
         spec_mem_wins += rm < rp;
 
         /* (2) completion: the bottom half of every image of A masked (set to 0). */
@@ -199,7 +201,7 @@ START_TEST(test_memory_works)
         /* comparator: a plain encode-decode of the cue, no memory */
         ck_assert_msg(nets_encode(model, X, T, mu, s2, &nerr) == VBM_OK, "%s", nerr.msg);
         decode_mean(mu, T, S);
-        comp_ae += own_nearest(S, A) / EPISODES;
+        comp_ae += own_nearest(S, A) / episodes;
         /* iterative read: encode -> read (address, draw Omega, y, z) -> decode, 5 times */
         for (int step = 0; step < READ_STEPS; step++) {
             ck_assert_msg(nets_encode(model, X, T, mu, s2, &nerr) == VBM_OK, "%s", nerr.msg);
@@ -210,15 +212,15 @@ START_TEST(test_memory_works)
                 "%s", err.msg);
             decode_mean(z, T, X);
         }
-        comp_mem += own_nearest(X, A) / EPISODES;
+        comp_mem += own_nearest(X, A) / episodes;
         vbm_memory_free(mem);
         vbm_memory_free(prior);
     }
-    printf("demo: %d episodes of %d Fashion-MNIST test images, model %s\n", EPISODES, T,
+    printf("demo: %d episodes of %d Fashion-MNIST test images, model %s\n", episodes, T,
            DEMO_MODEL);
     printf("demo: specificity  NN-distance ratio A/B  memory %.3f  prior (no memory) %.3f  (memory "
            "lower in %d/%d)\n",
-           spec_mem, spec_prior, spec_mem_wins, EPISODES);
+           spec_mem, spec_prior, spec_mem_wins, episodes);
     printf("demo: completion   own-image nearest  memory read (%d steps) %.3f  encode-decode %.3f  "
            "chance %.3f\n",
            READ_STEPS, comp_mem, comp_ae, 1.0 / T);
@@ -320,7 +322,7 @@ START_TEST(test_tree_memos_specificity)
     double spec[8] = {0}, elbo[8] = {0}, d1[8] = {0}, d2[8] = {0}, gain[8] = {0};
     int wins[8] = {0}, above[8] = {0};
     vbm_error nerr, err;
-    for (int e = 0; e < EPISODES; e++) {
+    for (int e = 0; e < episodes; e++) {
         rng_t rng;
         rng_seed(&rng, 1000 + (uint64_t)e);
         pick(&rng, ia, NULL, 0);
@@ -347,10 +349,10 @@ START_TEST(test_tree_memos_specificity)
             opts.seed = 7 + (uint64_t)e;
             vbm_write_result res;
             ck_assert_msg(vbm_write(mem, &codes, &opts, &res, &err) == VBM_OK, "%s", err.msg);
-            elbo[i] += res.elbo.per_frame / EPISODES;
+            elbo[i] += res.elbo.per_frame / episodes;
             if (jt[i] && ks[i] > 0) { /* memos against the mean field on the same posterior */
                 double g = res.elbo.per_frame - demo_mean_field_same_posterior(mem, &codes);
-                gain[i] += g / EPISODES;
+                gain[i] += g / episodes;
                 above[i] += g > 0.0;
             }
             vbm_write_result_free(&res);
@@ -360,22 +362,22 @@ START_TEST(test_tree_memos_specificity)
             double r = mean_nn(S, T, A) / mean_nn(S, T, B);
             if (i == 0)
                 r0 = r;
-            spec[i] += r / EPISODES;
+            spec[i] += r / episodes;
             wins[i] += r < r0;
-            d1[i] += (r - r0) / EPISODES; /* paired difference to memo_k 0: mean, mean square */
-            d2[i] += (r - r0) * (r - r0) / EPISODES;
+            d1[i] += (r - r0) / episodes; /* paired difference to memo_k 0: mean, mean square */
+            d2[i] += (r - r0) * (r - r0) / episodes;
             vbm_memory_free(mem);
         }
     }
     for (int i = 0; i < NK; i++) {
-        double se = sqrt(fmax(0.0, d2[i] - d1[i] * d1[i]) / (EPISODES - 1));
+        double se = sqrt(fmax(0.0, d2[i] - d1[i] * d1[i]) / (episodes - 1));
         printf("demo: tree G=2 %-10s memo_k %2d  specificity %.3f  (below factorised memo_k 0 in "
                "%2d/%d; paired difference %+.4f +- %.4f)  ELBO per frame %.2f",
-               jt[i] ? "joint" : "factorised", ks[i], spec[i], wins[i], EPISODES, d1[i], se,
+               jt[i] ? "joint" : "factorised", ks[i], spec[i], wins[i], episodes, d1[i], se,
                elbo[i]);
         if (jt[i] && ks[i] > 0)
             printf("  memos - mean field on the same posterior %+.4f (above in %d/%d)", gain[i],
-                   above[i], EPISODES);
+                   above[i], episodes);
         printf("\n");
         ck_assert_msg(spec[i] < 1.0, "tree %s memo_k %d: samples not nearer A than B (%.3f)",
                       jt[i] ? "joint" : "factorised", ks[i], spec[i]);
@@ -392,6 +394,16 @@ END_TEST
 
 int main(void)
 {
+    const char *env = getenv("VBMEM_DEMO_EPISODES");
+    if (env != NULL) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (end == env || *end != '\0' || v < 2 || v > 20) {
+            fprintf(stderr, "VBMEM_DEMO_EPISODES \"%s\": an integer from 2 to 20\n", env);
+            return 1;
+        }
+        episodes = (int)v;
+    }
     if (load_idx(FASHION_TEST) != 0) {
         fprintf(stderr, "cannot read %s (apt-get install dataset-fashion-mnist)\n", FASHION_TEST);
         return 1;
