@@ -6,13 +6,12 @@
 // daemon without --cors-origin refuses the listed page as well.
 //
 //   node tests/browser/test_cors.mjs [build/vbmemd]
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { startDaemon, stopDaemon } from './daemon.mjs';
 
 const BIN = path.resolve(process.argv[2] || process.env.VBMEMD || 'build/vbmemd');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
@@ -24,13 +23,6 @@ function check(cond, what) {
   else { console.log(`   FAIL ${what}`); failures++; }
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
-  });
-}
 
 // A page server on a loopback port of its own: an empty HTML page (the test's script runs in it).
 function pageServer() {
@@ -43,27 +35,7 @@ function pageServer() {
   });
 }
 
-async function startDaemon(extra) {
-  const port = await freePort();
-  const proc = spawn(BIN, ['--listen', `127.0.0.1:${port}`, '--threads', '2', '--log-level', 'warn', ...extra],
-    { stdio: ['ignore', 'inherit', 'inherit'] });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    if (proc.exitCode !== null) throw new Error(`vbmemd exited with ${proc.exitCode}`);
-    try { if ((await fetch(url + '/healthz')).ok) return { proc, url }; } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  proc.kill('SIGTERM');
-  throw new Error('vbmemd did not answer /healthz in 10 s');
-}
 
-function stopDaemon(d) {
-  return new Promise((resolve) => {
-    if (d.proc.exitCode !== null) return resolve(d.proc.exitCode);
-    d.proc.on('exit', (code) => resolve(code));
-    d.proc.kill('SIGTERM');
-  });
-}
 
 // What the page at `origin` gets from the daemon at `api` through fetch(): a session created,
 // read and deleted with the key (If-Match on the delete), and a request without the key.
@@ -109,7 +81,7 @@ const t0 = Date.now();
 const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
 try {
   console.log(`== a page of ${listed.origin}, listed with --cors-origin ==`);
-  let d = await startDaemon(['--api-key-file', keyFile, '--cors-origin', 'http://app.example:8443',
+  let d = await startDaemon(BIN, ['--api-key-file', keyFile, '--cors-origin', 'http://app.example:8443',
     '--cors-origin', listed.origin]);
   try {
     const got = await fromPage(browser, listed.origin, d.url);
@@ -128,7 +100,7 @@ try {
     check((await stopDaemon(d)) === 0, 'vbmemd exited with 0');
   }
   console.log('== a daemon without --cors-origin ==');
-  d = await startDaemon(['--api-key-file', keyFile]);
+  d = await startDaemon(BIN, ['--api-key-file', keyFile]);
   try {
     const got = await fromPage(browser, listed.origin, d.url);
     check(typeof got.blocked === 'string', `fetch() from another origin is blocked (${got.blocked})`);

@@ -17,12 +17,12 @@
 // console error or a page error (outside the steps that provoke a 4xx on purpose).
 //
 //   node tests/browser/test_page.mjs [build/vbmemd] [build/browser]
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { startDaemon, stopDaemon } from './daemon.mjs';
 
 const BIN = path.resolve(process.argv[2] || process.env.VBMEMD || 'build/vbmemd');
 const OUT = path.resolve(process.argv[3] || path.join(path.dirname(BIN), 'browser'));
@@ -35,13 +35,6 @@ function check(cond, what) {
   else { console.log(`   FAIL ${what}`); failures++; }
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
-  });
-}
 
 // The image files of tests/clients/convert_fixtures.py (the command line's test takes the same):
 // what the page sends for each (fitPng) against what the files' definition gives: untouched,
@@ -105,27 +98,7 @@ async function checkConversions(page, w) {
   fs.rmSync(dir, { recursive: true, force: true });
 }
 
-async function startDaemon(extra = []) {
-  const port = await freePort();
-  const proc = spawn(BIN, ['--listen', `127.0.0.1:${port}`, '--threads', '2', '--log-level', 'warn', ...extra],
-    { stdio: ['ignore', 'inherit', 'inherit'] });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    if (proc.exitCode !== null) throw new Error(`vbmemd exited with ${proc.exitCode}`);
-    try { if ((await fetch(url + '/healthz')).ok) return { proc, url }; } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  proc.kill('SIGTERM');
-  throw new Error('vbmemd did not answer /healthz in 10 s');
-}
 
-function stopDaemon(d) {
-  return new Promise((resolve) => {
-    if (d.proc.exitCode !== null) return resolve(d.proc.exitCode);
-    d.proc.on('exit', (code) => resolve(code));
-    d.proc.kill('SIGTERM');
-  });
-}
 
 // Console errors and page errors; `expecting` counts the 4xx the test provokes on purpose.
 function watch(page) {
@@ -144,7 +117,7 @@ async function exists(page, sel, what) {
 }
 
 async function mainFlow(browser) {
-  const d = await startDaemon();
+  const d = await startDaemon(BIN);
   try {
     // the embedded files: status and Content-Type
     for (const [p, type] of [['/', 'text/html'], ['/ui/app.js', 'text/javascript'], ['/ui/style.css', 'text/css'],
@@ -454,7 +427,7 @@ const shownId = (page) => page.evaluate(() => document.querySelector('#session')
 // round-trip, a resize says on which codes it ran, and a temporal session writes a sequence,
 // infers its identities over time and continues a prefix.
 async function sessionsFlow(browser) {
-  const d = await startDaemon();
+  const d = await startDaemon(BIN);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vbmem-browser-'));
   try {
     const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
@@ -770,7 +743,7 @@ async function keyFlow(browser) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vbmem-browser-'));
   const keyFile = path.join(dir, 'keys');
   fs.writeFileSync(keyFile, 'browser-test-key-0123456789\n', { mode: 0o600 });
-  const d = await startDaemon(['--api-key-file', keyFile]);
+  const d = await startDaemon(BIN, ['--api-key-file', keyFile]);
   try {
     const page = await browser.newPage();
     const w = watch(page);
