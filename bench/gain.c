@@ -33,7 +33,7 @@ int main(int argc, char **argv)
 {
     static const char *const keys[GAIN_CUES] = {"top",     "bottom",  "blocks",
                                                 "noise20", "noise35", "clean"};
-    gain_opts o = {20, 5, 4, 1, 0.0, 0, NULL};
+    gain_opts o = {20, 5, 4, 1, 0.0, 0, 1, NULL};
     const char *model = RECALL_MODEL;
     int want[GAIN_CUES] = {0}, any = 0, spec = 1, forget = 0, resize = 0, i, c;
     gain_forget_result fr;

@@ -362,7 +362,7 @@ int gain_run(const char *model_path, const char *fmnist_gz, gain_cue c, const ga
         if (rc == 0)
             gain_score(g.y, g.x, mk, &ao);
         /* familiarity of another episode's items, damaged alike, read from this memory */
-        if (rc == 0)
+        if (rc == 0 && o->familiarity)
             rc = gain_read(mem, g.d.m, g.cueo, gain_masked(c) ? g.masko : NULL, o, es + 3, g.y,
                            neg + (size_t)e * GAIN_T, NULL, NULL);
         vbm_memory_free(mem);
@@ -386,7 +386,7 @@ int gain_run(const char *model_path, const char *fmnist_gz, gain_cue c, const ga
     out->tv_mem = am.tv / n;
     out->tv_empty = ae.tv / n;
     out->tv_oracle = ar.tv / n;
-    out->auc = gain_auc(pos, (long)n, neg, (long)n);
+    out->auc = o->familiarity ? gain_auc(pos, (long)n, neg, (long)n) : NAN;
     out->stopped_mean = stopped / (double)o->episodes;
     out->seconds = secs;
 done:

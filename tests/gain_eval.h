@@ -28,6 +28,8 @@ typedef struct {
     uint64_t seed;    /* of the episodes, the writes, the cues and the reads */
     double sigma_z2;  /* > 0: the sessions' observation noise; 0: the model's session default */
     int blend;        /* eng_recall_opts.blend */
+    int familiarity;  /* 1: also read another episode's cues, damaged alike, from each memory
+                       * (the negatives of the familiarity AUC); 0: skip those reads, auc NaN */
     const char *dump; /* NULL, or a file that receives, for the first episode, float32 images
                        * of 784 values: the 64 originals, the 64 cues, every step's 64 answers
                        * of the memory's read, then the empty memory's last step's 64 */

@@ -22,7 +22,7 @@
 
 static gain_opts test_opts(void)
 {
-    gain_opts o = {4, 5, 4, 1, 0.0, 0, NULL};
+    gain_opts o = {4, 5, 4, 1, 0.0, 0, 0, NULL}; /* familiarity reads only where asserted */
     const char *e = getenv("VBMEM_GAIN_EPISODES");
 
     if (e != NULL && atoi(e) > 0)
@@ -34,9 +34,10 @@ static void print_result(const char *what, const gain_opts *o, const gain_result
 {
     printf("gain: %s, %d episodes: MSE memory %.4f, empty %.4f, another episode %.4f, oracle "
            "%.4f; closure %.3f (another episode's memory %.3f); TV memory %.1f, oracle %.1f; "
-           "familiarity AUC %.3f\n",
+           "familiarity AUC %.3f%s\n",
            what, o->episodes, r->mse_mem, r->mse_empty, r->mse_other, r->mse_oracle, r->closure,
-           r->closure_other, r->tv_mem, r->tv_oracle, r->auc);
+           r->closure_other, r->tv_mem, r->tv_oracle, r->auc,
+           o->familiarity ? "" : " (not read in this case)");
     fflush(stdout);
 }
 
@@ -78,6 +79,7 @@ START_TEST(stored_items_are_familiar)
     gain_opts o = test_opts();
     gain_result r;
 
+    o.familiarity = 1;
     ck_assert_int_eq(gain_run(RECALL_MODEL, GAIN_FMNIST, GAIN_CLEAN, &o, &r), 0);
     print_result("clean cues", &o, &r);
     ck_assert_msg(r.auc >= 0.80, "familiarity AUC %.3f < 0.80", r.auc);
