@@ -25,6 +25,40 @@ stage_table() {
   printf '%6d  in all\n' "$SECONDS"
 }
 
+# A pool of background jobs for the single-threaded runs (valgrind, daemons under valgrind, fuzz
+# harnesses), as many at once as the machine has cores. pool_run NAME CMD... starts CMD with its
+# output in build/pool/NAME.log; pool_wait waits for every job, prints each one's log in the
+# order they started with its status and time, and fails the run if any job failed.
+pool_max=$(nproc 2>/dev/null || echo 2)
+[ "$pool_max" -ge 2 ] || pool_max=2
+pool_names=()
+pool_run() {
+  local name=$1
+  shift
+  mkdir -p build/pool
+  rm -f "build/pool/$name.rc"
+  while [ "$(jobs -rp | wc -l)" -ge "$pool_max" ]; do wait -n || true; done
+  pool_names+=("$name")
+  (
+    t0=$SECONDS
+    if "$@" >"build/pool/$name.log" 2>&1; then rc=0; else rc=$?; fi
+    echo "$rc $((SECONDS - t0))" >"build/pool/$name.rc"
+  ) &
+}
+pool_wait() {
+  local name rc secs failed=0
+  wait
+  for name in "${pool_names[@]}"; do
+    rc=1 secs=?
+    [ -f "build/pool/$name.rc" ] && read -r rc secs <"build/pool/$name.rc"
+    echo "-- $name: exit $rc, ${secs} s"
+    cat "build/pool/$name.log"
+    [ "$rc" = 0 ] || { echo "FAILED: $name (exit $rc)"; failed=1; }
+  done
+  pool_names=()
+  [ "$failed" = 0 ] || exit 1
+}
+
 stage "C style (.clang-format: every tracked .c and .h file)"
 bash tests/format-check.sh
 
@@ -48,8 +82,10 @@ if build/tests/nets-path avx512 true >/dev/null; then nets_paths=(avx512 generic
 stage "Python client and CLI (clients/python) against the release build's vbmemd; offline pip install; networks: ${nets_paths[*]}"
 # (pytest exits non-zero, 5, if it collects no test)
 for p in "${nets_paths[@]}"; do
-  VBMEMD=build/vbmemd build/tests/nets-path "$p" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients/test_python_client.py
+  pool_run "python-client-$p" env VBMEMD=build/vbmemd build/tests/nets-path "$p" \
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients/test_python_client.py
 done
+pool_wait
 stage "JavaScript client (clients/js, node --test) against the release build's vbmemd; networks: ${nets_paths[*]}"
 # (node --test counts a file without tests as one passed test named by its path, so the check
 # counts the passed tests that are not files: a run that finds no test fails here)
@@ -103,55 +139,44 @@ ninja -C build-tsan tests/test-http-units tests/test-store
 CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-http-units
 CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-store
 
-stage "valgrind --leak-check=full"
+stage "valgrind --leak-check=full: Check tests, vbmem-solve end to end, vbmemd's integration, security, images and durable stores (jobs in parallel, one per core)"
 # (valgrind does not emulate AVX-512: under it the networks take the generic path; the ASan/UBSan
 # build above ran both paths)
 # (test-demo, 20 episodes through the real networks, runs in the release and ASan builds only: under
 # valgrind it would take most of the CI budget)
-for t in build/tests/test-predictive build/tests/test-models build/tests/test-parity build/test-nets build/tests/test-http-units build/tests/test-store build/tests/test-images; do
-  CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
-    --error-exitcode=3 -q "$t"
-done
-# online writes against the conjugate posterior of their recorded addresses (tests/test_online.c)
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
-  --error-exitcode=3 -q build/tests/test-online
-# forgetting (tests/test_forget.c): the retained-code refit and the conjugate downdate
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
-  --error-exitcode=3 -q build/tests/test-forget
-# the temporal memory's Check tests (seed 003) under valgrind
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
-  --error-exitcode=3 -q build/tests/test-temporal
-# the served RPM (seed 004): GP posterior, rpm model file, parity with rpm.py; then its route
-CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" valgrind --leak-check=full \
-  --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q build/test-rpm
-/usr/bin/python3 tests/http/test_rpm.py build/vbmemd \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
-# the tree memory's memos (tests/test_memos.c) under valgrind
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
-  --error-exitcode=3 -q build/tests/test-memos
-# fused codes (seed 004) against the product of densities under valgrind
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
-  --error-exitcode=3 -q build/tests/test-fuse
-stage "vbmem-solve end to end (release, ASan/UBSan, valgrind)"
-bash tests/solve/run.sh build/vbmem-solve
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve
-VALGRIND="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
-  bash tests/solve/run.sh build/vbmem-solve
-stage "vbmemd integration tests under valgrind (a quick subset; release and ASan ran above)"
-/usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
-  --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,bad_bytes_in_paths,session_ids_outside_their_alphabet,if_match_strong_comparison,temporal_error_messages,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight,temporal_sessions,forget_retained_codes,forget_downdate,forget_errors
-stage "vbmemd security under valgrind: TLS (Python ssl, curl; concurrent jobs), API-key scopes, owners and quotas (durable, concurrent); /metrics behind a key ran in release and ASan"
-/usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
-  --only tls_real_clients,tls_concurrent_jobs,api_key_scopes,api_key_quotas,api_key_quotas_durable_and_concurrent,api_key_file_refusals,api_key_and_owner_identities_apart,cors_origins
-stage "vbmemd with images under valgrind (all but the 64-image round, which release and ASan ran)"
-/usr/bin/python3 tests/http/test_images.py build/vbmemd --quick \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
+vg=(valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q)
+vgw="${vg[*]}"
+# the longest first: the durable stores (SQLite SIGKILL rounds, restart, backup CLI, busy and
+# corrupt store, Redis replicas behind nginx, Redis Sentinel failover)
+pool_run stores /usr/bin/python3 tests/http/test_store.py build/vbmemd --quick --wrapper "$vgw"
+# vbmemd with images (all but the 64-image round, which release and ASan ran)
+pool_run images /usr/bin/python3 tests/http/test_images.py build/vbmemd --quick --wrapper "$vgw" \
   --only model_listing,sessions_on_the_bundled_model,encode_decode_helpers,image_errors,png_variants,models_dir_bad_file_and_sighup_reload,model_session_survives_restart,latent_only_daemon,forget_images
-stage "durable stores under valgrind: SQLite (SIGKILL rounds, restart, backup CLI, busy and corrupt store), Redis replicas behind nginx, Redis Sentinel failover"
-/usr/bin/python3 tests/http/test_store.py build/vbmemd --quick \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
+# the Check tests: predictive reads, the VB memories, parity, the networks, HTTP units, the store,
+# images; online writes against the conjugate posterior of their recorded addresses; forgetting
+# (the retained-code refit and the conjugate downdate); the temporal memory (seed 003); the tree
+# memory's memos; fused codes (seed 004) against the product of densities
+for t in tests/test-models test-nets tests/test-images tests/test-temporal tests/test-predictive \
+  tests/test-parity tests/test-http-units tests/test-store tests/test-online tests/test-forget \
+  tests/test-memos tests/test-fuse; do
+  pool_run "$(basename "$t")" env CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" "${vg[@]}" "build/$t"
+done
+# the served RPM (seed 004): GP posterior, rpm model file, parity with rpm.py; then its route
+pool_run test-rpm env CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" "${vg[@]}" build/test-rpm
+pool_run rpm-route /usr/bin/python3 tests/http/test_rpm.py build/vbmemd --wrapper "$vgw"
+# vbmem-solve end to end (release, ASan/UBSan, valgrind)
+pool_run solve-release bash tests/solve/run.sh build/vbmem-solve
+pool_run solve-asan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 \
+  bash tests/solve/run.sh build-asan/vbmem-solve
+pool_run solve-valgrind env VALGRIND="$vgw" bash tests/solve/run.sh build/vbmem-solve
+# vbmemd integration tests (a quick subset; release and ASan ran above)
+pool_run http /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick --wrapper "$vgw" \
+  --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,bad_bytes_in_paths,session_ids_outside_their_alphabet,if_match_strong_comparison,temporal_error_messages,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight,temporal_sessions,forget_retained_codes,forget_downdate,forget_errors
+# security: TLS (Python ssl, curl; concurrent jobs), API-key scopes, owners and quotas (durable,
+# concurrent); /metrics behind a key ran in release and ASan
+pool_run security /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick --wrapper "$vgw" \
+  --only tls_real_clients,tls_concurrent_jobs,api_key_scopes,api_key_quotas,api_key_quotas_durable_and_concurrent,api_key_file_refusals,api_key_and_owner_identities_apart,cors_origins
+pool_wait
 stage "overload, slowloris, RSS growth (build/vbmemd under wrk on loopback: bench/overload.py --quick, ~80 s)"
 # counts and status codes only, never a latency threshold (the p99s are printed): overload (256
 # closed-loop connections, queue 32): every answer a 2xx or a 503 with Retry-After, no socket
