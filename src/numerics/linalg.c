@@ -893,16 +893,6 @@ double la_chol_logdet(int n, const double *L)
     return 2.0 * s;
 }
 
-double la_chol_trace_solve(int n, const double *L, const double *B, double *work)
-{
-    memcpy(work, B, sizeof(double) * (size_t)n * n);
-    la_chol_solve(n, n, L, work, n);
-    double t = 0.0;
-    for (int i = 0; i < n; i++)
-        t += work[(size_t)i * n + i];
-    return t;
-}
-
 void la_symmetrize_lower(int n, double *A)
 {
     for (int i = 0; i < n; i++)

@@ -86,9 +86,6 @@ int la_chol_inverse(int n, double *L);
  * Not finite when some L_ii <= 0 or is not finite. */
 double la_chol_logdet(int n, const double *L);
 
-/* trace(A^{-1} B) for SPD A given its factor L, n x n B; work is n x n scratch. */
-double la_chol_trace_solve(int n, const double *L, const double *B, double *work);
-
 /* Copy the lower triangle of an n x n matrix into its upper triangle. */
 void la_symmetrize_lower(int n, double *A);
 

@@ -1,5 +1,5 @@
-/* common.c -- owns the helpers the Check tests of libvbmem share (test-models): random codes, memories
- * and writes that must succeed, relative differences, and the independent computations
+/* common.c -- owns the helpers the Check tests of libvbmem share (test-models): random codes,
+ * memories and writes that must succeed, relative differences, and the independent computations
  * (Gauss-Jordan inverse, Theorem 4's q(s)) the tests compare against. */
 #include "common.h"
 

@@ -1,4 +1,5 @@
-/* input.c -- Check tests of libvbmem (test-models, tests/test_models.c): bad input: an error code and a message, never a crash; zero code variances. */
+/* input.c -- Check tests of libvbmem (test-models, tests/test_models.c): bad input: an error code
+ * and a message, never a crash; zero code variances. */
 #include "common.h"
 
 /* ---- bad input: an error code and a message, never a crash ---- */

@@ -1,4 +1,5 @@
-/* numerics.c -- Check tests of libvbmem (test-models, tests/test_models.c): the numerics under the memories: the normal generator, the vector exp and the small dense kernels of numerics/linalg. */
+/* numerics.c -- Check tests of libvbmem (test-models, tests/test_models.c): the numerics under the
+ * memories: the normal generator, the vector exp and the small dense kernels of numerics/linalg. */
 #include "common.h"
 
 /* ---- the normal generator (ziggurat) draws a standard normal ---- */

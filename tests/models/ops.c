@@ -1,4 +1,5 @@
-/* ops.c -- Check tests of libvbmem (test-models, tests/test_models.c): the operations on a memory: export/import and determinism, append, refit, resize, the read modes and the DKM baseline. */
+/* ops.c -- Check tests of libvbmem (test-models, tests/test_models.c): the operations on a memory:
+ * export/import and determinism, append, refit, resize, the read modes and the DKM baseline. */
 #include "common.h"
 
 /* ---- export / import and determinism ---- */

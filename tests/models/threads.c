@@ -1,4 +1,6 @@
-/* threads.c -- Check tests of libvbmem (test-models, tests/test_models.c): threads: parallel writes on different memories, the Gram path against the direct one, the time budget, and fits split over a thread team. */
+/* threads.c -- Check tests of libvbmem (test-models, tests/test_models.c): threads: parallel
+ * writes on different memories, the Gram path against the direct one, the time budget, and fits
+ * split over a thread team. */
 #include "common.h"
 
 /* ---- thread safety: parallel writes on different memories ---- */
@@ -94,7 +96,8 @@ static void compare_solvers(vbm_kind kind, int C, int K, int H, int G, long T, i
     ck_assert_double_le(rel(res[1].elbo.total, res[0].elbo.total), 1e-10);
     for (int it = 1; it <= res[1].iterations; it++) /* still coordinate ascent */
         ck_assert_double_ge(res[1].trace[it], res[1].trace[it - 1] - 1e-9 * fabs(res[1].trace[it]));
-    if (!online) { /* without a trace the ELBO is evaluated only at the end: the same fit, bit for bit */
+    if (!online) {
+        /* without a trace the ELBO is evaluated only at the end: the same fit, bit for bit */
         vbm_memory *m3 = make(kind, C, K, H, G);
         m3->cfg.s_floor = 0.0;
         vbm_write_opts o;

@@ -1,4 +1,6 @@
-/* vb.c -- Check tests of libvbmem (test-models, tests/test_models.c): the VB updates: the ELBO never decreases, KL identities, one iteration by hand, Theorem 4's q(s), model equivalences, clustering recovery and sampling moments. */
+/* vb.c -- Check tests of libvbmem (test-models, tests/test_models.c): the VB updates: the ELBO
+ * never decreases, KL identities, one iteration by hand, Theorem 4's q(s), model equivalences,
+ * clustering recovery and sampling moments. */
 #include "common.h"
 
 /* ---- ELBO never decreases ---- */
