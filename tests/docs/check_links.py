@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """check_links.py -- every relative link and image of the repository's Markdown resolves: the
 file (or folder) it names exists, and a #fragment names a heading (or an <a id>) of the Markdown
-file it points into. Links to other sites (http:, https:, mailto:) are not fetched.
+file it points into. Links to other sites (http:, https:, mailto:) are not fetched. A path of the
+tree written as inline code (`docs/guide/reads.md`, `src/engine/recall.c`: a span that starts with
+one of the tree's top-level folders and holds no space or wildcard) must exist too, from the root.
 
 usage: check_links.py ROOT              check README.md, docs/**/*.md, bench/README.md, proto/*.md
                                         and the READMEs of deploy/, clients/*/ and tests/fuzz/
@@ -17,6 +19,9 @@ import tempfile
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+\".*\")?\s*$")
 HTML = re.compile(r"<(?:img|a)\s[^>]*?(?:src|href)=\"([^\"]+)\"", re.I)
+CODE = re.compile(r"`([^`\s]+)`")
+TREE_PATH = re.compile(r"^(?:docs|src|include|tests|train|research|bench|proto|clients|deploy|web|models|"
+                       r"examples)/[A-Za-z0-9_.+/-]+$")
 
 
 def strip_code(line):
@@ -77,6 +82,10 @@ def check_file(md, root):
         text = f.read()
     base = os.path.dirname(md)
     for n, line in body_lines(text):
+        for t in CODE.findall(line):
+            t = t.rstrip(".,:;")
+            if TREE_PATH.match(t) and not os.path.exists(os.path.join(root, t)):
+                problems.append("%s:%d: `%s`: no such file in the tree" % (os.path.relpath(md, root), n, t))
         plain = strip_code(line)
         targets = LINK.findall(plain) + HTML.findall(plain)
         m = REF.match(plain)
@@ -125,7 +134,8 @@ def self_test():
         good = ("# Top\n\n[a](docs/guide/a.md) [b](docs/guide/a.md#two-words-and-more-x) "
                 "![p](docs/pic.png) [s](docs/guide/a.md#same-1) [h](docs/guide/a.md#here) "
                 "[top](#top) [web](https://example.org/x) [dir](docs/guide/)\n\n"
-                "`[not a link](nowhere.md)`\n\n```\n[nor this](nowhere.md)\n```\n")
+                "`[not a link](nowhere.md)` `docs/guide/a.md` `docs/pic.png`, `docs/*.md` `src/x y`\n\n"
+                "```\n[nor this](nowhere.md) `docs/nor/this.md`\n```\n")
         bad = {"[f](docs/guide/b.md)": "no such file",
                "![i](docs/missing.png)": "no such file",
                "[a](docs/guide/a.md#nope)": "no heading",
@@ -133,7 +143,8 @@ def self_test():
                "[t](#bottom)": "no heading",
                "[o](../outside.md)": "",
                "[r]: docs/gone.md": "no such file",
-               "<img src=\"docs/gone.png\">": "no such file"}
+               "<img src=\"docs/gone.png\">": "no such file",
+               "`docs/guide/gone.md`": "no such file in the tree"}
         with open(os.path.join(d, "README.md"), "w") as f:
             f.write(good)
         got = check_file(os.path.join(d, "README.md"), d)
