@@ -184,7 +184,8 @@ int route_memory_put(http_req *r, vbm_error *err);
 /* routes_sessions.c: GET /v1/sessions/{id}/clusters, each cluster's mean code, occupancy and
  * (a session with a model) decoded image (pool worker). */
 int route_clusters(http_req *r, vbm_error *err);
-/* routes_temporal.c: infer and continue of temporal sessions (pool workers) */
+/* routes_sessions.c: infer and continue, operations of temporal sessions (through their kind's
+ * table, http/session_kinds.h; pool workers) */
 int route_temporal_infer(http_req *r, vbm_error *err);
 int route_temporal_continue(http_req *r, vbm_error *err);
 /* routes_web.c: the web page, its files and the API's specification, inline on the HTTP

@@ -1,5 +1,7 @@
 /* routes_sessions.c -- owns the handlers of /v1/sessions and its sub-resources (episodes, resize,
- * forget, samples, reads, memory); they run on pool workers. */
+ * forget, samples, reads, memory, clusters, infer, continue), which call the operations of the
+ * session's kind (http/session_kinds.h), and the operations of mixture, latent and pixel
+ * sessions (the table kind_vb); they run on pool workers. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <limits.h>
@@ -20,30 +22,12 @@
 #include "http/quota.h"
 #include "http/request.h"
 #include "http/respond.h"
-#include "http/routes_temporal.h"
-#include "engine/session_temporal.h"
+#include "http/session_kinds.h"
 
 #define SESS_DEFAULT_ITERATIONS 50
 #define SESS_LIST_DEFAULT       50
 #define SESS_LIST_MAX           1000
 #define SESS_MAX_TTL            (10L * 365 * 24 * 3600)
-
-/* The session of the path and the request's JSON object body, both owned by the
- * caller. Returns 0, or the status of the failure (resp_session, resp_body_object) with err
- * filled; nothing is then held. */
-static int sess_lookup_body(http_req *r, eng_session **s, json_t **body, vbm_error *err)
-{
-    int status = resp_session(r, s, err);
-
-    if (status != 0)
-        return status;
-    status = resp_body_object(r, body, err);
-    if (status != 0) {
-        eng_session_unref(*s);
-        *s = NULL;
-    }
-    return status;
-}
 
 /* If-Match as the engine wants it (-1: none). */
 static int64_t sess_if_match(const http_req *r)
@@ -55,20 +39,6 @@ static int64_t sess_if_match(const http_req *r)
 static double sess_elapsed(const http_req *r)
 {
     return eng_now() - r->t_start;
-}
-
-/* Answer with the session resource (status 200 or 201); returns the status. */
-static int sess_respond_info(http_req *r, eng_session *s, int status, vbm_error *err)
-{
-    eng_info info;
-    vbm_status st = eng_session_info(s, &info, err);
-
-    if (st != VBM_OK)
-        return resp_status_of(st);
-    resp_etag(r, info.version);
-    status = resp_json(r, status, codec_info(&info), err);
-    eng_info_free(&info);
-    return status;
 }
 
 /* ---- POST /v1/sessions ----------------------------------------------------- */
@@ -98,45 +68,6 @@ static vbm_status sess_read_solver(const json_t *v, const http_limits *lim, eng_
     }
     sv->iterations = (int)it;
     sv->init = (vbm_init)init;
-    return VBM_OK;
-}
-
-/* The model a new session uses (a new reference in *m), or NULL for a latent
- * session: "model" when given, else the default model when "code_size" is
- * absent and a default is configured. */
-static vbm_status sess_pick_model(http_req *r, const json_t *body, eng_model **m, vbm_error *err)
-{
-    eng_models *reg = r->srv->cfg.models;
-    const json_t *v = json_object_get(body, "model");
-    const char *dflt = reg != NULL ? eng_models_default_name(reg) : "";
-    vbm_status st;
-
-    *m = NULL;
-    if (v == NULL && (json_object_get(body, "code_size") != NULL || dflt[0] == '\0'))
-        return VBM_OK;
-    if (v != NULL && !json_is_string(v))
-        return vbm_fail(err, VBM_EINVAL, "model", "expected the name of a hosted model");
-    if (reg == NULL)
-        return vbm_fail(err, VBM_EINVAL, "model", "no models are hosted");
-    st = eng_models_get(reg, v != NULL ? json_string_value(v) : dflt, m, err);
-    if (st == VBM_ENOTFOUND && v == NULL)
-        return vbm_fail(err, VBM_EINVAL, "model",
-                        "the default model \"%s\" is not hosted (see GET /v1/models); "
-                        "name a model, or give \"code_size\" for a latent session",
-                        dflt);
-    if (st != VBM_OK) {
-        char why[VBM_MSG_LEN];
-
-        memcpy(why, err->msg, sizeof why);
-        return vbm_fail(err, st == VBM_ENOTFOUND ? VBM_EINVAL : st, "model", "%s", why);
-    }
-    if ((*m)->info->code_size > r->srv->cfg.limits.max_code_size) {
-        vbm_fail(err, VBM_EINVAL, "model", "its code size %d exceeds the limit %d",
-                 (*m)->info->code_size, r->srv->cfg.limits.max_code_size);
-        eng_model_unref(*m);
-        *m = NULL;
-        return VBM_EINVAL;
-    }
     return VBM_OK;
 }
 
@@ -176,33 +107,54 @@ static json_t *sess_memory_object(const eng_model *m, json_t *memory)
 
 int route_sessions_create(http_req *r, vbm_error *err)
 {
-    int status;
+    json_t *body;
+    int status = resp_body_object(r, &body, err);
+
+    if (status != 0)
+        return status;
+    return kind_requested(body)->create(r, body, err);
+}
+
+/* What sess_make creates a session from. */
+typedef struct {
+    vbm_config cfg;
+    eng_solver solver;
+    long ttl;
+} sess_new;
+
+/* kind_insert's maker of a mixture, latent or pixel session (ctx: a sess_new). */
+static vbm_status sess_make(const void *ctx, const unsigned char *owner, eng_session **s,
+                            vbm_error *err)
+{
+    const sess_new *n = ctx;
+
+    return eng_session_create(&n->cfg, &n->solver, n->ttl, owner, s, err);
+}
+
+/* POST /v1/sessions of a mixture, latent or pixel session (takes body). */
+static int sess_create(http_req *r, json_t *body, vbm_error *err)
+{
     static const char *const keys[] = {"code_size", "model",       "memory",
                                        "solver",    "ttl_seconds", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    json_t *body, *memory;
-    eng_solver solver = {SESS_DEFAULT_ITERATIONS, 0.0, VBM_INIT_AUTO};
-    eng_session *s = NULL;
-    eng_model *m = NULL;
+    json_t *memory;
+    sess_new n = {.solver = {SESS_DEFAULT_ITERATIONS, 0.0, VBM_INIT_AUTO}};
     vbm_config cfg;
+    eng_model *m = NULL;
     long code_size = 0, ttl = 0;
     vbm_status st;
+    int status;
 
-    status = resp_body_object(r, &body, err);
-    if (status != 0)
-        return status;
-    if (route_temporal_requested(body)) /* a temporal session: routes_temporal.c */
-        return route_temporal_create(r, body, err);
     st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = sess_pick_model(r, body, &m, err);
+        st = kind_pick_model(r, body, 1, &m, err);
     if (st == VBM_OK && m == NULL && json_object_get(body, "code_size") == NULL)
         st = vbm_fail(err, VBM_EINVAL, "code_size",
                       "missing (a latent session needs the code size C; a session "
                       "with images names a \"model\")");
     if (m != NULL) {
         code_size = m->info->code_size;
-        solver.iterations =
+        n.solver.iterations =
             m->info->iterations < lim->max_iterations ? m->info->iterations : lim->max_iterations;
     }
     if (st == VBM_OK)
@@ -214,7 +166,7 @@ int route_sessions_create(http_req *r, vbm_error *err)
     if (st == VBM_OK)
         st = wire_opt_long(body, "ttl_seconds", 0, SESS_MAX_TTL, &ttl, err);
     if (st == VBM_OK && json_object_get(body, "solver") != NULL)
-        st = sess_read_solver(json_object_get(body, "solver"), lim, &solver, err);
+        st = sess_read_solver(json_object_get(body, "solver"), lim, &n.solver, err);
     if (st != VBM_OK) {
         status = resp_status_of(st);
         eng_model_unref(m);
@@ -254,32 +206,10 @@ int route_sessions_create(http_req *r, vbm_error *err)
         eng_model_unref(m);
         return status;
     }
-    quota_lock(r); /* the key's quota check and the insert, together */
-    if ((status = quota_admit(r, 1, 0, eng_session_config_bytes(&cfg), 0, err)) != 0) {
-        quota_unlock(r);
-        eng_model_unref(m);
-        return status;
-    }
-    st = eng_session_create(&cfg, &solver, ttl, r->owner, &s, err);
-    if (st == VBM_OK)
-        eng_session_set_model(s, m);
+    n.cfg = cfg;
+    n.ttl = ttl;
+    status = kind_insert(r, eng_session_config_bytes(&cfg), m, sess_make, &n, err);
     eng_model_unref(m);
-    if (st == VBM_OK)
-        st = eng_store_insert(r->srv->store, s, 0, err);
-    quota_unlock(r);
-    if (st != VBM_OK) {
-        if (st == VBM_EINVAL && err->field[0] == '\0') {
-            vbm_error_rebase(err, "memory");
-            status = 422;
-        } else {
-            status = resp_status_of(st);
-        }
-        eng_session_unref(s);
-        return status;
-    }
-    snprintf(r->resp.location, sizeof r->resp.location, "/v1/sessions/%s", eng_session_id(s));
-    status = sess_respond_info(r, s, 201, err);
-    eng_session_unref(s);
     return status;
 }
 
@@ -333,7 +263,7 @@ int route_sessions_get(http_req *r, vbm_error *err)
 
     if (status != 0)
         return status;
-    status = sess_respond_info(r, s, 200, err);
+    status = kind_respond_info(r, s, 200, err);
     eng_session_unref(s);
     return status;
 }
@@ -474,7 +404,7 @@ static json_t *sess_fit_json(const http_req *r, const eng_fit_out *out, double p
     return o;
 }
 
-int route_episodes(http_req *r, vbm_error *err)
+static int sess_episodes(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     static const char *const keys[] = {
@@ -487,28 +417,18 @@ int route_episodes(http_req *r, vbm_error *err)
     eng_fit_opts o;
     eng_fit_out out;
     eng_mode mode = ENG_REPLACE;
-    eng_session *s;
     eng_model *m = NULL;
     const json_t *mv, *cv, *ov;
-    json_t *body, *res;
+    json_t *res;
     int images;
     long views = 1;
     vbm_status st;
 
     memset(&codes, 0, sizeof codes);
-    status = sess_lookup_body(r, &s, &body, err);
-    if (status != 0)
-        return status;
-    if (eng_session_is_temporal(s)) { /* sequences: routes_temporal.c */
-        status = route_temporal_episodes(r, s, body, err);
-        eng_session_unref(s);
-        return status;
-    }
     ov = json_object_get(body, "observations");
     images = ov != NULL;
     if (images && (status = obs_session_model(r, s, &m, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
         return status;
     }
     st = wire_check_keys(body, "", keys, err);
@@ -550,12 +470,10 @@ int route_episodes(http_req *r, vbm_error *err)
     if (st != VBM_OK) {
         wire_codes_free(&codes); /* read or encoded, then refused by the fusion */
         status = resp_status_of(st);
-        eng_session_unref(s);
         return status;
     }
     if ((status = quota_admit(r, 0, 0, 0.0, 1, err)) != 0) {
         wire_codes_free(&codes);
-        eng_session_unref(s);
         return status;
     }
     parse_s = eng_now() - t0;
@@ -570,7 +488,6 @@ int route_episodes(http_req *r, vbm_error *err)
     vc.s2 = codes.s2;
     st = eng_session_write(s, mode, codes.mu != NULL ? &vc : NULL, &o, &out, err);
     wire_codes_free(&codes);
-    eng_session_unref(s);
     if (st != VBM_OK)
         return resp_status_of(st);
     metrics_solve(r->srv->metrics, out.res.iterations, out.solve_s);
@@ -587,29 +504,18 @@ int route_episodes(http_req *r, vbm_error *err)
     return resp_json(r, 200, res, err);
 }
 
-int route_resize(http_req *r, vbm_error *err)
+static int sess_resize(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     static const char *const keys[] = {"clusters", "rows", "iterations", "tolerance",
                                        "seed",     "init", "addresses",  NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    eng_session *s;
     eng_fit_opts o;
     eng_fit_out out;
-    json_t *body, *res;
+    json_t *res;
     long H = 0, K = 0;
     vbm_status st;
 
-    status = sess_lookup_body(r, &s, &body, err);
-    if (status != 0)
-        return status;
-    if (eng_session_is_temporal(s)) {
-        status =
-            resp_fail(err, 422, "kind", "a temporal session has no clusters or rows to resize");
-        json_decref(body);
-        eng_session_unref(s);
-        return status;
-    }
     st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
         st = wire_opt_long(body, "clusters", 0, VBM_MAX_CLUSTERS, &H, err);
@@ -622,7 +528,6 @@ int route_resize(http_req *r, vbm_error *err)
     json_decref(body);
     if (st != VBM_OK) {
         status = resp_status_of(st);
-        eng_session_unref(s);
         return status;
     }
     {
@@ -636,13 +541,11 @@ int route_resize(http_req *r, vbm_error *err)
         if ((status =
                  quota_admit(r, 0, eng_session_bytes(s), eng_session_config_bytes(&grown), 0, err))
             != 0) {
-            eng_session_unref(s);
             return status;
         }
     }
     o.if_match = sess_if_match(r);
     st = eng_store_resize(r->srv->store, s, (int)H, (int)K, &o, &out, err);
-    eng_session_unref(s);
     if (st != VBM_OK)
         return resp_status_of(st);
     metrics_solve(r->srv->metrics, out.res.iterations, out.solve_s);
@@ -697,7 +600,7 @@ static json_t *sess_forget_json(const http_req *r, const eng_forget_out *out, do
     return o;
 }
 
-int route_forget(http_req *r, vbm_error *err)
+static int sess_forget(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     static const char *const keys[] = {"codes", "observations", "iterations", "tolerance",
@@ -709,10 +612,9 @@ int route_forget(http_req *r, vbm_error *err)
     eng_forget_query q;
     eng_fit_opts o;
     eng_forget_out out;
-    eng_session *s;
     eng_model *m = NULL;
     const json_t *cv, *ov;
-    json_t *body, *res;
+    json_t *res;
     img_shape shape;
     float *x = NULL;
     long n = 0;
@@ -720,20 +622,10 @@ int route_forget(http_req *r, vbm_error *err)
 
     memset(&codes, 0, sizeof codes);
     memset(&q, 0, sizeof q);
-    status = sess_lookup_body(r, &s, &body, err);
-    if (status != 0)
-        return status;
-    if (eng_session_is_temporal(s)) {
-        status = resp_fail(err, 422, "kind", "kind: a temporal session cannot forget");
-        json_decref(body);
-        eng_session_unref(s);
-        return status;
-    }
     cv = json_object_get(body, "codes");
     ov = json_object_get(body, "observations");
     if (ov != NULL && (status = obs_session_model(r, s, &m, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
         return status;
     }
     st = wire_check_keys(body, "", keys, err);
@@ -758,7 +650,6 @@ int route_forget(http_req *r, vbm_error *err)
         free(x);
         eng_model_unref(m);
         status = resp_status_of(st);
-        eng_session_unref(s);
         return status;
     }
     parse_s = eng_now() - t0;
@@ -782,7 +673,6 @@ int route_forget(http_req *r, vbm_error *err)
     wire_codes_free(&codes);
     free(x);
     eng_model_unref(m);
-    eng_session_unref(s);
     if (st != VBM_OK)
         return resp_status_of(st);
     metrics_solve(r->srv->metrics, out.fit.res.iterations, out.fit.solve_s);
@@ -796,15 +686,14 @@ int route_forget(http_req *r, vbm_error *err)
 
 /* ---- samples and reads -------------------------------------------------------- */
 
-int route_samples(http_req *r, vbm_error *err)
+static int sess_samples(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     static const char *const keys[] = {"count",  "seed",   "cluster", "encoding",
                                        "format", "pixels", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    eng_session *s;
     eng_model *m = NULL;
-    json_t *body, *out, *images = NULL;
+    json_t *out, *images = NULL;
     uint64_t seed = 0, version = 0;
     long count = 1, cluster = -1;
     double *z = NULL, nets_s = 0.0;
@@ -812,14 +701,6 @@ int route_samples(http_req *r, vbm_error *err)
     img_format fmt = IMG_NONE;
     vbm_status st;
 
-    status = sess_lookup_body(r, &s, &body, err);
-    if (status != 0)
-        return status;
-    if (eng_session_is_temporal(s)) { /* a sequence: routes_temporal.c */
-        status = route_temporal_samples(r, s, body, err);
-        eng_session_unref(s);
-        return status;
-    }
     st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
         st = wire_opt_long(body, "count", 1, lim->max_frames, &count, err);
@@ -834,7 +715,6 @@ int route_samples(http_req *r, vbm_error *err)
     json_decref(body);
     /* codes alone ("format": "none") do not need the model */
     if (st == VBM_OK && fmt != IMG_NONE && (status = obs_session_model(r, s, &m, err)) != 0) {
-        eng_session_unref(s);
         return status;
     }
     /* codes and cluster indices of every frame, and their images (floats, then
@@ -861,7 +741,6 @@ int route_samples(http_req *r, vbm_error *err)
     }
     if (st == VBM_OK)
         st = eng_session_sample(s, count, seed, (int)cluster, &z, &clusters, &C, &G, &version, err);
-    eng_session_unref(s);
     if (st == VBM_OK && fmt != IMG_NONE)
         st = obs_decode(m, z, count, sample, eng_derive_seed(seed, ENG_STREAM_PIXELS), fmt, &images,
                         &nets_s, err);
@@ -1041,7 +920,7 @@ static vbm_status sess_read_mode(const json_t *body, int image_cue, int has_mask
     return VBM_OK;
 }
 
-int route_reads(http_req *r, vbm_error *err)
+static int sess_reads(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     static const char *const keys[] = {
@@ -1056,10 +935,9 @@ int route_reads(http_req *r, vbm_error *err)
     vbm_codes vc;
     img_shape shape;
     img_format fmt = IMG_NONE;
-    eng_session *s;
     eng_model *m = NULL;
     const json_t *qv, *ov, *mk;
-    json_t *body, *out = NULL;
+    json_t *out = NULL;
     uint64_t seed = 0;
     long iterations = 1, count = 1, n = 0, views = 1;
     float *x = NULL;
@@ -1069,19 +947,8 @@ int route_reads(http_req *r, vbm_error *err)
 
     memset(&q, 0, sizeof q);
     memset(&ro, 0, sizeof ro);
-    status = sess_lookup_body(r, &s, &body, err);
-    if (status != 0)
-        return status;
-    if (eng_session_is_temporal(s)) {
-        status = resp_fail(err, 422, "kind",
-                           "a temporal session reads by POST .../infer and POST .../continue");
-        json_decref(body);
-        eng_session_unref(s);
-        return status;
-    }
     if ((status = obs_session_model(r, s, &m, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
         return status;
     }
     qv = json_object_get(body, "query");
@@ -1183,7 +1050,6 @@ int route_reads(http_req *r, vbm_error *err)
         free(mask);
         wire_codes_free(&q);
         eng_model_unref(m);
-        eng_session_unref(s);
         return resp_status_of(st);
     }
     vc.T = q.T;
@@ -1198,7 +1064,6 @@ int route_reads(http_req *r, vbm_error *err)
     ro.want_addresses = 1; /* the per-step cluster summary needs them */
     ro.mask = mask;
     st = eng_session_recall(s, m, &rq, &ro, &res, err);
-    eng_session_unref(s);
     free(x);
     free(mask);
     wire_codes_free(&q);
@@ -1220,10 +1085,6 @@ int route_memory_get(http_req *r, vbm_error *err)
 {
     eng_session *s;
     int status = resp_session(r, &s, err);
-    json_t *m = NULL;
-    vbm_memory *mem = NULL;
-    uint64_t version;
-    vbm_status vst;
     double held, bytes;
 
     if (status != 0)
@@ -1231,22 +1092,28 @@ int route_memory_get(http_req *r, vbm_error *err)
     /* the exported copy, then its answer: every number of it in JSON */
     held = (double)eng_session_bytes(s);
     bytes = held + req_answer_bytes(held / 8.0, 0);
-    if (bytes > (double)r->srv->cfg.limits.max_request_bytes) {
+    if (bytes > (double)r->srv->cfg.limits.max_request_bytes)
         status =
             resp_fail(err, 422, "memory",
                       "the export of this session (%.0f bytes held) would hold %.0f bytes with its "
                       "answer, more than the %zu bytes a request may hold (--max-request-memory)",
                       held, bytes, r->srv->cfg.limits.max_request_bytes);
-        eng_session_unref(s);
-        return status;
-    }
-    if (eng_session_is_temporal(s)) {
-        status = route_temporal_memory_get(r, s, err);
-        eng_session_unref(s);
-        return status;
-    }
-    vst = eng_session_export(s, &mem, &version, err);
+    else
+        status = kind_call(r, s, KIND_OP_MEMORY_GET, NULL, err);
     eng_session_unref(s);
+    return status;
+}
+
+/* GET .../memory of a mixture, latent or pixel session: its memory as proto/memory form. */
+static int sess_memory_get(http_req *r, eng_session *s, json_t *body, vbm_error *err)
+{
+    json_t *m = NULL;
+    vbm_memory *mem = NULL;
+    uint64_t version;
+    vbm_status vst;
+
+    (void)body;
+    vst = eng_session_export(s, &mem, &version, err);
     if (vst != VBM_OK)
         return resp_status_of(vst);
     vst = wire_memory_to_json(mem, &m, err);
@@ -1261,40 +1128,25 @@ int route_memory_get(http_req *r, vbm_error *err)
     return resp_json(r, 200, m, err);
 }
 
-int route_memory_put(http_req *r, vbm_error *err)
+static int sess_memory_put(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     const http_limits *lim = &r->srv->cfg.limits;
     vbm_memory *mem = NULL;
-    eng_session *s;
-    json_t *body;
     uint64_t version;
     int code_size;
     vbm_status st;
     vbm_status vst;
 
-    status = sess_lookup_body(r, &s, &body, err);
-    if (status != 0)
-        return status;
-    if (eng_session_is_temporal(s)
-        || (json_is_string(json_object_get(body, "kind"))
-            && strcmp(json_string_value(json_object_get(body, "kind")), "temporal") == 0)) {
-        if (!eng_session_is_temporal(s) || !json_is_string(json_object_get(body, "export")))
-            status = resp_fail(err, 422, "kind",
-                               eng_session_is_temporal(s)
-                                   ? "a temporal session imports the form of GET .../memory of a "
-                                     "temporal session (kind \"temporal\", export)"
-                                   : "a temporal memory goes into a session of kind temporal");
-        else
-            status = route_temporal_memory_put(r, s, json_incref(body), err);
+    if (json_is_string(json_object_get(body, "kind"))
+        && strcmp(json_string_value(json_object_get(body, "kind")), "temporal") == 0) {
         json_decref(body);
-        eng_session_unref(s);
-        return status;
+        return resp_fail(err, 422, "kind",
+                         "a temporal memory goes into a session of kind temporal");
     }
     vst = wire_memory_from_json(body, &mem, err);
     json_decref(body);
     if (vst != VBM_OK) {
-        eng_session_unref(s);
         if (vst == VBM_ENOMEM)
             status = resp_fail(err, 503, NULL, "out of memory importing the memory");
         else
@@ -1305,7 +1157,6 @@ int route_memory_put(http_req *r, vbm_error *err)
         status = resp_fail(err, 422, "memory.config.code_size", "code size %d exceeds the limit %d",
                            mem->cfg.code_size, lim->max_code_size);
         vbm_memory_free(mem);
-        eng_session_unref(s);
         return status;
     }
     code_size = eng_session_code_size(s); /* fixed for a session with a model: its encoder's C */
@@ -1314,23 +1165,79 @@ int route_memory_put(http_req *r, vbm_error *err)
                            "code size %d: the session's model \"%s\" has code size %d",
                            mem->cfg.code_size, eng_session_model_name(s), code_size);
         vbm_memory_free(mem);
-        eng_session_unref(s);
         return status;
     }
     if ((status =
              quota_admit(r, 0, eng_session_bytes(s), (double)eng_session_footprint(mem), 0, err))
         != 0) {
         vbm_memory_free(mem);
-        eng_session_unref(s);
         return status;
     }
     st = eng_store_replace(r->srv->store, s, mem, sess_if_match(r), &version, err);
     if (st != VBM_OK) {
         vbm_memory_free(mem);
-        eng_session_unref(s);
         return resp_status_of(st);
     }
-    status = sess_respond_info(r, s, 200, err);
-    eng_session_unref(s);
+    status = kind_respond_info(r, s, 200, err);
     return status;
+}
+
+/* ---- the routes of a session's operations, through its kind's table ------------------- */
+
+const sess_kind kind_vb = {
+    "mixture, latent and pixel sessions",
+    sess_create,
+    {
+        [KIND_OP_EPISODES] = sess_episodes,
+        [KIND_OP_RESIZE] = sess_resize,
+        [KIND_OP_FORGET] = sess_forget,
+        [KIND_OP_SAMPLES] = sess_samples,
+        [KIND_OP_READS] = sess_reads,
+        [KIND_OP_MEMORY_GET] = sess_memory_get,
+        [KIND_OP_MEMORY_PUT] = sess_memory_put,
+    },
+    {
+        [KIND_OP_INFER] = "infer is an operation of temporal sessions",
+        [KIND_OP_CONTINUE] = "continue is an operation of temporal sessions",
+    },
+};
+
+int route_episodes(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_EPISODES, 1, err);
+}
+
+int route_resize(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_RESIZE, 1, err);
+}
+
+int route_forget(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_FORGET, 1, err);
+}
+
+int route_samples(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_SAMPLES, 1, err);
+}
+
+int route_reads(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_READS, 1, err);
+}
+
+int route_memory_put(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_MEMORY_PUT, 1, err);
+}
+
+int route_temporal_infer(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_INFER, 1, err);
+}
+
+int route_temporal_continue(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_CONTINUE, 1, err);
 }

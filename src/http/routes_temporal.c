@@ -1,7 +1,7 @@
 /* routes_temporal.c -- owns the HTTP side of sessions of kind temporal (seed 003's sequence
  * memory): creation, episodes as sequences (write/append), samples of a sequence, infer,
  * continue, memory export/import; codes for a latent session, images through the session's
- * model otherwise. routes_sessions.c hands a temporal request here. */
+ * model otherwise: the operations of the table kind_temporal (http/session_kinds.h). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -16,89 +16,48 @@
 #include "http/quota.h"
 #include "http/request.h"
 #include "http/respond.h"
-#include "http/routes_temporal.h"
+#include "http/session_kinds.h"
 #include "wire/temporal.h"
 
 #define TR_DEFAULT_ITERATIONS 100
 #define TR_DEFAULT_SWEEPS     50
 #define TR_MAX_TTL            (10L * 365 * 24 * 3600)
 
-int route_temporal_requested(const json_t *body)
-{
-    const json_t *mem = json_object_get(body, "memory");
-    const json_t *k = json_is_object(mem) ? json_object_get(mem, "kind") : NULL;
-
-    return json_is_string(k) && strcmp(json_string_value(k), "temporal") == 0;
-}
-
-/* The start of an operation only temporal sessions have: the session of the path (404
- * otherwise), of kind temporal (otherwise a 422 naming "kind": "<op> is an operation of
- * temporal sessions"), and the body as a JSON object. Returns 0 with *s (a reference the
- * caller unrefs), *body (the caller decrefs) and *cfg, the session's configuration; else the
- * status of the failure with err filled (then nothing is held). */
-static int tr_begin(http_req *r, const char *op, eng_session **s, json_t **body,
-                    vbm_temporal_config *cfg, vbm_error *err)
-{
-    int status = resp_session(r, s, err);
-
-    if (status != 0)
-        return status;
-    if (!eng_session_is_temporal(*s)) {
-        eng_session_unref(*s);
-        return resp_fail(err, 422, "kind", "%s is an operation of temporal sessions", op);
-    }
-    status = resp_body_object(r, body, err);
-    if (status != 0) {
-        eng_session_unref(*s);
-        return status;
-    }
-    eng_session_temporal_config(*s, cfg);
-    return 0;
-}
-
-/* Answer with the session resource (status 200 or 201); returns the status. */
-static int tr_respond_info(http_req *r, eng_session *s, int status, vbm_error *err)
-{
-    eng_info info;
-    vbm_status st = eng_session_info(s, &info, err);
-
-    if (st != VBM_OK)
-        return resp_status_of(st);
-    resp_etag(r, info.version);
-    status = resp_json(r, status, codec_info(&info), err);
-    eng_info_free(&info);
-    return status;
-}
-
 /* ---- POST /v1/sessions with memory.kind "temporal" ---- */
 
-int route_temporal_create(http_req *r, json_t *body, vbm_error *err)
+/* What tr_make creates a session from. */
+typedef struct {
+    vbm_temporal_config cfg;
+    long ttl;
+} tr_new;
+
+/* kind_insert's maker of a temporal session (ctx: a tr_new). */
+static vbm_status tr_make(const void *ctx, const unsigned char *owner, eng_session **s,
+                          vbm_error *err)
 {
-    int status;
+    const tr_new *n = ctx;
+
+    return eng_session_create_temporal(&n->cfg, n->ttl, owner, s, err);
+}
+
+/* POST /v1/sessions of a temporal session (takes body). */
+static int tr_create(http_req *r, json_t *body, vbm_error *err)
+{
     static const char *const keys[] = {"code_size", "model", "memory", "ttl_seconds", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    const json_t *mv = json_object_get(body, "model");
-    eng_models *reg = r->srv->cfg.models;
-    eng_session *s = NULL;
     eng_model *m = NULL;
-    vbm_temporal_config cfg;
-    long code_size = 0, ttl = 0;
-    double need;
+    tr_new n;
+    long code_size = 0;
+    double need = 0.0;
     vbm_status st;
+    int status;
 
-    err->field[0] = '\0';
+    n.ttl = 0;
     st = wire_check_keys(body, "", keys, err);
-    if (st == VBM_OK && mv != NULL) {
-        if (!json_is_string(mv))
-            st = vbm_fail(err, VBM_EINVAL, "model", "expected the name of a hosted model");
-        else if (reg == NULL)
-            st = vbm_fail(err, VBM_EINVAL, "model", "no models are hosted");
-        else if (eng_models_get(reg, json_string_value(mv), &m, err) != VBM_OK)
-            st = vbm_fail(err, VBM_EINVAL, "model", "no hosted model \"%.100s\"",
-                          json_string_value(mv));
-        if (m != NULL)
-            code_size = m->info->code_size;
-    }
+    if (st == VBM_OK)
+        st = kind_pick_model(r, body, 0, &m, err);
+    if (m != NULL)
+        code_size = m->info->code_size;
     if (st == VBM_OK && m == NULL && json_object_get(body, "code_size") == NULL)
         st = vbm_fail(err, VBM_EINVAL, "code_size",
                       "missing (a latent temporal session needs the code size D; a session "
@@ -110,44 +69,21 @@ int route_temporal_create(http_req *r, json_t *body, vbm_error *err)
                       "%ld differs from the code size %d of model \"%s\"", code_size,
                       m->info->code_size, m->name);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "ttl_seconds", 0, TR_MAX_TTL, &ttl, err);
+        st = wire_opt_long(body, "ttl_seconds", 0, TR_MAX_TTL, &n.ttl, err);
     if (st == VBM_OK)
         st = wire_temporal_config_read(json_object_get(body, "memory"), "memory", (int)code_size,
-                                       &cfg, err);
+                                       &n.cfg, err);
     json_decref(body);
+    if (st == VBM_OK) {
+        need = eng_temporal_config_bytes(&n.cfg);
+        st = eng_store_reserve(r->srv->store, 0, (size_t)need, err);
+    }
     if (st != VBM_OK) {
-        status = resp_status_of(st);
         eng_model_unref(m);
-        return status;
+        return resp_status_of(st);
     }
-    need = eng_temporal_config_bytes(&cfg);
-    st = eng_store_reserve(r->srv->store, 0, (size_t)need, err);
-    if (st != VBM_OK) {
-        status = resp_status_of(st);
-        eng_model_unref(m);
-        return status;
-    }
-    quota_lock(r);
-    if ((status = quota_admit(r, 1, 0, need, 0, err)) != 0) {
-        quota_unlock(r);
-        eng_model_unref(m);
-        return status;
-    }
-    st = eng_session_create_temporal(&cfg, ttl, r->owner, &s, err);
-    if (st == VBM_OK)
-        eng_session_set_model(s, m);
+    status = kind_insert(r, need, m, tr_make, &n, err);
     eng_model_unref(m);
-    if (st == VBM_OK)
-        st = eng_store_insert(r->srv->store, s, 0, err);
-    quota_unlock(r);
-    if (st != VBM_OK) {
-        status = resp_status_of(st);
-        eng_session_unref(s);
-        return status;
-    }
-    snprintf(r->resp.location, sizeof r->resp.location, "/v1/sessions/%s", eng_session_id(s));
-    status = tr_respond_info(r, s, 201, err);
-    eng_session_unref(s);
     return status;
 }
 
@@ -210,7 +146,7 @@ static int tr_source(http_req *r, eng_session *s, const json_t *body, const char
 
 /* ---- POST episodes: write or append sequences ---- */
 
-int route_temporal_episodes(http_req *r, eng_session *s, json_t *body, vbm_error *err)
+static int tr_episodes(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     static const char *const keys[] = {
@@ -233,7 +169,6 @@ int route_temporal_episodes(http_req *r, eng_session *s, json_t *body, vbm_error
     vbm_status st;
 
     memset(&o, 0, sizeof o);
-    err->field[0] = '\0';
     vbm_temporal_opts_default(&dflt);
     restarts = dflt.restarts;
     warm = dflt.warm_start;
@@ -336,7 +271,7 @@ int route_temporal_episodes(http_req *r, eng_session *s, json_t *body, vbm_error
 
 /* ---- POST samples: a sequence drawn ancestrally ---- */
 
-int route_temporal_samples(http_req *r, eng_session *s, json_t *body, vbm_error *err)
+static int tr_samples(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     static const char *const keys[] = {"length", "seed", "encoding", "format", "pixels", NULL};
@@ -351,7 +286,6 @@ int route_temporal_samples(http_req *r, eng_session *s, json_t *body, vbm_error 
     img_format fmt = IMG_NONE;
     vbm_status st;
 
-    err->field[0] = '\0';
     eng_session_temporal_config(s, &cfg);
     st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
@@ -406,37 +340,32 @@ int route_temporal_samples(http_req *r, eng_session *s, json_t *body, vbm_error 
 
 /* ---- POST /v1/sessions/{id}/infer ---- */
 
-int route_temporal_infer(http_req *r, vbm_error *err)
+static int tr_infer(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     static const char *const keys[] = {"sequence", "observations", "sweeps", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     vbm_temporal_config cfg;
     vbm_sequence q = {0, 0, NULL};
-    eng_session *s;
     eng_model *m = NULL;
-    json_t *body, *out;
+    json_t *out;
     uint64_t version = 0;
     long sweeps = TR_DEFAULT_SWEEPS;
     double *qb = NULL, *a = NULL, fe = NAN, encode_s = 0.0;
     int images = 0;
     vbm_status st;
 
-    if ((status = tr_begin(r, "infer", &s, &body, &cfg, err)) != 0)
-        return status;
-    err->field[0] = '\0';
+    eng_session_temporal_config(s, &cfg);
     st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
         st = wire_opt_long(body, "sweeps", 1, 1000, &sweeps, err);
     if (st != VBM_OK) {
         status = resp_status_of(st);
         json_decref(body);
-        eng_session_unref(s);
         return status;
     }
     if ((status = tr_source(r, s, body, "sequence", "observations", &m, &images, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
         return status;
     }
     st = tr_one(m, json_object_get(body, images ? "observations" : "sequence"),
@@ -446,7 +375,6 @@ int route_temporal_infer(http_req *r, vbm_error *err)
     json_decref(body);
     if (st == VBM_OK)
         st = eng_session_temporal_infer(s, &q, (int)sweeps, &qb, &a, &fe, &cfg, &version, err);
-    eng_session_unref(s);
     if (st != VBM_OK) {
         free((void *)q.y);
         return resp_status_of(st);
@@ -464,7 +392,7 @@ int route_temporal_infer(http_req *r, vbm_error *err)
 
 /* ---- POST /v1/sessions/{id}/continue ---- */
 
-int route_temporal_continue(http_req *r, vbm_error *err)
+static int tr_continue(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     static const char *const keys[] = {"prefix", "observations", "steps",  "samples", "seed",
@@ -472,9 +400,8 @@ int route_temporal_continue(http_req *r, vbm_error *err)
     const http_limits *lim = &r->srv->cfg.limits;
     vbm_temporal_config cfg;
     vbm_sequence q = {0, 0, NULL};
-    eng_session *s;
     eng_model *m = NULL, *dm = NULL;
-    json_t *body, *out = NULL, *jimg = NULL, *jsamples = NULL, *isamples = NULL;
+    json_t *out = NULL, *jimg = NULL, *jsamples = NULL, *isamples = NULL;
     uint64_t version = 0, seed = 0;
     long sweeps = TR_DEFAULT_SWEEPS, steps = 0, ns = 0;
     double *mean = NULL, *qb = NULL, *smp = NULL, encode_s = 0.0, nets_s = 0.0;
@@ -482,9 +409,7 @@ int route_temporal_continue(http_req *r, vbm_error *err)
     img_format fmt = IMG_NONE;
     vbm_status st;
 
-    if ((status = tr_begin(r, "continue", &s, &body, &cfg, err)) != 0)
-        return status;
-    err->field[0] = '\0';
+    eng_session_temporal_config(s, &cfg);
     st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK && json_object_get(body, "steps") == NULL)
         st = vbm_fail(err, VBM_EINVAL, "steps", "missing: how many frames to continue by");
@@ -511,12 +436,10 @@ int route_temporal_continue(http_req *r, vbm_error *err)
     if (st != VBM_OK) {
         status = resp_status_of(st);
         json_decref(body);
-        eng_session_unref(s);
         return status;
     }
     if ((status = tr_source(r, s, body, "prefix", "observations", &m, &images, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
         return status;
     }
     st = tr_one(m, json_object_get(body, images ? "observations" : "prefix"),
@@ -532,7 +455,6 @@ int route_temporal_continue(http_req *r, vbm_error *err)
             free(mean);
             free(qb);
             free(smp);
-            eng_session_unref(s);
             return status;
         }
         if (m == NULL)
@@ -552,7 +474,6 @@ int route_temporal_continue(http_req *r, vbm_error *err)
         }
     }
     eng_model_unref(m);
-    eng_session_unref(s);
     if (st != VBM_OK) {
         free(mean);
         free(qb);
@@ -595,25 +516,25 @@ int route_temporal_continue(http_req *r, vbm_error *err)
 
 /* ---- GET / PUT memory ---- */
 
-int route_temporal_memory_get(http_req *r, eng_session *s, vbm_error *err)
+static int tr_memory_get(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     vbm_temporal *copy = NULL;
     json_t *m = NULL;
     uint64_t version = 0;
     vbm_status st = eng_session_temporal_export(s, &copy, &version, err);
 
+    (void)body;
     if (st == VBM_OK) {
         st = wire_temporal_to_json(copy, &m, err);
         vbm_temporal_free(copy);
     }
-    if (st != VBM_OK) {
+    if (st != VBM_OK)
         return resp_status_of(st);
-    }
     resp_etag(r, version);
     return resp_json(r, 200, m, err);
 }
 
-int route_temporal_memory_put(http_req *r, eng_session *s, json_t *body, vbm_error *err)
+static int tr_memory_put(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     int status;
     const http_limits *lim = &r->srv->cfg.limits;
@@ -622,7 +543,12 @@ int route_temporal_memory_put(http_req *r, eng_session *s, json_t *body, vbm_err
     uint64_t version;
     vbm_status st;
 
-    err->field[0] = '\0';
+    if (!json_is_string(json_object_get(body, "export"))) {
+        json_decref(body);
+        return resp_fail(err, 422, "kind",
+                         "a temporal session imports the form of GET .../memory of a temporal "
+                         "session (kind \"temporal\", export)");
+    }
     st = wire_temporal_from_json(body, &m, err);
     json_decref(body);
     if (st != VBM_OK) {
@@ -648,5 +574,23 @@ int route_temporal_memory_put(http_req *r, eng_session *s, json_t *body, vbm_err
         vbm_temporal_free(m);
         return resp_status_of(st);
     }
-    return tr_respond_info(r, s, 200, err);
+    return kind_respond_info(r, s, 200, err);
 }
+
+const sess_kind kind_temporal = {
+    "temporal sessions",
+    tr_create,
+    {
+        [KIND_OP_EPISODES] = tr_episodes,
+        [KIND_OP_SAMPLES] = tr_samples,
+        [KIND_OP_MEMORY_GET] = tr_memory_get,
+        [KIND_OP_MEMORY_PUT] = tr_memory_put,
+        [KIND_OP_INFER] = tr_infer,
+        [KIND_OP_CONTINUE] = tr_continue,
+    },
+    {
+        [KIND_OP_RESIZE] = "a temporal session has no clusters or rows to resize",
+        [KIND_OP_FORGET] = "kind: a temporal session cannot forget",
+        [KIND_OP_READS] = "a temporal session reads by POST .../infer and POST .../continue",
+    },
+};
