@@ -1,6 +1,7 @@
 /* respond.c -- owns the response side of a request: the resource a handler sets, and the one
  * funnel (resp_answer) that turns a status and an error record into the HTTP answer, the only
- * writer of problem documents. */
+ * writer of problem documents; with the request's readers the handlers share (query arguments,
+ * the body as a JSON object, the session of the path). */
 #define _GNU_SOURCE /* strdup, vsnprintf */
 
 #include <stdarg.h>
@@ -311,14 +312,13 @@ int resp_conflict(http_req *r, uint64_t at_version, vbm_error *err)
     return resp_fail(err, 409, "If-Match", "%s", ""); /* the funnel words it */
 }
 
-int resp_session_id_ok(const http_req *r, vbm_error *err)
+int resp_session_id(const http_req *r, vbm_error *err)
 {
     if (eng_id_ok(r->param))
-        return 1;
+        return 0;
     /* names no session: nothing is looked up */
-    resp_fail(err, 404, "id", "no session %s: a session id is %d lowercase hex characters",
-              r->param, ENG_ID_LEN);
-    return 0;
+    return resp_fail(err, 404, "id", "no session %s: a session id is %d lowercase hex characters",
+                     r->param, ENG_ID_LEN);
 }
 
 int resp_session(http_req *r, eng_session **s, vbm_error *err)
@@ -326,7 +326,7 @@ int resp_session(http_req *r, eng_session **s, vbm_error *err)
     vbm_status st;
 
     *s = NULL;
-    if (!resp_session_id_ok(r, err))
+    if (resp_session_id(r, err) != 0)
         return 404;
     st = eng_store_get(r->srv->store, r->param, r->owner, s, err);
     if (st == VBM_ENOTFOUND)

@@ -68,9 +68,9 @@ int resp_body_object(http_req *r, json_t **out, vbm_error *err);
  * 500 corrupt record) with err filled; *s is then NULL. */
 int resp_session(http_req *r, eng_session **s, vbm_error *err);
 
-/* 1 when the path parameter has the form of a session id; otherwise 0 with a 404 in err
+/* 0 when the path parameter has the form of a session id; otherwise 404 with err filled
  * (field id). */
-int resp_session_id_ok(const http_req *r, vbm_error *err);
+int resp_session_id(const http_req *r, vbm_error *err);
 
 /* A 409 for a write whose If-Match does not match the session at version at_version (the
  * funnel names the current version as ETag): fills err and returns 409. */

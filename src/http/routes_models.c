@@ -144,12 +144,9 @@ static int models_lookup_kind(http_req *r, int any, eng_model **m, vbm_error *er
                          r->param);
     st = any ? eng_models_find(r->srv->cfg.models, r->param, m, err)
              : eng_models_get(r->srv->cfg.models, r->param, m, err);
-    if (st != VBM_OK) {
-        char why[VBM_MSG_LEN];
-
+    if (st != VBM_OK) { /* the registry's record names "name": 404 none of it, 422 an RPM */
         *m = NULL;
-        memcpy(why, err->msg, sizeof why);
-        return resp_fail(err, st == VBM_ENOTFOUND ? 404 : 422, "name", "%s", why);
+        return resp_status_of(st);
     }
     return 0;
 }

@@ -277,7 +277,7 @@ static int sess_delete_allowed(http_req *r, vbm_error *err)
     uint64_t version;
     vbm_status st;
 
-    if (!resp_session_id_ok(r, err))
+    if (resp_session_id(r, err) != 0)
         return 404;
     st = eng_store_get(r->srv->store, r->param, r->owner, &s, err);
     if (st == VBM_ECORRUPT && !r->has_if_match)

@@ -1,5 +1,6 @@
 /* server.c -- owns the libmicrohttpd daemon: request lifecycle (headers, auth, body), dispatch
- * inline or to the pool with suspend/resume, responses, access logs, shutdown. */
+ * inline or to the pool with suspend/resume, handing the answers (made by the funnel of
+ * http/respond.c) to libmicrohttpd, access logs, shutdown. */
 #define _GNU_SOURCE /* strncasecmp, getaddrinfo */
 
 #include <ctype.h>
@@ -15,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http/codec.h"
 #include "http/request.h"
 #include "http/respond.h"
 #include "http/urlpath.h"
