@@ -127,10 +127,9 @@ void eng_model_config(const eng_model *m, vbm_config *cfg)
     cfg->s_floor = in->s_floor;
 }
 
-/* SHA-256 of the file at path as 64 hex characters, and its size. Returns 0,
- * or -1 with a message. */
-static int models_hash_file(const char *path, char hex[65], long long *bytes, char *msg,
-                            size_t msglen)
+/* SHA-256 of the file at path as 64 hex characters, and its size. Fails with VBM_ENOMEM, or
+ * VBM_EUNAVAIL when the file cannot be opened or read (the message names the file). */
+static vbm_status models_hash_file(const char *path, char hex[65], long long *bytes, vbm_error *err)
 {
     unsigned char digest[SHA256_DIGEST_SIZE];
     struct sha256_ctx ctx;
@@ -141,15 +140,12 @@ static int models_hash_file(const char *path, char hex[65], long long *bytes, ch
     int bad;
 
     buf = malloc(MODELS_HASH_CHUNK);
-    if (buf == NULL) {
-        snprintf(msg, msglen, "%.400s: out of memory", path);
-        return -1;
-    }
+    if (buf == NULL)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "%.400s: out of memory", path);
     fp = fopen(path, "rb");
     if (fp == NULL) {
-        snprintf(msg, msglen, "%.400s: cannot open: %s", path, strerror(errno));
         free(buf);
-        return -1;
+        return vbm_fail(err, VBM_EUNAVAIL, NULL, "%.400s: cannot open: %s", path, strerror(errno));
     }
     sha256_init(&ctx);
     while ((got = fread(buf, 1, MODELS_HASH_CHUNK, fp)) > 0) {
@@ -159,15 +155,13 @@ static int models_hash_file(const char *path, char hex[65], long long *bytes, ch
     bad = ferror(fp);
     fclose(fp);
     free(buf);
-    if (bad) {
-        snprintf(msg, msglen, "%.400s: read error", path);
-        return -1;
-    }
+    if (bad)
+        return vbm_fail(err, VBM_EUNAVAIL, NULL, "%.400s: read error", path);
     sha256_digest(&ctx, SHA256_DIGEST_SIZE, digest);
     for (i = 0; i < SHA256_DIGEST_SIZE; i++)
         snprintf(hex + 2 * i, 3, "%02x", digest[i]);
     *bytes = total;
-    return 0;
+    return VBM_OK;
 }
 
 /* The engine's description of an encoder/decoder from its networks' (the JSON texts are
@@ -205,36 +199,35 @@ static void models_copy_rpm_info(const nets_rpm_info *in, eng_rpm_info *out)
     out->n_params = in->n_params;
 }
 
-/* Load one model file as model `name`. Returns the model (one reference), or
- * NULL with the loader's message in msg. */
-static eng_model *models_load_one(const char *path, const char *name, char *msg, size_t msglen)
+/* Load one model file as model `name` into *out (one reference). Fails with the loader's
+ * status and message (nets_model_load, nets_rpm_load), those of models_hash_file, or
+ * VBM_ENOMEM; *out is then NULL. */
+static vbm_status models_load_one(const char *path, const char *name, eng_model **out,
+                                  vbm_error *err)
 {
     eng_model *m = calloc(1, sizeof *m);
-    vbm_error nerr;
+    vbm_status st;
 
-    if (m == NULL) {
-        snprintf(msg, msglen, "%.400s: out of memory", path);
-        return NULL;
-    }
+    *out = NULL;
+    if (m == NULL)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "%.400s: out of memory", path);
     m->path = strdup(path);
     if (m->path == NULL) {
-        snprintf(msg, msglen, "%.400s: out of memory", path);
         free(m);
-        return NULL;
+        return vbm_fail(err, VBM_ENOMEM, NULL, "%.400s: out of memory", path);
     }
-    if (nets_file_is_rpm(path)) {
-        if (nets_rpm_load(path, &m->rpm, &nerr) != VBM_OK)
-            snprintf(msg, msglen, "%s", nerr.msg);
-    } else if (nets_model_load(path, &m->net, &nerr) != VBM_OK) {
-        snprintf(msg, msglen, "%s", nerr.msg);
-    }
-    if ((m->net == NULL && m->rpm == NULL)
-        || models_hash_file(path, m->sha256, &m->file_bytes, msg, msglen) != 0) {
+    if (nets_file_is_rpm(path))
+        st = nets_rpm_load(path, &m->rpm, err);
+    else
+        st = nets_model_load(path, &m->net, err);
+    if (st == VBM_OK)
+        st = models_hash_file(path, m->sha256, &m->file_bytes, err);
+    if (st != VBM_OK) {
         nets_model_free(m->net);
         nets_rpm_free(m->rpm);
         free(m->path);
         free(m);
-        return NULL;
+        return st;
     }
     snprintf(m->name, sizeof m->name, "%s", name);
     if (m->net != NULL)
@@ -245,7 +238,8 @@ static eng_model *models_load_one(const char *path, const char *name, char *msg,
     m->rpm_info = m->rpm != NULL ? &m->rpm_meta : NULL;
     m->loaded_at = eng_wall();
     atomic_init(&m->refs, 1);
-    return m;
+    *out = m;
+    return VBM_OK;
 }
 
 void eng_model_set_release(eng_model_set *set)
@@ -326,7 +320,8 @@ oom:
 /* Load every model file of dir into a new snapshot (one reference). */
 static vbm_status models_scan(const char *dir, eng_model_set **out, vbm_error *err)
 {
-    char path[4096], name[ENG_MODEL_NAME_LEN + 1], msg[VBM_MSG_LEN];
+    char path[4096], name[ENG_MODEL_NAME_LEN + 1];
+    vbm_error lerr; /* a file's failure to load, kept in the set */
     size_t suffix = strlen(MODELS_SUFFIX), stem;
     eng_model_set *set;
     char **names = NULL;
@@ -372,12 +367,10 @@ static vbm_status models_scan(const char *dir, eng_model_set **out, vbm_error *e
         } else {
             memcpy(name, names[i], stem);
             name[stem] = '\0';
-            msg[0] = '\0';
-            m = models_load_one(path, name, msg, sizeof msg);
-            if (m != NULL)
+            if (models_load_one(path, name, &m, &lerr) == VBM_OK)
                 set->models[set->n++] = m;
             else
-                models_add_failure(set, names[i], msg);
+                models_add_failure(set, names[i], lerr.msg);
         }
         free(names[i]);
     }

@@ -530,8 +530,7 @@ static void sess_commit(eng_session *s, int add_usage, eng_fit_out *out, int kee
     p->next = p->copy = NULL;
 }
 
-/* Take the write lock, recording the wait, and check the version precondition. */
-static vbm_status sess_wrlock(eng_session *s, int64_t if_match, double *wait_s, vbm_error *err)
+vbm_status eng_session_wrlock(eng_session *s, int64_t if_match, double *wait_s, vbm_error *err)
 {
     double t0 = eng_now();
 
@@ -667,7 +666,7 @@ static vbm_status sess_fit(eng_session *s, const sess_fit_job *job, const eng_fi
     verr.msg[0] = '\0';
     if (s->temporal)
         return vbm_fail(err, VBM_EINVAL, "kind", "a temporal session takes sequences");
-    st = sess_wrlock(s, o->if_match, &out->wait_s, err);
+    st = eng_session_wrlock(s, o->if_match, &out->wait_s, err);
     if (st != VBM_OK)
         return st;
     st = sess_undo_take(s, NULL, &undo, err);
@@ -822,7 +821,7 @@ vbm_status eng_session_replace(eng_session *s, vbm_memory *mem, int64_t if_match
 
     if (s->temporal)
         return vbm_fail(err, VBM_EINVAL, "kind", "a temporal session imports a temporal memory");
-    st = sess_wrlock(s, if_match, NULL, err);
+    st = eng_session_wrlock(s, if_match, NULL, err);
     if (st != VBM_OK)
         return st;
     /* The old memory itself is the undo copy: no clone needed. */

@@ -46,6 +46,12 @@ struct eng_session {
 void eng_session_rdlock(eng_session *s);
 void eng_session_unlock(eng_session *s);
 
+/* Take the session's write lock for a mutation of either kind, recording the wait in *wait_s
+ * (may be NULL), and check the version precondition if_match (-1: none). Fails with
+ * VBM_ECONFLICT (field If-Match) when the session is at another version; the lock is then
+ * released. */
+vbm_status eng_session_wrlock(eng_session *s, int64_t if_match, double *wait_s, vbm_error *err);
+
 /* The locked part of eng_session_forget (engine/session_forget.c): vbm_forget of the cues on
  * the session's memory through the path of writes (write lock, If-Match, undo copy, commit,
  * persist), its cluster usage as eng_session_forget says. res receives vbm_forget's result

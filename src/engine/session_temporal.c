@@ -96,22 +96,12 @@ void eng_session_temporal_config(eng_session *s, vbm_temporal_config *cfg)
     pthread_rwlock_unlock(&s->lock);
 }
 
-/* The write lock, the wait recorded, If-Match checked; VBM_EINVAL for another kind. */
+/* The write lock (eng_session_wrlock); VBM_EINVAL for another kind. */
 static vbm_status st_wrlock(eng_session *s, int64_t if_match, double *wait_s, vbm_error *err)
 {
-    double t0 = eng_now();
-
     if (!s->temporal)
         return vbm_fail(err, VBM_EINVAL, "kind", "not a temporal session");
-    pthread_rwlock_wrlock(&s->lock);
-    if (wait_s != NULL)
-        *wait_s = eng_now() - t0;
-    if (if_match >= 0 && (uint64_t)if_match != s->version) {
-        pthread_rwlock_unlock(&s->lock);
-        return vbm_fail(err, VBM_ECONFLICT, "If-Match", "the session is at version %llu, not %lld",
-                        (unsigned long long)s->version, (long long)if_match);
-    }
-    return VBM_OK;
+    return eng_session_wrlock(s, if_match, wait_s, err);
 }
 
 /* The read lock; VBM_EINVAL for another kind. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "http/observe.h"
+#include "http/respond.h"
 
 void obs_shape(const eng_model *m, img_shape *shape)
 {
@@ -14,22 +15,16 @@ void obs_shape(const eng_model *m, img_shape *shape)
     shape->width = m->info->width;
 }
 
-int obs_session_model(http_req *r, eng_session *s, eng_model **m)
+int obs_session_model(http_req *r, eng_session *s, eng_model **m, vbm_error *err)
 {
-    vbm_error err;
-
     *m = NULL;
     if (eng_session_model_name(s)[0] == '\0')
         return 0;
-    if (r->srv->cfg.models == NULL) {
-        req_problem(r, 422, "model", "the session's model \"%s\" is not hosted (no models)",
-                    eng_session_model_name(s));
-        return -1;
-    }
-    if (eng_session_model(s, r->srv->cfg.models, m, &err) != VBM_OK) {
-        req_engine_problem(r, VBM_EINVAL, &err);
-        return -1;
-    }
+    if (r->srv->cfg.models == NULL)
+        return resp_fail(err, 422, "model", "the session's model \"%s\" is not hosted (no models)",
+                         eng_session_model_name(s));
+    if (eng_session_model(s, r->srv->cfg.models, m, err) != VBM_OK)
+        return 422; /* whatever the registry says: the session's model is not servable */
     return 0;
 }
 

@@ -17,9 +17,9 @@
 void obs_shape(const eng_model *m, img_shape *shape);
 
 /* The model of session s (a new reference, or NULL for a latent session) in
- * *m. Returns 0, or -1 after setting a 422 problem (the session's model is no
- * longer hosted or does not fit). */
-int obs_session_model(http_req *r, eng_session *s, eng_model **m);
+ * *m. Returns 0, or 422 with err filled (the session's model is no longer hosted or does
+ * not fit). */
+int obs_session_model(http_req *r, eng_session *s, eng_model **m, vbm_error *err);
 
 /* Read the observations at JSON path `path` (img_read, at most max_frames)
  * and encode them with model m into out (mu and s2, T x C; owned by out,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "http/quota.h"
+#include "http/respond.h"
 
 #define QUOTA_PAGE 200
 
@@ -63,43 +64,35 @@ static vbm_status quota_usage(http_req *r, long *count, double *bytes, vbm_error
     return VBM_OK;
 }
 
-int quota_admit(http_req *r, int new_session, size_t old_bytes, double new_bytes, int grows_unknown)
+int quota_admit(http_req *r, int new_session, size_t old_bytes, double new_bytes, int grows_unknown,
+                vbm_error *err)
 {
     const http_key_policy *p = &r->policy;
     double bytes, after;
     long count;
-    vbm_error err;
     vbm_status st;
 
     if (!quota_applies(r))
         return 0;
     if (p->max_bytes == 0 && !new_session)
         return 0;
-    st = quota_usage(r, &count, &bytes, &err);
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return -1;
-    }
-    if (new_session && p->max_sessions > 0 && count + 1 > p->max_sessions) {
-        req_problem(r, 429, NULL, "this API key owns %ld session(s), its quota is %ld", count,
-                    p->max_sessions);
-        return -1;
-    }
+    st = quota_usage(r, &count, &bytes, err);
+    if (st != VBM_OK)
+        return resp_status_of(st);
+    if (new_session && p->max_sessions > 0 && count + 1 > p->max_sessions)
+        return resp_fail(err, 429, NULL, "this API key owns %ld session(s), its quota is %ld",
+                         count, p->max_sessions);
     if (p->max_bytes == 0)
         return 0;
-    if (grows_unknown && bytes >= (double)p->max_bytes) {
-        req_problem(r, 429, NULL,
-                    "this API key's sessions hold %.0f accounted bytes, its quota is %zu", bytes,
-                    p->max_bytes);
-        return -1;
-    }
+    if (grows_unknown && bytes >= (double)p->max_bytes)
+        return resp_fail(err, 429, NULL,
+                         "this API key's sessions hold %.0f accounted bytes, its quota is %zu",
+                         bytes, p->max_bytes);
     after = bytes - (double)old_bytes + new_bytes;
-    if (new_bytes > (double)old_bytes && after > (double)p->max_bytes) {
-        req_problem(r, 429, NULL,
-                    "this API key's sessions would hold %.0f accounted bytes (now %.0f), its "
-                    "quota is %zu",
-                    after, bytes, p->max_bytes);
-        return -1;
-    }
+    if (new_bytes > (double)old_bytes && after > (double)p->max_bytes)
+        return resp_fail(err, 429, NULL,
+                         "this API key's sessions would hold %.0f accounted bytes (now %.0f), "
+                         "its quota is %zu",
+                         after, bytes, p->max_bytes);
     return 0;
 }

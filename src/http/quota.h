@@ -26,9 +26,9 @@ void quota_unlock(http_req *r);
  * operation whose growth is unknown (grows_unknown 1: episodes), when the
  * key is already at or over max_bytes; shrinking always passes the byte
  * quota. Returns 0 when the operation may go on (always for a key without
- * these quotas), else -1 with r->resp set: 429 (Retry-After) naming the
- * quota, or 503 when the store cannot list the sessions. */
-int quota_admit(http_req *r, int new_session, size_t old_bytes, double new_bytes,
-                int grows_unknown);
+ * these quotas), else the status with err filled: 429 naming the quota, or the
+ * store's failure (503) when it cannot list the sessions. */
+int quota_admit(http_req *r, int new_session, size_t old_bytes, double new_bytes, int grows_unknown,
+                vbm_error *err);
 
 #endif

@@ -55,8 +55,8 @@ typedef enum {
 typedef struct {
     const char *method;
     const char *pattern;
-    void (*handler)(http_req *r);
-    http_route_where inline_;   /* ROUTE_INLINE: runs on the HTTP thread */
+    int (*handler)(http_req *r, vbm_error *err); /* returns the status (http/respond.h) */
+    http_route_where inline_;                    /* ROUTE_INLINE: runs on the HTTP thread */
     http_route_body needs_body; /* ROUTE_JSON_BODY: reads an application/json body */
     http_route_api versioned;   /* ROUTE_V1: under /v1 */
     const char *name;           /* metrics label */
@@ -153,83 +153,45 @@ double req_answer_bytes(double n, int base64);
 /* Value of query argument key, or NULL. */
 const char *req_arg(const http_req *r, const char *key);
 
-/* Set the response to status with the JSON value v (stolen; NULL means out
- * of memory and gives a 503 problem). */
-void req_json(http_req *r, int status, json_t *v);
-
-/* Set the response to a problem+json document (RFC 9457): type, title,
- * status, detail, instance (the path), request_id and field (when non-NULL
- * and non-empty). 429 and 503 get Retry-After. */
-void req_problem(http_req *r, int status, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Set the response from an engine failure: EINVAL/ENUMERIC/EFORMAT 422,
- * ENOTFOUND 404, ECONFLICT 409 (req_conflict), ELIMIT 429, ECORRUPT 500 (problem type
- * corrupt-record, no Retry-After), EBUSY/ESTOPPED/ENOMEM/EUNAVAIL 503. */
-void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err);
-
-/* Set the response body to a text of the given content type (copied). */
-void req_text(http_req *r, int status, const char *content_type, const char *text, size_t len);
-
-/* Set the ETag header to the quoted version. */
-void req_etag(http_req *r, uint64_t version);
-
-/* Parse the request body as a JSON object into *out (new reference). On
- * failure sets a 400 (malformed JSON, not an object) problem and returns -1. */
-int req_body_object(http_req *r, json_t **out);
-
-/* The session named by the path parameter and visible to the caller's owner, as a new
- * reference (eng_session_unref), touched for the LRU; or NULL after setting a 404 problem (503
- * when a durable store is busy or unavailable, or holds a corrupt record). */
-eng_session *req_session(http_req *r);
-
-/* Set a 409 problem (field If-Match) for a write whose If-Match does not match session r->param,
- * with the session's current version as ETag (when it can still be looked up) and a detail that
- * says why: at_version is the version the refusal saw (0: unknown, the detail then says what
- * the look-up found), detail the engine's message or NULL. */
-void req_conflict(http_req *r, uint64_t at_version, const char *detail);
-
-/* 1 when the path parameter has the form of a session id; otherwise sets a 404 problem (field
- * id) and returns 0. */
-int req_session_id_ok(http_req *r);
-
 /* Route handlers (routes_system.c: healthz, readyz, metrics, and
  * routes_models.c: models_list, models_get, inline on the HTTP thread;
  * routes_models.c: models_encode, models_decode, and routes_sessions.c: the
  * rest, on pool workers). Each reads the request
- * (path parameter, query arguments, body, If-Match, owner) and always leaves a
- * response in r->resp: the resource, or a problem document for every failure
- * (never a 500). They never block except on a session's lock. */
-void route_healthz(http_req *r);
-void route_readyz(http_req *r);
-void route_metrics(http_req *r);
-void route_models_list(http_req *r);
-void route_models_get(http_req *r);
-void route_models_encode(http_req *r);
-void route_models_decode(http_req *r);
+ * (path parameter, query arguments, body, If-Match, owner) and returns the HTTP status of
+ * its answer: a 2xx with the resource set in r->resp, or the status of a failure (never 500
+ * but for a corrupt stored record) with err filled, which resp_answer turns into the problem
+ * document (http/respond.h). They never block except on a session's lock. */
+int route_healthz(http_req *r, vbm_error *err);
+int route_readyz(http_req *r, vbm_error *err);
+int route_metrics(http_req *r, vbm_error *err);
+int route_models_list(http_req *r, vbm_error *err);
+int route_models_get(http_req *r, vbm_error *err);
+int route_models_encode(http_req *r, vbm_error *err);
+int route_models_decode(http_req *r, vbm_error *err);
 /* routes_models.c: POST /v1/models/{name}/infer, the posterior of a served RPM (pool worker). */
-void route_models_infer(http_req *r);
-void route_sessions_create(http_req *r);
-void route_sessions_list(http_req *r);
-void route_sessions_get(http_req *r);
-void route_sessions_delete(http_req *r);
-void route_episodes(http_req *r);
-void route_resize(http_req *r);
-void route_forget(http_req *r);
-void route_samples(http_req *r);
-void route_reads(http_req *r);
-void route_memory_get(http_req *r);
-void route_memory_put(http_req *r);
+int route_models_infer(http_req *r, vbm_error *err);
+int route_sessions_create(http_req *r, vbm_error *err);
+int route_sessions_list(http_req *r, vbm_error *err);
+int route_sessions_get(http_req *r, vbm_error *err);
+int route_sessions_delete(http_req *r, vbm_error *err);
+int route_episodes(http_req *r, vbm_error *err);
+int route_resize(http_req *r, vbm_error *err);
+int route_forget(http_req *r, vbm_error *err);
+int route_samples(http_req *r, vbm_error *err);
+int route_reads(http_req *r, vbm_error *err);
+int route_memory_get(http_req *r, vbm_error *err);
+int route_memory_put(http_req *r, vbm_error *err);
 /* routes_sessions.c: GET /v1/sessions/{id}/clusters, each cluster's mean code, occupancy and
  * (a session with a model) decoded image (pool worker). */
-void route_clusters(http_req *r);
-/* routes_temporal.c: infer and continue of temporal sessions (pool workers) */
-void route_temporal_infer(http_req *r);
-void route_temporal_continue(http_req *r);
+int route_clusters(http_req *r, vbm_error *err);
+/* routes_sessions.c: infer and continue, operations of temporal sessions (through their kind's
+ * table, http/session_kinds.h; pool workers) */
+int route_temporal_infer(http_req *r, vbm_error *err);
+int route_temporal_continue(http_req *r, vbm_error *err);
 /* routes_web.c: the web page, its files and the API's specification, inline on the HTTP
  * thread */
-void route_web_index(http_req *r);
-void route_web_asset(http_req *r);
-void route_web_openapi(http_req *r);
+int route_web_index(http_req *r, vbm_error *err);
+int route_web_asset(http_req *r, vbm_error *err);
+int route_web_openapi(http_req *r, vbm_error *err);
 
 #endif

@@ -12,6 +12,7 @@
 #include "http/codec.h"
 #include "http/images.h"
 #include "http/request.h"
+#include "http/respond.h"
 #include "wire/base64.h"
 
 /* A JSON document stored as text in the model file (validated by the loader),
@@ -80,7 +81,7 @@ static json_t *models_json(const eng_model *m, const char *default_name, int det
     return o;
 }
 
-void route_models_list(http_req *r)
+int route_models_list(http_req *r, vbm_error *err)
 {
     eng_models *reg = r->srv->cfg.models;
     eng_model_set *set;
@@ -88,12 +89,11 @@ void route_models_list(http_req *r)
     const char *dflt;
     int i;
 
-    if (reg == NULL) {
-        req_json(r, 200,
-                 json_pack("{s:[], s:n, s:[], s:[]}", "models", "default_model", "failed",
-                           "rpm_models"));
-        return;
-    }
+    if (reg == NULL)
+        return resp_json(
+            r, 200,
+            json_pack("{s:[], s:n, s:[], s:[]}", "models", "default_model", "failed", "rpm_models"),
+            err);
     set = eng_models_snapshot(reg);
     dflt = eng_models_default_name(reg);
     models = json_array();
@@ -128,45 +128,39 @@ void route_models_list(http_req *r)
         json_decref(rpms);
     }
     eng_model_set_release(set);
-    req_json(r, 200, out);
+    return resp_json(r, 200, out, err);
 }
 
-/* The model named by the path (a new reference), or NULL after a problem
- * response: 404 when none has that name; with any zero (encode, decode), 422
- * when it is an RPM. */
-static eng_model *models_lookup_kind(http_req *r, int any)
+/* The model named by the path (a new reference) in *m. Returns 0, or with err filled (field
+ * name) 404 when none has that name, or, with any zero (encode, decode), 422 when it is an
+ * RPM; *m is then NULL. */
+static int models_lookup_kind(http_req *r, int any, eng_model **m, vbm_error *err)
 {
-    eng_model *m = NULL;
-    vbm_error err;
     vbm_status st;
 
-    if (r->srv->cfg.models == NULL) {
-        req_problem(r, 404, "name", "no model named \"%s\" is hosted (no models directory)",
-                    r->param);
-        return NULL;
+    *m = NULL;
+    if (r->srv->cfg.models == NULL)
+        return resp_fail(err, 404, "name", "no model named \"%s\" is hosted (no models directory)",
+                         r->param);
+    st = any ? eng_models_find(r->srv->cfg.models, r->param, m, err)
+             : eng_models_get(r->srv->cfg.models, r->param, m, err);
+    if (st != VBM_OK) { /* the registry's record names "name": 404 none of it, 422 an RPM */
+        *m = NULL;
+        return resp_status_of(st);
     }
-    st = any ? eng_models_find(r->srv->cfg.models, r->param, &m, &err)
-             : eng_models_get(r->srv->cfg.models, r->param, &m, &err);
-    if (st != VBM_OK) {
-        req_problem(r, st == VBM_ENOTFOUND ? 404 : 422, "name", "%s", err.msg);
-        return NULL;
-    }
-    return m;
+    return 0;
 }
 
-static eng_model *models_lookup(http_req *r)
+int route_models_get(http_req *r, vbm_error *err)
 {
-    return models_lookup_kind(r, 0);
-}
+    eng_model *m;
+    int status = models_lookup_kind(r, 1, &m, err);
 
-void route_models_get(http_req *r)
-{
-    eng_model *m = models_lookup_kind(r, 1);
-
-    if (m == NULL)
-        return;
-    req_json(r, 200, models_json(m, eng_models_default_name(r->srv->cfg.models), 1));
+    if (status != 0)
+        return status;
+    status = resp_json(r, 200, models_json(m, eng_models_default_name(r->srv->cfg.models), 1), err);
     eng_model_unref(m);
+    return status;
 }
 
 /* The observation shape of m. */
@@ -177,7 +171,7 @@ static void models_shape(const eng_model *m, img_shape *shape)
     shape->width = m->info->width;
 }
 
-void route_models_encode(http_req *r)
+int route_models_encode(http_req *r, vbm_error *err)
 {
     static const char *const keys[] = {"observations", "encoding", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
@@ -187,28 +181,29 @@ void route_models_encode(http_req *r)
     eng_model *m;
     img_shape shape;
     json_t *body, *out = NULL;
-    vbm_error err;
     long n = 0;
     int b64 = 0;
     size_t TC = 0;
     vbm_status st;
+    int status;
 
-    m = models_lookup(r);
-    if (m == NULL)
-        return;
-    if (req_body_object(r, &body) != 0) {
+    status = models_lookup_kind(r, 0, &m, err);
+    if (status != 0)
+        return status;
+    status = resp_body_object(r, &body, err);
+    if (status != 0) {
         eng_model_unref(m);
-        return;
+        return status;
     }
     models_shape(m, &shape);
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = codec_opt_encoding(body, "encoding", &b64, &err);
+        st = codec_opt_encoding(body, "encoding", &b64, err);
     if (st == VBM_OK && json_object_get(body, "observations") == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "observations", "missing");
+        st = vbm_fail(err, VBM_EINVAL, "observations", "missing");
     if (st == VBM_OK)
         st = img_read(json_object_get(body, "observations"), "observations", &shape,
-                      lim->max_frames, &x, &n, &err);
+                      lim->max_frames, &x, &n, err);
     json_decref(body);
     if (st == VBM_OK) {
         parse_s = eng_now() - t0;
@@ -216,11 +211,11 @@ void route_models_encode(http_req *r)
         mu = malloc(TC * sizeof *mu);
         s2 = malloc(TC * sizeof *s2);
         if (mu == NULL || s2 == NULL)
-            st = vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory encoding %ld images", n);
+            st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory encoding %ld images", n);
     }
     if (st == VBM_OK) {
         t1 = eng_now();
-        st = eng_model_encode(m, x, n, "observations", mu, s2, &err);
+        st = eng_model_encode(m, x, n, "observations", mu, s2, err);
         t1 = eng_now() - t1;
     }
     if (st == VBM_OK)
@@ -235,13 +230,12 @@ void route_models_encode(http_req *r)
     free(s2);
     eng_model_unref(m);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
-    req_json(r, 200, out);
+    return resp_json(r, 200, out, err);
 }
 
-void route_models_decode(http_req *r)
+int route_models_decode(http_req *r, vbm_error *err)
 {
     static const char *const keys[] = {"codes", "format", "pixels", "seed", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
@@ -252,50 +246,51 @@ void route_models_decode(http_req *r)
     eng_model *m;
     img_shape shape;
     json_t *body, *images = NULL, *out = NULL;
-    vbm_error err;
     uint64_t seed = 0;
     int sample = 0;
     vbm_status st;
+    int status;
 
     memset(&codes, 0, sizeof codes);
-    m = models_lookup(r);
-    if (m == NULL)
-        return;
-    if (req_body_object(r, &body) != 0) {
+    status = models_lookup_kind(r, 0, &m, err);
+    if (status != 0)
+        return status;
+    status = resp_body_object(r, &body, err);
+    if (status != 0) {
         eng_model_unref(m);
-        return;
+        return status;
     }
     models_shape(m, &shape);
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = img_opt_format(body, "format", 0, &fmt, &err);
+        st = img_opt_format(body, "format", 0, &fmt, err);
     if (st == VBM_OK)
-        st = img_opt_pixels(body, "pixels", &sample, &err);
+        st = img_opt_pixels(body, "pixels", &sample, err);
     if (st == VBM_OK)
-        st = wire_opt_seed(body, "seed", &seed, &err);
+        st = wire_opt_seed(body, "seed", &seed, err);
     if (st == VBM_OK && json_object_get(body, "codes") == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "codes", "missing");
+        st = vbm_fail(err, VBM_EINVAL, "codes", "missing");
     if (st == VBM_OK)
         st = wire_read_codes(json_object_get(body, "codes"), "codes", lim->max_frames,
-                             lim->max_code_size, &codes, &err);
+                             lim->max_code_size, &codes, err);
     json_decref(body);
     if (st == VBM_OK && codes.C != m->info->code_size)
-        st = vbm_fail(&err, VBM_EINVAL, "codes.mu", "%d columns, the model's code size is %d",
+        st = vbm_fail(err, VBM_EINVAL, "codes.mu", "%d columns, the model's code size is %d",
                       codes.C, m->info->code_size);
     if (st == VBM_OK) {
         parse_s = eng_now() - t0;
         x = malloc((size_t)codes.T * (size_t)eng_model_pixels(m) * sizeof *x);
         if (x == NULL)
-            st = vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory decoding %ld codes", codes.T);
+            st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory decoding %ld codes", codes.T);
     }
     if (st == VBM_OK) {
         t1 = eng_now();
         st = eng_model_decode_images(m, codes.mu, codes.T, sample,
-                                     eng_derive_seed(seed, ENG_STREAM_PIXELS), x, &err);
+                                     eng_derive_seed(seed, ENG_STREAM_PIXELS), x, err);
         t1 = eng_now() - t1;
     }
     if (st == VBM_OK)
-        st = img_write(x, codes.T, &shape, fmt, &images, &err);
+        st = img_write(x, codes.T, &shape, fmt, &images, err);
     if (st == VBM_OK)
         out = json_pack("{s:s, s:I, s:o, s:{s:f, s:f, s:f, s:f}}", "model", m->name, "count",
                         (json_int_t)codes.T, "observations", images, "timings", "queue_s",
@@ -305,10 +300,9 @@ void route_models_decode(http_req *r)
     wire_codes_free(&codes);
     eng_model_unref(m);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
-    req_json(r, 200, out);
+    return resp_json(r, 200, out, err);
 }
 
 /* ---- POST /v1/models/{name}/infer: the posterior of a served RPM ---- */
@@ -462,7 +456,7 @@ static vbm_status infer_read(const json_t *v, const eng_rpm_info *in, long max_f
     return VBM_OK;
 }
 
-void route_models_infer(http_req *r)
+int route_models_infer(http_req *r, vbm_error *err)
 {
     static const char *const keys[] = {"observations", "encoding", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
@@ -471,46 +465,47 @@ void route_models_infer(http_req *r)
     float *x = NULL;
     json_t *body, *out = NULL;
     eng_model *m;
-    vbm_error err;
     int b64 = 0, T = 0, L;
     vbm_status st;
+    int status;
 
-    m = models_lookup_kind(r, 1);
-    if (m == NULL)
-        return;
+    status = models_lookup_kind(r, 1, &m, err);
+    if (status != 0)
+        return status;
     if (m->rpm == NULL) {
-        req_problem(r, 422, "name",
-                    "model \"%s\" is an encoder/decoder, not an RPM: infer needs a model file of "
-                    "kind \"rpm\" (see GET /v1/models, rpm_models)",
-                    m->name);
+        status = resp_fail(err, 422, "name",
+                           "model \"%s\" is an encoder/decoder, not an RPM: infer needs a model "
+                           "file of kind \"rpm\" (see GET /v1/models, rpm_models)",
+                           m->name);
         eng_model_unref(m);
-        return;
+        return status;
     }
-    if (req_body_object(r, &body) != 0) {
+    status = resp_body_object(r, &body, err);
+    if (status != 0) {
         eng_model_unref(m);
-        return;
+        return status;
     }
     L = m->rpm_info->latent;
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = codec_opt_encoding(body, "encoding", &b64, &err);
+        st = codec_opt_encoding(body, "encoding", &b64, err);
     if (st == VBM_OK && json_object_get(body, "observations") == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "observations", "missing");
+        st = vbm_fail(err, VBM_EINVAL, "observations", "missing");
     if (st == VBM_OK)
         st = infer_read(json_object_get(body, "observations"), m->rpm_info, lim->max_frames, &x, &T,
-                        &err);
+                        err);
     json_decref(body);
     if (st == VBM_OK) {
         parse_s = eng_now() - t0;
         mt = malloc((size_t)L * (size_t)T * sizeof *mt);
         vt = malloc((size_t)L * (size_t)T * sizeof *vt);
         if (mt == NULL || vt == NULL)
-            st = vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory for T = %d steps", T);
+            st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for T = %d steps", T);
     }
     if (st == VBM_OK) {
         /* T x L on the wire (one row per step, like codes) */
         t1 = eng_now();
-        st = eng_model_rpm_infer(m, x, T, mt, vt, &err);
+        st = eng_model_rpm_infer(m, x, T, mt, vt, err);
         t1 = eng_now() - t1;
     }
     if (st == VBM_OK) {
@@ -525,8 +520,7 @@ void route_models_infer(http_req *r)
     free(vt);
     eng_model_unref(m);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
-    req_json(r, 200, out);
+    return resp_json(r, 200, out, err);
 }

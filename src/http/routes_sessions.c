@@ -1,5 +1,7 @@
 /* routes_sessions.c -- owns the handlers of /v1/sessions and its sub-resources (episodes, resize,
- * forget, samples, reads, memory); they run on pool workers. */
+ * forget, samples, reads, memory, clusters, infer, continue), which call the operations of the
+ * session's kind (http/session_kinds.h), and the operations of mixture, latent and pixel
+ * sessions (the table kind_vb); they run on pool workers. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <limits.h>
@@ -19,29 +21,13 @@
 #include "http/observe.h"
 #include "http/quota.h"
 #include "http/request.h"
-#include "http/routes_temporal.h"
-#include "engine/session_temporal.h"
+#include "http/respond.h"
+#include "http/session_kinds.h"
 
 #define SESS_DEFAULT_ITERATIONS 50
 #define SESS_LIST_DEFAULT       50
 #define SESS_LIST_MAX           1000
 #define SESS_MAX_TTL            (10L * 365 * 24 * 3600)
-
-/* The session of the path and the request's JSON object body, both owned by the
- * caller; on failure the problem is already answered, nothing is held and -1 is
- * returned. */
-static int sess_lookup_body(http_req *r, eng_session **s, json_t **body)
-{
-    *s = req_session(r);
-    if (*s == NULL)
-        return -1;
-    if (req_body_object(r, body) != 0) {
-        eng_session_unref(*s);
-        *s = NULL;
-        return -1;
-    }
-    return 0;
-}
 
 /* If-Match as the engine wants it (-1: none). */
 static int64_t sess_if_match(const http_req *r)
@@ -53,28 +39,6 @@ static int64_t sess_if_match(const http_req *r)
 static double sess_elapsed(const http_req *r)
 {
     return eng_now() - r->t_start;
-}
-
-/* Respond with the session resource (status 200 or 201). */
-static void sess_respond_info(http_req *r, eng_session *s, int status)
-{
-    vbm_error err;
-    eng_info info;
-    vbm_status st = eng_session_info(s, &info, &err);
-
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
-    }
-    req_etag(r, info.version);
-    req_json(r, status, codec_info(&info));
-    eng_info_free(&info);
-}
-
-/* Record a failure of the request's memory form (err) as a 422 naming its field. */
-static void sess_memjson_problem(http_req *r, const vbm_error *err)
-{
-    req_problem(r, 422, err->field, "%s", err->msg);
 }
 
 /* ---- POST /v1/sessions ----------------------------------------------------- */
@@ -104,45 +68,6 @@ static vbm_status sess_read_solver(const json_t *v, const http_limits *lim, eng_
     }
     sv->iterations = (int)it;
     sv->init = (vbm_init)init;
-    return VBM_OK;
-}
-
-/* The model a new session uses (a new reference in *m), or NULL for a latent
- * session: "model" when given, else the default model when "code_size" is
- * absent and a default is configured. */
-static vbm_status sess_pick_model(http_req *r, const json_t *body, eng_model **m, vbm_error *err)
-{
-    eng_models *reg = r->srv->cfg.models;
-    const json_t *v = json_object_get(body, "model");
-    const char *dflt = reg != NULL ? eng_models_default_name(reg) : "";
-    vbm_status st;
-
-    *m = NULL;
-    if (v == NULL && (json_object_get(body, "code_size") != NULL || dflt[0] == '\0'))
-        return VBM_OK;
-    if (v != NULL && !json_is_string(v))
-        return vbm_fail(err, VBM_EINVAL, "model", "expected the name of a hosted model");
-    if (reg == NULL)
-        return vbm_fail(err, VBM_EINVAL, "model", "no models are hosted");
-    st = eng_models_get(reg, v != NULL ? json_string_value(v) : dflt, m, err);
-    if (st == VBM_ENOTFOUND && v == NULL)
-        return vbm_fail(err, VBM_EINVAL, "model",
-                        "the default model \"%s\" is not hosted (see GET /v1/models); "
-                        "name a model, or give \"code_size\" for a latent session",
-                        dflt);
-    if (st != VBM_OK) {
-        char why[VBM_MSG_LEN];
-
-        memcpy(why, err->msg, sizeof why);
-        return vbm_fail(err, st == VBM_ENOTFOUND ? VBM_EINVAL : st, "model", "%s", why);
-    }
-    if ((*m)->info->code_size > r->srv->cfg.limits.max_code_size) {
-        vbm_fail(err, VBM_EINVAL, "model", "its code size %d exceeds the limit %d",
-                 (*m)->info->code_size, r->srv->cfg.limits.max_code_size);
-        eng_model_unref(*m);
-        *m = NULL;
-        return VBM_EINVAL;
-    }
     return VBM_OK;
 }
 
@@ -180,124 +105,122 @@ static json_t *sess_memory_object(const eng_model *m, json_t *memory)
     return merged;
 }
 
-void route_sessions_create(http_req *r)
+int route_sessions_create(http_req *r, vbm_error *err)
+{
+    json_t *body;
+    int status = resp_body_object(r, &body, err);
+
+    if (status != 0)
+        return status;
+    return kind_requested(body)->create(r, body, err);
+}
+
+/* What sess_make creates a session from. */
+typedef struct {
+    vbm_config cfg;
+    eng_solver solver;
+    long ttl;
+} sess_new;
+
+/* kind_insert's maker of a mixture, latent or pixel session (ctx: a sess_new). */
+static vbm_status sess_make(const void *ctx, const unsigned char *owner, eng_session **s,
+                            vbm_error *err)
+{
+    const sess_new *n = ctx;
+
+    return eng_session_create(&n->cfg, &n->solver, n->ttl, owner, s, err);
+}
+
+/* POST /v1/sessions of a mixture, latent or pixel session (takes body). */
+static int sess_create(http_req *r, json_t *body, vbm_error *err)
 {
     static const char *const keys[] = {"code_size", "model",       "memory",
                                        "solver",    "ttl_seconds", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    json_t *body, *memory;
-    eng_solver solver = {SESS_DEFAULT_ITERATIONS, 0.0, VBM_INIT_AUTO};
-    eng_session *s = NULL;
-    eng_model *m = NULL;
+    json_t *memory;
+    sess_new n = {.solver = {SESS_DEFAULT_ITERATIONS, 0.0, VBM_INIT_AUTO}};
     vbm_config cfg;
-    vbm_error verr;
-    vbm_error err;
+    eng_model *m = NULL;
     long code_size = 0, ttl = 0;
     vbm_status st;
+    int status;
 
-    if (req_body_object(r, &body) != 0)
-        return;
-    if (route_temporal_requested(body)) { /* a temporal session: routes_temporal.c */
-        route_temporal_create(r, body);
-        return;
-    }
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = sess_pick_model(r, body, &m, &err);
+        st = kind_pick_model(r, body, 1, &m, err);
     if (st == VBM_OK && m == NULL && json_object_get(body, "code_size") == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "code_size",
+        st = vbm_fail(err, VBM_EINVAL, "code_size",
                       "missing (a latent session needs the code size C; a session "
                       "with images names a \"model\")");
     if (m != NULL) {
         code_size = m->info->code_size;
-        solver.iterations =
+        n.solver.iterations =
             m->info->iterations < lim->max_iterations ? m->info->iterations : lim->max_iterations;
     }
     if (st == VBM_OK)
-        st = wire_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, &err);
+        st = wire_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, err);
     if (st == VBM_OK && m != NULL && code_size != m->info->code_size)
-        st = vbm_fail(&err, VBM_EINVAL, "code_size",
+        st = vbm_fail(err, VBM_EINVAL, "code_size",
                       "%ld differs from the code size %d of model \"%s\"", code_size,
                       m->info->code_size, m->name);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "ttl_seconds", 0, SESS_MAX_TTL, &ttl, &err);
+        st = wire_opt_long(body, "ttl_seconds", 0, SESS_MAX_TTL, &ttl, err);
     if (st == VBM_OK && json_object_get(body, "solver") != NULL)
-        st = sess_read_solver(json_object_get(body, "solver"), lim, &solver, &err);
+        st = sess_read_solver(json_object_get(body, "solver"), lim, &n.solver, err);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
+        status = resp_status_of(st);
         eng_model_unref(m);
         json_decref(body);
-        return;
+        return status;
     }
     memory = sess_memory_object(m, json_object_get(body, "memory"));
     if (memory == NULL
-        || wire_config_read(memory, "memory", 0, (int)code_size, &cfg, &err) != VBM_OK) {
+        || wire_config_read(memory, "memory", 0, (int)code_size, &cfg, err) != VBM_OK) {
         if (memory == NULL)
-            req_problem(r, 503, NULL, "out of memory");
+            status = resp_fail(err, 503, NULL, "out of memory");
         else
-            sess_memjson_problem(r, &err);
+            status = 422;
         json_decref(memory);
         eng_model_unref(m);
         json_decref(body);
-        return;
+        return status;
     }
     json_decref(memory);
     if (cfg.code_size != code_size) {
-        req_problem(r, 422, "memory.code_size", "memory.code_size: %d differs from code_size %ld",
-                    cfg.code_size, code_size);
+        status =
+            resp_fail(err, 422, "memory.code_size",
+                      "memory.code_size: %d differs from code_size %ld", cfg.code_size, code_size);
         eng_model_unref(m);
         json_decref(body);
-        return;
+        return status;
     }
     json_decref(body);
-    if (vbm_config_check(&cfg, &verr) != VBM_OK) {
-        vbm_error_rebase(&verr, "memory");
-        sess_memjson_problem(r, &verr);
+    if (vbm_config_check(&cfg, err) != VBM_OK) {
+        vbm_error_rebase(err, "memory");
         eng_model_unref(m);
-        return;
+        return 422;
     }
-    st = eng_store_admit(r->srv->store, &cfg, &err);
+    st = eng_store_admit(r->srv->store, &cfg, err);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
+        status = resp_status_of(st);
         eng_model_unref(m);
-        return;
+        return status;
     }
-    quota_lock(r); /* the key's quota check and the insert, together */
-    if (quota_admit(r, 1, 0, eng_session_config_bytes(&cfg), 0) != 0) {
-        quota_unlock(r);
-        eng_model_unref(m);
-        return;
-    }
-    st = eng_session_create(&cfg, &solver, ttl, r->owner, &s, &err);
-    if (st == VBM_OK)
-        eng_session_set_model(s, m);
+    n.cfg = cfg;
+    n.ttl = ttl;
+    status = kind_insert(r, eng_session_config_bytes(&cfg), m, sess_make, &n, err);
     eng_model_unref(m);
-    if (st == VBM_OK)
-        st = eng_store_insert(r->srv->store, s, 0, &err);
-    quota_unlock(r);
-    if (st != VBM_OK) {
-        if (st == VBM_EINVAL && err.field[0] == '\0') {
-            vbm_error_rebase(&err, "memory");
-            sess_memjson_problem(r, &err);
-        } else {
-            req_engine_problem(r, st, &err);
-        }
-        eng_session_unref(s);
-        return;
-    }
-    snprintf(r->resp.location, sizeof r->resp.location, "/v1/sessions/%s", eng_session_id(s));
-    sess_respond_info(r, s, 201);
-    eng_session_unref(s);
+    return status;
 }
 
 /* ---- GET /v1/sessions, GET/DELETE /v1/sessions/{id} ------------------------- */
 
-void route_sessions_list(http_req *r)
+int route_sessions_list(http_req *r, vbm_error *err)
 {
+    int status;
     const char *limit_arg = req_arg(r, "limit"), *cursor = req_arg(r, "cursor");
     eng_session **items = NULL;
     json_t *out, *arr;
-    vbm_error err;
     eng_info info;
     long limit = SESS_LIST_DEFAULT;
     char *end;
@@ -306,19 +229,16 @@ void route_sessions_list(http_req *r)
 
     if (limit_arg != NULL) {
         limit = strtol(limit_arg, &end, 10);
-        if (limit_arg[0] == '\0' || *end != '\0' || limit < 1 || limit > SESS_LIST_MAX) {
-            req_problem(r, 422, "limit", "limit: expected an integer in [1, %d]", SESS_LIST_MAX);
-            return;
-        }
+        if (limit_arg[0] == '\0' || *end != '\0' || limit < 1 || limit > SESS_LIST_MAX)
+            return resp_fail(err, 422, "limit", "limit: expected an integer in [1, %d]",
+                             SESS_LIST_MAX);
     }
-    st = eng_store_list(r->srv->store, r->owner, cursor, (int)limit, &items, &n, &more, &err);
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
-    }
+    st = eng_store_list(r->srv->store, r->owner, cursor, (int)limit, &items, &n, &more, err);
+    if (st != VBM_OK)
+        return resp_status_of(st);
     arr = json_array();
     for (i = 0; i < n; i++) {
-        if (arr != NULL && eng_session_info(items[i], &info, &err) == VBM_OK) {
+        if (arr != NULL && eng_session_info(items[i], &info, err) == VBM_OK) {
             if (json_array_append_new(arr, codec_info(&info)) != 0) {
                 json_decref(arr);
                 arr = NULL;
@@ -331,69 +251,60 @@ void route_sessions_list(http_req *r)
     for (i = 0; i < n; i++)
         eng_session_unref(items[i]);
     free(items);
-    req_json(r, 200, out);
+    status = resp_json(r, 200, out, err);
     malloc_trim(0);
+    return status;
 }
 
-void route_sessions_get(http_req *r)
+int route_sessions_get(http_req *r, vbm_error *err)
 {
-    eng_session *s = req_session(r);
+    eng_session *s;
+    int status = resp_session(r, &s, err);
 
-    if (s == NULL)
-        return;
-    sess_respond_info(r, s, 200);
+    if (status != 0)
+        return status;
+    status = kind_respond_info(r, s, 200, err);
     eng_session_unref(s);
+    return status;
 }
 
-/* 1 when DELETE may go on with session r->param (its version matches If-Match when given, or its
- * owner's stored record is corrupt and no If-Match was given: deleting it is the way out);
- * otherwise sets the problem and returns 0. */
-static int sess_delete_allowed(http_req *r)
+/* 0 when DELETE may go on with session r->param (its version matches If-Match when given, or
+ * its owner's stored record is corrupt and no If-Match was given: deleting it is the way out);
+ * otherwise the status of the refusal with err filled. */
+static int sess_delete_allowed(http_req *r, vbm_error *err)
 {
     eng_session *s = NULL;
     uint64_t version;
-    vbm_error err;
     vbm_status st;
 
-    if (!req_session_id_ok(r))
-        return 0;
-    st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
+    if (resp_session_id(r, err) != 0)
+        return 404;
+    st = eng_store_get(r->srv->store, r->param, r->owner, &s, err);
     if (st == VBM_ECORRUPT && !r->has_if_match)
-        return 1;
-    if (st == VBM_ENOTFOUND) {
-        req_problem(r, 404, NULL, "no session %s", r->param);
         return 0;
-    }
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return 0;
-    }
+    if (st == VBM_ENOTFOUND)
+        return resp_fail(err, 404, NULL, "no session %s", r->param);
+    if (st != VBM_OK)
+        return resp_status_of(st);
     version = eng_session_version(s);
     eng_session_unref(s);
-    if (r->has_if_match && (int64_t)version != r->if_match) {
-        req_conflict(r, version, NULL);
-        return 0;
-    }
-    return 1;
+    if (r->has_if_match && (int64_t)version != r->if_match)
+        return resp_conflict(r, version, err);
+    return 0;
 }
 
-void route_sessions_delete(http_req *r)
+int route_sessions_delete(http_req *r, vbm_error *err)
 {
-    vbm_error err;
+    int status;
     vbm_status st;
 
-    if (!sess_delete_allowed(r))
-        return;
-    st = eng_store_remove(r->srv->store, r->param, r->owner, &err);
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
-    }
-    free(r->resp.body);
-    r->resp.body = NULL;
-    r->resp.len = 0;
-    r->resp.status = 204;
-    r->resp.content_type = NULL;
+    status = sess_delete_allowed(r, err);
+    if (status != 0)
+        return status;
+    st = eng_store_remove(r->srv->store, r->param, r->owner, err);
+    if (st != VBM_OK)
+        return resp_status_of(st);
+    return resp_empty(r);
 }
 
 /* ---- fitting: episodes and resize ------------------------------------------- */
@@ -493,8 +404,9 @@ static json_t *sess_fit_json(const http_req *r, const eng_fit_out *out, double p
     return o;
 }
 
-void route_episodes(http_req *r)
+static int sess_episodes(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     static const char *const keys[] = {
         "mode", "codes", "observations", "iterations",      "tolerance",
         "seed", "init",  "addresses",    "views_per_frame", NULL};
@@ -505,31 +417,21 @@ void route_episodes(http_req *r)
     eng_fit_opts o;
     eng_fit_out out;
     eng_mode mode = ENG_REPLACE;
-    eng_session *s;
     eng_model *m = NULL;
     const json_t *mv, *cv, *ov;
-    json_t *body, *res;
-    vbm_error err;
+    json_t *res;
     int images;
     long views = 1;
     vbm_status st;
 
     memset(&codes, 0, sizeof codes);
-    if (sess_lookup_body(r, &s, &body) != 0)
-        return;
-    if (eng_session_is_temporal(s)) { /* sequences: routes_temporal.c */
-        route_temporal_episodes(r, s, body);
-        eng_session_unref(s);
-        return;
-    }
     ov = json_object_get(body, "observations");
     images = ov != NULL;
-    if (images && obs_session_model(r, s, &m) != 0) {
+    if (images && (status = obs_session_model(r, s, &m, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
-        return;
+        return status;
     }
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     mv = json_object_get(body, "mode");
     if (st == VBM_OK && mv != NULL) {
         if (json_is_string(mv) && strcmp(json_string_value(mv), "replace") == 0)
@@ -539,43 +441,40 @@ void route_episodes(http_req *r)
         else if (json_is_string(mv) && strcmp(json_string_value(mv), "refit") == 0)
             mode = ENG_REFIT;
         else
-            st =
-                vbm_fail(&err, VBM_EINVAL, "mode", "expected \"replace\", \"append\" or \"refit\"");
+            st = vbm_fail(err, VBM_EINVAL, "mode", "expected \"replace\", \"append\" or \"refit\"");
     }
     if (st == VBM_OK)
-        st = sess_fit_opts(body, lim, &o, &err);
+        st = sess_fit_opts(body, lim, &o, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "views_per_frame", 1, ENG_FUSE_MAX_VIEWS, &views, &err);
+        st = wire_opt_long(body, "views_per_frame", 1, ENG_FUSE_MAX_VIEWS, &views, err);
     cv = json_object_get(body, "codes");
     if (st == VBM_OK && views > 1 && cv == NULL && ov == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "views_per_frame",
+        st = vbm_fail(err, VBM_EINVAL, "views_per_frame",
                       "views of posted codes or observations only (a refit posts none)");
     if (st == VBM_OK && cv != NULL && ov != NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "observations", "give codes or observations, not both");
+        st = vbm_fail(err, VBM_EINVAL, "observations", "give codes or observations, not both");
     if (st == VBM_OK && ov != NULL && m == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "observations",
+        st = vbm_fail(err, VBM_EINVAL, "observations",
                       "this is a latent session (no model): post codes");
     if (st == VBM_OK && cv == NULL && ov == NULL && mode != ENG_REFIT)
-        st = vbm_fail(&err, VBM_EINVAL, "codes", "missing (or observations)");
+        st = vbm_fail(err, VBM_EINVAL, "codes", "missing (or observations)");
     if (st == VBM_OK && cv != NULL)
-        st = wire_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, &err);
+        st = wire_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, err);
     if (st == VBM_OK && ov != NULL)
-        st = obs_encode(m, ov, "observations", lim->max_frames, &codes, &encode_s, &err);
+        st = obs_encode(m, ov, "observations", lim->max_frames, &codes, &encode_s, err);
     if (st == VBM_OK && views > 1)
         st = sess_fuse_views(s, views, &codes, NULL, cv != NULL ? "codes" : "observations",
-                             cv == NULL, NULL, &err);
+                             cv == NULL, NULL, err);
     eng_model_unref(m);
     json_decref(body);
     if (st != VBM_OK) {
         wire_codes_free(&codes); /* read or encoded, then refused by the fusion */
-        req_engine_problem(r, st, &err);
-        eng_session_unref(s);
-        return;
+        status = resp_status_of(st);
+        return status;
     }
-    if (quota_admit(r, 0, 0, 0.0, 1) != 0) {
+    if ((status = quota_admit(r, 0, 0, 0.0, 1, err)) != 0) {
         wire_codes_free(&codes);
-        eng_session_unref(s);
-        return;
+        return status;
     }
     parse_s = eng_now() - t0;
     o.if_match = sess_if_match(r);
@@ -587,13 +486,10 @@ void route_episodes(http_req *r)
     vc.C = codes.C;
     vc.mu = codes.mu;
     vc.s2 = codes.s2;
-    st = eng_session_write(s, mode, codes.mu != NULL ? &vc : NULL, &o, &out, &err);
+    st = eng_session_write(s, mode, codes.mu != NULL ? &vc : NULL, &o, &out, err);
     wire_codes_free(&codes);
-    eng_session_unref(s);
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
-    }
+    if (st != VBM_OK)
+        return resp_status_of(st);
     metrics_solve(r->srv->metrics, out.res.iterations, out.solve_s);
     res = sess_fit_json(r, &out, parse_s);
     if (res != NULL && images)
@@ -603,46 +499,36 @@ void route_episodes(http_req *r)
                             json_string(mode == ENG_REPLACE  ? "replace"
                                         : mode == ENG_APPEND ? "append"
                                                              : "refit"));
-    req_etag(r, out.version);
+    resp_etag(r, out.version);
     eng_fit_out_free(&out);
-    req_json(r, 200, res);
+    return resp_json(r, 200, res, err);
 }
 
-void route_resize(http_req *r)
+static int sess_resize(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     static const char *const keys[] = {"clusters", "rows", "iterations", "tolerance",
                                        "seed",     "init", "addresses",  NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    eng_session *s;
     eng_fit_opts o;
     eng_fit_out out;
-    json_t *body, *res;
-    vbm_error err;
+    json_t *res;
     long H = 0, K = 0;
     vbm_status st;
 
-    if (sess_lookup_body(r, &s, &body) != 0)
-        return;
-    if (eng_session_is_temporal(s)) {
-        req_problem(r, 422, "kind", "a temporal session has no clusters or rows to resize");
-        json_decref(body);
-        eng_session_unref(s);
-        return;
-    }
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "clusters", 0, VBM_MAX_CLUSTERS, &H, &err);
+        st = wire_opt_long(body, "clusters", 0, VBM_MAX_CLUSTERS, &H, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "rows", 0, VBM_MAX_ROWS, &K, &err);
+        st = wire_opt_long(body, "rows", 0, VBM_MAX_ROWS, &K, err);
     if (st == VBM_OK && H == 0 && K == 0)
-        st = vbm_fail(&err, VBM_EINVAL, "clusters", "give clusters and/or rows (0 keeps one)");
+        st = vbm_fail(err, VBM_EINVAL, "clusters", "give clusters and/or rows (0 keeps one)");
     if (st == VBM_OK)
-        st = sess_fit_opts(body, lim, &o, &err);
+        st = sess_fit_opts(body, lim, &o, err);
     json_decref(body);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        eng_session_unref(s);
-        return;
+        status = resp_status_of(st);
+        return status;
     }
     {
         vbm_config grown;
@@ -652,27 +538,25 @@ void route_resize(http_req *r)
             grown.clusters = (int)H;
         if (K > 0)
             grown.rows = (int)K;
-        if (quota_admit(r, 0, eng_session_bytes(s), eng_session_config_bytes(&grown), 0) != 0) {
-            eng_session_unref(s);
-            return;
+        if ((status =
+                 quota_admit(r, 0, eng_session_bytes(s), eng_session_config_bytes(&grown), 0, err))
+            != 0) {
+            return status;
         }
     }
     o.if_match = sess_if_match(r);
-    st = eng_store_resize(r->srv->store, s, (int)H, (int)K, &o, &out, &err);
-    eng_session_unref(s);
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
-    }
+    st = eng_store_resize(r->srv->store, s, (int)H, (int)K, &o, &out, err);
+    if (st != VBM_OK)
+        return resp_status_of(st);
     metrics_solve(r->srv->metrics, out.res.iterations, out.solve_s);
     res = sess_fit_json(r, &out, 0.0);
     if (res != NULL) {
         json_object_set_new(res, "elbo_before", wire_number(out.elbo_before));
         json_object_set_new(res, "elbo_after", wire_number(out.elbo_after));
     }
-    req_etag(r, out.version);
+    resp_etag(r, out.version);
     eng_fit_out_free(&out);
-    req_json(r, 200, res);
+    return resp_json(r, 200, res, err);
 }
 
 /* ---- forget ------------------------------------------------------------------------ */
@@ -716,8 +600,9 @@ static json_t *sess_forget_json(const http_req *r, const eng_forget_out *out, do
     return o;
 }
 
-void route_forget(http_req *r)
+static int sess_forget(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     static const char *const keys[] = {"codes", "observations", "iterations", "tolerance",
                                        "seed",  "init",         NULL};
     const http_limits *lim = &r->srv->cfg.limits;
@@ -727,57 +612,45 @@ void route_forget(http_req *r)
     eng_forget_query q;
     eng_fit_opts o;
     eng_forget_out out;
-    eng_session *s;
     eng_model *m = NULL;
     const json_t *cv, *ov;
-    json_t *body, *res;
+    json_t *res;
     img_shape shape;
     float *x = NULL;
-    vbm_error err;
     long n = 0;
     vbm_status st;
 
     memset(&codes, 0, sizeof codes);
     memset(&q, 0, sizeof q);
-    if (sess_lookup_body(r, &s, &body) != 0)
-        return;
-    if (eng_session_is_temporal(s)) {
-        req_problem(r, 422, "kind", "kind: a temporal session cannot forget");
-        json_decref(body);
-        eng_session_unref(s);
-        return;
-    }
     cv = json_object_get(body, "codes");
     ov = json_object_get(body, "observations");
-    if (ov != NULL && obs_session_model(r, s, &m) != 0) {
+    if (ov != NULL && (status = obs_session_model(r, s, &m, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
-        return;
+        return status;
     }
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK && cv != NULL && ov != NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "observations", "give codes or observations, not both");
+        st = vbm_fail(err, VBM_EINVAL, "observations", "give codes or observations, not both");
     if (st == VBM_OK && cv == NULL && ov == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "codes", "missing (or observations): the cues to forget");
+        st = vbm_fail(err, VBM_EINVAL, "codes", "missing (or observations): the cues to forget");
     if (st == VBM_OK && ov != NULL && m == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "observations",
+        st = vbm_fail(err, VBM_EINVAL, "observations",
                       "this is a latent session (no model): forget by codes");
     if (st == VBM_OK)
-        st = sess_fit_opts(body, lim, &o, &err);
+        st = sess_fit_opts(body, lim, &o, err);
     if (st == VBM_OK && cv != NULL)
-        st = wire_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, &err);
+        st = wire_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, err);
     if (st == VBM_OK && ov != NULL) {
         obs_shape(m, &shape);
-        st = img_read(ov, "observations", &shape, lim->max_frames, &x, &n, &err);
+        st = img_read(ov, "observations", &shape, lim->max_frames, &x, &n, err);
     }
     json_decref(body);
     if (st != VBM_OK) {
         wire_codes_free(&codes);
         free(x);
         eng_model_unref(m);
-        req_engine_problem(r, st, &err);
-        eng_session_unref(s);
-        return;
+        status = resp_status_of(st);
+        return status;
     }
     parse_s = eng_now() - t0;
     o.want_addresses = 0;
@@ -796,35 +669,31 @@ void route_forget(http_req *r)
         q.images = x;
         q.T = n;
     }
-    st = eng_session_forget(s, m, &q, &o, &out, &err);
+    st = eng_session_forget(s, m, &q, &o, &out, err);
     wire_codes_free(&codes);
     free(x);
     eng_model_unref(m);
-    eng_session_unref(s);
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
-    }
+    if (st != VBM_OK)
+        return resp_status_of(st);
     metrics_solve(r->srv->metrics, out.fit.res.iterations, out.fit.solve_s);
     res = sess_forget_json(r, &out, parse_s);
     if (res != NULL && ov != NULL)
         json_object_set_new(json_object_get(res, "timings"), "encode_s", json_real(out.encode_s));
-    req_etag(r, out.fit.version);
+    resp_etag(r, out.fit.version);
     eng_forget_out_free(&out);
-    req_json(r, 200, res);
+    return resp_json(r, 200, res, err);
 }
 
 /* ---- samples and reads -------------------------------------------------------- */
 
-void route_samples(http_req *r)
+static int sess_samples(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     static const char *const keys[] = {"count",  "seed",   "cluster", "encoding",
                                        "format", "pixels", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    eng_session *s;
     eng_model *m = NULL;
-    json_t *body, *out, *images = NULL;
-    vbm_error err;
+    json_t *out, *images = NULL;
     uint64_t seed = 0, version = 0;
     long count = 1, cluster = -1;
     double *z = NULL, nets_s = 0.0;
@@ -832,29 +701,21 @@ void route_samples(http_req *r)
     img_format fmt = IMG_NONE;
     vbm_status st;
 
-    if (sess_lookup_body(r, &s, &body) != 0)
-        return;
-    if (eng_session_is_temporal(s)) { /* a sequence: routes_temporal.c */
-        route_temporal_samples(r, s, body);
-        eng_session_unref(s);
-        return;
-    }
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "count", 1, lim->max_frames, &count, &err);
+        st = wire_opt_long(body, "count", 1, lim->max_frames, &count, err);
     if (st == VBM_OK)
-        st = wire_opt_seed(body, "seed", &seed, &err);
+        st = wire_opt_seed(body, "seed", &seed, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "cluster", -1, VBM_MAX_CLUSTERS, &cluster, &err);
+        st = wire_opt_long(body, "cluster", -1, VBM_MAX_CLUSTERS, &cluster, err);
     if (st == VBM_OK)
-        st = codec_opt_encoding(body, "encoding", &b64, &err);
+        st = codec_opt_encoding(body, "encoding", &b64, err);
     if (st == VBM_OK)
-        st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
+        st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, err);
     json_decref(body);
     /* codes alone ("format": "none") do not need the model */
-    if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0) {
-        eng_session_unref(s);
-        return;
+    if (st == VBM_OK && fmt != IMG_NONE && (status = obs_session_model(r, s, &m, err)) != 0) {
+        return status;
     }
     /* codes and cluster indices of every frame, and their images (floats, then
      * encoded): checked before anything is allocated */
@@ -871,7 +732,7 @@ void route_samples(http_req *r)
                 + req_answer_bytes((double)count * cfg.code_size, b64)
                 + req_answer_bytes((double)count * cfg.groups, 0);
         if (bytes > (double)lim->max_request_bytes)
-            st = vbm_fail(&err, VBM_EINVAL, "count",
+            st = vbm_fail(err, VBM_EINVAL, "count",
                           "%ld samples would hold %.0f bytes of codes%s and their answer, more "
                           "than the %zu bytes a request may hold (--max-request-memory); ask "
                           "for fewer%s",
@@ -879,18 +740,15 @@ void route_samples(http_req *r)
                           b64 ? "" : " or for \"encoding\": \"base64\"");
     }
     if (st == VBM_OK)
-        st =
-            eng_session_sample(s, count, seed, (int)cluster, &z, &clusters, &C, &G, &version, &err);
-    eng_session_unref(s);
+        st = eng_session_sample(s, count, seed, (int)cluster, &z, &clusters, &C, &G, &version, err);
     if (st == VBM_OK && fmt != IMG_NONE)
         st = obs_decode(m, z, count, sample, eng_derive_seed(seed, ENG_STREAM_PIXELS), fmt, &images,
-                        &nets_s, &err);
+                        &nets_s, err);
     eng_model_unref(m);
     if (st != VBM_OK) {
         free(z);
         free(clusters);
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
     out = json_pack("{s:I, s:I, s:o, s:o}", "version", (json_int_t)version, "count",
                     (json_int_t)count, "codes", wire_matrix(z, count, C, b64), "clusters",
@@ -907,10 +765,11 @@ void route_samples(http_req *r)
     } else {
         json_decref(images);
     }
-    req_etag(r, version);
-    req_json(r, 200, out);
+    resp_etag(r, version);
+    status = resp_json(r, 200, out, err);
     free(z);
     free(clusters);
+    return status;
 }
 
 /* ---- GET /v1/sessions/{id}/clusters ------------------------------------------ */
@@ -924,20 +783,20 @@ static int sess_arg_member(const http_req *r, json_t *obj, const char *key)
     return v == NULL ? 0 : json_object_set_new(obj, key, json_string(v));
 }
 
-void route_clusters(http_req *r)
+int route_clusters(http_req *r, vbm_error *err)
 {
-    eng_session *s = req_session(r);
+    eng_session *s;
+    int status = resp_session(r, &s, err);
     eng_model *m = NULL;
     eng_clusters cl;
     json_t *opts, *out, *images = NULL;
     img_format fmt = IMG_NONE;
-    vbm_error err;
     double nets_s = 0.0;
     int b64 = 0, sample = 0;
     vbm_status st;
 
-    if (s == NULL)
-        return;
+    if (status != 0)
+        return status;
     memset(&cl, 0, sizeof cl);
     /* the options of a GET are query arguments, read as the members of a body would be */
     opts = json_object();
@@ -945,34 +804,32 @@ void route_clusters(http_req *r)
         || sess_arg_member(r, opts, "encoding") != 0) {
         json_decref(opts);
         eng_session_unref(s);
-        req_json(r, 503, NULL);
-        return;
+        return resp_fail(err, 503, NULL, "out of memory");
     }
-    st = codec_opt_encoding(opts, "encoding", &b64, &err);
+    st = codec_opt_encoding(opts, "encoding", &b64, err);
     if (st == VBM_OK)
-        st = img_answer_opts(opts, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
+        st = img_answer_opts(opts, eng_session_model_name(s)[0] != '\0', &fmt, &sample, err);
     json_decref(opts);
-    if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0) {
+    if (st == VBM_OK && fmt != IMG_NONE && (status = obs_session_model(r, s, &m, err)) != 0) {
         eng_session_unref(s);
-        return;
+        return status;
     }
     if (st == VBM_OK)
-        st = eng_session_clusters(s, &cl, &err);
+        st = eng_session_clusters(s, &cl, err);
     eng_session_unref(s);
     if (st == VBM_OK && m != NULL
         && (double)cl.clusters * (8.0 * cl.code_size + 8.0 * (double)eng_model_pixels(m))
                > (double)r->srv->cfg.limits.max_request_bytes)
-        st = vbm_fail(&err, VBM_EINVAL, "format",
+        st = vbm_fail(err, VBM_EINVAL, "format",
                       "the images of %d clusters would hold more than the %zu bytes a request "
                       "may hold (--max-request-memory); ask for format=none",
                       cl.clusters, r->srv->cfg.limits.max_request_bytes);
     if (st == VBM_OK && m != NULL)
-        st = obs_decode(m, cl.means, cl.clusters, 0, 0, fmt, &images, &nets_s, &err);
+        st = obs_decode(m, cl.means, cl.clusters, 0, 0, fmt, &images, &nets_s, err);
     eng_model_unref(m);
     if (st != VBM_OK) {
         eng_clusters_free(&cl);
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
     out = json_pack("{s:I, s:s, s:i, s:i, s:i, s:I, s:o, s:o}", "version", (json_int_t)cl.version,
                     "kind", vbm_kind_name(cl.kind), "clusters", cl.clusters, "groups", cl.groups,
@@ -991,9 +848,10 @@ void route_clusters(http_req *r)
     } else {
         json_decref(images);
     }
-    req_etag(r, cl.version);
-    req_json(r, 200, out);
+    resp_etag(r, cl.version);
+    status = resp_json(r, 200, out, err);
     eng_clusters_free(&cl);
+    return status;
 }
 
 /* The read options of a ReadRequest: mode ("recall" by default, "mean",
@@ -1062,8 +920,9 @@ static vbm_status sess_read_mode(const json_t *body, int image_cue, int has_mask
     return VBM_OK;
 }
 
-void route_reads(http_req *r)
+static int sess_reads(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     static const char *const keys[] = {
         "query",     "observations",    "count",  "iterations", "seed",       "encoding",
         "addresses", "format",          "pixels", "mode",       "candidates", "cue_noise",
@@ -1076,11 +935,9 @@ void route_reads(http_req *r)
     vbm_codes vc;
     img_shape shape;
     img_format fmt = IMG_NONE;
-    eng_session *s;
     eng_model *m = NULL;
     const json_t *qv, *ov, *mk;
-    json_t *body, *out = NULL;
-    vbm_error err;
+    json_t *out = NULL;
     uint64_t seed = 0;
     long iterations = 1, count = 1, n = 0, views = 1;
     float *x = NULL;
@@ -1090,72 +947,62 @@ void route_reads(http_req *r)
 
     memset(&q, 0, sizeof q);
     memset(&ro, 0, sizeof ro);
-    if (sess_lookup_body(r, &s, &body) != 0)
-        return;
-    if (eng_session_is_temporal(s)) {
-        req_problem(r, 422, "kind",
-                    "a temporal session reads by POST .../infer and POST .../continue");
+    if ((status = obs_session_model(r, s, &m, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
-        return;
-    }
-    if (obs_session_model(r, s, &m) != 0) {
-        json_decref(body);
-        eng_session_unref(s);
-        return;
+        return status;
     }
     qv = json_object_get(body, "query");
     ov = json_object_get(body, "observations");
     mk = json_object_get(body, "mask");
     C = eng_session_code_size(s);
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "iterations", 1, lim->max_read_steps, &iterations, &err);
+        st = wire_opt_long(body, "iterations", 1, lim->max_read_steps, &iterations, err);
     if (st == VBM_OK)
-        st = wire_opt_seed(body, "seed", &seed, &err);
+        st = wire_opt_seed(body, "seed", &seed, err);
     if (st == VBM_OK)
-        st = codec_opt_encoding(body, "encoding", &b64, &err);
+        st = codec_opt_encoding(body, "encoding", &b64, err);
     if (st == VBM_OK)
-        st = wire_opt_bool(body, "addresses", &want_addr, &err);
+        st = wire_opt_bool(body, "addresses", &want_addr, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "count", 1, lim->max_frames, &count, &err);
+        st = wire_opt_long(body, "count", 1, lim->max_frames, &count, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "views_per_frame", 1, ENG_FUSE_MAX_VIEWS, &views, &err);
+        st = wire_opt_long(body, "views_per_frame", 1, ENG_FUSE_MAX_VIEWS, &views, err);
     if (st == VBM_OK && views > 1 && qv == NULL && ov == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "views_per_frame",
+        st = vbm_fail(err, VBM_EINVAL, "views_per_frame",
                       "views of a query (observations or query codes) only; a read that starts "
                       "from memory has none");
     if (st == VBM_OK)
-        st = img_answer_opts(body, m != NULL, &fmt, &sample, &err);
+        st = img_answer_opts(body, m != NULL, &fmt, &sample, err);
     if (st == VBM_OK)
-        st = sess_read_mode(body, ov != NULL || (m != NULL && qv == NULL), mk != NULL, &ro, &err);
+        st = sess_read_mode(body, ov != NULL || (m != NULL && qv == NULL), mk != NULL, &ro, err);
     if (st == VBM_OK && qv != NULL && ov != NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "observations",
-                      "give query codes or observations, not both");
+        st =
+            vbm_fail(err, VBM_EINVAL, "observations", "give query codes or observations, not both");
     if (st == VBM_OK && ov != NULL && m == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "observations",
+        st = vbm_fail(err, VBM_EINVAL, "observations",
                       "this is a latent session (no model): query with codes");
     if (st == VBM_OK && (qv != NULL || ov != NULL) && json_object_get(body, "count") != NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "count",
+        st = vbm_fail(err, VBM_EINVAL, "count",
                       "frames of a read that starts from memory (no query) only");
     if (st == VBM_OK && mk != NULL && qv == NULL && ov == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "mask",
+        st = vbm_fail(err, VBM_EINVAL, "mask",
                       "a mask marks the known values of a query (observations or query codes); "
                       "a read that starts from memory has none");
     if (st == VBM_OK && qv != NULL)
-        st = wire_read_codes(qv, "query", lim->max_frames, lim->max_code_size, &q, &err);
+        st = wire_read_codes(qv, "query", lim->max_frames, lim->max_code_size, &q, err);
     if (st == VBM_OK && ov != NULL) {
         obs_shape(m, &shape);
-        st = img_read(ov, "observations", &shape, lim->max_frames, &x, &n, &err);
+        st = img_read(ov, "observations", &shape, lim->max_frames, &x, &n, err);
     }
     if (st == VBM_OK && mk != NULL && ov != NULL)
-        st = img_read_mask(mk, "mask", &shape, n, &mask, &err);
+        st = img_read_mask(mk, "mask", &shape, n, &mask, err);
     if (st == VBM_OK && qv != NULL && q.C != C)
-        st = vbm_fail(&err, VBM_EINVAL, "query", "codes of size %d, the session's are %d", q.C, C);
+        st = vbm_fail(err, VBM_EINVAL, "query", "codes of size %d, the session's are %d", q.C, C);
     if (st == VBM_OK && mk != NULL && qv != NULL)
-        st = img_read_code_mask(mk, "mask", q.T, q.C, &mask, &err);
+        st = img_read_code_mask(mk, "mask", q.T, q.C, &mask, err);
     if (st == VBM_OK && x != NULL && n % views != 0)
-        st = vbm_fail(&err, VBM_EINVAL, "observations",
+        st = vbm_fail(err, VBM_EINVAL, "observations",
                       "%ld images are not whole frames of views_per_frame = %ld views (view j of "
                       "frame t is image t J + j)",
                       n, views);
@@ -1164,7 +1011,7 @@ void route_reads(http_req *r)
          * some view knows as the query's mask */
         unsigned char *known = NULL;
 
-        st = sess_fuse_views(s, views, &q, mask, "query", 0, &known, &err);
+        st = sess_fuse_views(s, views, &q, mask, "query", 0, &known, err);
         if (st == VBM_OK) {
             free(mask);
             mask = known;
@@ -1192,7 +1039,7 @@ void route_reads(http_req *r)
         bytes += req_answer_bytes((double)rq.T * (double)(iterations + 1) * C, b64)
                  + (want_addr ? req_answer_bytes((double)rq.T * (double)iterations * GH, 0) : 0.0);
         if (bytes > (double)lim->max_request_bytes)
-            st = vbm_fail(&err, VBM_EINVAL, "iterations",
+            st = vbm_fail(err, VBM_EINVAL, "iterations",
                           "a read of %ld steps of %ld frames would hold %.0f bytes of codes, "
                           "images, addresses and their answer, more than the %zu bytes a "
                           "request may hold (--max-request-memory); read fewer frames or steps",
@@ -1203,9 +1050,7 @@ void route_reads(http_req *r)
         free(mask);
         wire_codes_free(&q);
         eng_model_unref(m);
-        eng_session_unref(s);
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
     vc.T = q.T;
     vc.C = q.C;
@@ -1218,138 +1063,181 @@ void route_reads(http_req *r)
     ro.pixel_sample = sample;
     ro.want_addresses = 1; /* the per-step cluster summary needs them */
     ro.mask = mask;
-    st = eng_session_recall(s, m, &rq, &ro, &res, &err);
-    eng_session_unref(s);
+    st = eng_session_recall(s, m, &rq, &ro, &res, err);
     free(x);
     free(mask);
     wire_codes_free(&q);
     if (st == VBM_OK) {
-        st = obs_recall_json(r, &res, m, fmt, b64, want_addr, &out, &err);
+        st = obs_recall_json(r, &res, m, fmt, b64, want_addr, &out, err);
         if (st == VBM_OK)
-            req_etag(r, res.version);
+            resp_etag(r, res.version);
         eng_recall_out_free(&res);
     }
     eng_model_unref(m);
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
-    }
-    req_json(r, 200, out);
+    if (st != VBM_OK)
+        return resp_status_of(st);
+    return resp_json(r, 200, out, err);
 }
 
 /* ---- memory export / import ------------------------------------------------------ */
 
-void route_memory_get(http_req *r)
+int route_memory_get(http_req *r, vbm_error *err)
 {
-    eng_session *s = req_session(r);
-    json_t *m = NULL;
-    vbm_memory *mem = NULL;
-    vbm_error err;
-    uint64_t version;
-    vbm_status vst;
+    eng_session *s;
+    int status = resp_session(r, &s, err);
     double held, bytes;
 
-    if (s == NULL)
-        return;
+    if (status != 0)
+        return status;
     /* the exported copy, then its answer: every number of it in JSON */
     held = (double)eng_session_bytes(s);
     bytes = held + req_answer_bytes(held / 8.0, 0);
-    if (bytes > (double)r->srv->cfg.limits.max_request_bytes) {
-        req_problem(r, 422, "memory",
-                    "the export of this session (%.0f bytes held) would hold %.0f bytes with its "
-                    "answer, more than the %zu bytes a request may hold (--max-request-memory)",
-                    held, bytes, r->srv->cfg.limits.max_request_bytes);
-        eng_session_unref(s);
-        return;
-    }
-    if (eng_session_is_temporal(s)) {
-        route_temporal_memory_get(r, s);
-        eng_session_unref(s);
-        return;
-    }
-    vst = eng_session_export(s, &mem, &version, &err);
+    if (bytes > (double)r->srv->cfg.limits.max_request_bytes)
+        status =
+            resp_fail(err, 422, "memory",
+                      "the export of this session (%.0f bytes held) would hold %.0f bytes with its "
+                      "answer, more than the %zu bytes a request may hold (--max-request-memory)",
+                      held, bytes, r->srv->cfg.limits.max_request_bytes);
+    else
+        status = kind_call(r, s, KIND_OP_MEMORY_GET, NULL, err);
     eng_session_unref(s);
-    if (vst != VBM_OK) {
-        req_engine_problem(r, vst, &err);
-        return;
-    }
-    vst = wire_memory_to_json(mem, &m, &err);
-    vbm_memory_free(mem);
-    if (vst != VBM_OK) {
-        req_problem(r, vst == VBM_ENOMEM ? 503 : 422, NULL, "cannot export: %s", err.msg);
-        return;
-    }
-    req_etag(r, version);
-    req_json(r, 200, m);
+    return status;
 }
 
-void route_memory_put(http_req *r)
+/* GET .../memory of a mixture, latent or pixel session: its memory as proto/memory form. */
+static int sess_memory_get(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    json_t *m = NULL;
+    vbm_memory *mem = NULL;
+    uint64_t version;
+    vbm_status vst;
+
+    (void)body;
+    vst = eng_session_export(s, &mem, &version, err);
+    if (vst != VBM_OK)
+        return resp_status_of(vst);
+    vst = wire_memory_to_json(mem, &m, err);
+    vbm_memory_free(mem);
+    if (vst != VBM_OK) {
+        char why[VBM_MSG_LEN];
+
+        memcpy(why, err->msg, sizeof why);
+        return resp_fail(err, vst == VBM_ENOMEM ? 503 : 422, NULL, "cannot export: %s", why);
+    }
+    resp_etag(r, version);
+    return resp_json(r, 200, m, err);
+}
+
+static int sess_memory_put(http_req *r, eng_session *s, json_t *body, vbm_error *err)
+{
+    int status;
     const http_limits *lim = &r->srv->cfg.limits;
     vbm_memory *mem = NULL;
-    eng_session *s;
-    json_t *body;
-    vbm_error err;
     uint64_t version;
     int code_size;
     vbm_status st;
     vbm_status vst;
 
-    if (sess_lookup_body(r, &s, &body) != 0)
-        return;
-    if (eng_session_is_temporal(s)
-        || (json_is_string(json_object_get(body, "kind"))
-            && strcmp(json_string_value(json_object_get(body, "kind")), "temporal") == 0)) {
-        if (!eng_session_is_temporal(s) || !json_is_string(json_object_get(body, "export")))
-            req_problem(r, 422, "kind",
-                        eng_session_is_temporal(s)
-                            ? "a temporal session imports the form of GET .../memory of a "
-                              "temporal session (kind \"temporal\", export)"
-                            : "a temporal memory goes into a session of kind temporal");
-        else
-            route_temporal_memory_put(r, s, json_incref(body));
+    if (json_is_string(json_object_get(body, "kind"))
+        && strcmp(json_string_value(json_object_get(body, "kind")), "temporal") == 0) {
         json_decref(body);
-        eng_session_unref(s);
-        return;
+        return resp_fail(err, 422, "kind",
+                         "a temporal memory goes into a session of kind temporal");
     }
-    vst = wire_memory_from_json(body, &mem, &err);
+    vst = wire_memory_from_json(body, &mem, err);
     json_decref(body);
     if (vst != VBM_OK) {
-        eng_session_unref(s);
         if (vst == VBM_ENOMEM)
-            req_problem(r, 503, NULL, "out of memory importing the memory");
+            status = resp_fail(err, 503, NULL, "out of memory importing the memory");
         else
-            sess_memjson_problem(r, &err);
-        return;
+            status = 422;
+        return status;
     }
     if (mem->cfg.code_size > lim->max_code_size) {
-        req_problem(r, 422, "memory.config.code_size", "code size %d exceeds the limit %d",
-                    mem->cfg.code_size, lim->max_code_size);
+        status = resp_fail(err, 422, "memory.config.code_size", "code size %d exceeds the limit %d",
+                           mem->cfg.code_size, lim->max_code_size);
         vbm_memory_free(mem);
-        eng_session_unref(s);
-        return;
+        return status;
     }
     code_size = eng_session_code_size(s); /* fixed for a session with a model: its encoder's C */
     if (eng_session_model_name(s)[0] != '\0' && mem->cfg.code_size != code_size) {
-        req_problem(r, 422, "memory.config.code_size",
-                    "code size %d: the session's model \"%s\" has code size %d", mem->cfg.code_size,
-                    eng_session_model_name(s), code_size);
+        status = resp_fail(err, 422, "memory.config.code_size",
+                           "code size %d: the session's model \"%s\" has code size %d",
+                           mem->cfg.code_size, eng_session_model_name(s), code_size);
         vbm_memory_free(mem);
-        eng_session_unref(s);
-        return;
+        return status;
     }
-    if (quota_admit(r, 0, eng_session_bytes(s), (double)eng_session_footprint(mem), 0) != 0) {
+    if ((status =
+             quota_admit(r, 0, eng_session_bytes(s), (double)eng_session_footprint(mem), 0, err))
+        != 0) {
         vbm_memory_free(mem);
-        eng_session_unref(s);
-        return;
+        return status;
     }
-    st = eng_store_replace(r->srv->store, s, mem, sess_if_match(r), &version, &err);
+    st = eng_store_replace(r->srv->store, s, mem, sess_if_match(r), &version, err);
     if (st != VBM_OK) {
         vbm_memory_free(mem);
-        eng_session_unref(s);
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
-    sess_respond_info(r, s, 200);
-    eng_session_unref(s);
+    status = kind_respond_info(r, s, 200, err);
+    return status;
+}
+
+/* ---- the routes of a session's operations, through its kind's table ------------------- */
+
+const sess_kind kind_vb = {
+    "mixture, latent and pixel sessions",
+    sess_create,
+    {
+        [KIND_OP_EPISODES] = sess_episodes,
+        [KIND_OP_RESIZE] = sess_resize,
+        [KIND_OP_FORGET] = sess_forget,
+        [KIND_OP_SAMPLES] = sess_samples,
+        [KIND_OP_READS] = sess_reads,
+        [KIND_OP_MEMORY_GET] = sess_memory_get,
+        [KIND_OP_MEMORY_PUT] = sess_memory_put,
+    },
+    {
+        [KIND_OP_INFER] = "infer is an operation of temporal sessions",
+        [KIND_OP_CONTINUE] = "continue is an operation of temporal sessions",
+    },
+};
+
+int route_episodes(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_EPISODES, 1, err);
+}
+
+int route_resize(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_RESIZE, 1, err);
+}
+
+int route_forget(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_FORGET, 1, err);
+}
+
+int route_samples(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_SAMPLES, 1, err);
+}
+
+int route_reads(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_READS, 1, err);
+}
+
+int route_memory_put(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_MEMORY_PUT, 1, err);
+}
+
+int route_temporal_infer(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_INFER, 1, err);
+}
+
+int route_temporal_continue(http_req *r, vbm_error *err)
+{
+    return kind_dispatch(r, KIND_OP_CONTINUE, 1, err);
 }

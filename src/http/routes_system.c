@@ -6,10 +6,11 @@
 #include <string.h>
 
 #include "http/request.h"
+#include "http/respond.h"
 
-void route_healthz(http_req *r)
+int route_healthz(http_req *r, vbm_error *err)
 {
-    req_json(r, 200, json_pack("{s:s}", "status", "ok"));
+    return resp_json(r, 200, json_pack("{s:s}", "status", "ok"), err);
 }
 
 /* 1 when every model file loaded and the default model (if any) is hosted;
@@ -44,41 +45,35 @@ static int sys_models_ready(const http_server *srv, int *n, vbm_error *why)
     return ok;
 }
 
-void route_readyz(http_req *r)
+int route_readyz(http_req *r, vbm_error *err)
 {
     http_server *srv = r->srv;
     vbm_error why;
     int queued = 0, depth = 0, nmodels = 0;
 
     eng_pool_stats(srv->pool, &queued, NULL, &depth);
-    if (atomic_load(&srv->stopping)) {
-        req_problem(r, 503, NULL, "not ready: the server is shutting down");
-        return;
-    }
-    if (queued >= depth) {
-        req_problem(r, 503, NULL, "not ready: the job queue is saturated (%d of %d)", queued,
-                    depth);
-        return;
-    }
+    if (atomic_load(&srv->stopping))
+        return resp_fail(err, 503, NULL, "not ready: the server is shutting down");
+    if (queued >= depth)
+        return resp_fail(err, 503, NULL, "not ready: the job queue is saturated (%d of %d)", queued,
+                         depth);
     {
         vbm_error e;
         e.msg[0] = '\0';
-        if (eng_store_ready(srv->store, &e) != VBM_OK) {
-            req_problem(r, 503, NULL, "not ready: the session store is unavailable: %s", e.msg);
-            return;
-        }
+        if (eng_store_ready(srv->store, &e) != VBM_OK)
+            return resp_fail(err, 503, NULL, "not ready: the session store is unavailable: %s",
+                             e.msg);
     }
-    if (!sys_models_ready(srv, &nmodels, &why)) {
-        req_problem(r, 503, NULL, "not ready: %s", why.msg);
-        return;
-    }
-    req_json(r, 200,
-             json_pack("{s:s, s:{s:b, s:b, s:i, s:i, s:i}}", "status", "ready", "checks",
-                       "store_open", 1, "models_loaded", 1, "models", nmodels, "queue_depth",
-                       queued, "queue_capacity", depth));
+    if (!sys_models_ready(srv, &nmodels, &why))
+        return resp_fail(err, 503, NULL, "not ready: %s", why.msg);
+    return resp_json(r, 200,
+                     json_pack("{s:s, s:{s:b, s:b, s:i, s:i, s:i}}", "status", "ready", "checks",
+                               "store_open", 1, "models_loaded", 1, "models", nmodels,
+                               "queue_depth", queued, "queue_capacity", depth),
+                     err);
 }
 
-void route_metrics(http_req *r)
+int route_metrics(http_req *r, vbm_error *err)
 {
     http_server *srv = r->srv;
     metrics_gauges g;
@@ -92,13 +87,7 @@ void route_metrics(http_req *r)
     g.answer_bytes = atomic_load(&srv->answer_bytes);
     g.answer_bytes_limit = srv->cfg.limits.max_answer_bytes;
     text = metrics_render(srv->metrics, &g, &len);
-    if (text == NULL) {
-        req_problem(r, 503, NULL, "out of memory rendering the metrics");
-        return;
-    }
-    free(r->resp.body);
-    r->resp.status = 200;
-    r->resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r->resp.body = text;
-    r->resp.len = len;
+    if (text == NULL)
+        return resp_fail(err, 503, NULL, "out of memory rendering the metrics");
+    return resp_take_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }

@@ -1,7 +1,7 @@
 /* routes_temporal.c -- owns the HTTP side of sessions of kind temporal (seed 003's sequence
  * memory): creation, episodes as sequences (write/append), samples of a sequence, infer,
  * continue, memory export/import; codes for a latent session, images through the session's
- * model otherwise. routes_sessions.c hands a temporal request here. */
+ * model otherwise: the operations of the table kind_temporal (http/session_kinds.h). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -15,137 +15,76 @@
 #include "http/observe.h"
 #include "http/quota.h"
 #include "http/request.h"
-#include "http/routes_temporal.h"
+#include "http/respond.h"
+#include "http/session_kinds.h"
 #include "wire/temporal.h"
 
 #define TR_DEFAULT_ITERATIONS 100
 #define TR_DEFAULT_SWEEPS     50
 #define TR_MAX_TTL            (10L * 365 * 24 * 3600)
 
-int route_temporal_requested(const json_t *body)
-{
-    const json_t *mem = json_object_get(body, "memory");
-    const json_t *k = json_is_object(mem) ? json_object_get(mem, "kind") : NULL;
-
-    return json_is_string(k) && strcmp(json_string_value(k), "temporal") == 0;
-}
-
-/* The start of an operation only temporal sessions have: the session of the path (404
- * otherwise), of kind temporal (otherwise a 422 naming "kind": "<op> is an operation of
- * temporal sessions"), and the body as a JSON object. Returns 0 with *s (a reference the
- * caller unrefs), *body (the caller decrefs) and *cfg, the session's configuration; -1 when
- * the answer has been sent (then nothing is held). */
-static int tr_begin(http_req *r, const char *op, eng_session **s, json_t **body,
-                    vbm_temporal_config *cfg)
-{
-    if ((*s = req_session(r)) == NULL)
-        return -1;
-    if (!eng_session_is_temporal(*s)) {
-        req_problem(r, 422, "kind", "%s is an operation of temporal sessions", op);
-        eng_session_unref(*s);
-        return -1;
-    }
-    if (req_body_object(r, body) != 0) {
-        eng_session_unref(*s);
-        return -1;
-    }
-    eng_session_temporal_config(*s, cfg);
-    return 0;
-}
-
-static void tr_respond_info(http_req *r, eng_session *s, int status)
-{
-    vbm_error err;
-    eng_info info;
-    vbm_status st = eng_session_info(s, &info, &err);
-
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
-    }
-    req_etag(r, info.version);
-    req_json(r, status, codec_info(&info));
-    eng_info_free(&info);
-}
-
 /* ---- POST /v1/sessions with memory.kind "temporal" ---- */
 
-void route_temporal_create(http_req *r, json_t *body)
+/* What tr_make creates a session from. */
+typedef struct {
+    vbm_temporal_config cfg;
+    long ttl;
+} tr_new;
+
+/* kind_insert's maker of a temporal session (ctx: a tr_new). */
+static vbm_status tr_make(const void *ctx, const unsigned char *owner, eng_session **s,
+                          vbm_error *err)
+{
+    const tr_new *n = ctx;
+
+    return eng_session_create_temporal(&n->cfg, n->ttl, owner, s, err);
+}
+
+/* POST /v1/sessions of a temporal session (takes body). */
+static int tr_create(http_req *r, json_t *body, vbm_error *err)
 {
     static const char *const keys[] = {"code_size", "model", "memory", "ttl_seconds", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
-    const json_t *mv = json_object_get(body, "model");
-    eng_models *reg = r->srv->cfg.models;
-    eng_session *s = NULL;
     eng_model *m = NULL;
-    vbm_temporal_config cfg;
-    vbm_error err;
-    long code_size = 0, ttl = 0;
-    double need;
+    tr_new n;
+    long code_size = 0;
+    double need = 0.0;
     vbm_status st;
+    int status;
 
-    err.field[0] = '\0';
-    st = wire_check_keys(body, "", keys, &err);
-    if (st == VBM_OK && mv != NULL) {
-        if (!json_is_string(mv))
-            st = vbm_fail(&err, VBM_EINVAL, "model", "expected the name of a hosted model");
-        else if (reg == NULL)
-            st = vbm_fail(&err, VBM_EINVAL, "model", "no models are hosted");
-        else if (eng_models_get(reg, json_string_value(mv), &m, &err) != VBM_OK)
-            st = vbm_fail(&err, VBM_EINVAL, "model", "no hosted model \"%.100s\"",
-                          json_string_value(mv));
-        if (m != NULL)
-            code_size = m->info->code_size;
-    }
+    n.ttl = 0;
+    st = wire_check_keys(body, "", keys, err);
+    if (st == VBM_OK)
+        st = kind_pick_model(r, body, 0, &m, err);
+    if (m != NULL)
+        code_size = m->info->code_size;
     if (st == VBM_OK && m == NULL && json_object_get(body, "code_size") == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "code_size",
+        st = vbm_fail(err, VBM_EINVAL, "code_size",
                       "missing (a latent temporal session needs the code size D; a session "
                       "with images names a \"model\")");
     if (st == VBM_OK)
-        st = wire_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, &err);
+        st = wire_opt_long(body, "code_size", 1, lim->max_code_size, &code_size, err);
     if (st == VBM_OK && m != NULL && code_size != m->info->code_size)
-        st = vbm_fail(&err, VBM_EINVAL, "code_size",
+        st = vbm_fail(err, VBM_EINVAL, "code_size",
                       "%ld differs from the code size %d of model \"%s\"", code_size,
                       m->info->code_size, m->name);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "ttl_seconds", 0, TR_MAX_TTL, &ttl, &err);
+        st = wire_opt_long(body, "ttl_seconds", 0, TR_MAX_TTL, &n.ttl, err);
     if (st == VBM_OK)
         st = wire_temporal_config_read(json_object_get(body, "memory"), "memory", (int)code_size,
-                                       &cfg, &err);
+                                       &n.cfg, err);
     json_decref(body);
+    if (st == VBM_OK) {
+        need = eng_temporal_config_bytes(&n.cfg);
+        st = eng_store_reserve(r->srv->store, 0, (size_t)need, err);
+    }
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
         eng_model_unref(m);
-        return;
+        return resp_status_of(st);
     }
-    need = eng_temporal_config_bytes(&cfg);
-    st = eng_store_reserve(r->srv->store, 0, (size_t)need, &err);
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        eng_model_unref(m);
-        return;
-    }
-    quota_lock(r);
-    if (quota_admit(r, 1, 0, need, 0) != 0) {
-        quota_unlock(r);
-        eng_model_unref(m);
-        return;
-    }
-    st = eng_session_create_temporal(&cfg, ttl, r->owner, &s, &err);
-    if (st == VBM_OK)
-        eng_session_set_model(s, m);
+    status = kind_insert(r, need, m, tr_make, &n, err);
     eng_model_unref(m);
-    if (st == VBM_OK)
-        st = eng_store_insert(r->srv->store, s, 0, &err);
-    quota_unlock(r);
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        eng_session_unref(s);
-        return;
-    }
-    snprintf(r->resp.location, sizeof r->resp.location, "/v1/sessions/%s", eng_session_id(s));
-    tr_respond_info(r, s, 201);
-    eng_session_unref(s);
+    return status;
 }
 
 /* ---- sequences from codes or images ---- */
@@ -183,37 +122,33 @@ static vbm_status tr_one(const eng_model *m, const json_t *v, const char *path, 
 }
 
 /* The session's model when the body carries images under key ikey (*images set), checking
- * that codes (ckey) and images are not both given and that exactly one is. 0, or -1 after a
- * problem. */
+ * that codes (ckey) and images are not both given and that exactly one is. 0, or the status of
+ * the failure (422) with err filled. */
 static int tr_source(http_req *r, eng_session *s, const json_t *body, const char *ckey,
-                     const char *ikey, eng_model **m, int *images)
+                     const char *ikey, eng_model **m, int *images, vbm_error *err)
 {
     const json_t *cv = json_object_get(body, ckey), *iv = json_object_get(body, ikey);
 
     *m = NULL;
     *images = iv != NULL;
-    if (cv != NULL && iv != NULL) {
-        req_problem(r, 422, ikey, "%s: give %s or %s, not both", ikey, ckey, ikey);
-        return -1;
-    }
-    if (cv == NULL && iv == NULL) {
-        req_problem(r, 422, ckey, "%s: missing (or %s on a session with a model)", ckey, ikey);
-        return -1;
-    }
-    if (*images && eng_session_model_name(s)[0] == '\0') {
-        req_problem(r, 422, ikey, "%s: this is a latent session (no model): post codes as %s", ikey,
-                    ckey);
-        return -1;
-    }
-    if (*images && obs_session_model(r, s, m) != 0)
-        return -1;
+    if (cv != NULL && iv != NULL)
+        return resp_fail(err, 422, ikey, "%s: give %s or %s, not both", ikey, ckey, ikey);
+    if (cv == NULL && iv == NULL)
+        return resp_fail(err, 422, ckey, "%s: missing (or %s on a session with a model)", ckey,
+                         ikey);
+    if (*images && eng_session_model_name(s)[0] == '\0')
+        return resp_fail(err, 422, ikey,
+                         "%s: this is a latent session (no model): post codes as %s", ikey, ckey);
+    if (*images)
+        return obs_session_model(r, s, m, err);
     return 0;
 }
 
 /* ---- POST episodes: write or append sequences ---- */
 
-void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
+static int tr_episodes(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     static const char *const keys[] = {
         "mode",      "sequences", "observations", "iterations", "sweeps", "restarts",
         "tolerance", "seed",      "start",        "warm_start", NULL};
@@ -225,7 +160,6 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
     eng_temporal_out out;
     vbm_sequence *seqs = NULL;
     eng_model *m = NULL;
-    vbm_error err;
     long it = TR_DEFAULT_ITERATIONS < lim->max_iterations ? TR_DEFAULT_ITERATIONS
                                                           : lim->max_iterations,
          sweeps = 2, restarts;
@@ -235,64 +169,63 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
     vbm_status st;
 
     memset(&o, 0, sizeof o);
-    err.field[0] = '\0';
     vbm_temporal_opts_default(&dflt);
     restarts = dflt.restarts;
     warm = dflt.warm_start;
     start = dflt.start;
     eng_session_temporal_config(s, &cfg);
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK && mv != NULL) {
         if (json_is_string(mv) && strcmp(json_string_value(mv), "append") == 0)
             append = 1;
         else if (!(json_is_string(mv) && strcmp(json_string_value(mv), "replace") == 0))
-            st = vbm_fail(&err, VBM_EINVAL, "mode",
+            st = vbm_fail(err, VBM_EINVAL, "mode",
                           "expected \"replace\" or \"append\" (a temporal session)");
     }
     if (st == VBM_OK)
         st = wire_opt_long(body, "iterations", 1, lim->max_iterations > 0 ? lim->max_iterations : 1,
-                           &it, &err);
+                           &it, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "sweeps", 1, 1000, &sweeps, &err);
+        st = wire_opt_long(body, "sweeps", 1, 1000, &sweeps, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "restarts", 1, 16, &restarts, &err);
+        st = wire_opt_long(body, "restarts", 1, 16, &restarts, err);
     if (st == VBM_OK)
-        st = wire_temporal_start_read(body, "start", &start, &err);
+        st = wire_temporal_start_read(body, "start", &start, err);
     if (st == VBM_OK)
-        st = wire_opt_bool(body, "warm_start", &warm, &err);
+        st = wire_opt_bool(body, "warm_start", &warm, err);
     if (st == VBM_OK)
-        st = wire_opt_double(body, "tolerance", 0.0, 1.0, &o.tolerance, &err);
+        st = wire_opt_double(body, "tolerance", 0.0, 1.0, &o.tolerance, err);
     if (st == VBM_OK)
-        st = wire_opt_seed(body, "seed", &o.seed, &err);
+        st = wire_opt_seed(body, "seed", &o.seed, err);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
+        status = resp_status_of(st);
         json_decref(body);
-        return;
+        return status;
     }
-    if (tr_source(r, s, body, "sequences", "observations", &m, &images) != 0) {
+    if ((status = tr_source(r, s, body, "sequences", "observations", &m, &images, err)) != 0) {
         json_decref(body);
-        return;
+        return status;
     }
     src = json_object_get(body, images ? "observations" : "sequences");
     if (!images) {
         st = wire_read_sequences(src, "sequences", lim->max_frames, cfg.code_size, 2, &seqs, &n,
-                                 &err);
+                                 err);
     } else if (!json_is_array(src) || json_array_size(src) == 0 || json_array_size(src) > 10000) {
-        st = vbm_fail(&err, VBM_EINVAL, "observations",
+        st = vbm_fail(err, VBM_EINVAL, "observations",
                       "observations: expected an array of 1 to 10000 sequences of images");
     } else {
         long total = 0;
         seqs = calloc(json_array_size(src), sizeof *seqs);
         if (seqs == NULL)
-            st = vbm_fail(&err, VBM_ENOMEM, NULL, "out of memory");
+            st = vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         for (size_t i = 0; st == VBM_OK && i < json_array_size(src); i++) {
             char f[64];
             snprintf(f, sizeof f, "observations[%zu]", i);
             st = tr_one(m, json_array_get(src, i), f, 1, lim->max_frames, cfg.code_size, 2,
-                        &seqs[i], &encode_s, &err);
+                        &seqs[i], &encode_s, err);
             n = (int)i + 1;
             if (st == VBM_OK && (total += seqs[i].T) > lim->max_frames)
-                st = vbm_fail(&err, VBM_EINVAL, "observations", "more than %ld frames in all",
+                st = vbm_fail(err, VBM_EINVAL, "observations", "more than %ld frames in all",
                               lim->max_frames);
         }
     }
@@ -300,12 +233,11 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
     json_decref(body);
     if (st != VBM_OK) {
         wire_sequences_free(seqs, n);
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
-    if (quota_admit(r, 0, 0, 0.0, 1) != 0) {
+    if ((status = quota_admit(r, 0, 0, 0.0, 1, err)) != 0) {
         wire_sequences_free(seqs, n);
-        return;
+        return status;
     }
     parse_s = eng_now() - t0;
     o.iterations = (int)it;
@@ -314,15 +246,14 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
     o.start = start;
     o.warm_start = warm;
     o.if_match = r->has_if_match ? r->if_match : -1;
-    st = eng_session_temporal_write(s, append, seqs, n, &o, &out, &err);
+    st = eng_session_temporal_write(s, append, seqs, n, &o, &out, err);
     wire_sequences_free(seqs, n);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
     {
         long dims[1] = {out.trace.iterations};
-        if (wire_new_array(out.trace.free_energy, 1, dims, 1, "free_energy_trace", &trace, &err)
+        if (wire_new_array(out.trace.free_energy, 1, dims, 1, "free_energy_trace", &trace, err)
             != VBM_OK)
             trace = NULL;
     }
@@ -333,21 +264,21 @@ void route_temporal_episodes(http_req *r, eng_session *s, json_t *body)
                     (json_int_t)out.sequences, "frames", (json_int_t)out.frames, "timings",
                     "parse_s", parse_s, "encode_s", encode_s, "lock_wait_s", out.wait_s, "solve_s",
                     out.solve_s, "total_s", eng_now() - r->t_start);
-    req_etag(r, out.version);
+    resp_etag(r, out.version);
     eng_temporal_out_free(&out);
-    req_json(r, 200, res);
+    return resp_json(r, 200, res, err);
 }
 
 /* ---- POST samples: a sequence drawn ancestrally ---- */
 
-void route_temporal_samples(http_req *r, eng_session *s, json_t *body)
+static int tr_samples(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     static const char *const keys[] = {"length", "seed", "encoding", "format", "pixels", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     vbm_temporal_config cfg;
     eng_model *m = NULL;
     json_t *out, *images = NULL;
-    vbm_error err;
     uint64_t seed = 0, version = 0;
     long T = 16;
     double *y = NULL, *a = NULL, nets_s = 0.0;
@@ -355,20 +286,19 @@ void route_temporal_samples(http_req *r, eng_session *s, json_t *body)
     img_format fmt = IMG_NONE;
     vbm_status st;
 
-    err.field[0] = '\0';
     eng_session_temporal_config(s, &cfg);
-    st = wire_check_keys(body, "", keys, &err);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "length", 1, lim->max_frames, &T, &err);
+        st = wire_opt_long(body, "length", 1, lim->max_frames, &T, err);
     if (st == VBM_OK)
-        st = wire_opt_seed(body, "seed", &seed, &err);
+        st = wire_opt_seed(body, "seed", &seed, err);
     if (st == VBM_OK)
-        st = codec_opt_encoding(body, "encoding", &b64, &err);
+        st = codec_opt_encoding(body, "encoding", &b64, err);
     if (st == VBM_OK)
-        st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
+        st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, err);
     json_decref(body);
-    if (st == VBM_OK && fmt != IMG_NONE && obs_session_model(r, s, &m) != 0)
-        return;
+    if (st == VBM_OK && fmt != IMG_NONE && (status = obs_session_model(r, s, &m, err)) != 0)
+        return status;
     /* the frames' codes, identities, attributes and images, then their answer */
     if (st == VBM_OK
         && (double)T
@@ -377,22 +307,21 @@ void route_temporal_samples(http_req *r, eng_session *s, json_t *body)
                    + req_answer_bytes((double)T * cfg.code_size, b64)
                    + req_answer_bytes((double)T * cfg.components * (cfg.attributes + 1), 0)
                > (double)lim->max_request_bytes)
-        st = vbm_fail(&err, VBM_EINVAL, "length",
+        st = vbm_fail(err, VBM_EINVAL, "length",
                       "%ld frames and their answer would hold more than the %zu bytes a request "
                       "may hold (--max-request-memory)",
                       T, lim->max_request_bytes);
     if (st == VBM_OK)
-        st = eng_session_temporal_sample(s, T, seed, &y, &b, &a, &cfg, &version, &err);
+        st = eng_session_temporal_sample(s, T, seed, &y, &b, &a, &cfg, &version, err);
     if (st == VBM_OK && fmt != IMG_NONE)
         st = obs_decode(m, y, T, sample, eng_derive_seed(seed, ENG_STREAM_PIXELS), fmt, &images,
-                        &nets_s, &err);
+                        &nets_s, err);
     eng_model_unref(m);
     if (st != VBM_OK) {
         free(y);
         free(a);
         free(b);
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
     out = json_pack("{s:I, s:I, s:o, s:o, s:o}", "version", (json_int_t)version, "length",
                     (json_int_t)T, "codes", wire_matrix(y, T, cfg.code_size, b64), "identities",
@@ -405,57 +334,50 @@ void route_temporal_samples(http_req *r, eng_session *s, json_t *body)
     free(y);
     free(a);
     free(b);
-    req_etag(r, version);
-    req_json(r, 200, out);
+    resp_etag(r, version);
+    return resp_json(r, 200, out, err);
 }
 
 /* ---- POST /v1/sessions/{id}/infer ---- */
 
-void route_temporal_infer(http_req *r)
+static int tr_infer(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     static const char *const keys[] = {"sequence", "observations", "sweeps", NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     vbm_temporal_config cfg;
     vbm_sequence q = {0, 0, NULL};
-    eng_session *s;
     eng_model *m = NULL;
-    json_t *body, *out;
-    vbm_error err;
+    json_t *out;
     uint64_t version = 0;
     long sweeps = TR_DEFAULT_SWEEPS;
     double *qb = NULL, *a = NULL, fe = NAN, encode_s = 0.0;
     int images = 0;
     vbm_status st;
 
-    if (tr_begin(r, "infer", &s, &body, &cfg) != 0)
-        return;
-    err.field[0] = '\0';
-    st = wire_check_keys(body, "", keys, &err);
+    eng_session_temporal_config(s, &cfg);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "sweeps", 1, 1000, &sweeps, &err);
+        st = wire_opt_long(body, "sweeps", 1, 1000, &sweeps, err);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
+        status = resp_status_of(st);
         json_decref(body);
-        eng_session_unref(s);
-        return;
+        return status;
     }
-    if (tr_source(r, s, body, "sequence", "observations", &m, &images) != 0) {
+    if ((status = tr_source(r, s, body, "sequence", "observations", &m, &images, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
-        return;
+        return status;
     }
     st = tr_one(m, json_object_get(body, images ? "observations" : "sequence"),
                 images ? "observations" : "sequence", images, lim->max_frames, cfg.code_size, 1, &q,
-                &encode_s, &err);
+                &encode_s, err);
     eng_model_unref(m);
     json_decref(body);
     if (st == VBM_OK)
-        st = eng_session_temporal_infer(s, &q, (int)sweeps, &qb, &a, &fe, &cfg, &version, &err);
-    eng_session_unref(s);
+        st = eng_session_temporal_infer(s, &q, (int)sweeps, &qb, &a, &fe, &cfg, &version, err);
     if (st != VBM_OK) {
         free((void *)q.y);
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
     out = json_pack("{s:I, s:I, s:o, s:o, s:o}", "version", (json_int_t)version, "length",
                     (json_int_t)q.T, "identities", wire_matrix(qb, q.T, cfg.components, 0),
@@ -464,23 +386,22 @@ void route_temporal_infer(http_req *r)
     free((void *)q.y);
     free(qb);
     free(a);
-    req_etag(r, version);
-    req_json(r, 200, out);
+    resp_etag(r, version);
+    return resp_json(r, 200, out, err);
 }
 
 /* ---- POST /v1/sessions/{id}/continue ---- */
 
-void route_temporal_continue(http_req *r)
+static int tr_continue(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     static const char *const keys[] = {"prefix", "observations", "steps",  "samples", "seed",
                                        "sweeps", "encoding",     "format", "pixels",  NULL};
     const http_limits *lim = &r->srv->cfg.limits;
     vbm_temporal_config cfg;
     vbm_sequence q = {0, 0, NULL};
-    eng_session *s;
     eng_model *m = NULL, *dm = NULL;
-    json_t *body, *out = NULL, *jimg = NULL, *jsamples = NULL, *isamples = NULL;
-    vbm_error err;
+    json_t *out = NULL, *jimg = NULL, *jsamples = NULL, *isamples = NULL;
     uint64_t version = 0, seed = 0;
     long sweeps = TR_DEFAULT_SWEEPS, steps = 0, ns = 0;
     double *mean = NULL, *qb = NULL, *smp = NULL, encode_s = 0.0, nets_s = 0.0;
@@ -488,62 +409,57 @@ void route_temporal_continue(http_req *r)
     img_format fmt = IMG_NONE;
     vbm_status st;
 
-    if (tr_begin(r, "continue", &s, &body, &cfg) != 0)
-        return;
-    err.field[0] = '\0';
-    st = wire_check_keys(body, "", keys, &err);
+    eng_session_temporal_config(s, &cfg);
+    st = wire_check_keys(body, "", keys, err);
     if (st == VBM_OK && json_object_get(body, "steps") == NULL)
-        st = vbm_fail(&err, VBM_EINVAL, "steps", "missing: how many frames to continue by");
+        st = vbm_fail(err, VBM_EINVAL, "steps", "missing: how many frames to continue by");
     if (st == VBM_OK)
-        st = wire_opt_long(body, "steps", 1, lim->max_frames, &steps, &err);
+        st = wire_opt_long(body, "steps", 1, lim->max_frames, &steps, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "samples", 0, 1000, &ns, &err);
+        st = wire_opt_long(body, "samples", 0, 1000, &ns, err);
     if (st == VBM_OK)
-        st = wire_opt_seed(body, "seed", &seed, &err);
+        st = wire_opt_seed(body, "seed", &seed, err);
     if (st == VBM_OK)
-        st = wire_opt_long(body, "sweeps", 1, 1000, &sweeps, &err);
+        st = wire_opt_long(body, "sweeps", 1, 1000, &sweeps, err);
     if (st == VBM_OK)
-        st = codec_opt_encoding(body, "encoding", &b64, &err);
+        st = codec_opt_encoding(body, "encoding", &b64, err);
     if (st == VBM_OK)
-        st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, &err);
+        st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, err);
     if (st == VBM_OK
         && (double)steps * (ns + 1) * (8.0 * cfg.code_size + 8.0 * 784)
                    + req_answer_bytes((double)steps * (ns + 1) * cfg.code_size, b64)
                > (double)lim->max_request_bytes)
-        st = vbm_fail(&err, VBM_EINVAL, "steps",
+        st = vbm_fail(err, VBM_EINVAL, "steps",
                       "%ld steps of %ld samples and their answer would hold more than the %zu "
                       "bytes a request may hold (--max-request-memory)",
                       steps, ns, lim->max_request_bytes);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
+        status = resp_status_of(st);
         json_decref(body);
-        eng_session_unref(s);
-        return;
+        return status;
     }
-    if (tr_source(r, s, body, "prefix", "observations", &m, &images) != 0) {
+    if ((status = tr_source(r, s, body, "prefix", "observations", &m, &images, err)) != 0) {
         json_decref(body);
-        eng_session_unref(s);
-        return;
+        return status;
     }
     st = tr_one(m, json_object_get(body, images ? "observations" : "prefix"),
                 images ? "observations" : "prefix", images, lim->max_frames, cfg.code_size, 1, &q,
-                &encode_s, &err);
+                &encode_s, err);
     json_decref(body);
     if (st == VBM_OK)
         st = eng_session_temporal_continue(s, &q, steps, (int)sweeps, seed, (int)ns, &mean, &qb,
-                                           &smp, &cfg, &version, &err);
+                                           &smp, &cfg, &version, err);
     free((void *)q.y);
     if (st == VBM_OK && fmt != IMG_NONE) {
-        if (m == NULL && obs_session_model(r, s, &dm) != 0) {
+        if (m == NULL && (status = obs_session_model(r, s, &dm, err)) != 0) {
             free(mean);
             free(qb);
             free(smp);
-            eng_session_unref(s);
-            return;
+            return status;
         }
         if (m == NULL)
             m = dm;
-        st = obs_decode(m, mean, steps, 0, 0, fmt, &jimg, &nets_s, &err);
+        st = obs_decode(m, mean, steps, 0, 0, fmt, &jimg, &nets_s, err);
         if (st == VBM_OK && ns > 0)
             isamples = json_array();
         for (long j = 0; st == VBM_OK && j < ns; j++) {
@@ -551,22 +467,20 @@ void route_temporal_continue(http_req *r)
             double sec = 0.0;
             st = obs_decode(m, smp + (size_t)j * steps * cfg.code_size, steps, sample,
                             eng_derive_seed(seed + (uint64_t)j, ENG_STREAM_PIXELS), fmt, &im, &sec,
-                            &err);
+                            err);
             nets_s += sec;
             if (st == VBM_OK)
                 json_array_append_new(isamples, im);
         }
     }
     eng_model_unref(m);
-    eng_session_unref(s);
     if (st != VBM_OK) {
         free(mean);
         free(qb);
         free(smp);
         json_decref(jimg);
         json_decref(isamples);
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
     if (ns > 0) {
         jsamples = json_array();
@@ -596,67 +510,87 @@ void route_temporal_continue(http_req *r)
     free(mean);
     free(qb);
     free(smp);
-    req_etag(r, version);
-    req_json(r, 200, out);
+    resp_etag(r, version);
+    return resp_json(r, 200, out, err);
 }
 
 /* ---- GET / PUT memory ---- */
 
-void route_temporal_memory_get(http_req *r, eng_session *s)
+static int tr_memory_get(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
     vbm_temporal *copy = NULL;
     json_t *m = NULL;
-    vbm_error err;
     uint64_t version = 0;
-    vbm_status st = eng_session_temporal_export(s, &copy, &version, &err);
+    vbm_status st = eng_session_temporal_export(s, &copy, &version, err);
 
+    (void)body;
     if (st == VBM_OK) {
-        st = wire_temporal_to_json(copy, &m, &err);
+        st = wire_temporal_to_json(copy, &m, err);
         vbm_temporal_free(copy);
     }
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
-    }
-    req_etag(r, version);
-    req_json(r, 200, m);
+    if (st != VBM_OK)
+        return resp_status_of(st);
+    resp_etag(r, version);
+    return resp_json(r, 200, m, err);
 }
 
-void route_temporal_memory_put(http_req *r, eng_session *s, json_t *body)
+static int tr_memory_put(http_req *r, eng_session *s, json_t *body, vbm_error *err)
 {
+    int status;
     const http_limits *lim = &r->srv->cfg.limits;
     vbm_temporal *m = NULL;
     vbm_temporal_config cfg;
-    vbm_error err;
     uint64_t version;
     vbm_status st;
 
-    err.field[0] = '\0';
-    st = wire_temporal_from_json(body, &m, &err);
+    if (!json_is_string(json_object_get(body, "export"))) {
+        json_decref(body);
+        return resp_fail(err, 422, "kind",
+                         "a temporal session imports the form of GET .../memory of a temporal "
+                         "session (kind \"temporal\", export)");
+    }
+    st = wire_temporal_from_json(body, &m, err);
     json_decref(body);
     if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
     vbm_temporal_summary(m, &cfg, NULL, NULL, NULL);
     if (cfg.code_size > lim->max_code_size) {
-        req_problem(r, 422, "export", "code size %d exceeds the limit %d", cfg.code_size,
-                    lim->max_code_size);
+        status = resp_fail(err, 422, "export", "code size %d exceeds the limit %d", cfg.code_size,
+                           lim->max_code_size);
         vbm_temporal_free(m);
-        return;
+        return status;
     }
-    if (quota_admit(r, 0, eng_session_bytes(s), eng_temporal_config_bytes(&cfg), 0) != 0) {
+    if ((status = quota_admit(r, 0, eng_session_bytes(s), eng_temporal_config_bytes(&cfg), 0, err))
+        != 0) {
         vbm_temporal_free(m);
-        return;
+        return status;
     }
     st = eng_store_reserve(r->srv->store, eng_session_bytes(s),
-                           (size_t)eng_temporal_config_bytes(&cfg), &err);
+                           (size_t)eng_temporal_config_bytes(&cfg), err);
     if (st == VBM_OK)
-        st = eng_session_temporal_replace(s, m, r->has_if_match ? r->if_match : -1, &version, &err);
+        st = eng_session_temporal_replace(s, m, r->has_if_match ? r->if_match : -1, &version, err);
     if (st != VBM_OK) {
         vbm_temporal_free(m);
-        req_engine_problem(r, st, &err);
-        return;
+        return resp_status_of(st);
     }
-    tr_respond_info(r, s, 200);
+    return kind_respond_info(r, s, 200, err);
 }
+
+const sess_kind kind_temporal = {
+    "temporal sessions",
+    tr_create,
+    {
+        [KIND_OP_EPISODES] = tr_episodes,
+        [KIND_OP_SAMPLES] = tr_samples,
+        [KIND_OP_MEMORY_GET] = tr_memory_get,
+        [KIND_OP_MEMORY_PUT] = tr_memory_put,
+        [KIND_OP_INFER] = tr_infer,
+        [KIND_OP_CONTINUE] = tr_continue,
+    },
+    {
+        [KIND_OP_RESIZE] = "a temporal session has no clusters or rows to resize",
+        [KIND_OP_FORGET] = "kind: a temporal session cannot forget",
+        [KIND_OP_READS] = "a temporal session reads by POST .../infer and POST .../continue",
+    },
+};

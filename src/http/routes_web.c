@@ -9,6 +9,7 @@
 
 #include "http/assets.h"
 #include "http/request.h"
+#include "http/respond.h"
 
 const http_asset *http_asset_find(const char *name)
 {
@@ -20,30 +21,30 @@ const http_asset *http_asset_find(const char *name)
     return NULL;
 }
 
-static void web_send(http_req *r, const char *name)
+static int web_send(http_req *r, const char *name, vbm_error *err)
 {
     const http_asset *a = http_asset_find(name);
+    int status;
 
-    if (a == NULL) {
-        req_problem(r, 404, NULL, "no such file of the web page: %s", name);
-        return;
-    }
-    req_text(r, 200, a->content_type, (const char *)a->data, a->len);
-    if (r->resp.status == 200)
+    if (a == NULL)
+        return resp_fail(err, 404, NULL, "no such file of the web page: %s", name);
+    status = resp_text(r, 200, a->content_type, (const char *)a->data, a->len, err);
+    if (status == 200)
         snprintf(r->resp.etag, sizeof r->resp.etag, "%s", a->etag);
+    return status;
 }
 
-void route_web_index(http_req *r)
+int route_web_index(http_req *r, vbm_error *err)
 {
-    web_send(r, "index.html");
+    return web_send(r, "index.html", err);
 }
 
-void route_web_asset(http_req *r)
+int route_web_asset(http_req *r, vbm_error *err)
 {
-    web_send(r, r->param);
+    return web_send(r, r->param, err);
 }
 
-void route_web_openapi(http_req *r)
+int route_web_openapi(http_req *r, vbm_error *err)
 {
-    web_send(r, "openapi.yaml");
+    return web_send(r, "openapi.yaml", err);
 }

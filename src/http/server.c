@@ -1,5 +1,6 @@
 /* server.c -- owns the libmicrohttpd daemon: request lifecycle (headers, auth, body), dispatch
- * inline or to the pool with suspend/resume, responses, access logs, shutdown. */
+ * inline or to the pool with suspend/resume, handing the answers (made by the funnel of
+ * http/respond.c) to libmicrohttpd, access logs, shutdown. */
 #define _GNU_SOURCE /* strncasecmp, getaddrinfo */
 
 #include <ctype.h>
@@ -15,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http/codec.h"
 #include "http/request.h"
+#include "http/respond.h"
 #include "http/urlpath.h"
 
 #define SRV_LISTEN_LEN 256
@@ -48,313 +49,6 @@ void http_limits_default(http_limits *lim)
     lim->max_request_bytes = 1UL << 30;
     lim->max_answer_bytes = 1UL << 30;
     lim->retry_after_s = 1;
-}
-
-/* ---- responses ------------------------------------------------------------ */
-
-double req_answer_bytes(double n, int base64)
-{
-    return n * (base64 ? REQ_B64_NUMBER_BYTES : REQ_JSON_NUMBER_BYTES);
-}
-
-const char *req_arg(const http_req *r, const char *key)
-{
-    int i;
-
-    for (i = 0; i < r->nargs; i++) {
-        if (strcmp(r->arg_key[i], key) == 0)
-            return r->arg_val[i];
-    }
-    return NULL;
-}
-
-/* Replace the response body. */
-static void req_set_body(http_req *r, int status, const char *type, char *body, size_t len)
-{
-    free(r->resp.body);
-    r->resp.status = status;
-    r->resp.content_type = type;
-    r->resp.body = body;
-    r->resp.len = len;
-}
-
-/* A fixed problem used when even building the problem ran out of memory. */
-static void req_oom(http_req *r)
-{
-    static const char text[] = "{\"type\":\"urn:vbmem:problem:unavailable\",\"title\":\"Service "
-                               "unavailable\",\"status\":503,\"detail\":\"out of memory\"}";
-    char *copy = strdup(text);
-
-    req_set_body(r, 503, "application/problem+json", copy, copy != NULL ? strlen(copy) : 0);
-    r->resp.retry_after = r->srv->cfg.limits.retry_after_s;
-}
-
-void req_json(http_req *r, int status, json_t *v)
-{
-    char *text;
-
-    if (v == NULL) {
-        req_oom(r);
-        return;
-    }
-    text = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(17));
-    json_decref(v);
-    if (text == NULL) {
-        req_oom(r);
-        return;
-    }
-    req_set_body(r, status, "application/json", text, strlen(text));
-}
-
-void req_text(http_req *r, int status, const char *content_type, const char *text, size_t len)
-{
-    char *copy = malloc(len + 1);
-
-    if (copy == NULL) {
-        req_oom(r);
-        return;
-    }
-    memcpy(copy, text, len);
-    copy[len] = '\0';
-    req_set_body(r, status, content_type, copy, len);
-}
-
-void req_etag(http_req *r, uint64_t version)
-{
-    snprintf(r->resp.etag, sizeof r->resp.etag, "\"%llu\"", (unsigned long long)version);
-}
-
-/* Problem type slug and title of a status. */
-static void req_problem_kind(int status, const char **slug, const char **title)
-{
-    switch (status) {
-    case 400:
-        *slug = "malformed-request";
-        *title = "Malformed request";
-        break;
-    case 401:
-        *slug = "unauthorized";
-        *title = "Missing or unknown API key";
-        break;
-    case 403:
-        *slug = "forbidden";
-        *title = "Not allowed for this API key";
-        break;
-    case 404:
-        *slug = "not-found";
-        *title = "Not found";
-        break;
-    case 405:
-        *slug = "method-not-allowed";
-        *title = "Method not allowed";
-        break;
-    case 409:
-        *slug = "version-conflict";
-        *title = "Version conflict";
-        break;
-    case 413:
-        *slug = "body-too-large";
-        *title = "Request body too large";
-        break;
-    case 415:
-        *slug = "unsupported-media-type";
-        *title = "Unsupported media type";
-        break;
-    case 422:
-        *slug = "invalid-request";
-        *title = "Invalid request";
-        break;
-    case 429:
-        *slug = "limit-reached";
-        *title = "Limit reached";
-        break;
-    case 503:
-        *slug = "unavailable";
-        *title = "Service unavailable";
-        break;
-    default:
-        *slug = "internal";
-        *title = "Internal error";
-        break;
-    }
-}
-
-/* req_problem with the problem type's slug and title given (NULL: those of the status). */
-static void req_vproblem(http_req *r, int status, const char *slug, const char *title,
-                         const char *field, const char *fmt, va_list ap)
-    __attribute__((format(printf, 6, 0)));
-static void req_vproblem(http_req *r, int status, const char *slug, const char *title,
-                         const char *field, const char *fmt, va_list ap)
-{
-    char detail[VBM_MSG_LEN + 64], type[64];
-    json_t *o, *d;
-
-    if (vsnprintf(detail, sizeof detail, fmt, ap) < 0)
-        detail[0] = '\0';
-    if (slug == NULL)
-        req_problem_kind(status, &slug, &title);
-    snprintf(type, sizeof type, "urn:vbmem:problem:%s", slug);
-    d = json_string(detail);
-    if (d == NULL) /* not valid UTF-8 (echoed input): keep ASCII only */
-    {
-        size_t i;
-
-        for (i = 0; detail[i] != '\0'; i++) {
-            if ((unsigned char)detail[i] >= 0x80)
-                detail[i] = '?';
-        }
-        d = json_string(detail);
-    }
-    o = json_pack("{s:s, s:s, s:i, s:o, s:s, s:s}", "type", type, "title", title, "status", status,
-                  "detail", d != NULL ? d : json_string(""), "instance", r->path, "request_id",
-                  r->request_id);
-    if (o != NULL && field != NULL && field[0] != '\0') {
-        json_t *f = json_string(field);
-
-        json_object_set_new(o, "field", f != NULL ? f : json_string("?"));
-    }
-    if (o == NULL) {
-        req_oom(r);
-        return;
-    }
-    {
-        char *text = json_dumps(o, JSON_COMPACT);
-
-        json_decref(o);
-        if (text == NULL) {
-            req_oom(r);
-            return;
-        }
-        req_set_body(r, status, "application/problem+json", text, strlen(text));
-    }
-    if (status == 429 || status == 503)
-        r->resp.retry_after = r->srv->cfg.limits.retry_after_s;
-}
-
-void req_problem(http_req *r, int status, const char *field, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    req_vproblem(r, status, NULL, NULL, field, fmt, ap);
-    va_end(ap);
-}
-
-/* A problem with its own type (not the status's). */
-static void req_problem_typed(http_req *r, int status, const char *slug, const char *title,
-                              const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static void req_problem_typed(http_req *r, int status, const char *slug, const char *title,
-                              const char *field, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    req_vproblem(r, status, slug, title, field, fmt, ap);
-    va_end(ap);
-}
-
-void req_engine_problem(http_req *r, vbm_status st, const vbm_error *err)
-{
-    int status;
-
-    switch (st) {
-    case VBM_EINVAL:
-    case VBM_ENUMERIC:
-    case VBM_EFORMAT: status = 422; break;
-    case VBM_ENOTFOUND: status = 404; break;
-    case VBM_ECONFLICT: req_conflict(r, 0, err->msg); return;
-    case VBM_ELIMIT: status = 429; break;
-    case VBM_ECORRUPT:
-        /* not the request's fault, and no retry mends it: 500 with a type of its own */
-        req_problem_typed(r, 500, "corrupt-record", "Stored record corrupt", NULL, "%s", err->msg);
-        return;
-    default: status = 503; break;
-    }
-    req_problem(r, status, err->field, "%s", err->msg);
-}
-
-int req_body_object(http_req *r, json_t **out)
-{
-    json_error_t jerr;
-    json_t *v;
-
-    *out = NULL;
-    if (r->body_len == 0) {
-        req_problem(r, 400, NULL, "the request body is empty; expected a JSON object");
-        return -1;
-    }
-    wire_parse(r->body, r->body_len, JSON_REJECT_DUPLICATES, &v, &jerr);
-    if (v == NULL) {
-        if (json_error_code(&jerr) == json_error_out_of_memory)
-            req_oom(r);
-        else
-            req_problem(r, 400, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
-                        jerr.column, jerr.text);
-        return -1;
-    }
-    if (!json_is_object(v)) {
-        json_decref(v);
-        req_problem(r, 400, NULL, "the request body must be a JSON object");
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-void req_conflict(http_req *r, uint64_t at_version, const char *detail)
-{
-    eng_session *s =
-        eng_id_ok(r->param) ? eng_store_lookup(r->srv->store, r->param, r->owner) : NULL;
-    uint64_t now = s != NULL ? eng_session_version(s) : at_version;
-
-    eng_session_unref(s);
-    if (r->if_match_never == 2)
-        req_problem(r, 409, "If-Match",
-                    "If-Match: a weak entity tag never matches a write (RFC 9110 strong "
-                    "comparison); the session is at version %llu",
-                    (unsigned long long)now);
-    else if (r->if_match_never)
-        req_problem(r, 409, "If-Match",
-                    "If-Match: the entity tag names no version; the session is at version %llu",
-                    (unsigned long long)now);
-    else if (detail != NULL)
-        req_problem(r, 409, "If-Match", "%s", detail);
-    else
-        req_problem(r, 409, "If-Match", "the session is at version %llu", (unsigned long long)now);
-    if (s != NULL || at_version > 0)
-        req_etag(r, now);
-}
-
-int req_session_id_ok(http_req *r)
-{
-    if (eng_id_ok(r->param))
-        return 1;
-    /* names no session: nothing is looked up */
-    req_problem(r, 404, "id", "no session %s: a session id is %d lowercase hex characters",
-                r->param, ENG_ID_LEN);
-    return 0;
-}
-
-eng_session *req_session(http_req *r)
-{
-    eng_session *s = NULL;
-    vbm_error err;
-    vbm_status st;
-
-    if (!req_session_id_ok(r))
-        return NULL;
-    st = eng_store_get(r->srv->store, r->param, r->owner, &s, &err);
-    if (st == VBM_ENOTFOUND) {
-        req_problem(r, 404, NULL, "no session %s", r->param);
-        return NULL;
-    }
-    if (st != VBM_OK) {
-        req_engine_problem(r, st, &err);
-        return NULL;
-    }
-    eng_session_touch(s);
-    return s;
 }
 
 /* ---- request lifecycle ------------------------------------------------------ */
@@ -440,9 +134,9 @@ static void srv_request_id(http_req *r)
 /* Parse a write's If-Match (RFC 9110: "*" or one entity tag; lists are not taken): "*" is no
  * precondition; "N" (N a version: decimal digits without a leading zero) matches version N only;
  * another strong tag ("02", "abc") and any weak tag (W/"N": writes compare strongly) are
- * well-formed but never match. Returns 0, or -1 with a 400 problem naming If-Match when the value
- * is not that (an unquoted N, a list, stray characters). */
-static int srv_if_match(http_req *r)
+ * well-formed but never match. Returns 0, or 400 with err naming If-Match when the value is not
+ * that (an unquoted N, a list, stray characters). */
+static int srv_if_match(http_req *r, vbm_error *err)
 {
     const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "If-Match");
     const unsigned char *p, *open, *close;
@@ -468,17 +162,15 @@ static int srv_if_match(http_req *r)
     open = p;
     close = n >= 2 ? p + n - 1 : NULL;
     if (close == NULL || *open != '"' || *close != '"') {
-        req_problem(r, 400, "If-Match",
-                    "If-Match: expected * or one entity tag such as \"3\" (quoted, RFC 9110)");
-        return -1;
+        return resp_fail(err, 400, "If-Match",
+                         "If-Match: expected * or one entity tag such as \"3\" (quoted, RFC 9110)");
     }
     for (p = open + 1; p < close; p++) {
         /* etagc: %x21 / %x23-7E / obs-text */
         if (*p < 0x21 || *p == '"' || *p == 0x7f) {
-            req_problem(r, 400, "If-Match",
-                        "If-Match: expected * or one entity tag such as \"3\" (a list, or a "
-                        "character not allowed in a tag)");
-            return -1;
+            return resp_fail(err, 400, "If-Match",
+                             "If-Match: expected * or one entity tag such as \"3\" (a list, or a "
+                             "character not allowed in a tag)");
         }
         if (*p < '0' || *p > '9' || v > (unsigned long long)(INT64_MAX - 9) / 10)
             digits = 0;
@@ -550,39 +242,31 @@ static void srv_cors_headers(http_req *r, struct MHD_Response *resp)
 /* Answer a CORS preflight (OPTIONS with Origin and Access-Control-Request-Method, --cors-origin
  * given) of path url: 204 with the path's methods for a listed origin asking for one of them;
  * 404 for no such path; 403 naming Origin or Access-Control-Request-Method otherwise. Never asks
- * for an API key (a browser sends none with a preflight). */
-static void srv_preflight(http_req *r, const char *url, const char *origin, const char *want)
+ * for an API key (a browser sends none with a preflight). Returns the status; err holds a
+ * refusal's reason. */
+static int srv_preflight(http_req *r, const char *url, const char *origin, const char *want,
+                         vbm_error *err)
 {
     char allow[64];
     size_t n = strlen(want);
     const char *p;
     int listed = 0;
 
-    if (http_route_match("OPTIONS", url, r->param, allow, sizeof allow) == -1) {
-        req_problem(r, 404, NULL, "no resource at %s", r->path);
-        return;
-    }
+    if (http_route_match("OPTIONS", url, r->param, allow, sizeof allow) == -1)
+        return resp_fail(err, 404, NULL, "no resource at %s", r->path);
     for (p = allow; (p = strstr(p, want)) != NULL; p += n) {
         if ((p == allow || p[-1] == ' ') && (p[n] == '\0' || p[n] == ','))
             listed = 1;
     }
-    if (!http_cors_allowed(&r->srv->cors, origin)) {
-        req_problem(r, 403, "Origin",
-                    "pages of this origin may not call this server (--cors-origin)");
-        return;
-    }
-    if (!listed) {
-        req_problem(r, 403, "Access-Control-Request-Method",
-                    "%s is not allowed on %s (allowed: %s)", want, r->path, allow);
-        return;
-    }
-    free(r->resp.body);
-    r->resp.body = NULL;
-    r->resp.len = 0;
-    r->resp.status = 204;
-    r->resp.content_type = NULL;
+    if (!http_cors_allowed(&r->srv->cors, origin))
+        return resp_fail(err, 403, "Origin",
+                         "pages of this origin may not call this server (--cors-origin)");
+    if (!listed)
+        return resp_fail(err, 403, "Access-Control-Request-Method",
+                         "%s is not allowed on %s (allowed: %s)", want, r->path, allow);
     r->resp.preflight = 1;
     snprintf(r->resp.allow, sizeof r->resp.allow, "%s", allow);
+    return resp_empty(r);
 }
 
 /* 1 when the route changes stored state (refused to read-only keys). */
@@ -648,20 +332,21 @@ static enum MHD_Result srv_send(http_req *r)
     double dt = eng_now() - r->t_start;
     srv_answer *a;
 
-    if (r->resp.status == 0)
-        req_problem(r, 500, NULL, "the handler produced no response");
     if (!srv_answer_admit(srv, r->resp.len,
                           r->route >= 0 && srv_route_writes(&http_routes[r->route]))) {
         size_t want = r->resp.len;
+        vbm_error err;
 
         metrics_answer_refused(srv->metrics);
-        req_problem(r, 503, NULL,
-                    "the answer of %zu bytes would take the answers not yet read by their "
-                    "clients past the %zu bytes they may hold (--max-answer-memory; %llu held "
-                    "now); retry later",
-                    want, srv->cfg.limits.max_answer_bytes,
-                    (unsigned long long)atomic_load(&srv->answer_bytes));
         r->resp.etag[0] = '\0';
+        resp_answer(r,
+                    resp_fail(&err, 503, NULL,
+                              "the answer of %zu bytes would take the answers not yet read by "
+                              "their clients past the %zu bytes they may hold "
+                              "(--max-answer-memory; %llu held now); retry later",
+                              want, srv->cfg.limits.max_answer_bytes,
+                              (unsigned long long)atomic_load(&srv->answer_bytes)),
+                    &err);
         r->resp.location[0] = '\0';
         atomic_fetch_add(&srv->answer_bytes, (unsigned long long)r->resp.len);
     }
@@ -721,8 +406,10 @@ static void srv_job(eng_job *job)
 {
     http_req *r = (http_req *)job;
     struct MHD_Connection *conn = r->conn;
+    vbm_error err;
 
-    http_routes[r->route].handler(r);
+    memset(&err, 0, sizeof err);
+    resp_answer(r, http_routes[r->route].handler(r, &err), &err);
     if (r->resp.len > SRV_TRIM_ANSWER) /* (its work is freed: see SRV_TRIM_ANSWER) */
         malloc_trim(0);
     atomic_store(&r->state, REQ_DONE);
@@ -732,8 +419,8 @@ static void srv_job(eng_job *job)
 /* API keys: 401 without a valid key (versioned routes; /metrics when
  * metrics_key_required), then the key's request rate (429 with the bucket's
  * Retry-After) and scope (403 on writes for a read-only key). Sets r->owner
- * and r->policy. Returns 1 when r->resp holds the refusal. */
-static int srv_authorize(http_req *r, const http_route *rt)
+ * and r->policy. Returns 0, or the status of the refusal with err filled. */
+static int srv_authorize(http_req *r, const http_route *rt, vbm_error *err)
 {
     http_server *srv = r->srv;
     int metrics = strcmp(rt->name, "metrics") == 0 && srv->cfg.metrics_key_required;
@@ -745,23 +432,19 @@ static int srv_authorize(http_req *r, const http_route *rt)
         return 0;
     if (!http_auth_check_policy(
             srv->auth, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization"),
-            r->owner, &r->policy)) {
-        req_problem(r, 401, "Authorization", "a valid \"Authorization: Bearer KEY\" is required");
-        return 1;
-    }
+            r->owner, &r->policy))
+        return resp_fail(err, 401, "Authorization",
+                         "a valid \"Authorization: Bearer KEY\" is required");
     if (metrics)
         return 0;
     if (!http_auth_take(srv->auth, r->policy.key, eng_now(), &retry)) {
-        req_problem(r, 429, NULL, "this API key's request rate of %g per second is used up",
-                    r->policy.rps);
         r->resp.retry_after = retry;
-        return 1;
+        return resp_fail(err, 429, NULL, "this API key's request rate of %g per second is used up",
+                         r->policy.rps);
     }
-    if (r->policy.scope == HTTP_SCOPE_READ && srv_route_writes(rt)) {
-        req_problem(r, 403, "Authorization", "this API key is read-only: %s %s is a write",
-                    r->method, rt->pattern);
-        return 1;
-    }
+    if (r->policy.scope == HTTP_SCOPE_READ && srv_route_writes(rt))
+        return resp_fail(err, 403, "Authorization", "this API key is read-only: %s %s is a write",
+                         r->method, rt->pattern);
     return 0;
 }
 
@@ -771,20 +454,24 @@ static void srv_shed(eng_job *job)
 {
     http_req *r = (http_req *)job;
     struct MHD_Connection *conn = r->conn;
+    vbm_error err;
 
     metrics_rejected(r->srv->metrics);
-    req_problem(r, 503, NULL,
-                "the request waited %.3f s for a worker, longer than the queue timeout of %g s; "
-                "retry later",
-                job->started_at - job->queued_at, r->srv->cfg.queue_timeout_s);
+    resp_answer(r,
+                resp_fail(&err, 503, NULL,
+                          "the request waited %.3f s for a worker, longer than the queue timeout "
+                          "of %g s; retry later",
+                          job->started_at - job->queued_at, r->srv->cfg.queue_timeout_s),
+                &err);
     atomic_store(&r->state, REQ_DONE);
     MHD_resume_connection(conn);
 }
 
 /* First callback of a request: headers, routing, auth, early refusals. url is the decoded path,
- * url_len its length in bytes (more than strlen(url) when it holds a NUL byte). Returns 1 when
- * r->resp holds an early answer. */
-static int srv_begin(http_req *r, const char *url, size_t url_len, const char *method)
+ * url_len its length in bytes (more than strlen(url) when it holds a NUL byte). Returns 0 when
+ * the route goes on, else the status of an early answer (a failure's reason in err). */
+static int srv_begin(http_req *r, const char *url, size_t url_len, const char *method,
+                     vbm_error *err)
 {
     http_server *srv = r->srv;
     const http_route *rt;
@@ -792,8 +479,8 @@ static int srv_begin(http_req *r, const char *url, size_t url_len, const char *m
     char allow[64];
     unsigned long long len;
     char *end;
-
     size_t i;
+    int status;
 
     /* (the method as a token: a byte outside printable ASCII is shown as '?') */
     snprintf(r->method, sizeof r->method, "%s", method);
@@ -803,54 +490,44 @@ static int srv_begin(http_req *r, const char *url, size_t url_len, const char *m
             r->method[i] = '?';
     }
     srv_request_id(r);
-    if (atomic_load(&srv->stopping)) {
-        req_problem(r, 503, NULL, "the server is shutting down");
-        return 1;
-    }
-    if (url_len != strlen(url)) {
-        req_problem(r, 404, "path", "no resource at %s: the path holds an encoded NUL byte",
-                    r->path);
-        return 1;
-    }
-    if (!urlpath_utf8_ok(url, url_len)) {
-        req_problem(r, 404, "path", "no resource at %s: the decoded path is not UTF-8", r->path);
-        return 1;
-    }
+    if (atomic_load(&srv->stopping))
+        return resp_fail(err, 503, NULL, "the server is shutting down");
+    if (url_len != strlen(url))
+        return resp_fail(err, 404, "path", "no resource at %s: the path holds an encoded NUL byte",
+                         r->path);
+    if (!urlpath_utf8_ok(url, url_len))
+        return resp_fail(err, 404, "path", "no resource at %s: the decoded path is not UTF-8",
+                         r->path);
     if (srv->cors.n > 0 && strcmp(method, "OPTIONS") == 0) {
         const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
         const char *want =
             MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
 
-        if (origin != NULL && want != NULL) {
-            srv_preflight(r, url, origin, want);
-            return 1;
-        }
+        if (origin != NULL && want != NULL)
+            return srv_preflight(r, url, origin, want, err);
     }
     r->route = http_route_match(method, url, r->param, allow, sizeof allow);
-    if (r->route == -1) {
-        req_problem(r, 404, NULL, "no resource at %s", r->path);
-        return 1;
-    }
+    if (r->route == -1)
+        return resp_fail(err, 404, NULL, "no resource at %s", r->path);
     if (r->route == -2) {
         r->route = -1;
         snprintf(r->resp.allow, sizeof r->resp.allow, "%s", allow);
-        req_problem(r, 405, NULL, "%s is not allowed on %s (allowed: %s)", r->method, r->path,
-                    allow);
-        return 1;
+        return resp_fail(err, 405, NULL, "%s is not allowed on %s (allowed: %s)", r->method,
+                         r->path, allow);
     }
     rt = &http_routes[r->route];
-    if (srv_authorize(r, rt))
-        return 1;
-    if (srv_route_writes(rt) && srv_if_match(r) != 0)
-        return 1;
+    status = srv_authorize(r, rt, err);
+    if (status == 0 && srv_route_writes(rt))
+        status = srv_if_match(r, err);
+    if (status != 0)
+        return status;
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, srv_collect_arg, r);
     if (rt->needs_body) {
         ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        if (!srv_is_json(ct)) {
-            req_problem(r, 415, "Content-Type", "expected Content-Type: application/json, got %s",
-                        ct != NULL ? ct : "none");
-            return 1;
-        }
+        if (!srv_is_json(ct))
+            return resp_fail(err, 415, "Content-Type",
+                             "expected Content-Type: application/json, got %s",
+                             ct != NULL ? ct : "none");
     }
     cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL) {
@@ -858,16 +535,13 @@ static int srv_begin(http_req *r, const char *url, size_t url_len, const char *m
         len = strtoull(cl, &end, 10);
         if (errno == 0 && *end == '\0' && len > srv->cfg.limits.max_body_bytes) {
             r->too_large = 1;
-            req_problem(r, 413, NULL, "the body has %llu bytes, the limit is %zu", len,
-                        srv->cfg.limits.max_body_bytes);
-            return 1;
+            return resp_fail(err, 413, NULL, "the body has %llu bytes, the limit is %zu", len,
+                             srv->cfg.limits.max_body_bytes);
         }
         if (errno == 0 && *end == '\0' && len > 0) {
             r->body = malloc((size_t)len + 1);
-            if (r->body == NULL) {
-                req_oom(r);
-                return 1;
-            }
+            if (r->body == NULL)
+                return resp_fail(err, 503, NULL, "out of memory");
             r->body_cap = (size_t)len + 1;
         }
     }
@@ -916,6 +590,7 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     http_server *srv = cls;
     http_req *r = *con_cls;
     char *decoded;
+    vbm_error err;
     vbm_status st;
     int early;
 
@@ -941,10 +616,13 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         atomic_init(&r->state, REQ_READING);
         atomic_fetch_add(&srv->active, 1);
         *con_cls = r;
-        early = srv_begin(r, decoded, urlpath_decode(decoded), method);
+        memset(&err, 0, sizeof err);
+        early = srv_begin(r, decoded, urlpath_decode(decoded), method, &err);
         free(decoded);
-        if (early)
+        if (early != 0) {
+            resp_answer(r, early, &err);
             return srv_send(r);
+        }
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
@@ -957,13 +635,16 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     case REQ_RUNNING: return MHD_YES;
     default: break;
     }
+    memset(&err, 0, sizeof err);
     if (r->too_large) {
-        req_problem(r, 413, NULL, "the body exceeds the limit of %zu bytes",
-                    srv->cfg.limits.max_body_bytes);
+        resp_answer(r,
+                    resp_fail(&err, 413, NULL, "the body exceeds the limit of %zu bytes",
+                              srv->cfg.limits.max_body_bytes),
+                    &err);
         return srv_send(r);
     }
     if (http_routes[r->route].inline_) {
-        http_routes[r->route].handler(r);
+        resp_answer(r, http_routes[r->route].handler(r, &err), &err);
         return srv_send(r);
     }
     r->job.run = srv_job;
@@ -975,9 +656,9 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     if (st != VBM_OK) {
         if (st == VBM_EBUSY) {
             metrics_rejected(srv->metrics);
-            req_problem(r, 503, NULL, "the job queue is full; retry later");
+            resp_answer(r, resp_fail(&err, 503, NULL, "the job queue is full; retry later"), &err);
         } else {
-            req_problem(r, 503, NULL, "the server is shutting down");
+            resp_answer(r, resp_fail(&err, 503, NULL, "the server is shutting down"), &err);
         }
         atomic_store(&r->state, REQ_DONE);
         MHD_resume_connection(conn);

@@ -217,7 +217,6 @@ static int main_loop(const sigset_t *set, const hlog *lg, eng_store *store, http
 
 int main(int argc, char **argv)
 {
-    char msg[OPT_MSG_LEN];
     vbmemd_options opt;
     hlog lg = {HLOG_INFO, stderr};
     http_server_config scfg;
@@ -233,8 +232,8 @@ int main(int argc, char **argv)
     double t0, left;
     int sig, blas, durable = 0, rc = 1;
 
-    if (vbmemd_options_read(argc, argv, &opt, msg, sizeof msg) != 0) {
-        fprintf(stderr, "vbmemd: %s\n", msg);
+    if (vbmemd_options_read(argc, argv, &opt, &err) != VBM_OK) {
+        fprintf(stderr, "vbmemd: %s\n", err.msg);
         vbmemd_options_free(&opt);
         return 2;
     }

@@ -198,31 +198,27 @@ static int opt_find(const char *name, size_t n)
 }
 
 /* Set option i to a copy of value (replacing an earlier source's). */
-static int opt_set(char **vals, int i, const char *value, char *msg, size_t msglen)
+static vbm_status opt_set(char **vals, int i, const char *value, vbm_error *err)
 {
     char *copy = strdup(value);
 
-    if (copy == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        return -1;
-    }
+    if (copy == NULL)
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     free(vals[i]);
     vals[i] = copy;
-    return 0;
+    return VBM_OK;
 }
 
 /* Read "name = value" lines of path. */
-static int opt_read_file(const char *path, char **vals, char *msg, size_t msglen)
+static vbm_status opt_read_file(const char *path, char **vals, vbm_error *err)
 {
     char line[4096], *p, *eq, *v;
     size_t n;
     int lineno = 0, i;
     FILE *fp = fopen(path, "r");
 
-    if (fp == NULL) {
-        snprintf(msg, msglen, "config %s: %s", path, strerror(errno));
-        return -1;
-    }
+    if (fp == NULL)
+        return vbm_fail(err, VBM_EINVAL, NULL, "config %s: %s", path, strerror(errno));
     while (fgets(line, sizeof line, fp) != NULL) {
         lineno++;
         p = line;
@@ -235,9 +231,9 @@ static int opt_read_file(const char *path, char **vals, char *msg, size_t msglen
             continue;
         eq = strchr(p, '=');
         if (eq == NULL) {
-            snprintf(msg, msglen, "config %s:%d: expected name = value", path, lineno);
+            vbm_fail(err, VBM_EINVAL, NULL, "config %s:%d: expected name = value", path, lineno);
             fclose(fp);
-            return -1;
+            return err->status;
         }
         v = eq + 1;
         while (eq > p && isspace((unsigned char)eq[-1]))
@@ -246,36 +242,34 @@ static int opt_read_file(const char *path, char **vals, char *msg, size_t msglen
             v++;
         i = opt_find(p, (size_t)(eq - p));
         if (i < 0 || i == O_CONFIG || opt_defs[i].type == OPT_FLAG || opt_cli_only(i)) {
-            snprintf(msg, msglen, "config %s:%d: unknown option \"%.*s\"", path, lineno,
+            vbm_fail(err, VBM_EINVAL, NULL, "config %s:%d: unknown option \"%.*s\"", path, lineno,
                      (int)(eq - p), p);
             fclose(fp);
-            return -1;
+            return err->status;
         }
-        if (opt_set(vals, i, v, msg, msglen) != 0) {
+        if (opt_set(vals, i, v, err) != VBM_OK) {
             fclose(fp);
-            return -1;
+            return err->status;
         }
     }
     fclose(fp);
-    return 0;
+    return VBM_OK;
 }
 
 /* Parse a long in [lo, hi]. */
-static int opt_long(const char *name, const char *s, long lo, long hi, long *out, char *msg,
-                    size_t msglen)
+static vbm_status opt_long(const char *name, const char *s, long lo, long hi, long *out,
+                           vbm_error *err)
 {
     char *end;
     long v;
 
     errno = 0;
     v = strtol(s, &end, 10);
-    if (errno != 0 || s[0] == '\0' || *end != '\0' || v < lo || v > hi) {
-        snprintf(msg, msglen, "--%s: expected an integer in [%ld, %ld], got \"%s\"", name, lo, hi,
-                 s);
-        return -1;
-    }
+    if (errno != 0 || s[0] == '\0' || *end != '\0' || v < lo || v > hi)
+        return vbm_fail(err, VBM_EINVAL, NULL,
+                        "--%s: expected an integer in [%ld, %ld], got \"%s\"", name, lo, hi, s);
     *out = v;
-    return 0;
+    return VBM_OK;
 }
 
 /* 1 when s is given and not empty. */
@@ -286,87 +280,70 @@ static int opt_given(const char *s)
 
 /* The Redis options of o, checked together: one of --redis and
  * --redis-sentinel, a service with sentinels, WAIT's count and timeout. */
-static int opt_convert_redis(char **vals, vbmemd_options *o, char *msg, size_t msglen)
+static vbm_status opt_convert_redis(char **vals, vbmemd_options *o, vbm_error *err)
 {
     store_redis_addr addrs[STORE_REDIS_MAX_SENTINELS];
-    vbm_error err;
+    vbm_error e; /* the address parser's, re-worded as an option's */
     const char *p;
     long v;
     int n;
 
     if (opt_given(o->redis)
-        && store_redis_parse_addrs(o->redis, "redis", addrs, 1, &n, &err) != VBM_OK) {
-        snprintf(msg, msglen, "--%s", err.msg);
-        return -1;
-    }
+        && store_redis_parse_addrs(o->redis, "redis", addrs, 1, &n, &e) != VBM_OK)
+        return vbm_fail(err, e.status, NULL, "--%s", e.msg);
     o->redis_sentinel = vals[O_REDIS_SENTINEL];
     o->redis_service = vals[O_REDIS_SERVICE];
     if (o->redis_sentinel != NULL) {
         if (store_redis_parse_addrs(o->redis_sentinel, "redis-sentinel", addrs,
-                                    STORE_REDIS_MAX_SENTINELS, &n, &err)
-            != VBM_OK) {
-            snprintf(msg, msglen, "--%s", err.msg);
-            return -1;
-        }
-        if (opt_given(o->redis)) {
-            snprintf(msg, msglen,
-                     "--redis-sentinel: give --redis HOST:PORT or --redis-sentinel, not both");
-            return -1;
-        }
-        if (opt_given(o->data_dir)) {
-            snprintf(msg, msglen,
-                     "--redis-sentinel: give --data-dir or --redis-sentinel, not both");
-            return -1;
-        }
-        if (!opt_given(o->redis_service)) {
-            snprintf(msg, msglen,
-                     "--redis-service: needed with --redis-sentinel (the name the "
-                     "sentinels monitor the primary under)");
-            return -1;
-        }
+                                    STORE_REDIS_MAX_SENTINELS, &n, &e)
+            != VBM_OK)
+            return vbm_fail(err, e.status, NULL, "--%s", e.msg);
+        if (opt_given(o->redis))
+            return vbm_fail(
+                err, VBM_EINVAL, NULL,
+                "--redis-sentinel: give --redis HOST:PORT or --redis-sentinel, not both");
+        if (opt_given(o->data_dir))
+            return vbm_fail(err, VBM_EINVAL, NULL,
+                            "--redis-sentinel: give --data-dir or --redis-sentinel, not both");
+        if (!opt_given(o->redis_service))
+            return vbm_fail(err, VBM_EINVAL, NULL,
+                            "--redis-service: needed with --redis-sentinel (the name the "
+                            "sentinels monitor the primary under)");
         for (p = o->redis_service; *p != '\0'; p++) {
-            if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
-                snprintf(msg, msglen,
-                         "--redis-service: expected a name without blanks or control bytes, got "
-                         "\"%.100s\"",
-                         o->redis_service);
-                return -1;
-            }
+            if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+                return vbm_fail(
+                    err, VBM_EINVAL, NULL,
+                    "--redis-service: expected a name without blanks or control bytes, got "
+                    "\"%.100s\"",
+                    o->redis_service);
         }
-        if (strlen(o->redis_service) > 127) {
-            snprintf(msg, msglen, "--redis-service: longer than 127 bytes");
-            return -1;
-        }
-    } else if (o->redis_service != NULL) {
-        snprintf(msg, msglen, "--redis-service: needs --redis-sentinel");
-        return -1;
-    }
+        if (strlen(o->redis_service) > 127)
+            return vbm_fail(err, VBM_EINVAL, NULL, "--redis-service: longer than 127 bytes");
+    } else if (o->redis_service != NULL)
+        return vbm_fail(err, VBM_EINVAL, NULL, "--redis-service: needs --redis-sentinel");
     o->redis_min_replicas = o->redis_sentinel != NULL ? 1 : 0;
     o->redis_wait_timeout_ms = 1000;
     if (vals[O_REDIS_MIN_REPLICAS] != NULL) {
-        if (!opt_given(o->redis) && o->redis_sentinel == NULL) {
-            snprintf(msg, msglen, "--redis-min-replicas: needs --redis or --redis-sentinel");
-            return -1;
-        }
-        if (opt_long("redis-min-replicas", vals[O_REDIS_MIN_REPLICAS], 0, 64, &v, msg, msglen) != 0)
-            return -1;
+        if (!opt_given(o->redis) && o->redis_sentinel == NULL)
+            return vbm_fail(err, VBM_EINVAL, NULL,
+                            "--redis-min-replicas: needs --redis or --redis-sentinel");
+        if (opt_long("redis-min-replicas", vals[O_REDIS_MIN_REPLICAS], 0, 64, &v, err) != VBM_OK)
+            return err->status;
         o->redis_min_replicas = (int)v;
     }
     if (vals[O_REDIS_WAIT_TIMEOUT] != NULL) {
-        if (!opt_given(o->redis) && o->redis_sentinel == NULL) {
-            snprintf(msg, msglen, "--redis-wait-timeout: needs --redis or --redis-sentinel");
-            return -1;
-        }
-        if (opt_long("redis-wait-timeout", vals[O_REDIS_WAIT_TIMEOUT], 1, 60000, &v, msg, msglen)
-            != 0)
-            return -1;
+        if (!opt_given(o->redis) && o->redis_sentinel == NULL)
+            return vbm_fail(err, VBM_EINVAL, NULL,
+                            "--redis-wait-timeout: needs --redis or --redis-sentinel");
+        if (opt_long("redis-wait-timeout", vals[O_REDIS_WAIT_TIMEOUT], 1, 60000, &v, err) != VBM_OK)
+            return err->status;
         o->redis_wait_timeout_ms = (int)v;
     }
-    return 0;
+    return VBM_OK;
 }
 
 /* Convert the strings to the typed fields of o. */
-static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
+static vbm_status opt_convert(char **vals, vbmemd_options *o, vbm_error *err)
 {
     long v = 0;
     double d = 0.0;
@@ -389,22 +366,18 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
     o->cors_origins = vals[O_CORS_ORIGIN];
     {
         http_cors cors;
-        vbm_error err;
 
-        if (http_cors_parse(o->cors_origins, &cors, &err) != VBM_OK) {
-            snprintf(msg, msglen, "%s", err.msg);
-            return -1;
-        }
+        if (http_cors_parse(o->cors_origins, &cors, err) != VBM_OK)
+            return err->status;
     }
-    if (hlog_parse_level(vals[O_LOG_LEVEL], &o->log_level) != 0) {
-        snprintf(msg, msglen, "--log-level: expected error, warn, info or debug, got \"%s\"",
-                 vals[O_LOG_LEVEL]);
-        return -1;
-    }
+    if (hlog_parse_level(vals[O_LOG_LEVEL], &o->log_level) != 0)
+        return vbm_fail(err, VBM_EINVAL, NULL,
+                        "--log-level: expected error, warn, info or debug, got \"%s\"",
+                        vals[O_LOG_LEVEL]);
     o->threads = ncpu > 0 ? (int)ncpu : 1;
     if (vals[O_THREADS] != NULL) {
-        if (opt_long("threads", vals[O_THREADS], 1, 1024, &v, msg, msglen) != 0)
-            return -1;
+        if (opt_long("threads", vals[O_THREADS], 1, 1024, &v, err) != VBM_OK)
+            return err->status;
         o->threads = (int)v;
     }
     for (i = 0; i < O_COUNT; i++) {
@@ -413,21 +386,19 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
             continue;
         switch (opt_defs[i].type) {
         case OPT_INT:
-            if (opt_long(opt_defs[i].name, vals[i], 0, INT_MAX, &v, msg, msglen) != 0)
-                return -1;
+            if (opt_long(opt_defs[i].name, vals[i], 0, INT_MAX, &v, err) != VBM_OK)
+                return err->status;
             break;
         case OPT_SIZE:
-            if (opt_long(opt_defs[i].name, vals[i], 1, LONG_MAX, &v, msg, msglen) != 0)
-                return -1;
+            if (opt_long(opt_defs[i].name, vals[i], 1, LONG_MAX, &v, err) != VBM_OK)
+                return err->status;
             break;
         case OPT_DOUBLE:
             errno = 0;
             d = strtod(vals[i], &end);
-            if (errno != 0 || *end != '\0' || vals[i][0] == '\0' || !(d > 0.0) || !isfinite(d)) {
-                snprintf(msg, msglen, "--%s: expected a number > 0, got \"%s\"", opt_defs[i].name,
-                         vals[i]);
-                return -1;
-            }
+            if (errno != 0 || *end != '\0' || vals[i][0] == '\0' || !(d > 0.0) || !isfinite(d))
+                return vbm_fail(err, VBM_EINVAL, NULL, "--%s: expected a number > 0, got \"%s\"",
+                                opt_defs[i].name, vals[i]);
             v = 0;
             break;
         default: continue;
@@ -451,11 +422,9 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
         case O_QUEUE_TIMEOUT: o->queue_timeout_s = d; break;
         case O_MAX_RESIDENT: o->max_resident = v; break;
         case O_METRICS_KEY:
-            if (v > 1) {
-                snprintf(msg, msglen, "--metrics-key-required: expected 0 or 1, got \"%s\"",
-                         vals[i]);
-                return -1;
-            }
+            if (v > 1)
+                return vbm_fail(err, VBM_EINVAL, NULL,
+                                "--metrics-key-required: expected 0 or 1, got \"%s\"", vals[i]);
             o->metrics_key_required = (int)v;
             break;
         case O_COMMIT_WAITERS: o->commit_waiters = (int)v; break;
@@ -464,20 +433,17 @@ static int opt_convert(char **vals, vbmemd_options *o, char *msg, size_t msglen)
     }
     if (o->queue_depth < 1 || o->max_connections < 1 || o->limits.max_frames < 1
         || o->limits.max_code_size < 1 || o->limits.max_sessions < 1 || o->limits.max_read_steps < 1
-        || o->max_resident < 1) {
-        snprintf(msg, msglen,
-                 "queue-depth, max-connections, max-frames, max-code-size, "
-                 "max-sessions, max-read-steps and max-resident must be >= 1");
-        return -1;
-    }
-    if (o->commit_waiters > 1024) {
-        snprintf(msg, msglen, "--commit-waiters: expected 0..1024, got %d", o->commit_waiters);
-        return -1;
-    }
-    return opt_convert_redis(vals, o, msg, msglen);
+        || o->max_resident < 1)
+        return vbm_fail(err, VBM_EINVAL, NULL,
+                        "queue-depth, max-connections, max-frames, max-code-size, "
+                        "max-sessions, max-read-steps and max-resident must be >= 1");
+    if (o->commit_waiters > 1024)
+        return vbm_fail(err, VBM_EINVAL, NULL, "--commit-waiters: expected 0..1024, got %d",
+                        o->commit_waiters);
+    return opt_convert_redis(vals, o, err);
 }
 
-int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, size_t msglen)
+vbm_status vbmemd_options_read(int argc, char **argv, vbmemd_options *o, vbm_error *err)
 {
     char **vals, env[64];
     const char *arg, *value, *config = NULL, *e;
@@ -486,11 +452,10 @@ int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, siz
 
     memset(o, 0, sizeof *o);
     vals = o->store;
-    msg[0] = '\0';
     http_limits_default(&o->limits);
     for (i = 0; i < O_COUNT; i++) {
-        if (opt_defs[i].deflt != NULL && opt_set(vals, i, opt_defs[i].deflt, msg, msglen) != 0)
-            return -1;
+        if (opt_defs[i].deflt != NULL && opt_set(vals, i, opt_defs[i].deflt, err) != VBM_OK)
+            return err->status;
     }
     /* The config file named on the command line (or in VBMEMD_CONFIG) is read
      * first so that the environment and the command line override it. */
@@ -503,39 +468,34 @@ int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, siz
             config = argv[k] + 9;
     }
     if (config != NULL && config[0] != '\0') {
-        if (opt_set(vals, O_CONFIG, config, msg, msglen) != 0
-            || opt_read_file(config, vals, msg, msglen) != 0)
-            return -1;
+        if (opt_set(vals, O_CONFIG, config, err) != VBM_OK
+            || opt_read_file(config, vals, err) != VBM_OK)
+            return err->status;
     }
     for (i = 0; i < O_COUNT; i++) {
         if (i == O_CONFIG || opt_defs[i].type == OPT_FLAG || opt_cli_only(i))
             continue;
         opt_env_name(i, env, sizeof env);
         e = getenv(env);
-        if (e != NULL && opt_set(vals, i, e, msg, msglen) != 0)
-            return -1;
+        if (e != NULL && opt_set(vals, i, e, err) != VBM_OK)
+            return err->status;
     }
     for (k = 1; k < argc; k++) {
         arg = argv[k];
         if (strcmp(arg, "-h") == 0)
             arg = "--help";
-        if (strncmp(arg, "--", 2) != 0) {
-            snprintf(msg, msglen, "unexpected argument \"%s\" (see --help)", arg);
-            return -1;
-        }
+        if (strncmp(arg, "--", 2) != 0)
+            return vbm_fail(err, VBM_EINVAL, NULL, "unexpected argument \"%s\" (see --help)", arg);
         arg += 2;
         value = strchr(arg, '=');
         n = value != NULL ? (size_t)(value - arg) : strlen(arg);
         i = opt_find(arg, n);
-        if (i < 0) {
-            snprintf(msg, msglen, "unknown option --%.*s (see --help)", (int)n, arg);
-            return -1;
-        }
+        if (i < 0)
+            return vbm_fail(err, VBM_EINVAL, NULL, "unknown option --%.*s (see --help)", (int)n,
+                            arg);
         if (opt_defs[i].type == OPT_FLAG) {
-            if (value != NULL) {
-                snprintf(msg, msglen, "--%s takes no value", opt_defs[i].name);
-                return -1;
-            }
+            if (value != NULL)
+                return vbm_fail(err, VBM_EINVAL, NULL, "--%s takes no value", opt_defs[i].name);
             if (i == O_HELP)
                 o->help = 1;
             else if (i == O_VERSION)
@@ -549,32 +509,28 @@ int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, siz
         if (value != NULL) {
             value++;
         } else {
-            if (k + 1 >= argc) {
-                snprintf(msg, msglen, "--%s needs a value", opt_defs[i].name);
-                return -1;
-            }
+            if (k + 1 >= argc)
+                return vbm_fail(err, VBM_EINVAL, NULL, "--%s needs a value", opt_defs[i].name);
             value = argv[++k];
         }
         if (i == O_CORS_ORIGIN && cors_given) { /* repeated: every one counts */
             size_t len = strlen(vals[i]) + strlen(value) + 2;
             char *both = malloc(len);
 
-            if (both == NULL) {
-                snprintf(msg, msglen, "out of memory");
-                return -1;
-            }
+            if (both == NULL)
+                return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
             snprintf(both, len, "%s %s", vals[i], value);
             free(vals[i]);
             vals[i] = both;
             continue;
         }
         cors_given |= i == O_CORS_ORIGIN;
-        if (opt_set(vals, i, value, msg, msglen) != 0)
-            return -1;
+        if (opt_set(vals, i, value, err) != VBM_OK)
+            return err->status;
     }
     if (o->help || o->version || o->print_routes)
-        return 0;
-    return opt_convert(vals, o, msg, msglen);
+        return VBM_OK;
+    return opt_convert(vals, o, err);
 }
 
 void vbmemd_options_usage(FILE *out)

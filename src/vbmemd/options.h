@@ -9,8 +9,6 @@
 #include "http/log.h"
 #include "http/server.h"
 
-#define OPT_MSG_LEN 512
-
 /* Everything vbmemd is configured with. Strings point into the options' own
  * storage and live until vbmemd_options_free. */
 typedef struct {
@@ -51,10 +49,10 @@ typedef struct {
 
 /* Read the options: defaults, then the config file (--config or
  * VBMEMD_CONFIG), then VBMEMD_* environment variables, then the command line
- * (later sources win). Returns 0, or -1 with a message in msg (unknown option,
- * missing or malformed value, unreadable config file); *o must be released
- * with vbmemd_options_free in both cases. */
-int vbmemd_options_read(int argc, char **argv, vbmemd_options *o, char *msg, size_t msglen);
+ * (later sources win). Returns VBM_OK, or VBM_EINVAL (unknown option, missing or
+ * malformed value, unreadable config file) or VBM_ENOMEM with err's message naming the
+ * option; *o must be released with vbmemd_options_free in both cases. */
+vbm_status vbmemd_options_read(int argc, char **argv, vbmemd_options *o, vbm_error *err);
 
 /* Print the usage text listing every option, its variable and its default. */
 void vbmemd_options_usage(FILE *out);

@@ -1,7 +1,8 @@
 /* test_units.c -- Check tests of vbmemd's building blocks: SHA-256, constant-time compare,
  * base64, code decoding, the job pool (bounded queue, drain), the session store (owners,
- * pagination, limits, TTL), session versions / If-Match, the connection table's eviction, and the
- * API key file (scopes, owners, quotas, the request-rate bucket, reload). */
+ * pagination, limits, TTL), session versions / If-Match, the connection table's eviction, the
+ * API key file (scopes, owners, quotas, the request-rate bucket, reload), and the response
+ * funnel (a handler's status and vbm_error turned into the answer). */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "http/codec.h"
 #include "http/conns.h"
 #include "http/keyhash.h"
+#include "http/respond.h"
 #include "http/urlpath.h"
 
 static void hex(const unsigned char *d, size_t n, char *out)
@@ -1041,6 +1043,134 @@ START_TEST(test_auth_file_refusals)
 }
 END_TEST
 
+/* A request as the funnel sees it: path, request id, the server's Retry-After (srv zeroed). */
+static http_req *funnel_req(http_server *srv)
+{
+    http_req *r = calloc(1, sizeof *r);
+
+    memset(srv, 0, sizeof *srv);
+    srv->cfg.limits.retry_after_s = 7;
+    ck_assert_ptr_nonnull(r);
+    r->srv = srv;
+    r->path = strdup("/v1/sessions/x/episodes");
+    snprintf(r->request_id, sizeof r->request_id, "rid-1");
+    snprintf(r->param, sizeof r->param, "x"); /* no session id: the funnel looks nothing up */
+    return r;
+}
+
+static void funnel_req_free(http_req *r)
+{
+    free(r->path);
+    free(r->resp.body);
+    free(r);
+}
+
+/* The answer's JSON body (a new reference), checked to be a problem document of status. */
+static json_t *funnel_problem(const http_req *r, int status, const char *type)
+{
+    json_t *p;
+
+    ck_assert_int_eq(r->resp.status, status);
+    ck_assert_str_eq(r->resp.content_type, "application/problem+json");
+    p = json_loadb(r->resp.body, r->resp.len, 0, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(json_integer_value(json_object_get(p, "status")), status);
+    ck_assert_str_eq(json_string_value(json_object_get(p, "type")), type);
+    ck_assert_str_eq(json_string_value(json_object_get(p, "instance")), "/v1/sessions/x/episodes");
+    ck_assert_str_eq(json_string_value(json_object_get(p, "request_id")), "rid-1");
+    return p;
+}
+
+START_TEST(test_funnel_answers)
+{
+    http_server srv;
+    http_req *r;
+    vbm_error err;
+    json_t *p;
+
+    /* the engine's statuses (docs/design/errors.md) */
+    ck_assert_int_eq(resp_status_of(VBM_OK), 200);
+    ck_assert_int_eq(resp_status_of(VBM_EINVAL), 422);
+    ck_assert_int_eq(resp_status_of(VBM_ENUMERIC), 422);
+    ck_assert_int_eq(resp_status_of(VBM_EFORMAT), 422);
+    ck_assert_int_eq(resp_status_of(VBM_ENOTFOUND), 404);
+    ck_assert_int_eq(resp_status_of(VBM_ECONFLICT), 409);
+    ck_assert_int_eq(resp_status_of(VBM_ELIMIT), 429);
+    ck_assert_int_eq(resp_status_of(VBM_ECORRUPT), 500);
+    ck_assert_int_eq(resp_status_of(VBM_EBUSY), 503);
+    ck_assert_int_eq(resp_status_of(VBM_ENOMEM), 503);
+
+    /* an engine failure: its field, its message as the detail, no Retry-After */
+    r = funnel_req(&srv);
+    resp_answer(r, resp_status_of(vbm_fail(&err, VBM_EINVAL, "codes.mu[3][1]", "not finite")),
+                &err);
+    p = funnel_problem(r, 422, "urn:vbmem:problem:invalid-request");
+    ck_assert_str_eq(json_string_value(json_object_get(p, "field")), "codes.mu[3][1]");
+    ck_assert_str_eq(json_string_value(json_object_get(p, "detail")), "codes.mu[3][1]: not finite");
+    ck_assert_int_eq(r->resp.retry_after, 0);
+    json_decref(p);
+    funnel_req_free(r);
+
+    /* a failure the edge words: the detail as written, no field member when none */
+    r = funnel_req(&srv);
+    resp_answer(r, resp_fail(&err, 400, NULL, "malformed JSON at line %d", 3), &err);
+    p = funnel_problem(r, 400, "urn:vbmem:problem:malformed-request");
+    ck_assert_ptr_null(json_object_get(p, "field"));
+    ck_assert_str_eq(json_string_value(json_object_get(p, "detail")), "malformed JSON at line 3");
+    json_decref(p);
+    funnel_req_free(r);
+
+    /* 503 and 429 carry the server's Retry-After, or the handler's own */
+    r = funnel_req(&srv);
+    resp_answer(r, resp_fail(&err, 503, NULL, "the job queue is full"), &err);
+    json_decref(funnel_problem(r, 503, "urn:vbmem:problem:unavailable"));
+    ck_assert_int_eq(r->resp.retry_after, 7);
+    funnel_req_free(r);
+    r = funnel_req(&srv);
+    r->resp.retry_after = 3;
+    resp_answer(r, resp_fail(&err, 429, NULL, "rate used up"), &err);
+    json_decref(funnel_problem(r, 429, "urn:vbmem:problem:limit-reached"));
+    ck_assert_int_eq(r->resp.retry_after, 3);
+    funnel_req_free(r);
+
+    /* a corrupt stored record: 500 with a type of its own, no field */
+    r = funnel_req(&srv);
+    resp_answer(r, resp_status_of(vbm_fail(&err, VBM_ECORRUPT, "id", "bad record")), &err);
+    p = funnel_problem(r, 500, "urn:vbmem:problem:corrupt-record");
+    ck_assert_ptr_null(json_object_get(p, "field"));
+    json_decref(p);
+    funnel_req_free(r);
+
+    /* a conflict: field If-Match, the version seen as ETag and in the detail */
+    r = funnel_req(&srv);
+    resp_answer(r, resp_conflict(r, 5, &err), &err);
+    p = funnel_problem(r, 409, "urn:vbmem:problem:version-conflict");
+    ck_assert_str_eq(json_string_value(json_object_get(p, "field")), "If-Match");
+    ck_assert_str_eq(json_string_value(json_object_get(p, "detail")),
+                     "the session is at version 5");
+    ck_assert_str_eq(r->resp.etag, "\"5\"");
+    json_decref(p);
+    funnel_req_free(r);
+
+    /* a success keeps the resource; a 2xx without one is the handler's fault: 500 */
+    r = funnel_req(&srv);
+    resp_answer(r, resp_json(r, 201, json_pack("{s:i}", "a", 1), &err), &err);
+    ck_assert_int_eq(r->resp.status, 201);
+    ck_assert_str_eq(r->resp.content_type, "application/json");
+    ck_assert_str_eq(r->resp.body, "{\"a\":1}");
+    funnel_req_free(r);
+    r = funnel_req(&srv);
+    resp_answer(r, 200, &err);
+    json_decref(funnel_problem(r, 500, "urn:vbmem:problem:internal"));
+    funnel_req_free(r);
+    r = funnel_req(&srv);
+    resp_answer(r, resp_empty(r), &err);
+    ck_assert_int_eq(r->resp.status, 204);
+    ck_assert_ptr_null(r->resp.body);
+    funnel_req_free(r);
+}
+END_TEST
+
 static Suite *units_suite(void)
 {
     Suite *s = suite_create("vbmemd-units");
@@ -1064,6 +1194,7 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_auth_file_refusals);
     tcase_add_test(tc, test_conns_evict_stalest_waiting);
     tcase_add_test(tc, test_pool_sheds_jobs_past_max_wait);
+    tcase_add_test(tc, test_funnel_answers);
     suite_add_tcase(s, tc);
     return s;
 }
