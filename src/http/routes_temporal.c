@@ -425,8 +425,15 @@ static int tr_continue(http_req *r, eng_session *s, json_t *body, vbm_error *err
         st = codec_opt_encoding(body, "encoding", &b64, err);
     if (st == VBM_OK)
         st = img_answer_opts(body, eng_session_model_name(s)[0] != '\0', &fmt, &sample, err);
+    /* images of the answer: the session's model decodes them, its pixels count in the estimate */
+    if (st == VBM_OK && fmt != IMG_NONE && (status = obs_session_model(r, s, &dm, err)) != 0) {
+        json_decref(body);
+        return status;
+    }
     if (st == VBM_OK
-        && (double)steps * (ns + 1) * (8.0 * cfg.code_size + 8.0 * 784)
+        && (double)steps * (ns + 1)
+                       * (8.0 * cfg.code_size
+                          + (dm != NULL ? 8.0 * (double)eng_model_pixels(dm) : 0.0))
                    + req_answer_bytes((double)steps * (ns + 1) * cfg.code_size, b64)
                > (double)lim->max_request_bytes)
         st = vbm_fail(err, VBM_EINVAL, "steps",
@@ -436,10 +443,12 @@ static int tr_continue(http_req *r, eng_session *s, json_t *body, vbm_error *err
     if (st != VBM_OK) {
         status = resp_status_of(st);
         json_decref(body);
+        eng_model_unref(dm);
         return status;
     }
     if ((status = tr_source(r, s, body, "prefix", "observations", &m, &images, err)) != 0) {
         json_decref(body);
+        eng_model_unref(dm);
         return status;
     }
     st = tr_one(m, json_object_get(body, images ? "observations" : "prefix"),
@@ -451,14 +460,10 @@ static int tr_continue(http_req *r, eng_session *s, json_t *body, vbm_error *err
                                            &smp, &cfg, &version, err);
     free((void *)q.y);
     if (st == VBM_OK && fmt != IMG_NONE) {
-        if (m == NULL && (status = obs_session_model(r, s, &dm, err)) != 0) {
-            free(mean);
-            free(qb);
-            free(smp);
-            return status;
+        if (m == NULL) {
+            m = dm; /* the reference passes to m */
+            dm = NULL;
         }
-        if (m == NULL)
-            m = dm;
         st = obs_decode(m, mean, steps, 0, 0, fmt, &jimg, &nets_s, err);
         if (st == VBM_OK && ns > 0)
             isamples = json_array();
@@ -474,6 +479,7 @@ static int tr_continue(http_req *r, eng_session *s, json_t *body, vbm_error *err
         }
     }
     eng_model_unref(m);
+    eng_model_unref(dm);
     if (st != VBM_OK) {
         free(mean);
         free(qb);

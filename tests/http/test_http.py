@@ -1049,6 +1049,14 @@ def test_answers_bounded_by_request_memory():
                                                                    "iterations": 3}))
         problem(c.request("POST", "/v1/sessions/%s/samples" % t["id"], {"length": 50000}), 422, "length")
         ok(c.request("POST", "/v1/sessions/%s/samples" % t["id"], {"length": 20}))
+        # a continuation of a latent sequence holds codes only (4 numbers a frame here, about
+        # 360 bytes with their JSON): 5,000 steps fit the cap, 20,000 do not; counting the
+        # 784 pixels of an image per frame would refuse both
+        tc = "/v1/sessions/%s/continue" % t["id"]
+        prefix = {"mu": temporal_sequence(20, 2)}
+        expect(len(ok(c.request("POST", tc, {"prefix": prefix, "steps": 5000}))["mean"]) == 5000)
+        p = problem(c.request("POST", tc, {"prefix": prefix, "steps": 20000}), 422, "steps")
+        expect(str(cap) in p["detail"], p)
     finally:
         expect(d.stop() == 0, "exit status")
 
