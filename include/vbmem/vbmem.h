@@ -89,6 +89,11 @@ vbm_status vbm_fail(vbm_error *err, vbm_status st, const char *field, const char
  * empty. Never fails. */
 void vbm_error_rebase(vbm_error *err, const char *base);
 
+/* The message of the failure recorded in err without its "field: " prefix (the whole message
+ * when the failure names no field): for a caller that records the failure again under another
+ * field. Points into err->msg; "" when err is NULL. Never fails. */
+const char *vbm_error_text(const vbm_error *err);
+
 /* Short lowercase name of a status ("ok", "invalid", "nomem",
  * "numeric", "format", "not_found", "conflict", "limit", "busy", "stopped",
  * "unavailable"; "unknown" for any other value). Never fails. */

@@ -97,7 +97,7 @@ static void resp_problem_kind(int status, const char **slug, const char **title)
         break;
     case 403:
         *slug = "forbidden";
-        *title = "Not allowed for this API key";
+        *title = "Not allowed";
         break;
     case 404:
         *slug = "not-found";
@@ -139,7 +139,8 @@ static void resp_problem_kind(int status, const char **slug, const char **title)
 }
 
 /* Write the problem document of status (type slug and title) with the given field and
- * detail: the one place a problem is written. */
+ * detail (prefixed with "field: " where it does not start so): the one place a problem is
+ * written. */
 static void resp_problem(http_req *r, int status, const char *slug, const char *title,
                          const char *field, const char *detail_in)
 {
@@ -147,7 +148,13 @@ static void resp_problem(http_req *r, int status, const char *slug, const char *
     json_t *o, *d;
     char *text;
 
-    snprintf(detail, sizeof detail, "%s", detail_in);
+    /* the error record's invariant on the wire too: a detail starts with its field */
+    size_t flen = field != NULL ? strlen(field) : 0;
+    if (flen > 0
+        && !(strncmp(detail_in, field, flen) == 0 && strncmp(detail_in + flen, ": ", 2) == 0))
+        snprintf(detail, sizeof detail, "%s: %s", field, detail_in);
+    else
+        snprintf(detail, sizeof detail, "%s", detail_in);
     snprintf(type, sizeof type, "urn:vbmem:problem:%s", slug);
     d = json_string(detail);
     if (d == NULL) { /* not valid UTF-8 (echoed input): keep ASCII only */

@@ -212,7 +212,7 @@ static int tr_episodes(http_req *r, eng_session *s, json_t *body, vbm_error *err
                                  err);
     } else if (!json_is_array(src) || json_array_size(src) == 0 || json_array_size(src) > 10000) {
         st = vbm_fail(err, VBM_EINVAL, "observations",
-                      "observations: expected an array of 1 to 10000 sequences of images");
+                      "expected an array of 1 to 10000 sequences of images");
     } else {
         long total = 0;
         seqs = calloc(json_array_size(src), sizeof *seqs);

@@ -76,7 +76,7 @@ vbm_status kind_pick_model(http_req *r, const json_t *body, int use_default, eng
     if (st != VBM_OK) {
         char why[VBM_MSG_LEN];
 
-        memcpy(why, err->msg, sizeof why);
+        snprintf(why, sizeof why, "%s", vbm_error_text(err));
         return vbm_fail(err, st == VBM_ENOTFOUND ? VBM_EINVAL : st, "model", "%s", why);
     }
     if ((*m)->info->code_size > r->srv->cfg.limits.max_code_size) {

@@ -55,11 +55,7 @@ void vbm_error_rebase(vbm_error *err, const char *base)
     if (err == NULL || base == NULL || base[0] == '\0')
         return;
     flen = strlen(err->field);
-    /* the message after its "field: " prefix (present by vbm_fail's invariant) */
-    text = err->msg;
-    if (flen > 0 && strncmp(err->msg, err->field, flen) == 0
-        && strncmp(err->msg + flen, ": ", 2) == 0)
-        text = err->msg + flen + 2;
+    text = vbm_error_text(err); /* the message after its "field: " prefix */
     if (flen == 0)
         snprintf(field, sizeof field, "%.*s", VBM_FIELD_LEN, base);
     else if (err->field[0] == '[')
@@ -68,6 +64,19 @@ void vbm_error_rebase(vbm_error *err, const char *base)
         snprintf(field, sizeof field, "%.*s.%s", VBM_FIELD_LEN, base, err->field);
     snprintf(msg, sizeof msg, "%s", text);
     vbm_fail(err, err->status, field, "%s", msg);
+}
+
+const char *vbm_error_text(const vbm_error *err)
+{
+    size_t flen;
+
+    if (err == NULL)
+        return "";
+    flen = strlen(err->field);
+    if (flen > 0 && strncmp(err->msg, err->field, flen) == 0
+        && strncmp(err->msg + flen, ": ", 2) == 0)
+        return err->msg + flen + 2;
+    return err->msg;
 }
 
 const char *vbm_status_name(vbm_status st)

@@ -215,13 +215,17 @@ vbm_status wire_temporal_from_json(const json_t *json, vbm_temporal **out, vbm_e
         return vbm_fail(err, VBM_EINVAL, "", "expected the JSON form of a temporal memory");
     if (!json_is_string(e))
         return vbm_fail(err, VBM_EINVAL, "export",
-                        "export: expected the base64 string of the binary export");
+                        "expected the base64 string of the binary export");
     if (wire_b64_decode(json_string_value(e), json_string_length(e), &buf, &len) != 0)
-        return vbm_fail(err, VBM_EINVAL, "export", "export: not valid base64");
+        return vbm_fail(err, VBM_EINVAL, "export", "not valid base64");
     st = vbm_temporal_import(buf, len, out, err);
     free(buf);
-    if (st != VBM_OK && st != VBM_ENOMEM && err != NULL)
-        snprintf(err->field, sizeof err->field, "export");
+    if (st != VBM_OK && st != VBM_ENOMEM && err != NULL) {
+        char why[VBM_MSG_LEN];
+
+        snprintf(why, sizeof why, "%s", vbm_error_text(err));
+        vbm_fail(err, st, "export", "%s", why);
+    }
     return st;
 }
 

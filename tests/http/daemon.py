@@ -358,6 +358,11 @@ def problem(resp, status, field=None, detail=None):
         expect(p.get("field", "").startswith(field), "field %r, expected %r (%s)" % (p.get("field"), field, p))
     if detail is not None:
         expect(detail in p["detail"], "detail %r lacks %r" % (p["detail"], detail))
+    if p.get("field"):
+        # the error record's invariant: the detail starts with its field, once
+        f = p["field"] + ": "
+        expect(p["detail"].startswith(f) and not p["detail"][len(f):].startswith(f),
+               "detail %r does not start with its field %r once" % (p["detail"], p["field"]))
     if status in (429, 503):
         expect(resp.header("Retry-After") is not None, "no Retry-After on %d" % status)
     return p
