@@ -1111,6 +1111,14 @@ START_TEST(test_funnel_answers)
     json_decref(p);
     funnel_req_free(r);
 
+    /* a failure the edge words with a field: the detail starts with it, once */
+    r = funnel_req(&srv);
+    resp_answer(r, resp_fail(&err, 422, "limit", "expected an integer"), &err);
+    p = funnel_problem(r, 422, "urn:vbmem:problem:invalid-request");
+    ck_assert_str_eq(json_string_value(json_object_get(p, "detail")), "limit: expected an integer");
+    json_decref(p);
+    funnel_req_free(r);
+
     /* a failure the edge words: the detail as written, no field member when none */
     r = funnel_req(&srv);
     resp_answer(r, resp_fail(&err, 400, NULL, "malformed JSON at line %d", 3), &err);
@@ -1147,7 +1155,7 @@ START_TEST(test_funnel_answers)
     p = funnel_problem(r, 409, "urn:vbmem:problem:version-conflict");
     ck_assert_str_eq(json_string_value(json_object_get(p, "field")), "If-Match");
     ck_assert_str_eq(json_string_value(json_object_get(p, "detail")),
-                     "the session is at version 5");
+                     "If-Match: the session is at version 5");
     ck_assert_str_eq(r->resp.etag, "\"5\"");
     json_decref(p);
     funnel_req_free(r);
