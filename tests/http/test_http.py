@@ -1878,6 +1878,14 @@ def test_temporal_sessions():
     expect(e2["export"] == e["export"], "export after import differs")
     k3 = ok(c.request("POST", "/v1/sessions/%s/continue" % s2id, body))
     expect(k3["mean"] == k1["mean"] and k3["samples"] == k1["samples"], "the import continues the same")
+    # a static memory's export into a temporal session, and a temporal export that is not
+    # base64: refused, the session unchanged
+    g = create(c, 4, {"kind": "gaussian", "rows": 2})
+    ge = ok(c.request("GET", "/v1/sessions/%s/memory" % g["id"]))
+    problem(c.request("PUT", "/v1/sessions/%s/memory" % s2id, ge), 422, "kind", "a temporal session imports")
+    problem(c.request("PUT", "/v1/sessions/%s/memory" % s2id, dict(e, export="#not base64#")), 422, "export",
+            "export: not valid base64")
+    expect(ok(c.request("GET", "/v1/sessions/%s/memory" % s2id))["export"] == e["export"], "refused imports kept")
     # bad sequences: too short, ragged, NaN, wrong code size; all 422 with field
     ep = "/v1/sessions/%s/episodes" % sid
     problem(c.request("POST", ep, {"sequences": [{"mu": [[1, 2, 3, 4]]}]}), 422, "sequences[0].mu", "at least 2")
