@@ -4,6 +4,8 @@
 export declare const DEFAULT_URL: string;
 /** The longest Retry-After honoured, in seconds. */
 export declare const MAX_RETRY_WAIT: number;
+/** The problem type of a 503 whose write the store may hold: retried only with If-Match. */
+export declare const OUTCOME_UNKNOWN: string;
 /** The package version. */
 export declare const VERSION: string;
 

@@ -40,6 +40,8 @@ export { encodePng, pngInfo, decodePng } from "./png.js";
 export const DEFAULT_URL = "http://127.0.0.1:8080";
 /** The longest Retry-After honoured, in seconds (a longer one is waited this long). */
 export const MAX_RETRY_WAIT = 60;
+/** The problem type of a 503 whose write the store may hold: retried only with If-Match. */
+export const OUTCOME_UNKNOWN = "urn:vbmem:problem:outcome-unknown";
 /** The package version. */
 export const VERSION = "0.1.0";
 
@@ -507,7 +509,8 @@ export class Client {
    * @param {number} [opts.timeout] seconds per HTTP request (default 30)
    * @param {number} [opts.retries] how many times a request answered 503 or 429 (or refused at
    *   connect) is tried again, after the server's Retry-After (at most 60 s; else an exponential
-   *   backoff from 0.5 s with jitter) (default 3)
+   *   backoff from 0.5 s with jitter) (default 3); a write answered 503 "outcome-unknown" (the
+   *   store may hold it) is tried again only when it carries If-Match, else its error is thrown
    * @param {typeof fetch} [opts.fetch] the fetch to use (default the global fetch)
    * @param {(seconds: number) => Promise<void>} [opts.sleep] waits the given seconds between two
    *   attempts of a request (default a setTimeout); a test passes its own to see the waits
@@ -580,7 +583,8 @@ export class Client {
             return text ? JSON.parse(text) : null;
           }
           const err = problem(res.status, res.statusText, text);
-          if ((res.status === 429 || res.status === 503) && attempt < this.retries) {
+          const unknown = err.type === OUTCOME_UNKNOWN && h["If-Match"] === undefined;
+          if ((res.status === 429 || res.status === 503) && attempt < this.retries && !unknown) {
             wait = retryAfter(res.headers.get("Retry-After"), attempt);
           } else {
             throw err;

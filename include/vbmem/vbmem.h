@@ -53,8 +53,11 @@ typedef enum {
     VBM_EBUSY = 8,     /* the job queue is full */
     VBM_ESTOPPED = 9,  /* the service no longer accepts work (shutting down) */
     VBM_EUNAVAIL = 10, /* the durable store is busy, locked or unreachable */
-    VBM_ECORRUPT = 11  /* a stored record fails its checksum or does not import: it stays
+    VBM_ECORRUPT = 11, /* a stored record fails its checksum or does not import: it stays
                         * unreadable until it is deleted or restored from a backup */
+    VBM_EUNKNOWN = 12  /* a write's outcome is unknown: the durable store may hold it
+                        * (replicas did not confirm it in time, or the connection to the
+                        * store was lost while it ran); not acknowledged */
 } vbm_status;
 
 #define VBM_FIELD_LEN 128

@@ -251,7 +251,8 @@ static void rd_drop(rd_store *q)
 
 /* Run one command (lock held). Returns the reply (free it) or NULL with
  * VBM_EUNAVAIL in err: unreachable, connection lost (dropped, reconnect on
- * the next call), or an error reply (its text). A READONLY answer (the server
+ * the next call), or an error reply (its text); VBM_EUNKNOWN when the connection
+ * was lost during a command that is not repeatable (a write: it may have run). A READONLY answer (the server
  * is a replica now) drops the connection too. With sentinels the command is
  * tried once more on the primary they name now after a READONLY answer (the
  * command did nothing) or, when repeatable (1: a read, or a write that may
@@ -267,8 +268,12 @@ static redisReply *rd_cmd(rd_store *q, int argc, const char **argv, const size_t
             return NULL;
         r = redisCommandArgv(q->c, argc, argv, lens);
         if (r == NULL) {
-            vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) failed: %s", q->host,
-                     q->port, q->c->errstr[0] != '\0' ? q->c->errstr : "connection lost");
+            vbm_fail(err, repeatable ? VBM_EUNAVAIL : VBM_EUNKNOWN, NULL,
+                     "the session store (redis %s:%d) failed: %s%s", q->host, q->port,
+                     q->c->errstr[0] != '\0' ? q->c->errstr : "connection lost",
+                     repeatable ? ""
+                                : " (the write may have been applied: not acknowledged; a retry "
+                                  "with If-Match is safe)");
             rd_drop(q);
             if (q->n_sentinels > 0 && repeatable && attempt == 0)
                 continue;
@@ -292,7 +297,7 @@ static redisReply *rd_cmd(rd_store *q, int argc, const char **argv, const size_t
 }
 
 /* After a write the primary applied (lock held): with min_replicas > 0, WAIT
- * until that many replicas have it or wait_ms passed. Fails with VBM_EUNAVAIL
+ * until that many replicas have it or wait_ms passed. Fails with VBM_EUNKNOWN
  * when fewer confirmed it (the write stands on the primary, unacknowledged). */
 static vbm_status rd_wait(rd_store *q, vbm_error *err)
 {
@@ -307,26 +312,26 @@ static vbm_status rd_wait(rd_store *q, vbm_error *err)
     snprintf(ms, sizeof ms, "%d", q->wait_ms);
     r = redisCommandArgv(q->c, 3, argv, NULL);
     if (r == NULL) {
-        vbm_fail(err, VBM_EUNAVAIL, NULL,
+        vbm_fail(err, VBM_EUNKNOWN, NULL,
                  "the write reached the session store (redis %s:%d), whose connection was then "
                  "lost (%s) before replicas confirmed it: not acknowledged, although it may be "
                  "stored (a retry with If-Match is safe)",
                  q->host, q->port, q->c->errstr[0] != '\0' ? q->c->errstr : "connection lost");
         rd_drop(q);
-        return VBM_EUNAVAIL;
+        return VBM_EUNKNOWN;
     }
     got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     if (r->type == REDIS_REPLY_ERROR)
-        vbm_fail(err, VBM_EUNAVAIL, NULL, "the session store (redis %s:%d) refused WAIT: %.200s",
+        vbm_fail(err, VBM_EUNKNOWN, NULL, "the session store (redis %s:%d) refused WAIT: %.200s",
                  q->host, q->port, r->str);
     else if (got < q->min_replicas)
-        vbm_fail(err, VBM_EUNAVAIL, NULL,
+        vbm_fail(err, VBM_EUNKNOWN, NULL,
                  "the write reached the session store (redis %s:%d) but %lld of the %d replicas "
                  "required confirmed it within %d ms: not acknowledged, although it may be stored "
                  "(a retry with If-Match is safe)",
                  q->host, q->port, got < 0 ? 0 : got, q->min_replicas, q->wait_ms);
     freeReplyObject(r);
-    return got >= q->min_replicas ? VBM_OK : VBM_EUNAVAIL;
+    return got >= q->min_replicas ? VBM_OK : VBM_EUNKNOWN;
 }
 
 /* Lowercase hex of n bytes into out (2n + 1). */
@@ -595,8 +600,8 @@ static vbm_status rd_save(void *impl, const eng_record *r, uint64_t expected, vb
     pthread_mutex_unlock(&q->lock);
     free(ub);
     freeReplyObject(rep);
-    if (code == -4)
-        return VBM_EUNAVAIL;
+    if (code == -4) /* the failure rd_cmd or rd_wait recorded */
+        return err != NULL && err->status == VBM_EUNKNOWN ? VBM_EUNKNOWN : VBM_EUNAVAIL;
     if (code == -1)
         st = vbm_fail(err, VBM_ECONFLICT, NULL, "session %s already exists in the store", r->id);
     else if (code == -2)
@@ -635,8 +640,8 @@ static vbm_status rd_remove(void *impl, const char *id, const unsigned char *own
         code = -4;
     pthread_mutex_unlock(&q->lock);
     freeReplyObject(rep);
-    if (code == -4)
-        return VBM_EUNAVAIL;
+    if (code == -4) /* the failure rd_cmd or rd_wait recorded */
+        return err != NULL && err->status == VBM_EUNKNOWN ? VBM_EUNKNOWN : VBM_EUNAVAIL;
     if (code != 0)
         return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     return VBM_OK;

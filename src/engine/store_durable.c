@@ -216,7 +216,7 @@ static vbm_status dur_persist(void *ctx, eng_session *s, uint64_t prev_version, 
         return st;
     st = dur_save(d, &rec, prev_version, err);
     eng_record_free(&rec);
-    if (st == VBM_ECONFLICT || st == VBM_ENOTFOUND || st == VBM_EUNAVAIL)
+    if (st == VBM_ECONFLICT || st == VBM_ENOTFOUND || st == VBM_EUNAVAIL || st == VBM_EUNKNOWN)
         dur_drop(d, s); /* the stored state is newer, gone, or unknown: reload it next time */
     return st;
 }
@@ -397,6 +397,14 @@ static vbm_status dur_remove(void *impl, const char *id, const unsigned char *ow
     if (!eng_id_ok(id))
         return vbm_fail(err, VBM_ENOTFOUND, "id", "no session %s", id);
     st = eng_backend_remove(d->backend, id, dur_owner(owner), err);
+    if (st == VBM_EUNKNOWN) { /* the store may have removed it: reload it next time */
+        pthread_mutex_lock(&d->lock);
+        at = dur_index(d, id);
+        if (at >= 0)
+            gone = dur_unlink(d, at);
+        pthread_mutex_unlock(&d->lock);
+        eng_session_unref(gone);
+    }
     if (st != VBM_OK)
         return st;
     pthread_mutex_lock(&d->lock);

@@ -242,6 +242,11 @@ void resp_answer(http_req *r, int status, const vbm_error *err)
         resp_problem(r, 500, "corrupt-record", "Stored record corrupt", NULL, err->msg);
         return;
     }
+    if (status == 503 && err->status == VBM_EUNKNOWN) {
+        /* the store may hold the write: a client retries it only with If-Match */
+        resp_problem(r, 503, "outcome-unknown", "Write outcome unknown", err->field, err->msg);
+        return;
+    }
     resp_problem_kind(status, &slug, &title);
     resp_problem(r, status, slug, title, err->field, err->msg);
 }

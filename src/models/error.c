@@ -94,6 +94,7 @@ const char *vbm_status_name(vbm_status st)
     case VBM_ESTOPPED: return "stopped";
     case VBM_EUNAVAIL: return "unavailable";
     case VBM_ECORRUPT: return "corrupt";
+    case VBM_EUNKNOWN: return "outcome_unknown";
     }
     return "unknown";
 }

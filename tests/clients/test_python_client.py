@@ -481,6 +481,33 @@ def test_retry_on_429_then_gives_up():
         stub.close()
 
 
+def test_outcome_unknown_retried_only_with_if_match():
+    """A 503 "outcome-unknown" (the store may hold the write): a write without If-Match is not
+    sent again (it could be applied twice), the error carries the type; with If-Match it is
+    (if the first attempt stood, the retry meets a 409)."""
+    unknown = (503, {"Retry-After": "0"}, {"type": "urn:vbmem:problem:outcome-unknown",
+                                          "title": "Write outcome unknown", "status": 503,
+                                          "detail": "replicas did not confirm it", "request_id": "r1"}, 0)
+    done = (200, {"ETag": '"3"'}, {"version": 3, "mode": "append", "elbo": {"per_frame": -1.0}, "iterations": 1,
+                                   "converged": True, "time_limited": False, "frames": 1, "retained_codes": 0,
+                                   "clusters": 1, "rows": 1, "groups": 1, "timings": {}}, 0)
+    stub = Stub([unknown, done])
+    try:
+        with pytest.raises(vbmem.VbmemError) as e:
+            vbmem.Client(stub.url, retries=3, sleep=Waits(stub)).write("s", codes=[[0.0, 1.0]], mode="append")
+        assert e.value.status == 503 and e.value.type == "urn:vbmem:problem:outcome-unknown"
+        assert len(stub.seen) == 1
+    finally:
+        stub.close()
+    stub = Stub([unknown, done])
+    try:
+        vbmem.Client(stub.url, retries=3, sleep=Waits(stub)).write("s", codes=[[0.0, 1.0]], mode="append",
+                                                                   if_match=2)
+        assert len(stub.seen) == 2 and all(h.get("If-Match") == '"2"' for _, _, h, _ in stub.seen)
+    finally:
+        stub.close()
+
+
 def test_retry_waits_capped_retry_after_else_backoff():
     """Retry-After capped at 60 s; without one (or unreadable) 0.5 s x 2^attempt +-25 %."""
     stub = Stub([busy(503, "120"), busy(503, None), busy(503, None), busy(503, "garbage"), OK])

@@ -941,6 +941,9 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
                     if status == 503 and "replicas required confirmed it" in r.json().get("detail", ""):
                         with lock:
                             counts["wait_503"] += 1
+                        if r.json().get("type") != "urn:vbmem:problem:outcome-unknown":
+                            errors.append("a write the primary applied answered 503 of type %s, not "
+                                          "outcome-unknown" % r.json().get("type"))
                 else:
                     errors.append("POST %d %s" % (status, r.body[:200]))
                 time.sleep(0.1)

@@ -33,6 +33,29 @@ test("a 503 is retried after its Retry-After", async () => {
   } finally { await s.close(); }
 });
 
+test("a 503 outcome-unknown write is retried only with If-Match", async () => {
+  const unknown = [503, { "Retry-After": "0" }, { type: "urn:vbmem:problem:outcome-unknown",
+    title: "Write outcome unknown", status: 503, detail: "replicas did not confirm it", request_id: "r1" }, 0];
+  const done = [200, { ETag: '"3"' }, { version: 3, mode: "append", elbo: { per_frame: -1 }, iterations: 1,
+    converged: true, time_limited: false, frames: 1, retained_codes: 0, clusters: 1, rows: 1, groups: 1,
+    timings: {} }, 0];
+  let s = await stub([unknown, done]);
+  try {
+    const c = new Client({ url: s.url, retries: 3, sleep: recorder(s).sleep });
+    const e = await c.write("s", { codes: [[0, 1]], mode: "append" }).catch((x) => x);
+    assert.ok(e instanceof VbmemError);
+    assert.equal(e.status, 503); assert.equal(e.type, "urn:vbmem:problem:outcome-unknown");
+    assert.equal(s.seen.length, 1); // not sent twice: it may have been applied
+  } finally { await s.close(); }
+  s = await stub([unknown, done]);
+  try {
+    const c = new Client({ url: s.url, retries: 3, sleep: recorder(s).sleep });
+    await c.write("s", { codes: [[0, 1]], mode: "append", ifMatch: 2 });
+    assert.equal(s.seen.length, 2);
+    assert.ok(s.seen.every((q) => q.headers["if-match"] === '"2"'));
+  } finally { await s.close(); }
+});
+
 test("the default sleep waits its seconds on a setTimeout", async () => {
   const saved = globalThis.setTimeout;
   const asked = [];

@@ -28,6 +28,7 @@ __all__ = [
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 MAX_RETRY_WAIT = 60.0  # seconds: a longer Retry-After is waited this long
+OUTCOME_UNKNOWN = "urn:vbmem:problem:outcome-unknown"  # a 503 whose write the store may hold
 
 
 class VbmemError(Exception):
@@ -506,7 +507,8 @@ class Client:
     `Authorization: Bearer KEY` (default $VBMEM_API_KEY); timeout: seconds per HTTP request;
     retries: how many times a request answered 503 or 429 (or refused at connect) is tried
     again, waiting the server's Retry-After (at most 60 s; else an exponential backoff from
-    0.5 s with jitter); ca_file: PEM file of the certificate authorities an https server's
+    0.5 s with jitter); a write answered 503 "outcome-unknown" (the store may hold it) is
+    tried again only when it carries If-Match, else its VbmemError is raised at once; ca_file: PEM file of the certificate authorities an https server's
     certificate is checked against (default $VBMEM_CA_FILE, else the system's); ssl_context:
     an ssl.SSLContext used for https instead (it wins over ca_file); sleep: the function called
     with the seconds to wait between two attempts of a request (default time.sleep; a test
@@ -558,7 +560,8 @@ class Client:
             except urllib.error.HTTPError as e:
                 payload = e.read()
                 err = self._problem(e.code, e.reason, payload)
-                if e.code in (429, 503) and attempt < self.retries:
+                unknown = err.type == OUTCOME_UNKNOWN and "If-Match" not in h
+                if e.code in (429, 503) and attempt < self.retries and not unknown:
                     wait = self._retry_after(e.headers.get("Retry-After"), attempt)
                 else:
                     raise err from None
