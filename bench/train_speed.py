@@ -104,12 +104,13 @@ def main():
                     print("%s round %d %s: %.4f steps/s, %.2f s user + %.2f s sys CPU per step (load %s)"
                           % (kind, r + 1, name, x["steps_per_s"], x["user"], x["sys"], load()), flush=True)
             base = variants[0][0]
-            mean = {k: {f: sum(x[f] for x in v) / len(v) for f in ("steps_per_s", "user", "sys")} for k, v in res.items()}
+            mean = {k: {f: sum(x[f] for x in v) / len(v) for f in ("steps_per_s", "user", "sys")}
+                    for k, v in res.items()}
             for name, _, _ in variants:
                 m = mean[name]
                 print("%s %s: %.4f steps/s (ratio to %s %.2f), CPU %.2f s/step (%.2f user + %.2f sys; ratio %.2f)"
-                      % (kind, name, m["steps_per_s"], base.split(" (")[0], m["steps_per_s"] / mean[base]["steps_per_s"],
-                         m["user"] + m["sys"], m["user"], m["sys"],
+                      % (kind, name, m["steps_per_s"], base.split(" (")[0],
+                         m["steps_per_s"] / mean[base]["steps_per_s"], m["user"] + m["sys"], m["user"], m["sys"],
                          (m["user"] + m["sys"]) / (mean[base]["user"] + mean[base]["sys"])), flush=True)
         print("load average at the end %s" % load())
 

@@ -120,7 +120,7 @@ def evaluate(args, cfg, enc, dec, sampler, gen):
     dec.eval()
     tot, n, acc = 0.0, 0, {}
     limit = args.eval_episodes or sampler.episodes_per_epoch()
-    with torch.no_grad():
+    with torch.inference_mode():  # no autograd state at all (not only no graph)
         for x in sampler.epoch(shuffle=False):
             x = x[:max(0, limit - n)]
             if x.shape[0] == 0:

@@ -15,7 +15,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import train as train_cli  # noqa: E402
 from vbmtrain import data, nets, objective, vb  # noqa: E402
 
 torch.set_num_threads(1)

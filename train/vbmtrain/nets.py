@@ -119,7 +119,8 @@ class TransposedConvolution(torch.autograd.Function):
         ctx.save_for_backward(x, weight)
         ctx.stride, ctx.padding = stride, padding
         k = weight.shape[2:]
-        size = [x.shape[0], weight.shape[1]] + [(x.shape[2 + i] - 1) * stride[i] - 2 * padding[i] + k[i] for i in (0, 1)]
+        size = [x.shape[0], weight.shape[1]] + [(x.shape[2 + i] - 1) * stride[i] - 2 * padding[i] + k[i]
+                                                for i in (0, 1)]
         # only the shape of the convolution's input is read
         y = torch.ops.aten.convolution_backward(x, x.new_empty(size), weight, None, list(stride), list(padding),
                                                 [1, 1], False, [0, 0], 1, [True, False, False])[0]
