@@ -174,26 +174,31 @@ class Layers(unittest.TestCase):
             self.compare(m, lambda x: plain_conv2d(m, x), x, [m.weight, m.bias], "conv k=%d s=%d" % (k, stride))
 
     def test_conv_transpose_same(self):
+        # both forms: the input gradient of a convolution (the CPU's) and F.conv_transpose2d (other devices')
         torch.manual_seed(2)
-        for k, stride, size in ((4, 2, 4), (4, 2, 7), (3, 2, 5), (5, 2, 6), (2, 2, 3), (3, 1, 4)):
-            m = nets.ConvTranspose2d({"in": 3, "out": 4, "kernel": k, "stride": stride, "padding": "same"})
-            with torch.no_grad():
-                m.bias.normal_()
-            x = torch.randn(3, 3, size, size + 2)
-            self.compare(m, lambda x: plain_conv_transpose2d(m, x), x, [m.weight, m.bias],
-                         "transposed k=%d s=%d" % (k, stride))
+        for form in (True, False):
+            for k, stride, size in ((4, 2, 4), (4, 2, 7), (3, 2, 5), (5, 2, 6), (2, 2, 3), (3, 1, 4)):
+                m = nets.ConvTranspose2d({"in": 3, "out": 4, "kernel": k, "stride": stride, "padding": "same"})
+                m.input_gradient_form = form
+                with torch.no_grad():
+                    m.bias.normal_()
+                x = torch.randn(3, 3, size, size + 2)
+                self.compare(m, lambda x: plain_conv_transpose2d(m, x), x, [m.weight, m.bias],
+                             "transposed k=%d s=%d form %s" % (k, stride, form))
 
     def test_conv_transpose_with_crop(self):
-        # the merged center crop, symmetric (the decoder's 32 -> 28) and not (odd margins)
+        # the merged center crop, symmetric (the decoder's 32 -> 28) and not (odd margins), both forms
         torch.manual_seed(3)
-        for k, stride, size, crop in ((4, 2, 16, (28, 28)), (4, 2, 4, (5, 7)), (3, 2, 5, (7, 9)), (4, 2, 3, (6, 6))):
-            m = nets.ConvTranspose2d({"in": 2, "out": 3, "kernel": k, "stride": stride, "padding": "same"})
-            m.crop = crop
-            with torch.no_grad():
-                m.bias.normal_()
-            x = torch.randn(2, 2, size, size)
-            self.compare(m, lambda x: plain_center_crop(plain_conv_transpose2d(m, x), *crop), x, [m.weight, m.bias],
-                         "transposed k=%d s=%d crop %s" % (k, stride, crop))
+        for form in (True, False):
+            for k, stride, size, crop in ((4, 2, 16, (28, 28)), (4, 2, 4, (5, 7)), (3, 2, 5, (7, 9)), (4, 2, 3, (6, 6))):
+                m = nets.ConvTranspose2d({"in": 2, "out": 3, "kernel": k, "stride": stride, "padding": "same"})
+                m.crop = crop
+                m.input_gradient_form = form
+                with torch.no_grad():
+                    m.bias.normal_()
+                x = torch.randn(2, 2, size, size)
+                self.compare(m, lambda x: plain_center_crop(plain_conv_transpose2d(m, x), *crop), x,
+                             [m.weight, m.bias], "transposed k=%d s=%d crop %s form %s" % (k, stride, crop, form))
         m.crop = (2 * 3 + 1, 6)  # larger than the window: refused, not silently misplaced
         with self.assertRaises(ValueError):
             m(torch.randn(1, 2, 3, 3))

@@ -151,6 +151,8 @@ class ConvTranspose2d(nn.Module):
         self.bias = nn.Parameter(torch.zeros(spec["out"]))
         nn.init.xavier_uniform_(self.weight)
         self.crop = None  # (height, width) of a center_crop layer merged into this one (Net)
+        # on the CPU, TransposedConvolution; elsewhere (or False) F.conv_transpose2d
+        self.input_gradient_form = True
 
     def window(self, size, crop):
         """(first, count) of the output rows (or columns) this layer returns, within
@@ -172,7 +174,7 @@ class ConvTranspose2d(nn.Module):
         # left out by the convolution itself, its `padding`, which leaves out as many
         # after it: those outputs are never computed, and no crop's backward fills
         # a full-size gradient with zeros; what remains after the window is sliced
-        if x.device.type == "cpu":
+        if self.input_gradient_form and x.device.type == "cpu":
             y = TransposedConvolution.apply(x, self.weight, self.bias, (self.stride, self.stride), (t, l))
         else:
             y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride, padding=(t, l))
