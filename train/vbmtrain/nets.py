@@ -98,9 +98,46 @@ class Conv2d(nn.Module):
         if self.padding == "same":
             ph = _same_pad(x.shape[2], self.k, self.stride)
             pw = _same_pad(x.shape[3], self.k, self.stride)
-            if ph != (0, 0) or pw != (0, 0):
-                x = F.pad(x, (pw[0], pw[1], ph[0], ph[1]))
+            if ph[0] == ph[1] and pw[0] == pw[1]:
+                # symmetric: the convolution pads by itself (no padded copy, no pad backward)
+                return F.conv2d(x, self.weight, self.bias, stride=self.stride, padding=(ph[0], pw[0]))
+            x = F.pad(x, (pw[0], pw[1], ph[0], ph[1]))
         return F.conv2d(x, self.weight, self.bias, stride=self.stride)
+
+
+class TransposedConvolution(torch.autograd.Function):
+    """conv_transpose2d (stride, padding; no dilation, one group) computed as
+    what it is, the input gradient of the ordinary convolution whose weight it
+    shares, and its backward as that convolution and its weight gradient. The
+    same sums as F.conv_transpose2d; on the CPU this takes oneDNN's kernels
+    for whole batches where PyTorch's own transposed convolution (1.13) runs
+    an unfold and a small matrix product per image (two to three times the
+    time of a step's largest layer)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding):
+        ctx.save_for_backward(x, weight)
+        ctx.stride, ctx.padding = stride, padding
+        k = weight.shape[2:]
+        size = [x.shape[0], weight.shape[1]] + [(x.shape[2 + i] - 1) * stride[i] - 2 * padding[i] + k[i]
+                                                for i in (0, 1)]
+        # only the shape of the convolution's input is read
+        y = torch.ops.aten.convolution_backward(x, x.new_empty(size), weight, None, list(stride), list(padding),
+                                                [1, 1], False, [0, 0], 1, [True, False, False])[0]
+        return y + bias[:, None, None]
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, weight = ctx.saved_tensors
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = F.conv2d(gy, weight, None, stride=ctx.stride, padding=ctx.padding)
+        if ctx.needs_input_grad[1]:
+            gw = torch.ops.aten.convolution_backward(x, gy, weight, None, list(ctx.stride), list(ctx.padding),
+                                                     [1, 1], False, [0, 0], 1, [False, True, False])[1]
+        if ctx.needs_input_grad[2]:
+            gb = gy.sum((0, 2, 3))
+        return gx, gw, gb, None, None
 
 
 class ConvTranspose2d(nn.Module):
@@ -113,13 +150,36 @@ class ConvTranspose2d(nn.Module):
         self.weight = nn.Parameter(torch.empty(spec["in"], spec["out"], self.k, self.k))
         self.bias = nn.Parameter(torch.zeros(spec["out"]))
         nn.init.xavier_uniform_(self.weight)
+        self.crop = None  # (height, width) of a center_crop layer merged into this one (Net)
+        # on the CPU, TransposedConvolution; elsewhere (or False) F.conv_transpose2d
+        self.input_gradient_form = True
+
+    def window(self, size, crop):
+        """(first, count) of the output rows (or columns) this layer returns, within
+        the full transposed convolution of an input of `size` rows: the 'same'
+        window (size * stride), then the centre `crop` of it if set."""
+        first, count = 0, (size - 1) * self.stride + self.k
+        if self.padding == "same":
+            first, count = max(self.k - self.stride, 0) // 2, size * self.stride
+        if crop is not None:
+            if not 0 < crop <= count:
+                raise ValueError("center crop of %d rows from a transposed convolution output of %d" % (crop, count))
+            first, count = first + (count - crop) // 2, crop
+        return first, count
 
     def forward(self, x):
-        h, w = x.shape[2], x.shape[3]
-        y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride)
-        if self.padding == "same":
-            b = max(self.k - self.stride, 0) // 2
-            y = y[:, :, b:b + h * self.stride, b:b + w * self.stride]
+        t, h = self.window(x.shape[2], self.crop[0] if self.crop else None)
+        l, w = self.window(x.shape[3], self.crop[1] if self.crop else None)
+        # the rows and columns before the window (never more than those after it) are
+        # left out by the convolution itself, its `padding`, which leaves out as many
+        # after it: those outputs are never computed, and no crop's backward fills
+        # a full-size gradient with zeros; what remains after the window is sliced
+        if self.input_gradient_form and x.device.type == "cpu":
+            y = TransposedConvolution.apply(x, self.weight, self.bias, (self.stride, self.stride), (t, l))
+        else:
+            y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride, padding=(t, l))
+        if y.shape[2] != h or y.shape[3] != w:
+            y = y[:, :, :h, :w]
         return y
 
 
@@ -174,6 +234,11 @@ class Net(nn.Module):
         reg = self.registry if top else registry
         self.steps = []
         for spec in layers:
+            prev = self.steps[-1] if self.steps else None
+            if spec["type"] == "center_crop" and isinstance(prev, ConvTranspose2d) and prev.crop is None:
+                # a crop right after a transposed convolution: that layer computes only the crop
+                prev.crop = (spec["height"], spec["width"])
+                continue
             self.steps.append(_build(spec, reg))
 
     def forward(self, x):
@@ -192,7 +257,7 @@ def _build(spec, reg):
     if t == "relu":
         return F.relu
     if t == "swish":
-        return lambda x: x * torch.sigmoid(x)
+        return F.silu  # x * sigmoid(x), one fused operation forward and backward
     if t == "sigmoid":
         return torch.sigmoid
     if t == "flatten":

@@ -122,6 +122,21 @@ def _chol_inv(A):
     return L, torch.cholesky_inverse(L)
 
 
+def rows_times_codes(R, Z):
+    """R_h Z^T for every cluster of every episode: R (B,H,K,C), Z (B,T,C) ->
+    (B,H,K,T), as one (H*K, C) x (C, T) product per episode (not H products
+    against a broadcast copy of Z^T: the same sums, one matrix multiply)."""
+    B, H, K, C = R.shape
+    return (R.reshape(B, H * K, C) @ Z.transpose(1, 2)).reshape(B, H, K, Z.shape[1])
+
+
+def weights_times_codes(Wt, Z):
+    """Wt_h Z for every cluster of every episode: Wt (B,H,K,T), Z (B,T,C) ->
+    (B,H,K,C), as one (H*K, T) x (T, C) product per episode."""
+    B, H, K, T = Wt.shape
+    return (Wt.reshape(B, H * K, T) @ Z).reshape(B, H, K, Z.shape[-1])
+
+
 def _logdet_chol(L):
     return 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
 
@@ -146,12 +161,11 @@ def mix_address(cfg, mem, Z, V):
     S = R @ R.transpose(-1, -2) + C * U
     L, Sw = _chol_inv(_eye(K, R) + S / s2)
     logdetSw = -_logdet_chol(L)
-    Zt = Z.transpose(1, 2)[:, None]                       # (B,1,C,T)
-    P = R @ Zt                                            # (B,H,K,T)
+    P = rows_times_codes(R, Z)                            # (B,H,K,T)
     Rmb = (R @ mb[..., None])                             # (B,H,K,1)
     W = Sw @ (P - Rmb) / s2
     d = dict(W=W, Sw=Sw, logdetSw=logdetSw, S=S)
-    E = expected_sqerr(cfg, mem, Z, V, d)
+    E = expected_sqerr(cfg, mem, Z, V, d, (S, P, Rmb))
     lwh = 0.5 * (torch.diagonal(Sw, dim1=-2, dim2=-1).sum(-1) - K - logdetSw)
     LW = lwh[..., None] + 0.5 * (W * W).sum(2)
     logits = -E / (2 * s2) - LW
@@ -164,16 +178,20 @@ def mix_address(cfg, mem, Z, V):
     return d
 
 
-def expected_sqerr(cfg, mem, Z, V, d):
+def expected_sqerr(cfg, mem, Z, V, d, products=None):
     """E_{q(z_t) q(w_t|s=h) q(M_h) q(b_h)} |z_t - M_h^T w - b_h|^2 for all h, t,
     with the address posteriors in d (W, Sw): (B,H,T). Works with a sampled
-    memory too (U = 0, s2_b = 0, App. D.2)."""
+    memory too (U = 0, s2_b = 0, App. D.2). products: (S, P, Rmb) of this
+    memory and these codes when the caller has them (mix_address), else computed."""
     R, U, mb, s2b = mem.R, mem.U, mem.mu_b, mem.s2_b
     C = R.shape[-1]
     W, Sw = d["W"], d["Sw"]
-    S = R @ R.transpose(-1, -2) + C * U
-    P = R @ Z.transpose(1, 2)[:, None]
-    Rmb = R @ mb[..., None]
+    if products is None:
+        S = R @ R.transpose(-1, -2) + C * U
+        P = rows_times_codes(R, Z)
+        Rmb = R @ mb[..., None]
+    else:
+        S, P, Rmb = products
     zb = mb @ Z.transpose(1, 2)                           # (B,H,T)
     znorm = (Z * Z).sum(-1)[:, None, :]
     vsum = (V.sum(-1) if V is not None else torch.zeros_like(Z[..., 0]))[:, None, :]
@@ -233,7 +251,7 @@ def mix_update(cfg, mem, Z, d):
         rw = (sw[..., None] * R).sum(2)                   # (B,H,C) = R^T sw
         mb = sb[..., None] * ((sz - rw) / s2)
         s2b = sb
-    Y = Wt @ Z[:, None]                                   # (B,H,K,C)
+    Y = weights_times_codes(Wt, Z)                        # (B,H,K,C)
     P0 = _eye(K, R) / cfg["u0"]
     Q = Wt @ W.transpose(-1, -2) / s2 + P0 + N[..., None, None] * Sw / s2
     Q = 0.5 * (Q + Q.transpose(-1, -2))
