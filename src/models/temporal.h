@@ -101,8 +101,12 @@ typedef struct {
     double *Dn;  /* [T][Q x Q] scratch of the smoother */
     double *z;   /* [T x Q] scratch of the smoother */
     double *fb;  /* [5 T] scratch of forward-backward */
-    int p0;      /* sweeps visit the identities (of a frame, eq. 18) from p0 on, cyclically, */
-    int pdir;    /* upwards (0) or downwards (1) */
+    /* the structured form of eq. 18 that inference uses: q(b_{1:T,p}) prod_t q(a_{t,p} | b_{t,p})
+     * per identity (a chain over b, the sites' Gaussians given b); xi, Hb and fb (10 T) then hold
+     * its pair marginals, entropies and scratch */
+    int bchain;
+    int p0;   /* sweeps visit the identities (of a frame, eq. 18) from p0 on, cyclically, */
+    int pdir; /* upwards (0) or downwards (1) */
 } tseq;
 
 /* ---- temporal_vbe.c ---- */
@@ -110,9 +114,9 @@ typedef struct {
 /* Free what s owns and zero it. s may be zeroed already. Never fails. */
 void temporal_seq_free(tseq *s);
 
-/* Allocate q(B, A) of seq (checked) for m at q(b) = 1/2, a = 0 (mu2 = 0, s2 = sigma_a2), eq. 19
- * arrays when m->cfg.vbe_temporal. On failure s owns nothing. VBM_ENOMEM. */
-vbm_status temporal_seq_init(tseq *s, const vbm_temporal *m, const vbm_sequence *seq,
+/* Allocate q(B, A) of seq (checked) for m at q(b) = 1/2, a = 0 (mu2 = 0, s2 = sigma_a2), of
+ * eq. 19 when temporal is non-zero, else of eq. 18. On failure s owns nothing. VBM_ENOMEM. */
+vbm_status temporal_seq_init(tseq *s, const vbm_temporal *m, const vbm_sequence *seq, int temporal,
                              vbm_error *err);
 
 /* s->wry <- Y <Wr> under e (the data term of the VBE). Never fails. */
@@ -123,6 +127,12 @@ void temporal_seq_data(tseq *s, const temporal_exp *e);
  * definite (s is then partly updated). */
 vbm_status temporal_seq_sweep(const temporal_exp *e, tseq *s, int backward, double *scr,
                               vbm_error *err);
+
+/* Turn the eq. 18 q(B, A) of s (temporal 0) into the structured form (bchain 1) with the same
+ * marginals: the chains' pair marginals are the products of the sites' q(b), so the free energy
+ * is unchanged; later sweeps then update each identity's q(b_{1:T,p}) as one chain. VBM_ENOMEM
+ * (s then unchanged), VBM_EINVAL when s is of eq. 19. */
+vbm_status temporal_seq_bchain(tseq *s, int P, vbm_error *err);
 
 /* ---- temporal_free.c ---- */
 

@@ -40,7 +40,7 @@ void vbm_temporal_trace_free(vbm_temporal_trace *t)
 
 /* Check one sequence against the memory; field names it "sequences[i]" style. */
 vbm_status temporal_seq_check(const vbm_temporal *m, const vbm_sequence *s, const char *name,
-                            vbm_error *err)
+                              vbm_error *err)
 {
     char f[64];
 
@@ -216,7 +216,7 @@ static vbm_status fit_run(const vbm_temporal *m, const vbm_temporal *base, const
         goto out;
     }
     for (int i = 0; i < nseq; i++)
-        if ((rc = temporal_seq_init(&ss[i], w, &seqs[i], err)) != VBM_OK)
+        if ((rc = temporal_seq_init(&ss[i], w, &seqs[i], w->cfg.vbe_temporal, err)) != VBM_OK)
             goto out;
 
     if (base != NULL || init != NULL) {
@@ -474,13 +474,20 @@ vbm_status vbm_temporal_infer(const vbm_temporal *m, const vbm_sequence *seq, in
     return infer_query(m, seq, sweeps, qb, a, local_fe, err);
 }
 
-/* q(B, A) of the query seq under m's q(Theta) (held fixed): VBE sweeps from q(b) = 1/2, a = 0,
- * alternating in direction (the last one forward when last_forward). The coordinate ascent lands
- * in an optimum that depends on which identity it updates first (the first takes what it can
- * explain): up to 8 runs start from identities spread over the P, in both directions, and the
- * one of highest free energy is left in *out (temporal_seq_free it), its free energy in *F. The sequence is checked by the caller. VBM_ENOMEM, VBM_ENUMERIC. */
+/* q(B, A) of the query seq under m's q(Theta) (held fixed), in the structured form of eq. 18
+ * (q(b_{1:T,p}) prod_t q(a_{t,p} | b_{t,p})), and for a memory fitted with eq. 19 in that form
+ * too (the one of higher free energy is kept): VBE
+ * sweeps from q(b) = 1/2, a = 0, alternating in direction (the last one forward when
+ * last_forward). With the chain over each identity's b exact given q(a | b), a run of frames in
+ * which an identity is off is switched off as a whole; the eq. 18 sites, updated one at a time,
+ * keep it on (each site's neighbours are on) and lose whole frames where an identity's run has
+ * ended. The coordinate ascent still lands in an optimum that depends on which identity it
+ * updates first (the first takes what it can explain): up to 8 runs start from identities spread
+ * over the P, in both directions, and the one of highest free energy is left in *out
+ * (temporal_seq_free it), its free energy in *F. The sequence is checked by the caller.
+ * VBM_ENOMEM, VBM_ENUMERIC. */
 vbm_status temporal_infer_best(const vbm_temporal *m, const vbm_sequence *seq, int sweeps,
-                                  int last_forward, tseq *out, double *F, vbm_error *err)
+                               int last_forward, tseq *out, double *F, vbm_error *err)
 {
     tseq s;
     double *scr, best = -INFINITY;
@@ -492,15 +499,24 @@ vbm_status temporal_infer_best(const vbm_temporal *m, const vbm_sequence *seq, i
     if (scr == NULL)
         return vbm_fail(err, VBM_ENOMEM, "", "out of memory");
     orders = m->P == 1 ? 1 : (m->P < 4 ? 2 * m->P : 8);
-    for (int r = 0; r < orders && rc == VBM_OK; r++) {
+    /* the structured form of eq. 18 from every order; for a memory fitted with eq. 19, eq. 19's
+     * chains too (they carry a_{1:T,p} jointly: where the identities are plain, their bound is
+     * the higher) */
+    for (int r = 0; r < orders * (m->cfg.vbe_temporal ? 2 : 1) && rc == VBM_OK; r++) {
         double f;
-        if ((rc = temporal_seq_init(&s, m, seq, err)) != VBM_OK)
+        int o = r % orders, eq19 = r >= orders;
+        if ((rc = temporal_seq_init(&s, m, seq, eq19, err)) != VBM_OK)
             break;
-        s.p0 = (r / 2) * m->P / (orders / 2 > 0 ? orders / 2 : 1);
-        s.pdir = r % 2;
+        s.p0 = (o / 2) * m->P / (orders / 2 > 0 ? orders / 2 : 1);
+        s.pdir = o % 2;
         temporal_seq_data(&s, &m->ex);
+        if (!eq19 && (rc = temporal_seq_bchain(&s, m->P, err)) != VBM_OK) {
+            temporal_seq_free(&s);
+            break;
+        }
         for (int i = 0; i < sweeps && rc == VBM_OK; i++)
-            rc = temporal_seq_sweep(&m->ex, &s, last_forward ? (sweeps - 1 - i) % 2 : i % 2, scr, err);
+            rc = temporal_seq_sweep(&m->ex, &s, last_forward ? (sweeps - 1 - i) % 2 : i % 2, scr,
+                                    err);
         f = rc == VBM_OK ? temporal_seq_fe(&m->ex, &s) : NAN;
         if (rc == VBM_OK && (!have || f > best)) {
             if (have)

@@ -16,8 +16,8 @@
 /* KL(Gamma(a1, b1) || Gamma(a0, b0)), shape/rate. */
 static double kl_gamma(double a1, double b1, double a0, double b0)
 {
-    return (a1 - a0) * special_digamma(a1) - special_lgamma(a1) + special_lgamma(a0) + a0 * (log(b1) - log(b0))
-           + a1 * (b0 - b1) / b1;
+    return (a1 - a0) * special_digamma(a1) - special_lgamma(a1) + special_lgamma(a0)
+           + a0 * (log(b1) - log(b0)) + a1 * (b0 - b1) / b1;
 }
 
 /* KL(Beta(u1) || Beta(u0)) for pairs u1, u0. */
@@ -101,6 +101,56 @@ static double chain_local_fe(const temporal_exp *e, const tseq *s)
     return F;
 }
 
+/* The latent free-energy terms under the structured form of eq. 18 (q(b_{1:T,p}) prod_t
+ * q(a_{t,p} | b_{t,p})): as tseq's eq. 18 terms, with the entropy of each chain over b, its pair
+ * marginals in <log P(B | T)> and <a_t a_{t-1}> = sum over pairs of q(b_{t-1}, b_t) times the
+ * product of the means given them. */
+static double bchain_local_fe(const temporal_exp *e, const tseq *s)
+{
+    int P = e->P, Q = e->Q, K = e->K, D = e->D;
+    long T = s->T;
+    double F = 0.0, c0 = -0.5 * D * TEMPORAL_LOG2PI, sa2 = e->sigma_a2;
+
+    for (int k = 0; k < D; k++)
+        c0 += 0.5 * e->elogrho[k];
+    for (int p = 0; p < P; p++)
+        F += s->Hb[p];
+    for (long t = 0; t < T; t++) {
+        for (int p = 0; p < P; p++) {
+            double q1 = s->q1[t * P + p], q0 = s->q0[t * P + p], lds = 0.0;
+            if (t == 0) {
+                F += q0 * e->logpi[0] + q1 * e->logpi[1];
+            } else {
+                const double *xi = s->xi + ((size_t)t * P + p) * 4;
+                for (int i = 0; i < 4; i++)
+                    F += xi[i] * e->elogT[i];
+            }
+            /* the entropies of q(a_{t,p} | b) */
+            for (int q = 0; q < Q; q++)
+                lds += log(s->s2[(size_t)t * K + p * Q + q]);
+            F += 0.5 * q1 * (Q * (TEMPORAL_LOG2PI + 1.0) - s->ld1[t * P + p])
+                 + 0.5 * q0 * (Q * (TEMPORAL_LOG2PI + 1.0) + lds);
+        }
+        for (int k = 0; k < K; k++) {
+            size_t i = (size_t)t * K + k;
+            if (t == 0) {
+                F += -0.5 * (TEMPORAL_LOG2PI + log(sa2)) - 0.5 * s->eaa[i] / sa2;
+            } else {
+                const double *xi = s->xi + ((size_t)t * P + k / Q) * 4;
+                double cr = 0.0;
+                for (int j = 0; j < 4; j++)
+                    cr += xi[j] * (j / 2 ? s->mu1[i - K] : s->mu2[i - K])
+                          * (j % 2 ? s->mu1[i] : s->mu2[i]);
+                F += -0.5 * TEMPORAL_LOG2PI - 0.5 * e->elog[k]
+                     - 0.5
+                           * (e->einv[k] * s->eaa[i] - 2.0 * e->elam[k] * cr
+                              + e->elam2[k] * s->eaa[i - K]);
+            }
+        }
+        F += frame_loglik_y(e, s, t, c0, s->S1, s->mu1);
+    }
+    return F;
+}
 
 /* The terms of the free energy (sec. 7) that involve q(B, A) of this sequence:
  * <log P(B | T)> + <log P(A | Lambda)> + <log P(Y | B, A, W, rho)> - <log Q(B, A)>. */
@@ -108,6 +158,8 @@ double temporal_seq_fe(const temporal_exp *e, const tseq *s)
 {
     if (s->temporal)
         return chain_local_fe(e, s);
+    if (s->bchain)
+        return bchain_local_fe(e, s);
     int P = e->P, Q = e->Q, K = e->K, D = e->D;
     long T = s->T;
     double F = 0.0, c0 = -0.5 * D * TEMPORAL_LOG2PI, sa2 = e->sigma_a2;
@@ -181,7 +233,6 @@ double temporal_stats_fe(const temporal_exp *e, const tstats *st)
     return F;
 }
 
-
 /* The free energy's terms in q(Theta) alone: -KL(q(W) || p(W | gamma)) - KL(q(rho) || p(rho))
  * - KL(q(T) || p(T)) - KL(q(Lambda) || p(Lambda)) (eq. 96-113). Needs m->ex fresh. */
 double temporal_global_fe(const vbm_temporal *m)
@@ -207,7 +258,6 @@ double temporal_global_fe(const vbm_temporal *m)
     return F;
 }
 
-
 /* Test hook (temporal.h): q(B, A) of seq inferred under m (sweeps VBE sweeps), then its latent
  * free energy and the q(Theta) part of it (temporal_stats_fe of its statistics) under m and under
  * m2 (same configuration): out = {local(m), stats(m), local(m2), stats(m2)}. */
@@ -221,7 +271,7 @@ vbm_status temporal_fe_split(const vbm_temporal *m, const vbm_temporal *m2, cons
 
     if ((rc = temporal_seq_check(m, seq, "sequence", err)) != VBM_OK)
         return rc;
-    if ((rc = temporal_seq_init(&s, m, seq, err)) != VBM_OK)
+    if ((rc = temporal_seq_init(&s, m, seq, m->cfg.vbe_temporal, err)) != VBM_OK)
         return rc;
     scr = vbm_calloc((size_t)4 * m->Q * m->Q + 4 * m->Q, sizeof(double));
     if (scr == NULL || temporal_stats_alloc(&st, m->D, m->K) != 0) {

@@ -172,7 +172,6 @@ out:
     return rc;
 }
 
-
 /* ---- ancestral sampling ---- */
 
 /* Gamma(shape a, rate 1) draw (Marsaglia-Tsang; a < 1 through a + 1 and u^(1/a)). */

@@ -37,7 +37,8 @@ void temporal_seq_free(tseq *s)
 }
 
 /* Allocate q(B, A) of a sequence at q(b) = 1/2, a = 0 (mu2 = 0, s2 = sigma_a2). */
-vbm_status temporal_seq_init(tseq *s, const vbm_temporal *m, const vbm_sequence *seq, vbm_error *err)
+vbm_status temporal_seq_init(tseq *s, const vbm_temporal *m, const vbm_sequence *seq, int temporal,
+                             vbm_error *err)
 {
     size_t T = (size_t)seq->T, P = (size_t)m->P, K = (size_t)m->K, Q = (size_t)m->Q;
 
@@ -60,7 +61,7 @@ vbm_status temporal_seq_init(tseq *s, const vbm_temporal *m, const vbm_sequence 
         temporal_seq_free(s);
         return vbm_fail(err, VBM_ENOMEM, "", "out of memory for %ld frames", seq->T);
     }
-    s->temporal = m->cfg.vbe_temporal;
+    s->temporal = temporal;
     if (s->temporal) {
         s->V = vbm_calloc(T * P * Q * Q, sizeof(double));
         s->C = vbm_calloc(T * P * Q * Q, sizeof(double));
@@ -360,11 +361,266 @@ static int chain_a(const temporal_exp *e, tseq *s, int p, double *work)
     return 0;
 }
 
+/* ---- the structured form of eq. 18 (inference): q(b_{1:T,p}) prod_t q(a_{t,p} | b_{t,p}) ---- */
+
+vbm_status temporal_seq_bchain(tseq *s, int P, vbm_error *err)
+{
+    size_t T = (size_t)s->T;
+    double *xi, *Hb, *fb;
+
+    if (s->temporal)
+        return vbm_fail(err, VBM_EINVAL, "", "the structured form is one of eq. 18");
+    if (s->bchain)
+        return VBM_OK;
+    xi = vbm_calloc(T * P * 4, sizeof(double));
+    Hb = vbm_calloc((size_t)P, sizeof(double));
+    fb = vbm_calloc(10 * T, sizeof(double));
+    if (!xi || !Hb || !fb) {
+        free(xi);
+        free(Hb);
+        free(fb);
+        return vbm_fail(err, VBM_ENOMEM, "", "out of memory for %ld frames", s->T);
+    }
+    for (size_t t = 0; t < T; t++)
+        for (int p = 0; p < P; p++) {
+            double q0 = s->q0[t * P + p], q1 = s->q1[t * P + p];
+            Hb[p] -= (q0 > 0 ? q0 * log(q0) : 0.0) + (q1 > 0 ? q1 * log(q1) : 0.0);
+        }
+    for (size_t t = 1; t < T; t++)
+        for (int p = 0; p < P; p++) {
+            double r0 = s->q0[(t - 1) * P + p], r1 = s->q1[(t - 1) * P + p];
+            double q0 = s->q0[t * P + p], q1 = s->q1[t * P + p];
+            double *x = xi + (t * P + p) * 4;
+            x[0] = r0 * q0;
+            x[1] = r0 * q1;
+            x[2] = r1 * q0;
+            x[3] = r1 * q1;
+        }
+    free(s->xi);
+    free(s->Hb);
+    free(s->fb);
+    s->xi = xi;
+    s->Hb = Hb;
+    s->fb = fb;
+    s->bchain = 1;
+    return VBM_OK;
+}
+
+/* The mean of a_{t,p} (attribute q) given b_{t,p} = b: mu1 or mu2. */
+static double bc_mean(const tseq *s, int K, long t, int k, int b)
+{
+    return b ? s->mu1[(size_t)t * K + k] : s->mu2[(size_t)t * K + k];
+}
+
+/* q(a_{t,p} | b_{t,p} = b) for b = 0, 1 <- their optima given q(b_{1:T,p}) and every other
+ * factor: as site_update, but the AR(1) neighbours enter through their means given b_{t,p}
+ * (from the pair marginals) rather than their marginal means. scr holds 3 Q^2 + 4 Q doubles.
+ * Returns non-zero when Sigma_{t,p}^{-1} is not positive definite. */
+static int bc_site_a(const temporal_exp *e, tseq *s, long t, int p, double *scr)
+{
+    int Q = e->Q, K = e->K, P = e->P;
+    long T = s->T;
+    double *J = scr, *h1 = J + Q * Q, *J2 = h1 + Q, *h2 = J2 + Q, *mu = h2 + Q;
+    double *S = s->S1 + ((size_t)t * P + p) * Q * Q;
+    const double *ext = s->ex + (size_t)t * K, *M = e->M;
+
+    for (int b = 1; b >= 0; b--) {
+        double qb = b ? s->q1[t * P + p] : s->q0[t * P + p], wp[2] = {0, 0}, wn[2] = {0, 0};
+        if (t > 0) {
+            const double *x = s->xi + ((size_t)t * P + p) * 4;
+            if (qb > 1e-300) {
+                wp[0] = x[b] / qb;
+                wp[1] = x[2 + b] / qb;
+            } else {
+                wp[0] = s->q0[(t - 1) * P + p];
+                wp[1] = s->q1[(t - 1) * P + p];
+            }
+        }
+        if (t < T - 1) {
+            const double *x = s->xi + ((size_t)(t + 1) * P + p) * 4;
+            if (qb > 1e-300) {
+                wn[0] = x[2 * b] / qb;
+                wn[1] = x[2 * b + 1] / qb;
+            } else {
+                wn[0] = s->q0[(t + 1) * P + p];
+                wn[1] = s->q1[(t + 1) * P + p];
+            }
+        }
+        for (int q = 0; q < Q; q++) {
+            int k = p * Q + q;
+            double v = 0.0;
+            J2[q] = (t == 0 ? 1.0 / e->sigma_a2 : e->einv[k]) + (t < T - 1 ? e->elam2[k] : 0.0);
+            if (t > 0)
+                v += wp[0] * bc_mean(s, K, t - 1, k, 0) + wp[1] * bc_mean(s, K, t - 1, k, 1);
+            if (t < T - 1)
+                v += wn[0] * bc_mean(s, K, t + 1, k, 0) + wn[1] * bc_mean(s, K, t + 1, k, 1);
+            h2[q] = e->elam[k] * v;
+        }
+        if (b == 0) {
+            for (int q = 0; q < Q; q++) {
+                size_t k = (size_t)t * K + p * Q + q;
+                s->mu2[k] = h2[q] / J2[q];
+                s->s2[k] = 1.0 / J2[q];
+            }
+            continue;
+        }
+        for (int q = 0; q < Q; q++) {
+            int k = p * Q + q;
+            double v = h2[q] + s->wry[t * K + k];
+            for (int i = 0; i < K; i++)
+                if (i / Q != p)
+                    v -= M[k * K + i] * ext[i];
+            h1[q] = v;
+            for (int r = 0; r < Q; r++)
+                J[q * Q + r] = M[k * K + p * Q + r] + (q == r ? J2[q] : 0.0);
+        }
+        if (la_chol(Q, J) != 0)
+            return 1;
+        s->ld1[t * P + p] = la_chol_logdet(Q, J);
+        memcpy(mu, h1, sizeof(double) * Q);
+        la_chol_solve(Q, 1, J, mu, 1);
+        memcpy(S, J, sizeof(double) * Q * Q);
+        la_chol_inverse(Q, S);
+        for (int q = 0; q < Q; q++) {
+            size_t k = (size_t)t * K + p * Q + q;
+            s->mu1[k] = mu[q];
+            s->ex[k] = s->q1[t * P + p] * mu[q];
+        }
+    }
+    return 0;
+}
+
+/* The terms of the free energy in a_{t,p} given b_{t,p} = b (its AR(1) self terms, for b = 1 the
+ * data, the entropy of q(a_{t,p} | b)), the unary potential of the chain over b_{.,p}. */
+static double bc_unary(const temporal_exp *e, const tseq *s, long t, int p, int b)
+{
+    int Q = e->Q, K = e->K, P = e->P;
+    long T = s->T;
+    double u = 0.5 * Q * (TEMPORAL_LOG2PI + 1.0);
+
+    for (int q = 0; q < Q; q++) {
+        int k = p * Q + q;
+        size_t j = (size_t)t * K + k;
+        double J2 = (t == 0 ? 1.0 / e->sigma_a2 : e->einv[k]) + (t < T - 1 ? e->elam2[k] : 0.0);
+        double m2 = b ? s->S1[((size_t)t * P + p) * Q * Q + q * Q + q] + s->mu1[j] * s->mu1[j]
+                      : s->s2[j] + s->mu2[j] * s->mu2[j];
+        u -= 0.5 * J2 * m2;
+        if (!b)
+            u += 0.5 * log(s->s2[j]);
+    }
+    if (b) {
+        const double *S = s->S1 + ((size_t)t * P + p) * Q * Q, *mu = s->mu1 + (size_t)t * K + p * Q;
+        const double *x = s->ex + (size_t)t * K;
+        u -= 0.5 * s->ld1[t * P + p];
+        for (int q = 0; q < Q; q++) {
+            int k = p * Q + q;
+            double r = s->wry[t * K + k];
+            for (int i = 0; i < K; i++)
+                if (i / Q != p)
+                    r -= e->M[k * K + i] * x[i];
+            u += mu[q] * r;
+            for (int rr = 0; rr < Q; rr++)
+                u -= 0.5 * e->M[k * K + p * Q + rr] * (S[q * Q + rr] + mu[q] * mu[rr]);
+        }
+    }
+    if (t == 0)
+        u += e->logpi[b];
+    return u;
+}
+
+/* The pair potential of the chain over b_{.,p} between b_{t-1} = m and b_t = n (t >= 1):
+ * <log T_{m,n}> + the AR(1) cross term of the means given them. */
+static double bc_pair(const temporal_exp *e, const tseq *s, long t, int p, int mm, int n)
+{
+    int Q = e->Q, K = e->K;
+    double v = e->elogT[2 * mm + n];
+
+    for (int q = 0; q < Q; q++) {
+        int k = p * Q + q;
+        v += e->elam[k] * bc_mean(s, K, t - 1, k, mm) * bc_mean(s, K, t, k, n);
+    }
+    return v;
+}
+
+/* q(b_{1:T,p}) <- its optimum given the q(a_{t,p} | b) and every other factor: forward-backward
+ * in logs; sets q0, q1, xi, Hb[p] and the moments ex, ea, eaa of identity p. */
+static void bc_chain(const temporal_exp *e, tseq *s, int p)
+{
+    int P = e->P, Q = e->Q, K = e->K;
+    long T = s->T;
+    double *u = s->fb, *pr = u + 2 * T, *al = pr + 4 * T, *be = al + 2 * T, lz, Epot = 0.0;
+
+    for (long t = 0; t < T; t++) {
+        u[2 * t] = bc_unary(e, s, t, p, 0);
+        u[2 * t + 1] = bc_unary(e, s, t, p, 1);
+        if (t > 0)
+            for (int i = 0; i < 4; i++)
+                pr[4 * t + i] = bc_pair(e, s, t, p, i / 2, i % 2);
+    }
+    for (long t = 0; t < T; t++)
+        for (int n = 0; n < 2; n++) {
+            if (t == 0) {
+                al[n] = u[n];
+            } else {
+                double a0 = al[2 * (t - 1)] + pr[4 * t + n],
+                       a1 = al[2 * (t - 1) + 1] + pr[4 * t + 2 + n];
+                double mx = fmax(a0, a1);
+                al[2 * t + n] = mx + log(exp(a0 - mx) + exp(a1 - mx)) + u[2 * t + n];
+            }
+        }
+    for (long t = T - 1; t >= 0; t--)
+        for (int mm = 0; mm < 2; mm++) {
+            if (t == T - 1) {
+                be[2 * t + mm] = 0.0;
+            } else {
+                double b0 = pr[4 * (t + 1) + 2 * mm] + u[2 * (t + 1)] + be[2 * (t + 1)];
+                double b1 = pr[4 * (t + 1) + 2 * mm + 1] + u[2 * (t + 1) + 1] + be[2 * (t + 1) + 1];
+                double mx = fmax(b0, b1);
+                be[2 * t + mm] = mx + log(exp(b0 - mx) + exp(b1 - mx));
+            }
+        }
+    {
+        double a0 = al[2 * (T - 1)], a1 = al[2 * (T - 1) + 1], mx = fmax(a0, a1);
+        lz = mx + log(exp(a0 - mx) + exp(a1 - mx));
+    }
+    for (long t = 0; t < T; t++) {
+        double q1 = exp(al[2 * t + 1] + be[2 * t + 1] - lz), q0 = exp(al[2 * t] + be[2 * t] - lz);
+        double sum = q0 + q1;
+        q0 /= sum;
+        q1 /= sum;
+        s->q0[t * P + p] = q0;
+        s->q1[t * P + p] = q1;
+        Epot += q0 * u[2 * t] + q1 * u[2 * t + 1];
+        if (t > 0) {
+            double *xi = s->xi + ((size_t)t * P + p) * 4, tot = 0.0;
+            for (int i = 0; i < 4; i++) {
+                xi[i] = exp(al[2 * (t - 1) + i / 2] + pr[4 * t + i] + u[2 * t + i % 2]
+                            + be[2 * t + i % 2] - lz);
+                tot += xi[i];
+            }
+            for (int i = 0; i < 4; i++) {
+                xi[i] /= tot;
+                Epot += xi[i] * pr[4 * t + i];
+            }
+        }
+    }
+    s->Hb[p] = lz - Epot;
+    for (long t = 0; t < T; t++) {
+        double q1 = s->q1[t * P + p], q0 = s->q0[t * P + p];
+        for (int q = 0; q < Q; q++) {
+            size_t k = (size_t)t * K + p * Q + q;
+            double v1 = s->S1[((size_t)t * P + p) * Q * Q + q * Q + q];
+            s->ex[k] = q1 * s->mu1[k];
+            s->ea[k] = q1 * s->mu1[k] + q0 * s->mu2[k];
+            s->eaa[k] = q1 * (v1 + s->mu1[k] * s->mu1[k]) + q0 * (s->s2[k] + s->mu2[k] * s->mu2[k]);
+        }
+    }
+}
 
 /* One VBE sweep over t = 1..T (t = T..1 when backward is non-zero: alternating the direction
  * carries evidence both ways along the chain in two sweeps), p = 1..P. */
 vbm_status temporal_seq_sweep(const temporal_exp *e, tseq *s, int backward, double *scr,
-                             vbm_error *err)
+                              vbm_error *err)
 {
     if (s->temporal) {
         /* per identity (in the order of p0, pdir): q(b_{1:T,p}), then q(a_{1:T,p}) */
@@ -374,6 +630,20 @@ vbm_status temporal_seq_sweep(const temporal_exp *e, tseq *s, int backward, doub
             if (chain_a(e, s, p, scr) != 0)
                 return vbm_fail(err, VBM_ENUMERIC, "",
                                 "the precision of a_{.,%d} is not positive definite", p);
+        }
+        return VBM_OK;
+    }
+    if (s->bchain) {
+        /* per identity: q(a_{t,p} | b) along the frames, then q(b_{1:T,p}) */
+        for (int j = 0; j < e->P; j++) {
+            int p = (s->p0 + (s->pdir ? e->P - j : j)) % e->P;
+            for (long i = 0; i < s->T; i++) {
+                long t = backward ? s->T - 1 - i : i;
+                if (bc_site_a(e, s, t, p, scr) != 0)
+                    return vbm_fail(err, VBM_ENUMERIC, "",
+                                    "the precision of a_{%ld,%d} is not positive definite", t, p);
+            }
+            bc_chain(e, s, p);
         }
         return VBM_OK;
     }

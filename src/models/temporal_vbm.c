@@ -66,7 +66,6 @@ void temporal_stats_sum(tstats *dst, const tstats *a, const tstats *b, int D, in
     dst->nfr = (a ? a->nfr : 0.0) + b->nfr;
 }
 
-
 void temporal_stats_add(tstats *st, const temporal_exp *e, const tseq *s)
 {
     int P = e->P, Q = e->Q, K = e->K, D = e->D;
