@@ -190,11 +190,18 @@ vbm_status temporal_infer_best(const vbm_temporal *m, const vbm_sequence *seq, i
 /* The window start (temporal_start.c): the mean of q(W) of m (prior otherwise, sequences
  * checked) from windows of 2 Q + 4 consecutive frames (half-overlapping, within sequences):
  * the half of them whose energy lies most nearly in Q directions (one identity on) are grouped
- * into P groups by k-subspaces (seeded as k-means++ from rng), and identity p's columns are its
- * group's top Q principal directions scaled to the variance they carry above the noise. Sets
+ * into P groups by k-subspaces (seeded as k-means++ from rng; the best of 10 seedings), and
+ * identity p's columns are its group's top Q principal directions scaled to the variance they
+ * carry above the noise. keep >= 1: every window counts, and the seeding whose bases capture the
+ * most energy is kept. keep in (0, 1): trimmed k-subspaces: each step updates the bases from
+ * only the share keep of the windows that their nearest basis explains best (the others are
+ * where identities overlap: with slowly varying attributes two identities' window also spans
+ * about Q directions, and the untrimmed grouping captures more energy with bases that mix
+ * identities), and the seeding is kept whose kept windows miss the least share of their
+ * energy. Sets
  * *used to 0 and leaves m as it was when the data do not allow it (Q >= D, fewer than 4 P
  * windows); the caller then falls back to another start. VBM_ENOMEM, VBM_ENUMERIC. */
 vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int nseq, rng_t *rng,
-                                  int *used, vbm_error *err);
+                                  double keep, int *used, vbm_error *err);
 
 #endif

@@ -24,7 +24,7 @@ void vbm_temporal_opts_default(vbm_temporal_opts *o)
     o->tol = 0.0;
     o->seed = 1;
     o->rescale = 1;
-    o->restarts = 2;
+    o->restarts = 3;
     o->start = VBM_TEMPORAL_START_WINDOWS;
     o->warm_start = 1;
 }
@@ -188,11 +188,14 @@ static void temporal_copy_posterior(vbm_temporal *dst, const vbm_temporal *src)
  * base's accumulated statistics (its sequences' q(B, A) as they were) to the new sequences',
  * the free energy counts those sequences through them (temporal_stats_fe + fe_const), and the
  * rescaling step is not taken (it would have to rescale the frozen q(B, A) too). The sequences
- * and options are checked by the caller. */
+ * and options are checked by the caller. run (0, 1, ...) is the restart: with the windows start,
+ * runs 0 and 1 of every 3 trim the grouping (keep 0.4 of the windows), run 2 does not; on draws
+ * of 3 identities x 2 attributes the trimmed start finds the identities where the untrimmed one
+ * mixes them, and on 3 x 1 the untrimmed one where the trimmed one once did not. */
 static vbm_status fit_run(const vbm_temporal *m, const vbm_temporal *base, const vbm_temporal *init,
                           const vbm_sequence *seqs, int nseq, const vbm_temporal_opts *o,
-                          uint64_t seed, vbm_temporal **out, double **fe_out, int *done_out,
-                          vbm_error *err)
+                          uint64_t seed, int run, vbm_temporal **out, double **fe_out,
+                          int *done_out, vbm_error *err)
 {
     vbm_temporal *w = NULL;
     tseq *ss = NULL;
@@ -234,7 +237,9 @@ static vbm_status fit_run(const vbm_temporal *m, const vbm_temporal *base, const
             scale = 1.0;
         rng_seed(&rng, seed);
         if (o->start == VBM_TEMPORAL_START_WINDOWS
-            && (rc = temporal_start_windows(w, seqs, nseq, &rng, &used, err)) != VBM_OK)
+            && (rc = temporal_start_windows(w, seqs, nseq, &rng, run % 3 == 2 ? 1.0 : 0.4, &used,
+                                            err))
+                   != VBM_OK)
             goto out;
         if (!used && o->start != VBM_TEMPORAL_START_RANDOM
             && (rc = init_pca(w, seqs, nseq, &rng, err)) != VBM_OK)
@@ -391,8 +396,8 @@ static vbm_status temporal_fit(vbm_temporal *m, int append, const vbm_sequence *
         vbm_temporal *w = NULL;
         double *fe = NULL;
         int done = 0;
-        if ((rc = fit_run(m, append ? m : NULL, warm, seqs, nseq, &o, o.seed + (uint64_t)r, &w, &fe,
-                          &done, err))
+        if ((rc = fit_run(m, append ? m : NULL, warm, seqs, nseq, &o, o.seed + (uint64_t)r, r, &w,
+                          &fe, &done, err))
             != VBM_OK) {
             vbm_temporal_free(best);
             vbm_temporal_free(warm);
