@@ -573,6 +573,99 @@ START_TEST(vbe_matches_brute_force)
 }
 END_TEST
 
+/* The latent free energy of seq under m after sweeps eq. 18 sweeps from q(b) = 1/2; with
+ * structured non-zero, in the structured form of eq. 18 from the start. */
+static double eq18_fe(const vbm_temporal *m, const vbm_sequence *q, int sweeps, int structured)
+{
+    tseq s;
+    vbm_error err;
+    double scr[64], F;
+
+    ck_assert_msg(temporal_seq_init(&s, m, q, 0, &err) == VBM_OK, "%s", err.msg);
+    temporal_seq_data(&s, &m->ex);
+    if (structured)
+        ck_assert_msg(temporal_seq_bchain(&s, m->P, &err) == VBM_OK, "%s", err.msg);
+    for (int i = 0; i < sweeps; i++)
+        ck_assert_msg(temporal_seq_sweep(&m->ex, &s, i % 2, scr, &err) == VBM_OK, "%s", err.msg);
+    F = temporal_seq_fe(&m->ex, &s);
+    temporal_seq_free(&s);
+    return F;
+}
+
+START_TEST(structured_inference_exact_without_coupling)
+{
+    vbm_error err;
+    double qb[8], qx[8], a[16], fe, lz, fmf;
+    double *y;
+
+    /* one identity over six frames with the AR(1) coupling of a switched off (<lambda / (1 -
+     * lambda^2)> = 0): the exact posterior is then a chain over b times q(a_t | b_t), the
+     * structured form that inference uses, so its q(b) and F equal the brute-force optimum
+     * (the eq. 18 sites, one q(b_t) each, stay below it) */
+    for (uint64_t seed = 10; seed <= 12; seed++) {
+        vbm_temporal *m = fitted(5, 1, 2, &y, 6, seed);
+        vbm_sequence q = {6, 5, y};
+        double md = 0.0;
+        for (int k = 0; k < m->K; k++)
+            m->ex.elam[k] = 0.0;
+        ck_assert_msg(vbm_temporal_infer(m, &q, 20, qb, a, &fe, &err) == VBM_OK, "%s", err.msg);
+        lz = brute_force(m, y, 6, qx);
+        fmf = eq18_fe(m, &q, 20, 0);
+        for (int t = 0; t < 6; t++)
+            md = fmax(md, fabs(qb[t] - qx[t]));
+        fprintf(stderr,
+                "brute force T=6 P=1 Q=2, no AR coupling: max |q(b) - q*(b)| %.2g, F %.12f vs "
+                "%.12f (eq. 18 sites %.6f)\n",
+                md, fe, lz, fmf);
+        ck_assert_msg(md < 1e-9, "q(b) differs from the exact by %g", md);
+        ck_assert_msg(fabs(fe - lz) < 1e-9 * fabs(lz), "F %.15g vs %.15g", fe, lz);
+        ck_assert_msg(fmf < lz - 1e-6, "eq. 18 sites %.15g reach the exact %.15g", fmf, lz);
+        free(y);
+        vbm_temporal_free(m);
+    }
+}
+END_TEST
+
+START_TEST(structured_inference_free_energy_never_decreases)
+{
+    vbm_error err;
+    double *y, scr[64];
+
+    /* three identities, 80 frames: turning converged eq. 18 sites into the structured form
+     * keeps the free energy (the chains' pair marginals are the products), and every later
+     * sweep of the structured form raises it or leaves it */
+    for (uint64_t seed = 20; seed <= 22; seed++) {
+        vbm_temporal *m = fitted(8, 3, 1, &y, 80, seed);
+        vbm_sequence q = {80, 8, y};
+        tseq s;
+        double F0, F1, Fs = eq18_fe(m, &q, 30, 0);
+        ck_assert_msg(temporal_seq_init(&s, m, &q, 0, &err) == VBM_OK, "%s", err.msg);
+        temporal_seq_data(&s, &m->ex);
+        for (int i = 0; i < 30; i++)
+            ck_assert_msg(temporal_seq_sweep(&m->ex, &s, i % 2, scr, &err) == VBM_OK, "%s",
+                          err.msg);
+        F0 = temporal_seq_fe(&m->ex, &s);
+        ck_assert(F0 == Fs);
+        ck_assert_msg(temporal_seq_bchain(&s, m->P, &err) == VBM_OK, "%s", err.msg);
+        F1 = temporal_seq_fe(&m->ex, &s);
+        ck_assert_msg(fabs(F1 - F0) < 1e-10 * fabs(F0), "F %.15g, structured %.15g", F0, F1);
+        for (int i = 0; i < 30; i++) {
+            double F2;
+            ck_assert_msg(temporal_seq_sweep(&m->ex, &s, i % 2, scr, &err) == VBM_OK, "%s",
+                          err.msg);
+            F2 = temporal_seq_fe(&m->ex, &s);
+            ck_assert_msg(F2 >= F1 - 1e-10 * fabs(F1), "sweep %d: F %.15g -> %.15g", i, F1, F2);
+            F1 = F2;
+        }
+        fprintf(stderr, "structured inference P=3 T=80: F eq. 18 sites %.6f, structured %.6f\n", F0,
+                F1);
+        temporal_seq_free(&s);
+        free(y);
+        vbm_temporal_free(m);
+    }
+}
+END_TEST
+
 /* ---- ancestral sampling ---- */
 
 START_TEST(samples_follow_the_posterior)
@@ -1199,6 +1292,8 @@ static Suite *temporal_suite(void)
     tcase_add_test(tc, recovers_generating_parameters);
     tcase_add_test(tc, ard_switches_off_unneeded_attributes);
     tcase_add_test(tc, vbe_matches_brute_force);
+    tcase_add_test(tc, structured_inference_exact_without_coupling);
+    tcase_add_test(tc, structured_inference_free_energy_never_decreases);
     tcase_add_test(tc, samples_follow_the_posterior);
     tcase_add_test(tc, bad_input_rejected);
     tcase_add_test(tc, appends_land_near_one_write);

@@ -606,7 +606,9 @@ typedef struct {
                        column W_{.,k} (parameter expansion; not in the seed, see temporal.c);
                        0: the seed's VB-EM steps only. Either way F never decreases. */
     int restarts;   /* VB-EM runs from the starts drawn with seed, seed + 1, ...; the run with
-                       the highest final F is kept (its trace is returned); default 2 */
+                       the highest final F is kept (its trace is returned); default 3 (with the
+                       windows start, runs 1 and 2 group the windows leaving out the 60 % each
+                       grouping explains worst, run 3 groups them all, and so on in turn) */
     int start;      /* the start of q(W)'s mean: VBM_TEMPORAL_START_WINDOWS (0, default) groups
                        short windows of frames by the subspace they span (one group per identity;
                        the PCA start when Q >= D or there are fewer than 4 P windows);

@@ -124,6 +124,12 @@ static void tw_subspace(tw_ctx *c, const long *idx, long n, double *B, double *S
     }
 }
 
+static int tw_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int tw_cmp_conc(const void *a, const void *b)
 {
     double x = ((const tw_window *)a)->conc, y = ((const tw_window *)b)->conc;
@@ -131,14 +137,15 @@ static int tw_cmp_conc(const void *a, const void *b)
 }
 
 vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int nseq, rng_t *rng,
-                                  int *used, vbm_error *err)
+                                  double keep, int *used, vbm_error *err)
 {
     tw_ctx c;
     int D = m->D, P = m->P, Q = m->Q, K = m->K;
     long nall = 0, nsel, *assign = NULL, *idx = NULL;
     double *B = NULL, *SB = NULL, *dist = NULL, *cap = NULL, noise = 0.0, nres = 0.0;
     double *Bbest = NULL, best_tot = 0.0;
-    long *abest = NULL;
+    long *abest = NULL, *near = NULL;
+    double *miss = NULL, *srt = NULL;
     vbm_status rc = VBM_OK;
 
     *used = 0;
@@ -167,8 +174,11 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
     idx = vbm_calloc((size_t)nall, sizeof(long));
     Bbest = vbm_calloc((size_t)P * D * Q, sizeof(double));
     abest = vbm_calloc((size_t)nall, sizeof(long));
-    if (!Bbest || !abest || !c.win || !c.gram || !c.ev || !c.yb || !B || !SB || !dist || !cap
-        || !assign || !idx) {
+    near = vbm_calloc((size_t)nall, sizeof(long));
+    miss = vbm_calloc((size_t)nall, sizeof(double));
+    srt = vbm_calloc((size_t)nall, sizeof(double));
+    if (!near || !miss || !srt || !Bbest || !abest || !c.win || !c.gram || !c.ev || !c.yb || !B
+        || !SB || !dist || !cap || !assign || !idx) {
         rc = vbm_fail(err, VBM_ENOMEM, "", "out of memory for the window start");
         goto out;
     }
@@ -219,6 +229,7 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
             assign[i] = -1;
         for (int it = 0; it < 50; it++) {
             long moved = 0;
+            double cut = INFINITY;
             for (long i = 0; i < nsel; i++) {
                 long best = 0;
                 for (int p = 0; p < P; p++) {
@@ -226,8 +237,20 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
                     if (cap[i * P + p] > cap[i * P + best])
                         best = p;
                 }
-                moved += best != assign[i];
-                assign[i] = best;
+                miss[i] = 1.0 - cap[i * P + best] / c.win[i].energy;
+                near[i] = best;
+            }
+            if (keep < 1.0) {
+                /* trimmed: the windows that their nearest basis explains worst (where
+                 * identities overlap) are left out of the update */
+                memcpy(srt, miss, sizeof(double) * nsel);
+                qsort(srt, (size_t)nsel, sizeof(double), tw_cmp_double);
+                cut = srt[(long)((double)(nsel - 1) * keep)];
+            }
+            for (long i = 0; i < nsel; i++) {
+                long a = miss[i] <= cut ? near[i] : -1;
+                moved += a != assign[i];
+                assign[i] = a;
             }
             if (moved == 0)
                 break;
@@ -241,7 +264,7 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
                     long worst = 0;
                     double wv = INFINITY;
                     for (long i = 0; i < nsel; i++) {
-                        double f = cap[i * P + assign[i]] / c.win[i].energy;
+                        double f = 1.0 - miss[i];
                         if (f < wv) {
                             wv = f;
                             worst = i;
@@ -253,8 +276,13 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
                 tw_subspace(&c, idx, n, B + (size_t)p * D * Q, SB);
             }
         }
+        /* untrimmed: the energy the bases capture; trimmed: minus the share of its energy that
+         * each kept window's basis misses */
         for (long i = 0; i < nsel; i++)
-            tot += tw_captured(&c, &c.win[i], B + (size_t)assign[i] * D * Q);
+            if (assign[i] >= 0 && keep >= 1.0)
+                tot += tw_captured(&c, &c.win[i], B + (size_t)assign[i] * D * Q);
+            else if (assign[i] >= 0)
+                tot -= miss[i];
         if (tr == 0 || tot > best_tot) {
             best_tot = tot;
             memcpy(Bbest, B, sizeof(double) * P * D * Q);
@@ -265,6 +293,8 @@ vbm_status temporal_start_windows(vbm_temporal *m, const vbm_sequence *seqs, int
     memcpy(assign, abest, sizeof(long) * nsel);
     /* the noise variance from what the bases miss, and each identity's scale along its basis */
     for (long i = 0; i < nsel; i++) {
+        if (assign[i] < 0)
+            continue;
         noise += c.win[i].energy - tw_captured(&c, &c.win[i], B + (size_t)assign[i] * D * Q);
         nres += (double)c.L * (D - Q);
     }
@@ -309,5 +339,8 @@ out:
     free(idx);
     free(Bbest);
     free(abest);
+    free(near);
+    free(miss);
+    free(srt);
     return rc;
 }

@@ -11,6 +11,8 @@
 #include "model.h"
 #include "tree.h"
 
+#include "numerics/special.h"
+
 /* The memos of one fit (cfg.memo_k > 0): for each of the T frames, mn[t]
  * distinct joint paths mp[t][i][0..G) with scores ms[t][i], best first. */
 typedef struct {
@@ -61,19 +63,6 @@ typedef struct {
     tree_memo memo;
     tree_jp jp;
 } tree_work;
-
-/* digamma(x), x > 0: recurrence up to x >= 6, then the asymptotic series. */
-static double jp_digamma(double x)
-{
-    double r = 0.0;
-    while (x < 6.0) {
-        r -= 1.0 / x;
-        x += 1.0;
-    }
-    double f = 1.0 / (x * x);
-    return r + log(x) - 0.5 / x
-           - f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f / 132))));
-}
 
 /* log Gamma(a + n) - log Gamma(a), a > 0, n >= 0, without the cancellation of
  * the two terms when a >> n (a = H^G alpha can be huge): recurrence up to
@@ -218,11 +207,12 @@ static void jp_refresh(tree_jp *j)
     double N = 0.0;
     for (long i = 0; i < j->n; i++)
         N += j->cnt[i];
-    double A = j->HG * j->alpha + j->B, psiT = jp_digamma(A + N), psia = jp_digamma(j->alpha);
+    double A = j->HG * j->alpha + j->B, psiT = special_digamma(A + N),
+           psia = special_digamma(j->alpha);
     j->base_t = psia - psiT;
     double kl = jp_lgamma_diff(A, N);
     for (long i = 0; i < j->n; i++) {
-        double a = j->alpha + j->base[i], psi = jp_digamma(a + j->cnt[i]);
+        double a = j->alpha + j->base[i], psi = special_digamma(a + j->cnt[i]);
         j->d[i] = (j->base[i] == 0.0 && j->cnt[i] == 0.0) ? 0.0 : psi - psia;
         if (j->cnt[i] != 0.0)
             kl += j->cnt[i] * (psi - psiT) - jp_lgamma_diff(a, j->cnt[i]);
