@@ -32,6 +32,7 @@ typedef struct {
     uint64_t seed;
     int scaling;   /* run the T / H scaling sweeps */
     int fastest;   /* compare the fastest settings of both sides at the paper's configuration */
+    int dgemm;     /* the direct-path configurations on one thread against a one-core dgemm */
     int team;      /* > 1: the table's vbmem writes run on a team of this many threads */
     vbm_init init; /* write initialisation (default VBM_INIT_AUTO) */
 } write_opts;
@@ -116,7 +117,8 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: bench-write [--reps N] [--quick] [--no-numpy] [--no-scaling] [--no-fastest] "
-        "[--root DIR] [--seed S]\n"
+        "[--no-dgemm]\n"
+        "                   [--root DIR] [--seed S]\n"
         "                   [--threads N] [--team N] [--init NAME]\n"
         "  Median latency of vbm_write (after 0.2 s of warm-up writes) for four configurations, "
         "its\n"
@@ -136,6 +138,8 @@ static void usage(FILE *f)
         "  --team N     the table's vbmem writes split over a vbm_team of N threads (default: "
         "none)\n"
         "  --no-fastest skip the fastest-settings comparison\n"
+        "  --no-dgemm   skip T = 640 and 1280 on one thread against a one-core dgemm (the write's\n"
+        "               two large products as bare dgemm calls of the same shapes, same run)\n"
         "  --init NAME  auto (default: random q(M) means, k-means++ shifts), prior, kmeans++ (R = "
         "R0 and\n"
         "               k-means++ shifts: the NumPy reference's initialisation), random\n"
@@ -180,6 +184,7 @@ static int parse_args(int argc, char **argv, write_opts *o)
     o->seed = 0;
     o->scaling = 1;
     o->fastest = 1;
+    o->dgemm = 1;
     o->team = 0;
     o->init = VBM_INIT_AUTO;
     int quick = 0, reps_given = 0;
@@ -200,6 +205,9 @@ static int parse_args(int argc, char **argv, write_opts *o)
             takes = 0;
         } else if (strcmp(a, "--no-fastest") == 0) {
             o->fastest = 0;
+            takes = 0;
+        } else if (strcmp(a, "--no-dgemm") == 0) {
+            o->dgemm = 0;
             takes = 0;
         } else if (strcmp(a, "--team") == 0) {
             bad = bench_parse_int(v, 1, 64, &o->team);
@@ -629,6 +637,80 @@ static int fastest(const write_opts *o, int threads)
     return 0;
 }
 
+/* Median seconds of `reps` one-thread cblas_dgemm calls C = A op(B) (row-major, A m x k, op(B)
+ * k x n, B transposed when tb), on standard-normal operands. Returns NAN when out of memory. */
+static double time_dgemm(int m, int n, int k, int tb, int reps, uint64_t seed)
+{
+    double *A = malloc(sizeof(double) * (size_t)m * k), *B = malloc(sizeof(double) * (size_t)k * n),
+           *Cm = malloc(sizeof(double) * (size_t)m * n), *t = malloc(sizeof(double) * (size_t)reps);
+    double med = NAN;
+    if (A && B && Cm && t) {
+        rng_t rng;
+        rng_seed(&rng, seed);
+        for (size_t i = 0; i < (size_t)m * k; i++)
+            A[i] = rng_normal(&rng);
+        for (size_t i = 0; i < (size_t)k * n; i++)
+            B[i] = rng_normal(&rng);
+        for (int r = -2; r < reps; r++) { /* two untimed calls first */
+            double t0 = bench_now_s();
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0,
+                        A, k, B, tb ? k : n, 0.0, Cm, n);
+            if (r >= 0)
+                t[r] = bench_now_s() - t0;
+        }
+        med = bench_median(t, reps);
+    }
+    free(A);
+    free(B);
+    free(Cm);
+    free(t);
+    return med;
+}
+
+/* The direct-path configurations (T > C) on one thread against a one-core
+ * dgemm measured in the same run: OpenBLAS on 1 thread for both, vbmem's
+ * level-3 GFLOP/s (write_flops over the median write) against the GFLOP/s of
+ * the write's two large products run as bare dgemm calls of the same shapes,
+ * the address step's [R_1; ..; R_H] Z^T (HK x T x C) and the update's
+ * [Wt; Theta^T] Z ((HK + H) x C x T), each the median of `reps` calls.
+ * Restores OpenBLAS to `threads` (0: nproc). */
+static int against_dgemm(const write_opts *o, int threads)
+{
+    const bench_case cases[] = {{VBM_MIXTURE, 640, 100, 6, 200, 10},
+                                {VBM_MIXTURE, 1280, 150, 6, 200, 10}};
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = o->reps < 9 ? 9 : o->reps;
+    printf(
+        "\none thread against a one-core dgemm (OpenBLAS %s kernels, 1 thread each; median of %d "
+        "writes, and of %d calls of each product):\n",
+        openblas_get_corename(), reps, reps);
+    printf("  %-40s %10s %8s %14s %8s\n", "configuration", "vbmem s", "GFLOP/s", "dgemm GFLOP/s",
+           "of dgemm");
+    openblas_set_num_threads(1);
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        const bench_case *b = &cases[i];
+        int hk = b->H * b->K;
+        timing t;
+        rc = time_vbmem(b, reps, o->seed, o->init, VBM_SOLVER_AUTO, NULL, &t);
+        double ta = time_dgemm(hk, (int)b->T, b->C, 1, reps, o->seed + 1),
+               tu = time_dgemm(hk + b->H, b->C, (int)b->T, 0, reps, o->seed + 2);
+        if (rc != 0 || isnan(ta) || isnan(tu)) {
+            rc = -1;
+            break;
+        }
+        double fa = 2.0 * hk * (double)b->T * b->C, fu = 2.0 * (hk + b->H) * (double)b->C * b->T;
+        double gv = write_flops(b) / t.median_s * 1e-9, gd = (fa + fu) / (ta + tu) * 1e-9;
+        char desc[128];
+        describe(b, desc, sizeof desc);
+        printf("  %-40s %10.6f %8.2f %14.2f %7.0f%%   (address product %.2f, update product %.2f "
+               "GFLOP/s)\n",
+               desc, t.median_s, gv, gd, 100.0 * gv / gd, fa / ta * 1e-9, fu / tu * 1e-9);
+        fflush(stdout);
+    }
+    openblas_set_num_threads(threads > 0 ? threads : (ncpu > 0 ? ncpu : 1));
+    return rc;
+}
+
 /* One sweep of the mixture write: vary T (vary_T) or H; print a table and the slope. */
 static int sweep(const write_opts *o, vbm_team *team, int vary_T, const int *vals, int n,
                  double *slope)
@@ -739,6 +821,8 @@ int main(int argc, char **argv)
         " so they agree only statistically, not digit for digit)\n");
 
     if (o.fastest && fastest(&o, o.threads) != 0)
+        status = 1;
+    if (o.dgemm && against_dgemm(&o, o.threads) != 0)
         status = 1;
 
     if (o.scaling) {
