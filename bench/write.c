@@ -296,8 +296,12 @@ static const char *kind_arg(vbm_kind k)
 /* Time vbm_write on standard-normal exact codes: warm-up, then `reps`
  * timed writes from the base prior (each covers the codes check, the prior,
  * init, the iterations, the final address step and the ELBO). */
-static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init,
-                      vbm_solver solver, vbm_team *team, timing *out)
+/* Run after each timed write of time_vbmem_hook (untimed there): rep is the write's index. */
+typedef void (*write_hook)(void *ctx, int rep);
+
+static int time_vbmem_hook(const bench_case *b, int reps, uint64_t seed, vbm_init init,
+                           vbm_solver solver, vbm_team *team, write_hook hook, void *hook_ctx,
+                           timing *out)
 {
     vbm_config cfg;
     vbm_config_default(b->kind, b->C, &cfg);
@@ -361,6 +365,8 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
         t[r] = bench_now_s() - t0;
         out->elbo_per_frame = res.elbo.per_frame;
         vbm_write_result_free(&res);
+        if (hook)
+            hook(hook_ctx, r);
     }
     if (rc == 0) {
         out->median_s = bench_median(t, reps);
@@ -370,6 +376,12 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
     free(Z);
     free(t);
     return rc;
+}
+
+static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init,
+                      vbm_solver solver, vbm_team *team, timing *out)
+{
+    return time_vbmem_hook(b, reps, seed, init, solver, team, NULL, NULL, out);
 }
 
 /* Append s to buf as a single-quoted shell word. Returns -1 when it does not fit. */
@@ -637,90 +649,90 @@ static int fastest(const write_opts *o, int threads)
     return 0;
 }
 
-/* Median seconds of `reps` one-thread cblas_dgemm calls C = A op(B) (row-major, A m x k, op(B)
- * k x n, B transposed when tb), on standard-normal operands. Returns NAN when out of memory. */
-static double time_dgemm(int m, int n, int k, int tb, int reps, uint64_t seed)
+/* The two large products of a direct-path write as bare one-thread dgemm
+ * calls, on standard-normal operands: as many as one write runs (it + 1
+ * address products [R_1; ..; R_H] Z^T, HK x T x C, and `it` update products
+ * [Wt; Theta^T] Z, (HK + H) x C x T), timed as one block after each timed
+ * write (time_vbmem_hook), so that both sides see the same load. */
+typedef struct {
+    const bench_case *b;
+    double *A, *Z, *P, *t; /* A: (HK + H) x max(T, C); Z: T x C; P: (HK + H) x max(T, C) */
+} dgemm_block;
+
+static void dgemm_block_run(void *ctx, int rep)
 {
-    double *A = malloc(sizeof(double) * (size_t)m * k), *B = malloc(sizeof(double) * (size_t)k * n),
-           *Cm = malloc(sizeof(double) * (size_t)m * n), *t = malloc(sizeof(double) * (size_t)reps);
-    double med = NAN;
-    if (A && B && Cm && t) {
-        rng_t rng;
-        rng_seed(&rng, seed);
-        for (size_t i = 0; i < (size_t)m * k; i++)
-            A[i] = rng_normal(&rng);
-        for (size_t i = 0; i < (size_t)k * n; i++)
-            B[i] = rng_normal(&rng);
-        for (int r = -2; r < reps; r++) { /* two untimed calls first */
-            double t0 = bench_now_s();
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0,
-                        A, k, B, tb ? k : n, 0.0, Cm, n);
-            if (r >= 0)
-                t[r] = bench_now_s() - t0;
-        }
-        med = bench_median(t, reps);
-    }
-    free(A);
-    free(B);
-    free(Cm);
-    free(t);
-    return med;
+    dgemm_block *d = ctx;
+    const bench_case *b = d->b;
+    int hk = b->H * b->K, T = (int)b->T, C = b->C;
+    double t0 = bench_now_s();
+    for (int i = 0; i <= b->iters; i++)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hk, T, C, 1.0, d->A, C, d->Z, C, 0.0,
+                    d->P, T);
+    for (int i = 0; i < b->iters; i++)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hk + b->H, C, T, 1.0, d->A, T, d->Z,
+                    C, 0.0, d->P, C);
+    d->t[rep] = bench_now_s() - t0;
 }
 
 /* The direct-path configurations (T > C) on one thread against a one-core
- * dgemm measured in the same run: OpenBLAS on 1 thread for both, vbmem's
- * level-3 GFLOP/s (write_flops over a write's time) against the GFLOP/s of the
- * write's two large products run as bare dgemm calls of the same shapes, the
- * address step's [R_1; ..; R_H] Z^T (HK x T x C) and the update's
- * [Wt; Theta^T] Z ((HK + H) x C x T). DGEMM_ROUNDS rounds, each a vbmem timing
- * (median of reps / DGEMM_ROUNDS writes, at least 3) then the two products
- * (median of as many calls each), so that both sides see the same load; the
- * fraction is printed per round and as the median over the rounds. Restores
- * OpenBLAS to `threads` (0: nproc). */
-#define DGEMM_ROUNDS 3
+ * dgemm measured in the same run: OpenBLAS on 1 thread for both; after each
+ * timed write the write's two large products run as bare dgemm calls
+ * (dgemm_block_run). vbmem's level-3 GFLOP/s (write_flops over the write's
+ * time) against the dgemm block's, from the medians and from the minima.
+ * Restores OpenBLAS to `threads` (0: nproc). */
 static int against_dgemm(const write_opts *o, int threads)
 {
     const bench_case cases[] = {{VBM_MIXTURE, 640, 100, 6, 200, 10},
                                 {VBM_MIXTURE, 1280, 150, 6, 200, 10}};
-    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN),
-        reps = o->reps / DGEMM_ROUNDS < 3 ? 3 : o->reps / DGEMM_ROUNDS;
-    printf("\none thread against a one-core dgemm (OpenBLAS %s kernels, 1 thread each; %d rounds "
-           "of\n"
-           "a vbmem timing, median of %d writes, then the write's two products as bare dgemm "
-           "calls,\n"
-           "median of %d calls each):\n",
-           openblas_get_corename(), DGEMM_ROUNDS, reps, reps);
-    printf("  %-40s %5s %10s %8s %14s %8s\n", "configuration", "round", "vbmem s", "GFLOP/s",
-           "dgemm GFLOP/s", "of dgemm");
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = o->reps;
+    printf("\none thread against a one-core dgemm (OpenBLAS %s kernels, 1 thread each; %d writes, "
+           "each\n"
+           "followed by the write's two large products as bare dgemm calls, as many as it runs):\n",
+           openblas_get_corename(), reps);
+    printf("  %-40s %10s %8s %14s %15s %15s\n", "configuration", "vbmem s", "GFLOP/s",
+           "dgemm GFLOP/s", "of dgemm (med)", "of dgemm (min)");
     openblas_set_num_threads(1);
     int rc = 0;
     for (int i = 0; i < 2 && rc == 0; i++) {
         const bench_case *b = &cases[i];
         int hk = b->H * b->K;
-        double fa = 2.0 * hk * (double)b->T * b->C, fu = 2.0 * (hk + b->H) * (double)b->C * b->T;
-        double frac[DGEMM_ROUNDS];
-        char desc[128];
-        describe(b, desc, sizeof desc);
-        for (int r = 0; r < DGEMM_ROUNDS && rc == 0; r++) {
+        size_t wide = (size_t)(b->T > b->C ? b->T : b->C);
+        dgemm_block d = {b, malloc(sizeof(double) * (hk + b->H) * wide),
+                         malloc(sizeof(double) * (size_t)b->T * b->C),
+                         malloc(sizeof(double) * (hk + b->H) * wide),
+                         malloc(sizeof(double) * reps)};
+        if (!d.A || !d.Z || !d.P || !d.t) {
+            fprintf(stderr, "bench-write: out of memory\n");
+            rc = -1;
+        } else {
+            rng_t rng;
+            rng_seed(&rng, o->seed + 1);
+            for (size_t k = 0; k < (hk + b->H) * wide; k++)
+                d.A[k] = rng_normal(&rng);
+            for (size_t k = 0; k < (size_t)b->T * b->C; k++)
+                d.Z[k] = rng_normal(&rng);
+            dgemm_block_run(&d, 0); /* once untimed: OpenBLAS's buffers */
             timing t;
-            rc = time_vbmem(b, reps, o->seed, o->init, VBM_SOLVER_AUTO, NULL, &t);
-            double ta = time_dgemm(hk, (int)b->T, b->C, 1, reps, o->seed + 1),
-                   tu = time_dgemm(hk + b->H, b->C, (int)b->T, 0, reps, o->seed + 2);
-            if (rc != 0 || isnan(ta) || isnan(tu)) {
-                rc = -1;
-                break;
+            rc = time_vbmem_hook(b, reps, o->seed, o->init, VBM_SOLVER_AUTO, NULL, dgemm_block_run,
+                                 &d, &t);
+            if (rc == 0) {
+                double fd = 2.0 * (b->iters + 1) * hk * (double)b->T * b->C
+                            + 2.0 * b->iters * (hk + b->H) * (double)b->C * b->T,
+                       fv = write_flops(b);
+                double dmed = bench_median(d.t, reps), dmin = d.t[0]; /* bench_median sorted d.t */
+                char desc[128];
+                describe(b, desc, sizeof desc);
+                printf("  %-40s %10.6f %8.2f %14.2f %14.0f%% %14.0f%%\n", desc, t.median_s,
+                       fv / t.median_s * 1e-9, fd / dmed * 1e-9,
+                       100.0 * (fv / t.median_s) / (fd / dmed),
+                       100.0 * (fv / t.min_s) / (fd / dmin));
+                fflush(stdout);
             }
-            double gv = write_flops(b) / t.median_s * 1e-9, gd = (fa + fu) / (ta + tu) * 1e-9;
-            frac[r] = gv / gd;
-            printf("  %-40s %5d %10.6f %8.2f %14.2f %7.0f%%   (address product %.2f, update "
-                   "product %.2f GFLOP/s)\n",
-                   desc, r + 1, t.median_s, gv, gd, 100.0 * frac[r], fa / ta * 1e-9,
-                   fu / tu * 1e-9);
-            fflush(stdout);
         }
-        if (rc == 0)
-            printf("  %-40s median over the rounds: %.0f%% of a one-core dgemm\n", desc,
-                   100.0 * bench_median(frac, DGEMM_ROUNDS));
+        free(d.A);
+        free(d.Z);
+        free(d.P);
+        free(d.t);
     }
     openblas_set_num_threads(threads > 0 ? threads : (ncpu > 0 ? ncpu : 1));
     return rc;
