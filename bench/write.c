@@ -62,8 +62,8 @@ typedef struct {
  *                + 2 H K^2 T   W_h <- Sigma_w,h W_h             (H GEMMs)
  *                + 2 T H C     Z [mu_b1 .. mu_bH]^T             (shift GEMM)
  *                + 2 H K^2 C   S_h = R_h R_h^T                  (H GEMMs)
- *   update step:   2 H C T     Theta^T Z                        (shift GEMM)
- *                + 2 H K T C   Y = [W~_1; ..; W~_H] Z           (M-step GEMM)
+ *   update step:   2 H C T     Theta^T Z                        (one GEMM with
+ *                + 2 H K T C   Y = [W~_1; ..; W~_H] Z            the M-step's)
  *                + 2 H K^2 T   Q_h = W~_h W_h^T                 (H GEMMs)
  *                + 2 H K^2 C   solve Q_h R_h = Y_h              (H solves)
  *   flops = it * (address + update) + address
