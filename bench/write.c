@@ -32,6 +32,7 @@ typedef struct {
     uint64_t seed;
     int scaling;   /* run the T / H scaling sweeps */
     int fastest;   /* compare the fastest settings of both sides at the paper's configuration */
+    int dgemm;     /* the direct-path configurations on one thread against a one-core dgemm */
     int team;      /* > 1: the table's vbmem writes run on a team of this many threads */
     vbm_init init; /* write initialisation (default VBM_INIT_AUTO) */
 } write_opts;
@@ -61,8 +62,8 @@ typedef struct {
  *                + 2 H K^2 T   W_h <- Sigma_w,h W_h             (H GEMMs)
  *                + 2 T H C     Z [mu_b1 .. mu_bH]^T             (shift GEMM)
  *                + 2 H K^2 C   S_h = R_h R_h^T                  (H GEMMs)
- *   update step:   2 H C T     Theta^T Z                        (shift GEMM)
- *                + 2 H K T C   Y = [W~_1; ..; W~_H] Z           (M-step GEMM)
+ *   update step:   2 H C T     Theta^T Z                        (one GEMM with
+ *                + 2 H K T C   Y = [W~_1; ..; W~_H] Z            the M-step's)
  *                + 2 H K^2 T   Q_h = W~_h W_h^T                 (H GEMMs)
  *                + 2 H K^2 C   solve Q_h R_h = Y_h              (H solves)
  *   flops = it * (address + update) + address
@@ -116,7 +117,8 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: bench-write [--reps N] [--quick] [--no-numpy] [--no-scaling] [--no-fastest] "
-        "[--root DIR] [--seed S]\n"
+        "[--no-dgemm]\n"
+        "                   [--root DIR] [--seed S]\n"
         "                   [--threads N] [--team N] [--init NAME]\n"
         "  Median latency of vbm_write (after 0.2 s of warm-up writes) for four configurations, "
         "its\n"
@@ -136,6 +138,8 @@ static void usage(FILE *f)
         "  --team N     the table's vbmem writes split over a vbm_team of N threads (default: "
         "none)\n"
         "  --no-fastest skip the fastest-settings comparison\n"
+        "  --no-dgemm   skip T = 640 and 1280 on one thread against a one-core dgemm (the write's\n"
+        "               two large products as bare dgemm calls of the same shapes, same run)\n"
         "  --init NAME  auto (default: random q(M) means, k-means++ shifts), prior, kmeans++ (R = "
         "R0 and\n"
         "               k-means++ shifts: the NumPy reference's initialisation), random\n"
@@ -180,6 +184,7 @@ static int parse_args(int argc, char **argv, write_opts *o)
     o->seed = 0;
     o->scaling = 1;
     o->fastest = 1;
+    o->dgemm = 1;
     o->team = 0;
     o->init = VBM_INIT_AUTO;
     int quick = 0, reps_given = 0;
@@ -200,6 +205,9 @@ static int parse_args(int argc, char **argv, write_opts *o)
             takes = 0;
         } else if (strcmp(a, "--no-fastest") == 0) {
             o->fastest = 0;
+            takes = 0;
+        } else if (strcmp(a, "--no-dgemm") == 0) {
+            o->dgemm = 0;
             takes = 0;
         } else if (strcmp(a, "--team") == 0) {
             bad = bench_parse_int(v, 1, 64, &o->team);
@@ -288,8 +296,12 @@ static const char *kind_arg(vbm_kind k)
 /* Time vbm_write on standard-normal exact codes: warm-up, then `reps`
  * timed writes from the base prior (each covers the codes check, the prior,
  * init, the iterations, the final address step and the ELBO). */
-static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init,
-                      vbm_solver solver, vbm_team *team, timing *out)
+/* Run after each timed write of time_vbmem_hook (untimed there): rep is the write's index. */
+typedef void (*write_hook)(void *ctx, int rep);
+
+static int time_vbmem_hook(const bench_case *b, int reps, uint64_t seed, vbm_init init,
+                           vbm_solver solver, vbm_team *team, write_hook hook, void *hook_ctx,
+                           timing *out)
 {
     vbm_config cfg;
     vbm_config_default(b->kind, b->C, &cfg);
@@ -353,6 +365,8 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
         t[r] = bench_now_s() - t0;
         out->elbo_per_frame = res.elbo.per_frame;
         vbm_write_result_free(&res);
+        if (hook)
+            hook(hook_ctx, r);
     }
     if (rc == 0) {
         out->median_s = bench_median(t, reps);
@@ -362,6 +376,12 @@ static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init ini
     free(Z);
     free(t);
     return rc;
+}
+
+static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init,
+                      vbm_solver solver, vbm_team *team, timing *out)
+{
+    return time_vbmem_hook(b, reps, seed, init, solver, team, NULL, NULL, out);
 }
 
 /* Append s to buf as a single-quoted shell word. Returns -1 when it does not fit. */
@@ -629,6 +649,95 @@ static int fastest(const write_opts *o, int threads)
     return 0;
 }
 
+/* The two large products of a direct-path write as bare one-thread dgemm
+ * calls, on standard-normal operands: as many as one write runs (it + 1
+ * address products [R_1; ..; R_H] Z^T, HK x T x C, and `it` update products
+ * [Wt; Theta^T] Z, (HK + H) x C x T), timed as one block after each timed
+ * write (time_vbmem_hook), so that both sides see the same load. */
+typedef struct {
+    const bench_case *b;
+    double *A, *Z, *P, *t; /* A: (HK + H) x max(T, C); Z: T x C; P: (HK + H) x max(T, C) */
+} dgemm_block;
+
+static void dgemm_block_run(void *ctx, int rep)
+{
+    dgemm_block *d = ctx;
+    const bench_case *b = d->b;
+    int hk = b->H * b->K, T = (int)b->T, C = b->C;
+    double t0 = bench_now_s();
+    for (int i = 0; i <= b->iters; i++)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hk, T, C, 1.0, d->A, C, d->Z, C, 0.0,
+                    d->P, T);
+    for (int i = 0; i < b->iters; i++)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hk + b->H, C, T, 1.0, d->A, T, d->Z,
+                    C, 0.0, d->P, C);
+    d->t[rep] = bench_now_s() - t0;
+}
+
+/* The direct-path configurations (T > C) on one thread against a one-core
+ * dgemm measured in the same run: OpenBLAS on 1 thread for both; after each
+ * timed write the write's two large products run as bare dgemm calls
+ * (dgemm_block_run). vbmem's level-3 GFLOP/s (write_flops over the write's
+ * time) against the dgemm block's, from the medians and from the minima.
+ * Restores OpenBLAS to `threads` (0: nproc). */
+static int against_dgemm(const write_opts *o, int threads)
+{
+    const bench_case cases[] = {{VBM_MIXTURE, 640, 100, 6, 200, 10},
+                                {VBM_MIXTURE, 1280, 150, 6, 200, 10}};
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = o->reps;
+    printf("\none thread against a one-core dgemm (OpenBLAS %s kernels, 1 thread each; %d writes, "
+           "each\n"
+           "followed by the write's two large products as bare dgemm calls, as many as it runs):\n",
+           openblas_get_corename(), reps);
+    printf("  %-40s %10s %8s %14s %15s %15s\n", "configuration", "vbmem s", "GFLOP/s",
+           "dgemm GFLOP/s", "of dgemm (med)", "of dgemm (min)");
+    openblas_set_num_threads(1);
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        const bench_case *b = &cases[i];
+        int hk = b->H * b->K;
+        size_t wide = (size_t)(b->T > b->C ? b->T : b->C);
+        dgemm_block d = {b, malloc(sizeof(double) * (hk + b->H) * wide),
+                         malloc(sizeof(double) * (size_t)b->T * b->C),
+                         malloc(sizeof(double) * (hk + b->H) * wide),
+                         malloc(sizeof(double) * reps)};
+        if (!d.A || !d.Z || !d.P || !d.t) {
+            fprintf(stderr, "bench-write: out of memory\n");
+            rc = -1;
+        } else {
+            rng_t rng;
+            rng_seed(&rng, o->seed + 1);
+            for (size_t k = 0; k < (hk + b->H) * wide; k++)
+                d.A[k] = rng_normal(&rng);
+            for (size_t k = 0; k < (size_t)b->T * b->C; k++)
+                d.Z[k] = rng_normal(&rng);
+            dgemm_block_run(&d, 0); /* once untimed: OpenBLAS's buffers */
+            timing t;
+            rc = time_vbmem_hook(b, reps, o->seed, o->init, VBM_SOLVER_AUTO, NULL, dgemm_block_run,
+                                 &d, &t);
+            if (rc == 0) {
+                double fd = 2.0 * (b->iters + 1) * hk * (double)b->T * b->C
+                            + 2.0 * b->iters * (hk + b->H) * (double)b->C * b->T,
+                       fv = write_flops(b);
+                double dmed = bench_median(d.t, reps), dmin = d.t[0]; /* bench_median sorted d.t */
+                char desc[128];
+                describe(b, desc, sizeof desc);
+                printf("  %-40s %10.6f %8.2f %14.2f %14.0f%% %14.0f%%\n", desc, t.median_s,
+                       fv / t.median_s * 1e-9, fd / dmed * 1e-9,
+                       100.0 * (fv / t.median_s) / (fd / dmed),
+                       100.0 * (fv / t.min_s) / (fd / dmin));
+                fflush(stdout);
+            }
+        }
+        free(d.A);
+        free(d.Z);
+        free(d.P);
+        free(d.t);
+    }
+    openblas_set_num_threads(threads > 0 ? threads : (ncpu > 0 ? ncpu : 1));
+    return rc;
+}
+
 /* One sweep of the mixture write: vary T (vary_T) or H; print a table and the slope. */
 static int sweep(const write_opts *o, vbm_team *team, int vary_T, const int *vals, int n,
                  double *slope)
@@ -739,6 +848,8 @@ int main(int argc, char **argv)
         " so they agree only statistically, not digit for digit)\n");
 
     if (o.fastest && fastest(&o, o.threads) != 0)
+        status = 1;
+    if (o.dgemm && against_dgemm(&o, o.threads) != 0)
         status = 1;
 
     if (o.scaling) {

@@ -163,7 +163,7 @@ vbm_status mixgroup_gram_prepare(const vbm_memory *mem, const prior_t *prior, mi
         return st;
     w->SR = vbm_calloc((size_t)H * kk, sizeof(double));
     w->LQ = vbm_calloc((size_t)H * kk, sizeof(double));
-    w->Wtc = vbm_calloc(hkt, sizeof(double));
+    w->Wtc = vbm_calloc(hkt + (size_t)H * T, sizeof(double)); /* as Wt: the two swap */
     w->swc = vbm_calloc((size_t)H * K, sizeof(double));
     w->GT = vbm_calloc(hkt, sizeof(double));
     if (w->prior_mean) {
@@ -220,7 +220,9 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     size_t hkt = (size_t)H * K * T;
     w->P = vbm_calloc(hkt, sizeof(double));
     w->W = vbm_calloc(hkt, sizeof(double));
-    w->Wt = vbm_calloc(hkt, sizeof(double));
+    /* Wt has H more rows of T: the direct update copies q(s) there, so that
+     * Wt Z and Theta^T Z are one product (see mixgroup_update). */
+    w->Wt = vbm_calloc(hkt + (size_t)H * T, sizeof(double));
     w->thetaT = vbm_calloc((size_t)T * H, sizeof(double));
     w->E = vbm_calloc((size_t)T * H, sizeof(double));
     w->LW = vbm_calloc((size_t)T * H, sizeof(double));

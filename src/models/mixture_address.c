@@ -19,7 +19,7 @@
  * R_h mu_bh, W_h, the frame sweep (e_th, KL_w, the logits of q(s)) and the
  * cluster's KL terms when the ELBO is wanted. implicit and b_implicit say how
  * R_h and mu_bh are held (the fields of w, or the Gram update that calls these
- * before it sets them); Bbuf is HK x T scratch. */
+ * before it sets them). */
 LA_HOT void mixgroup_address_pre(const vbm_memory *mem, mixgroup_work *w, int h, int implicit)
 {
     int K = w->K, cg = w->cg, gh = w->g * w->H + h;
@@ -55,8 +55,7 @@ LA_HOT int mixgroup_address_factor(mixgroup_work *w, int h)
 
 /* Returns 0, or 3 when the posterior row covariance is not positive definite. */
 LA_HOT int mixgroup_address_post(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w,
-                                 int h, int want_elbo, int worker, int implicit, int b_implicit,
-                                 double *Bbuf)
+                                 int h, int want_elbo, int worker, int implicit, int b_implicit)
 {
     int K = w->K, cg = w->cg, g = w->g, gh = g * w->H + h;
     long T = w->T;
@@ -79,29 +78,19 @@ LA_HOT int mixgroup_address_post(const vbm_memory *mem, const prior_t *prior, mi
         w->cl[h].bb = 0.0;
     }              /* else |mu_bh|^2 was carried by the update */
     if (!implicit) /* else R_h mu_bh is carried by the Gram update */
-        for (int k = 0; k < K; k++) {
-            double v = 0.0;
-            for (int c = 0; c < cg; c++)
-                v += R[(size_t)k * cg + c] * mb[c];
-            w->Rmb[h * K + k] = v;
-        }
-    /* B_h = R_h (Z - mu_bh)^T and W_h = Sigma_w,h B_h / s2. */
-    double *Wh = w->W + (size_t)h * K * T, *Bh = Bbuf + (size_t)h * K * T,
-           *Ph = w->P + (size_t)h * K * T;
+        for (int k = 0; k < K; k++)
+            w->Rmb[h * K + k] = la_dot(cg, R + (size_t)k * cg, mb);
+    /* B_h = R_h (Z - mu_bh)^T = P_h - (R_h mu_bh) 1^T and W_h = Sigma_w,h B_h / s2,
+     * formed as Sigma_w,h P_h / s2 - c_h 1^T with c_h = Sigma_w,h R_h mu_bh / s2,
+     * so that B_h is never stored: the sweep below takes its columns from P_h. */
+    double *Wh = w->W + (size_t)h * K * T, *Ph = w->P + (size_t)h * K * T;
     if (!implicit && w->Zt) { /* P_h = R_h Z^T and mu_bh . z_t here (see mixgroup_address) */
         la_gemm(0, 0, K, (int)T, cg, 1.0, R, cg, w->Zt, (int)T, 0.0, Ph, (int)T);
         if (shift)
             la_gemm(0, 0, 1, (int)T, cg, 1.0, mb, cg, w->Zt, (int)T, 0.0, w->zb + (size_t)h * T,
                     (int)T);
     }
-    for (int k = 0; k < K; k++) {
-        double rmb = w->Rmb[h * K + k];
-        const double *pk = Ph + (size_t)k * T;
-        double *bk = Bh + (size_t)k * T;
-        for (long t = 0; t < T; t++)
-            bk[t] = pk[t] - rmb;
-    }
-    la_gemm(0, 0, K, (int)T, K, 1.0 / s2, Sw, K, Bh, (int)T, 0.0, Wh, (int)T);
+    la_gemm(0, 0, K, (int)T, K, 1.0 / s2, Sw, K, Ph, (int)T, 0.0, Wh, (int)T);
     /* Sweep the frames: e_th, KL_w and the logits. With S_h W_h = B_h - s2 W_h
      * (Sigma_w^{-1} = I + S_h / s2):
      *   e_th = |z_t|^2 + tr V_t + |mu_bh|^2 + cg s2_bh + tr(S_h Sigma_w) - 2 mu_bh.z_t
@@ -109,22 +98,34 @@ LA_HOT int mixgroup_address_post(const vbm_memory *mem, const prior_t *prior, mi
     double *wb = sc.acc, *mm = sc.acc + T, half_s2 = 0.5 / s2;
     memset(sc.acc, 0, sizeof(double) * 2 * T);
     for (int k = 0; k < K; k++) {
-        const double *wk = Wh + (size_t)k * T, *bk = Bh + (size_t)k * T;
+        const double *rmb = w->Rmb + h * K, *swk = Sw + (size_t)k * K;
+        double ck = 0.0;
+        for (int j = 0; j < K; j++)
+            ck += swk[j] * rmb[j];
+        ck /= s2;
+        double *restrict wk = Wh + (size_t)k * T, *restrict wbr = wb, *restrict mmr = mm;
+        const double *restrict pk = Ph + (size_t)k * T;
+        double rk = rmb[k];
         for (long t = 0; t < T; t++) {
-            wb[t] += wk[t] * bk[t];
-            mm[t] += wk[t] * wk[t];
+            double wv = wk[t] - ck;
+            wk[t] = wv;
+            wbr[t] += wv * (pk[t] - rk);
+            mmr[t] += wv * wv;
         }
     }
     double s2b = b_implicit ? w->cl[h].s2b : mem->s2_b[gh];
     double eh = w->cl[h].bb + (shift ? cg * s2b : 0.0) + trSSw;
     double lwh = 0.5 * (trsw - K - logdetSw);
-    const double *zbh = w->zb + (size_t)h * T;
-    double *Eh = w->E + (size_t)h * T, *LWh = w->LW + (size_t)h * T,
-           *thh = w->thetaT + (size_t)h * T;
-    for (long t = 0; t < T; t++) {
-        double e =
-            w->cs.znorm[t] + w->cs.vsum[t] + eh - 2.0 * (shift ? zbh[t] : 0.0) - wb[t] - s2 * mm[t];
-        double lw = lwh + 0.5 * mm[t];
+    const double *restrict zbh = w->zb + (size_t)h * T, *restrict zn = w->cs.znorm,
+                           *restrict vs = w->cs.vsum, *restrict wbr = wb, *restrict mmr = mm;
+    double *restrict Eh = w->E + (size_t)h * T, *restrict LWh = w->LW + (size_t)h * T,
+                     *restrict thh = w->thetaT + (size_t)h * T;
+    double zsc = shift ? 2.0 : 0.0; /* the shift's term, 0 without one (zb then unread) */
+    if (!shift)
+        zbh = zn;
+    for (long t = 0; t < T; t++) { /* independent frames: vector lanes */
+        double e = zn[t] + vs[t] + eh - zsc * zbh[t] - wbr[t] - s2 * mmr[t];
+        double lw = lwh + 0.5 * mmr[t];
         Eh[t] = e;
         LWh[t] = lw;
         thh[t] = -e * half_s2 - lw;
@@ -189,7 +190,7 @@ static void address_run(const void *ctx, long b, long e, int worker)
     for (long h = b; h < e; h++)
         if (!w->cl[h].st)
             w->cl[h].st = mixgroup_address_post(j->mem, j->prior, w, (int)h, j->want_elbo, worker,
-                                                w->implicit, w->b_implicit, w->Wt);
+                                                w->implicit, w->b_implicit);
 }
 
 /* q(s_t) for the frames of chunks [b, e) (FRAME_CHUNK frames each): the

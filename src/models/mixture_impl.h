@@ -53,11 +53,11 @@ vbm_status mixgroup_gram_prepare(const vbm_memory *mem, const prior_t *prior, mi
  * A_h = I + S_h / s2 of q(w | s = h) (never fails); _factor factors it (Sigma_w,h and its
  * log-determinant; returns 0, or 2 when A_h is not positive definite); _post does the rest
  * (returns 0, or 3 when the posterior row covariance is not positive definite). implicit
- * and b_implicit say how R_h and mu_bh are held; Bbuf is HK x T scratch. */
+ * and b_implicit say how R_h and mu_bh are held. */
 void mixgroup_address_pre(const vbm_memory *mem, mixgroup_work *w, int h, int implicit);
 int mixgroup_address_factor(mixgroup_work *w, int h);
 int mixgroup_address_post(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w, int h,
-                          int want_elbo, int worker, int implicit, int b_implicit, double *Bbuf);
+                          int want_elbo, int worker, int implicit, int b_implicit);
 
 /* The first failure recorded by the last per-cluster loop (mixcluster.st), as an error:
  * VBM_ENUMERIC naming the cluster and what was not positive definite; VBM_OK when none. */

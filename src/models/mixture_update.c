@@ -25,15 +25,34 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     const double *Z = w->cs.mu + w->cs.goff;
-    if (!w->Y && !(w->Y = vbm_calloc((size_t)H * kc, sizeof(double))))
+    if (!w->Y && !(w->Y = vbm_calloc((size_t)H * (kc + cg), sizeof(double))))
         return vbm_fail(err, VBM_ENOMEM, NULL,
                         "out of memory for a mixture update (H=%d, K=%d, cg=%d)", H, K, cg);
-    for (int h = 0; h < H; h++)
+    /* Each cluster's weights, then its Q_h while W_h and Wt_h are still in cache:
+     * Q_h = Wt_h W_h^T / s2 + P0 + N_h Sw_h / s2, factored below. Q_h lives in
+     * the cluster's scratch (its Gram-path slot M2, unused on this path). */
+    for (int h = 0; h < H; h++) {
         weigh_cluster(w, h);
+        int gh = g * H + h;
+        double N = w->cl[h].N, *Q = w->gsc + (size_t)h * mixgroup_gsc_len(K) + kk;
+        la_gemm_sym(K, (int)T, 1.0 / s2, w->Wt + (size_t)h * K * T, (int)T,
+                    w->W + (size_t)h * K * T, (int)T, Q, K);
+        const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
+        for (size_t i = 0; i < kk; i++)
+            Q[i] += P0[i] + N * Sw[i] / s2;
+        la_symmetrize_lower(K, Q); /* guard against rounding asymmetry */
+    }
+    /* Y = Wt Z and (with a shift) Theta^T Z below it, as one product over all
+     * clusters: [Wt; Theta^T] is Wt with q(s) copied into its last H rows. */
+    int rows = H * K;
     if (mem->cfg.shift) {
-        /* q(b_h): Eq. 198-199 with the current q(M_h). Y temporarily holds Theta^T Z. */
-        double *sz = w->Y;
-        la_gemm(0, 0, H, cg, (int)T, 1.0, w->thetaT, (int)T, Z, C, 0.0, sz, cg);
+        memcpy(w->Wt + (size_t)H * K * T, w->thetaT, sizeof(double) * (size_t)H * T);
+        rows += H;
+    }
+    la_gemm(0, 0, rows, cg, (int)T, 1.0, w->Wt, (int)T, Z, C, 0.0, w->Y, cg);
+    if (mem->cfg.shift) {
+        /* q(b_h): Eq. 198-199 with the current q(M_h). */
+        const double *sz = w->Y + (size_t)H * kc;
         for (int h = 0; h < H; h++) {
             int gh = g * H + h;
             double prec = 1.0 / prior->s2_b0[gh] + w->cl[h].N / s2;
@@ -49,18 +68,10 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
             mem->s2_b[gh] = sb;
         }
     }
-    /* q(M_h): Eq. 206-207. Y = Wt Z, one GEMM over all clusters. */
-    la_gemm(0, 0, H * K, cg, (int)T, 1.0, w->Wt, (int)T, Z, C, 0.0, w->Y, cg);
-    double *Q = mixgroup_scratch_of(w, 0).kw;
+    /* q(M_h): Eq. 206-207. */
     for (int h = 0; h < H; h++) {
         int gh = g * H + h;
-        double N = w->cl[h].N;
-        la_gemm_sym(K, (int)T, 1.0 / s2, w->Wt + (size_t)h * K * T, (int)T,
-                    w->W + (size_t)h * K * T, (int)T, Q, K);
-        const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
-        for (size_t i = 0; i < kk; i++)
-            Q[i] += P0[i] + N * Sw[i] / s2;
-        la_symmetrize_lower(K, Q); /* guard against rounding asymmetry */
+        double *Q = w->gsc + (size_t)h * mixgroup_gsc_len(K) + kk;
         double *R = BLK_R(mem, gh), *U = BLK_U(mem, gh);
         const double *mb = BLK_B(mem, gh), *Yh = w->Y + (size_t)h * kc,
                      *P0R0 = prior->P0R0 + gh * kc;
@@ -90,11 +101,29 @@ LA_HOT static void weigh_cluster(mixgroup_work *w, int h)
     double *Wth = w->Wt + (size_t)h * K * T;
     w->cl[h].N = la_sum((int)T, th);
     for (int k = 0; k < K; k++) {
-        const double *wk = Wh + (size_t)k * T;
-        double *vk = Wth + (size_t)k * T;
-        for (long t = 0; t < T; t++)
-            vk[t] = wk[t] * th[t];
-        w->sw[h * K + k] = la_sum((int)T, vk);
+        const double *restrict wk = Wh + (size_t)k * T, *restrict tr = th;
+        double *restrict vk = Wth + (size_t)k * T;
+        /* the products and their sum in one pass, with la_sum's four partial
+         * sums (terms t mod 4, the last T mod 4 in the first): its bits */
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        long t = 0;
+        for (; t + 4 <= T; t += 4) {
+            double v0 = wk[t] * tr[t], v1 = wk[t + 1] * tr[t + 1], v2 = wk[t + 2] * tr[t + 2],
+                   v3 = wk[t + 3] * tr[t + 3];
+            vk[t] = v0;
+            vk[t + 1] = v1;
+            vk[t + 2] = v2;
+            vk[t + 3] = v3;
+            s0 += v0;
+            s1 += v1;
+            s2 += v2;
+            s3 += v3;
+        }
+        for (; t < T; t++) {
+            vk[t] = wk[t] * tr[t];
+            s0 += vk[t];
+        }
+        w->sw[h * K + k] = (s0 + s1) + (s2 + s3);
     }
 }
 
@@ -511,8 +540,7 @@ static void factor_clusters(vbm_memory *mem, mixgroup_work *w, long b, long e, i
 }
 
 /* The Gram update of clusters [b, e), then their share of the next address
- * step (while their data is in this thread's cache; B_h goes to the old
- * Wtc_h, which nothing reads any more). On one thread each part runs for every
+ * step (while their data is in this thread's cache). On one thread each part runs for every
  * cluster of the range before the next part, so that the K x K factorizations
  * and solves of different clusters, each a chain of dependent operations,
  * overlap (4.6 % faster at the paper's configuration). On a team each thread
@@ -559,8 +587,7 @@ static void update_gram_run(const void *ctx, long b, long e, int worker)
     factor_clusters(mem, w, b, e, 1);
     for (long h = b; h < e; h++)
         if (!w->cl[h].st)
-            w->cl[h].st =
-                mixgroup_address_post(mem, j->prior, w, (int)h, 1, worker, 1, shift, w->Wtc);
+            w->cl[h].st = mixgroup_address_post(mem, j->prior, w, (int)h, 1, worker, 1, shift);
 }
 
 /* The update of mixgroup_update (Eq. 198-199, then 206-207) on the Gram path:

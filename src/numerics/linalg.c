@@ -21,6 +21,11 @@
 /* Untransposed products with at most this many rows of A run in gemm_nn_short
  * at any size. */
 #define LA_NN_ROWS 8
+/* Symmetric products (la_gemm_sym) of at most this order run in the dot
+ * kernels at any length: for the K x K x T products of the mixture's direct
+ * update (K = 6, T = 640) they take fewer samples than OpenBLAS's small-matrix
+ * kernel did in a profile of bench-write. */
+#define LA_SMALL_SYM 16
 
 /* Four and eight doubles (GCC vector extensions: an AVX-512 register, two AVX
  * registers or four SSE2 ones, as the function's target allows), and the same
@@ -519,7 +524,9 @@ LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, co
 {
     if (n <= 0)
         return;
-    if (k > 0 && (long)n * n * k > 2 * LA_GEMM_SMALL && A == B && lda == ldb) {
+    if (n <= LA_SMALL_SYM) {
+        dot_rows(n, n, k, alpha, A, lda, B, ldb, 0.0, C, ldc, 1);
+    } else if (k > 0 && (long)n * n * k > 2 * LA_GEMM_SMALL && A == B && lda == ldb) {
         cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, n, k, alpha, A, lda, 0.0, C, ldc);
     } else if (k > 0 && (long)n * n * k > 2 * LA_GEMM_SMALL) {
         la_gemm(0, 1, n, n, k, alpha, A, lda, B, ldb, 0.0, C, ldc);

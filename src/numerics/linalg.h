@@ -51,8 +51,10 @@ void la_gram(int n, int k, const double *A, int lda, const double *At, int ldat,
              int ldc);
 
 /* C = alpha A B^T (n x n) for a product the caller knows to be symmetric
- * (A and B are n x k): only the lower triangle is computed (by a rank-k
- * update when A is B), then mirrored, so C is exactly symmetric. Never fails. */
+ * (A and B are n x k): only the lower triangle is computed (for n <= 16, the
+ * K x K products of the memory models, by the small-product dot kernels at any
+ * k; beyond, by a rank-k update when A is B), then mirrored, so C is exactly
+ * symmetric. Never fails. */
 void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
                  double *C, int ldc);
 

@@ -1,6 +1,6 @@
 /* vb.c -- Check tests of libvbmem (test-models, tests/test_models.c): the VB updates: the ELBO
- * never decreases, KL identities, one iteration by hand, Theorem 4's q(s), model equivalences,
- * clustering recovery and sampling moments. */
+ * never decreases, KL identities, one iteration by hand, Theorem 4's q(s) and one mixture update
+ * term by term, model equivalences, clustering recovery and sampling moments. */
 #include "common.h"
 
 /* ---- ELBO never decreases ---- */
@@ -222,6 +222,141 @@ START_TEST(s_floor_zero_is_theorem4)
         free(mu);
         free(s2);
     }
+}
+END_TEST
+
+/* ---- one mixture update computed term by term (Eq. 198-199, 206-207) ---- */
+
+/* One iteration of vbm_write from the memory's current posterior (VBM_INIT_CURRENT, q(s)
+ * floor 0) on the given solver: the new q(b_h), q(M_h) against the update equations computed
+ * here from Theorem 4's q(s_t), E[w_t | s = h] (theorem4_qs) and Sigma_w,h of the starting
+ * posterior, with a prior that has a nonzero mean (R0, mu_b0) and a non-diagonal U0:
+ *   N_h = sum_t q_th, sw_h = sum_t q_th w_th,
+ *   s2_bh = 1 / (1 / s2_b0 + N_h / s2),
+ *   mu_bh = s2_bh (mu_b0 / s2_b0 + (sum_t q_th z_t - R_h^T sw_h) / s2)   (the old R_h),
+ *   Q_h = U0^{-1} + (sum_t q_th w_th w_th^T + N_h Sigma_w,h) / s2,  U_h = Q_h^{-1},
+ *   R_h = Q_h^{-1} (U0^{-1} R0 + (sum_t q_th w_th z_t^T - sw_h mu_bh^T) / s2)   (the new mu_bh). */
+static void check_mixture_update(long T, vbm_solver solver)
+{
+    int C = 6, K = 3, H = 4;
+    vbm_config cfg;
+    vbm_config_default(VBM_MIXTURE, C, &cfg);
+    cfg.rows = K;
+    cfg.clusters = H;
+    cfg.s_floor = 0.0;
+    double *R0 = randn((long)K * C, 91, 0.6),
+           U0[9] = {1.3, 0.4, 0.1, 0.4, 0.9, -0.2, 0.1, -0.2, 1.1};
+    vbm_memory *m = NULL;
+    vbm_error err;
+    ck_assert_msg(vbm_memory_create(&cfg, R0, U0, &m, &err) == VBM_OK, "%s", err.msg);
+    for (int c = 0; c < C; c++)
+        m->mu_b0[c] = 0.3 * (c % 3) - 0.2;
+    double *R = randn((long)H * K * C, 92, 0.7), *A = randn((long)H * K * K, 93, 0.5),
+           *B = randn((long)H * C, 94, 3.0);
+    memcpy(m->R, R, sizeof(double) * H * K * C);
+    memcpy(m->mu_b, B, sizeof(double) * H * C);
+    for (int h = 0; h < H; h++) { /* U_h = A A^T / K + 0.05 I */
+        m->s2_b[h] = 0.05 + 0.1 * h;
+        for (int a = 0; a < K; a++)
+            for (int b = 0; b < K; b++) {
+                double v = a == b ? 0.05 : 0.0;
+                for (int c = 0; c < K; c++)
+                    v += A[(h * K + a) * K + c] * A[(h * K + b) * K + c] / K;
+                m->U[(h * K + a) * K + b] = v;
+            }
+    }
+    double *mu = randn(T * C, 95, 1.0);
+    for (long t = 0; t < T; t++) /* frame t near cluster t % H, with some spread */
+        for (int c = 0; c < C; c++)
+            mu[t * C + c] += B[(t % H) * C + c];
+    /* the reference, from the starting posterior */
+    double s2 = m->cfg.sigma_z2, s2b0 = m->cfg.sigma2_b0, P0[9], U0c[9], wantR[4 * 3 * 6],
+           wantU[4 * 9], wantB[4 * 6], wantS2b[4];
+    memcpy(U0c, U0, sizeof U0c);
+    gj_inverse(K, U0c, P0);
+    for (int h = 0; h < H; h++) {
+        const double *Rh = m->R + (size_t)h * K * C, *Uh = m->U + (size_t)h * K * K;
+        double L[9], Sw[9], N = 0.0, sw[3] = {0}, sz[6] = {0}, ww[9] = {0}, wz[3 * 6] = {0};
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) {
+                double v = C * Uh[i * K + j];
+                for (int c = 0; c < C; c++)
+                    v += Rh[i * C + c] * Rh[j * C + c];
+                L[i * K + j] = (i == j) + v / s2;
+            }
+        gj_inverse(K, L, Sw);
+        for (long t = 0; t < T; t++) {
+            double th[8], wm[64];
+            theorem4_qs(m, mu + t * C, 0, th, wm);
+            double q = th[h], *w = wm + h * K;
+            N += q;
+            for (int i = 0; i < K; i++) {
+                sw[i] += q * w[i];
+                for (int j = 0; j < K; j++)
+                    ww[i * K + j] += q * w[i] * w[j];
+                for (int c = 0; c < C; c++)
+                    wz[i * C + c] += q * w[i] * mu[t * C + c];
+            }
+            for (int c = 0; c < C; c++)
+                sz[c] += q * mu[t * C + c];
+        }
+        double sb = 1.0 / (1.0 / s2b0 + N / s2), Q[9], Qi[9];
+        wantS2b[h] = sb;
+        for (int c = 0; c < C; c++) {
+            double rw = 0.0;
+            for (int k = 0; k < K; k++)
+                rw += Rh[k * C + c] * sw[k];
+            wantB[h * C + c] = sb * (m->mu_b0[c] / s2b0 + (sz[c] - rw) / s2);
+        }
+        for (int i = 0; i < K * K; i++)
+            Q[i] = P0[i] + (ww[i] + N * Sw[i]) / s2;
+        gj_inverse(K, Q, Qi);
+        memcpy(wantU + h * K * K, Qi, sizeof Qi);
+        for (int i = 0; i < K; i++)
+            for (int c = 0; c < C; c++) {
+                double v = 0.0;
+                for (int j = 0; j < K; j++) {
+                    double y = 0.0;
+                    for (int l = 0; l < K; l++)
+                        y += P0[j * K + l] * R0[l * C + c];
+                    y += (wz[j * C + c] - sw[j] * wantB[h * C + c]) / s2;
+                    v += Qi[i * K + j] * y;
+                }
+                wantR[(h * K + i) * C + c] = v;
+            }
+    }
+    vbm_codes codes = {T, C, mu, NULL};
+    vbm_write_opts o;
+    vbm_write_opts_default(&o);
+    o.max_iter = 1;
+    o.init = VBM_INIT_CURRENT;
+    o.solver = solver;
+    vbm_write_result res;
+    write_ok(m, &codes, &o, &res);
+    ck_assert_int_eq(res.iterations, 1);
+    const char *path = solver == VBM_SOLVER_DIRECT ? "direct" : "gram";
+    double dR = max_rel_diff(m->R, wantR, (size_t)H * K * C),
+           dU = max_rel_diff(m->U, wantU, (size_t)H * K * K),
+           dB = max_rel_diff(m->mu_b, wantB, (size_t)H * C),
+           dS = max_rel_diff(m->s2_b, wantS2b, (size_t)H);
+    ck_assert_msg(dR <= 1e-10 && dU <= 1e-10 && dB <= 1e-10 && dS <= 1e-12,
+                  "%s path, T = %ld: R %.3g, U %.3g, mu_b %.3g, s2_b %.3g off the equations", path,
+                  T, dR, dU, dB, dS);
+    vbm_write_result_free(&res);
+    vbm_memory_free(m);
+    free(R0);
+    free(R);
+    free(A);
+    free(B);
+    free(mu);
+}
+
+START_TEST(mixture_update_is_theorem4)
+{
+    check_mixture_update(40, VBM_SOLVER_DIRECT); /* T > C: the direct update */
+    check_mixture_update(40, VBM_SOLVER_GRAM);
+    check_mixture_update(5, VBM_SOLVER_AUTO); /* T <= C: the Gram update */
+    check_mixture_update(5, VBM_SOLVER_DIRECT);
 }
 END_TEST
 
@@ -451,6 +586,7 @@ TCase *models_vb_tcase(void)
     tcase_add_test(tc, kl_zero_at_prior);
     tcase_add_test(tc, hand_computed_iteration);
     tcase_add_test(tc, s_floor_zero_is_theorem4);
+    tcase_add_test(tc, mixture_update_is_theorem4);
     tcase_add_test(tc, mixture_h1_equals_shifted_gaussian);
     tcase_add_test(tc, tree_g1_equals_mixture);
     tcase_add_test(tc, mixture_recovers_clusters);
