@@ -80,8 +80,8 @@ typedef struct {
     int init;         /* < 0: the session's default, else a vbm_init */
     uint64_t seed;
     int want_addresses;
-    double
-        max_seconds; /* solver time budget (vbm_write_opts.max_seconds: every mode and resize); 0: none */
+    /* solver time budget (vbm_write_opts.max_seconds: every mode and resize); 0: none */
+    double max_seconds;
     int64_t if_match; /* < 0: no precondition; else the required current version */
     /* Test hook (vbmemd's hidden --test-hold-writes, for tests/http only; NULL otherwise):
      * called with the session's id while its write lock is held, before the fit. */

@@ -123,9 +123,10 @@ struct http_req {
     char *path;                /* owned copy of the URL path */
     char param[REQ_PARAM_LEN]; /* {id} or {name} */
     char request_id[REQ_ID_LEN];
-    int has_if_match;   /* a write's If-Match holds an entity tag ("*" is none) */
-    int64_t if_match;   /* the version it names; INT64_MAX when it can name none (if_match_never) */
-    int if_match_never; /* 1: a weak tag (2) or a strong tag that is no version (1): never matches */
+    int has_if_match; /* a write's If-Match holds an entity tag ("*" is none) */
+    int64_t if_match; /* the version it names; INT64_MAX when it can name none (if_match_never) */
+    /* 1: a weak tag (2) or a strong tag that is no version (1): never matches */
+    int if_match_never;
     unsigned char owner[ENG_OWNER_LEN];
     http_key_policy policy; /* the API key's scope and quotas (all open without keys) */
     int nargs;

@@ -184,7 +184,8 @@ static void temporal_copy_posterior(vbm_temporal *dst, const vbm_temporal *src)
 
 /* One VB-EM run: the fitted memory in *out (caller frees) and its free-energy trace in *fe_out
  * (malloc'd, *done_out values). base NULL: a write, from the prior and the start o->start drawn
- * with seed, or from init's q(Theta) when init is not NULL (a memory of the same sizes). base not NULL: an append, started from base's q(Theta); every VBM step then adds
+ * with seed, or from init's q(Theta) when init is not NULL (a memory of the same sizes). base
+ * not NULL: an append, started from base's q(Theta); every VBM step then adds
  * base's accumulated statistics (its sequences' q(B, A) as they were) to the new sequences',
  * the free energy counts those sequences through them (temporal_stats_fe + fe_const), and the
  * rescaling step is not taken (it would have to rescale the frozen q(B, A) too). The sequences
