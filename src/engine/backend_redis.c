@@ -253,10 +253,10 @@ static void rd_drop(rd_store *q)
  * VBM_EUNAVAIL in err: unreachable, connection lost (dropped, reconnect on
  * the next call), or an error reply (its text); VBM_EUNKNOWN when the connection
  * was lost during a command that is not repeatable (a write: it may have run).
- * A READONLY answer (the server is a replica now) drops the connection too. With sentinels the command is
- * tried once more on the primary they name now after a READONLY answer (the
- * command did nothing) or, when repeatable (1: a read, or a write that may
- * run twice), after a lost connection. */
+ * A READONLY answer (the server is a replica now) drops the connection too.
+ * With sentinels the command is tried once more on the primary they name now
+ * after a READONLY answer (the command did nothing) or, when repeatable (1: a
+ * read, or a write that may run twice), after a lost connection. */
 static redisReply *rd_cmd(rd_store *q, int argc, const char **argv, const size_t *lens,
                           int repeatable, vbm_error *err)
 {
