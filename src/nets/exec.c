@@ -231,17 +231,20 @@ vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, 
     }
     if (threads > NETS_MAX_THREADS)
         threads = NETS_MAX_THREADS;
-    team_t *team = team_new(threads); /* NULL (out of memory): everything runs on this thread */
     exec_t e;
     memset(&e, 0, sizeof e);
     e.n = n;
-    e.team = team;
     e.path = path != NETS_PATH_AUTO && nets_path_runs(path) ? path : nets_path_default();
     if (e.path == NETS_PATH_ONEDNN) {
         e.dnn = nets_dnn_new(threads);
         if (!e.dnn) /* the library could not start: the same layers on the blas path */
             e.path = NETS_PATH_BLAS;
     }
+    /* On the oneDNN path the library's OpenMP threads run the GEMM-shaped layers; a team of
+     * our own next to them would spin while they run, and they while it runs (measured: the
+     * bundled decoder 4x slower on 2 threads), so the rest runs on the calling thread. */
+    team_t *team = e.path == NETS_PATH_ONEDNN ? NULL : team_new(threads);
+    e.team = team; /* NULL (also out of memory): everything runs on this thread */
     e.nbuf = s->depth + 2;
     for (int i = 0; i < e.nbuf; i++)
         e.buf[i] = ws + (size_t)i * batch_act(s, n);
