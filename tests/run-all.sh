@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run-all.sh -- the whole test suite: release build + Check tests (and the web page in headless
 # Chromium), an ASan/UBSan build of the same
-# tests, a ThreadSanitizer build of the threaded ones, and the tests under valgrind --leak-check=full.
+# tests, a ThreadSanitizer build of the threaded ones, and the tests under valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,10 +34,11 @@ ninja -C build
 stage "the networks' paths on this CPU (tests/nets_path.c: the networks' own probe)"
 if build/tests/nets-path avx512 true; then
   echo "AVX-512F: nets, images and images-integration run on the AVX-512 engine, their -generic twins on"
-  echo "the generic path (VBMEM_NETS_NO_AVX512=1), nets-paths-parity compares the two within float32 tolerance"
+  echo "the default path of a CPU without it (VBMEM_NETS_NO_AVX512=1: oneDNN where the build has it, else blas);"
+  echo "nets-onednn, nets-onednn-avx2 and nets-blas on each other path, nets-paths-parity compares them all"
 else
-  echo "no AVX-512F: the networks' tests run on the generic path (nets-generic, images-generic,"
-  echo "images-integration-generic); the AVX-512 runs and nets-paths-parity are not possible here (SKIP)"
+  echo "no AVX-512F: the networks' tests run on the default path (nets-generic, images-generic,"
+  echo "images-integration-generic) and on each other path this build has; the AVX-512 runs are not possible here (SKIP)"
 fi
 meson test -C build --print-errorlogs
 # The clients' tests run against a vbmemd on each path of the networks this CPU has: the
@@ -93,9 +94,14 @@ ninja -C build-tsan tests/test-models test-nets
 # cannot map its shadow memory under the larger randomisation of some kernels)
 tsan_run() { if setarch "$(uname -m)" -R true 2>/dev/null; then setarch "$(uname -m)" -R "$@"; else "$@"; fi; }
 TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-models
-TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" tsan_run build-tsan/test-nets
-# the networks' generic path too (the run above took the AVX-512 engine where the CPU has it)
-TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" VBMEM_NETS_NO_AVX512=1 tsan_run build-tsan/test-nets
+# the networks' AVX-512 engine where the CPU has it, and the blas path; the
+# oneDNN path is not run under ThreadSanitizer: its threads are libgomp's, which is not built
+# with it (every OpenMP barrier would be reported), and the layers our team runs there run on
+# the calling thread alone
+if build/tests/nets-path avx512 true >/dev/null; then
+  TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" VBMEM_NETS_PATH=engine tsan_run build-tsan/test-nets
+fi
+TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" VBMEM_NETS_PATH=blas tsan_run build-tsan/test-nets
 # the daemon's threaded building blocks: the worker pool (CPU slots, commit waiters, queue
 # timeout), the connection table, API keys' rate buckets and reload, and the SQLite store's group
 # commit across threads
@@ -103,55 +109,60 @@ ninja -C build-tsan tests/test-http-units tests/test-store
 CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-http-units
 CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-store
 
-stage "valgrind --leak-check=full"
-# (valgrind does not emulate AVX-512: under it the networks take the generic path; the ASan/UBSan
-# build above ran both paths)
+stage "valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full"
+# (valgrind does not emulate AVX-512: under it the networks take the default path of a CPU without
+# AVX-512F, oneDNN with its AVX2 kernels; the blas path runs under it below, and the ASan/UBSan
+# build above ran every path. tests/valgrind-onednn.supp holds the one report libgomp's pool
+# threads give at exit)
 # (test-demo, 20 episodes through the real networks, runs in the release and ASan builds only: under
 # valgrind it would take most of the CI budget)
 for t in build/tests/test-predictive build/tests/test-models build/tests/test-parity build/test-nets build/tests/test-http-units build/tests/test-store build/tests/test-images; do
-  CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+  CK_FORK=no valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
     --error-exitcode=3 -q "$t"
 done
+# the networks' blas path (im2col + OpenBLAS sgemm) under valgrind too
+CK_FORK=no VBMEM_NETS_PATH=blas valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full \
+  --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q build/test-nets
 # online writes against the conjugate posterior of their recorded addresses (tests/test_online.c)
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+CK_FORK=no valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-online
 # forgetting (tests/test_forget.c): the retained-code refit and the conjugate downdate
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+CK_FORK=no valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-forget
 # the temporal memory's Check tests (seed 003) under valgrind
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+CK_FORK=no valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-temporal
 # the served RPM (seed 004): GP posterior, rpm model file, parity with rpm.py; then its route
-CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" valgrind --leak-check=full \
+CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full \
   --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q build/test-rpm
 /usr/bin/python3 tests/http/test_rpm.py build/vbmemd \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
+  --wrapper "valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
 # the tree memory's memos (tests/test_memos.c) under valgrind
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+CK_FORK=no valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-memos
 # fused codes (seed 004) against the product of densities under valgrind
-CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+CK_FORK=no valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
   --error-exitcode=3 -q build/tests/test-fuse
 stage "vbmem-solve end to end (release, ASan/UBSan, valgrind)"
 bash tests/solve/run.sh build/vbmem-solve
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/solve/run.sh build-asan/vbmem-solve
-VALGRIND="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
+VALGRIND="valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   bash tests/solve/run.sh build/vbmem-solve
 stage "vbmemd integration tests under valgrind (a quick subset; release and ASan ran above)"
 /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
+  --wrapper "valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   --only routes_match_openapi,system_endpoints,lifecycle_gaussian,lifecycle_categorical,lifecycle_mixture,lifecycle_tree,lifecycle_dkm,pagination,errors,bad_bytes_in_paths,session_ids_outside_their_alphabet,if_match_strong_comparison,temporal_error_messages,concurrency_and_serial_replay,api_keys_isolation_and_reload,limits,graceful_shutdown_with_requests_in_flight,temporal_sessions,forget_retained_codes,forget_downdate,forget_errors
 stage "vbmemd security under valgrind: TLS (Python ssl, curl; concurrent jobs), API-key scopes, owners and quotas (durable, concurrent); /metrics behind a key ran in release and ASan"
 /usr/bin/python3 tests/http/test_http.py build/vbmemd --quick \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
+  --wrapper "valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   --only tls_real_clients,tls_concurrent_jobs,api_key_scopes,api_key_quotas,api_key_quotas_durable_and_concurrent,api_key_file_refusals,api_key_and_owner_identities_apart,cors_origins
 stage "vbmemd with images under valgrind (all but the 64-image round, which release and ASan ran)"
 /usr/bin/python3 tests/http/test_images.py build/vbmemd --quick \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
+  --wrapper "valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q" \
   --only model_listing,sessions_on_the_bundled_model,encode_decode_helpers,image_errors,png_variants,models_dir_bad_file_and_sighup_reload,model_session_survives_restart,latent_only_daemon,forget_images
 stage "durable stores under valgrind: SQLite (SIGKILL rounds, restart, backup CLI, busy and corrupt store), Redis replicas behind nginx, Redis Sentinel failover"
 /usr/bin/python3 tests/http/test_store.py build/vbmemd --quick \
-  --wrapper "valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
+  --wrapper "valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q"
 stage "overload, slowloris, RSS growth (build/vbmemd under wrk on loopback: bench/overload.py --quick, ~80 s)"
 # counts and status codes only, never a latency threshold (the p99s are printed): overload (256
 # closed-loop connections, queue 32): every answer a 2xx or a 503 with Retry-After, no socket
