@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"
 #include <cblas.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -275,6 +276,10 @@ static int serve_start(char *const argv[], const char *const env[], serve_proc *
     }
     close(in[0]);
     close(out[1]);
+    /* a server started later must not inherit this one's pipes: it would hold its stdin open
+     * past serve_stop's fclose, and this one would never see the end of its input */
+    fcntl(in[1], F_SETFD, FD_CLOEXEC);
+    fcntl(out[0], F_SETFD, FD_CLOEXEC);
     sp->pid = pid;
     sp->to = fdopen(in[1], "w");
     sp->from = fdopen(out[0], "r");
@@ -689,6 +694,7 @@ static void print_model(const bench_opts *o, const model_result *r)
         }
         printf("\n");
     }
+    fflush(stdout);
 }
 
 static void usage(void)
@@ -819,7 +825,7 @@ int main(int argc, char **argv)
     int nres = 0, rc = 0;
     for (int i = 0; i < o.n_models; i++) {
         if (bench_model(&o, o.models[i], "model", ga, gb, gc, &res[nres]) == 0)
-            nres++;
+            print_model(&o, &res[nres++]);
         else
             rc = 1;
     }
@@ -839,13 +845,11 @@ int main(int argc, char **argv)
                        "CIFAR architecture (App. F.2.1: F = 64, C = 200, random weights)", ga, gb,
                        gc, &res[nres])
                == 0)
-        nres++;
+        print_model(&o, &res[nres++]);
     else
         rc = 1;
     if (!o.keep_cifar)
         remove(tmp);
-    for (int i = 0; i < nres; i++)
-        print_model(&o, &res[i]);
     printf("\ntarget: encode and decode >= 75%% of the GEMM ceiling on each kind of CPU\n");
     free(res);
     free(ga);
