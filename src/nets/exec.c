@@ -63,17 +63,20 @@ static nets_act act_of(const nets_layer *L)
     }
 }
 
-/* A GEMM-shaped layer (conv2d, conv_transpose2d, dense) on the run's path; on the oneDNN path
- * a layer the library refuses (or cannot allocate for) runs on the blas path. */
+/* A GEMM-shaped layer (conv2d, conv_transpose2d, dense) on the run's path. On the oneDNN path
+ * transposed convolutions run on the blas path (by output phases): with oneDNN 2.6's
+ * deconvolution the CIFAR decoder of bench-nets ran 2x slower, with AVX2 and AVX-512 kernels
+ * alike; and a layer the library refuses (or cannot allocate for) runs on the blas path. */
 static void gemm_layer(const exec_t *e, const nets_layer *L, const float *in, float *out,
                        nets_act act)
 {
     nets_path path = e->path;
-    if (path == NETS_PATH_ONEDNN) {
+    if (path == NETS_PATH_ONEDNN && L->type != NETS_L_CONVT2D) {
         if (nets_dnn_layer(e->dnn, L, e->n, in, out, act) == 0)
             return;
-        path = NETS_PATH_BLAS;
     }
+    if (path == NETS_PATH_ONEDNN)
+        path = NETS_PATH_BLAS;
     if (L->type == NETS_L_CONV2D)
         nets_layer_conv2d(e->team, path, L, e->n, in, out, NULL, e->col, act);
     else if (L->type == NETS_L_CONVT2D)

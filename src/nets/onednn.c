@@ -1,5 +1,4 @@
-/* onednn.c -- the networks' oneDNN path (see onednn.h): conv2d, conv_transpose2d and dense as
- * oneDNN primitives, with the activation that follows as an eltwise post-op; stubs when the
+/* onednn.c -- the networks' oneDNN path (see onednn.h): conv2d and dense as oneDNN primitives, with the activation that follows as an eltwise post-op; stubs when the
  * build has no oneDNN (VBMEM_HAVE_DNNL unset). */
 #define _POSIX_C_SOURCE 200809L /* posix_memalign */
 #include <stdlib.h>
@@ -148,11 +147,11 @@ static dnnl_memory_t dnn_arg(nets_dnn *d, dnnl_primitive_desc_t pd, dnnl_query_t
     return m;
 }
 
-/* The operation descriptor of L over n samples, with "any" layouts for the primitive's
- * source, weights and destination; the user's layouts in *usrc, *uwei, *ubias, *udst. */
+/* The operation descriptor of conv2d or dense layer L over n samples, with "any" layouts for
+ * the primitive's source, weights and destination (dense: the destination in the user's); the
+ * user's layouts in *usrc, *uwei, *ubias, *udst. -1 for a layer of another type. */
 typedef union {
     dnnl_convolution_desc_t conv;
-    dnnl_deconvolution_desc_t deconv;
     dnnl_inner_product_desc_t ip;
 } dnn_op;
 
@@ -181,6 +180,8 @@ static int dnn_op_init(const nets_layer *L, long n, dnn_op *op, dnnl_memory_desc
                    ? 0
                    : -1;
     }
+    if (L->type != NETS_L_CONV2D)
+        return -1; /* conv_transpose2d: the executor runs it on the blas path (exec.c) */
     int k = L->k, s = L->stride;
     dnnl_dims_t sd = {n, L->cin, L->in.h, L->in.w}, dd = {n, L->cout, L->out.h, L->out.w},
                 wd = {L->cout, L->cin, k, k}, strides = {s, s}, pl = {L->pad_t, L->pad_l}, pr;
@@ -192,34 +193,19 @@ static int dnn_op_init(const nets_layer *L, long n, dnn_op *op, dnnl_memory_desc
         || dnnl_memory_desc_init_by_tag(&awei, 4, wd, dnnl_f32, dnnl_format_tag_any)
                != dnnl_success)
         return -1;
-    if (L->type == NETS_L_CONV2D) {
-        /* PyTorch's weights [cout][cin][k][k] are oneDNN's "oihw"; the right padding is what
-         * makes oneDNN's output size formula give L->out (never negative: a 'valid'
-         * convolution's last partial window is dropped by the formula's floor) */
-        pr[0] = (L->out.h - 1) * s + k - L->in.h - L->pad_t;
-        pr[1] = (L->out.w - 1) * s + k - L->in.w - L->pad_l;
-        for (int i = 0; i < 2; i++)
-            if (pr[i] < 0)
-                pr[i] = 0;
-        if (dnnl_memory_desc_init_by_tag(uwei, 4, wd, dnnl_f32, dnnl_oihw) != dnnl_success)
-            return -1;
-        return dnnl_convolution_forward_desc_init(&op->conv, dnnl_forward_inference,
-                                                  dnnl_convolution_direct, &asrc, &awei, ubias,
-                                                  &adst, strides, pl, pr)
-                       == dnnl_success
-                   ? 0
-                   : -1;
-    }
-    /* conv_transpose2d: PyTorch's weights [cin][cout][k][k] are oneDNN's "iohw" for a
-     * deconvolution of OC = cout, IC = cin; the full output (in - 1) * s + k loses pad_t rows
-     * before the kept ones and pr after them (L->out is the kept window, crop included) */
-    pr[0] = (L->in.h - 1) * s + k - L->pad_t - L->out.h;
-    pr[1] = (L->in.w - 1) * s + k - L->pad_l - L->out.w;
-    if (dnnl_memory_desc_init_by_tag(uwei, 4, wd, dnnl_f32, dnnl_iohw) != dnnl_success)
+    /* PyTorch's weights [cout][cin][k][k] are oneDNN's "oihw"; the right padding is what makes
+     * oneDNN's output size formula give L->out (never negative: a 'valid' convolution's last
+     * partial window is dropped by the formula's floor) */
+    pr[0] = (L->out.h - 1) * s + k - L->in.h - L->pad_t;
+    pr[1] = (L->out.w - 1) * s + k - L->in.w - L->pad_l;
+    for (int i = 0; i < 2; i++)
+        if (pr[i] < 0)
+            pr[i] = 0;
+    if (dnnl_memory_desc_init_by_tag(uwei, 4, wd, dnnl_f32, dnnl_oihw) != dnnl_success)
         return -1;
-    return dnnl_deconvolution_forward_desc_init(&op->deconv, dnnl_forward_inference,
-                                                dnnl_deconvolution_direct, &asrc, &awei, ubias,
-                                                &adst, strides, pl, pr)
+    return dnnl_convolution_forward_desc_init(&op->conv, dnnl_forward_inference,
+                                              dnnl_convolution_direct, &asrc, &awei, ubias, &adst,
+                                              strides, pl, pr)
                    == dnnl_success
                ? 0
                : -1;
