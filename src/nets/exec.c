@@ -244,8 +244,9 @@ vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, 
             e.path = NETS_PATH_BLAS;
     }
     /* On the oneDNN path the library's OpenMP threads run the GEMM-shaped layers; a team of
-     * our own next to them would spin while they run, and they while it runs (measured: the
-     * bundled decoder 4x slower on 2 threads), so the rest runs on the calling thread. */
+     * our own next to them would spin while they run, and they while it runs, so the rest runs
+     * on the calling thread (a choice of design: on the loaded machine it was measured on, the
+     * load hid any difference between the two). */
     team_t *team = e.path == NETS_PATH_ONEDNN ? NULL : team_new(threads);
     e.team = team; /* NULL (also out of memory): everything runs on this thread */
     e.nbuf = s->depth + 2;
