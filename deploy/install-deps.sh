@@ -17,6 +17,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 # TLS: GnuTLS headers (vbmemd checks its certificate with GnuTLS; libmicrohttpd serves TLS through it)
 # and the openssl command line (the tests make a throwaway self-signed certificate with it).
 $SUDO apt-get install -y -qq --no-install-recommends libgnutls28-dev openssl >/dev/null
+# oneDNN: the networks' path on CPUs without AVX-512F (src/nets/onednn.c); a build without it keeps
+# the AVX-512 engine and the OpenBLAS path
+$SUDO apt-get install -y -qq --no-install-recommends libdnnl-dev >/dev/null
 # Node.js and npm for the browser test (tests/browser): Debian's, unless a node and an npm are
 # already on PATH (a newer Node.js from elsewhere is kept).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

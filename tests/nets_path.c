@@ -1,22 +1,31 @@
-/* nets_path.c -- runs a test on a named path of the networks (src/nets): the AVX-512 engine
- * (kernels_avx512.c) or the generic path (im2col + OpenBLAS sgemm), and prints which ran.
+/* nets_path.c -- runs a command on a named path of the networks (src/nets) and prints which
+ * path a process started now takes.
  *
- * usage: nets-path avx512|generic COMMAND [ARGS...]
+ * usage: nets-path avx512|generic|onednn|onednn-avx2|blas COMMAND [ARGS...]
  *
- * generic sets VBMEM_NETS_NO_AVX512=1, avx512 removes it; then the networks' own probe
- * (kern_available, the one every process of the tree asks) is asked which path a process
- * started now takes, and COMMAND is executed with that environment. Exit status: COMMAND's;
- * 77 (meson's SKIP) with a line saying so when avx512 is asked on a CPU without AVX-512F,
- * where that run is not possible (the generic run still runs there); 2 on a usage error or
- * when the probe does not take the path asked (VBMEM_NETS_NO_AVX512 not honoured), 127
- * when COMMAND cannot be executed. */
+ *   avx512       the AVX-512 engine (kernels_avx512.c): VBMEM_NETS_NO_AVX512 and VBMEM_NETS_PATH
+ *                removed, the default of a CPU with AVX-512F
+ *   generic      VBMEM_NETS_NO_AVX512=1, VBMEM_NETS_PATH removed: the default of a CPU without
+ *                AVX-512F (oneDNN where the build has it, else blas)
+ *   onednn       VBMEM_NETS_PATH=onednn, with the CPU's own ISA
+ *   onednn-avx2  the same with ONEDNN_MAX_CPU_ISA=AVX2 and VBMEM_NETS_NO_AVX512=1: oneDNN's AVX2
+ *                kernels, as a CPU without AVX-512 runs them
+ *   blas         VBMEM_NETS_PATH=blas (im2col + OpenBLAS sgemm)
+ *
+ * The networks' own probe (nets_path_default, the one every process of the tree asks) is then
+ * asked which path a process started now takes, and COMMAND is executed with that environment.
+ * Exit status: COMMAND's; 77 (meson's SKIP) with a line saying so when the path cannot run
+ * here (avx512 on a CPU without AVX-512F, onednn in a build without libdnnl), where that run
+ * is not possible and the others still run; 2 on a usage error or when the probe does not take
+ * the path asked; 127 when COMMAND cannot be executed. */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "nets/kernels_avx512.h"
+#include "nets/nets.h"
+#include "nets/onednn.h"
 
 /* Whether this CPU has AVX-512F, whatever the environment says. */
 static int nets_path_cpu_avx512(void)
@@ -29,37 +38,63 @@ static int nets_path_cpu_avx512(void)
 #endif
 }
 
+/* Set (value non-NULL) or remove an environment variable; 0 or -1. */
+static int nets_path_env(const char *name, const char *value)
+{
+    return value ? setenv(name, value, 1) : unsetenv(name);
+}
+
 int main(int argc, char **argv)
 {
-    int want_avx, avx, i;
-
-    if (argc < 3 || (strcmp(argv[1], "avx512") != 0 && strcmp(argv[1], "generic") != 0)) {
-        fprintf(stderr, "usage: nets-path avx512|generic COMMAND [ARGS...]\n");
+    static const char *const names[] = {"avx512", "generic", "onednn", "onednn-avx2", "blas"};
+    int which = -1;
+    for (int i = 0; argc >= 3 && i < 5; i++)
+        if (strcmp(argv[1], names[i]) == 0)
+            which = i;
+    if (which < 0) {
+        fprintf(stderr, "usage: nets-path avx512|generic|onednn|onednn-avx2|blas COMMAND "
+                        "[ARGS...]\n");
         return 2;
     }
-    want_avx = strcmp(argv[1], "avx512") == 0;
-    if (want_avx ? unsetenv("VBMEM_NETS_NO_AVX512") != 0
-                 : setenv("VBMEM_NETS_NO_AVX512", "1", 1) != 0) {
+    const char *no_avx = which == 1 || which == 3 ? "1" : NULL;
+    const char *path = which == 2 || which == 3 ? "onednn" : which == 4 ? "blas" : NULL;
+    if (nets_path_env("VBMEM_NETS_NO_AVX512", no_avx) != 0
+        || nets_path_env("VBMEM_NETS_PATH", path) != 0
+        || (which == 3 && nets_path_env("ONEDNN_MAX_CPU_ISA", "AVX2") != 0)) {
         perror("nets-path: environment");
         return 2;
     }
-    if (want_avx && !nets_path_cpu_avx512()) {
+    nets_path want = which == 0                 ? NETS_PATH_ENGINE
+                     : which == 2 || which == 3 ? NETS_PATH_ONEDNN
+                     : which == 4               ? NETS_PATH_BLAS
+                     : nets_dnn_built()         ? NETS_PATH_ONEDNN
+                                                : NETS_PATH_BLAS;
+    if (which == 0 && !nets_path_cpu_avx512()) {
         printf("nets-path: this CPU has no AVX-512F: the run on the AVX-512 engine is not "
-               "possible here (reported as SKIP); the generic path runs in the *-generic "
-               "tests\n");
+               "possible here (reported as SKIP); the other paths run in their own tests\n");
         fflush(stdout);
         return 77;
     }
-    avx = kern_available();
-    if (avx != want_avx) {
-        fprintf(stderr, "nets-path: asked for the %s path, but the networks' probe takes the %s\n",
-                argv[1], avx ? "AVX-512 engine" : "generic path");
+    if (want == NETS_PATH_ONEDNN && !nets_dnn_built()) {
+        printf("nets-path: this build has no oneDNN (libdnnl-dev was not found when it was "
+               "configured): the run on the oneDNN path is not possible here (reported as "
+               "SKIP)\n");
+        fflush(stdout);
+        return 77;
+    }
+    nets_path got = nets_path_default();
+    if (got != want) {
+        fprintf(stderr,
+                "nets-path: asked for %s (the %s path), but the networks' probe takes the "
+                "%s path\n",
+                argv[1], nets_path_name(want), nets_path_name(got));
         return 2;
     }
-    printf("nets-path: the networks run on the %s:",
-           avx ? "AVX-512 engine (src/nets/kernels_avx512.c)"
-               : "generic path (im2col + OpenBLAS sgemm; VBMEM_NETS_NO_AVX512=1)");
-    for (i = 2; i < argc; i++)
+    printf("nets-path: the networks run on the %s path", nets_path_name(got));
+    if (got == NETS_PATH_ONEDNN)
+        printf(" (oneDNN ISA %s)", nets_dnn_isa());
+    printf(":");
+    for (int i = 2; i < argc; i++)
         printf(" %s", argv[i]);
     printf("\n");
     fflush(stdout);

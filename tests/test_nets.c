@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "nets/nets.h"
+#include "nets/kernels_avx512.h"
 #include "nets/nets_internal.h"
+#include "nets/onednn.h"
 #include "nets/safetensors.h"
 #include "numerics/rng.h"
 
@@ -659,7 +661,8 @@ static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int 
     *out_shape = seq.out;
     float *y = malloc(sizeof(float) * n * nets_shape_size(seq.out));
     float *ws = use_ws ? malloc(sizeof(float) * nets_seq_workspace(&seq, n)) : NULL;
-    ck_assert_msg(nets_seq_run(&seq, n, x, y, ws, use_ws ? 3 : 1, &err) == VBM_OK, "%s", err.msg);
+    ck_assert_msg(nets_seq_run(&seq, n, x, y, ws, use_ws ? 3 : 1, NETS_PATH_AUTO, &err) == VBM_OK,
+                  "%s", err.msg);
     free(ws);
     nets_seq_free(&seq);
     st_free(&f);
@@ -1277,6 +1280,85 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* Which path runs where: names, what this process can run, VBMEM_NETS_PATH's reading and its
+ * errors, the default's order (the environment the process started with, else the engine where
+ * it runs, else oneDNN where the build has it, else blas), and nets_workspace_set_path's
+ * checks. */
+START_TEST(test_paths)
+{
+    /* the default first: it is probed once, from the environment the process started with */
+    const char *start = getenv("VBMEM_NETS_PATH");
+    nets_path expect = kern_available()   ? NETS_PATH_ENGINE
+                       : nets_dnn_built() ? NETS_PATH_ONEDNN
+                                          : NETS_PATH_BLAS;
+    if (start && strcmp(start, "blas") == 0)
+        expect = NETS_PATH_BLAS;
+    if (start && strcmp(start, "onednn") == 0 && nets_dnn_built())
+        expect = NETS_PATH_ONEDNN;
+    if (start && strcmp(start, "engine") == 0 && kern_available())
+        expect = NETS_PATH_ENGINE;
+    ck_assert_str_eq(nets_path_name(nets_path_default()), nets_path_name(expect));
+
+    ck_assert_str_eq(nets_path_name(NETS_PATH_AUTO), "auto");
+    ck_assert_str_eq(nets_path_name(NETS_PATH_ENGINE), "engine");
+    ck_assert_str_eq(nets_path_name(NETS_PATH_ONEDNN), "onednn");
+    ck_assert_str_eq(nets_path_name(NETS_PATH_BLAS), "blas");
+    ck_assert_str_eq(nets_path_name((nets_path)42), "?");
+    ck_assert_int_eq(nets_path_runs(NETS_PATH_AUTO), 1);
+    ck_assert_int_eq(nets_path_runs(NETS_PATH_BLAS), 1);
+    ck_assert_int_eq(nets_path_runs(NETS_PATH_ENGINE), kern_available());
+    ck_assert_int_eq(nets_path_runs(NETS_PATH_ONEDNN), nets_dnn_built());
+
+    vbm_error err;
+    nets_path p = NETS_PATH_BLAS;
+    setenv("VBMEM_NETS_PATH", "", 1);
+    ck_assert_int_eq(nets_path_from_env(&p, &err), VBM_OK);
+    ck_assert_int_eq(p, NETS_PATH_AUTO);
+    unsetenv("VBMEM_NETS_PATH");
+    ck_assert_int_eq(nets_path_from_env(&p, &err), VBM_OK);
+    ck_assert_int_eq(p, NETS_PATH_AUTO);
+    setenv("VBMEM_NETS_PATH", "blas", 1);
+    ck_assert_int_eq(nets_path_from_env(&p, &err), VBM_OK);
+    ck_assert_int_eq(p, NETS_PATH_BLAS);
+    setenv("VBMEM_NETS_PATH", "avx2", 1);
+    p = NETS_PATH_BLAS;
+    ck_assert_int_eq(nets_path_from_env(&p, &err), VBM_EINVAL);
+    ck_assert_int_eq(p, NETS_PATH_AUTO);
+    ck_assert_msg(strstr(err.msg, "VBMEM_NETS_PATH=avx2: not a path") != NULL, "%s", err.msg);
+    setenv("VBMEM_NETS_PATH", "engine", 1);
+    ck_assert_int_eq(nets_path_from_env(&p, &err), kern_available() ? VBM_OK : VBM_EINVAL);
+    ck_assert_int_eq(p, kern_available() ? NETS_PATH_ENGINE : NETS_PATH_AUTO);
+    if (!kern_available())
+        ck_assert_msg(strstr(err.msg, "needs AVX-512F") != NULL, "%s", err.msg);
+    setenv("VBMEM_NETS_PATH", "onednn", 1);
+    ck_assert_int_eq(nets_path_from_env(&p, &err), nets_dnn_built() ? VBM_OK : VBM_EINVAL);
+    ck_assert_int_eq(p, nets_dnn_built() ? NETS_PATH_ONEDNN : NETS_PATH_AUTO);
+    if (start)
+        setenv("VBMEM_NETS_PATH", start, 1);
+    else
+        unsetenv("VBMEM_NETS_PATH");
+    /* probed once: a later change of the environment does not move the default */
+    ck_assert_str_eq(nets_path_name(nets_path_default()), nets_path_name(expect));
+
+    nets_workspace *ws = nets_workspace_new();
+    ck_assert_ptr_nonnull(ws);
+    ck_assert_int_eq(nets_workspace_set_path(ws, (nets_path)7, &err), VBM_EINVAL);
+    ck_assert_int_eq(nets_workspace_set_path(ws, (nets_path)-1, &err), VBM_EINVAL);
+    ck_assert_int_eq(nets_workspace_set_path(ws, NETS_PATH_BLAS, &err), VBM_OK);
+    ck_assert_int_eq(ws->path, NETS_PATH_BLAS);
+    ck_assert_int_eq(nets_workspace_set_path(ws, NETS_PATH_ENGINE, &err),
+                     kern_available() ? VBM_OK : VBM_EINVAL);
+    ck_assert_int_eq(ws->path, kern_available() ? NETS_PATH_ENGINE : NETS_PATH_BLAS);
+    ck_assert_int_eq(nets_workspace_set_path(ws, NETS_PATH_ONEDNN, &err),
+                     nets_dnn_built() ? VBM_OK : VBM_EINVAL);
+    if (!nets_dnn_built())
+        ck_assert_msg(strstr(err.msg, "no oneDNN") != NULL, "%s", err.msg);
+    ck_assert_int_eq(nets_workspace_set_path(ws, NETS_PATH_AUTO, &err), VBM_OK);
+    ck_assert_int_eq(ws->path, NETS_PATH_AUTO);
+    nets_workspace_free(ws);
+}
+END_TEST
+
 static Suite *nets_suite(void)
 {
     Suite *s = suite_create("nets");
@@ -1301,6 +1383,7 @@ static Suite *nets_suite(void)
     tcase_add_test(tc, test_parity_bernoulli);
     tcase_add_test(tc, test_parity_bounded);
     tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_paths);
     suite_add_tcase(s, tc);
     return s;
 }

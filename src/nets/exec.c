@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nets/layers.h"
+#include "nets/onednn.h"
 
 static long round16(long x)
 {
@@ -40,6 +41,8 @@ typedef struct {
     float *col;
     long n;
     team_t *team;
+    nets_path path; /* ENGINE, ONEDNN (then dnn is set) or BLAS */
+    nets_dnn *dnn;
 } exec_t;
 
 static int free_buf(const exec_t *e, int cur, unsigned prot)
@@ -60,6 +63,28 @@ static nets_act act_of(const nets_layer *L)
     }
 }
 
+/* A GEMM-shaped layer (conv2d, conv_transpose2d, dense) on the run's path. On the oneDNN path
+ * transposed convolutions run on the blas path (by output phases): with oneDNN 2.6's
+ * deconvolution the CIFAR decoder of bench-nets ran 2x slower, with AVX2 and AVX-512 kernels
+ * alike; and a layer the library refuses (or cannot allocate for) runs on the blas path. */
+static void gemm_layer(const exec_t *e, const nets_layer *L, const float *in, float *out,
+                       nets_act act)
+{
+    nets_path path = e->path;
+    if (path == NETS_PATH_ONEDNN && L->type != NETS_L_CONVT2D) {
+        if (nets_dnn_layer(e->dnn, L, e->n, in, out, act) == 0)
+            return;
+    }
+    if (path == NETS_PATH_ONEDNN)
+        path = NETS_PATH_BLAS;
+    if (L->type == NETS_L_CONV2D)
+        nets_layer_conv2d(e->team, path, L, e->n, in, out, NULL, e->col, act);
+    else if (L->type == NETS_L_CONVT2D)
+        nets_layer_convt2d(e->team, path, L, e->n, in, out, e->col, act);
+    else
+        nets_layer_dense(e->team, path, L, e->n, in, out, e->col, act);
+}
+
 /* Run s on the batch in buffer cur (protected buffers are never written);
  * returns the buffer that holds the result. */
 static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot)
@@ -73,7 +98,7 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot)
         /* In the engine a transposed convolution followed by a crop computes only the
          * kept pixels: the crop moves its first kept row and column. */
         nets_layer cropped;
-        if (L->type == NETS_L_CONVT2D && nets_layer_fused()) {
+        if (L->type == NETS_L_CONVT2D && nets_layer_fused(e->path)) {
             int j = i + 1;
             while (j < s->n && crop_is_identity(&s->layers[j]))
                 j++;
@@ -105,15 +130,9 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot)
         int inplace_ok = !(prot >> cur & 1u);
         switch (L->type) {
         case NETS_L_CONV2D:
-            nets_layer_conv2d(t, L, n, e->buf[cur], e->buf[o], NULL, e->col, act);
-            cur = o;
-            break;
         case NETS_L_CONVT2D:
-            nets_layer_convt2d(t, L, n, e->buf[cur], e->buf[o], e->col, act);
-            cur = o;
-            break;
         case NETS_L_DENSE:
-            nets_layer_dense(t, L, n, e->buf[cur], e->buf[o], e->col, act);
+            gemm_layer(e, L, e->buf[cur], e->buf[o], act);
             cur = o;
             break;
         case NETS_L_GROUP_NORM:
@@ -155,13 +174,14 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot)
             int last = body->n - 1;
             while (last >= 0 && crop_is_identity(&body->layers[last]))
                 last--;
-            if (nets_layer_fused() && last >= 0 && body->layers[last].type == NETS_L_CONV2D) {
+            if (nets_layer_fused(e->path) && last >= 0
+                && body->layers[last].type == NETS_L_CONV2D) {
                 nets_seq head = *body;
                 head.n = last;
                 int r = run_seq(e, &head, cur, prot | 1u << cur);
                 int o2 = free_buf(e, r, prot | 1u << cur);
-                nets_layer_conv2d(t, &body->layers[last], n, e->buf[r], e->buf[o2], e->buf[cur],
-                                  e->col, act);
+                nets_layer_conv2d(t, e->path, &body->layers[last], n, e->buf[r], e->buf[o2],
+                                  e->buf[cur], e->col, act);
                 cur = o2;
                 break;
             }
@@ -193,7 +213,7 @@ size_t nets_seq_workspace(const nets_seq *s, long n)
 }
 
 vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws,
-                        int threads, vbm_error *err)
+                        int threads, nets_path path, vbm_error *err)
 {
     if (n <= 0)
         return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples", n);
@@ -214,11 +234,21 @@ vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, 
     }
     if (threads > NETS_MAX_THREADS)
         threads = NETS_MAX_THREADS;
-    team_t *team = team_new(threads); /* NULL (out of memory): everything runs on this thread */
     exec_t e;
     memset(&e, 0, sizeof e);
     e.n = n;
-    e.team = team;
+    e.path = path != NETS_PATH_AUTO && nets_path_runs(path) ? path : nets_path_default();
+    if (e.path == NETS_PATH_ONEDNN) {
+        e.dnn = nets_dnn_new(threads);
+        if (!e.dnn) /* the library could not start: the same layers on the blas path */
+            e.path = NETS_PATH_BLAS;
+    }
+    /* On the oneDNN path the library's OpenMP threads run the GEMM-shaped layers; a team of
+     * our own next to them would spin while they run, and they while it runs, so the rest runs
+     * on the calling thread (a choice of design: on the loaded machine it was measured on, the
+     * load hid any difference between the two). */
+    team_t *team = e.path == NETS_PATH_ONEDNN ? NULL : team_new(threads);
+    e.team = team; /* NULL (also out of memory): everything runs on this thread */
     e.nbuf = s->depth + 2;
     for (int i = 0; i < e.nbuf; i++)
         e.buf[i] = ws + (size_t)i * batch_act(s, n);
@@ -233,6 +263,7 @@ vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, 
         nets_from_cnhw(team, e.buf[r], out, n, s->out.c, (long)s->out.h * s->out.w);
     else
         memcpy(out, e.buf[r], sizeof(float) * n * osz);
+    nets_dnn_free(e.dnn);
     team_free(team);
     free(own);
     return VBM_OK;

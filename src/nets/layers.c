@@ -530,10 +530,10 @@ static void im2col_run(const void *v, long rb, long re, int worker)
     }
 }
 
-void nets_layer_conv2d(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                       const float *add, float *col, nets_act act)
+void nets_layer_conv2d(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                       float *out, const float *add, float *col, nets_act act)
 {
-    if (kern_available()) {
+    if (path == NETS_PATH_ENGINE) {
         conv2d_kern(t, L, n, in, out, add, col, act);
         return;
     }
@@ -635,10 +635,10 @@ static void phase_store_run(const void *v, long cb, long ce, int worker)
     }
 }
 
-void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                        float *col, nets_act act)
+void nets_layer_convt2d(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                        float *out, float *col, nets_act act)
 {
-    if (kern_available()) {
+    if (path == NETS_PATH_ENGINE) {
         convt_kern(t, L, n, in, out, col, act);
         return;
     }
@@ -675,10 +675,10 @@ void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in,
         }
 }
 
-void nets_layer_dense(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                      float *col, nets_act act)
+void nets_layer_dense(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                      float *out, float *col, nets_act act)
 {
-    if (kern_available()) {
+    if (path == NETS_PATH_ENGINE) {
         dense_kern(t, L, n, in, out, col, act);
         return;
     }
@@ -806,9 +806,9 @@ void nets_layer_crop(team_t *t, const nets_layer *L, long n, const float *in, fl
 
 /* ---- what the executor asks ---- */
 
-int nets_layer_fused(void)
+int nets_layer_fused(nets_path path)
 {
-    return kern_available();
+    return path == NETS_PATH_ENGINE;
 }
 
 size_t nets_layer_scratch(const nets_layer *L, long n)

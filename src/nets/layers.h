@@ -10,28 +10,31 @@
 #include "nets/nets_internal.h"
 #include "numerics/team.h"
 
-/* Whether the convolutions run in the AVX-512 engine (kernels_avx512.h). Only then may
- * nets_layer_conv2d take a residual (add) and nets_layer_convt2d a layer whose output
- * is cropped (out and pad_t/pad_l moved by the crop). */
-int nets_layer_fused(void);
+/* Whether path fuses residual adds and crops into the convolutions: only the AVX-512 engine
+ * (kernels_avx512.h) does. Only then may nets_layer_conv2d take a residual (add) and
+ * nets_layer_convt2d a layer whose output is cropped (out and pad_t/pad_l moved by the crop).
+ * The GEMM-shaped layers below run in the engine when path is NETS_PATH_ENGINE (which the
+ * caller has checked can run), else by im2col + cblas_sgemm (the oneDNN path is the
+ * executor's, onednn.h). */
+int nets_layer_fused(nets_path path);
 
 /* Floats of scratch (im2col matrix, or the engine's panel buffers) layer L needs for n
- * samples: the `col` argument below. 0 for layers without any (a residual's body is
+ * samples on either path: the `col` argument below. 0 for layers without any (a residual's body is
  * the executor's to add). */
 size_t nets_layer_scratch(const nets_layer *L, long n);
 
-/* out = act(conv2d(in) (+ add)); add must be NULL unless nets_layer_fused(), else a
+/* out = act(conv2d(in) (+ add)); add must be NULL unless nets_layer_fused(path), else a
  * tensor laid out like out. in and out do not overlap. */
-void nets_layer_conv2d(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                       const float *add, float *col, nets_act act);
+void nets_layer_conv2d(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                       float *out, const float *add, float *col, nets_act act);
 
 /* out = act(conv_transpose2d(in)), computed by output phases; in and out do not overlap. */
-void nets_layer_convt2d(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                        float *col, nets_act act);
+void nets_layer_convt2d(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                        float *out, float *col, nets_act act);
 
 /* out[i] = act(W in[i] + b) for the n rows of in; in and out do not overlap. */
-void nets_layer_dense(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                      float *col, nets_act act);
+void nets_layer_dense(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                      float *out, float *col, nets_act act);
 
 /* Group norm (per sample and group: mean and biased variance in double, then the
  * per-channel affine map) followed by act; in and out may be the same array. */

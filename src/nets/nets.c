@@ -22,6 +22,19 @@ void nets_workspace_set_threads(nets_workspace *ws, int threads)
     ws->threads = threads > 0 ? threads : 0;
 }
 
+vbm_status nets_workspace_set_path(nets_workspace *ws, nets_path p, vbm_error *err)
+{
+    if (p < NETS_PATH_AUTO || p > NETS_PATH_BLAS)
+        return vbm_fail(err, VBM_EINVAL, NULL, "path %d is not a path of the networks", (int)p);
+    if (!nets_path_runs(p))
+        return vbm_fail(
+            err, VBM_EINVAL, NULL, "the %s path cannot run in this process%s", nets_path_name(p),
+            p == NETS_PATH_ENGINE ? " (it needs AVX-512F, and VBMEM_NETS_NO_AVX512 unset)"
+                                  : " (this build has no oneDNN)");
+    ws->path = p;
+    return VBM_OK;
+}
+
 void nets_workspace_free(nets_workspace *ws)
 {
     if (!ws)
@@ -77,7 +90,7 @@ vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *
     for (long i = 0; i < n * obs; i++)
         if (!isfinite(x[i]))
             return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: pixel %ld is not finite", i);
-    nets_workspace local = {NULL, 0, 0};
+    nets_workspace local = {NULL, 0, 0, NETS_PATH_AUTO};
     nets_workspace *w = ws ? ws : &local;
     long chunk = chunk_of(&m->enc, n);
     size_t seq = nets_seq_workspace(&m->enc, chunk);
@@ -88,7 +101,7 @@ vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *
     vbm_status rc = VBM_OK;
     for (long i0 = 0; i0 < n && rc == VBM_OK; i0 += chunk) {
         long bn = n - i0 < chunk ? n - i0 : chunk;
-        rc = nets_seq_run(&m->enc, bn, x + i0 * obs, outb, mem, w->threads, err);
+        rc = nets_seq_run(&m->enc, bn, x + i0 * obs, outb, mem, w->threads, w->path, err);
         for (long i = 0; rc == VBM_OK && i < bn; i++) {
             const float *o = outb + i * 2 * C;
             for (long c = 0; c < C; c++) {
@@ -137,7 +150,7 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
         if (!isfinite(z[i]))
             return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: code element %ld is not finite",
                             i);
-    nets_workspace local = {NULL, 0, 0};
+    nets_workspace local = {NULL, 0, 0, NETS_PATH_AUTO};
     nets_workspace *w = ws ? ws : &local;
     long chunk = chunk_of(&m->dec, n);
     size_t seq = nets_seq_workspace(&m->dec, chunk);
@@ -150,7 +163,7 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
         long bn = n - i0 < chunk ? n - i0 : chunk;
         for (long j = 0; j < bn * C; j++)
             zb[j] = (float)z[i0 * C + j];
-        rc = nets_seq_run(&m->dec, bn, zb, outb, mem, w->threads, err);
+        rc = nets_seq_run(&m->dec, bn, zb, outb, mem, w->threads, w->path, err);
         for (long i = 0; rc == VBM_OK && i < bn; i++) {
             const float *o = outb + i * P;
             float *mo = mean + (i0 + i) * obs;

@@ -84,13 +84,43 @@ nets_workspace *nets_workspace_new(void);
 void nets_workspace_free(nets_workspace *ws);
 
 /* Threads that share the work of calls with this workspace (the calling thread and
- * helpers that each call starts and joins; on CPUs with AVX-512F they run the GEMMs too,
- * elsewhere the BLAS library's threads do and these share the work between): 0, the default, is
+ * helpers that each call starts and joins; on the engine path they run the GEMMs too, on the
+ * blas path the BLAS library's threads do and these share the work between, on the oneDNN path
+ * this many of oneDNN's OpenMP threads run its layers and the rest runs on the calling
+ * thread): 0, the default, is
  * automatic: as many as the BLAS library uses when the batch is large enough to pay
  * for starting them, else 1 (nets_encode / nets_decode do the same); 1 runs that
  * work on the calling thread only (e.g. when many threads call the model at once);
  * n > 1 uses n threads. */
 void nets_workspace_set_threads(nets_workspace *ws, int threads);
+
+/* The networks' paths: the AVX-512 GEMM engine of src/nets (CPUs with AVX-512F), oneDNN's
+ * primitives (builds with libdnnl), and im2col + OpenBLAS sgemm (everywhere). AUTO is the
+ * process's default, nets_path_default(). */
+typedef enum { NETS_PATH_AUTO = 0, NETS_PATH_ENGINE, NETS_PATH_ONEDNN, NETS_PATH_BLAS } nets_path;
+
+/* "auto", "engine", "onednn" or "blas" (a static string; "?" for a value out of range). */
+const char *nets_path_name(nets_path p);
+
+/* Whether path p can run in this process: the engine needs AVX-512F on the CPU (and
+ * VBMEM_NETS_NO_AVX512 unset, "" or "0"), oneDNN a build with libdnnl; blas and auto always
+ * run. */
+int nets_path_runs(nets_path p);
+
+/* The path VBMEM_NETS_PATH names ("engine", "onednn", "blas"; unset or "" is AUTO). Returns
+ * VBM_OK with *out set; fails with VBM_EINVAL (err filled, field NULL, *out = AUTO) when the
+ * value is not one of these names or names a path that cannot run here (nets_path_runs). */
+vbm_status nets_path_from_env(nets_path *out, vbm_error *err);
+
+/* The path calls take when none is asked (probed once per process, thread-safe):
+ * VBMEM_NETS_PATH when it is valid here (nets_path_from_env; an invalid value is ignored),
+ * else the engine where it runs, else oneDNN where the build has it, else blas. Never AUTO. */
+nets_path nets_path_default(void);
+
+/* Run the calls with this workspace on path p (AUTO, the default: nets_path_default()).
+ * Returns VBM_OK; fails with VBM_EINVAL (err filled, field NULL; the workspace unchanged)
+ * when p is out of range or cannot run here (nets_path_runs). */
+vbm_status nets_workspace_set_path(nets_workspace *ws, nets_path p, vbm_error *err);
 
 /* nets_encode / nets_decode with the caller's workspace (ws may be NULL: then
  * they allocate and free one, exactly like nets_encode / nets_decode). Same

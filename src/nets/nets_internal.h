@@ -77,8 +77,9 @@ struct nets_model {
 /* Per-call scratch memory; grows as needed, never shrinks. */
 struct nets_workspace {
     float *mem;
-    size_t cap;  /* floats */
-    int threads; /* 0: as many as the BLAS library uses */
+    size_t cap;     /* floats */
+    int threads;    /* 0: as many as the BLAS library uses */
+    nets_path path; /* AUTO: nets_path_default() */
 };
 
 /* "[c,h,w]" or "[c]". */
@@ -116,8 +117,10 @@ size_t nets_seq_workspace(const nets_seq *s, long n);
  * and joined by this call; <= 0: automatic, the BLAS library's thread count when
  * the batch is large enough to pay for starting helpers, else 1). Returns VBM_OK;
  * fails with VBM_EINVAL (n <= 0, or a batch too large to index) or VBM_ENOMEM
- * (no ws given and none could be allocated), err (may be NULL) filled. */
+ * (no ws given and none could be allocated), err (may be NULL) filled. The layers run on
+ * `path` (AUTO: nets_path_default(); a path that cannot run here is taken as AUTO); on the
+ * oneDNN path a layer the library refuses runs on the blas path instead. */
 vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws,
-                        int threads, vbm_error *err);
+                        int threads, nets_path path, vbm_error *err);
 
 #endif

@@ -378,7 +378,7 @@ vbm_status nets_rpm_factors(const nets_rpm *m, const float *x, int T, double *h,
         const float *xj = x + (size_t)j * (size_t)T * (size_t)D; /* shared: j = 0, all rows */
         for (long r0 = 0; r0 < rows && st == VBM_OK; r0 += chunk) {
             long n = rows - r0 < chunk ? rows - r0 : chunk;
-            st = nets_seq_run(&m->nets[j], n, xj + (size_t)r0 * D, out, ws, 1, err);
+            st = nets_seq_run(&m->nets[j], n, xj + (size_t)r0 * D, out, ws, 1, NETS_PATH_AUTO, err);
             for (long i = 0; i < n && st == VBM_OK; i++) {
                 long row = (in->shared ? 0 : (long)j * T) + r0 + i; /* j T + t */
                 const float *o = out + (size_t)i * 2 * L;

@@ -20,6 +20,7 @@
 #include "http/log.h"
 #include "http/server.h"
 #include "http/tls.h"
+#include "nets/nets.h"
 #include "vbmem/vbmem.h"
 #include "vbmemd/options.h"
 #include "vbmemd/storage.h"
@@ -253,6 +254,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "vbmemd: %s\n", err.msg);
         vbmemd_options_free(&opt);
         return rc;
+    }
+    /* the networks' path from VBMEM_NETS_PATH: a name that is not a path, or one this CPU or
+     * build cannot run, stops the daemon here rather than being ignored */
+    nets_path np;
+    if (nets_path_from_env(&np, &err) != VBM_OK) {
+        fprintf(stderr, "vbmemd: %s\n", err.msg);
+        vbmemd_options_free(&opt);
+        return 2;
     }
     lg.level = opt.log_level;
     if (main_tune_malloc(opt.threads) != 0)
