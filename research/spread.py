@@ -114,7 +114,7 @@ def cmd_mws(a):
         for r in d["results"]:
             cells.setdefault((r["method"], r["K"]), {})[r["seed"]] = r["abs_err_eps"]
     st = {"%s K=%d" % k: stats([v[s] for s in sorted(v)]) for k, v in cells.items()}
-    print("| method | abs. error of learned eps (%%): mean ± sd (min-max, seeds) |")
+    print("| method | abs. error of learned eps (%): mean ± sd (min-max, seeds) |")
     print("|---|---|")
     for k in st:
         print("| %s | %s |" % (k, fmt(st[k], 100, 3)))
