@@ -100,7 +100,8 @@ def cmd_rpm(a):
             if ts:
                 seeds["held-out"][lab] = ts
                 test[lab] = stats(list(ts.values()))
-            print("| %s | %s | %s |" % (lab, fmt(train[lab], digits=4), fmt(test[lab], digits=4) if lab in test else "-"))
+            held = fmt(test[lab], digits=4) if lab in test else "-"
+            print("| %s | %s | %s |" % (lab, fmt(train[lab], digits=4), held))
         for what, cells in (("train", train), ("held-out", test)):
             for line in orderings(cells, per_seed=seeds[what]):
                 print("  %s: %s" % (what, line))
