@@ -27,6 +27,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 # wrk (closed-loop HTTP load: bench/overload.sh, slowloris, soak and their short versions in
 # tests/run-all.sh) and matplotlib (the benchmarks' pictures: the soak's RSS, bench/scale.py --plot,
-# bench/online_plot.py, the trainer's learning curves: train/plot_runs.py)
+# bench/online_plot.py, the trainer's learning curves: train/plot_runs.py, the research pages'
+# figures: research/)
 $SUDO apt-get install -y -qq --no-install-recommends wrk python3-matplotlib >/dev/null
 echo "install-deps: done"

@@ -5,7 +5,7 @@ directory, post every held-out sequence to POST /v1/models/{name}/infer, and pri
 served posterior means against the true ball positions next to the nMSE of rpm.py's own posterior
 (TimeSeriesRPM.posterior) on the same sequences, and the largest differences between the two.
 
-The held-out set is the one train/rpm_balls.py scores (rpm.make_balls(dataset, N, seed=2000 +
+The held-out set is the one research/rpm_balls.py scores (rpm.make_balls(dataset, N, seed=2000 +
 seed)); nMSE is rpm.nmse (after the best affine map of the means onto the truth: the RPM latent is
 identified only up to one).
 

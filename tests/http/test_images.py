@@ -416,13 +416,13 @@ def test_models_dir_bad_file_and_sighup_reload():
             stopped(d)
 
 
-CONTINUAL_DIR = os.path.join(ROOT, "models", "continual")
+CONTINUAL_DIR = os.path.join(ROOT, "research", "models", "continual")
 CONTINUAL_STAGE = os.path.join(CONTINUAL_DIR, "mnist-stage-foovb.safetensors")  # after MNIST only
 CONTINUAL_END = os.path.join(CONTINUAL_DIR, "mnist-fashion-foovb.safetensors")  # after MNIST, then Fashion-MNIST
 
 
 def test_continual_model_replaced_under_one_name():
-    """train/continual.py's FOO-VB networks served: a session written on the MNIST-stage model keeps
+    """research/continual.py's FOO-VB networks served: a session written on the MNIST-stage model keeps
     decoding (bit for bit the same samples and reads) after the file is replaced under the same name
     by the continually trained one and SIGHUP reloads it; new sessions and the decode helper use the
     new networks. (What test_models_dir_bad_file_and_sighup_reload does not cover: a replaced file
@@ -441,6 +441,7 @@ def test_continual_model_replaced_under_one_name():
             lst = ok(c.request("GET", "/v1/models"))
             m = lst["models"][0]
             expect([x["name"] for x in lst["models"]] == ["digits"] and m["file"]["sha256"] == sha(CONTINUAL_STAGE), lst)
+            # the committed files were written when the script lived in train/: their provenance says so
             expect(m["provenance"]["trainer"] == "train/continual.py" and m["provenance"]["dataset"] == "mnist", m)
             code = m["code_size"]
             s, base = new_session(c)

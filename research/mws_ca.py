@@ -14,7 +14,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vbmtrain import mws  # noqa: E402
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "train"))
+import mws  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -157,7 +158,7 @@ def main():
     ap.add_argument("--data-seed", type=int, default=1)
     ap.add_argument("--seeds", default="0", help="training seeds, comma separated")
     ap.add_argument("--runs", default=None, help="method:K,... (default: the table's rows)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "train", "runs", "mws-ca.json"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "research", "runs", "mws-ca.json"))
     ap.add_argument("--picture", default=None, help="PNG of observed and resynthesised textures")
     ap.add_argument("--trace-picture", default=None, help="PNG of the learned eps against the iteration")
     ap.add_argument("--table", default=None, help="only print the table of these result files (comma separated)")

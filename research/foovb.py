@@ -7,7 +7,7 @@ Gaussian posteriors, one explicit fixed-point iteration per mini-batch
 Usage (any nn.Module; the loss must be the SUMMED negative log-likelihood of
 the mini-batch, L_n of the paper, not its mean -- or pass scale=batch size):
 
-    from vbmtrain.foovb import FooVB
+    from foovb import FooVB
     opt = FooVB(model, kind="diagonal", seed=0)        # or kind="matrix"
     for x, y in stream:                                  # no task boundaries
         for _ in range(opt.mc_samples):                  # Algorithm 1, steps 1-3
@@ -22,7 +22,7 @@ or, equivalently, `opt.train_step(lambda: loss_of(model))` per mini-batch.
 Many samples at once (the seed's 2,500 matrix-variate samples, on a GPU):
 `ws = opt.sample_batch(K)` gives (K, ...) sampled parameters; backward the sum
 of the K networks' summed losses, `opt.accumulate_batch({n: w.grad ...})`,
-any number of times, then `opt.step()` (train/permuted_mnist.py foovb_step).
+any number of times, then `opt.step()` (research/permuted_mnist.py foovb_step).
 
 The posterior is kept in float64 on the device of the model's parameters
 (the model keeps its own dtype; samples and means are cast into it). Every draw comes from the optimiser's own seeded
@@ -169,7 +169,7 @@ class FooVB:
     iteration).  Note: Algorithm 3 sets Tr(V2^-1 Sigma2) = out and
     Tr(V1^-1 Sigma1) = in in eq. 52-53, so A and B each absorb the whole
     curvature and cov(W) shrinks about twice as fast as exact online Bayes to
-    first order (a 1x1 weight: the diagonal step squared; tests/train/
+    first order (a 1x1 weight: the diagonal step squared; tests/research/
     test_foovb.py).  trace_correction=True (not in the paper) solves A as
     above, then B from eq. 53 with Tr(V1^-1 Sigma1) of the new A (one
     Cholesky solve): A takes the curvature, B only what A's shrinkage leaves,

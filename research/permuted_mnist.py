@@ -5,10 +5,10 @@ FOO-VB matrix-variate, Adam and SGD on one stream of mini-batches with no task
 boundaries given to the algorithms; after each task, the test accuracy on
 every task seen so far.  Writes a CSV (rows replaced per method) and a plot.
 
-    nice -n 10 /usr/bin/python3 train/permuted_mnist.py --methods foovb-diag
-    nice -n 10 /usr/bin/python3 train/permuted_mnist.py --methods foovb-matrix
-    nice -n 10 /usr/bin/python3 train/permuted_mnist.py --methods adam,sgd
-    /usr/bin/python3 train/permuted_mnist.py --plot-only
+    nice -n 10 /usr/bin/python3 research/permuted_mnist.py --methods foovb-diag
+    nice -n 10 /usr/bin/python3 research/permuted_mnist.py --methods foovb-matrix
+    nice -n 10 /usr/bin/python3 research/permuted_mnist.py --methods adam,sgd
+    /usr/bin/python3 research/permuted_mnist.py --plot-only
 
 Task 1 is unpermuted MNIST (as in the authors' code); tasks 2..T use fixed
 random pixel permutations drawn from --seed.  See docs/research/foovb-permuted-mnist.md for
@@ -29,9 +29,10 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(ROOT, "train"))
 
 from vbmtrain import data  # noqa: E402
-from vbmtrain.foovb import FooVB  # noqa: E402
+from foovb import FooVB  # noqa: E402
 
 DATA_DIRS = [os.path.join(ROOT, "..", "shared", "data", "mnist"), "/work/shared/data/mnist"]
 METHODS = ("foovb-diag", "foovb-matrix", "foovb-matrix-tc", "adam", "sgd")

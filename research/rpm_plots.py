@@ -1,5 +1,5 @@
 """rpm_plots.py -- figures and the markdown table of the bouncing-ball RPM
-experiments (train/rpm_balls.py --plot) from its results JSON files."""
+experiments (research/rpm_balls.py --plot) from its results JSON files."""
 import glob
 import json
 import os

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""plot_continual.py -- the table and the picture of train/continual.py's runs: test ELBO per frame
+"""plot_continual.py -- the table and the picture of research/continual.py's runs: test ELBO per frame
 of each dataset of the stream against the step, one line per optimiser, and the fraction of the
 first dataset's test ELBO gain each run keeps at the end of the stream.
 
-  /usr/bin/python3 train/plot_continual.py [--reference FASHION_ONLY.csv] [--png docs/research/continual-mnist-fashion.png] \\
-      train/runs/continual-adam.csv train/runs/continual-foovb.csv
+  /usr/bin/python3 research/plot_continual.py [--reference FASHION_ONLY.csv] [--png docs/research/continual-mnist-fashion.png] \\
+      research/runs/continual-adam.csv research/runs/continual-foovb.csv
 
 --reference: a run on the second dataset alone (continual.py --stream fashion-mnist): its final test
 ELBO on the first dataset is what training on the second alone gives there (transfer), the second

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """test_mws_ca.py -- CPU tests of the memoised wake-sleep cellular-automaton experiment
-(train/vbmtrain/mws.py, train/mws_ca.py): the renderer against hand-computed rows, the exact
+(research/mws.py, research/mws_ca.py): the renderer against hand-computed rows, the exact
 likelihood against a brute-force count, the memory update, and a tiny MWS run on noiseless data."""
 import itertools
 import json
@@ -12,11 +12,12 @@ import tempfile
 import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "train"))
+sys.path.insert(0, os.path.join(ROOT, "research"))
+sys.path.insert(1, os.path.join(ROOT, "train"))
 
 import torch  # noqa: E402
 
-from vbmtrain import mws  # noqa: E402
+import mws  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -274,7 +275,7 @@ class Training(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "r.json")
             png = os.path.join(d, "t.png")
-            p = subprocess.run([sys.executable, os.path.join(ROOT, "train", "mws_ca.py"), "--n", "12", "--size", "12",
+            p = subprocess.run([sys.executable, os.path.join(ROOT, "research", "mws_ca.py"), "--n", "12", "--size", "12",
                                 "--iters", "4", "--batch", "4", "--runs", "mws-sleep:1,rws-wake:2,exact:1", "--out",
                                 out, "--picture", png], capture_output=True, text=True, timeout=120)
             self.assertEqual(p.returncode, 0, p.stderr)
@@ -287,7 +288,7 @@ class Training(unittest.TestCase):
     def test_command_line_neighbourhood_5(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "r5.json")
-            cmd = [sys.executable, os.path.join(ROOT, "train", "mws_ca.py")]
+            cmd = [sys.executable, os.path.join(ROOT, "research", "mws_ca.py")]
             p = subprocess.run(cmd + ["--n", "8", "--size", "12", "--iters", "3", "--batch", "4", "--neighbourhood",
                                       "5", "--runs", "mws-sleep:2,exact:1", "--out", out, "--picture",
                                       os.path.join(d, "t5.png")], capture_output=True, text=True, timeout=120)

@@ -16,6 +16,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "train"))
 from vbmtrain import rpm  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -84,7 +85,7 @@ def main():
     ap.add_argument("--init", default="match", choices=["match", "random"],
                     help="match: pre-train q / inner nets to the minimalist values (the seed's init iii)")
     ap.add_argument("--quick", action="store_true", help="tiny run (smoke test): N=10, 30 steps")
-    ap.add_argument("--out", default=os.path.join(ROOT, "train", "runs", "rpm"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "research", "runs", "rpm"))
     ap.add_argument("--export", default=None, help="save the minimalist-amortized Poisson model here")
     ap.add_argument("--plot", action="store_true", help="only make docs/research/rpm-*.png from --out's JSON files")
     args = ap.parse_args()

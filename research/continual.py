@@ -4,10 +4,10 @@ trained on a stream of datasets (MNIST episodes, then Fashion-MNIST episodes) wi
 given to the optimiser, by Adam (the trainer's default) or by FOO-VB (seed 002), evaluating the
 test ELBO per frame on held-out episodes of every dataset of the stream at regular points.
 
-  nice -n 10 /usr/bin/python3 train/continual.py --optimizer adam --csv train/runs/continual-adam.csv
-  nice -n 10 /usr/bin/python3 train/continual.py --optimizer foovb --csv train/runs/continual-foovb.csv \\
+  nice -n 10 /usr/bin/python3 research/continual.py --optimizer adam --csv research/runs/continual-adam.csv
+  nice -n 10 /usr/bin/python3 research/continual.py --optimizer foovb --csv research/runs/continual-foovb.csv \\
       --out models/mnist-fashion-continual.safetensors --out-boundary tests/data/continual-mnist-stage.safetensors
-  /usr/bin/python3 train/plot_continual.py train/runs/continual-*.csv    # table + docs/research/continual-mnist-fashion.png
+  /usr/bin/python3 research/plot_continual.py research/runs/continual-*.csv    # table + docs/research/continual-mnist-fashion.png
 
 The stream is one sequence of mini-batches: --steps steps of episodes of the first dataset, then
 --steps of the second, ...; the optimiser sees only the batches (no task index, no reset, one
@@ -28,6 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "train"))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
@@ -211,7 +212,7 @@ class AdamStepper:
 
 
 class FooVBStepper:
-    """FOO-VB (vbmtrain.foovb.FooVB, Algorithm 1) over both networks: per batch K Monte Carlo
+    """FOO-VB (foovb.FooVB, Algorithm 1) over both networks: per batch K Monte Carlo
     weight samples from the current posterior, the gradient of L_n at each, one explicit
     fixed-point update; the networks hold the posterior mean between steps. No clipping (the
     update is the seed's). A step whose loss or gradient is not finite is dropped whole (its
@@ -220,7 +221,7 @@ class FooVBStepper:
     def __init__(self, modules, args, shadow=False):
         """modules: the networks; args: continual.py's options (foovb_*, seed); shadow: work on a
         CPU copy even when the networks are on the CPU (what a GPU run does; tests)."""
-        from vbmtrain.foovb import FooVB
+        from foovb import FooVB
         kw = {"kind": args.foovb_variant, "mc_samples": args.foovb_samples, "seed": args.seed + 17,
               "init": "keep"}
         if args.foovb_sigma_init is not None:
@@ -368,7 +369,7 @@ def run(args):
         last = rows[-1] if rows else {}
         prov = {"dataset": "+".join(args.stream[:stream.task_of(step - 1) + 1]), "stream": args.stream,
                 "steps_per_dataset": args.steps, "steps": step, "seed": args.seed, "batch_episodes": args.batch,
-                "model": args.kind, "trainer": "train/continual.py", "optimizer": stepper.describe(),
+                "model": args.kind, "trainer": "research/continual.py", "optimizer": stepper.describe(),
                 "regularizer": reg, "sample_memory": True,
                 "test_elbo_per_frame": {s: last.get("test_elbo_%s" % s) for s in args.eval_datasets}}
         nets.save_model(path, enc, dec, arch, memory, prov)  # (save_model copies the tensors to the CPU)

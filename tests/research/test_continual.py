@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test_continual.py -- CPU tests of train/continual.py at tiny sizes: the stream (each dataset's
+"""test_continual.py -- CPU tests of research/continual.py at tiny sizes: the stream (each dataset's
 steps in order, nothing else told to the optimiser), the fixed evaluation episodes and the
 determinism of the test ELBO, the kept-fraction definition on hand-made numbers, and short real runs
 of both optimisers on a two-dataset stream (small IDX files made here, shaped as MNIST and
@@ -14,12 +14,14 @@ import unittest
 import numpy as np
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "train"))
+sys.path.insert(0, os.path.join(ROOT, "research"))
+sys.path.insert(1, os.path.join(ROOT, "train"))
 
 import torch  # noqa: E402
 
 import continual  # noqa: E402
-from vbmtrain import foovb, nets, vb  # noqa: E402,F401 (foovb: a missing module fails, never skips)
+import foovb  # noqa: E402,F401 (a missing module fails, never skips)
+from vbmtrain import nets, vb  # noqa: E402,F401
 
 torch.set_num_threads(1)
 

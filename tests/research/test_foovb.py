@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""test_foovb.py -- CPU tests of train/vbmtrain/foovb.py (the FOO-VB optimiser)
-and of the stream of train/permuted_mnist.py: the diagonal update against its
+"""test_foovb.py -- CPU tests of research/foovb.py (the FOO-VB optimiser)
+and of the stream of research/permuted_mnist.py: the diagonal update against its
 closed form and against exact online Bayes on a Gaussian linear model, Lemma 1's
 matrix equation, positive definiteness of the matrix-variate factors, conv
 layers, determinism, error contracts; seconds in all."""
@@ -11,14 +11,15 @@ import tempfile
 import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "train"))
+sys.path.insert(0, os.path.join(ROOT, "research"))
+sys.path.insert(1, os.path.join(ROOT, "train"))
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import permuted_mnist  # noqa: E402
-from vbmtrain.foovb import FooVB, solve_fixed_point  # noqa: E402
+from foovb import FooVB, solve_fixed_point  # noqa: E402
 
 torch.set_num_threads(1)
 D64 = torch.float64
