@@ -141,7 +141,7 @@ class TransposedConvolution(torch.autograd.Function):
 
 
 class ConvTranspose2d(nn.Module):
-    # weight is (in, out, k, k); FooVB (vbmtrain/foovb.py) reads this flag to group the bias correctly
+    # weight is (in, out, k, k); FooVB (research/foovb.py) reads this flag to group the bias correctly
     transposed = True
 
     def __init__(self, spec):
