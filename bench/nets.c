@@ -201,13 +201,13 @@ static int write_cifar_model(const char *path)
         "vbmem.provenance",
         "{\"dataset\":\"random\",\"trainer\":\"bench/nets.c\",\"note\":\"random weights, "
         "App. F.2.1 CIFAR architecture for benchmarking\"}"};
-    st_input in[128];
+    sft_input in[128];
     for (int i = 0; i < t->n; i++)
-        in[i] = (st_input){t->names[i], t->ndim[i], t->shape[i], t->data[i]};
+        in[i] = (sft_input){t->names[i], t->ndim[i], t->shape[i], t->data[i]};
     unsigned char *buf;
     size_t len;
     vbm_error err;
-    vbm_status rc = st_build(in, (size_t)t->n, meta, 5, &buf, &len, &err);
+    vbm_status rc = sft_build(in, (size_t)t->n, meta, 5, &buf, &len, &err);
     free(arch_s);
     for (int i = 0; i < t->n; i++)
         free(t->data[i]);

@@ -10,7 +10,7 @@
 #include <zlib.h>
 
 #include "common.h"
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/recall.h"
 #include "nets/nets.h"
 #include "numerics/rng.h"

@@ -14,7 +14,7 @@
 
 #include "../tests/temporal_problems.h"
 #include "common.h"
-#include "models/temporal.h"
+#include "memory/temporal.h"
 #include "numerics/rng.h"
 #include "vbmem/vbmem.h"
 

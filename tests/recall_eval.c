@@ -12,7 +12,7 @@
 #include <zlib.h>
 
 #include "engine/fuse.h"
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/recall.h"
 #include "nets/nets.h"
 #include "numerics/rng.h"

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "numerics/rng.h"
 
 /* The test images and the model of a run. */

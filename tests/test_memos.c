@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/tree.h"
+#include "memory/tree.h"
 #include "numerics/rng.h"
 #include "vbmem/vbmem.h"
 #include "wire/memory.h"

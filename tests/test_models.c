@@ -1,9 +1,9 @@
-/* test_models.c -- Check tests of libvbmem, one TCase per topic file of tests/models/: the VB
+/* test_models.c -- Check tests of libvbmem, one TCase per topic file of tests/memory/: the VB
  * updates (VB monotonicity, KL identities, a hand-computed iteration, model equivalences,
  * clustering recovery, sampling moments: vb.c), the operations on a memory (export/import,
  * determinism, online/refit/resize, reads: ops.c), bad input (input.c), fits split over a
  * thread team (threads.c), and the numerics under them (numerics.c). */
-#include "models/common.h"
+#include "memory/common.h"
 
 static Suite *models_suite(void)
 {

@@ -135,7 +135,7 @@ static void spec_set_meta(mspec *s, const char *key, const char *value)
 
 static unsigned char *spec_build(const mspec *s, size_t *len)
 {
-    st_input in[16];
+    sft_input in[16];
     float *data[16];
     for (int i = 0; i < s->nt; i++) {
         long count = 1;
@@ -147,11 +147,12 @@ static unsigned char *spec_build(const mspec *s, size_t *len)
                 data[i][j] = (float)(data[i][j] * s->scale[i]);
         if (i == s->nan_tensor)
             data[i][s->nan_at] = s->nan_value;
-        in[i] = (st_input){s->t[i].name, s->t[i].ndim, s->t[i].shape, data[i]};
+        in[i] = (sft_input){s->t[i].name, s->t[i].ndim, s->t[i].shape, data[i]};
     }
     unsigned char *buf = NULL;
     vbm_error err;
-    ck_assert_msg(st_build(in, (size_t)s->nt, s->meta, (size_t)s->nmeta, &buf, len, &err) == VBM_OK,
+    ck_assert_msg(sft_build(in, (size_t)s->nt, s->meta, (size_t)s->nmeta, &buf, len, &err)
+                      == VBM_OK,
                   "%s", err.msg);
     for (int i = 0; i < s->nt; i++)
         free(data[i]);
@@ -307,15 +308,15 @@ START_TEST(test_reject_container)
     ck_assert_int_eq(nets_model_load_buffer(five, 5, &none, NULL),
                      VBM_EFORMAT); /* err may be NULL */
     ck_assert_ptr_null(none);
-    /* st_build refuses a bad rank */
+    /* sft_build refuses a bad rank */
     {
         int64_t sh[1] = {1};
         float one = 1.0f;
-        st_input bad = {"w", ST_MAX_DIMS + 1, sh, &one};
+        sft_input bad = {"w", ST_MAX_DIMS + 1, sh, &one};
         unsigned char *b = NULL;
         size_t blen = 0;
         vbm_error err;
-        ck_assert_int_eq(st_build(&bad, 1, NULL, 0, &b, &blen, &err), VBM_EINVAL);
+        ck_assert_int_eq(sft_build(&bad, 1, NULL, 0, &b, &blen, &err), VBM_EINVAL);
         ck_assert_str_eq(err.msg, "tensor w: bad rank 9");
         ck_assert_ptr_null(b);
     }
@@ -634,21 +635,21 @@ typedef struct {
 static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int nt, long n,
                          const float *x, nets_shape *out_shape, int use_ws)
 {
-    st_input inp[16] = {{0}};
+    sft_input inp[16] = {{0}};
     for (int i = 0; i < nt; i++) {
         long count = 1;
         for (int d = 0; d < ts[i].ndim; d++)
             count *= ts[i].shape[d];
         if (!ts[i].data)
             ts[i].data = randf(count, 1000 + (uint64_t)i * 7, 0.4);
-        inp[i] = (st_input){ts[i].name, ts[i].ndim, ts[i].shape, ts[i].data};
+        inp[i] = (sft_input){ts[i].name, ts[i].ndim, ts[i].shape, ts[i].data};
     }
     unsigned char *buf;
     size_t len;
     vbm_error err;
-    ck_assert_msg(st_build(inp, (size_t)nt, NULL, 0, &buf, &len, &err) == VBM_OK, "%s", err.msg);
-    st_file f;
-    ck_assert_msg(st_parse(buf, len, &f, &err) == VBM_OK, "%s", err.msg);
+    ck_assert_msg(sft_build(inp, (size_t)nt, NULL, 0, &buf, &len, &err) == VBM_OK, "%s", err.msg);
+    sft_file f;
+    ck_assert_msg(sft_parse(buf, len, &f, &err) == VBM_OK, "%s", err.msg);
     free(buf);
     json_error_t jerr;
     json_t *list = json_loads(list_json, 0, &jerr);
@@ -665,7 +666,7 @@ static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int 
                   "%s", err.msg);
     free(ws);
     nets_seq_free(&seq);
-    st_free(&f);
+    sft_free(&f);
     return y;
 }
 
@@ -1094,7 +1095,7 @@ static const char *data_dir(void)
     return d && d[0] ? d : "tests/data";
 }
 
-static nets_model *load_golden(const char *stem, st_file *io)
+static nets_model *load_golden(const char *stem, sft_file *io)
 {
     char path[1024];
     vbm_error err;
@@ -1110,14 +1111,14 @@ static nets_model *load_golden(const char *stem, st_file *io)
     unsigned char *buf = read_all(path, &len);
     ck_assert_msg(buf != NULL,
                   "golden file %s is missing: run /usr/bin/python3 train/golden_nets.py", path);
-    ck_assert_msg(st_parse(buf, len, io, &err) == 0, "%s: %s", path, err.msg);
+    ck_assert_msg(sft_parse(buf, len, io, &err) == 0, "%s: %s", path, err.msg);
     free(buf);
     return m;
 }
 
-static const float *io_tensor(const st_file *io, const char *name, long count)
+static const float *io_tensor(const sft_file *io, const char *name, long count)
 {
-    const st_tensor *t = st_find(io, name);
+    const sft_tensor *t = sft_find(io, name);
     ck_assert_msg(t != NULL, "golden io has no tensor %s", name);
     ck_assert_msg((long)t->count == count, "golden io tensor %s has %zu values, expected %ld", name,
                   t->count, count);
@@ -1126,10 +1127,10 @@ static const float *io_tensor(const st_file *io, const char *name, long count)
 
 static void check_parity(const char *stem)
 {
-    st_file io;
+    sft_file io;
     nets_model *m = load_golden(stem, &io);
     const nets_info *in = nets_model_info(m);
-    const st_tensor *xt = st_find(&io, "x");
+    const sft_tensor *xt = sft_find(&io, "x");
     ck_assert(xt && xt->ndim == 4);
     long n = (long)xt->shape[0], C = in->code_size,
          obs = (long)in->channels * in->height * in->width;
@@ -1202,7 +1203,7 @@ static void check_parity(const char *stem)
     free(mean);
     free(scale);
     free(ll);
-    st_free(&io);
+    sft_free(&io);
     nets_model_free(m);
 }
 
@@ -1222,12 +1223,12 @@ END_TEST
 START_TEST(test_parity_bounded)
 {
     check_parity("golden_nets_bounded");
-    st_file io;
+    sft_file io;
     nets_model *m = load_golden("golden_nets_bounded", &io);
     const nets_info *in = nets_model_info(m);
     ck_assert(in->sigmoid_mean == 1);
     ck_assert(in->scale_max == 0.5);
-    st_free(&io);
+    sft_free(&io);
     nets_model_free(m);
 }
 END_TEST
@@ -1253,7 +1254,7 @@ static void *enc_thread(void *arg)
 
 START_TEST(test_threads)
 {
-    st_file io;
+    sft_file io;
     nets_model *m = load_golden("golden_nets", &io);
     const nets_info *in = nets_model_info(m);
     long n = 5, C = in->code_size, obs = (long)in->channels * in->height * in->width;
@@ -1275,7 +1276,7 @@ START_TEST(test_threads)
         ck_assert(memcmp(mu[t], mu0, sizeof(double) * n * C) == 0);
         ck_assert(memcmp(s2[t], s20, sizeof(double) * n * C) == 0);
     }
-    st_free(&io);
+    sft_free(&io);
     nets_model_free(m);
 }
 END_TEST

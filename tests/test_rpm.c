@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "nets/gp.h"
 #include "nets/nets.h"
 #include "nets/rpm.h"
@@ -224,20 +224,20 @@ static unsigned char *rebuild(const char *arch, const char *drop, int extra, siz
 {
     size_t n;
     unsigned char *buf = read_all(data_path("golden_rpm.safetensors"), &n);
-    st_file f;
+    sft_file f;
     memset(&f, 0, sizeof f);
-    ck_assert_int_eq(st_parse(buf, n, &f, NULL), VBM_OK);
+    ck_assert_int_eq(sft_parse(buf, n, &f, NULL), VBM_OK);
     free(buf);
-    st_input in[64];
+    sft_input in[64];
     ck_assert(f.n_tensors < 63);
     for (size_t i = 0; i < f.n_tensors; i++)
-        in[i] =
-            (st_input){f.tensors[i].name, f.tensors[i].ndim, f.tensors[i].shape, f.tensors[i].data};
+        in[i] = (sft_input){f.tensors[i].name, f.tensors[i].ndim, f.tensors[i].shape,
+                            f.tensors[i].data};
     static const int64_t xs[1] = {2};
     static const float xv[2] = {1, 2};
     size_t nt = f.n_tensors;
     if (extra)
-        in[nt++] = (st_input){"extra.weight", 1, xs, xv};
+        in[nt++] = (sft_input){"extra.weight", 1, xs, xv};
     const char *meta[16];
     size_t nm = 0;
     for (size_t i = 0; i < f.n_meta; i++) {
@@ -249,8 +249,8 @@ static unsigned char *rebuild(const char *arch, const char *drop, int extra, siz
         nm++;
     }
     unsigned char *out = NULL;
-    ck_assert_int_eq(st_build(in, nt, meta, nm, &out, len, NULL), VBM_OK);
-    st_free(&f);
+    ck_assert_int_eq(sft_build(in, nt, meta, nm, &out, len, NULL), VBM_OK);
+    sft_free(&f);
     return out;
 }
 
@@ -259,17 +259,17 @@ static char *arch_with(const char *key, const char *sub, const char *value)
 {
     size_t n;
     unsigned char *buf = read_all(data_path("golden_rpm.safetensors"), &n);
-    st_file f;
+    sft_file f;
     memset(&f, 0, sizeof f);
-    ck_assert_int_eq(st_parse(buf, n, &f, NULL), VBM_OK);
+    ck_assert_int_eq(sft_parse(buf, n, &f, NULL), VBM_OK);
     free(buf);
-    json_t *a = json_loads(st_meta(&f, "vbmem.architecture"), 0, NULL);
+    json_t *a = json_loads(sft_meta(&f, "vbmem.architecture"), 0, NULL);
     json_t *v = json_loads(value, JSON_DECODE_ANY, NULL);
     ck_assert(a != NULL && v != NULL);
     json_object_set_new(sub ? json_object_get(a, sub) : a, key, v);
     char *s = json_dumps(a, JSON_COMPACT);
     json_decref(a);
-    st_free(&f);
+    sft_free(&f);
     return s;
 }
 
@@ -465,10 +465,10 @@ START_TEST(test_rpm_options)
     const char *meta[] = {"vbmem.format",     "vbmem-model", "vbmem.format_version", "1",
                           "vbmem.kind",       "rpm",         "vbmem.architecture",   arch,
                           "vbmem.provenance", "{}"};
-    st_input in[2] = {{"s.weight", 2, ws, W}, {"s.bias", 1, bs, B}};
+    sft_input in[2] = {{"s.weight", 2, ws, W}, {"s.bias", 1, bs, B}};
     unsigned char *buf = NULL;
     size_t len;
-    ck_assert_int_eq(st_build(in, 2, meta, 5, &buf, &len, NULL), VBM_OK);
+    ck_assert_int_eq(sft_build(in, 2, meta, 5, &buf, &len, NULL), VBM_OK);
     nets_rpm *m = NULL;
     vbm_error err;
     ck_assert_msg(nets_rpm_load_buffer(buf, len, &m, &err) == VBM_OK, "%s", err.msg);

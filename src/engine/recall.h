@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "engine/clock.h"
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/session.h"
 #include "vbmem/vbmem.h"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/session_impl.h"
 
 size_t eng_memory_bytes(const vbm_memory *m)

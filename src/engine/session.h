@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "engine/clock.h"
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "vbmem/vbmem.h"
 
 #define ENG_ID_LEN    32 /* hex characters of a session id (128 random bits) */

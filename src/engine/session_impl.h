@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/session.h"
 
 /* A session. Fields marked "locked" are read under the read lock and written

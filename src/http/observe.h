@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/recall.h"
 #include "http/codec.h"
 #include "http/images.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/recall.h"
 #include "http/codec.h"
 #include "http/images.h"

@@ -15,7 +15,7 @@
 
 #include "engine/clusters.h"
 #include "engine/fuse.h"
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/recall.h"
 #include "http/codec.h"
 #include "http/observe.h"

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "engine/clock.h"
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/pool.h"
 #include "engine/store.h"
 #include "http/auth.h"

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/session.h"
 #include "http/request.h"
 

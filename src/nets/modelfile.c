@@ -46,7 +46,7 @@ void nets_seq_free(nets_seq *s)
 /* ---- layer fields ---- */
 
 typedef struct {
-    st_file *f;
+    sft_file *f;
     int count; /* layers parsed so far, bodies included */
     vbm_error *err;
 } parse_ctx;
@@ -93,7 +93,7 @@ static vbm_status bind(parse_ctx *c, const nets_layer *L, const char *name, cons
 {
     char tname[160], want[128], got[128];
     snprintf(tname, sizeof tname, "%s.%s", name, suffix);
-    st_tensor *t = st_find(c->f, tname);
+    sft_tensor *t = sft_find(c->f, tname);
     if (!t)
         return lfail(c, L, "tensor %s is missing", tname);
     int same = t->ndim == ndim;
@@ -371,7 +371,7 @@ static vbm_status parse_list(parse_ctx *c, const json_t *list, const char *path,
     return VBM_OK;
 }
 
-vbm_status nets_seq_parse(const void *list, const char *which, nets_shape in, st_file *f,
+vbm_status nets_seq_parse(const void *list, const char *which, nets_shape in, sft_file *f,
                           nets_seq *out, vbm_error *err)
 {
     parse_ctx c = {f, 0, err};
@@ -546,7 +546,7 @@ void nets_model_free(nets_model *m)
         return;
     nets_seq_free(&m->enc);
     nets_seq_free(&m->dec);
-    st_free(&m->file);
+    sft_free(&m->file);
     free(m->info.architecture_json);
     free(m->info.memory_json);
     free(m->info.provenance_json);
@@ -560,11 +560,11 @@ const nets_info *nets_model_info(const nets_model *m)
 
 static vbm_status load_inner(nets_model *m, const unsigned char *buf, size_t len, vbm_error *err)
 {
-    vbm_status st = st_parse(buf, len, &m->file, err);
+    vbm_status st = sft_parse(buf, len, &m->file, err);
     if (st != VBM_OK)
         return st;
-    const char *fmt = st_meta(&m->file, "vbmem.format"),
-               *ver = st_meta(&m->file, "vbmem.format_version");
+    const char *fmt = sft_meta(&m->file, "vbmem.format"),
+               *ver = sft_meta(&m->file, "vbmem.format_version");
     if (!fmt)
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "metadata vbmem.format is missing (not a vbmem model file)");
@@ -577,17 +577,17 @@ static vbm_status load_inner(nets_model *m, const unsigned char *buf, size_t len
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "metadata vbmem.format_version is \"%.40s\"; this build reads version 1",
                         ver);
-    const char *kind = st_meta(&m->file, "vbmem.kind");
+    const char *kind = sft_meta(&m->file, "vbmem.kind");
     if (kind && strcmp(kind, "vae") != 0)
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "metadata vbmem.kind is \"%.40s\": not an encoder/decoder model (kind "
                         "\"vae\"; an \"rpm\" file is read by nets_rpm_load)",
                         kind);
-    json_t *arch = st_meta_object(&m->file, "vbmem.architecture", err);
+    json_t *arch = sft_meta_object(&m->file, "vbmem.architecture", err);
     if (!arch)
         return VBM_EFORMAT;
-    json_t *mem = st_meta_object(&m->file, "vbmem.memory", err);
-    json_t *prov = mem ? st_meta_object(&m->file, "vbmem.provenance", err) : NULL;
+    json_t *mem = sft_meta_object(&m->file, "vbmem.memory", err);
+    json_t *prov = mem ? sft_meta_object(&m->file, "vbmem.provenance", err) : NULL;
     st = (!mem || !prov) ? VBM_EFORMAT : parse_architecture(m, arch, err);
     if (st == VBM_OK)
         st = parse_memory(&m->info, mem, err);
@@ -596,12 +596,12 @@ static vbm_status load_inner(nets_model *m, const unsigned char *buf, size_t len
     json_decref(prov);
     if (st != VBM_OK)
         return st;
-    if (st_check_used(&m->file, err) != VBM_OK)
+    if (sft_check_used(&m->file, err) != VBM_OK)
         return VBM_EFORMAT;
     m->info.n_params = m->file.n_values;
-    m->info.architecture_json = strdup(st_meta(&m->file, "vbmem.architecture"));
-    m->info.memory_json = strdup(st_meta(&m->file, "vbmem.memory"));
-    m->info.provenance_json = strdup(st_meta(&m->file, "vbmem.provenance"));
+    m->info.architecture_json = strdup(sft_meta(&m->file, "vbmem.architecture"));
+    m->info.memory_json = strdup(sft_meta(&m->file, "vbmem.memory"));
+    m->info.provenance_json = strdup(sft_meta(&m->file, "vbmem.provenance"));
     if (!m->info.architecture_json || !m->info.memory_json || !m->info.provenance_json)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     return VBM_OK;
@@ -628,7 +628,7 @@ vbm_status nets_model_load(const char *path, nets_model **out, vbm_error *err)
     *out = NULL;
     unsigned char *buf;
     size_t len;
-    vbm_status rc = st_read_file(path, &buf, &len, err);
+    vbm_status rc = sft_read_file(path, &buf, &len, err);
     if (rc != VBM_OK)
         return rc;
     vbm_error inner;

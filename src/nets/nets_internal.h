@@ -54,7 +54,7 @@ typedef struct {
     int pad_t, pad_l; /* conv2d: zero rows/cols before; conv_transpose2d: first kept row/col */
     int groups;       /* group_norm */
     double eps;
-    const float *w, *b;    /* bound weights (owned by the model's st_file) */
+    const float *w, *b;    /* bound weights (owned by the model's sft_file) */
     float *wp;             /* conv_transpose2d: weights repacked per output phase (owned) */
     struct nets_seq *body; /* residual */
 } nets_layer;
@@ -70,7 +70,7 @@ typedef struct nets_seq {
 
 struct nets_model {
     nets_info info;
-    st_file file;
+    sft_file file;
     nets_seq enc, dec;
 };
 
@@ -98,7 +98,7 @@ static inline long nets_shape_size(nets_shape s)
  * VBM_EFORMAT (a bad layer: the message names it, "layer <label> (<type>): ...")
  * or VBM_ENOMEM; then *out is empty and err (may be NULL) holds the message (no
  * field). */
-vbm_status nets_seq_parse(const void *list, const char *which, nets_shape in, st_file *f,
+vbm_status nets_seq_parse(const void *list, const char *which, nets_shape in, sft_file *f,
                           nets_seq *out, vbm_error *err);
 void nets_seq_free(nets_seq *s);
 

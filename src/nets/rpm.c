@@ -22,7 +22,7 @@ typedef enum { RPM_K_RBF = 0, RPM_K_MATERN12 = 1 } rpm_kernel;
 
 struct nets_rpm {
     nets_rpm_info info;
-    st_file file;
+    sft_file file;
     nets_seq *nets; /* 1 (shared) or J recognition networks: [D] -> [2 L] */
     int n_nets;
     rpm_precision precision;
@@ -220,7 +220,7 @@ void nets_rpm_free(nets_rpm *m)
     free(m->nets);
     free(m->variance);
     free(m->lengthscale);
-    st_free(&m->file);
+    sft_free(&m->file);
     free(m->info.architecture_json);
     free(m->info.provenance_json);
     free(m);
@@ -233,12 +233,12 @@ const nets_rpm_info *nets_rpm_info_of(const nets_rpm *m)
 
 static vbm_status load_inner(nets_rpm *m, const unsigned char *buf, size_t len, vbm_error *err)
 {
-    vbm_status st = st_parse(buf, len, &m->file, err);
+    vbm_status st = sft_parse(buf, len, &m->file, err);
     if (st != VBM_OK)
         return st;
-    const char *fmt = st_meta(&m->file, "vbmem.format"),
-               *ver = st_meta(&m->file, "vbmem.format_version"),
-               *kind = st_meta(&m->file, "vbmem.kind");
+    const char *fmt = sft_meta(&m->file, "vbmem.format"),
+               *ver = sft_meta(&m->file, "vbmem.format_version"),
+               *kind = sft_meta(&m->file, "vbmem.kind");
     if (!fmt || strcmp(fmt, "vbmem-model") != 0)
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "metadata vbmem.format is %s, expected \"vbmem-model\"",
@@ -250,20 +250,20 @@ static vbm_status load_inner(nets_rpm *m, const unsigned char *buf, size_t len, 
     if (!kind || strcmp(kind, "rpm") != 0)
         return vbm_fail(err, VBM_EFORMAT, NULL, "metadata vbmem.kind is %s, expected \"rpm\"",
                         kind ? "not \"rpm\"" : "missing");
-    json_t *arch = st_meta_object(&m->file, ARCH, err);
+    json_t *arch = sft_meta_object(&m->file, ARCH, err);
     if (!arch)
         return VBM_EFORMAT;
-    json_t *prov = st_meta_object(&m->file, "vbmem.provenance", err);
+    json_t *prov = sft_meta_object(&m->file, "vbmem.provenance", err);
     st = prov ? parse_arch(m, arch, err) : VBM_EFORMAT;
     json_decref(arch);
     json_decref(prov);
     if (st != VBM_OK)
         return st;
-    if (st_check_used(&m->file, err) != VBM_OK)
+    if (sft_check_used(&m->file, err) != VBM_OK)
         return VBM_EFORMAT;
     m->info.n_params = m->file.n_values;
-    m->info.architecture_json = strdup(st_meta(&m->file, ARCH));
-    m->info.provenance_json = strdup(st_meta(&m->file, "vbmem.provenance"));
+    m->info.architecture_json = strdup(sft_meta(&m->file, ARCH));
+    m->info.provenance_json = strdup(sft_meta(&m->file, "vbmem.provenance"));
     if (!m->info.architecture_json || !m->info.provenance_json)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     return VBM_OK;
@@ -290,7 +290,7 @@ vbm_status nets_rpm_load(const char *path, nets_rpm **out, vbm_error *err)
     *out = NULL;
     unsigned char *buf;
     size_t len;
-    vbm_status rc = st_read_file(path, &buf, &len, err);
+    vbm_status rc = sft_read_file(path, &buf, &len, err);
     if (rc != VBM_OK)
         return rc;
     vbm_error inner;

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 /* "[3,5]" into buf (truncated with "..." when long). */
-static void st_shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
+static void sft_shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
 {
     size_t at = 0;
     at += (size_t)snprintf(buf, len, "[");
@@ -22,7 +22,7 @@ static void st_shape_str(const int64_t *shape, int ndim, char *buf, size_t len)
         snprintf(buf + at, len - at, "]");
 }
 
-void st_free(st_file *f)
+void sft_free(sft_file *f)
 {
     if (!f)
         return;
@@ -43,16 +43,16 @@ void st_free(st_file *f)
 /* Sort an index array of tensors by data offset (by_offset) or by name: a merge
  * sort that takes the array explicitly (qsort has no context argument, and a
  * file-scope pointer would make parsing thread-unsafe). tmp holds n entries. */
-static void st_msort(size_t *idx, size_t *tmp, size_t n, const st_tensor *t, int by_offset)
+static void sft_msort(size_t *idx, size_t *tmp, size_t n, const sft_tensor *t, int by_offset)
 {
     if (n < 2)
         return;
     size_t h = n / 2;
-    st_msort(idx, tmp, h, t, by_offset);
-    st_msort(idx + h, tmp, n - h, t, by_offset);
+    sft_msort(idx, tmp, h, t, by_offset);
+    sft_msort(idx + h, tmp, n - h, t, by_offset);
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
-        const st_tensor *a = &t[idx[i]], *b = &t[idx[j]];
+        const sft_tensor *a = &t[idx[i]], *b = &t[idx[j]];
         int le;
         if (by_offset)
             le = a->begin < b->begin || (a->begin == b->begin && a->end <= b->end);
@@ -67,12 +67,12 @@ static void st_msort(size_t *idx, size_t *tmp, size_t n, const st_tensor *t, int
     memcpy(idx, tmp, n * sizeof *idx);
 }
 
-st_tensor *st_find(const st_file *f, const char *name)
+sft_tensor *sft_find(const sft_file *f, const char *name)
 {
     size_t lo = 0, hi = f->n_tensors;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        st_tensor *t = &f->tensors[f->by_name[mid]];
+        sft_tensor *t = &f->tensors[f->by_name[mid]];
         int c = strcmp(t->name, name);
         if (c == 0)
             return t;
@@ -84,7 +84,7 @@ st_tensor *st_find(const st_file *f, const char *name)
     return NULL;
 }
 
-const char *st_meta(const st_file *f, const char *key)
+const char *sft_meta(const sft_file *f, const char *key)
 {
     for (size_t i = 0; i < f->n_meta; i++)
         if (strcmp(f->meta_keys[i], key) == 0)
@@ -92,7 +92,7 @@ const char *st_meta(const st_file *f, const char *key)
     return NULL;
 }
 
-static int st_get_uint(const json_t *v, uint64_t *out)
+static int sft_get_uint(const json_t *v, uint64_t *out)
 {
     if (!json_is_integer(v))
         return -1;
@@ -104,7 +104,7 @@ static int st_get_uint(const json_t *v, uint64_t *out)
 }
 
 /* Fill one tensor entry from its header object; checks dtype, shape, size. */
-static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_error *err)
+static vbm_status sft_parse_entry(const char *name, json_t *e, sft_tensor *t, vbm_error *err)
 {
     if (!json_is_object(e))
         return vbm_fail(err, VBM_EFORMAT, NULL, "tensor %s: header entry is not an object", name);
@@ -126,7 +126,7 @@ static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_
     int big = 0;
     for (int i = 0; i < t->ndim; i++) {
         uint64_t d;
-        if (st_get_uint(json_array_get(sh, (size_t)i), &d) || d > (uint64_t)INT64_MAX)
+        if (sft_get_uint(json_array_get(sh, (size_t)i), &d) || d > (uint64_t)INT64_MAX)
             return vbm_fail(err, VBM_EFORMAT, NULL,
                             "tensor %s: shape must be a list of at most %d non-negative integers",
                             name, ST_MAX_DIMS);
@@ -135,7 +135,7 @@ static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_
             big = 1;
     }
     char sbuf[200];
-    st_shape_str(t->shape, t->ndim, sbuf, sizeof sbuf);
+    sft_shape_str(t->shape, t->ndim, sbuf, sizeof sbuf);
     /* Any zero dimension makes the count 0; otherwise multiply with an overflow guard. */
     for (int i = 0; i < t->ndim; i++)
         if (t->shape[i] == 0)
@@ -155,8 +155,8 @@ static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_
     }
     t->count = count;
     uint64_t b, en;
-    if (!json_is_array(off) || json_array_size(off) != 2 || st_get_uint(json_array_get(off, 0), &b)
-        || st_get_uint(json_array_get(off, 1), &en))
+    if (!json_is_array(off) || json_array_size(off) != 2 || sft_get_uint(json_array_get(off, 0), &b)
+        || sft_get_uint(json_array_get(off, 1), &en))
         return vbm_fail(err, VBM_EFORMAT, NULL,
                         "tensor %s: data_offsets must be two non-negative integers [begin, end]",
                         name);
@@ -176,7 +176,7 @@ static vbm_status st_parse_entry(const char *name, json_t *e, st_tensor *t, vbm_
     return VBM_OK;
 }
 
-static vbm_status st_parse_meta(json_t *meta, st_file *f, vbm_error *err)
+static vbm_status sft_parse_meta(json_t *meta, sft_file *f, vbm_error *err)
 {
     if (!json_is_object(meta))
         return vbm_fail(err, VBM_EFORMAT, NULL, "header: __metadata__ is not an object");
@@ -201,7 +201,7 @@ static vbm_status st_parse_meta(json_t *meta, st_file *f, vbm_error *err)
     return VBM_OK;
 }
 
-static float st_load_f32(const unsigned char *p)
+static float sft_load_f32(const unsigned char *p)
 {
     uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
     float x;
@@ -209,8 +209,8 @@ static float st_load_f32(const unsigned char *p)
     return x;
 }
 
-static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *f, json_t **root,
-                                 vbm_error *err)
+static vbm_status sft_parse_inner(const unsigned char *buf, size_t len, sft_file *f, json_t **root,
+                                  vbm_error *err)
 {
     if (!buf || len < 8)
         return vbm_fail(
@@ -246,7 +246,7 @@ static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *
                         data_len, (size_t)ST_MAX_VALUES);
 
     size_t n = json_object_size(*root);
-    f->tensors = calloc(n ? n : 1, sizeof(st_tensor));
+    f->tensors = calloc(n ? n : 1, sizeof(sft_tensor));
     if (!f->tensors)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
     const char *key;
@@ -254,17 +254,17 @@ static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *
     json_object_foreach(*root, key, v)
     {
         if (strcmp(key, "__metadata__") == 0) {
-            vbm_status st = st_parse_meta(v, f, err);
+            vbm_status st = sft_parse_meta(v, f, err);
             if (st != VBM_OK)
                 return st;
             continue;
         }
-        st_tensor *t = &f->tensors[f->n_tensors];
+        sft_tensor *t = &f->tensors[f->n_tensors];
         t->name = strdup(key);
         if (!t->name)
             return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory reading the header");
         f->n_tensors++;
-        vbm_status st = st_parse_entry(key, v, t, err);
+        vbm_status st = sft_parse_entry(key, v, t, err);
         if (st != VBM_OK)
             return st;
         if (t->end > data_len)
@@ -286,13 +286,13 @@ static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *
     }
     for (size_t i = 0; i < nt; i++)
         idx[i] = f->by_name[i] = i;
-    st_msort(idx, tmp, nt, f->tensors, 1);
-    st_msort(f->by_name, tmp, nt, f->tensors, 0);
+    sft_msort(idx, tmp, nt, f->tensors, 1);
+    sft_msort(f->by_name, tmp, nt, f->tensors, 0);
     free(tmp);
     size_t at = 0;
-    const st_tensor *prev = NULL;
+    const sft_tensor *prev = NULL;
     for (size_t i = 0; i < nt; i++) {
-        const st_tensor *t = &f->tensors[idx[i]];
+        const sft_tensor *t = &f->tensors[idx[i]];
         if (t->begin < at) {
             free(idx);
             return vbm_fail(err, VBM_EFORMAT, NULL,
@@ -324,9 +324,9 @@ static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for %zu weights", f->n_values);
     }
     for (size_t i = 0; i < f->n_values; i++)
-        f->values[i] = st_load_f32(data + 4 * i);
+        f->values[i] = sft_load_f32(data + 4 * i);
     for (size_t i = 0; i < nt; i++) {
-        st_tensor *t = &f->tensors[idx[i]];
+        sft_tensor *t = &f->tensors[idx[i]];
         t->data = f->values + t->begin / 4;
         for (size_t j = 0; j < t->count; j++)
             if (!isfinite(t->data[j])) {
@@ -339,25 +339,25 @@ static vbm_status st_parse_inner(const unsigned char *buf, size_t len, st_file *
     return VBM_OK;
 }
 
-vbm_status st_parse(const unsigned char *buf, size_t len, st_file *out, vbm_error *err)
+vbm_status sft_parse(const unsigned char *buf, size_t len, sft_file *out, vbm_error *err)
 {
     memset(out, 0, sizeof *out);
     json_t *root = NULL;
-    vbm_status rc = st_parse_inner(buf, len, out, &root, err);
+    vbm_status rc = sft_parse_inner(buf, len, out, &root, err);
     json_decref(root);
     if (rc != VBM_OK)
-        st_free(out);
+        sft_free(out);
     return rc;
 }
 
-static void st_put_u64(unsigned char *p, uint64_t v)
+static void sft_put_u64(unsigned char *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t n_meta,
-                    unsigned char **out, size_t *outlen, vbm_error *err)
+vbm_status sft_build(const sft_input *t, size_t n, const char *const *meta, size_t n_meta,
+                     unsigned char **out, size_t *outlen, vbm_error *err)
 {
     *out = NULL;
     *outlen = 0;
@@ -403,7 +403,7 @@ vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t
         free(hdr);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory building a %zu-byte file", total);
     }
-    st_put_u64(buf, hl + pad);
+    sft_put_u64(buf, hl + pad);
     memcpy(buf + 8, hdr, hl);
     memset(buf + 8 + hl, ' ', pad);
     free(hdr);
@@ -424,7 +424,7 @@ vbm_status st_build(const st_input *t, size_t n, const char *const *meta, size_t
     return VBM_OK;
 }
 
-vbm_status st_read_file(const char *path, unsigned char **buf, size_t *len, vbm_error *err)
+vbm_status sft_read_file(const char *path, unsigned char **buf, size_t *len, vbm_error *err)
 {
     *buf = NULL;
     *len = 0;
@@ -462,9 +462,9 @@ vbm_status st_read_file(const char *path, unsigned char **buf, size_t *len, vbm_
     return VBM_OK;
 }
 
-json_t *st_meta_object(const st_file *f, const char *key, vbm_error *err)
+json_t *sft_meta_object(const sft_file *f, const char *key, vbm_error *err)
 {
-    const char *s = st_meta(f, key);
+    const char *s = sft_meta(f, key);
     if (!s) {
         vbm_fail(err, VBM_EFORMAT, NULL, "metadata %s is missing", key);
         return NULL;
@@ -484,7 +484,7 @@ json_t *st_meta_object(const st_file *f, const char *key, vbm_error *err)
     return v;
 }
 
-vbm_status st_check_used(const st_file *f, vbm_error *err)
+vbm_status sft_check_used(const sft_file *f, vbm_error *err)
 {
     for (size_t i = 0; i < f->n_tensors; i++)
         if (!f->tensors[i].used)

@@ -1,5 +1,5 @@
 /* fuzz_model.c -- owns the libFuzzer harness of the model-file loader: the safetensors container
- * (st_parse) and the vbmem model metadata and layers (nets_model_load_buffer), then one encode and
+ * (sft_parse) and the vbmem model metadata and layers (nets_model_load_buffer), then one encode and
  * decode through a model that loads. */
 #include <stdint.h>
 
@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    st_file f;
+    sft_file f;
     nets_model *m = NULL;
     const nets_info *in;
     vbm_error err;
@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     memset(&f, 0, sizeof f);
     memset(&err, 0, sizeof err);
-    st = st_parse(data, size, &f, &err);
+    st = sft_parse(data, size, &f, &err);
     if (st == VBM_OK) {
         /* what the container promises: tensors inside the data section, sorted index */
         for (i = 0; i < f.n_tensors; i++) {
@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                   == f.tensors[i].count * sizeof(float),
                        "tensor %s offsets [%zu, %zu) in %zu values", f.tensors[i].name,
                        f.tensors[i].begin, f.tensors[i].end, f.n_values);
-            FUZZ_CHECK(st_find(&f, f.tensors[i].name) == &f.tensors[i], "st_find misses %s",
+            FUZZ_CHECK(sft_find(&f, f.tensors[i].name) == &f.tensors[i], "sft_find misses %s",
                        f.tensors[i].name);
             for (j = 0; j < f.tensors[i].count; j++)
                 FUZZ_CHECK(f.tensors[i].data[j] - f.tensors[i].data[j] == 0.0f,
@@ -44,12 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        "by_name not sorted");
         }
         for (i = 0; i < f.n_meta; i++)
-            FUZZ_CHECK(st_meta(&f, f.meta_keys[i]) != NULL, "st_meta misses %s", f.meta_keys[i]);
+            FUZZ_CHECK(sft_meta(&f, f.meta_keys[i]) != NULL, "sft_meta misses %s", f.meta_keys[i]);
     } else {
         FUZZ_CHECK((st == VBM_EFORMAT || st == VBM_ENOMEM) && err.msg[0] != '\0',
-                   "st_parse failed with status %d message '%s'", (int)st, err.msg);
+                   "sft_parse failed with status %d message '%s'", (int)st, err.msg);
     }
-    st_free(&f);
+    sft_free(&f);
 
     st = nets_model_load_buffer(data, size, &m, &err);
     if (st != VBM_OK) {

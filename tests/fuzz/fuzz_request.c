@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/pool.h"
 #include "engine/store.h"
 #include "fuzz_check.h"

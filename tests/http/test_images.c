@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "engine/recall.h"
 #include "engine/session.h"
 #include "http/codec.h"

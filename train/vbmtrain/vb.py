@@ -1,6 +1,6 @@
 """vb.py -- the memory write as a differentiable mean-field VB loop in PyTorch,
 batched over episodes: the same updates, in the same order, as libvbmem
-(src/models/mixture.c, gaussian.c, categorical.c), in float64.
+(src/memory/mixture.c, gaussian.c, categorical.c), in float64.
 
 Kinds: 'mixture' (Theorem 4, k-means++ seeded shifts, Sec. 3.2.1), 'gaussian'
 (Theorem 1; with shift=True Theorem 3: a one-cluster mixture) and 'categorical'

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "memory_impl.h"
 #include "numerics/linalg.h"
 
 typedef struct {

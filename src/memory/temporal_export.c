@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/bytes.h"
-#include "models/temporal.h"
+#include "memory/bytes.h"
+#include "memory/temporal.h"
 
 static const unsigned char TM_MAGIC[8] = {'V', 'B', 'M', 'E', 'M', 'P', 'S', 'T'};
 #define TM_FORMAT_VERSION 1u

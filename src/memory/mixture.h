@@ -4,7 +4,7 @@
 #ifndef VBMEM_MIXTURE_H
 #define VBMEM_MIXTURE_H
 
-#include "model.h"
+#include "memory_impl.h"
 
 /* The scalars of one cluster in a fit. A team's threads work on different
  * clusters at once; kept in arrays indexed by cluster, the scalars of all

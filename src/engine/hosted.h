@@ -1,4 +1,4 @@
-/* models.h -- owns the hosted-model registry: the model files of a directory loaded and validated
+/* hosted.h -- owns the hosted-model registry: the model files of a directory loaded and validated
  * (src/nets), reference-counted models, immutable snapshots swapped atomically on reload
  * (sessions bind to models in engine/session.c), and the one way to run a model's networks
  * (encode, RPM inference; decoding is in engine/recall.h). The networks' own headers stay

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/model.h"
+#include "memory/memory_impl.h"
 #include "numerics/linalg.h"
 #include "vbmem/vbmem.h"
 

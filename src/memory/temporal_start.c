@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/temporal.h"
+#include "memory/temporal.h"
 #include "numerics/linalg.h"
 #include "numerics/rng.h"
 

@@ -11,7 +11,7 @@
 
 #include "dkm.h"
 #include "gaussian.h"
-#include "model.h"
+#include "memory_impl.h"
 #include "numerics/linalg.h"
 #include "tree.h"
 

@@ -3,7 +3,7 @@
 #ifndef VBMEM_TREE_H
 #define VBMEM_TREE_H
 
-#include "model.h"
+#include "memory_impl.h"
 
 /* Start the memos of the fit's frames 0..n-1 from mem's memos from..from+n-1
  * (n = min(T, mem->n_memos - from)), the frames' memos before a refit. work is

@@ -1,5 +1,5 @@
 /* common.h -- owns what the Check tests of libvbmem share (test-models: tests/test_models.c and
- * the topic files of tests/models/): the headers they test and the helpers of common.c. */
+ * the topic files of tests/memory/): the headers they test and the helpers of common.c. */
 #ifndef VBMEM_TESTS_MODELS_COMMON_H
 #define VBMEM_TESTS_MODELS_COMMON_H
 
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/model.h"
+#include "memory/memory_impl.h"
 #include "numerics/linalg.h"
 #include "numerics/rng.h"
 #include "numerics/team.h"
@@ -42,7 +42,7 @@ double gj_inverse(int n, double *a, double *inv);
  * memory's q(M_h), q(b_h) for the code z_full: theta[H], wmu[H x K] (K <= 8, H <= 8). */
 void theorem4_qs(const vbm_memory *m, const double *z_full, int g, double *theta, double *wmu);
 
-/* The TCases of the topic files, one per file of tests/models/. */
+/* The TCases of the topic files, one per file of tests/memory/. */
 TCase *models_vb_tcase(void);
 TCase *models_ops_tcase(void);
 TCase *models_input_tcase(void);

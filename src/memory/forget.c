@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "memory_impl.h"
 #include "numerics/linalg.h"
 
 void vbm_forget_result_free(vbm_forget_result *res)

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/model.h"
-#include "models/temporal.h"
+#include "memory/memory_impl.h"
+#include "memory/temporal.h"
 #include "numerics/linalg.h"
 #include "numerics/rng.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "mixture.h"
-#include "model.h"
+#include "memory_impl.h"
 #include "tree.h"
 
 #include "numerics/special.h"

@@ -1,4 +1,4 @@
-/* models.c -- owns the hosted-model registry: directory scans, model loading and hashing,
+/* hosted.c -- owns the hosted-model registry: directory scans, model loading and hashing,
  * reference-counted models and snapshots, the atomic swap on reload, and running a model's
  * encoder and RPM inference for the routes. */
 #define _POSIX_C_SOURCE 200809L
@@ -13,7 +13,7 @@
 
 #include <nettle/sha2.h>
 
-#include "engine/models.h"
+#include "engine/hosted.h"
 #include "nets/nets.h"
 #include "nets/rpm.h"
 

@@ -1,6 +1,6 @@
 /* mixture_impl.h -- owns what the three files of one mixture group share (mixture.c,
  * mixture_address.c, mixture_update.c): the memory's blocks of a cluster, the loops' chunk
- * sizes, the threads' scratch and the steps' per-cluster parts. Private to src/models. */
+ * sizes, the threads' scratch and the steps' per-cluster parts. Private to src/memory. */
 #ifndef VBMEM_MIXTURE_IMPL_H
 #define VBMEM_MIXTURE_IMPL_H
 

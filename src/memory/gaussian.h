@@ -4,7 +4,7 @@
 #ifndef VBMEM_GAUSSIAN_H
 #define VBMEM_GAUSSIAN_H
 
-#include "model.h"
+#include "memory_impl.h"
 
 typedef struct {
     int K, C;

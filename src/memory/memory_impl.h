@@ -1,4 +1,4 @@
-/* model.h -- the shared internal interface of the memory models: the prior
+/* memory_impl.h -- the shared internal interface of the memory models: the prior
  * view used by one VB run, per-run workspaces, the operation table every model
  * file implements, and helpers common to all models (KL terms, code statistics). */
 #ifndef VBMEM_MODEL_H

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "bytes.h"
-#include "model.h"
+#include "memory_impl.h"
 
 static const unsigned char MAGIC[8] = {'V', 'B', 'M', 'E', 'M', 'P', 'S', 'T'};
 #define FORMAT_VERSION 1u

@@ -1,7 +1,7 @@
-/* model_common.c -- helpers shared by every memory model: the prior view of a
+/* memory_common.c -- helpers shared by every memory model: the prior view of a
  * VB run, code statistics, KL divergences, softmax, per-sample code draws. */
 #define _POSIX_C_SOURCE 200809L
-#include "model.h"
+#include "memory_impl.h"
 
 #include <math.h>
 #include <stdarg.h>
