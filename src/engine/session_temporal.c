@@ -10,7 +10,7 @@
 #include "engine/session_temporal.h"
 
 /* Pass on a libvbmem failure recorded in verr (its field and message). */
-static vbm_status st_lib_fail(vbm_error *err, vbm_status vst, const vbm_error *verr)
+static vbm_status tsess_lib_fail(vbm_error *err, vbm_status vst, const vbm_error *verr)
 {
     if (err != NULL) {
         *err = *verr;
@@ -19,7 +19,7 @@ static vbm_status st_lib_fail(vbm_error *err, vbm_status vst, const vbm_error *v
     return vst;
 }
 
-static size_t st_bytes(const vbm_temporal *m)
+static size_t tsess_bytes(const vbm_temporal *m)
 {
     return sizeof(eng_session) + vbm_temporal_bytes(m);
 }
@@ -47,7 +47,7 @@ vbm_status eng_session_create_temporal(const vbm_temporal_config *cfg, long ttl_
     if (ttl_s < 0)
         return vbm_fail(err, VBM_EINVAL, "ttl_seconds", "must be >= 0");
     if (vbm_temporal_config_check(cfg, &verr) != VBM_OK)
-        return st_lib_fail(err, VBM_EINVAL, &verr);
+        return tsess_lib_fail(err, VBM_EINVAL, &verr);
     s = calloc(1, sizeof *s);
     if (s == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
@@ -59,7 +59,7 @@ vbm_status eng_session_create_temporal(const vbm_temporal_config *cfg, long ttl_
     st = vbm_temporal_create(cfg, &s->tmem, &verr);
     if (st != VBM_OK) {
         free(s);
-        return st_lib_fail(err, st, &verr);
+        return tsess_lib_fail(err, st, &verr);
     }
     s->temporal = 1;
     if (owner != NULL)
@@ -76,7 +76,7 @@ vbm_status eng_session_create_temporal(const vbm_temporal_config *cfg, long ttl_
     s->updated = s->created;
     s->version = 1;
     atomic_init(&s->last_used_ms, (long long)(eng_now() * 1000.0));
-    atomic_init(&s->bytes, st_bytes(s->tmem));
+    atomic_init(&s->bytes, tsess_bytes(s->tmem));
     *out = s;
     return VBM_OK;
 }
@@ -97,7 +97,7 @@ void eng_session_temporal_config(eng_session *s, vbm_temporal_config *cfg)
 }
 
 /* The write lock (eng_session_wrlock); VBM_EINVAL for another kind. */
-static vbm_status st_wrlock(eng_session *s, int64_t if_match, double *wait_s, vbm_error *err)
+static vbm_status tsess_wrlock(eng_session *s, int64_t if_match, double *wait_s, vbm_error *err)
 {
     if (!s->temporal)
         return vbm_fail(err, VBM_EINVAL, "kind", "not a temporal session");
@@ -105,7 +105,7 @@ static vbm_status st_wrlock(eng_session *s, int64_t if_match, double *wait_s, vb
 }
 
 /* The read lock; VBM_EINVAL for another kind. */
-static vbm_status st_rdlock(eng_session *s, vbm_error *err)
+static vbm_status tsess_rdlock(eng_session *s, vbm_error *err)
 {
     if (!s->temporal)
         return vbm_fail(err, VBM_EINVAL, "kind", "not a temporal session");
@@ -117,7 +117,7 @@ static vbm_status st_rdlock(eng_session *s, vbm_error *err)
  * persistence): version, time and bytes, then persist; on a failed persist the state before is
  * restored, the current memory freed unless keep_current, and the failure returned. Consumes
  * undo. */
-static vbm_status st_commit(eng_session *s, vbm_temporal *undo, int keep_current, vbm_error *err)
+static vbm_status tsess_commit(eng_session *s, vbm_temporal *undo, int keep_current, vbm_error *err)
 {
     uint64_t prev = s->version;
     double prev_updated = s->updated;
@@ -126,7 +126,7 @@ static vbm_status st_commit(eng_session *s, vbm_temporal *undo, int keep_current
 
     s->version++;
     s->updated = eng_wall();
-    atomic_store(&s->bytes, st_bytes(s->tmem));
+    atomic_store(&s->bytes, tsess_bytes(s->tmem));
     if (s->persist == NULL) {
         vbm_temporal_free(undo);
         return VBM_OK;
@@ -159,7 +159,7 @@ vbm_status eng_session_temporal_write(eng_session *s, int append, const vbm_sequ
     out->free_energy = NAN;
     verr.msg[0] = '\0';
     verr.field[0] = '\0';
-    st = st_wrlock(s, o->if_match, &out->wait_s, err);
+    st = tsess_wrlock(s, o->if_match, &out->wait_s, err);
     if (st != VBM_OK)
         return st;
     if (s->persist != NULL && vbm_temporal_clone(s->tmem, &undo, &verr) != VBM_OK) {
@@ -181,9 +181,9 @@ vbm_status eng_session_temporal_write(eng_session *s, int append, const vbm_sequ
     if (st != VBM_OK) {
         pthread_rwlock_unlock(&s->lock);
         vbm_temporal_free(undo);
-        return st_lib_fail(err, st, &verr);
+        return tsess_lib_fail(err, st, &verr);
     }
-    st = st_commit(s, undo, 0, err);
+    st = tsess_commit(s, undo, 0, err);
     if (st == VBM_OK) {
         out->version = s->version;
         vbm_temporal_summary(s->tmem, NULL, &out->sequences, &out->frames, &out->free_energy);
@@ -210,7 +210,7 @@ vbm_status eng_session_temporal_infer(eng_session *s, const vbm_sequence *q, int
     *qb = *a = NULL;
     verr.msg[0] = '\0';
     verr.field[0] = '\0';
-    if ((st = st_rdlock(s, err)) != VBM_OK)
+    if ((st = tsess_rdlock(s, err)) != VBM_OK)
         return st;
     vbm_temporal_summary(s->tmem, cfg, NULL, NULL, NULL);
     *version = s->version;
@@ -221,7 +221,7 @@ vbm_status eng_session_temporal_infer(eng_session *s, const vbm_sequence *q, int
     if (q->T >= 1 && q->T <= VBM_MAX_FRAMES && (*qb == NULL || *a == NULL))
         st = vbm_fail(err, VBM_ENOMEM, "sequence", "out of memory for %ld frames", q->T);
     else if ((st = vbm_temporal_infer(s->tmem, q, sweeps, *qb, *a, fe, &verr)) != VBM_OK)
-        st = st_lib_fail(err, st, &verr);
+        st = tsess_lib_fail(err, st, &verr);
     pthread_rwlock_unlock(&s->lock);
     if (st != VBM_OK) {
         free(*qb);
@@ -245,7 +245,7 @@ vbm_status eng_session_temporal_sample(eng_session *s, long T, uint64_t seed, do
     verr.field[0] = '\0';
     if (T < 1 || T > VBM_MAX_FRAMES)
         return vbm_fail(err, VBM_EINVAL, "length", "%ld is not in [1, %ld]", T, VBM_MAX_FRAMES);
-    if ((st = st_rdlock(s, err)) != VBM_OK)
+    if ((st = tsess_rdlock(s, err)) != VBM_OK)
         return st;
     vbm_temporal_summary(s->tmem, cfg, NULL, NULL, NULL);
     *version = s->version;
@@ -255,7 +255,7 @@ vbm_status eng_session_temporal_sample(eng_session *s, long T, uint64_t seed, do
     if (*y == NULL || *b == NULL || *a == NULL)
         st = vbm_fail(err, VBM_ENOMEM, "length", "out of memory for %ld frames", T);
     else if ((st = vbm_temporal_sample(s->tmem, T, seed, *y, *b, *a, &verr)) != VBM_OK)
-        st = st_lib_fail(err, st, &verr);
+        st = tsess_lib_fail(err, st, &verr);
     pthread_rwlock_unlock(&s->lock);
     if (st != VBM_OK) {
         free(*y);
@@ -283,7 +283,7 @@ vbm_status eng_session_temporal_continue(eng_session *s, const vbm_sequence *pre
         return vbm_fail(err, VBM_EINVAL, "steps", "%ld is not in [1, %ld]", n, VBM_MAX_FRAMES);
     if (nsamples < 0 || nsamples > 100000)
         return vbm_fail(err, VBM_EINVAL, "samples", "%d is not in [0, 100000]", nsamples);
-    if ((st = st_rdlock(s, err)) != VBM_OK)
+    if ((st = tsess_rdlock(s, err)) != VBM_OK)
         return st;
     vbm_temporal_summary(s->tmem, cfg, NULL, NULL, NULL);
     *version = s->version;
@@ -296,7 +296,7 @@ vbm_status eng_session_temporal_continue(eng_session *s, const vbm_sequence *pre
     else if ((st = vbm_temporal_continue(s->tmem, prefix, n, sweeps, seed, nsamples, *mean, *qb,
                                          *samples, &verr))
              != VBM_OK)
-        st = st_lib_fail(err, st, &verr);
+        st = tsess_lib_fail(err, st, &verr);
     pthread_rwlock_unlock(&s->lock);
     if (st != VBM_OK) {
         free(*mean);
@@ -315,7 +315,7 @@ vbm_status eng_session_temporal_export(eng_session *s, vbm_temporal **copy, uint
 
     *copy = NULL;
     verr.msg[0] = '\0';
-    if ((st = st_rdlock(s, err)) != VBM_OK)
+    if ((st = tsess_rdlock(s, err)) != VBM_OK)
         return st;
     *version = s->version;
     st = vbm_temporal_clone(s->tmem, copy, &verr);
@@ -332,7 +332,7 @@ vbm_status eng_session_temporal_replace(eng_session *s, vbm_temporal *m, int64_t
     vbm_temporal *old;
     vbm_status st;
 
-    if ((st = st_wrlock(s, if_match, NULL, err)) != VBM_OK)
+    if ((st = tsess_wrlock(s, if_match, NULL, err)) != VBM_OK)
         return st;
     vbm_temporal_summary(s->tmem, &now, NULL, NULL, NULL);
     vbm_temporal_summary(m, &next, NULL, NULL, NULL);
@@ -345,7 +345,7 @@ vbm_status eng_session_temporal_replace(eng_session *s, vbm_temporal *m, int64_t
     /* the old memory itself is the undo copy */
     old = s->tmem;
     s->tmem = m;
-    st = st_commit(s, s->persist != NULL ? old : NULL, 1, err);
+    st = tsess_commit(s, s->persist != NULL ? old : NULL, 1, err);
     if (st == VBM_OK) {
         if (s->persist == NULL)
             vbm_temporal_free(old);
