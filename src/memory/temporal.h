@@ -100,7 +100,7 @@ typedef struct {
     double *lda; /* [P] log det of the precision of q(a_{1:T,p}) */
     double *Dn;  /* [T][Q x Q] scratch of the smoother */
     double *z;   /* [T x Q] scratch of the smoother */
-    double *fb;  /* [5 T] scratch of forward-backward */
+    double *fb;  /* [6 T] scratch of forward-backward */
     /* the structured form of eq. 18 that inference uses: q(b_{1:T,p}) prod_t q(a_{t,p} | b_{t,p})
      * per identity (a chain over b, the sites' Gaussians given b); xi, Hb and fb (10 T) then hold
      * its pair marginals, entropies and scratch */

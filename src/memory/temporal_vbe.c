@@ -70,7 +70,7 @@ vbm_status temporal_seq_init(tseq *s, const vbm_temporal *m, const vbm_sequence 
         s->lda = vbm_calloc(P, sizeof(double));
         s->Dn = vbm_calloc(T * Q * Q, sizeof(double));
         s->z = vbm_calloc(T * Q, sizeof(double));
-        s->fb = vbm_calloc(5 * T, sizeof(double));
+        s->fb = vbm_calloc(6 * T, sizeof(double));
         if (!s->V || !s->C || !s->xi || !s->Hb || !s->lda || !s->Dn || !s->z || !s->fb) {
             temporal_seq_free(s);
             return vbm_fail(err, VBM_ENOMEM, "", "out of memory for %ld frames", seq->T);
@@ -186,35 +186,24 @@ static double chain_r(const temporal_exp *e, const tseq *s, long t, int p, int q
     return v;
 }
 
-/* q(b_{1:T,p}) <- its optimum given q(a_{1:T,p}), the other identities and q(Theta): the
- * forward-backward algorithm on log-potentials psi_t = <a_t>^T r_t - tr(M_pp <a_t a_t^T>) / 2 for
- * b_t = 1, in logs. psi is T scratch doubles, al and be 2 T each. */
-static void chain_b(const temporal_exp *e, tseq *s, int p, double *psi, double *al, double *be)
+/* The forward-backward algorithm, in logs, on the binary chain b_{1:T} of identity p with
+ * log-potentials u[2 t + n] for b_t = n and pr[t * pr_step + 2 m + n] for b_{t-1} = m, b_t = n
+ * (t >= 1; pr_step 0: the same four at every t). al and be are 2 T scratch doubles each. Sets
+ * q0, q1 and xi of identity p in s; returns the chain's entropy, log Z - <log-potentials>. */
+static double chain_fb(long T, int P, int p, const double *u, const double *pr, size_t pr_step,
+                       double *al, double *be, tseq *s)
 {
-    int P = e->P, Q = e->Q, K = e->K;
-    long T = s->T;
     double lz, Epot = 0.0;
 
-    for (long t = 0; t < T; t++) {
-        const double *V = s->V + ((size_t)t * P + p) * Q * Q, *m = s->ea + (size_t)t * K + p * Q;
-        double v = 0.0;
-        for (int q = 0; q < Q; q++) {
-            v += m[q] * chain_r(e, s, t, p, q);
-            for (int r = 0; r < Q; r++)
-                v -= 0.5 * e->M[(p * Q + q) * K + p * Q + r] * (V[q * Q + r] + m[q] * m[r]);
-        }
-        psi[t] = v;
-    }
     for (long t = 0; t < T; t++)
         for (int n = 0; n < 2; n++) {
-            double pot = n ? psi[t] : 0.0;
             if (t == 0) {
-                al[n] = e->logpi[n] + pot;
+                al[n] = u[n];
             } else {
-                double a0 = al[2 * (t - 1)] + e->elogT[n],
-                       a1 = al[2 * (t - 1) + 1] + e->elogT[2 + n];
+                const double *w = pr + (size_t)t * pr_step;
+                double a0 = al[2 * (t - 1)] + w[n], a1 = al[2 * (t - 1) + 1] + w[2 + n];
                 double mx = fmax(a0, a1);
-                al[2 * t + n] = mx + log(exp(a0 - mx) + exp(a1 - mx)) + pot;
+                al[2 * t + n] = mx + log(exp(a0 - mx) + exp(a1 - mx)) + u[2 * t + n];
             }
         }
     for (long t = T - 1; t >= 0; t--)
@@ -222,8 +211,9 @@ static void chain_b(const temporal_exp *e, tseq *s, int p, double *psi, double *
             if (t == T - 1) {
                 be[2 * t + mm] = 0.0;
             } else {
-                double b0 = e->elogT[2 * mm] + be[2 * (t + 1)];
-                double b1 = e->elogT[2 * mm + 1] + psi[t + 1] + be[2 * (t + 1) + 1];
+                const double *w = pr + (size_t)(t + 1) * pr_step;
+                double b0 = w[2 * mm] + u[2 * (t + 1)] + be[2 * (t + 1)];
+                double b1 = w[2 * mm + 1] + u[2 * (t + 1) + 1] + be[2 * (t + 1) + 1];
                 double mx = fmax(b0, b1);
                 be[2 * t + mm] = mx + log(exp(b0 - mx) + exp(b1 - mx));
             }
@@ -239,26 +229,48 @@ static void chain_b(const temporal_exp *e, tseq *s, int p, double *psi, double *
         q1 /= sum;
         s->q0[t * P + p] = q0;
         s->q1[t * P + p] = q1;
-        Epot += q1 * psi[t];
-        if (t == 0) {
-            Epot += q0 * e->logpi[0] + q1 * e->logpi[1];
-        } else {
+        Epot += q0 * u[2 * t] + q1 * u[2 * t + 1];
+        if (t > 0) {
+            const double *w = pr + (size_t)t * pr_step;
             double *xi = s->xi + ((size_t)t * P + p) * 4, tot = 0.0;
-            for (int mm = 0; mm < 2; mm++)
-                for (int n = 0; n < 2; n++) {
-                    xi[2 * mm + n] = exp(al[2 * (t - 1) + mm] + e->elogT[2 * mm + n]
-                                         + (n ? psi[t] : 0.0) + be[2 * t + n] - lz);
-                    tot += xi[2 * mm + n];
-                }
+            for (int i = 0; i < 4; i++) {
+                xi[i] =
+                    exp(al[2 * (t - 1) + i / 2] + w[i] + u[2 * t + i % 2] + be[2 * t + i % 2] - lz);
+                tot += xi[i];
+            }
             for (int i = 0; i < 4; i++) {
                 xi[i] /= tot;
-                Epot += xi[i] * e->elogT[i];
+                Epot += xi[i] * w[i];
             }
         }
-        for (int q = 0; q < Q; q++)
-            s->ex[(size_t)t * K + p * Q + q] = q1 * s->ea[(size_t)t * K + p * Q + q];
     }
-    s->Hb[p] = lz - Epot;
+    return lz - Epot;
+}
+
+/* q(b_{1:T,p}) <- its optimum given q(a_{1:T,p}), the other identities and q(Theta): the
+ * forward-backward algorithm (chain_fb) on log-potentials psi_t = <a_t>^T r_t - tr(M_pp <a_t
+ * a_t^T>) / 2 for b_t = 1, log pi at t = 1 and <log T> between frames. u, al and be are 2 T
+ * scratch doubles each. */
+static void chain_b(const temporal_exp *e, tseq *s, int p, double *u, double *al, double *be)
+{
+    int P = e->P, Q = e->Q, K = e->K;
+    long T = s->T;
+
+    for (long t = 0; t < T; t++) {
+        const double *V = s->V + ((size_t)t * P + p) * Q * Q, *m = s->ea + (size_t)t * K + p * Q;
+        double v = 0.0;
+        for (int q = 0; q < Q; q++) {
+            v += m[q] * chain_r(e, s, t, p, q);
+            for (int r = 0; r < Q; r++)
+                v -= 0.5 * e->M[(p * Q + q) * K + p * Q + r] * (V[q * Q + r] + m[q] * m[r]);
+        }
+        u[2 * t] = t == 0 ? e->logpi[0] : 0.0;
+        u[2 * t + 1] = t == 0 ? e->logpi[1] + v : v;
+    }
+    s->Hb[p] = chain_fb(T, P, p, u, e->elogT, 0, al, be, s);
+    for (long t = 0; t < T; t++)
+        for (int q = 0; q < Q; q++)
+            s->ex[(size_t)t * K + p * Q + q] = s->q1[t * P + p] * s->ea[(size_t)t * K + p * Q + q];
 }
 
 /* q(a_{1:T,p}) <- its optimum given q(b_{1:T,p}), the other identities and q(Theta): a Gaussian
@@ -548,7 +560,7 @@ static void bc_chain(const temporal_exp *e, tseq *s, int p)
 {
     int P = e->P, Q = e->Q, K = e->K;
     long T = s->T;
-    double *u = s->fb, *pr = u + 2 * T, *al = pr + 4 * T, *be = al + 2 * T, lz, Epot = 0.0;
+    double *u = s->fb, *pr = u + 2 * T, *al = pr + 4 * T, *be = al + 2 * T;
 
     for (long t = 0; t < T; t++) {
         u[2 * t] = bc_unary(e, s, t, p, 0);
@@ -557,54 +569,7 @@ static void bc_chain(const temporal_exp *e, tseq *s, int p)
             for (int i = 0; i < 4; i++)
                 pr[4 * t + i] = bc_pair(e, s, t, p, i / 2, i % 2);
     }
-    for (long t = 0; t < T; t++)
-        for (int n = 0; n < 2; n++) {
-            if (t == 0) {
-                al[n] = u[n];
-            } else {
-                double a0 = al[2 * (t - 1)] + pr[4 * t + n],
-                       a1 = al[2 * (t - 1) + 1] + pr[4 * t + 2 + n];
-                double mx = fmax(a0, a1);
-                al[2 * t + n] = mx + log(exp(a0 - mx) + exp(a1 - mx)) + u[2 * t + n];
-            }
-        }
-    for (long t = T - 1; t >= 0; t--)
-        for (int mm = 0; mm < 2; mm++) {
-            if (t == T - 1) {
-                be[2 * t + mm] = 0.0;
-            } else {
-                double b0 = pr[4 * (t + 1) + 2 * mm] + u[2 * (t + 1)] + be[2 * (t + 1)];
-                double b1 = pr[4 * (t + 1) + 2 * mm + 1] + u[2 * (t + 1) + 1] + be[2 * (t + 1) + 1];
-                double mx = fmax(b0, b1);
-                be[2 * t + mm] = mx + log(exp(b0 - mx) + exp(b1 - mx));
-            }
-        }
-    {
-        double a0 = al[2 * (T - 1)], a1 = al[2 * (T - 1) + 1], mx = fmax(a0, a1);
-        lz = mx + log(exp(a0 - mx) + exp(a1 - mx));
-    }
-    for (long t = 0; t < T; t++) {
-        double q1 = exp(al[2 * t + 1] + be[2 * t + 1] - lz), q0 = exp(al[2 * t] + be[2 * t] - lz);
-        double sum = q0 + q1;
-        q0 /= sum;
-        q1 /= sum;
-        s->q0[t * P + p] = q0;
-        s->q1[t * P + p] = q1;
-        Epot += q0 * u[2 * t] + q1 * u[2 * t + 1];
-        if (t > 0) {
-            double *xi = s->xi + ((size_t)t * P + p) * 4, tot = 0.0;
-            for (int i = 0; i < 4; i++) {
-                xi[i] = exp(al[2 * (t - 1) + i / 2] + pr[4 * t + i] + u[2 * t + i % 2]
-                            + be[2 * t + i % 2] - lz);
-                tot += xi[i];
-            }
-            for (int i = 0; i < 4; i++) {
-                xi[i] /= tot;
-                Epot += xi[i] * pr[4 * t + i];
-            }
-        }
-    }
-    s->Hb[p] = lz - Epot;
+    s->Hb[p] = chain_fb(T, P, p, u, pr, 4, al, be, s);
     for (long t = 0; t < T; t++) {
         double q1 = s->q1[t * P + p], q0 = s->q0[t * P + p];
         for (int q = 0; q < Q; q++) {
@@ -626,7 +591,7 @@ vbm_status temporal_seq_sweep(const temporal_exp *e, tseq *s, int backward, doub
         /* per identity (in the order of p0, pdir): q(b_{1:T,p}), then q(a_{1:T,p}) */
         for (int j = 0; j < e->P; j++) {
             int p = (s->p0 + (s->pdir ? e->P - j : j)) % e->P;
-            chain_b(e, s, p, s->fb, s->fb + s->T, s->fb + 3 * s->T);
+            chain_b(e, s, p, s->fb, s->fb + 2 * s->T, s->fb + 4 * s->T);
             if (chain_a(e, s, p, scr) != 0)
                 return vbm_fail(err, VBM_ENUMERIC, "",
                                 "the precision of a_{.,%d} is not positive definite", p);
