@@ -163,7 +163,8 @@ vbm_status mixgroup_gram_prepare(const vbm_memory *mem, const prior_t *prior, mi
         return st;
     w->SR = vbm_calloc((size_t)H * kk, sizeof(double));
     w->LQ = vbm_calloc((size_t)H * kk, sizeof(double));
-    w->Wtc = vbm_calloc(hkt + (size_t)H * T, sizeof(double)); /* as Wt: the two swap */
+    w->Wt = vbm_calloc(hkt, sizeof(double));
+    w->Wtc = vbm_calloc(hkt, sizeof(double)); /* as Wt: the two swap */
     w->swc = vbm_calloc((size_t)H * K, sizeof(double));
     w->GT = vbm_calloc(hkt, sizeof(double));
     if (w->prior_mean) {
@@ -182,7 +183,7 @@ vbm_status mixgroup_gram_prepare(const vbm_memory *mem, const prior_t *prior, mi
         w->bgx = vbm_calloc((size_t)H * T, sizeof(double));
         w->bAmb = vbm_calloc((size_t)H * K, sizeof(double));
     }
-    if (!w->SR || !w->LQ || !w->Wtc || !w->swc || !w->GT || (w->prior_mean && (!w->AZ || !w->AAt))
+    if (!w->SR || !w->LQ || !w->Wt || !w->Wtc || !w->swc || !w->GT || (w->prior_mean && (!w->AZ || !w->AAt))
         || (w->shift_mean && !w->zmu0)
         || (shift && (!w->bx || !w->by || !w->bZe || !w->bAe || !w->bAm0 || !w->bgx || !w->bAmb)))
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for the Gram path (T=%ld)", T);
@@ -219,10 +220,9 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
         return st;
     size_t hkt = (size_t)H * K * T;
     w->P = vbm_calloc(hkt, sizeof(double));
-    w->W = vbm_calloc(hkt, sizeof(double));
-    /* Wt has H more rows of T: the direct update copies q(s) there, so that
-     * Wt Z and Theta^T Z are one product (see mixgroup_update). */
-    w->Wt = vbm_calloc(hkt + (size_t)H * T, sizeof(double));
+    /* W has H more rows of T: the direct update weighs W in place and copies q(s)
+     * there, so that Wt Z and Theta^T Z are one product (see mixgroup_update). */
+    w->W = vbm_calloc(hkt + (size_t)H * T, sizeof(double));
     w->thetaT = vbm_calloc((size_t)T * H, sizeof(double));
     w->E = vbm_calloc((size_t)T * H, sizeof(double));
     w->LW = vbm_calloc((size_t)T * H, sizeof(double));
@@ -237,7 +237,7 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->gsc = vbm_calloc((size_t)H * mixgroup_gsc_len(K), sizeof(double));
     w->fel = vbm_calloc(3 * (size_t)((T + FRAME_CHUNK - 1) / FRAME_CHUNK), sizeof(double));
     w->cl = cl_alloc(H);
-    if (!w->P || !w->W || !w->Wt || !w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb
+    if (!w->P || !w->W || !w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb
         || !w->sw || !w->zb || !w->scr || !w->gsc || !w->cl || !w->fel) {
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, NULL,
