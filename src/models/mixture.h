@@ -29,7 +29,7 @@ typedef struct {
     int H, K, cg, g;
     long T;
     codestat_t cs;
-    double *P;      /* HK x T: R_h z_t */
+    double *P;      /* HK x T: R_h z_t (P and W: allocated by the first address step) */
     double *W;      /* HK x T (+ H x T): means of q(w_t | s_t = h); the direct update
                      * scales them by q(s) in place and copies q(s) into the last H rows */
     double *Wt;     /* HK x T: W scaled by q(s) (Gram path; allocated with its state) */
@@ -55,6 +55,9 @@ typedef struct {
     double *gsc;    /* [H][7 K^2 + 4 K]: each cluster's scratch between the phases of its loops */
     mixcluster *cl; /* [H] */
     double *fel;    /* 3 x frame chunks: log-likelihood, KL of q(w), KL of q(s) */
+    /* borrowed from the fit (vbm_write_opts.scratch) when it holds one: P and W
+     * are taken from it and given back to it by mixgroup_work_free; else NULL */
+    vbm_scratch *scratch;
     /* Gram path (T <= cg): after an update R_h is kept implicitly as
      * Q_h^{-1} (P0R0_h + (Wt_h Z - sw_h mu_bh^T) / s2) and only the statistics
      * the next step needs are carried; mixgroup_finish writes R_h back. Every
