@@ -413,14 +413,16 @@ START_TEST(scratch_gives_same_bytes)
         team_fit_run(&alone);
         vbm_scratch *scratch = vbm_scratch_new();
         ck_assert_ptr_nonnull(scratch);
-        /* first fill the scratch with the blocks of a larger fit on other codes,
-         * so that the fits below start from stale contents, then fit twice */
-        team_fit dirty = cases[c];
-        dirty.T = 2 * dirty.T + 7;
-        dirty.scratch = scratch;
-        team_fit_run(&dirty);
-        team_fit_free(&dirty);
+        /* a fit on other codes first leaves its blocks, with stale contents: a
+         * smaller one (blocks too small for the next fit's P, though within what its
+         * W needed), then a larger one (blocks larger than needed, taken and reused) */
+        const long before[2] = {cases[c].T * cases[c].K / (cases[c].K + 1) + 1, 2 * cases[c].T + 7};
         for (int rep = 0; rep < 2; rep++) {
+            team_fit pre = cases[c];
+            pre.T = before[rep];
+            pre.scratch = scratch;
+            team_fit_run(&pre);
+            team_fit_free(&pre);
             team_fit f = cases[c];
             f.scratch = scratch;
             team_fit_run(&f);
