@@ -300,8 +300,8 @@ static const char *kind_arg(vbm_kind k)
 typedef void (*write_hook)(void *ctx, int rep);
 
 static int time_vbmem_hook(const bench_case *b, int reps, uint64_t seed, vbm_init init,
-                           vbm_solver solver, vbm_team *team, write_hook hook, void *hook_ctx,
-                           timing *out)
+                           vbm_solver solver, vbm_team *team, vbm_scratch *scratch, write_hook hook,
+                           void *hook_ctx, timing *out)
 {
     vbm_config cfg;
     vbm_config_default(b->kind, b->C, &cfg);
@@ -331,6 +331,7 @@ static int time_vbmem_hook(const bench_case *b, int reps, uint64_t seed, vbm_ini
     wo.init = init;
     wo.solver = solver;
     wo.team = team;
+    wo.scratch = scratch;
     vbm_error err = {0};
     vbm_memory *mem = NULL;
     vbm_write_result res;
@@ -381,7 +382,7 @@ static int time_vbmem_hook(const bench_case *b, int reps, uint64_t seed, vbm_ini
 static int time_vbmem(const bench_case *b, int reps, uint64_t seed, vbm_init init,
                       vbm_solver solver, vbm_team *team, timing *out)
 {
-    return time_vbmem_hook(b, reps, seed, init, solver, team, NULL, NULL, out);
+    return time_vbmem_hook(b, reps, seed, init, solver, team, NULL, NULL, NULL, out);
 }
 
 /* Append s to buf as a single-quoted shell word. Returns -1 when it does not fit. */
@@ -689,7 +690,7 @@ static int against_dgemm(const write_opts *o, int threads)
            "each\n"
            "followed by the write's two large products as bare dgemm calls, as many as it runs):\n",
            openblas_get_corename(), reps);
-    printf("  %-40s %10s %8s %14s %15s %15s\n", "configuration", "vbmem s", "GFLOP/s",
+    printf("  %-48s %10s %8s %14s %15s %15s\n", "configuration", "vbmem s", "GFLOP/s",
            "dgemm GFLOP/s", "of dgemm (med)", "of dgemm (min)");
     openblas_set_num_threads(1);
     int rc = 0;
@@ -711,18 +712,24 @@ static int against_dgemm(const write_opts *o, int threads)
                 d.A[k] = rng_normal(&rng);
             for (size_t k = 0; k < (size_t)b->T * b->C; k++)
                 d.Z[k] = rng_normal(&rng);
-            dgemm_block_run(&d, 0); /* once untimed: OpenBLAS's buffers */
-            timing t;
-            rc = time_vbmem_hook(b, reps, o->seed, o->init, VBM_SOLVER_AUTO, NULL, dgemm_block_run,
-                                 &d, &t);
-            if (rc == 0) {
+            dgemm_block_run(&d, 0);                     /* once untimed: OpenBLAS's buffers */
+            for (int sc = 0; sc < 2 && rc == 0; sc++) { /* without, then with a vbm_scratch */
+                vbm_scratch *scratch = sc ? vbm_scratch_new() : NULL;
+                timing t;
+                rc = sc && !scratch ? -1
+                                    : time_vbmem_hook(b, reps, o->seed, o->init, VBM_SOLVER_AUTO,
+                                                      NULL, scratch, dgemm_block_run, &d, &t);
+                vbm_scratch_free(scratch);
+                if (rc != 0)
+                    break;
                 double fd = 2.0 * (b->iters + 1) * hk * (double)b->T * b->C
                             + 2.0 * b->iters * (hk + b->H) * (double)b->C * b->T,
                        fv = write_flops(b);
                 double dmed = bench_median(d.t, reps), dmin = d.t[0]; /* bench_median sorted d.t */
-                char desc[128];
+                char desc[128], row[160];
                 describe(b, desc, sizeof desc);
-                printf("  %-40s %10.6f %8.2f %14.2f %14.0f%% %14.0f%%\n", desc, t.median_s,
+                snprintf(row, sizeof row, "%s%s", desc, sc ? " scratch" : "");
+                printf("  %-48s %10.6f %8.2f %14.2f %14.0f%% %14.0f%%\n", row, t.median_s,
                        fv / t.median_s * 1e-9, fd / dmed * 1e-9,
                        100.0 * (fv / t.median_s) / (fd / dmed),
                        100.0 * (fv / t.min_s) / (fd / dmin));

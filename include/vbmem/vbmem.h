@@ -209,6 +209,23 @@ vbm_team *vbm_team_new(int threads);
 /* Stop the helpers and free the team. NULL is a no-op. */
 void vbm_team_free(vbm_team *team);
 
+/* A pool of large buffers that fits given it (vbm_write_opts.scratch) reuse
+ * instead of allocating them anew: the mixture and tree fits' K x T arrays of
+ * address means and products (two of H K T doubles per group, 9 MB each at
+ * T = 1,280, H = 150, K = 6), which the C library otherwise maps and the kernel
+ * zeroes page by page on every fit. It keeps up to 8 blocks, the largest a fit
+ * used, until freed. One fit at a time holds it; a fit that finds it held
+ * allocates as without one. The result is the same, bit for bit, with or
+ * without a scratch. */
+typedef struct vbm_scratch vbm_scratch;
+
+/* An empty pool. Returns NULL only when out of memory; free with
+ * vbm_scratch_free, after the last fit that uses it has returned. */
+vbm_scratch *vbm_scratch_new(void);
+
+/* Free the pool and the blocks it keeps. NULL is a no-op. */
+void vbm_scratch_free(vbm_scratch *scratch);
+
 /* How the mixture and tree updates are computed; the posterior is the same. */
 typedef enum {
     VBM_SOLVER_AUTO = 0,   /* GRAM when T <= the code width of a group, else DIRECT */
@@ -222,14 +239,17 @@ typedef struct {
     double tol;    /* stop when |dELBO| <= tol * |ELBO|; 0: run max_iter */
     uint64_t seed; /* seeds k-means++ */
     vbm_init init;
-    int want_addresses; /* fill result->addr */
-    int want_trace;     /* fill result->trace with the ELBO after each iteration */
-    vbm_solver solver;  /* update path (mixture, tree); VBM_SOLVER_AUTO by default */
-    double max_seconds; /* > 0: stop after the first update at which this much wall time has
+    int want_addresses;   /* fill result->addr */
+    int want_trace;       /* fill result->trace with the ELBO after each iteration */
+    vbm_solver solver;    /* update path (mixture, tree); VBM_SOLVER_AUTO by default */
+    double max_seconds;   /* > 0: stop after the first update at which this much wall time has
                            passed since the fit began (result->time_limited); 0: no limit */
-    vbm_team *team;     /* NULL (default): the fit runs on the calling thread. Otherwise the
+    vbm_team *team;       /* NULL (default): the fit runs on the calling thread. Otherwise the
                            mixture and tree fits split their clusters over the team's threads;
                            the result is the same, bit for bit, with or without a team. */
+    vbm_scratch *scratch; /* NULL (default): the fit allocates its large arrays and frees
+                             them; otherwise it takes them from and gives them back to
+                             this pool (see vbm_scratch_new) */
 } vbm_write_opts;
 
 typedef struct {

@@ -195,4 +195,4 @@ static vbm_status c_sample(const vbm_memory *mem, long n, int cluster, rng_t *rn
 
 const model_ops categorical_ops = {c_work_new, c_work_free, c_init,      c_address,
                                    c_update,   c_addresses, c_read_draw, c_sample,
-                                   NULL,       NULL,        NULL};
+                                   NULL,       NULL,        NULL,        NULL};

@@ -290,4 +290,4 @@ static vbm_status g_sample(const vbm_memory *mem, long n, int cluster, rng_t *rn
 }
 
 const model_ops gaussian_ops = {g_work_new,  g_work_free, g_init, g_address, g_update, g_addresses,
-                                g_read_draw, g_sample,    NULL,   NULL,      NULL};
+                                g_read_draw, g_sample,    NULL,   NULL,      NULL,     NULL};

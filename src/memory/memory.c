@@ -13,6 +13,7 @@
 #include "gaussian.h"
 #include "memory_impl.h"
 #include "numerics/linalg.h"
+#include "scratch.h"
 #include "tree.h"
 
 static const char *const kind_names[] = {"gaussian", "categorical", "mixture", "tree", "dkm"};
@@ -579,10 +580,17 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
             return st;
         }
     }
+    /* the scratch, when the fit gets it, is held until the workspace is freed below */
+    vbm_scratch *scratch =
+        ops->set_scratch && scratch_acquire(opts->scratch) ? opts->scratch : NULL;
+    if (scratch)
+        ops->set_scratch(work, scratch);
     int max_iter = opts->max_iter < 0 ? 0 : opts->max_iter;
     res->trace = vbm_calloc((size_t)max_iter + 2, sizeof(double));
     if (!res->trace) {
         ops->work_free(work);
+        if (scratch)
+            scratch_release(scratch);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     }
     rng_t rng;
@@ -661,6 +669,8 @@ static vbm_status vb_fit(vbm_memory *mem, const vbm_codes *codes, const prior_t 
                 res->addr.w_cov[(size_t)k * mem->cfg.rows + k] = mem->cfg.dkm_addr_var;
     }
     ops->work_free(work);
+    if (scratch)
+        scratch_release(scratch);
     return st;
 }
 

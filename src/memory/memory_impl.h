@@ -101,6 +101,11 @@ typedef struct {
      * work of later steps over team's threads, called right after work_new when
      * the fit has a team. The result must not depend on the team. VBM_ENOMEM. */
     vbm_status (*set_team)(void *work, team_t *team, vbm_error *err);
+    /* Optional (NULL when the model has no large arrays to reuse): take the
+     * workspace's large arrays from scratch (held by the fit, see scratch.h) and give
+     * them back to it when the workspace is freed; called right after work_new
+     * when the fit holds a scratch, before any step. Never fails. */
+    void (*set_scratch)(void *work, vbm_scratch *scratch);
 } model_ops;
 
 extern const model_ops gaussian_ops;

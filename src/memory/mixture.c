@@ -11,6 +11,7 @@
 
 #include "numerics/linalg.h"
 #include "numerics/vexp.h"
+#include "scratch.h"
 
 /* H per-cluster records, zeroed, each on its own cache lines; NULL when out of memory. */
 static mixcluster *cl_alloc(int H)
@@ -49,8 +50,9 @@ mixgroup_scratch mixgroup_scratch_of(const mixgroup_work *w, int worker)
 void mixgroup_work_free(mixgroup_work *w)
 {
     codestat_free(&w->cs);
-    free(w->P);
-    free(w->W);
+    size_t hkt = (size_t)w->H * w->K * w->T;
+    scratch_give(w->scratch, w->P, hkt);
+    scratch_give(w->scratch, w->W, hkt + (size_t)w->H * w->T);
     free(w->Wt);
     free(w->thetaT);
     free(w->E);
@@ -83,6 +85,26 @@ void mixgroup_work_free(mixgroup_work *w)
     free(w->bgx);
     free(w->bAmb);
     memset(w, 0, sizeof *w);
+}
+
+/* P and W, from w's scratch when it has one (see mixgroup_work). Written before
+ * they are read: their contents when taken do not matter. VBM_ENOMEM on failure. */
+vbm_status mixgroup_big_arrays(mixgroup_work *w, vbm_error *err)
+{
+    if (w->P && w->W)
+        return VBM_OK;
+    size_t hkt = (size_t)w->H * w->K * w->T;
+    if (!w->P)
+        w->P = scratch_take(w->scratch, hkt);
+    /* W has H more rows of T: the direct update weighs W in place and copies q(s)
+     * there, so that Wt Z and Theta^T Z are one product (see mixgroup_update). */
+    if (!w->W)
+        w->W = scratch_take(w->scratch, hkt + (size_t)w->H * w->T);
+    if (!w->P || !w->W)
+        return vbm_fail(err, VBM_ENOMEM, NULL,
+                        "out of memory for the address means (T=%ld, H=%d, K=%d)", w->T, w->H,
+                        w->K);
+    return VBM_OK;
 }
 
 vbm_status mixgroup_set_team(mixgroup_work *w, team_t *team, vbm_error *err)
@@ -163,7 +185,8 @@ vbm_status mixgroup_gram_prepare(const vbm_memory *mem, const prior_t *prior, mi
         return st;
     w->SR = vbm_calloc((size_t)H * kk, sizeof(double));
     w->LQ = vbm_calloc((size_t)H * kk, sizeof(double));
-    w->Wtc = vbm_calloc(hkt + (size_t)H * T, sizeof(double)); /* as Wt: the two swap */
+    w->Wt = vbm_calloc(hkt, sizeof(double));
+    w->Wtc = vbm_calloc(hkt, sizeof(double)); /* as Wt: the two swap */
     w->swc = vbm_calloc((size_t)H * K, sizeof(double));
     w->GT = vbm_calloc(hkt, sizeof(double));
     if (w->prior_mean) {
@@ -182,8 +205,8 @@ vbm_status mixgroup_gram_prepare(const vbm_memory *mem, const prior_t *prior, mi
         w->bgx = vbm_calloc((size_t)H * T, sizeof(double));
         w->bAmb = vbm_calloc((size_t)H * K, sizeof(double));
     }
-    if (!w->SR || !w->LQ || !w->Wtc || !w->swc || !w->GT || (w->prior_mean && (!w->AZ || !w->AAt))
-        || (w->shift_mean && !w->zmu0)
+    if (!w->SR || !w->LQ || !w->Wt || !w->Wtc || !w->swc || !w->GT
+        || (w->prior_mean && (!w->AZ || !w->AAt)) || (w->shift_mean && !w->zmu0)
         || (shift && (!w->bx || !w->by || !w->bZe || !w->bAe || !w->bAm0 || !w->bgx || !w->bAmb)))
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for the Gram path (T=%ld)", T);
     if (w->prior_mean) {
@@ -217,12 +240,6 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     vbm_status st = codestat_init(&w->cs, codes, g * cg, cg, err);
     if (st)
         return st;
-    size_t hkt = (size_t)H * K * T;
-    w->P = vbm_calloc(hkt, sizeof(double));
-    w->W = vbm_calloc(hkt, sizeof(double));
-    /* Wt has H more rows of T: the direct update copies q(s) there, so that
-     * Wt Z and Theta^T Z are one product (see mixgroup_update). */
-    w->Wt = vbm_calloc(hkt + (size_t)H * T, sizeof(double));
     w->thetaT = vbm_calloc((size_t)T * H, sizeof(double));
     w->E = vbm_calloc((size_t)T * H, sizeof(double));
     w->LW = vbm_calloc((size_t)T * H, sizeof(double));
@@ -237,8 +254,8 @@ vbm_status mixgroup_work_init(mixgroup_work *w, const vbm_memory *mem, const vbm
     w->gsc = vbm_calloc((size_t)H * mixgroup_gsc_len(K), sizeof(double));
     w->fel = vbm_calloc(3 * (size_t)((T + FRAME_CHUNK - 1) / FRAME_CHUNK), sizeof(double));
     w->cl = cl_alloc(H);
-    if (!w->P || !w->W || !w->Wt || !w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb
-        || !w->sw || !w->zb || !w->scr || !w->gsc || !w->cl || !w->fel) {
+    if (!w->thetaT || !w->E || !w->LW || !w->S || !w->Sw || !w->Rmb || !w->sw || !w->zb || !w->scr
+        || !w->gsc || !w->cl || !w->fel) {
         mixgroup_work_free(w);
         return vbm_fail(err, VBM_ENOMEM, NULL,
                         "out of memory for a mixture workspace (T=%ld, H=%d, K=%d)", T, H, K);
@@ -468,6 +485,12 @@ static vbm_status mix_set_team(void *work, team_t *team, vbm_error *err)
     return mixgroup_set_team(work, team, err);
 }
 
+static void mix_set_scratch(void *work, vbm_scratch *scratch)
+{
+    mixgroup_work *w = work;
+    w->scratch = scratch;
+}
+
 const model_ops mixture_ops = {mix_work_new,   mix_work_free, mix_init,      mix_address,
                                mix_update,     mix_addresses, mix_read_draw, mix_sample,
-                               mix_set_solver, mix_finish,    mix_set_team};
+                               mix_set_solver, mix_finish,    mix_set_team,  mix_set_scratch};

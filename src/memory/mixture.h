@@ -29,9 +29,10 @@ typedef struct {
     int H, K, cg, g;
     long T;
     codestat_t cs;
-    double *P;      /* HK x T: R_h z_t */
-    double *W;      /* HK x T: means of q(w_t | s_t = h) */
-    double *Wt;     /* HK x T: W scaled by q(s) */
+    double *P;      /* HK x T: R_h z_t (P and W: allocated by the first address step) */
+    double *W;      /* HK x T (+ H x T): means of q(w_t | s_t = h); the direct update
+                     * scales them by q(s) in place and copies q(s) into the last H rows */
+    double *Wt;     /* HK x T: W scaled by q(s) (Gram path; allocated with its state) */
     double *thetaT; /* H x T: the logits of q(s), then q(s_t = h) (cluster-major) */
     double *E;      /* H x T: expected squared errors e_th */
     double *LW;     /* H x T: KL(q(w_t | s = h) || p(w)) */
@@ -40,7 +41,8 @@ typedef struct {
     double *Rmb;    /* H x K: R_h mu_bh */
     double *sw;     /* H x K: W_h q(s = h), the q(s)-weighted sums of the address means */
     double *zb;     /* H x T: mu_bh . z_t */
-    double *Y;      /* HK x cg: the direct update's products (allocated by its first call) */
+    double *Y;      /* HK x cg, then K x T: the direct update's products and one cluster's
+                     * weighted W (allocated by its first call) */
     /* The per-cluster loops (address step, Gram update, write-back) and the
      * per-frame loop of q(s) run on `team` when there is one; every item writes
      * only its own cluster's or frames' outputs, and the sums over clusters and
@@ -53,6 +55,9 @@ typedef struct {
     double *gsc;    /* [H][7 K^2 + 4 K]: each cluster's scratch between the phases of its loops */
     mixcluster *cl; /* [H] */
     double *fel;    /* 3 x frame chunks: log-likelihood, KL of q(w), KL of q(s) */
+    /* borrowed from the fit (vbm_write_opts.scratch) when it holds one: P and W
+     * are taken from it and given back to it by mixgroup_work_free; else NULL */
+    vbm_scratch *scratch;
     /* Gram path (T <= cg): after an update R_h is kept implicitly as
      * Q_h^{-1} (P0R0_h + (Wt_h Z - sw_h mu_bh^T) / s2) and only the statistics
      * the next step needs are carried; mixgroup_finish writes R_h back. Every

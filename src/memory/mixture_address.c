@@ -269,12 +269,15 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
     int H = w->H, K = w->K, cg = w->cg, C = w->cs.C, g = w->g;
     long T = w->T;
     const double *Z = w->cs.mu + w->cs.goff;
+    vbm_status st = mixgroup_big_arrays(w, err);
+    if (st)
+        return st;
     /* P = [R_1; ...; R_H] Z^T and mu_bh . z_t (carried by the Gram update). On
      * the Gram path (T <= cg) this is the first step only: each cluster's share
      * is formed with the others of its loop, from Z^T (cg x T) formed here; on
      * the direct path, by one GEMM each over all clusters. */
     if (!w->implicit && w->gram) {
-        vbm_status st = mixgroup_gram_codes(w, err);
+        st = mixgroup_gram_codes(w, err);
         if (st)
             return st;
     }
@@ -290,7 +293,7 @@ vbm_status mixgroup_address(const vbm_memory *mem, const prior_t *prior, mixgrou
         team_for_shares(w->team, H,
                         (long)H * (K * (K + 4 + (w->implicit ? 0 : cg)) * T + CLUSTER_FIXED),
                         address_run, &j);
-    vbm_status st = mixgroup_cluster_status(w, err);
+    st = mixgroup_cluster_status(w, err);
     if (st)
         return st;
     long chunks = (T + FRAME_CHUNK - 1) / FRAME_CHUNK;

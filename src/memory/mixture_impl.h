@@ -35,6 +35,11 @@ typedef struct {
  * Amb, wzb, v, rhs (K each). Never fails. */
 size_t mixgroup_gsc_len(int K);
 
+/* P and W of w (HK x T and HK x T + H x T), taken from w->scratch (a plain allocation
+ * when it is NULL) by the first address step; their contents are written before they
+ * are read. Fails with VBM_ENOMEM. */
+vbm_status mixgroup_big_arrays(mixgroup_work *w, vbm_error *err);
+
 /* The scratch set of thread `worker` of w's team. Never fails. */
 mixgroup_scratch mixgroup_scratch_of(const mixgroup_work *w, int worker);
 

@@ -13,7 +13,7 @@
 
 static vbm_status mixgroup_update_gram(vbm_memory *mem, const prior_t *prior, mixgroup_work *w,
                                        vbm_error *err);
-static void weigh_cluster(mixgroup_work *w, int h);
+static void weigh_cluster(mixgroup_work *w, int h, double *out);
 
 LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgroup_work *w,
                                   vbm_error *err)
@@ -25,31 +25,37 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     double s2 = mem->cfg.sigma_z2;
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     const double *Z = w->cs.mu + w->cs.goff;
-    if (!w->Y && !(w->Y = vbm_calloc((size_t)H * (kc + cg), sizeof(double))))
+    size_t ylen = (size_t)H * (kc + cg);
+    if (!w->Y && !(w->Y = vbm_calloc(ylen + (size_t)K * T, sizeof(double))))
         return vbm_fail(err, VBM_ENOMEM, NULL,
                         "out of memory for a mixture update (H=%d, K=%d, cg=%d)", H, K, cg);
-    /* Each cluster's weights, then its Q_h while W_h and Wt_h are still in cache:
-     * Q_h = Wt_h W_h^T / s2 + P0 + N_h Sw_h / s2, factored below. Q_h lives in
-     * the cluster's scratch (its Gram-path slot M2, unused on this path). */
+    /* Each cluster's weights Wt_h into a K x T scratch, then its Q_h while W_h and
+     * Wt_h are still in cache: Q_h = Wt_h W_h^T / s2 + P0 + N_h Sw_h / s2, factored
+     * below. Q_h lives in the cluster's scratch (its Gram-path slot M2, unused on this
+     * path). Wt_h then overwrites W_h (not read again before the next address step
+     * writes it), so the update's product reads W, and no HK x T buffer of its own is
+     * written. */
+    double *wk = w->Y + ylen;
     for (int h = 0; h < H; h++) {
-        weigh_cluster(w, h);
+        double *Wh = w->W + (size_t)h * K * T;
+        weigh_cluster(w, h, wk);
         int gh = g * H + h;
         double N = w->cl[h].N, *Q = w->gsc + (size_t)h * mixgroup_gsc_len(K) + kk;
-        la_gemm_sym(K, (int)T, 1.0 / s2, w->Wt + (size_t)h * K * T, (int)T,
-                    w->W + (size_t)h * K * T, (int)T, Q, K);
+        la_gemm_sym(K, (int)T, 1.0 / s2, wk, (int)T, Wh, (int)T, Q, K);
+        memcpy(Wh, wk, sizeof(double) * (size_t)K * T);
         const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
         for (size_t i = 0; i < kk; i++)
             Q[i] += P0[i] + N * Sw[i] / s2;
         la_symmetrize_lower(K, Q); /* guard against rounding asymmetry */
     }
     /* Y = Wt Z and (with a shift) Theta^T Z below it, as one product over all
-     * clusters: [Wt; Theta^T] is Wt with q(s) copied into its last H rows. */
+     * clusters: [Wt; Theta^T] is W, weighed, with q(s) copied into its last H rows. */
     int rows = H * K;
     if (mem->cfg.shift) {
-        memcpy(w->Wt + (size_t)H * K * T, w->thetaT, sizeof(double) * (size_t)H * T);
+        memcpy(w->W + (size_t)H * K * T, w->thetaT, sizeof(double) * (size_t)H * T);
         rows += H;
     }
-    la_gemm(0, 0, rows, cg, (int)T, 1.0, w->Wt, (int)T, Z, C, 0.0, w->Y, cg);
+    la_gemm(0, 0, rows, cg, (int)T, 1.0, w->W, (int)T, Z, C, 0.0, w->Y, cg);
     if (mem->cfg.shift) {
         /* q(b_h): Eq. 198-199 with the current q(M_h). */
         const double *sz = w->Y + (size_t)H * kc;
@@ -92,13 +98,14 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     return VBM_OK;
 }
 
-/* Soft count N_h, Wt_h = W_h diag(theta_h) and sw_h = Wt_h 1 (both paths). */
-LA_HOT static void weigh_cluster(mixgroup_work *w, int h)
+/* Soft count N_h, Wt_h = W_h diag(theta_h) into out (K x T) and sw_h = Wt_h 1 (both
+ * paths). */
+LA_HOT static void weigh_cluster(mixgroup_work *w, int h, double *out)
 {
     int K = w->K;
     long T = w->T;
     const double *Wh = w->W + (size_t)h * K * T, *th = w->thetaT + (size_t)h * T;
-    double *Wth = w->Wt + (size_t)h * K * T;
+    double *Wth = out;
     w->cl[h].N = la_sum((int)T, th);
     for (int k = 0; k < K; k++) {
         const double *restrict wk = Wh + (size_t)k * T, *restrict tr = th;
@@ -561,7 +568,7 @@ static void update_gram_run(const void *ctx, long b, long e, int worker)
     int step = shift && w->implicit; /* the shift step needs Q_h^{-1} sw_h first */
     for (long h = b; h < e; h++) {
         w->cl[h].st = 0;
-        weigh_cluster(w, (int)h);
+        weigh_cluster(w, (int)h, w->Wt + (size_t)h * w->K * w->T);
         if (step)
             memcpy(gram_scratch_of(w, (int)h).v, w->sw + h * w->K, sizeof(double) * w->K);
     }

@@ -912,6 +912,13 @@ static vbm_status t_set_team(void *work, team_t *team, vbm_error *err)
     return VBM_OK;
 }
 
+static void t_set_scratch(void *work, vbm_scratch *scratch)
+{
+    tree_work *w = work;
+    for (int g = 0; g < w->G; g++)
+        w->groups[g].scratch = scratch;
+}
+
 const model_ops tree_ops = {t_work_new,   t_work_free, t_init,      t_address,
                             t_update,     t_addresses, t_read_draw, t_sample,
-                            t_set_solver, t_finish,    t_set_team};
+                            t_set_solver, t_finish,    t_set_team,  t_set_scratch};

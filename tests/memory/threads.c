@@ -1,7 +1,8 @@
 /* threads.c -- Check tests of libvbmem (test-models, tests/test_models.c): threads: parallel
- * writes on different memories, the Gram path against the direct one, the time budget, and fits
- * split over a thread team. */
+ * writes on different memories, the Gram path against the direct one, the time budget, fits
+ * split over a thread team, and fits that reuse a scratch pool. */
 #include "common.h"
+#include "memory/scratch.h"
 
 /* ---- thread safety: parallel writes on different memories ---- */
 
@@ -242,6 +243,7 @@ typedef struct {
     long T;
     vbm_solver solver;
     vbm_team *team;
+    vbm_scratch *scratch;
     vbm_memory *m;
     vbm_write_result res;
 } team_fit;
@@ -264,6 +266,7 @@ static void *team_fit_run(void *arg)
     o.want_addresses = 1;
     o.solver = f->solver;
     o.team = f->team;
+    o.scratch = f->scratch;
     write_ok(f->m, &codes, &o, &f->res);
     vbm_write_result_free(&f->res);
     vbm_error err;
@@ -360,6 +363,90 @@ START_TEST(team_gives_same_bytes)
 }
 END_TEST
 
+/* ---- a fit that reuses a scratch's buffers gives the same bytes as one without ---- */
+
+START_TEST(scratch_pool_semantics)
+{
+    vbm_scratch *s = vbm_scratch_new();
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(scratch_acquire(NULL), 0);
+    ck_assert_int_eq(scratch_acquire(s), 1);
+    ck_assert_int_eq(scratch_acquire(s), 0); /* held: a second fit goes without */
+    scratch_release(s);
+    ck_assert_int_eq(scratch_acquire(s), 1);
+    scratch_release(s);
+    double *a = scratch_take(s, 100), *b = scratch_take(s, 300);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    scratch_give(s, b, 300);
+    scratch_give(s, a, 100);
+    ck_assert_ptr_eq(scratch_take(s, 50), a);  /* the smallest block large enough */
+    ck_assert_ptr_eq(scratch_take(s, 101), b); /* a is out: the next one that fits */
+    double *c = scratch_take(s, 10);           /* the pool is empty: a new block */
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_ne(c, a);
+    ck_assert_ptr_ne(c, b);
+    ck_assert_ptr_null(scratch_take(s, (size_t)VBM_MAX_ELEMENTS + 1));
+    double *more[SCRATCH_SLOTS + 1];
+    for (int i = 0; i <= SCRATCH_SLOTS; i++)
+        more[i] = scratch_take(NULL, 8);
+    for (int i = 0; i <= SCRATCH_SLOTS; i++) /* the last ones find the pool full: freed */
+        scratch_give(s, more[i], 8);
+    scratch_give(s, a, 100);
+    scratch_give(s, b, 300);
+    scratch_give(s, c, 10);
+    scratch_give(NULL, scratch_take(NULL, 4), 4);
+    vbm_scratch_free(s);
+    vbm_scratch_free(NULL);
+}
+END_TEST
+
+START_TEST(scratch_gives_same_bytes)
+{
+    const team_fit cases[] = {
+        {.kind = VBM_MIXTURE, .C = 10, .K = 4, .H = 6, .G = 1, .T = 120}, /* direct path */
+        {.kind = VBM_MIXTURE, .C = 40, .K = 4, .H = 7, .G = 1, .T = 30},  /* Gram path */
+        {.kind = VBM_TREE, .C = 20, .K = 3, .H = 5, .G = 2, .T = 50},     /* two groups */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        team_fit alone = cases[c];
+        team_fit_run(&alone);
+        vbm_scratch *scratch = vbm_scratch_new();
+        ck_assert_ptr_nonnull(scratch);
+        /* a fit on other codes first leaves its blocks, with stale contents: a
+         * smaller one (blocks too small for the next fit's P, though within what its
+         * W needed), then a larger one (blocks larger than needed, taken and reused) */
+        const long before[2] = {cases[c].T * cases[c].K / (cases[c].K + 1) + 1, 2 * cases[c].T + 7};
+        for (int rep = 0; rep < 2; rep++) {
+            team_fit pre = cases[c];
+            pre.T = before[rep];
+            pre.scratch = scratch;
+            team_fit_run(&pre);
+            team_fit_free(&pre);
+            team_fit f = cases[c];
+            f.scratch = scratch;
+            team_fit_run(&f);
+            team_fit_same(&f, &alone);
+            team_fit_free(&f);
+        }
+        /* two fits with one scratch at once: one holds it, the other allocates */
+        team_fit g[2] = {cases[c], cases[c]};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) {
+            g[i].scratch = scratch;
+            pthread_create(&th[i], NULL, team_fit_run, &g[i]);
+        }
+        for (int i = 0; i < 2; i++) {
+            pthread_join(th[i], NULL);
+            team_fit_same(&g[i], &alone);
+            team_fit_free(&g[i]);
+        }
+        vbm_scratch_free(scratch);
+        team_fit_free(&alone);
+    }
+}
+END_TEST
+
 TCase *models_threads_tcase(void)
 {
     TCase *tc = tcase_create("threads");
@@ -369,5 +456,7 @@ TCase *models_threads_tcase(void)
     tcase_add_test(tc, time_budget_stops_fit);
     tcase_add_test(tc, team_runs_every_item_once);
     tcase_add_test(tc, team_gives_same_bytes);
+    tcase_add_test(tc, scratch_pool_semantics);
+    tcase_add_test(tc, scratch_gives_same_bytes);
     return tc;
 }
