@@ -93,6 +93,36 @@ void temporal_seq_data(tseq *s, const temporal_exp *e)
     la_gemm(0, 0, (int)s->T, e->K, e->D, 1.0, s->y, e->D, e->Wr, e->K, 0.0, s->wry, e->K);
 }
 
+/* The Gaussian of a_{t,p} given b_{t,p} = 1 (eq. 39-40, with <W_p^T diag(rho) W_i> = M[p, i]):
+ * from the diagonal precision J2 and linear term h2 of the AR terms, the linear term h1 and the
+ * precision J (Q x Q, factorised in place: its Cholesky factor), its log-determinant *ld, the
+ * mean mu, and S the covariance (Q x Q). Returns non-zero when J is not positive definite. */
+static int site_given_on(const temporal_exp *e, const tseq *s, long t, int p, const double *J2,
+                         const double *h2, double *h1, double *J, double *ld, double *mu, double *S)
+{
+    int Q = e->Q, K = e->K;
+    const double *ext = s->ex + (size_t)t * K, *M = e->M;
+
+    for (int q = 0; q < Q; q++) {
+        int k = p * Q + q;
+        double v = h2[q] + s->wry[t * K + k];
+        for (int i = 0; i < K; i++)
+            if (i / Q != p)
+                v -= M[k * K + i] * ext[i];
+        h1[q] = v;
+        for (int r = 0; r < Q; r++)
+            J[q * Q + r] = M[k * K + p * Q + r] + (q == r ? J2[q] : 0.0);
+    }
+    if (la_chol(Q, J) != 0)
+        return 1;
+    *ld = la_chol_logdet(Q, J);
+    memcpy(mu, h1, sizeof(double) * Q);
+    la_chol_solve(Q, 1, J, mu, 1);
+    memcpy(S, J, sizeof(double) * Q * Q);
+    la_chol_inverse(Q, S);
+    return 0;
+}
+
 /* The optimal q_{t,p}(b, a) given every other factor and q(Theta) (eq. 24-51). scr holds
  * 3 Q^2 + 4 Q doubles. Returns 0, or non-zero when Sigma_{t,p}^{-1} is not positive
  * definite. */
@@ -102,7 +132,6 @@ static int site_update(const temporal_exp *e, tseq *s, long t, int p, double *sc
     long T = s->T;
     double *J = scr, *h1 = J + Q * Q, *J2 = h1 + Q, *h2 = J2 + Q, *mu = h2 + Q;
     double *S = s->S1 + ((size_t)t * P + p) * Q * Q;
-    const double *ext = s->ex + (size_t)t * K, *M = e->M;
     double L[2], logc, logit, ld, q1, q0;
 
     /* Q^1 (eq. 24-26), in logs */
@@ -122,24 +151,9 @@ static int site_update(const temporal_exp *e, tseq *s, long t, int p, double *sc
         h2[q] = (t > 0 ? e->elam[k] * s->ea[(t - 1) * K + k] : 0.0)
                 + (t < T - 1 ? e->elam[k] * s->ea[(t + 1) * K + k] : 0.0);
     }
-    /* b = 1: eq. 39-40 with <W_p^T diag(rho) W_i> = M[p, i] */
-    for (int q = 0; q < Q; q++) {
-        int k = p * Q + q;
-        double v = h2[q] + s->wry[t * K + k];
-        for (int i = 0; i < K; i++)
-            if (i / Q != p)
-                v -= M[k * K + i] * ext[i];
-        h1[q] = v;
-        for (int r = 0; r < Q; r++)
-            J[q * Q + r] = M[k * K + p * Q + r] + (q == r ? J2[q] : 0.0);
-    }
-    if (la_chol(Q, J) != 0)
+    /* b = 1 */
+    if (site_given_on(e, s, t, p, J2, h2, h1, J, &ld, mu, S) != 0)
         return 1;
-    ld = la_chol_logdet(Q, J);
-    memcpy(mu, h1, sizeof(double) * Q);
-    la_chol_solve(Q, 1, J, mu, 1);
-    memcpy(S, J, sizeof(double) * Q * Q);
-    la_chol_inverse(Q, S);
     /* log C' (eq. 41) */
     logc = -0.5 * ld;
     for (int q = 0; q < Q; q++)
@@ -434,7 +448,6 @@ static int bc_site_a(const temporal_exp *e, tseq *s, long t, int p, double *scr)
     long T = s->T;
     double *J = scr, *h1 = J + Q * Q, *J2 = h1 + Q, *h2 = J2 + Q, *mu = h2 + Q;
     double *S = s->S1 + ((size_t)t * P + p) * Q * Q;
-    const double *ext = s->ex + (size_t)t * K, *M = e->M;
 
     for (int b = 1; b >= 0; b--) {
         double qb = b ? s->q1[t * P + p] : s->q0[t * P + p], wp[2] = {0, 0}, wn[2] = {0, 0};
@@ -476,23 +489,8 @@ static int bc_site_a(const temporal_exp *e, tseq *s, long t, int p, double *scr)
             }
             continue;
         }
-        for (int q = 0; q < Q; q++) {
-            int k = p * Q + q;
-            double v = h2[q] + s->wry[t * K + k];
-            for (int i = 0; i < K; i++)
-                if (i / Q != p)
-                    v -= M[k * K + i] * ext[i];
-            h1[q] = v;
-            for (int r = 0; r < Q; r++)
-                J[q * Q + r] = M[k * K + p * Q + r] + (q == r ? J2[q] : 0.0);
-        }
-        if (la_chol(Q, J) != 0)
+        if (site_given_on(e, s, t, p, J2, h2, h1, J, &s->ld1[t * P + p], mu, S) != 0)
             return 1;
-        s->ld1[t * P + p] = la_chol_logdet(Q, J);
-        memcpy(mu, h1, sizeof(double) * Q);
-        la_chol_solve(Q, 1, J, mu, 1);
-        memcpy(S, J, sizeof(double) * Q * Q);
-        la_chol_inverse(Q, S);
         for (int q = 0; q < Q; q++) {
             size_t k = (size_t)t * K + p * Q + q;
             s->mu1[k] = mu[q];
