@@ -44,7 +44,8 @@ typedef struct {
     int oy0, ox0, osy, osx;
     nets_act act;
     float *slots; /* K * KERN_PANEL floats per thread */
-    int rows; /* direct mode (see kern_direct_rows): grid rows per panel; 0: packed panels; -1: flat mode */
+    /* direct mode (see kern_direct_rows): grid rows per panel; 0: packed panels; -1: flat mode */
+    int rows;
     /* Direct mode only: the input's row stride (W when 0) and, for a stride-2 convolution
      * whose input was deinterleaved (see kern_deinterleave), the width of the even-column
      * half of each row (0 otherwise). */
