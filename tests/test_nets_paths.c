@@ -29,8 +29,8 @@ extern char **environ;
 
 /* The tolerance, |a - b| <= PATHS_TOL * (1 + |b|) on every output. The paths sum the same
  * float32 products in other orders (16-lane vector accumulators over 32-column panels, oneDNN's
- * blocked kernels, OpenBLAS's blocking), which moves each result by a few float32 ulps per layer (2^-23 =
- * 1.2e-7 relative); every run prints the largest difference it saw. 1e-4 is the bound
+ * blocked kernels, OpenBLAS's blocking), which moves each result by a few float32 ulps per layer
+ * (2^-23 = 1.2e-7 relative); every run prints the largest difference it saw. 1e-4 is the bound
  * tests/test_nets.c asserts against
  * PyTorch; a kernel that drops, repeats or misplaces a tap, a row or a panel moves outputs by
  * 1e-2 and more. */

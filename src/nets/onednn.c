@@ -1,5 +1,6 @@
-/* onednn.c -- the networks' oneDNN path (see onednn.h): conv2d and dense as oneDNN primitives, with the activation that follows as an eltwise post-op; stubs when the
- * build has no oneDNN (VBMEM_HAVE_DNNL unset). */
+/* onednn.c -- the networks' oneDNN path (see onednn.h): conv2d and dense as oneDNN primitives,
+ * with the activation that follows as an eltwise post-op; stubs when the build has no oneDNN
+ * (VBMEM_HAVE_DNNL unset). */
 #define _POSIX_C_SOURCE 200809L /* posix_memalign */
 #include <stdlib.h>
 #include <string.h>
