@@ -13,6 +13,7 @@ Exit 0 when every link resolves, 1 (naming file, line and link) otherwise."""
 import glob
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -75,6 +76,20 @@ def anchors(path):
     return _anchors[path]
 
 
+def ignored(root, path):
+    """True when git ignores path in the checkout at root (a folder a build or an install makes,
+    such as tests/browser/node_modules); False outside a checkout or without git."""
+    for p in (path, path.rstrip("/") + "/"):  # a pattern "dir/" matches a missing path as a folder only
+        try:
+            r = subprocess.run(["git", "-C", root, "check-ignore", "-q", "--no-index", p],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError:
+            return False
+        if r.returncode == 0:
+            return True
+    return False
+
+
 def check_file(md, root):
     """Problems of one Markdown file: a list of 'file:line: link: why'."""
     problems = []
@@ -84,7 +99,7 @@ def check_file(md, root):
     for n, line in body_lines(text):
         for t in CODE.findall(line):
             t = t.rstrip(".,:;")
-            if TREE_PATH.match(t) and not os.path.exists(os.path.join(root, t)):
+            if TREE_PATH.match(t) and not os.path.exists(os.path.join(root, t)) and not ignored(root, t):
                 problems.append("%s:%d: `%s`: no such file in the tree" % (os.path.relpath(md, root), n, t))
         plain = strip_code(line)
         targets = LINK.findall(plain) + HTML.findall(plain)
