@@ -285,7 +285,7 @@ static vbm_status opt_convert_redis(char **vals, vbmemd_options *o, vbm_error *e
     store_redis_addr addrs[STORE_REDIS_MAX_SENTINELS];
     vbm_error e; /* the address parser's, re-worded as an option's */
     const char *p;
-    long v;
+    long v = 0;
     int n;
 
     if (opt_given(o->redis)
