@@ -226,6 +226,10 @@ vbm_scratch *vbm_scratch_new(void);
 /* Free the pool and the blocks it keeps. NULL is a no-op. */
 void vbm_scratch_free(vbm_scratch *scratch);
 
+/* Bytes of the blocks the pool keeps now (0 for NULL). Call it only while no fit holds the pool
+ * (the fits that use it run on the caller's thread or have returned). Never fails. */
+size_t vbm_scratch_bytes(const vbm_scratch *scratch);
+
 /* How the mixture and tree updates are computed; the posterior is the same. */
 typedef enum {
     VBM_SOLVER_AUTO = 0,   /* GRAM when T <= the code width of a group, else DIRECT */

@@ -22,6 +22,11 @@ struct eng_pool {
     int slots_free;     /* CPU slots not held by a worker (< 0: over for a moment after
                            waits); a job starts only with one */
     pthread_key_t self; /* set to the pool in its own workers (eng_pool_block) */
+    pthread_key_t held; /* the vbm_scratch the calling worker holds for its job, or NULL */
+    vbm_scratch **scratch; /* [nscratch], one per CPU slot */
+    size_t *kept;          /* [nscratch] bytes scratch[i] kept after the last job that held it */
+    int *spare;            /* spare[0..nspare): indices of the scratches no job holds */
+    int nspare, nscratch;
     pthread_t *threads;
     double max_wait;    /* seconds a job may wait in the queue; 0: no limit */
     unsigned long shed; /* jobs shed for waiting longer */
@@ -49,7 +54,7 @@ static void *pool_worker(void *arg)
 {
     eng_pool *p = arg;
     eng_job *job;
-    int late;
+    int late, sc;
 
     pthread_setspecific(p->self, p);
     pthread_mutex_lock(&p->lock);
@@ -69,22 +74,41 @@ static void *pool_worker(void *arg)
         p->running++;
         job->next = NULL;
         job->started_at = eng_now();
+        sc = p->nspare > 0 ? p->spare[--p->nspare] : -1;
         late = p->max_wait > 0.0 && job->shed != NULL
                && job->started_at - job->queued_at > p->max_wait;
         if (late)
             p->shed++;
         pthread_mutex_unlock(&p->lock);
+        pthread_setspecific(p->held, sc >= 0 ? p->scratch[sc] : NULL);
         if (late)
             job->shed(job);
         else
             job->run(job);
+        pthread_setspecific(p->held, NULL);
         pthread_mutex_lock(&p->lock);
+        if (sc >= 0) {
+            p->kept[sc] = vbm_scratch_bytes(p->scratch[sc]);
+            p->spare[p->nspare++] = sc;
+        }
         p->running--;
         pool_slot_give(p);
         pthread_cond_broadcast(&p->idle);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
+}
+
+/* Free the scratches (none is held: no job runs). */
+static void pool_free_scratch(eng_pool *p)
+{
+    int i;
+
+    for (i = 0; i < p->nscratch; i++)
+        vbm_scratch_free(p->scratch[i]);
+    free(p->scratch);
+    free(p->kept);
+    free(p->spare);
 }
 
 /* Tell the first n workers to stop, join them and release the pool. */
@@ -102,6 +126,8 @@ static void pool_destroy(eng_pool *p, int n)
     pthread_cond_destroy(&p->idle);
     pthread_mutex_destroy(&p->lock);
     pthread_key_delete(p->self);
+    pthread_key_delete(p->held);
+    pool_free_scratch(p);
     free(p->threads);
     free(p);
 }
@@ -129,7 +155,26 @@ vbm_status eng_pool_create_blocking(int threads, int waiters, int depth, eng_poo
     if (p == NULL)
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
     p->threads = calloc((size_t)total, sizeof *p->threads);
-    if (p->threads == NULL || pthread_key_create(&p->self, NULL) != 0) {
+    p->scratch = calloc((size_t)threads, sizeof *p->scratch);
+    p->kept = calloc((size_t)threads, sizeof *p->kept);
+    p->spare = calloc((size_t)threads, sizeof *p->spare);
+    for (i = 0; p->scratch != NULL && p->kept != NULL && p->spare != NULL && i < threads; i++) {
+        p->scratch[i] = vbm_scratch_new();
+        if (p->scratch[i] == NULL)
+            break;
+        p->spare[i] = i;
+        p->nscratch = p->nspare = i + 1;
+    }
+    if (p->threads == NULL || p->nscratch < threads
+        || pthread_key_create(&p->self, NULL) != 0) {
+        pool_free_scratch(p);
+        free(p->threads);
+        free(p);
+        return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+    }
+    if (pthread_key_create(&p->held, NULL) != 0) {
+        pthread_key_delete(p->self);
+        pool_free_scratch(p);
         free(p->threads);
         free(p);
         return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
@@ -237,6 +282,23 @@ void eng_pool_free(eng_pool *p)
     if (p == NULL)
         return;
     pool_destroy(p, p->nthreads);
+}
+
+vbm_scratch *eng_pool_scratch(eng_pool *p)
+{
+    return p != NULL ? pthread_getspecific(p->held) : NULL;
+}
+
+size_t eng_pool_scratch_bytes(eng_pool *p)
+{
+    size_t n = 0;
+    int i;
+
+    pthread_mutex_lock(&p->lock);
+    for (i = 0; i < p->nscratch; i++)
+        n += p->kept[i];
+    pthread_mutex_unlock(&p->lock);
+    return n;
 }
 
 void eng_pool_block(void *pool, int begin)

@@ -4,6 +4,7 @@
 #define VBMEM_ENGINE_POOL_H
 
 #include "engine/clock.h"
+#include "vbmem/vbmem.h"
 
 typedef struct eng_job eng_job;
 
@@ -45,6 +46,18 @@ vbm_status eng_pool_create_blocking(int threads, int waiters, int depth, eng_poo
  * one of pool's workers, or for a NULL
  * pool. Never fails. Signature fits eng_store_set_wait. */
 void eng_pool_block(void *pool, int begin);
+
+/* The buffer pool (vbm_scratch) the calling worker holds while it runs its job, for the fits the
+ * job makes (vbm_write_opts.scratch), or NULL: when the caller is not one of pool's workers, for a
+ * NULL pool, or when every one of the pool's `threads` scratches is held by another job (a worker
+ * that waits on I/O keeps its own). Each scratch keeps the large arrays of the fits that used it
+ * for the next (mixture and tree: a few K x T blocks per group), so a pool keeps at most
+ * `threads` such sets between jobs; they are freed with the pool. Never fails. */
+vbm_scratch *eng_pool_scratch(eng_pool *pool);
+
+/* Bytes the pool's scratches kept after the last job that held each (eng_pool_scratch): the
+ * memory they hold between jobs. Never fails. */
+size_t eng_pool_scratch_bytes(eng_pool *pool);
 
 /* Queue job for a worker. Returns VBM_OK, VBM_EBUSY when `depth` jobs are
  * already waiting (the job is not queued), or VBM_ESTOPPED after

@@ -445,6 +445,7 @@ static void sess_opts(const eng_session *s, const eng_fit_opts *o, vbm_write_opt
     w->seed = o->seed;
     w->max_seconds = o->max_seconds > 0.0 ? o->max_seconds : 0.0;
     w->want_addresses = 1; /* cluster usage needs q(s) */
+    w->scratch = o->scratch;
 }
 
 /* Expected frames per (group, cluster) of addresses a, into u (G*H), added to

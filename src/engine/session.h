@@ -83,6 +83,9 @@ typedef struct {
     /* solver time budget (vbm_write_opts.max_seconds: every mode and resize); 0: none */
     double max_seconds;
     int64_t if_match; /* < 0: no precondition; else the required current version */
+    /* the large arrays' pool for the fit (vbm_write_opts.scratch; eng_pool_scratch gives the
+     * calling worker's), held by the caller; NULL: the fit allocates its own */
+    vbm_scratch *scratch;
     /* Test hook (vbmemd's hidden --test-hold-writes, for tests/http only; NULL otherwise):
      * called with the session's id while its write lock is held, before the fit. */
     void (*test_hold)(void *ctx, const char *session_id);

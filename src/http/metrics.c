@@ -286,10 +286,12 @@ char *metrics_render(http_metrics *m, const metrics_gauges *g, size_t *len)
                    "# TYPE vbmemd_sessions gauge\nvbmemd_sessions %ld\n"
                    "# HELP vbmemd_memory_bytes Heap bytes accounted to sessions.\n"
                    "# TYPE vbmemd_memory_bytes gauge\nvbmemd_memory_bytes %zu\n"
+                   "# HELP vbmemd_scratch_bytes Bytes of fit buffers the workers keep between "
+                   "jobs.\n# TYPE vbmemd_scratch_bytes gauge\nvbmemd_scratch_bytes %zu\n"
                    "# HELP vbmemd_api_keys API keys loaded.\n"
                    "# TYPE vbmemd_api_keys gauge\nvbmemd_api_keys %d\n",
                    g->queue_depth, g->queue_capacity, g->jobs_in_flight, g->sessions,
-                   g->memory_bytes, g->api_keys);
+                   g->memory_bytes, g->scratch_bytes, g->api_keys);
     if (b.failed) {
         free(b.s);
         return NULL;

@@ -15,6 +15,7 @@ typedef struct {
     int jobs_in_flight; /* jobs running */
     long sessions;
     size_t memory_bytes;
+    size_t scratch_bytes; /* the workers' fit buffers kept between jobs (eng_pool_scratch_bytes) */
     int api_keys;
     unsigned long long answer_bytes; /* bytes of answers not yet read by their clients */
     size_t answer_bytes_limit;       /* --max-answer-memory */

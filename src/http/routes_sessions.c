@@ -335,14 +335,17 @@ static void sess_test_hold(void *ctx, const char *id)
         nanosleep(&pause, NULL);
 }
 
-/* Read the fitting options shared by episodes and resize. */
-static vbm_status sess_fit_opts(const json_t *body, const http_limits *lim, eng_fit_opts *o,
+/* Read the fitting options shared by episodes, resize and forget; the fit gets the calling
+ * worker's scratch (eng_pool_scratch). */
+static vbm_status sess_fit_opts(const json_t *body, const http_req *r, eng_fit_opts *o,
                                 vbm_error *err)
 {
+    const http_limits *lim = &r->srv->cfg.limits;
     long it = -1;
     vbm_status st;
 
     memset(o, 0, sizeof *o);
+    o->scratch = eng_pool_scratch(r->srv->pool);
     o->iterations = -1;
     o->tolerance = -1.0;
     o->init = -1;
@@ -444,7 +447,7 @@ static int sess_episodes(http_req *r, eng_session *s, json_t *body, vbm_error *e
             st = vbm_fail(err, VBM_EINVAL, "mode", "expected \"replace\", \"append\" or \"refit\"");
     }
     if (st == VBM_OK)
-        st = sess_fit_opts(body, lim, &o, err);
+        st = sess_fit_opts(body, r, &o, err);
     if (st == VBM_OK)
         st = wire_opt_long(body, "views_per_frame", 1, ENG_FUSE_MAX_VIEWS, &views, err);
     cv = json_object_get(body, "codes");
@@ -509,7 +512,6 @@ static int sess_resize(http_req *r, eng_session *s, json_t *body, vbm_error *err
     int status;
     static const char *const keys[] = {"clusters", "rows", "iterations", "tolerance",
                                        "seed",     "init", "addresses",  NULL};
-    const http_limits *lim = &r->srv->cfg.limits;
     eng_fit_opts o;
     eng_fit_out out;
     json_t *res;
@@ -524,7 +526,7 @@ static int sess_resize(http_req *r, eng_session *s, json_t *body, vbm_error *err
     if (st == VBM_OK && H == 0 && K == 0)
         st = vbm_fail(err, VBM_EINVAL, "clusters", "give clusters and/or rows (0 keeps one)");
     if (st == VBM_OK)
-        st = sess_fit_opts(body, lim, &o, err);
+        st = sess_fit_opts(body, r, &o, err);
     json_decref(body);
     if (st != VBM_OK) {
         status = resp_status_of(st);
@@ -637,7 +639,7 @@ static int sess_forget(http_req *r, eng_session *s, json_t *body, vbm_error *err
         st = vbm_fail(err, VBM_EINVAL, "observations",
                       "this is a latent session (no model): forget by codes");
     if (st == VBM_OK)
-        st = sess_fit_opts(body, lim, &o, err);
+        st = sess_fit_opts(body, r, &o, err);
     if (st == VBM_OK && cv != NULL)
         st = wire_read_codes(cv, "codes", lim->max_frames, lim->max_code_size, &codes, err);
     if (st == VBM_OK && ov != NULL) {

@@ -83,6 +83,7 @@ int route_metrics(http_req *r, vbm_error *err)
     memset(&g, 0, sizeof g);
     eng_pool_stats(srv->pool, &g.queue_depth, &g.jobs_in_flight, &g.queue_capacity);
     eng_store_stats(srv->store, &g.sessions, &g.memory_bytes);
+    g.scratch_bytes = eng_pool_scratch_bytes(srv->pool);
     g.api_keys = http_auth_count(srv->auth);
     g.answer_bytes = atomic_load(&srv->answer_bytes);
     g.answer_bytes_limit = srv->cfg.limits.max_answer_bytes;

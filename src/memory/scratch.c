@@ -27,6 +27,14 @@ void vbm_scratch_free(vbm_scratch *s)
     free(s);
 }
 
+size_t vbm_scratch_bytes(const vbm_scratch *s)
+{
+    size_t n = 0;
+    for (int i = 0; s && i < SCRATCH_SLOTS; i++)
+        n += s->len[i] * sizeof(double);
+    return n;
+}
+
 int scratch_acquire(vbm_scratch *s)
 {
     return s && !atomic_flag_test_and_set(&s->busy);

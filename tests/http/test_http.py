@@ -991,6 +991,31 @@ def test_idle_session_memory():
         expect(d.stop() == 0, "exit status")
 
 
+def test_workers_keep_fit_buffers():
+    """A mixture write takes its large K x T arrays from its worker's scratch, which keeps them for
+    the next fit: vbmemd_scratch_bytes is 0 on a new daemon, holds at least one write's H K T
+    doubles after it, and repeated writes of the same size reuse what is kept (at most one set per
+    worker thread: 2 here) instead of piling up."""
+    d = start("--threads", "2", "--log-level", "warn")
+    try:
+        c = d.client()
+        expect(gauge(c, "vbmemd_scratch_bytes") == 0, "a new daemon keeps scratch bytes")
+        H, K, T = 10, 6, 64
+        s = create(c, 8, {"kind": "mixture", "clusters": H, "rows": K})
+        path = "/v1/sessions/%s/episodes" % s["id"]
+        ok(c.request("POST", path, {"codes": {"mu": codes(T, 8, 1)}, "seed": 1}))
+        first = gauge(c, "vbmemd_scratch_bytes")
+        expect(first >= H * K * T * 8, "after a write the workers keep %d bytes, less than one "
+               "H K T array (%d)" % (first, H * K * T * 8))
+        for i in range(6):
+            ok(c.request("POST", path, {"codes": {"mu": codes(T, 8, 2 + i)}, "seed": 1}))
+        later = gauge(c, "vbmemd_scratch_bytes")
+        expect(first <= later <= 2 * first, "after 7 writes of one size the workers keep %d bytes, "
+               "outside [%d, %d]" % (later, first, 2 * first))
+    finally:
+        expect(d.stop() == 0, "exit status")
+
+
 def test_request_byte_caps():
     """Issue 16: every read (query codes or from memory, latent or not) and every samples request
     is checked against the 1 GiB per-request cap (codes, images, addresses) before anything is
@@ -1174,7 +1199,8 @@ TESTS = [
     test_lifecycle_gaussian, test_lifecycle_categorical, test_lifecycle_mixture,
     test_lifecycle_tree, test_lifecycle_dkm, test_write_matches_vbmem_solve, test_pagination, test_errors, test_hostile_inputs_never_500,
     test_bad_bytes_in_paths, test_session_ids_outside_their_alphabet, test_if_match_strong_comparison,
-    test_concurrency_and_serial_replay, test_request_ids_logs_and_metrics, test_ttl_expiry,
+    test_concurrency_and_serial_replay, test_request_ids_logs_and_metrics, test_workers_keep_fit_buffers,
+    test_ttl_expiry,
     test_api_keys_isolation_and_reload, test_limits, test_option_precedence, test_one_daemon_per_port,
     test_sessions_do_not_wait_on_each_other, test_backpressure_queue_full,
     test_queue_timeout_sheds_late_jobs,

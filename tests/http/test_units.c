@@ -238,6 +238,94 @@ START_TEST(test_pool_bounded_and_drain)
 }
 END_TEST
 
+/* A job that records the scratch its worker holds, may give its CPU slot up (as a job waiting
+ * on I/O does), then blocks until released. */
+typedef struct {
+    block_job b;
+    eng_pool *pool;
+    int give_slot;
+    int started; /* guarded by *b.lock */
+    vbm_scratch *scratch;
+} scratch_job;
+
+static void scratch_run(eng_job *j)
+{
+    scratch_job *s = (scratch_job *)j;
+
+    s->scratch = eng_pool_scratch(s->pool);
+    if (s->give_slot)
+        eng_pool_block(s->pool, 1);
+    pthread_mutex_lock(s->b.lock);
+    s->started = 1;
+    pthread_cond_broadcast(s->b.cond);
+    pthread_mutex_unlock(s->b.lock);
+    block_run(j);
+    pthread_mutex_lock(s->b.lock); /* done changed */
+    pthread_cond_broadcast(s->b.cond);
+    pthread_mutex_unlock(s->b.lock);
+    if (s->give_slot)
+        eng_pool_block(s->pool, 0);
+}
+
+/* Every running job of a pool with `threads` slots holds its own scratch, one per slot; a job
+ * beyond them (a slot given up by a job waiting on I/O) and a thread outside the pool get none;
+ * a scratch is free again for the next job. */
+START_TEST(test_pool_scratch_per_slot)
+{
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    int release = 0, done = 0, i;
+    scratch_job jobs[4];
+    eng_pool *pool;
+    vbm_error err;
+
+    ck_assert_ptr_null(eng_pool_scratch(NULL));
+    ck_assert_int_eq(eng_pool_create_blocking(2, 1, 8, &pool, &err), VBM_OK);
+    ck_assert_ptr_null(eng_pool_scratch(pool)); /* not a worker */
+    memset(jobs, 0, sizeof jobs);
+    for (i = 0; i < 4; i++) {
+        jobs[i].b.job.run = scratch_run;
+        jobs[i].b.lock = &lock;
+        jobs[i].b.cond = &cond;
+        jobs[i].b.release = &release;
+        jobs[i].b.done = &done;
+        jobs[i].pool = pool;
+    }
+    jobs[0].give_slot = 1;
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(eng_pool_submit(pool, &jobs[i].b.job), VBM_OK);
+    pthread_mutex_lock(&lock); /* the three run at once: job 0 gave its slot up */
+    while (!(jobs[0].started && jobs[1].started && jobs[2].started))
+        pthread_cond_wait(&cond, &lock);
+    release = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    ck_assert_ptr_nonnull(jobs[0].scratch);
+    ck_assert_ptr_nonnull(jobs[1].scratch);
+    ck_assert_ptr_ne(jobs[0].scratch, jobs[1].scratch);
+    ck_assert_ptr_null(jobs[2].scratch); /* both scratches held */
+    ck_assert_int_eq(eng_pool_drain(pool, 10.0), VBM_OK);
+    ck_assert_int_eq(done, 3);
+    eng_pool_free(pool);
+
+    /* one slot: jobs one after another get the same scratch back; no fit ran, nothing kept */
+    ck_assert_int_eq(eng_pool_create(1, 8, &pool, &err), VBM_OK);
+    jobs[2].pool = jobs[3].pool = pool;
+    jobs[2].scratch = NULL;
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[2].b.job), VBM_OK);
+    pthread_mutex_lock(&lock);
+    while (done < 4)
+        pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+    ck_assert_int_eq(eng_pool_submit(pool, &jobs[3].b.job), VBM_OK);
+    ck_assert_int_eq(eng_pool_drain(pool, 10.0), VBM_OK);
+    ck_assert_ptr_nonnull(jobs[2].scratch);
+    ck_assert_ptr_eq(jobs[2].scratch, jobs[3].scratch);
+    ck_assert_uint_eq(eng_pool_scratch_bytes(pool), 0);
+    eng_pool_free(pool);
+}
+END_TEST
+
 typedef struct {
     eng_job job;
     int ran, shed;
@@ -1192,6 +1280,7 @@ static Suite *units_suite(void)
     tcase_add_test(tc, test_fast_body_parse);
     tcase_add_test(tc, test_pool_bounded_and_drain);
     tcase_add_test(tc, test_pool_slots_and_block);
+    tcase_add_test(tc, test_pool_scratch_per_slot);
     tcase_add_test(tc, test_store_owners_pages_limits);
     tcase_add_test(tc, test_store_ttl_and_bytes);
     tcase_add_test(tc, test_session_versions);
