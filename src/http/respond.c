@@ -189,8 +189,10 @@ static void resp_problem(http_req *r, int status, const char *slug, const char *
         r->resp.retry_after = r->srv->cfg.limits.retry_after_s;
 }
 
-/* The 409 answer of a write whose If-Match does not match session r->param: the detail says
- * why (a weak tag, a tag that names no version, err's message, or else the current version),
+/* The 409 answer of a write whose If-Match does not match session r->param, or, without
+ * If-Match, that another replica committed first: the detail says why (a weak tag, a tag that
+ * names no version, another replica's write, err's message, or else the current version; the
+ * field is If-Match only when one was sent),
  * the ETag names the session's current version when it can still be looked up (else the one
  * resp_conflict saw, when one was given). */
 static void resp_conflict_answer(http_req *r, const vbm_error *err)
@@ -198,7 +200,7 @@ static void resp_conflict_answer(http_req *r, const vbm_error *err)
     eng_session *s =
         eng_id_ok(r->param) ? eng_store_lookup(r->srv->store, r->param, r->owner) : NULL;
     unsigned long long now = r->resp.etag[0] == '"' ? strtoull(r->resp.etag + 1, NULL, 10) : 0;
-    char detail[VBM_MSG_LEN];
+    char detail[VBM_MSG_LEN + 128];
     const char *slug, *title;
 
     resp_problem_kind(409, &slug, &title);
@@ -215,11 +217,17 @@ static void resp_conflict_answer(http_req *r, const vbm_error *err)
     else if (r->if_match_never)
         snprintf(detail, sizeof detail,
                  "If-Match: the entity tag names no version; the session is at version %llu", now);
+    else if (!r->has_if_match) /* no If-Match sent: another replica wrote the session first */
+        snprintf(detail, sizeof detail,
+                 "another replica wrote the session while this write ran (%s); nothing was "
+                 "written: send it again",
+                 err->msg[0] != '\0' ? err->msg : "the session changed");
     else if (err->msg[0] != '\0')
         snprintf(detail, sizeof detail, "%s", err->msg);
     else
         snprintf(detail, sizeof detail, "the session is at version %llu", now);
-    resp_problem(r, 409, slug, title, "If-Match", detail);
+    resp_problem(r, 409, slug, title, r->has_if_match || r->if_match_never ? "If-Match" : NULL,
+                 detail);
 }
 
 void resp_answer(http_req *r, int status, const vbm_error *err)

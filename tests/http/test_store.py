@@ -32,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import CONTRACT, Client, Daemon, expect, ok, parse_args, run_tests, tensor, usage_error  # noqa: E402
+from daemon import CONTRACT, Client, Daemon, Holds, expect, ok, parse_args, problem, run_tests, tensor, usage_error  # noqa: E402
 
 BIN = None
 WRAPPER = None
@@ -1093,6 +1093,55 @@ def start_redis_daemon(rport):
     return d
 
 
+def test_replica_conflict_without_if_match():
+    """Two replicas on one Redis: a write on B waits in the test hook (the session loaded, its
+    write lock held) while A writes the same session; B's commit then finds another version
+    stored: 409 with the stored version in its ETag and detail, and, since the client sent no
+    If-Match, a problem that names none (no field); B's next write goes on from the stored
+    version."""
+    tmp = tempfile.mkdtemp(prefix="vbmem-conflict-")
+    holds = Holds()
+    rproc, rport = start_redis(tmp)
+    try:
+        a = start_redis_daemon(rport)
+        b = Daemon(BIN, "--redis", "127.0.0.1:%d" % rport, "--threads", "2", *holds.args(),
+                   wrapper=WRAPPER)
+        STARTED.append(b)
+        ca, cb = a.client(), b.client()
+        rnd = random.Random(5)
+
+        def body():
+            return {"mode": "append", "codes": {"mu": tensor([[rnd.gauss(0, 1) for _ in range(4)]
+                                                              for _ in range(20)])}, "seed": 1}
+        sid = ok(ca.request("POST", "/v1/sessions", {"code_size": 4, "memory": {
+            "kind": "mixture", "clusters": 3, "rows": 2}}), 201)["id"]
+        path = "/v1/sessions/%s/episodes" % sid
+        ok(ca.request("POST", path, body()))  # version 2
+        holds.hold(sid)
+        got = {}
+        t = threading.Thread(target=lambda: got.update(r=cb.request("POST", path, body())))
+        t.start()
+        holds.wait_held(sid)  # B holds version 2 and its write lock
+        expect(ok(ca.request("POST", path, body()))["version"] == 3, "A's write")
+        holds.release(sid)
+        t.join(120)
+        expect(not t.is_alive(), "B's write never answered")
+        p = problem(got["r"], 409)
+        expect("field" not in p, "a conflict without If-Match names a field: %r" % p)
+        expect(got["r"].header("ETag") == '"3"', "ETag of the 409: %r" % got["r"].header("ETag"))
+        expect("3" in p["detail"], "the detail does not give the stored version: %r" % p["detail"])
+        expect(ok(cb.request("POST", path, body()))["version"] == 4, "B's next write")
+        expect(ok(ca.request("GET", "/v1/sessions/" + sid))["version"] == 4, "A sees B's write")
+    finally:
+        for d in list(STARTED):
+            d.stop()
+        STARTED.clear()
+        rproc.kill()
+        rproc.wait()
+        holds.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_full_http_suite_on_sqlite():
     """test_http.py (every route, error, limit, concurrency, TTL, shutdown) against SQLite stores."""
     parent = tempfile.mkdtemp(prefix="vbmem-suite-")
@@ -1116,6 +1165,7 @@ TESTS = [
     test_corrupt_record_reported_skipped_deletable,
     test_full_http_suite_on_sqlite,
     test_replicas_redis_nginx_sigkill,
+    test_replica_conflict_without_if_match,
     test_sentinel_options_refused,
     test_sentinel_failover_no_acknowledged_write_lost,
 ]
