@@ -8,7 +8,7 @@
 #include "recall_eval.h"
 
 #ifndef RECALL_MODEL
-#define RECALL_MODEL "models/fashion-mnist-mixture.safetensors"
+#define RECALL_MODEL "models/fashion-mnist-mixture-v2.safetensors"
 #endif
 #define RECALL_FMNIST "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
 

@@ -15,7 +15,7 @@
 #include "vbmem/vbmem.h"
 
 #ifndef DEMO_MODEL
-#define DEMO_MODEL "models/fashion-mnist-mixture.safetensors"
+#define DEMO_MODEL "models/fashion-mnist-mixture-v2.safetensors"
 #endif
 #define FASHION_TEST "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
 #define T            64

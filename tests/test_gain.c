@@ -16,7 +16,7 @@
 #include "gain_eval.h"
 
 #ifndef RECALL_MODEL
-#define RECALL_MODEL "models/fashion-mnist-mixture.safetensors"
+#define RECALL_MODEL "models/fashion-mnist-mixture-v2.safetensors"
 #endif
 #define GAIN_FMNIST "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
 

@@ -3,7 +3,7 @@
 images, samples generated from the memory written with it (App. G.1), and
 iterative reads (App. G.2) of half-masked cues, one column per step.
 
-  /usr/bin/python3 train/demo_picture.py models/fashion-mnist-mixture.safetensors docs/guide/demo-fashion-mnist.png"""
+  /usr/bin/python3 train/demo_picture.py models/fashion-mnist-mixture-v2.safetensors docs/guide/demo-fashion-mnist.png"""
 import argparse
 import os
 import struct

@@ -2,7 +2,7 @@
 """model_info.py -- print a vbmem model file's metadata, or record extra
 provenance in it (e.g. the test ELBO of the VAE baseline trained alongside):
 
-  /usr/bin/python3 train/model_info.py models/fashion-mnist-mixture.safetensors
+  /usr/bin/python3 train/model_info.py models/fashion-mnist-mixture-v2.safetensors
   /usr/bin/python3 train/model_info.py MODEL --set baseline_vae_test_elbo_per_frame=1213.7734"""
 import argparse
 import json

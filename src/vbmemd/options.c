@@ -83,7 +83,7 @@ static const opt_def opt_defs[O_COUNT] = {
     {"models-dir", OPT_STR, NULL,
      "directory of model files NAME.safetensors, reloaded on SIGHUP (default: the bundled models; "
      "\"\" for none)"},
-    {"default-model", OPT_STR, "fashion-mnist-mixture",
+    {"default-model", OPT_STR, "fashion-mnist-mixture-v2",
      "model of sessions created without \"model\" or \"code_size\" (\"\" for none)"},
     {"threads", OPT_INT, NULL, "solver worker threads (default: the number of online CPUs)"},
     {"queue-depth", OPT_INT, "256", "jobs that may wait for a worker; past it requests get 503"},

@@ -469,7 +469,7 @@ async function sessionsFlow(browser) {
     const keepId = await shownId(page);
     const keep = (await api(d, 'GET', '/v1/sessions/' + keepId)).body;
     check(keep.kind === 'mixture' && keep.config.clusters === 5 && keep.config.rows === 4 &&
-      keep.config.retain_max === 200 && keep.config.sigma_z2 === 0.5 && keep.model === 'fashion-mnist-mixture',
+      keep.config.retain_max === 200 && keep.config.sigma_z2 === 0.5 && keep.model === 'fashion-mnist-mixture-v2',
     `the options at creation reach the server (${JSON.stringify(keep.config)})`);
     check(await page.evaluate(() => location.hash) === '#session=' + keepId, 'the address holds the chosen session');
 
@@ -597,7 +597,7 @@ async function sessionsFlow(browser) {
     await page.waitForFunction((ids) => ids.every((id) => [...document.querySelectorAll('#session option')].some((o) => o.value === id)),
       [lat.id, tlat.id]);
     const groups = await page.evaluate(() => [...document.querySelectorAll('#session optgroup')].map((g) => g.label));
-    check(groups.includes('latent (codes)') && groups.includes('temporal, latent (codes)') && groups.includes('images of fashion-mnist-mixture'),
+    check(groups.includes('latent (codes)') && groups.includes('temporal, latent (codes)') && groups.includes('images of fashion-mnist-mixture-v2'),
       `the session list shows image, latent and temporal sessions, by kind (${groups.join(' | ')})`);
     const shared = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
     const w2 = watch(shared);
@@ -629,7 +629,7 @@ async function sessionsFlow(browser) {
     const importedId = await shownId(page);
     const imported = (await api(d, 'GET', `/v1/sessions/${importedId}/memory`)).body;
     check(JSON.stringify(imported) === JSON.stringify(onServer), 'Import makes a new session holding the exported memory, bit for bit');
-    check((await api(d, 'GET', `/v1/sessions/${importedId}`)).body.model === 'fashion-mnist-mixture', 'the imported session is on the model');
+    check((await api(d, 'GET', `/v1/sessions/${importedId}`)).body.model === 'fashion-mnist-mixture-v2', 'the imported session is on the model');
     check(await page.evaluate(() => location.hash) === '#session=' + importedId, 'the address follows the imported session');
     page.once('dialog', (dl) => dl.dismiss());
     await page.click('#delete-session');
@@ -679,7 +679,7 @@ async function sessionsFlow(browser) {
     const ls = (await api(d, 'GET', '/v1/sessions/' + await shownId(page))).body;
     check(ls.model === null && ls.code_size === 12 && ls.kind === 'gaussian' && ls.rows === 5,
       `a latent session created from the page (C=${ls.code_size}, ${ls.kind}, K=${ls.rows})`);
-    await page.selectOption('#model', 'fashion-mnist-mixture');
+    await page.selectOption('#model', 'fashion-mnist-mixture-v2');
 
     // a temporal session on the model: a sequence, the identities over time, a continuation
     await page.selectOption('#new-kind', 'temporal');
@@ -691,7 +691,7 @@ async function sessionsFlow(browser) {
     await page.waitForFunction((b) => { const v = document.querySelector('#session').value; return v.length === 32 && v !== b; }, before2);
     const tid = await shownId(page);
     const ts = (await api(d, 'GET', '/v1/sessions/' + tid)).body;
-    check(ts.kind === 'temporal' && ts.components === 3 && ts.model === 'fashion-mnist-mixture', 'a temporal session on the model, P = 3');
+    check(ts.kind === 'temporal' && ts.components === 3 && ts.model === 'fashion-mnist-mixture-v2', 'a temporal session on the model, P = 3');
     await page.waitForFunction(() => document.body.dataset.mode === 'temporal-image');
     check(await page.evaluate(() => !document.querySelector('#sequence-panel').hidden && document.querySelector('#samples-panel').hidden &&
       !document.querySelector('#episode-panel').hidden), 'a temporal session shows the episode and the sequence panels');

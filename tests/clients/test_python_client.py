@@ -33,7 +33,7 @@ import vbmem  # noqa: E402
 from daemon import Daemon  # noqa: E402
 from pngs import fashion_images, grey_png  # noqa: E402
 
-MODEL = "fashion-mnist-mixture"
+MODEL = "fashion-mnist-mixture-v2"
 
 
 # ---------------------------------------------------------------------------------- fixtures
@@ -238,7 +238,7 @@ def test_temporal_session(client, pngs):
     with pytest.raises(vbmem.VbmemError) as e:
         client.write_sequences(s, sequences=[seqs[0][:1]])
     assert e.value.status == 422 and e.value.field == "sequences[0].mu"
-    m = client.create_temporal_session(model="fashion-mnist-mixture")
+    m = client.create_temporal_session(model=MODEL)
     client.write_sequences(m, images=[pngs[:4], pngs[4:8]], iterations=3)
     km = client.continue_sequence(m, 2, images=pngs[8:11], format="png")
     assert len(km["images"]) == 2

@@ -148,9 +148,9 @@ def test_system_endpoints():
     c = FAST.client()
     expect(ok(c.request("GET", "/healthz"))["status"] == "ok")
     expect(ok(c.request("GET", "/readyz"))["status"] == "ready")
-    models = ok(c.request("GET", "/v1/models"))  # the bundled model (tests/http/test_images.py)
-    expect([m["name"] for m in models["models"]] == ["fashion-mnist-mixture"]
-           and models["default_model"] == "fashion-mnist-mixture", models)
+    models = ok(c.request("GET", "/v1/models"))  # the bundled models (tests/http/test_images.py)
+    expect(sorted(m["name"] for m in models["models"]) == ["fashion-mnist-mixture", "fashion-mnist-mixture-v2"]
+           and models["default_model"] == "fashion-mnist-mixture-v2", models)
     problem(c.request("GET", "/v1/models/mnist"), 404, "name")
     m = c.request("GET", "/metrics")
     expect(m.status == 200 and b"vbmemd_sessions" in m.body, "metrics")

@@ -29,7 +29,7 @@ BIN = None
 WRAPPER = None
 QUICK = False
 FAST = None
-MODEL = "fashion-mnist-mixture"
+MODEL = "fashion-mnist-mixture-v2"
 BUNDLED = os.path.join(ROOT, "models", MODEL + ".safetensors")
 C = 64
 

@@ -26,7 +26,7 @@ SHARED = None
 TMP = None
 DATA = os.path.join(ROOT, "tests", "data")
 RPM_FILE = os.path.join(DATA, "golden_rpm.safetensors")
-BUNDLED = os.path.join(ROOT, "models", "fashion-mnist-mixture.safetensors")
+BUNDLED = os.path.join(ROOT, "models", "fashion-mnist-mixture-v2.safetensors")
 NAME = "balls-rpm"
 with open(os.path.join(DATA, "golden_rpm_io.json")) as _f:
     GOLDEN = json.load(_f)
@@ -91,7 +91,7 @@ def write_vec_rpm(path):
 
 
 def setup_dir(tmp):
-    shutil.copy(BUNDLED, os.path.join(tmp, "fashion-mnist-mixture.safetensors"))
+    shutil.copy(BUNDLED, os.path.join(tmp, "fashion-mnist-mixture-v2.safetensors"))
     shutil.copy(RPM_FILE, os.path.join(tmp, NAME + ".safetensors"))
     write_vec_rpm(os.path.join(tmp, VEC + ".safetensors"))
 
@@ -101,7 +101,7 @@ def setup_dir(tmp):
 def test_listing_and_description():
     c = SHARED.client()
     lst = ok(c.request("GET", "/v1/models"))
-    expect([m["name"] for m in lst["models"]] == ["fashion-mnist-mixture"], lst["models"])
+    expect([m["name"] for m in lst["models"]] == ["fashion-mnist-mixture-v2"], lst["models"])
     expect([m["name"] for m in lst["rpm_models"]] == [NAME, VEC] and lst["failed"] == [], lst)
     m = ok(c.request("GET", "/v1/models/" + NAME))
     expect(m["kind"] == "rpm" and m["factors"] == J and m["observation_size"] == 1 and m["latent_size"] == 1
@@ -200,7 +200,7 @@ def test_infer_errors():
     bad(None, "encoding", body={"observations": X, "encoding": "hex"})
     # models of the wrong kind, and none
     problem(c.request("POST", "/v1/models/nope/infer", {"observations": X}), 404, "name")
-    problem(c.request("POST", "/v1/models/fashion-mnist-mixture/infer", {"observations": X}), 422, "name",
+    problem(c.request("POST", "/v1/models/fashion-mnist-mixture-v2/infer", {"observations": X}), 422, "name",
             "not an RPM")
     problem(c.request("POST", "/v1/models/%s/encode" % NAME, {"observations": []}), 422, "name",
             "is an RPM")
@@ -220,7 +220,7 @@ def test_sighup_reload():
     """An RPM file added, replaced by another (a different lengthscale changes the posterior), then
     broken: each SIGHUP swaps the registry; a broken file is a failure entry and a 404."""
     with tempfile.TemporaryDirectory() as tmp:
-        shutil.copy(BUNDLED, os.path.join(tmp, "fashion-mnist-mixture.safetensors"))
+        shutil.copy(BUNDLED, os.path.join(tmp, "fashion-mnist-mixture-v2.safetensors"))
         d = start("--models-dir", tmp, "--threads", "2")
         try:
             c = d.client()
@@ -264,7 +264,7 @@ def test_sighup_reload():
             lst = reload()
             expect(lst["rpm_models"] == [] and lst["failed"][0]["file"] == NAME + ".safetensors", lst)
             problem(c.request("POST", INFER, {"observations": X}), 404, "name")
-            ok(c.request("GET", "/v1/models/fashion-mnist-mixture"))
+            ok(c.request("GET", "/v1/models/fashion-mnist-mixture-v2"))
         finally:
             rc = d.stop()
             expect(rc == 0, "exit status %s" % rc)

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import zlib from "node:zlib";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-export const MODEL = "fashion-mnist-mixture";
+export const MODEL = "fashion-mnist-mixture-v2";
 const FASHION = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
 
 /** The vbmemd binary: $VBMEMD (relative to the working directory) or build/vbmemd of the tree. */
