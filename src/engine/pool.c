@@ -19,10 +19,10 @@ struct eng_pool {
     int accepting; /* 0 once draining began */
     int stop;      /* workers exit when set and the queue is empty */
     int nthreads;
-    int slots_free;     /* CPU slots not held by a worker (< 0: over for a moment after
+    int slots_free;        /* CPU slots not held by a worker (< 0: over for a moment after
                            waits); a job starts only with one */
-    pthread_key_t self; /* set to the pool in its own workers (eng_pool_block) */
-    pthread_key_t held; /* the vbm_scratch the calling worker holds for its job, or NULL */
+    pthread_key_t self;    /* set to the pool in its own workers (eng_pool_block) */
+    pthread_key_t held;    /* the vbm_scratch the calling worker holds for its job, or NULL */
     vbm_scratch **scratch; /* [nscratch], one per CPU slot */
     size_t *kept;          /* [nscratch] bytes scratch[i] kept after the last job that held it */
     int *spare;            /* spare[0..nspare): indices of the scratches no job holds */
@@ -165,8 +165,7 @@ vbm_status eng_pool_create_blocking(int threads, int waiters, int depth, eng_poo
         p->spare[i] = i;
         p->nscratch = p->nspare = i + 1;
     }
-    if (p->threads == NULL || p->nscratch < threads
-        || pthread_key_create(&p->self, NULL) != 0) {
+    if (p->threads == NULL || p->nscratch < threads || pthread_key_create(&p->self, NULL) != 0) {
         pool_free_scratch(p);
         free(p->threads);
         free(p);

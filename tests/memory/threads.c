@@ -383,10 +383,10 @@ START_TEST(scratch_pool_semantics)
     scratch_give(s, b, 300);
     scratch_give(s, a, 100);
     ck_assert_uint_eq(vbm_scratch_bytes(s), 400 * sizeof(double)); /* what it keeps */
-    ck_assert_ptr_eq(scratch_take(s, 50), a);  /* the smallest block large enough */
-    ck_assert_ptr_eq(scratch_take(s, 101), b); /* a is out: the next one that fits */
+    ck_assert_ptr_eq(scratch_take(s, 50), a);   /* the smallest block large enough */
+    ck_assert_ptr_eq(scratch_take(s, 101), b);  /* a is out: the next one that fits */
     ck_assert_uint_eq(vbm_scratch_bytes(s), 0); /* both taken */
-    double *c = scratch_take(s, 10);           /* the pool is empty: a new block */
+    double *c = scratch_take(s, 10);            /* the pool is empty: a new block */
     ck_assert_ptr_nonnull(c);
     ck_assert_ptr_ne(c, a);
     ck_assert_ptr_ne(c, b);
