@@ -2,6 +2,7 @@
  * kernel, bias/residual/activation stores, the job runner, and the vector helpers of group norm;
  * stubs on other targets. */
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "nets/kernels_avx2.h"
@@ -17,9 +18,11 @@ typedef struct {
     long img;
 } kern_avx2_seg;
 
-/* Where a run of panel columns goes: columns [c0, c0 + len) to out offsets off + l * osx. */
+/* Where a run of panel columns goes: columns [c0, c0 + len) to out offsets off + l * osx.
+ * pair: osx == 2, no residual, 8 columns, and the 16 floats from off within one output row
+ * (see kern_avx2_store). */
 typedef struct {
-    int c0, len;
+    int c0, len, pair;
     long off;
 } kern_avx2_dst;
 
@@ -227,6 +230,9 @@ static KERN_AVX2 void kern_avx2_pack_flat(const kern_job *g, long j0, int ncol, 
             }
         }
     }
+    /* channels outer: with a channel stride of a multiple of 4 KiB (64 images of 4 x 4 to
+     * 16 x 16) every channel's rows fall into the same L1 sets, and taps outer (all channels per
+     * tap) fetched each line again for every tap */
     float *row = bp;
     for (int c = 0; c < g->nc; c++) {
         const float *base = g->in + c * g->cs;
@@ -324,43 +330,84 @@ static KERN_AVX2 void kern_avx2_pack(const kern_job *g, const kern_avx2_seg *seg
     }
 }
 
-/* tile[r][0..23] = sum_k a[r][k] bp[k][0..23] for r < KERN_AVX2_MR (rows from mr on repeat row
- * mr - 1 and are not meant to be used): 12 accumulators, 3 vectors of B and one broadcast of A
- * in the 16 ymm registers. */
-static KERN_AVX2 void kern_avx2_kernel(long K, const float *a, long lda, int mr, const float *bp,
-                                       float *tile)
+/* acc[r][v] = sum_k a[m0 + r][k] bp[k][8v .. 8v + 7] for r < KERN_AVX2_MR (rows from mr on
+ * repeat row mr - 1 and are not meant to be used): 12 accumulators, 3 vectors of B and one
+ * broadcast of A in the 16 ymm registers. Always inlined, so that acc stays in registers. */
+static KERN_AVX2 inline __attribute__((always_inline)) void
+kern_avx2_gemm(const kern_job *g, int m0, int mr, const float *bp,
+               __m256 acc[KERN_AVX2_MR][KERN_AVX2_NV])
 {
-    __m256 c[KERN_AVX2_MR][KERN_AVX2_NV];
     const float *ar[KERN_AVX2_MR];
     _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
     {
-        _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) c[r][v] =
+        _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) acc[r][v] =
             _mm256_setzero_ps();
-        ar[r] = a + (long)(r < mr ? r : mr - 1) * lda;
+        ar[r] = g->a + (long)(m0 + (r < mr ? r : mr - 1)) * g->K;
     }
-    for (long k = 0; k < K; k++) {
+    for (long k = 0; k < g->K; k++) {
         __m256 b[KERN_AVX2_NV];
         _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) b[v] =
             _mm256_loadu_ps(bp + k * KERN_AVX2_PANEL + 8 * v);
         _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
         {
             __m256 av = _mm256_broadcast_ss(ar[r] + k);
-            _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) c[r][v] =
-                _mm256_fmadd_ps(av, b[v], c[r][v]);
+            _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) acc[r][v] =
+                _mm256_fmadd_ps(av, b[v], acc[r][v]);
         }
     }
+}
+
+/* tile[r][0..23] = rows m0 .. m0 + KERN_AVX2_MR - 1 of A times the panel (kern_avx2_gemm). */
+static KERN_AVX2 void kern_avx2_kernel(const kern_job *g, int m0, int mr, const float *bp,
+                                       float *tile)
+{
+    __m256 acc[KERN_AVX2_MR][KERN_AVX2_NV];
+    kern_avx2_gemm(g, m0, mr, bp, acc);
     _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
         _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++)
-            _mm256_storeu_ps(tile + r * KERN_AVX2_PANEL + 8 * v, c[r][v]);
+            _mm256_store_ps(tile + r * KERN_AVX2_PANEL + 8 * v, acc[r][v]);
+}
+
+/* The same for a panel of 24 consecutive output pixels from out offset off (a whole flat
+ * panel), stored straight from the accumulators with bias, residual and activation: the
+ * round trip through tile, whose stack address may alias the output's in the low 12 bits,
+ * made the stores wait (measured: 25-67 GFLOP/s from one process to the next, by where the
+ * stack fell). */
+static KERN_AVX2 void kern_avx2_kernel_out(const kern_job *g, int m0, int mr, const float *bp,
+                                           long off)
+{
+    __m256 acc[KERN_AVX2_MR][KERN_AVX2_NV];
+    kern_avx2_gemm(g, m0, mr, bp, acc);
+    _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
+    {
+        if (r >= mr)
+            break;
+        long m = m0 + r;
+        __m256 bias = _mm256_set1_ps(g->bias[m]);
+        float *o = g->out + m * g->ors + off;
+        const float *ad = g->add ? g->add + m * g->ors + off : NULL;
+        _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++)
+        {
+            __m256 x = _mm256_add_ps(acc[r][v], bias);
+            if (ad)
+                x = _mm256_add_ps(x, _mm256_loadu_ps(ad + 8 * v));
+            _mm256_storeu_ps(o + 8 * v, kern_avx2_act(x, g->act));
+        }
+    }
 }
 
 /* Rows m0 .. m0 + mr - 1 of tile (bias, residual, activation) into the output at the runs dst.
- * A whole run of 8 contiguous columns is one vector store; shorter runs and strided outputs
- * (a transposed convolution's phase) are stored lane by lane. */
+ * A whole run of 8 contiguous columns is one vector store. A pair run (every other pixel of a
+ * transposed convolution's phase) is two: its lanes spread to the even lanes of two vectors and
+ * blended into the 16 floats of the row there, whose odd pixels belong to another phase, written
+ * by another job, never at the same time (AVX2's masked stores, vmaskmovps, were slower on the
+ * AMD CPU measured than storing lane by lane). Other runs are stored lane by lane. */
 static KERN_AVX2 void kern_avx2_store(const kern_job *g, const kern_avx2_dst *dst, int nd, int m0,
                                       int mr, const float *tile)
 {
     float lane[8] __attribute__((aligned(32)));
+    const __m256i spread_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3),
+                  spread_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
     for (int r = 0; r < mr; r++) {
         long m = m0 + r;
         __m256 bias = _mm256_set1_ps(g->bias[m]);
@@ -375,6 +422,16 @@ static KERN_AVX2 void kern_avx2_store(const kern_job *g, const kern_avx2_dst *ds
                 _mm256_storeu_ps(orow + d->off, kern_avx2_act(v, g->act));
                 continue;
             }
+            if (d->pair) {
+                v = kern_avx2_act(v, g->act);
+                float *o = orow + d->off;
+                _mm256_storeu_ps(o, _mm256_blend_ps(_mm256_loadu_ps(o),
+                                                    _mm256_permutevar8x32_ps(v, spread_lo), 0x55));
+                _mm256_storeu_ps(o + 8,
+                                 _mm256_blend_ps(_mm256_loadu_ps(o + 8),
+                                                 _mm256_permutevar8x32_ps(v, spread_hi), 0x55));
+                continue;
+            }
             if (arow) {
                 for (int l = 0; l < 8; l++)
                     lane[l] = l < d->len ? arow[d->off + (long)l * g->osx] : 0.0f;
@@ -383,6 +440,30 @@ static KERN_AVX2 void kern_avx2_store(const kern_job *g, const kern_avx2_dst *ds
             _mm256_store_ps(lane, kern_avx2_act(v, g->act));
             for (int l = 0; l < d->len; l++)
                 orow[d->off + (long)l * g->osx] = lane[l];
+        }
+    }
+}
+
+/* Prefetch the output (to be written) and the residual (to be read) of the runs dst for all M
+ * rows before the kernels of a panel run, as kern_prefetch of kernels_avx512.c does: with a
+ * channel stride of a power of two (64 images of 16 x 16) the M rows of a run fall into the
+ * same few cache sets, and the stores waited for each line. Only for outputs with runs of
+ * stride 1 or 2 (not a dense layer's). */
+static KERN_AVX2 void kern_avx2_prefetch(const kern_job *g, const kern_avx2_dst *dst, int nd)
+{
+    if (g->osx > 2)
+        return;
+    for (int q = 0; q < nd; q++) {
+        long last = 4 * (long)(dst[q].len - 1) * g->osx;
+        for (int m = 0; m < g->M; m++) {
+            const char *o = (const char *)(g->out + m * g->ors + dst[q].off);
+            _mm_prefetch(o, _MM_HINT_T0);
+            _mm_prefetch(o + last, _MM_HINT_T0);
+            if (g->add) {
+                const char *a = (const char *)(g->add + m * g->ors + dst[q].off);
+                _mm_prefetch(a, _MM_HINT_T0);
+                _mm_prefetch(a + last, _MM_HINT_T0);
+            }
         }
     }
 }
@@ -397,6 +478,12 @@ static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
     kern_avx2_seg seg[KERN_AVX2_PANEL];
     kern_avx2_dst dst[KERN_AVX2_PANEL];
     float *bp = g->slots + (long)worker * g->K * KERN_PANEL;
+    /* on a 64-byte boundary when the thread's slot leaves room (K * (KERN_PANEL -
+     * KERN_AVX2_PANEL) floats past the panel, of which KERN_AVX2_SLACK are spilled into):
+     * unaligned, a third of the kernel's loads of B crossed a cache line (measured: the bundled
+     * model's 3 x 3 convolutions ran 1.9x slower) */
+    if (g->K * (KERN_PANEL - KERN_AVX2_PANEL) >= 15 + KERN_AVX2_SLACK)
+        bp += (64 - (uintptr_t)bp % 64) % 64 / sizeof(float);
     memset(tile + KERN_AVX2_MR * KERN_AVX2_PANEL, 0, 8 * sizeof(float));
     for (long p = b; p < e; p++) {
         long j0 = p * KERN_AVX2_PANEL;
@@ -404,20 +491,27 @@ static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
         if (flat) {
             kern_avx2_pack_flat(g, j0, ncol, bp);
             for (int c = 0; c < ncol; c += 8, nd++)
-                dst[nd] = (kern_avx2_dst){c, ncol - c < 8 ? ncol - c : 8, j0 + c};
+                dst[nd] = (kern_avx2_dst){c, ncol - c < 8 ? ncol - c : 8, 0, j0 + c};
         } else {
             int ns = kern_avx2_segments(g, j0, ncol, seg);
             kern_avx2_pack(g, seg, ns, ncol, bp);
-            for (nd = 0; nd < ns; nd++)
-                dst[nd] = (kern_avx2_dst){seg[nd].c0, seg[nd].len,
-                                          seg[nd].img * g->ois
-                                              + (long)(g->oy0 + seg[nd].ty * g->osy) * g->orow
-                                              + g->ox0 + (long)seg[nd].tx * g->osx};
+            for (nd = 0; nd < ns; nd++) {
+                const kern_avx2_seg *sg = &seg[nd];
+                long x = g->ox0 + (long)sg->tx * g->osx; /* the run's first output column */
+                dst[nd] = (kern_avx2_dst){
+                    sg->c0, sg->len, g->osx == 2 && !g->add && sg->len == 8 && x + 16 <= g->orow,
+                    sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow + x};
+            }
         }
+        kern_avx2_prefetch(g, dst, nd);
         for (int m0 = 0; m0 < g->M; m0 += KERN_AVX2_MR) {
             int mr = g->M - m0 < KERN_AVX2_MR ? g->M - m0 : KERN_AVX2_MR;
-            kern_avx2_kernel(g->K, g->a + (long)m0 * g->K, g->K, mr, bp, tile);
-            kern_avx2_store(g, dst, nd, m0, mr, tile);
+            if (flat && ncol == KERN_AVX2_PANEL) {
+                kern_avx2_kernel_out(g, m0, mr, bp, j0);
+            } else {
+                kern_avx2_kernel(g, m0, mr, bp, tile);
+                kern_avx2_store(g, dst, nd, m0, mr, tile);
+            }
         }
     }
 }
