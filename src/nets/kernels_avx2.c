@@ -7,9 +7,10 @@
 
 #include "nets/kernels_avx2.h"
 
-#define KERN_AVX2_RUNS  16 /* most column taps (nb) for which runs are packed by masked loads */
-#define KERN_AVX2_TAPS  49 /* most taps (na * nb) of a flat panel */
-#define KERN_AVX2_SLACK 8  /* floats a packed row may spill past its panel (see kern_avx2_pack) */
+#define KERN_AVX2_RUNS   16 /* most column taps (nb) for which runs are packed by masked loads */
+#define KERN_AVX2_TAPS   49 /* most taps (na * nb) of a flat panel */
+#define KERN_AVX2_SLACK  8  /* floats a packed row may spill past its panel (see kern_avx2_pack) */
+#define KERN_AVX2_CBLOCK 4  /* channels per block of a flat panel (see kern_avx2_pack_flat) */
 
 /* A run of at most 8 columns of a panel with the same image and grid row: panel columns
  * [c0, c0 + len) are grid columns (img, ty, tx .. tx + len - 1). */
@@ -230,15 +231,25 @@ static KERN_AVX2 void kern_avx2_pack_flat(const kern_job *g, long j0, int ncol, 
             }
         }
     }
-    /* channels outer: with a channel stride of a multiple of 4 KiB (64 images of 4 x 4 to
-     * 16 x 16) every channel's rows fall into the same L1 sets, and taps outer (all channels per
-     * tap) fetched each line again for every tap */
-    float *row = bp;
-    for (int c = 0; c < g->nc; c++) {
-        const float *base = g->in + c * g->cs;
-        for (int t = 0; t < T; t++, row += KERN_AVX2_PANEL)
-            for (int v = 0; v < KERN_AVX2_NV; v++)
-                _mm256_storeu_ps(row + 8 * v, _mm256_maskload_ps(base + off[v][t], msk[v][t]));
+    /* blocks of KERN_AVX2_CBLOCK channels outer, then taps and vectors, then the block's
+     * channels: a tap's mask and offset are loaded once per block, not once per B row (loaded
+     * once per row, their loads from the stack waited for the panel's stores whenever the low
+     * 12 bits of the addresses matched, and the timing moved with where the stack fell), and
+     * with a channel stride of a multiple of 4 KiB (64 images of 4 x 4 to 16 x 16), where every
+     * channel's rows fall into the same L1 sets, a block's lines stay in them for all taps */
+    const long rs = (long)T * KERN_AVX2_PANEL;
+    for (int c0 = 0; c0 < g->nc; c0 += KERN_AVX2_CBLOCK) {
+        int nb = g->nc - c0 < KERN_AVX2_CBLOCK ? g->nc - c0 : KERN_AVX2_CBLOCK;
+        const float *base = g->in + c0 * g->cs;
+        float *block = bp + c0 * rs;
+        for (int t = 0; t < T; t++)
+            for (int v = 0; v < KERN_AVX2_NV; v++) {
+                const __m256i m = msk[v][t];
+                const float *src = base + off[v][t];
+                float *row = block + t * KERN_AVX2_PANEL + 8 * v;
+                for (int c = 0; c < nb; c++, src += g->cs, row += rs)
+                    _mm256_storeu_ps(row, _mm256_maskload_ps(src, m));
+            }
     }
 }
 
@@ -468,6 +479,12 @@ static KERN_AVX2 void kern_avx2_prefetch(const kern_job *g, const kern_avx2_dst 
     }
 }
 
+/* The 64-byte boundary at or after p. */
+static float *kern_avx2_align(float *p)
+{
+    return p + (64 - (uintptr_t)p % 64) % 64 / sizeof(float);
+}
+
 /* Panels [b, e) on thread `worker`, packed into that thread's panel buffer. */
 static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
 {
@@ -483,7 +500,7 @@ static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
      * unaligned, a third of the kernel's loads of B crossed a cache line (measured: the bundled
      * model's 3 x 3 convolutions ran 1.9x slower) */
     if (g->K * (KERN_PANEL - KERN_AVX2_PANEL) >= 15 + KERN_AVX2_SLACK)
-        bp += (64 - (uintptr_t)bp % 64) % 64 / sizeof(float);
+        bp = kern_avx2_align(bp);
     memset(tile + KERN_AVX2_MR * KERN_AVX2_PANEL, 0, 8 * sizeof(float));
     for (long p = b; p < e; p++) {
         long j0 = p * KERN_AVX2_PANEL;
@@ -516,6 +533,90 @@ static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
     }
 }
 
+/* Two phases of a transposed convolution whose output columns interleave (see
+ * kern_avx2_go_pair): the panels of both, from the even job's grid. */
+typedef struct {
+    const kern_job *even, *odd;
+} kern_avx2_pair;
+
+/* Rows m0 .. m0 + mr - 1 of the two phases' tiles (bias, activation) into the output: run
+ * column l of the even phase goes to output column 2l of the run, the odd phase's to 2l + 1, so
+ * a whole run is 16 contiguous floats, two vector stores; shorter runs are stored lane by
+ * lane. */
+static KERN_AVX2 void kern_avx2_store_pair(const kern_job *g, const kern_avx2_dst *dst, int nd,
+                                           int m0, int mr, const float *t0, const float *t1)
+{
+    float lane[16] __attribute__((aligned(32)));
+    for (int r = 0; r < mr; r++) {
+        long m = m0 + r;
+        __m256 bias = _mm256_set1_ps(g->bias[m]);
+        float *orow = g->out + m * g->ors;
+        for (int q = 0; q < nd; q++) {
+            const kern_avx2_dst *d = &dst[q];
+            __m256 a = kern_avx2_act(
+                _mm256_add_ps(_mm256_loadu_ps(t0 + r * KERN_AVX2_PANEL + d->c0), bias), g->act);
+            __m256 b = kern_avx2_act(
+                _mm256_add_ps(_mm256_loadu_ps(t1 + r * KERN_AVX2_PANEL + d->c0), bias), g->act);
+            __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+            __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20),
+                   second = _mm256_permute2f128_ps(lo, hi, 0x31);
+            if (d->len == 8) {
+                _mm256_storeu_ps(orow + d->off, first);
+                _mm256_storeu_ps(orow + d->off + 8, second);
+                continue;
+            }
+            _mm256_store_ps(lane, first);
+            _mm256_store_ps(lane + 8, second);
+            for (int l = 0; l < 2 * d->len; l++)
+                orow[d->off + l] = lane[l];
+        }
+    }
+}
+
+/* Panels [b, e) of a pair on thread `worker`: each packed twice (the even and the odd phase's
+ * B) into the thread's slot. */
+static KERN_AVX2 void kern_avx2_run_pair(const void *v, long b, long e, int worker)
+{
+    const kern_avx2_pair *pr = v;
+    const kern_job *g = pr->even;
+    long N = g->n * g->ny * g->nx;
+    float t0[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
+    float t1[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
+    kern_avx2_seg seg[KERN_AVX2_PANEL];
+    kern_avx2_dst dst[KERN_AVX2_PANEL];
+    float *bp0 = kern_avx2_align(g->slots + (long)worker * 2 * g->K * KERN_PANEL);
+    float *bp1 = kern_avx2_align(bp0 + g->K * KERN_AVX2_PANEL + KERN_AVX2_SLACK);
+    memset(t0 + KERN_AVX2_MR * KERN_AVX2_PANEL, 0, 8 * sizeof(float));
+    memset(t1 + KERN_AVX2_MR * KERN_AVX2_PANEL, 0, 8 * sizeof(float));
+    for (long p = b; p < e; p++) {
+        long j0 = p * KERN_AVX2_PANEL;
+        int ncol = N - j0 < KERN_AVX2_PANEL ? (int)(N - j0) : KERN_AVX2_PANEL;
+        int ns = kern_avx2_segments(g, j0, ncol, seg);
+        kern_avx2_pack(g, seg, ns, ncol, bp0);
+        kern_avx2_pack(pr->odd, seg, ns, ncol, bp1);
+        for (int q = 0; q < ns; q++) {
+            const kern_avx2_seg *sg = &seg[q];
+            dst[q] = (kern_avx2_dst){sg->c0, sg->len, 0,
+                                     sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow
+                                         + g->ox0 + 2L * sg->tx};
+        }
+        for (int m0 = 0; m0 < g->M; m0 += KERN_AVX2_MR) {
+            int mr = g->M - m0 < KERN_AVX2_MR ? g->M - m0 : KERN_AVX2_MR;
+            kern_avx2_kernel(g, m0, mr, bp0, t0);
+            kern_avx2_kernel(pr->odd, m0, mr, bp1, t1);
+            kern_avx2_store_pair(g, dst, ns, m0, mr, t0, t1);
+        }
+    }
+}
+
+/* Run two phases of a transposed convolution with stride 2 as one job (see kernels_avx2.h). */
+void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd)
+{
+    kern_avx2_pair pr = {even, odd};
+    long N = even->n * even->ny * even->nx, P = (N + KERN_AVX2_PANEL - 1) / KERN_AVX2_PANEL;
+    team_for(t, P, 0, 2 * N * (even->K + even->M), kern_avx2_run_pair, &pr);
+}
+
 /* Run a job over the team, its panels the items. */
 void kern_avx2_go(team_t *t, const kern_job *g)
 {
@@ -528,6 +629,11 @@ void kern_avx2_go(team_t *t, const kern_job *g)
 void kern_avx2_go(team_t *t, const kern_job *g)
 {
     (void)t, (void)g;
+}
+
+void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd)
+{
+    (void)t, (void)even, (void)odd;
 }
 
 void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b, nets_act act)

@@ -30,6 +30,14 @@ int kern_avx2_available(void);
  * destinations. g->slots must hold K * KERN_PANEL floats per thread of t. Cannot fail. */
 void kern_avx2_go(team_t *t, const kern_job *g);
 
+/* Run two phases of a transposed convolution with stride 2 that write interleaved output
+ * columns as one job, so that each run of output columns is stored whole: even's columns at
+ * ox0 + 2 tx, odd's at ox0 + 1 + 2 tx. Both jobs must be filled as for kern_avx2_go with the
+ * same grid (n, ny, nx), M, K, output (out, bias, act, ors, ois, orow, oy0, osy) and slots,
+ * osx == 2, odd->ox0 == even->ox0 + 1, no residual (add NULL) and K >= 3; g->slots must hold
+ * 2 * K * KERN_PANEL floats per thread of t. Cannot fail. */
+void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd);
+
 /* x[i] = act(src[i] * a + b) for len floats, 8 lanes at a time (x may be src). */
 void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b, nets_act act);
 

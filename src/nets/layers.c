@@ -321,9 +321,9 @@ static long panel_need(const nets_layer *L, long n)
         if (L->stride == 2 && dil > K * KERN_PANEL * NETS_MAX_THREADS)
             return dil;
     }
-    if (L->type == NETS_L_CONVT2D) {
+    if (L->type == NETS_L_CONVT2D) { /* twice: the AVX2 engine packs two phases at a time */
         long t = (L->k + L->stride - 1) / L->stride;
-        K = L->cin * t * t;
+        K = 2 * L->cin * t * t;
     }
     if (L->type == NETS_L_DENSE)
         K = L->cin;
@@ -388,53 +388,90 @@ static void conv2d_kern(team_t *t, nets_path path, const nets_layer *L, long n, 
     kern_go(t, &g);
 }
 
-/* conv_transpose2d in the engine of path, phase by phase (see convt_phase_of); L may describe a
- * cropped output (out and pad_t/pad_l moved by the crop). */
+/* The engine's job for output phase (py, px) of conv_transpose2d layer L (see convt_phase_of),
+ * its weights at wp; L may describe a cropped output (out and pad_t/pad_l moved by the crop).
+ * g->K is set in any case; returns whether the phase has output pixels. */
+static int convt_job(const nets_layer *L, long n, const float *in, float *out, float *slots,
+                     nets_act act, int py, int px, const float *wp, kern_job *g)
+{
+    int s = L->stride;
+    convt_phase p;
+    convt_phase_of(L, py, px, &p);
+    memset(g, 0, sizeof *g);
+    g->a = wp;
+    g->M = L->cout;
+    g->K = (long)L->cin * p.ka * p.kb;
+    g->in = in;
+    g->H = L->in.h;
+    g->W = L->in.w;
+    g->is = (long)g->H * g->W;
+    g->cs = n * g->is;
+    g->nc = L->cin;
+    g->na = p.ka;
+    g->nb = p.kb;
+    g->sy = g->sx = 1;
+    g->dy0 = p.q0y;
+    g->dx0 = p.q0x;
+    g->day = g->dbx = -1;
+    g->n = n;
+    g->ny = p.nqy;
+    g->nx = p.nqx;
+    g->out = out;
+    g->bias = L->b;
+    g->ois = (long)L->out.h * L->out.w;
+    g->ors = n * g->ois;
+    g->orow = L->out.w;
+    g->oy0 = p.q0y * s + py - L->pad_t;
+    g->ox0 = p.q0x * s + px - L->pad_l;
+    g->osy = g->osx = s;
+    g->act = act;
+    g->slots = slots;
+    return p.nqy > 0 && p.nqx > 0;
+}
+
+/* Whether the AVX2 engine may run phases a and b of a stride-2 layer as one pair job
+ * (kern_avx2_go_pair): the same grid and weights' shape, b's output columns right after a's. */
+static int convt_pairs(const kern_job *a, const kern_job *b)
+{
+    return a->K == b->K && a->K >= 3 && a->ny == b->ny && a->nx == b->nx && a->oy0 == b->oy0
+           && b->ox0 == a->ox0 + 1;
+}
+
+/* conv_transpose2d in the engine of path, phase by phase (convt_job). On the AVX2 engine the
+ * two phases of a row of phases of a stride-2 layer run as one job when they pair (convt_pairs):
+ * their output columns interleave, and stored apart every store wrote every other float. */
 static void convt_kern(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
                        float *out, float *slots, nets_act act)
 {
     int s = L->stride;
     const float *wp = L->wp;
-    for (int py = 0; py < s; py++)
-        for (int px = 0; px < s; px++) {
-            convt_phase p;
-            convt_phase_of(L, py, px, &p);
-            long K = (long)L->cin * p.ka * p.kb;
-            kern_job g;
-            memset(&g, 0, sizeof g);
-            g.a = wp;
-            wp += L->cout * K;
-            if (p.nqy == 0 || p.nqx == 0)
-                continue;
-            g.M = L->cout;
-            g.K = K;
-            g.in = in;
-            g.H = L->in.h;
-            g.W = L->in.w;
-            g.is = (long)g.H * g.W;
-            g.cs = n * g.is;
-            g.nc = L->cin;
-            g.na = p.ka;
-            g.nb = p.kb;
-            g.sy = g.sx = 1;
-            g.dy0 = p.q0y;
-            g.dx0 = p.q0x;
-            g.day = g.dbx = -1;
-            g.n = n;
-            g.ny = p.nqy;
-            g.nx = p.nqx;
-            g.out = out;
-            g.bias = L->b;
-            g.ois = (long)L->out.h * L->out.w;
-            g.ors = n * g.ois;
-            g.orow = L->out.w;
-            g.oy0 = p.q0y * s + py - L->pad_t;
-            g.ox0 = p.q0x * s + px - L->pad_l;
-            g.osy = g.osx = s;
-            g.act = act;
-            g.slots = slots;
-            layers_kern(t, path, &g);
+    for (int py = 0; py < s; py++) {
+        if (path == NETS_PATH_ENGINE_AVX2 && s == 2) {
+            kern_job g0, g1;
+            int r0 = convt_job(L, n, in, out, slots, act, py, 0, wp, &g0);
+            wp += L->cout * g0.K;
+            int r1 = convt_job(L, n, in, out, slots, act, py, 1, wp, &g1);
+            wp += L->cout * g1.K;
+            if (r0 && r1 && convt_pairs(&g0, &g1)) {
+                kern_avx2_go_pair(t, &g0, &g1);
+            } else if (r0 && r1 && convt_pairs(&g1, &g0)) {
+                kern_avx2_go_pair(t, &g1, &g0);
+            } else {
+                if (r0)
+                    kern_avx2_go(t, &g0);
+                if (r1)
+                    kern_avx2_go(t, &g1);
+            }
+            continue;
         }
+        for (int px = 0; px < s; px++) {
+            kern_job g;
+            int run = convt_job(L, n, in, out, slots, act, py, px, wp, &g);
+            wp += L->cout * g.K;
+            if (run)
+                layers_kern(t, path, &g);
+        }
+    }
 }
 
 /* dense in the engine of path: out[i][m] = act(b[m] + sum_k w[m][k] in[i][k]); the batch is the
