@@ -7,7 +7,8 @@
 
 #include "nets/kernels_avx2.h"
 
-#define KERN_AVX2_RUNS   16 /* most column taps (nb) for which runs are packed by masked loads */
+#define KERN_AVX2_RUNS   16 /* most taps (na * nb) for which runs are packed by masked loads */
+#define KERN_AVX2_AHEAD  4  /* channels ahead that the packing of runs prefetches */
 #define KERN_AVX2_TAPS   49 /* most taps (na * nb) of a flat panel */
 #define KERN_AVX2_SLACK  8  /* floats a packed row may spill past its panel (see kern_avx2_pack) */
 #define KERN_AVX2_CBLOCK 4  /* channels per block of a flat panel (see kern_avx2_pack_flat) */
@@ -254,7 +255,7 @@ static KERN_AVX2 void kern_avx2_pack_flat(const kern_job *g, long j0, int ncol, 
 }
 
 /* Fill the panel bp (K rows of KERN_AVX2_PANEL floats) for the runs seg; columns from ncol on
- * are zero. With sx == 1 (and at most KERN_AVX2_RUNS column taps) each (row, run) is one masked
+ * are zero. With sx == 1 (and at most KERN_AVX2_RUNS taps) each (row, run) is one masked
  * load of 8 lanes (the mask drops the pixels left or right of the image) stored whole: the
  * lanes past the run are 0 and are overwritten by the next run, or, past the row's last run,
  * land in columns from ncol on or in the next row before it is written (the rows are written
@@ -265,36 +266,44 @@ static KERN_AVX2 void kern_avx2_pack(const kern_job *g, const kern_avx2_seg *seg
 {
     const __m256 zero = _mm256_setzero_ps();
     const int tail = ncol < KERN_AVX2_PANEL ? ncol / 8 : KERN_AVX2_NV; /* first vector to zero */
-    if (g->sx == 1 && g->nb <= KERN_AVX2_RUNS) {
-        __m256i xm[KERN_AVX2_PANEL][KERN_AVX2_RUNS];
-        int xo[KERN_AVX2_PANEL][KERN_AVX2_RUNS];
+    if (g->sx == 1 && g->na * g->nb <= KERN_AVX2_RUNS) {
+        /* per run q and tap t: the offset of the run's lane 0 from a channel's base and the
+         * mask of its lanes inside the image (none for a row outside it) */
+        const int T = g->na * g->nb;
+        __m256i msk[KERN_AVX2_PANEL][KERN_AVX2_RUNS];
+        long off[KERN_AVX2_PANEL][KERN_AVX2_RUNS];
         for (int q = 0; q < ns; q++)
-            for (int tb = 0; tb < g->nb; tb++) {
-                int x0 = seg[q].tx + g->dx0 + tb * g->dbx;
-                int lo = x0 < 0 ? -x0 : 0, hi = g->W - x0 < seg[q].len ? g->W - x0 : seg[q].len;
-                xm[q][tb] = kern_avx2_range(lo, hi > lo ? hi : lo);
-                xo[q][tb] = hi > lo ? x0 : 0;
+            for (int ta = 0; ta < g->na; ta++) {
+                int y = seg[q].ty * g->sy + g->dy0 + ta * g->day;
+                for (int tb = 0; tb < g->nb; tb++) {
+                    int x0 = seg[q].tx + g->dx0 + tb * g->dbx, t = ta * g->nb + tb;
+                    int lo = x0 < 0 ? -x0 : 0, hi = g->W - x0 < seg[q].len ? g->W - x0 : seg[q].len;
+                    if ((unsigned)y >= (unsigned)g->H || hi <= lo) {
+                        msk[q][t] = _mm256_setzero_si256();
+                        off[q][t] = 0;
+                    } else {
+                        msk[q][t] = kern_avx2_range(lo, hi);
+                        off[q][t] = seg[q].img * g->is + (long)y * g->W + x0;
+                    }
+                }
             }
         float *row = bp;
         for (int c = 0; c < g->nc; c++) {
             const float *base = g->in + c * g->cs;
-            for (int ta = 0; ta < g->na; ta++) {
-                int dy = g->dy0 + ta * g->day;
-                for (int tb = 0; tb < g->nb; tb++, row += KERN_AVX2_PANEL) {
-                    for (int v = tail; v < KERN_AVX2_NV; v++)
-                        _mm256_storeu_ps(row + 8 * v, zero);
-                    for (int q = 0; q < ns; q++) {
-                        const kern_avx2_seg *sg = &seg[q];
-                        int y = sg->ty * g->sy + dy;
-                        if ((unsigned)y >= (unsigned)g->H) {
-                            _mm256_storeu_ps(row + sg->c0, zero);
-                            continue;
-                        }
-                        const float *src = base + sg->img * g->is + (long)y * g->W;
-                        _mm256_storeu_ps(row + sg->c0,
-                                         _mm256_maskload_ps(src + xo[q][tb], xm[q][tb]));
-                    }
-                }
+            /* the lines of the channel KERN_AVX2_AHEAD on: with a channel stride of a multiple
+             * of 4 KiB every channel falls into the same L1 sets, and the loads of each new
+             * channel waited for L2 */
+            if (c + KERN_AVX2_AHEAD < g->nc)
+                for (int q = 0; q < ns; q++)
+                    for (int t = 0; t < T; t += g->nb)
+                        _mm_prefetch((const char *)(base + KERN_AVX2_AHEAD * g->cs + off[q][t]),
+                                     _MM_HINT_T0);
+            for (int t = 0; t < T; t++, row += KERN_AVX2_PANEL) {
+                for (int v = tail; v < KERN_AVX2_NV; v++)
+                    _mm256_storeu_ps(row + 8 * v, zero);
+                for (int q = 0; q < ns; q++)
+                    _mm256_storeu_ps(row + seg[q].c0,
+                                     _mm256_maskload_ps(base + off[q][t], msk[q][t]));
             }
         }
         return;
