@@ -391,8 +391,8 @@ static KERN_AVX2 void kern_avx2_kernel(const kern_job *g, int m0, int mr, const 
 /* The same for a panel of 24 consecutive output pixels from out offset off (a whole flat
  * panel), stored straight from the accumulators with bias, residual and activation: the
  * round trip through tile, whose stack address may alias the output's in the low 12 bits,
- * made the stores wait (measured: 25-67 GFLOP/s from one process to the next, by where the
- * stack fell). */
+ * made the stores wait (a timing of the bundled encoder's 3 x 3 convolution during
+ * development: 25-67 GFLOP/s from one process to the next, by where the stack fell; 97 after). */
 static KERN_AVX2 void kern_avx2_kernel_out(const kern_job *g, int m0, int mr, const float *bp,
                                            long off)
 {
@@ -506,8 +506,8 @@ static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
     float *bp = g->slots + (long)worker * g->K * KERN_PANEL;
     /* on a 64-byte boundary when the thread's slot leaves room (K * (KERN_PANEL -
      * KERN_AVX2_PANEL) floats past the panel, of which KERN_AVX2_SLACK are spilled into):
-     * unaligned, a third of the kernel's loads of B crossed a cache line (measured: the bundled
-     * model's 3 x 3 convolutions ran 1.9x slower) */
+     * unaligned, a third of the kernel's loads of B crossed a cache line (a timing during
+     * development: the bundled encoder's 3 x 3 convolution ran 1.7-1.9x slower) */
     if (g->K * (KERN_PANEL - KERN_AVX2_PANEL) >= 15 + KERN_AVX2_SLACK)
         bp = kern_avx2_align(bp);
     memset(tile + KERN_AVX2_MR * KERN_AVX2_PANEL, 0, 8 * sizeof(float));
