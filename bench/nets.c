@@ -335,7 +335,7 @@ static int torch_start(const bench_opts *o, const char *model, serve_proc *sp)
 }
 
 /* This program with --serve, as on a CPU without AVX-512 as far as software can make it:
- * VBMEM_NETS_NO_AVX512=1 (no engine), ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's AVX2 kernels) and
+ * VBMEM_NETS_NO_AVX512=1 (no AVX-512 engine; the AVX2 engine runs), ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's AVX2 kernels) and
  * OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernels, for the blas path and the ceiling). The
  * CPU underneath is still this one: its caches, clocks and memory are not an AVX2 machine's. */
 static int avx2_start(const bench_opts *o, const char *model, serve_proc *sp)
@@ -541,9 +541,13 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
             const char *p = json_string_value(json_array_get(paths, i));
             bench_side *s = &res->side[ns++];
             s->proc = 1;
-            s->path = p && strcmp(p, "onednn") == 0 ? NETS_PATH_ONEDNN : NETS_PATH_BLAS;
+            s->path = p && strcmp(p, "onednn") == 0        ? NETS_PATH_ONEDNN
+                      : p && strcmp(p, "engine-avx2") == 0 ? NETS_PATH_ENGINE_AVX2
+                                                           : NETS_PATH_BLAS;
             if (s->path == NETS_PATH_ONEDNN)
                 snprintf(s->label, sizeof s->label, "onednn (%s, capped)", isa ? isa : "?");
+            else if (s->path == NETS_PATH_ENGINE_AVX2)
+                snprintf(s->label, sizeof s->label, "engine-avx2 (AVX2)");
             else
                 snprintf(s->label, sizeof s->label, "blas (OpenBLAS %s)", core ? core : "?");
         }
@@ -591,7 +595,7 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
 }
 
 /* --serve MODEL: the AVX2 server's side. First line {"ready": true, "isa": oneDNN's ISA,
- * "blas": OpenBLAS's kernels, "paths": [the paths that run here but the engine]}; then per
+ * "blas": OpenBLAS's kernels, "paths": [the paths that run here but the AVX-512 engine]}; then per
  * request line "ceiling" (GFLOP/s of one sgemm) or "encode|decode PATH [warm]" (seconds of the
  * fastest of CALLS_PER_ROUND calls; "nan" on a failure); exits at EOF. */
 static int serve_main(const char *model, long frames, int threads)
@@ -609,8 +613,9 @@ static int serve_main(const char *model, long frames, int threads)
         return 1;
     }
     printf("{\"ready\": true, \"isa\": \"%s\", \"blas\": \"%s\", \"paths\": [%s%s%s]}\n",
-           nets_dnn_isa(), blas_core(), nets_path_runs(NETS_PATH_ONEDNN) ? "\"onednn\"" : "",
-           nets_path_runs(NETS_PATH_ONEDNN) ? ", " : "", "\"blas\"");
+           nets_dnn_isa(), blas_core(),
+           nets_path_runs(NETS_PATH_ENGINE_AVX2) ? "\"engine-avx2\", " : "",
+           nets_path_runs(NETS_PATH_ONEDNN) ? "\"onednn\", " : "", "\"blas\"");
     fflush(stdout);
     ceiling_sample(ga, gb, gc); /* warm-up */
     char line[256];
@@ -621,9 +626,10 @@ static int serve_main(const char *model, long frames, int threads)
             if (strcmp(what, "ceiling") == 0) {
                 v = ceiling_sample(ga, gb, gc);
             } else {
-                nets_path p = strcmp(pname, "onednn") == 0   ? NETS_PATH_ONEDNN
-                              : strcmp(pname, "engine") == 0 ? NETS_PATH_ENGINE
-                                                             : NETS_PATH_BLAS;
+                nets_path p = strcmp(pname, "onednn") == 0        ? NETS_PATH_ONEDNN
+                              : strcmp(pname, "engine") == 0      ? NETS_PATH_ENGINE
+                              : strcmp(pname, "engine-avx2") == 0 ? NETS_PATH_ENGINE_AVX2
+                                                                  : NETS_PATH_BLAS;
                 int k = strcmp(what, "decode") == 0;
                 if (b.ws[p])
                     v = time_path(&b, p, k, strcmp(warm, "warm") == 0);
@@ -694,6 +700,22 @@ static void print_model(const bench_opts *o, const model_result *r)
         }
         printf("\n");
     }
+    /* in the AVX2 server: its AVX2 engine against its other paths */
+    for (int si = 0; si < r->n_sides; si++) {
+        if (r->side[si].proc != 1 || r->side[si].path != NETS_PATH_ENGINE_AVX2)
+            continue;
+        for (int sj = 0; sj < r->n_sides; sj++) {
+            if (sj == si || r->side[sj].proc != 1)
+                continue;
+            printf("  %s / %s:", r->side[si].label, r->side[sj].label);
+            for (int k = 0; k < 2; k++) {
+                for (int i = 0; i < R; i++)
+                    tmp[i] = r->t[sj][k][i] / r->t[si][k][i];
+                printf(" %s %.2fx", k == 0 ? "encode" : "decode", bench_median(tmp, R));
+            }
+            printf("\n");
+        }
+    }
     fflush(stdout);
 }
 
@@ -709,9 +731,10 @@ static void usage(void)
             "random\n"
             "  weights written to a temporary file, or to --keep-cifar FILE), on every path of "
             "the networks\n"
-            "  this process can run (engine, onednn, blas), on the onednn and blas paths of a "
-            "server process\n"
-            "  limited to AVX2 kernels (--no-avx2: none), and PyTorch (bench/ref/nets_torch.py "
+            "  this process can run (engine, onednn, blas), on the engine-avx2, onednn and blas "
+            "paths of a\n"
+            "  server process limited to AVX2 kernels (--no-avx2: none), and PyTorch "
+            "(bench/ref/nets_torch.py "
             "--serve under\n"
             "  --root, default \".\"; --no-torch: none), all with the same number of threads "
             "(default: online\n"
@@ -801,7 +824,7 @@ int main(int argc, char **argv)
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset", nets_dnn_isa(),
            nets_path_name(nets_path_default()));
     if (o.avx2)
-        printf("  AVX2 server: this program again with VBMEM_NETS_NO_AVX512=1, "
+        printf("  AVX2 server: this program again with VBMEM_NETS_NO_AVX512=1 (the AVX2 engine), "
                "ONEDNN_MAX_CPU_ISA=AVX2, OPENBLAS_CORETYPE=Haswell\n"
                "  (AVX2 kernels on this CPU, not an AVX2-only CPU); its rows' ceiling is its own "
                "sgemm\n");

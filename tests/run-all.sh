@@ -68,8 +68,9 @@ ninja -C build
 stage "the networks' paths on this CPU (tests/nets_path.c: the networks' own probe)"
 if build/tests/nets-path avx512 true; then
   echo "AVX-512F: nets, images and images-integration run on the AVX-512 engine, their -generic twins on"
-  echo "the default path of a CPU without it (VBMEM_NETS_NO_AVX512=1: oneDNN where the build has it, else blas);"
-  echo "nets-onednn, nets-onednn-avx2 and nets-blas on each other path, nets-paths-parity compares them all"
+  echo "the default path of a CPU without it (VBMEM_NETS_NO_AVX512=1: the AVX2 engine where AVX2 and FMA run,"
+  echo "else oneDNN where the build has it, else blas); nets-avx2, nets-onednn, nets-onednn-avx2 and nets-blas"
+  echo "on each other path, nets-paths-parity compares them all"
 else
   echo "no AVX-512F: the networks' tests run on the default path (nets-generic, images-generic,"
   echo "images-integration-generic) and on each other path this build has; the AVX-512 runs are not possible here (SKIP)"
@@ -130,12 +131,16 @@ ninja -C build-tsan tests/test-models test-nets
 # cannot map its shadow memory under the larger randomisation of some kernels)
 tsan_run() { if setarch "$(uname -m)" -R true 2>/dev/null; then setarch "$(uname -m)" -R "$@"; else "$@"; fi; }
 TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-models
-# the networks' AVX-512 engine where the CPU has it, and the blas path; the
+# the networks' AVX-512 engine where the CPU has it, the AVX2 engine where it has AVX2 and FMA,
+# and the blas path; the
 # oneDNN path is not run under ThreadSanitizer: its threads are libgomp's, which is not built
 # with it (every OpenMP barrier would be reported), and the layers our team runs there run on
 # the calling thread alone
 if build/tests/nets-path avx512 true >/dev/null; then
   TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" VBMEM_NETS_PATH=engine tsan_run build-tsan/test-nets
+fi
+if build/tests/nets-path avx2 true >/dev/null; then
+  TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" VBMEM_NETS_PATH=engine-avx2 tsan_run build-tsan/test-nets
 fi
 TSAN_OPTIONS=halt_on_error=1 VBMEM_TEST_DATA="$PWD/tests/data" VBMEM_NETS_PATH=blas tsan_run build-tsan/test-nets
 # the daemon's threaded building blocks: the worker pool (CPU slots, commit waiters, queue
@@ -147,9 +152,9 @@ CK_FORK=no TSAN_OPTIONS=halt_on_error=1 tsan_run build-tsan/tests/test-store
 
 stage "valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full: Check tests, vbmem-solve end to end, vbmemd's integration, security, images and durable stores (jobs in parallel, one per core)"
 # (valgrind does not emulate AVX-512: under it the networks take the default path of a CPU without
-# AVX-512F, oneDNN with its AVX2 kernels; the blas path runs under it below, and the ASan/UBSan
-# build above ran every path. tests/valgrind-onednn.supp holds the one report libgomp's pool
-# threads give at exit)
+# AVX-512F, the AVX2 engine; oneDNN with its AVX2 kernels and the blas path run under it below,
+# and the ASan/UBSan build above ran every path. tests/valgrind-onednn.supp holds the one report
+# libgomp's pool threads give at exit)
 # (test-demo, 20 episodes through the real networks, runs in the release and ASan builds only: under
 # valgrind it would take most of the CI budget)
 vg=(valgrind --suppressions=tests/valgrind-onednn.supp --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=3 -q)
@@ -169,8 +174,11 @@ for t in tests/test-models test-nets tests/test-images tests/test-temporal tests
   tests/test-memos tests/test-fuse; do
   pool_run "$(basename "$t")" env CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" "${vg[@]}" "build/$t"
 done
-# the networks' blas path (im2col + OpenBLAS sgemm) under valgrind too
+# the networks' blas path (im2col + OpenBLAS sgemm) and oneDNN path under valgrind too
 pool_run test-nets-blas env CK_FORK=no VBMEM_NETS_PATH=blas VBMEM_TEST_DATA="$PWD/tests/data" "${vg[@]}" build/test-nets
+if build/tests/nets-path onednn true >/dev/null; then
+  pool_run test-nets-onednn env CK_FORK=no VBMEM_NETS_PATH=onednn VBMEM_TEST_DATA="$PWD/tests/data" "${vg[@]}" build/test-nets
+fi
 # the served RPM (seed 004): GP posterior, rpm model file, parity with rpm.py; then its route
 pool_run test-rpm env CK_FORK=no VBMEM_TEST_DATA="$PWD/tests/data" "${vg[@]}" build/test-rpm
 pool_run rpm-route /usr/bin/python3 tests/http/test_rpm.py build/vbmemd --wrapper "$vgw"

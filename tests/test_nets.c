@@ -855,6 +855,10 @@ START_TEST(test_conv_transpose2d)
     check_convt(2, 3, 3, 2, 2, 3, 0, 2);
     check_convt(2, 3, 4, 3, 5, 3, 1, 2);
     check_convt(4, 40, 40, 2, 4, 2, 1, 3); /* several chunks */
+    /* odd kernel, stride 2, rows of 9 to 11 phase columns: the phases' weights differ in shape
+     * (they do not pair in the AVX2 engine, whose runs of 8 are then blended into the row) */
+    check_convt(2, 10, 11, 3, 3, 2, 1, 2);
+    check_convt(2, 9, 10, 3, 3, 2, 0, 2);
 }
 END_TEST
 
@@ -1281,15 +1285,29 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* Whether this CPU has AVX2 and FMA, whatever the environment says (the AVX2 engine's needs,
+ * probed here independently of kern_avx2_available). */
+static int cpu_avx2_fma(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
 /* Which path runs where: names, what this process can run, VBMEM_NETS_PATH's reading and its
- * errors, the default's order (the environment the process started with, else the engine where
- * it runs, else oneDNN where the build has it, else blas), and nets_workspace_set_path's
- * checks. */
+ * errors, the default's order (the environment the process started with, else the AVX-512
+ * engine where it runs, else the AVX2 engine where it runs, else oneDNN where the build has it,
+ * else blas), and nets_workspace_set_path's checks. */
 START_TEST(test_paths)
 {
     /* the default first: it is probed once, from the environment the process started with */
     const char *start = getenv("VBMEM_NETS_PATH");
+    int avx2 = cpu_avx2_fma();
     nets_path expect = kern_available()   ? NETS_PATH_ENGINE
+                       : avx2             ? NETS_PATH_ENGINE_AVX2
                        : nets_dnn_built() ? NETS_PATH_ONEDNN
                                           : NETS_PATH_BLAS;
     if (start && strcmp(start, "blas") == 0)
@@ -1298,16 +1316,20 @@ START_TEST(test_paths)
         expect = NETS_PATH_ONEDNN;
     if (start && strcmp(start, "engine") == 0 && kern_available())
         expect = NETS_PATH_ENGINE;
+    if (start && strcmp(start, "engine-avx2") == 0 && avx2)
+        expect = NETS_PATH_ENGINE_AVX2;
     ck_assert_str_eq(nets_path_name(nets_path_default()), nets_path_name(expect));
 
     ck_assert_str_eq(nets_path_name(NETS_PATH_AUTO), "auto");
     ck_assert_str_eq(nets_path_name(NETS_PATH_ENGINE), "engine");
+    ck_assert_str_eq(nets_path_name(NETS_PATH_ENGINE_AVX2), "engine-avx2");
     ck_assert_str_eq(nets_path_name(NETS_PATH_ONEDNN), "onednn");
     ck_assert_str_eq(nets_path_name(NETS_PATH_BLAS), "blas");
     ck_assert_str_eq(nets_path_name((nets_path)42), "?");
     ck_assert_int_eq(nets_path_runs(NETS_PATH_AUTO), 1);
     ck_assert_int_eq(nets_path_runs(NETS_PATH_BLAS), 1);
     ck_assert_int_eq(nets_path_runs(NETS_PATH_ENGINE), kern_available());
+    ck_assert_int_eq(nets_path_runs(NETS_PATH_ENGINE_AVX2), avx2);
     ck_assert_int_eq(nets_path_runs(NETS_PATH_ONEDNN), nets_dnn_built());
 
     vbm_error err;
@@ -1325,7 +1347,19 @@ START_TEST(test_paths)
     p = NETS_PATH_BLAS;
     ck_assert_int_eq(nets_path_from_env(&p, &err), VBM_EINVAL);
     ck_assert_int_eq(p, NETS_PATH_AUTO);
-    ck_assert_msg(strstr(err.msg, "VBMEM_NETS_PATH=avx2: not a path") != NULL, "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "VBMEM_NETS_PATH=avx2: not a path of the networks (engine, "
+                                  "engine-avx2, onednn, blas)")
+                      != NULL,
+                  "%s", err.msg);
+    setenv("VBMEM_NETS_PATH", "engine-avx2", 1);
+    p = NETS_PATH_BLAS;
+    ck_assert_int_eq(nets_path_from_env(&p, &err), avx2 ? VBM_OK : VBM_EINVAL);
+    ck_assert_int_eq(p, avx2 ? NETS_PATH_ENGINE_AVX2 : NETS_PATH_AUTO);
+    if (!avx2)
+        ck_assert_msg(strstr(err.msg, "VBMEM_NETS_PATH=engine-avx2: the AVX2 engine needs a CPU "
+                                      "with AVX2 and FMA")
+                          != NULL,
+                      "%s", err.msg);
     setenv("VBMEM_NETS_PATH", "engine", 1);
     ck_assert_int_eq(nets_path_from_env(&p, &err), kern_available() ? VBM_OK : VBM_EINVAL);
     ck_assert_int_eq(p, kern_available() ? NETS_PATH_ENGINE : NETS_PATH_AUTO);
@@ -1350,6 +1384,12 @@ START_TEST(test_paths)
     ck_assert_int_eq(nets_workspace_set_path(ws, NETS_PATH_ENGINE, &err),
                      kern_available() ? VBM_OK : VBM_EINVAL);
     ck_assert_int_eq(ws->path, kern_available() ? NETS_PATH_ENGINE : NETS_PATH_BLAS);
+    ck_assert_int_eq(nets_workspace_set_path(ws, NETS_PATH_ENGINE_AVX2, &err),
+                     avx2 ? VBM_OK : VBM_EINVAL);
+    if (avx2)
+        ck_assert_int_eq(ws->path, NETS_PATH_ENGINE_AVX2);
+    else
+        ck_assert_msg(strstr(err.msg, "needs a CPU with AVX2 and FMA") != NULL, "%s", err.msg);
     ck_assert_int_eq(nets_workspace_set_path(ws, NETS_PATH_ONEDNN, &err),
                      nets_dnn_built() ? VBM_OK : VBM_EINVAL);
     if (!nets_dnn_built())

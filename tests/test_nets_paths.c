@@ -1,12 +1,12 @@
 /* test_nets_paths.c -- parity of the networks' paths on this machine, on whole networks: the
- * AVX-512 engine (src/nets/kernels_avx512.c), oneDNN with the CPU's own kernels (both in this
- * process, by nets_workspace_set_path) and oneDNN capped to its AVX2 kernels (this program
+ * AVX-512 engine (src/nets/kernels_avx512.c), the AVX2 engine (kernels_avx2.c), oneDNN with the
+ * CPU's own kernels (all in this process, by nets_workspace_set_path) and oneDNN capped to its AVX2 kernels (this program
  * again, as a child process with ONEDNN_MAX_CPU_ISA=AVX2, since oneDNN reads that once per
  * process), each against the blas path (im2col + OpenBLAS sgemm, in this process): the bundled
  * model and the three golden models of train/golden_nets.py, encoded and decoded at batch sizes
  * 1, 7 and 64 (64 on one thread and on three). Every output (code means, log variances, pixel
  * means and scales) must agree within float32 tolerance (PATHS_TOL below). The paths that cannot
- * run here (the engine without AVX-512F, oneDNN without libdnnl) are left out with a line
+ * run here (an engine without its instructions, oneDNN without libdnnl) are left out with a line
  * saying so; when none but blas runs the program exits 77 (meson's SKIP).
  *
  * usage: test-nets-paths            (the comparison)
@@ -288,6 +288,16 @@ int main(int argc, char **argv)
         printf("test-nets-paths: the AVX-512 engine does not run here (%s): not compared\n",
                getenv("VBMEM_NETS_NO_AVX512") != NULL ? "VBMEM_NETS_NO_AVX512 is set"
                                                       : "this CPU has no AVX-512F");
+    }
+    if (nets_path_runs(NETS_PATH_ENGINE_AVX2)) {
+        if (paths_all(NETS_PATH_ENGINE_AVX2, &o) != 0 || o.n != ref.n)
+            return 1;
+        bad += paths_compare("the AVX2 engine", o.v, ref.v, ref.n);
+        compared++;
+        o.n = 0;
+    } else {
+        printf("test-nets-paths: the AVX2 engine does not run here (this CPU has no AVX2 and "
+               "FMA): not compared\n");
     }
     if (nets_path_runs(NETS_PATH_ONEDNN)) {
         char name[64];

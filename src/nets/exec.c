@@ -138,7 +138,7 @@ static int run_seq(exec_t *e, const nets_seq *s, int cur, unsigned prot)
         case NETS_L_GROUP_NORM:
             if (inplace_ok)
                 o = cur;
-            nets_layer_group_norm(t, L, n, e->buf[cur], e->buf[o], act);
+            nets_layer_group_norm(t, e->path, L, n, e->buf[cur], e->buf[o], act);
             cur = o;
             break;
         case NETS_L_RELU:

@@ -1,12 +1,14 @@
 /* layers.c -- the layers: conv2d, conv_transpose2d (by output phases) and dense (in the AVX-512
- * engine where it runs, else by im2col + cblas_sgemm), group norm, activations, center crop and
- * layout changes, each over a batch on the team's threads; plus the per-phase weight repacking. */
+ * or AVX2 engine on their paths, else by im2col + cblas_sgemm), group norm, activations, center
+ * crop and layout changes, each over a batch on the team's threads; plus the per-phase weight
+ * repacking. */
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nets/kernels_avx2.h"
 #include "nets/kernels_avx512.h"
 #include "nets/layers.h"
 
@@ -292,7 +294,22 @@ void nets_from_cnhw(team_t *t, const float *in, float *out, long n, long c, long
     par_for(t, c, n * c * hw, from_cnhw_run, &j);
 }
 
-/* ---- layers in the AVX-512 engine (kernels_avx512.h) ---- */
+/* ---- layers in the engines (kernels_avx512.h, kernels_avx2.h) ---- */
+
+/* Whether path runs the GEMM-shaped layers in one of the engines. */
+static int layers_engine(nets_path path)
+{
+    return path == NETS_PATH_ENGINE || path == NETS_PATH_ENGINE_AVX2;
+}
+
+/* Run job g in the engine of path (NETS_PATH_ENGINE or NETS_PATH_ENGINE_AVX2). */
+static void layers_kern(team_t *t, nets_path path, kern_job *g)
+{
+    if (path == NETS_PATH_ENGINE_AVX2)
+        kern_avx2_go(t, g);
+    else
+        kern_go(t, g);
+}
 
 /* Floats of panel buffers a layer needs in the engine (one per thread at most). */
 static long panel_need(const nets_layer *L, long n)
@@ -304,18 +321,18 @@ static long panel_need(const nets_layer *L, long n)
         if (L->stride == 2 && dil > K * KERN_PANEL * NETS_MAX_THREADS)
             return dil;
     }
-    if (L->type == NETS_L_CONVT2D) {
+    if (L->type == NETS_L_CONVT2D) { /* twice: the AVX2 engine packs two phases at a time */
         long t = (L->k + L->stride - 1) / L->stride;
-        K = L->cin * t * t;
+        K = 2 * L->cin * t * t;
     }
     if (L->type == NETS_L_DENSE)
         K = L->cin;
     return K * KERN_PANEL * NETS_MAX_THREADS;
 }
 
-/* conv2d in the engine; add (NULL or like out) is added before act. */
-static void conv2d_kern(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                        const float *add, float *slots, nets_act act)
+/* conv2d in the engine of path; add (NULL or like out) is added before act. */
+static void conv2d_kern(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                        float *out, const float *add, float *slots, nets_act act)
 {
     kern_job g;
     memset(&g, 0, sizeof g);
@@ -346,6 +363,10 @@ static void conv2d_kern(team_t *t, const nets_layer *L, long n, const float *in,
     g.act = act;
     g.slots = slots;
     g.flat = L->stride == 1 && L->out.h == L->in.h && L->out.w == L->in.w;
+    if (path == NETS_PATH_ENGINE_AVX2) { /* packed panels only: no deinterleaved copy */
+        kern_avx2_go(t, &g);
+        return;
+    }
     if (g.sx == 2) {
         /* stride 2: in direct mode from a deinterleaved copy of the input (in the panel
          * buffers, which direct mode does not use), if its grid rows are 9 or more columns
@@ -367,59 +388,96 @@ static void conv2d_kern(team_t *t, const nets_layer *L, long n, const float *in,
     kern_go(t, &g);
 }
 
-/* conv_transpose2d in the engine, phase by phase (see convt_phase_of); L may describe a
- * cropped output (out and pad_t/pad_l moved by the crop). */
-static void convt_kern(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                       float *slots, nets_act act)
+/* The engine's job for output phase (py, px) of conv_transpose2d layer L (see convt_phase_of),
+ * its weights at wp; L may describe a cropped output (out and pad_t/pad_l moved by the crop).
+ * g->K is set in any case; returns whether the phase has output pixels. */
+static int convt_job(const nets_layer *L, long n, const float *in, float *out, float *slots,
+                     nets_act act, int py, int px, const float *wp, kern_job *g)
+{
+    int s = L->stride;
+    convt_phase p;
+    convt_phase_of(L, py, px, &p);
+    memset(g, 0, sizeof *g);
+    g->a = wp;
+    g->M = L->cout;
+    g->K = (long)L->cin * p.ka * p.kb;
+    g->in = in;
+    g->H = L->in.h;
+    g->W = L->in.w;
+    g->is = (long)g->H * g->W;
+    g->cs = n * g->is;
+    g->nc = L->cin;
+    g->na = p.ka;
+    g->nb = p.kb;
+    g->sy = g->sx = 1;
+    g->dy0 = p.q0y;
+    g->dx0 = p.q0x;
+    g->day = g->dbx = -1;
+    g->n = n;
+    g->ny = p.nqy;
+    g->nx = p.nqx;
+    g->out = out;
+    g->bias = L->b;
+    g->ois = (long)L->out.h * L->out.w;
+    g->ors = n * g->ois;
+    g->orow = L->out.w;
+    g->oy0 = p.q0y * s + py - L->pad_t;
+    g->ox0 = p.q0x * s + px - L->pad_l;
+    g->osy = g->osx = s;
+    g->act = act;
+    g->slots = slots;
+    return p.nqy > 0 && p.nqx > 0;
+}
+
+/* Whether the AVX2 engine may run phases a and b of a stride-2 layer as one pair job
+ * (kern_avx2_go_pair): the same grid and weights' shape, b's output columns right after a's. */
+static int convt_pairs(const kern_job *a, const kern_job *b)
+{
+    return a->K == b->K && a->K >= 3 && a->ny == b->ny && a->nx == b->nx && a->oy0 == b->oy0
+           && b->ox0 == a->ox0 + 1;
+}
+
+/* conv_transpose2d in the engine of path, phase by phase (convt_job). On the AVX2 engine the
+ * two phases of a row of phases of a stride-2 layer run as one job when they pair (convt_pairs):
+ * their output columns interleave, and stored apart every store wrote every other float. */
+static void convt_kern(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                       float *out, float *slots, nets_act act)
 {
     int s = L->stride;
     const float *wp = L->wp;
-    for (int py = 0; py < s; py++)
-        for (int px = 0; px < s; px++) {
-            convt_phase p;
-            convt_phase_of(L, py, px, &p);
-            long K = (long)L->cin * p.ka * p.kb;
-            kern_job g;
-            memset(&g, 0, sizeof g);
-            g.a = wp;
-            wp += L->cout * K;
-            if (p.nqy == 0 || p.nqx == 0)
-                continue;
-            g.M = L->cout;
-            g.K = K;
-            g.in = in;
-            g.H = L->in.h;
-            g.W = L->in.w;
-            g.is = (long)g.H * g.W;
-            g.cs = n * g.is;
-            g.nc = L->cin;
-            g.na = p.ka;
-            g.nb = p.kb;
-            g.sy = g.sx = 1;
-            g.dy0 = p.q0y;
-            g.dx0 = p.q0x;
-            g.day = g.dbx = -1;
-            g.n = n;
-            g.ny = p.nqy;
-            g.nx = p.nqx;
-            g.out = out;
-            g.bias = L->b;
-            g.ois = (long)L->out.h * L->out.w;
-            g.ors = n * g.ois;
-            g.orow = L->out.w;
-            g.oy0 = p.q0y * s + py - L->pad_t;
-            g.ox0 = p.q0x * s + px - L->pad_l;
-            g.osy = g.osx = s;
-            g.act = act;
-            g.slots = slots;
-            kern_go(t, &g);
+    for (int py = 0; py < s; py++) {
+        if (path == NETS_PATH_ENGINE_AVX2 && s == 2) {
+            kern_job g0, g1;
+            int r0 = convt_job(L, n, in, out, slots, act, py, 0, wp, &g0);
+            wp += L->cout * g0.K;
+            int r1 = convt_job(L, n, in, out, slots, act, py, 1, wp, &g1);
+            wp += L->cout * g1.K;
+            if (r0 && r1 && convt_pairs(&g0, &g1)) {
+                kern_avx2_go_pair(t, &g0, &g1);
+            } else if (r0 && r1 && convt_pairs(&g1, &g0)) {
+                kern_avx2_go_pair(t, &g1, &g0);
+            } else {
+                if (r0)
+                    kern_avx2_go(t, &g0);
+                if (r1)
+                    kern_avx2_go(t, &g1);
+            }
+            continue;
         }
+        for (int px = 0; px < s; px++) {
+            kern_job g;
+            int run = convt_job(L, n, in, out, slots, act, py, px, wp, &g);
+            wp += L->cout * g.K;
+            if (run)
+                layers_kern(t, path, &g);
+        }
+    }
 }
 
-/* dense in the engine: out[i][m] = act(b[m] + sum_k w[m][k] in[i][k]); the batch is the
+/* dense in the engine of path: out[i][m] = act(b[m] + sum_k w[m][k] in[i][k]); the batch is the
  * column grid (one image, one row of n columns, source stride cin). */
-static void dense_kern(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                       float *slots, nets_act act)
+static void dense_kern(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                       float *out, float *slots, nets_act act)
 {
     kern_job g;
     memset(&g, 0, sizeof g);
@@ -443,7 +501,7 @@ static void dense_kern(team_t *t, const nets_layer *L, long n, const float *in, 
     g.osx = L->cout;
     g.act = act;
     g.slots = slots;
-    kern_go(t, &g);
+    layers_kern(t, path, &g);
 }
 
 /* ---- convolutions ---- */
@@ -533,8 +591,8 @@ static void im2col_run(const void *v, long rb, long re, int worker)
 void nets_layer_conv2d(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
                        float *out, const float *add, float *col, nets_act act)
 {
-    if (path == NETS_PATH_ENGINE) {
-        conv2d_kern(t, L, n, in, out, add, col, act);
+    if (layers_engine(path)) {
+        conv2d_kern(t, path, L, n, in, out, add, col, act);
         return;
     }
     long HWo = (long)L->out.h * L->out.w, ldo = n * HWo;
@@ -638,8 +696,8 @@ static void phase_store_run(const void *v, long cb, long ce, int worker)
 void nets_layer_convt2d(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
                         float *out, float *col, nets_act act)
 {
-    if (path == NETS_PATH_ENGINE) {
-        convt_kern(t, L, n, in, out, col, act);
+    if (layers_engine(path)) {
+        convt_kern(t, path, L, n, in, out, col, act);
         return;
     }
     int s = L->stride, cin = L->cin, cout = L->cout;
@@ -678,8 +736,8 @@ void nets_layer_convt2d(team_t *t, nets_path path, const nets_layer *L, long n, 
 void nets_layer_dense(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
                       float *out, float *col, nets_act act)
 {
-    if (path == NETS_PATH_ENGINE) {
-        dense_kern(t, L, n, in, out, col, act);
+    if (layers_engine(path)) {
+        dense_kern(t, path, L, n, in, out, col, act);
         return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, L->cout, L->cin, 1.0f, in, L->cin,
@@ -702,6 +760,7 @@ typedef struct {
     const float *in;
     float *out;
     nets_act act;
+    nets_path path;
 } gn_job;
 
 static void gn_run(const void *v, long b, long e, int worker)
@@ -721,6 +780,24 @@ static void gn_run(const void *v, long b, long e, int worker)
     }
     long cpg = C / L->groups;
     double cnt = (double)cpg * hw;
+    if (L->in.rank == 3 && j->path == NETS_PATH_ENGINE_AVX2) {
+        /* the same in 8 float lanes per pass (partial sums in float, totals in double) */
+        for (long it = b; it < e; it++) {
+            long i = it / L->groups, g = it % L->groups;
+            double sum = 0.0, sq = 0.0;
+            for (long c = g * cpg; c < (g + 1) * cpg; c++)
+                sum += kern_avx2_sum(j->in + c * cstride + i * istride, hw);
+            double mean = sum / cnt;
+            for (long c = g * cpg; c < (g + 1) * cpg; c++)
+                sq += kern_avx2_sqdev(j->in + c * cstride + i * istride, hw, (float)mean);
+            double rstd = 1.0 / sqrt(sq / cnt + L->eps);
+            for (long c = g * cpg; c < (g + 1) * cpg; c++)
+                kern_avx2_affine_act(j->out + c * cstride + i * istride,
+                                     j->in + c * cstride + i * istride, hw, (float)(L->w[c] * rstd),
+                                     (float)(L->b[c] - mean * L->w[c] * rstd), j->act);
+        }
+        return;
+    }
     if (L->in.rank == 3 && kern_available()) {
         /* the same in 16 float lanes per pass (partial sums in float, totals in double) */
         for (long it = b; it < e; it++) {
@@ -768,10 +845,10 @@ static void gn_run(const void *v, long b, long e, int worker)
     }
 }
 
-void nets_layer_group_norm(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                           nets_act act)
+void nets_layer_group_norm(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                           float *out, nets_act act)
 {
-    gn_job j = {L, n, in, out, act};
+    gn_job j = {L, n, in, out, act, path};
     par_for(t, n * L->groups, n * nets_shape_size(L->in), gn_run, &j);
 }
 
@@ -808,7 +885,7 @@ void nets_layer_crop(team_t *t, const nets_layer *L, long n, const float *in, fl
 
 int nets_layer_fused(nets_path path)
 {
-    return path == NETS_PATH_ENGINE;
+    return layers_engine(path);
 }
 
 size_t nets_layer_scratch(const nets_layer *L, long n)

@@ -10,12 +10,12 @@
 #include "nets/nets_internal.h"
 #include "numerics/team.h"
 
-/* Whether path fuses residual adds and crops into the convolutions: only the AVX-512 engine
- * (kernels_avx512.h) does. Only then may nets_layer_conv2d take a residual (add) and
- * nets_layer_convt2d a layer whose output is cropped (out and pad_t/pad_l moved by the crop).
- * The GEMM-shaped layers below run in the engine when path is NETS_PATH_ENGINE (which the
- * caller has checked can run), else by im2col + cblas_sgemm (the oneDNN path is the
- * executor's, onednn.h). */
+/* Whether path fuses residual adds and crops into the convolutions: only the engines
+ * (kernels_avx512.h, kernels_avx2.h) do. Only then may nets_layer_conv2d take a residual (add)
+ * and nets_layer_convt2d a layer whose output is cropped (out and pad_t/pad_l moved by the crop).
+ * The GEMM-shaped layers below run in the AVX-512 engine when path is NETS_PATH_ENGINE, in the
+ * AVX2 engine when it is NETS_PATH_ENGINE_AVX2 (which the caller has checked can run), else by
+ * im2col + cblas_sgemm (the oneDNN path is the executor's, onednn.h). */
 int nets_layer_fused(nets_path path);
 
 /* Floats of scratch (im2col matrix, or the engine's panel buffers) layer L needs for n
@@ -37,9 +37,11 @@ void nets_layer_dense(team_t *t, nets_path path, const nets_layer *L, long n, co
                       float *out, float *col, nets_act act);
 
 /* Group norm (per sample and group: mean and biased variance in double, then the
- * per-channel affine map) followed by act; in and out may be the same array. */
-void nets_layer_group_norm(team_t *t, const nets_layer *L, long n, const float *in, float *out,
-                           nets_act act);
+ * per-channel affine map) followed by act; in and out may be the same array. Its passes run in
+ * 8 float lanes on the AVX2 engine's path, in 16 on a CPU with AVX-512F (VBMEM_NETS_NO_AVX512
+ * unset) on the other paths, else in scalar code. */
+void nets_layer_group_norm(team_t *t, nets_path path, const nets_layer *L, long n, const float *in,
+                           float *out, nets_act act);
 
 /* out = act(the centre L->out.h x L->out.w window of each channel of in). */
 void nets_layer_crop(team_t *t, const nets_layer *L, long n, const float *in, float *out,

@@ -29,8 +29,9 @@ vbm_status nets_workspace_set_path(nets_workspace *ws, nets_path p, vbm_error *e
     if (!nets_path_runs(p))
         return vbm_fail(
             err, VBM_EINVAL, NULL, "the %s path cannot run in this process%s", nets_path_name(p),
-            p == NETS_PATH_ENGINE ? " (it needs AVX-512F, and VBMEM_NETS_NO_AVX512 unset)"
-                                  : " (this build has no oneDNN)");
+            p == NETS_PATH_ENGINE        ? " (it needs AVX-512F, and VBMEM_NETS_NO_AVX512 unset)"
+            : p == NETS_PATH_ENGINE_AVX2 ? " (it needs a CPU with AVX2 and FMA)"
+                                         : " (this build has no oneDNN)");
     ws->path = p;
     return VBM_OK;
 }

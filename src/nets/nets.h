@@ -94,27 +94,36 @@ void nets_workspace_free(nets_workspace *ws);
  * n > 1 uses n threads. */
 void nets_workspace_set_threads(nets_workspace *ws, int threads);
 
-/* The networks' paths: the AVX-512 GEMM engine of src/nets (CPUs with AVX-512F), oneDNN's
- * primitives (builds with libdnnl), and im2col + OpenBLAS sgemm (everywhere). AUTO is the
- * process's default, nets_path_default(). */
-typedef enum { NETS_PATH_AUTO = 0, NETS_PATH_ENGINE, NETS_PATH_ONEDNN, NETS_PATH_BLAS } nets_path;
+/* The networks' paths: the AVX-512 GEMM engine of src/nets (CPUs with AVX-512F), the same
+ * engine in AVX2 (CPUs with AVX2 and FMA), oneDNN's primitives (builds with libdnnl), and
+ * im2col + OpenBLAS sgemm (everywhere). AUTO is the process's default, nets_path_default(). */
+typedef enum {
+    NETS_PATH_AUTO = 0,
+    NETS_PATH_ENGINE,
+    NETS_PATH_ENGINE_AVX2,
+    NETS_PATH_ONEDNN,
+    NETS_PATH_BLAS
+} nets_path;
 
-/* "auto", "engine", "onednn" or "blas" (a static string; "?" for a value out of range). */
+/* "auto", "engine", "engine-avx2", "onednn" or "blas" (a static string; "?" for a value out of
+ * range). */
 const char *nets_path_name(nets_path p);
 
 /* Whether path p can run in this process: the engine needs AVX-512F on the CPU (and
- * VBMEM_NETS_NO_AVX512 unset, "" or "0"), oneDNN a build with libdnnl; blas and auto always
- * run. */
+ * VBMEM_NETS_NO_AVX512 unset, "" or "0"), the AVX2 engine AVX2 and FMA (whatever
+ * VBMEM_NETS_NO_AVX512 says), oneDNN a build with libdnnl; blas and auto always run. */
 int nets_path_runs(nets_path p);
 
-/* The path VBMEM_NETS_PATH names ("engine", "onednn", "blas"; unset or "" is AUTO). Returns
- * VBM_OK with *out set; fails with VBM_EINVAL (err filled, field NULL, *out = AUTO) when the
- * value is not one of these names or names a path that cannot run here (nets_path_runs). */
+/* The path VBMEM_NETS_PATH names ("engine", "engine-avx2", "onednn", "blas"; unset or "" is
+ * AUTO). Returns VBM_OK with *out set; fails with VBM_EINVAL (err filled, field NULL, *out =
+ * AUTO) when the value is not one of these names or names a path that cannot run here
+ * (nets_path_runs). */
 vbm_status nets_path_from_env(nets_path *out, vbm_error *err);
 
 /* The path calls take when none is asked (probed once per process, thread-safe):
  * VBMEM_NETS_PATH when it is valid here (nets_path_from_env; an invalid value is ignored),
- * else the engine where it runs, else oneDNN where the build has it, else blas. Never AUTO. */
+ * else the AVX-512 engine where it runs, else the AVX2 engine where it runs, else oneDNN where
+ * the build has it, else blas. Never AUTO. */
 nets_path nets_path_default(void);
 
 /* Run the calls with this workspace on path p (AUTO, the default: nets_path_default()).

@@ -1,0 +1,665 @@
+/* kernels_avx2.c -- the AVX2 GEMM engine (see kernels_avx2.h): panel packing, the register-blocked
+ * kernel, bias/residual/activation stores, the job runner, and the vector helpers of group norm;
+ * stubs on other targets. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "nets/kernels_avx2.h"
+
+#define KERN_AVX2_RUNS   16 /* most taps (na * nb) for which runs are packed by masked loads */
+#define KERN_AVX2_AHEAD  4  /* channels ahead that the packing of runs prefetches */
+#define KERN_AVX2_TAPS   49 /* most taps (na * nb) of a flat panel */
+#define KERN_AVX2_SLACK  8  /* floats a packed row may spill past its panel (see kern_avx2_pack) */
+#define KERN_AVX2_CBLOCK 4  /* channels per block of a flat panel (see kern_avx2_pack_flat) */
+
+/* A run of at most 8 columns of a panel with the same image and grid row: panel columns
+ * [c0, c0 + len) are grid columns (img, ty, tx .. tx + len - 1). */
+typedef struct {
+    int c0, len, ty, tx;
+    long img;
+} kern_avx2_seg;
+
+/* Where a run of panel columns goes: columns [c0, c0 + len) to out offsets off + l * osx.
+ * pair: osx == 2, no residual, 8 columns, and the 16 floats from off within one output row
+ * (see kern_avx2_store). */
+typedef struct {
+    int c0, len, pair;
+    long off;
+} kern_avx2_dst;
+
+static pthread_once_t kern_avx2_once = PTHREAD_ONCE_INIT;
+static int kern_avx2_flag;
+
+static void kern_avx2_probe(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    kern_avx2_flag = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+}
+
+/* Whether the AVX2 engine runs on this CPU (probed once). */
+int kern_avx2_available(void)
+{
+    pthread_once(&kern_avx2_once, kern_avx2_probe);
+    return kern_avx2_flag;
+}
+
+/* Split the panel of ncol columns from grid column j0 into runs of at most 8 columns within
+ * one grid row; returns how many. */
+static int kern_avx2_segments(const kern_job *g, long j0, int ncol, kern_avx2_seg *seg)
+{
+    long per = (long)g->ny * g->nx, img = j0 / per, r = j0 % per;
+    int ty = (int)(r / g->nx), tx = (int)(r % g->nx), c = 0, ns = 0;
+    while (c < ncol) {
+        int len = g->nx - tx;
+        if (len > 8)
+            len = 8;
+        if (len > ncol - c)
+            len = ncol - c;
+        seg[ns++] = (kern_avx2_seg){c, len, ty, tx, img};
+        c += len;
+        tx += len;
+        if (tx == g->nx) {
+            tx = 0;
+            if (++ty == g->ny) {
+                ty = 0;
+                img++;
+            }
+        }
+    }
+    return ns;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define KERN_AVX2 __attribute__((target("avx2,fma")))
+
+/* All-ones in lanes [lo, hi), zero elsewhere. */
+static KERN_AVX2 inline __m256i kern_avx2_range(int lo, int hi)
+{
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), lanes),
+                            _mm256_cmpgt_epi32(lanes, _mm256_set1_epi32(lo - 1)));
+}
+
+/* All-ones in the lanes where 0 <= v < n. */
+static KERN_AVX2 inline __m256i kern_avx2_inside(__m256i v, int n)
+{
+    return _mm256_and_si256(_mm256_cmpgt_epi32(v, _mm256_set1_epi32(-1)),
+                            _mm256_cmpgt_epi32(_mm256_set1_epi32(n), v));
+}
+
+/* exp on 8 lanes: Cephes' expf as v4_exp in layers.c and kern_exp in kernels_avx512.c, the
+ * power of two built in the exponent bits. */
+static KERN_AVX2 inline __m256 kern_avx2_exp(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 fn = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 z = _mm256_mul_ps(r, r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_add_ps(_mm256_fmadd_ps(y, z, r), _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127)),
+                                  23); /* 2^fn */
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+static KERN_AVX2 inline __m256 kern_avx2_act(__m256 v, nets_act act)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    switch (act) {
+    case ACT_RELU: return _mm256_max_ps(v, _mm256_setzero_ps());
+    case ACT_SWISH:
+        return _mm256_div_ps(
+            v, _mm256_add_ps(one, kern_avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+    case ACT_SIGMOID:
+        return _mm256_div_ps(
+            one, _mm256_add_ps(one, kern_avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+    default: return v;
+    }
+}
+
+/* The mask of the first len lanes (len clamped to [0, 8]). */
+static KERN_AVX2 inline __m256i kern_avx2_first(long len)
+{
+    return kern_avx2_range(0, len < 8 ? (int)len : 8);
+}
+
+/* x[i] = act(src[i] * a + b) for len floats, 8 lanes at a time. */
+KERN_AVX2 void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b,
+                                    nets_act act)
+{
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    long i = 0;
+    for (; i + 8 <= len; i += 8)
+        _mm256_storeu_ps(x + i,
+                         kern_avx2_act(_mm256_fmadd_ps(_mm256_loadu_ps(src + i), va, vb), act));
+    if (i < len) {
+        __m256i m = kern_avx2_first(len - i);
+        __m256 v = _mm256_fmadd_ps(_mm256_maskload_ps(src + i, m), va, vb);
+        _mm256_maskstore_ps(x + i, m, kern_avx2_act(v, act));
+    }
+}
+
+/* The sum of the 8 lanes of v, in double. */
+static KERN_AVX2 inline double kern_avx2_hsum(__m256 v)
+{
+    __m256d d = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                              _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(d), _mm256_extractf128_pd(d, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+/* Sum of len floats (float lanes, double result). */
+KERN_AVX2 double kern_avx2_sum(const float *p, long len)
+{
+    __m256 acc = _mm256_setzero_ps();
+    long i = 0;
+    for (; i + 8 <= len; i += 8)
+        acc = _mm256_add_ps(acc, _mm256_loadu_ps(p + i));
+    if (i < len)
+        acc = _mm256_add_ps(acc, _mm256_maskload_ps(p + i, kern_avx2_first(len - i)));
+    return kern_avx2_hsum(acc);
+}
+
+/* Sum of (p[i] - mean)^2 over len floats. */
+KERN_AVX2 double kern_avx2_sqdev(const float *p, long len, float mean)
+{
+    __m256 acc = _mm256_setzero_ps(), vm = _mm256_set1_ps(mean);
+    long i = 0;
+    for (; i + 8 <= len; i += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(p + i), vm);
+        acc = _mm256_fmadd_ps(d, d, acc);
+    }
+    if (i < len) {
+        __m256i m = kern_avx2_first(len - i);
+        __m256 d =
+            _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(p + i, m), vm), _mm256_castsi256_ps(m));
+        acc = _mm256_fmadd_ps(d, d, acc);
+    }
+    return kern_avx2_hsum(acc);
+}
+
+/* Flat panel (job field flat; see kern_flat_setup in kernels_avx512.c): ncol consecutive
+ * pixels from j0 of the flattened (image, row, column) grid, which in the channel-major layout
+ * are consecutive floats of each channel of the input, tap (ta, tb) of pixel j at input offset
+ * j + dy * W + dx. Each 8-lane vector of a B row is one masked load whose mask drops the lanes
+ * whose tap falls outside the image (into the row or image next to it) and those from ncol on
+ * (masked-off lanes are never read and load as 0). */
+static KERN_AVX2 void kern_avx2_pack_flat(const kern_job *g, long j0, int ncol, float *bp)
+{
+    const int T = g->na * g->nb;
+    __m256i msk[KERN_AVX2_NV][KERN_AVX2_TAPS];
+    long off[KERN_AVX2_NV][KERN_AVX2_TAPS];
+    for (int v = 0; v < KERN_AVX2_NV; v++) {
+        int len = ncol - 8 * v;
+        if (len > 8)
+            len = 8;
+        int lx[8], ly[8];
+        long j = j0 + 8 * v;
+        int x = (int)(j % g->W), y = (int)(j / g->W % g->H);
+        for (int l = 0; l < 8; l++) {
+            lx[l] = x;
+            ly[l] = y;
+            if (++x == g->W) {
+                x = 0;
+                if (++y == g->H)
+                    y = 0;
+            }
+        }
+        const __m256i vx = _mm256_loadu_si256((const __m256i *)lx),
+                      vy = _mm256_loadu_si256((const __m256i *)ly),
+                      live = kern_avx2_range(0, len < 0 ? 0 : len);
+        for (int ta = 0; ta < g->na; ta++) {
+            int dy = g->dy0 + ta * g->day;
+            __m256i ym = _mm256_and_si256(
+                live, kern_avx2_inside(_mm256_add_epi32(vy, _mm256_set1_epi32(dy)), g->H));
+            for (int tb = 0; tb < g->nb; tb++) {
+                int dx = g->dx0 + tb * g->dbx, t = ta * g->nb + tb;
+                msk[v][t] = _mm256_and_si256(
+                    ym, kern_avx2_inside(_mm256_add_epi32(vx, _mm256_set1_epi32(dx)), g->W));
+                off[v][t] = len > 0 ? j + (long)dy * g->W + dx : 0;
+            }
+        }
+    }
+    /* blocks of KERN_AVX2_CBLOCK channels outer, then taps and vectors, then the block's
+     * channels: a tap's mask and offset are loaded once per block, not once per B row (loaded
+     * once per row, their loads from the stack waited for the panel's stores whenever the low
+     * 12 bits of the addresses matched, and the timing moved with where the stack fell), and
+     * with a channel stride of a multiple of 4 KiB (64 images of 4 x 4 to 16 x 16), where every
+     * channel's rows fall into the same L1 sets, a block's lines stay in them for all taps */
+    const long rs = (long)T * KERN_AVX2_PANEL;
+    for (int c0 = 0; c0 < g->nc; c0 += KERN_AVX2_CBLOCK) {
+        int nb = g->nc - c0 < KERN_AVX2_CBLOCK ? g->nc - c0 : KERN_AVX2_CBLOCK;
+        const float *base = g->in + c0 * g->cs;
+        float *block = bp + c0 * rs;
+        for (int t = 0; t < T; t++)
+            for (int v = 0; v < KERN_AVX2_NV; v++) {
+                const __m256i m = msk[v][t];
+                const float *src = base + off[v][t];
+                float *row = block + t * KERN_AVX2_PANEL + 8 * v;
+                for (int c = 0; c < nb; c++, src += g->cs, row += rs)
+                    _mm256_storeu_ps(row, _mm256_maskload_ps(src, m));
+            }
+    }
+}
+
+/* Fill the panel bp (K rows of KERN_AVX2_PANEL floats) for the runs seg; columns from ncol on
+ * are zero. With sx == 1 (and at most KERN_AVX2_RUNS taps) each (row, run) is one masked
+ * load of 8 lanes (the mask drops the pixels left or right of the image) stored whole: the
+ * lanes past the run are 0 and are overwritten by the next run, or, past the row's last run,
+ * land in columns from ncol on or in the next row before it is written (the rows are written
+ * in order; the last row's land in the KERN_AVX2_SLACK floats after the panel). Otherwise
+ * each 8-lane vector of a B row is one gather of the lanes inside the image. */
+static KERN_AVX2 void kern_avx2_pack(const kern_job *g, const kern_avx2_seg *seg, int ns, int ncol,
+                                     float *bp)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    const int tail = ncol < KERN_AVX2_PANEL ? ncol / 8 : KERN_AVX2_NV; /* first vector to zero */
+    if (g->sx == 1 && g->na * g->nb <= KERN_AVX2_RUNS) {
+        /* per run q and tap t: the offset of the run's lane 0 from a channel's base and the
+         * mask of its lanes inside the image (none for a row outside it) */
+        const int T = g->na * g->nb;
+        __m256i msk[KERN_AVX2_PANEL][KERN_AVX2_RUNS];
+        long off[KERN_AVX2_PANEL][KERN_AVX2_RUNS];
+        for (int q = 0; q < ns; q++)
+            for (int ta = 0; ta < g->na; ta++) {
+                int y = seg[q].ty * g->sy + g->dy0 + ta * g->day;
+                for (int tb = 0; tb < g->nb; tb++) {
+                    int x0 = seg[q].tx + g->dx0 + tb * g->dbx, t = ta * g->nb + tb;
+                    int lo = x0 < 0 ? -x0 : 0, hi = g->W - x0 < seg[q].len ? g->W - x0 : seg[q].len;
+                    if ((unsigned)y >= (unsigned)g->H || hi <= lo) {
+                        msk[q][t] = _mm256_setzero_si256();
+                        off[q][t] = 0;
+                    } else {
+                        msk[q][t] = kern_avx2_range(lo, hi);
+                        off[q][t] = seg[q].img * g->is + (long)y * g->W + x0;
+                    }
+                }
+            }
+        float *row = bp;
+        for (int c = 0; c < g->nc; c++) {
+            const float *base = g->in + c * g->cs;
+            /* the lines of the channel KERN_AVX2_AHEAD on: with a channel stride of a multiple
+             * of 4 KiB every channel falls into the same L1 sets, and the loads of each new
+             * channel waited for L2 */
+            if (c + KERN_AVX2_AHEAD < g->nc)
+                for (int q = 0; q < ns; q++)
+                    for (int t = 0; t < T; t += g->nb)
+                        _mm_prefetch((const char *)(base + KERN_AVX2_AHEAD * g->cs + off[q][t]),
+                                     _MM_HINT_T0);
+            for (int t = 0; t < T; t++, row += KERN_AVX2_PANEL) {
+                for (int v = tail; v < KERN_AVX2_NV; v++)
+                    _mm256_storeu_ps(row + 8 * v, zero);
+                for (int q = 0; q < ns; q++)
+                    _mm256_storeu_ps(row + seg[q].c0,
+                                     _mm256_maskload_ps(base + off[q][t], msk[q][t]));
+            }
+        }
+        return;
+    }
+    /* per vector of the panel: each lane's image offset, first input row and column, and
+     * whether it is a column of the panel */
+    __m256i vbase[KERN_AVX2_NV], vy0[KERN_AVX2_NV], vx0[KERN_AVX2_NV], vlive[KERN_AVX2_NV];
+    for (int v = 0; v < KERN_AVX2_NV; v++) {
+        int b[8] = {0}, y0[8] = {0}, x0[8] = {0};
+        for (int q = 0; q < ns; q++)
+            for (int l = 0; l < seg[q].len; l++) {
+                int col = seg[q].c0 + l - 8 * v;
+                if (col < 0 || col >= 8)
+                    continue;
+                b[col] = (int)(seg[q].img * g->is);
+                y0[col] = seg[q].ty * g->sy + g->dy0;
+                x0[col] = (seg[q].tx + l) * g->sx + g->dx0;
+            }
+        vbase[v] = _mm256_loadu_si256((const __m256i *)b);
+        vy0[v] = _mm256_loadu_si256((const __m256i *)y0);
+        vx0[v] = _mm256_loadu_si256((const __m256i *)x0);
+        vlive[v] = kern_avx2_range(0, ncol - 8 * v < 0 ? 0 : ncol - 8 * v);
+    }
+    float *row = bp;
+    for (int c = 0; c < g->nc; c++) {
+        const float *src = g->in + c * g->cs;
+        for (int ta = 0; ta < g->na; ta++) {
+            const __m256i dy = _mm256_set1_epi32(ta * g->day);
+            for (int tb = 0; tb < g->nb; tb++, row += KERN_AVX2_PANEL) {
+                const __m256i dx = _mm256_set1_epi32(tb * g->dbx), w = _mm256_set1_epi32(g->W);
+                for (int v = 0; v < KERN_AVX2_NV; v++) {
+                    __m256i y = _mm256_add_epi32(vy0[v], dy), x = _mm256_add_epi32(vx0[v], dx);
+                    __m256i ok =
+                        _mm256_and_si256(vlive[v], _mm256_and_si256(kern_avx2_inside(y, g->H),
+                                                                    kern_avx2_inside(x, g->W)));
+                    __m256i idx =
+                        _mm256_add_epi32(vbase[v], _mm256_add_epi32(_mm256_mullo_epi32(y, w), x));
+                    idx = _mm256_and_si256(idx, ok); /* lanes outside: index 0, never read */
+                    _mm256_storeu_ps(row + 8 * v, _mm256_mask_i32gather_ps(
+                                                      zero, src, idx, _mm256_castsi256_ps(ok), 4));
+                }
+            }
+        }
+    }
+}
+
+/* acc[r][v] = sum_k a[m0 + r][k] bp[k][8v .. 8v + 7] for r < KERN_AVX2_MR (rows from mr on
+ * repeat row mr - 1 and are not meant to be used): 12 accumulators, 3 vectors of B and one
+ * broadcast of A in the 16 ymm registers. Always inlined, so that acc stays in registers. */
+static KERN_AVX2 inline __attribute__((always_inline)) void
+kern_avx2_gemm(const kern_job *g, int m0, int mr, const float *bp,
+               __m256 acc[KERN_AVX2_MR][KERN_AVX2_NV])
+{
+    const float *ar[KERN_AVX2_MR];
+    _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
+    {
+        _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) acc[r][v] =
+            _mm256_setzero_ps();
+        ar[r] = g->a + (long)(m0 + (r < mr ? r : mr - 1)) * g->K;
+    }
+    for (long k = 0; k < g->K; k++) {
+        __m256 b[KERN_AVX2_NV];
+        _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) b[v] =
+            _mm256_loadu_ps(bp + k * KERN_AVX2_PANEL + 8 * v);
+        _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
+        {
+            __m256 av = _mm256_broadcast_ss(ar[r] + k);
+            _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) acc[r][v] =
+                _mm256_fmadd_ps(av, b[v], acc[r][v]);
+        }
+    }
+}
+
+/* tile[r][0..23] = rows m0 .. m0 + KERN_AVX2_MR - 1 of A times the panel (kern_avx2_gemm). */
+static KERN_AVX2 void kern_avx2_kernel(const kern_job *g, int m0, int mr, const float *bp,
+                                       float *tile)
+{
+    __m256 acc[KERN_AVX2_MR][KERN_AVX2_NV];
+    kern_avx2_gemm(g, m0, mr, bp, acc);
+    _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
+        _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++)
+            _mm256_store_ps(tile + r * KERN_AVX2_PANEL + 8 * v, acc[r][v]);
+}
+
+/* The same for a panel of 24 consecutive output pixels from out offset off (a whole flat
+ * panel), stored straight from the accumulators with bias, residual and activation: the
+ * round trip through tile, whose stack address may alias the output's in the low 12 bits,
+ * made the stores wait (a timing of the bundled encoder's 3 x 3 convolution during
+ * development: 25-67 GFLOP/s from one process to the next, by where the stack fell; 97 after). */
+static KERN_AVX2 void kern_avx2_kernel_out(const kern_job *g, int m0, int mr, const float *bp,
+                                           long off)
+{
+    __m256 acc[KERN_AVX2_MR][KERN_AVX2_NV];
+    kern_avx2_gemm(g, m0, mr, bp, acc);
+    _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
+    {
+        if (r >= mr)
+            break;
+        long m = m0 + r;
+        __m256 bias = _mm256_set1_ps(g->bias[m]);
+        float *o = g->out + m * g->ors + off;
+        const float *ad = g->add ? g->add + m * g->ors + off : NULL;
+        _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++)
+        {
+            __m256 x = _mm256_add_ps(acc[r][v], bias);
+            if (ad)
+                x = _mm256_add_ps(x, _mm256_loadu_ps(ad + 8 * v));
+            _mm256_storeu_ps(o + 8 * v, kern_avx2_act(x, g->act));
+        }
+    }
+}
+
+/* Rows m0 .. m0 + mr - 1 of tile (bias, residual, activation) into the output at the runs dst.
+ * A whole run of 8 contiguous columns is one vector store. A pair run (every other pixel of a
+ * transposed convolution's phase) is two: its lanes spread to the even lanes of two vectors and
+ * blended into the 16 floats of the row there, whose odd pixels belong to another phase, written
+ * by another job, never at the same time (AVX2's masked stores, vmaskmovps, were slower on the
+ * AMD CPU measured than storing lane by lane). Other runs are stored lane by lane. */
+static KERN_AVX2 void kern_avx2_store(const kern_job *g, const kern_avx2_dst *dst, int nd, int m0,
+                                      int mr, const float *tile)
+{
+    float lane[8] __attribute__((aligned(32)));
+    const __m256i spread_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3),
+                  spread_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    for (int r = 0; r < mr; r++) {
+        long m = m0 + r;
+        __m256 bias = _mm256_set1_ps(g->bias[m]);
+        float *orow = g->out + m * g->ors;
+        const float *arow = g->add ? g->add + m * g->ors : NULL;
+        for (int q = 0; q < nd; q++) {
+            const kern_avx2_dst *d = &dst[q];
+            __m256 v = _mm256_add_ps(_mm256_loadu_ps(tile + r * KERN_AVX2_PANEL + d->c0), bias);
+            if (g->osx == 1 && d->len == 8) {
+                if (arow)
+                    v = _mm256_add_ps(v, _mm256_loadu_ps(arow + d->off));
+                _mm256_storeu_ps(orow + d->off, kern_avx2_act(v, g->act));
+                continue;
+            }
+            if (d->pair) {
+                v = kern_avx2_act(v, g->act);
+                float *o = orow + d->off;
+                _mm256_storeu_ps(o, _mm256_blend_ps(_mm256_loadu_ps(o),
+                                                    _mm256_permutevar8x32_ps(v, spread_lo), 0x55));
+                _mm256_storeu_ps(o + 8,
+                                 _mm256_blend_ps(_mm256_loadu_ps(o + 8),
+                                                 _mm256_permutevar8x32_ps(v, spread_hi), 0x55));
+                continue;
+            }
+            if (arow) {
+                for (int l = 0; l < 8; l++)
+                    lane[l] = l < d->len ? arow[d->off + (long)l * g->osx] : 0.0f;
+                v = _mm256_add_ps(v, _mm256_load_ps(lane));
+            }
+            _mm256_store_ps(lane, kern_avx2_act(v, g->act));
+            for (int l = 0; l < d->len; l++)
+                orow[d->off + (long)l * g->osx] = lane[l];
+        }
+    }
+}
+
+/* Prefetch the output (to be written) and the residual (to be read) of the runs dst for all M
+ * rows before the kernels of a panel run, as kern_prefetch of kernels_avx512.c does: with a
+ * channel stride of a power of two (64 images of 16 x 16) the M rows of a run fall into the
+ * same few cache sets, and the stores waited for each line. Only for outputs with runs of
+ * stride 1 or 2 (not a dense layer's). */
+static KERN_AVX2 void kern_avx2_prefetch(const kern_job *g, const kern_avx2_dst *dst, int nd)
+{
+    if (g->osx > 2)
+        return;
+    for (int q = 0; q < nd; q++) {
+        long last = 4 * (long)(dst[q].len - 1) * g->osx;
+        for (int m = 0; m < g->M; m++) {
+            const char *o = (const char *)(g->out + m * g->ors + dst[q].off);
+            _mm_prefetch(o, _MM_HINT_T0);
+            _mm_prefetch(o + last, _MM_HINT_T0);
+            if (g->add) {
+                const char *a = (const char *)(g->add + m * g->ors + dst[q].off);
+                _mm_prefetch(a, _MM_HINT_T0);
+                _mm_prefetch(a + last, _MM_HINT_T0);
+            }
+        }
+    }
+}
+
+/* The 64-byte boundary at or after p. */
+static float *kern_avx2_align(float *p)
+{
+    return p + (64 - (uintptr_t)p % 64) % 64 / sizeof(float);
+}
+
+/* Panels [b, e) on thread `worker`, packed into that thread's panel buffer. */
+static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
+{
+    const kern_job *g = v;
+    long N = g->n * g->ny * g->nx;
+    int flat = g->flat && g->na * g->nb <= KERN_AVX2_TAPS;
+    float tile[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
+    kern_avx2_seg seg[KERN_AVX2_PANEL];
+    kern_avx2_dst dst[KERN_AVX2_PANEL];
+    float *bp = g->slots + (long)worker * g->K * KERN_PANEL;
+    /* on a 64-byte boundary when the thread's slot leaves room (K * (KERN_PANEL -
+     * KERN_AVX2_PANEL) floats past the panel, of which KERN_AVX2_SLACK are spilled into):
+     * unaligned, a third of the kernel's loads of B crossed a cache line (a timing during
+     * development: the bundled encoder's 3 x 3 convolution ran 1.7-1.9x slower) */
+    if (g->K * (KERN_PANEL - KERN_AVX2_PANEL) >= 15 + KERN_AVX2_SLACK)
+        bp = kern_avx2_align(bp);
+    memset(tile + KERN_AVX2_MR * KERN_AVX2_PANEL, 0, 8 * sizeof(float));
+    for (long p = b; p < e; p++) {
+        long j0 = p * KERN_AVX2_PANEL;
+        int ncol = N - j0 < KERN_AVX2_PANEL ? (int)(N - j0) : KERN_AVX2_PANEL, nd = 0;
+        if (flat) {
+            kern_avx2_pack_flat(g, j0, ncol, bp);
+            for (int c = 0; c < ncol; c += 8, nd++)
+                dst[nd] = (kern_avx2_dst){c, ncol - c < 8 ? ncol - c : 8, 0, j0 + c};
+        } else {
+            int ns = kern_avx2_segments(g, j0, ncol, seg);
+            kern_avx2_pack(g, seg, ns, ncol, bp);
+            for (nd = 0; nd < ns; nd++) {
+                const kern_avx2_seg *sg = &seg[nd];
+                long x = g->ox0 + (long)sg->tx * g->osx; /* the run's first output column */
+                dst[nd] = (kern_avx2_dst){
+                    sg->c0, sg->len, g->osx == 2 && !g->add && sg->len == 8 && x + 16 <= g->orow,
+                    sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow + x};
+            }
+        }
+        kern_avx2_prefetch(g, dst, nd);
+        for (int m0 = 0; m0 < g->M; m0 += KERN_AVX2_MR) {
+            int mr = g->M - m0 < KERN_AVX2_MR ? g->M - m0 : KERN_AVX2_MR;
+            if (flat && ncol == KERN_AVX2_PANEL) {
+                kern_avx2_kernel_out(g, m0, mr, bp, j0);
+            } else {
+                kern_avx2_kernel(g, m0, mr, bp, tile);
+                kern_avx2_store(g, dst, nd, m0, mr, tile);
+            }
+        }
+    }
+}
+
+/* Two phases of a transposed convolution whose output columns interleave (see
+ * kern_avx2_go_pair): the panels of both, from the even job's grid. */
+typedef struct {
+    const kern_job *even, *odd;
+} kern_avx2_pair;
+
+/* Rows m0 .. m0 + mr - 1 of the two phases' tiles (bias, activation) into the output: run
+ * column l of the even phase goes to output column 2l of the run, the odd phase's to 2l + 1, so
+ * a whole run is 16 contiguous floats, two vector stores; shorter runs are stored lane by
+ * lane. */
+static KERN_AVX2 void kern_avx2_store_pair(const kern_job *g, const kern_avx2_dst *dst, int nd,
+                                           int m0, int mr, const float *t0, const float *t1)
+{
+    float lane[16] __attribute__((aligned(32)));
+    for (int r = 0; r < mr; r++) {
+        long m = m0 + r;
+        __m256 bias = _mm256_set1_ps(g->bias[m]);
+        float *orow = g->out + m * g->ors;
+        for (int q = 0; q < nd; q++) {
+            const kern_avx2_dst *d = &dst[q];
+            __m256 a = kern_avx2_act(
+                _mm256_add_ps(_mm256_loadu_ps(t0 + r * KERN_AVX2_PANEL + d->c0), bias), g->act);
+            __m256 b = kern_avx2_act(
+                _mm256_add_ps(_mm256_loadu_ps(t1 + r * KERN_AVX2_PANEL + d->c0), bias), g->act);
+            __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+            __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20),
+                   second = _mm256_permute2f128_ps(lo, hi, 0x31);
+            if (d->len == 8) {
+                _mm256_storeu_ps(orow + d->off, first);
+                _mm256_storeu_ps(orow + d->off + 8, second);
+                continue;
+            }
+            _mm256_store_ps(lane, first);
+            _mm256_store_ps(lane + 8, second);
+            for (int l = 0; l < 2 * d->len; l++)
+                orow[d->off + l] = lane[l];
+        }
+    }
+}
+
+/* Panels [b, e) of a pair on thread `worker`: each packed twice (the even and the odd phase's
+ * B) into the thread's slot. */
+static KERN_AVX2 void kern_avx2_run_pair(const void *v, long b, long e, int worker)
+{
+    const kern_avx2_pair *pr = v;
+    const kern_job *g = pr->even;
+    long N = g->n * g->ny * g->nx;
+    float t0[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
+    float t1[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
+    kern_avx2_seg seg[KERN_AVX2_PANEL];
+    kern_avx2_dst dst[KERN_AVX2_PANEL];
+    float *bp0 = kern_avx2_align(g->slots + (long)worker * 2 * g->K * KERN_PANEL);
+    float *bp1 = kern_avx2_align(bp0 + g->K * KERN_AVX2_PANEL + KERN_AVX2_SLACK);
+    memset(t0 + KERN_AVX2_MR * KERN_AVX2_PANEL, 0, 8 * sizeof(float));
+    memset(t1 + KERN_AVX2_MR * KERN_AVX2_PANEL, 0, 8 * sizeof(float));
+    for (long p = b; p < e; p++) {
+        long j0 = p * KERN_AVX2_PANEL;
+        int ncol = N - j0 < KERN_AVX2_PANEL ? (int)(N - j0) : KERN_AVX2_PANEL;
+        int ns = kern_avx2_segments(g, j0, ncol, seg);
+        kern_avx2_pack(g, seg, ns, ncol, bp0);
+        kern_avx2_pack(pr->odd, seg, ns, ncol, bp1);
+        for (int q = 0; q < ns; q++) {
+            const kern_avx2_seg *sg = &seg[q];
+            dst[q] = (kern_avx2_dst){sg->c0, sg->len, 0,
+                                     sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow
+                                         + g->ox0 + 2L * sg->tx};
+        }
+        for (int m0 = 0; m0 < g->M; m0 += KERN_AVX2_MR) {
+            int mr = g->M - m0 < KERN_AVX2_MR ? g->M - m0 : KERN_AVX2_MR;
+            kern_avx2_kernel(g, m0, mr, bp0, t0);
+            kern_avx2_kernel(pr->odd, m0, mr, bp1, t1);
+            kern_avx2_store_pair(g, dst, ns, m0, mr, t0, t1);
+        }
+    }
+}
+
+/* Run two phases of a transposed convolution with stride 2 as one job (see kernels_avx2.h). */
+void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd)
+{
+    kern_avx2_pair pr = {even, odd};
+    long N = even->n * even->ny * even->nx, P = (N + KERN_AVX2_PANEL - 1) / KERN_AVX2_PANEL;
+    team_for(t, P, 0, 2 * N * (even->K + even->M), kern_avx2_run_pair, &pr);
+}
+
+/* Run a job over the team, its panels the items. */
+void kern_avx2_go(team_t *t, const kern_job *g)
+{
+    long N = g->n * g->ny * g->nx, P = (N + KERN_AVX2_PANEL - 1) / KERN_AVX2_PANEL;
+    team_for(t, P, 0, N * (g->K + g->M), kern_avx2_run, g);
+}
+
+#else
+
+void kern_avx2_go(team_t *t, const kern_job *g)
+{
+    (void)t, (void)g;
+}
+
+void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd)
+{
+    (void)t, (void)even, (void)odd;
+}
+
+void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b, nets_act act)
+{
+    (void)x, (void)src, (void)len, (void)a, (void)b, (void)act;
+}
+
+double kern_avx2_sum(const float *p, long len)
+{
+    (void)p, (void)len;
+    return 0.0;
+}
+
+double kern_avx2_sqdev(const float *p, long len, float mean)
+{
+    (void)p, (void)len, (void)mean;
+    return 0.0;
+}
+
+#endif
