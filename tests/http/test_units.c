@@ -1237,14 +1237,30 @@ START_TEST(test_funnel_answers)
     json_decref(p);
     funnel_req_free(r);
 
-    /* a conflict: field If-Match, the version seen as ETag and in the detail */
+    /* a conflict with If-Match sent: field If-Match, the version seen as ETag and in the detail */
     r = funnel_req(&srv);
+    r->has_if_match = 1;
+    r->if_match = 4;
     resp_answer(r, resp_conflict(r, 5, &err), &err);
     p = funnel_problem(r, 409, "urn:vbmem:problem:version-conflict");
     ck_assert_str_eq(json_string_value(json_object_get(p, "field")), "If-Match");
     ck_assert_str_eq(json_string_value(json_object_get(p, "detail")),
                      "If-Match: the session is at version 5");
     ck_assert_str_eq(r->resp.etag, "\"5\"");
+    json_decref(p);
+    funnel_req_free(r);
+
+    /* the same without If-Match (another replica committed first): no field, the store's
+     * message in the detail */
+    r = funnel_req(&srv);
+    resp_etag(r, 7);
+    resp_answer(r, resp_status_of(vbm_fail(&err, VBM_ECONFLICT, NULL, "stored at 7, not 6")), &err);
+    p = funnel_problem(r, 409, "urn:vbmem:problem:version-conflict");
+    ck_assert_ptr_null(json_object_get(p, "field"));
+    ck_assert_str_eq(json_string_value(json_object_get(p, "detail")),
+                     "another replica wrote the session while this write ran (stored at 7, not "
+                     "6); nothing was written: send it again");
+    ck_assert_str_eq(r->resp.etag, "\"7\"");
     json_decref(p);
     funnel_req_free(r);
 
