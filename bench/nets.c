@@ -335,9 +335,10 @@ static int torch_start(const bench_opts *o, const char *model, serve_proc *sp)
 }
 
 /* This program with --serve, as on a CPU without AVX-512 as far as software can make it:
- * VBMEM_NETS_NO_AVX512=1 (no AVX-512 engine; the AVX2 engine runs), ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's AVX2 kernels) and
- * OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernels, for the blas path and the ceiling). The
- * CPU underneath is still this one: its caches, clocks and memory are not an AVX2 machine's. */
+ * VBMEM_NETS_NO_AVX512=1 (no AVX-512 engine; the AVX2 engine runs), ONEDNN_MAX_CPU_ISA=AVX2
+ * (oneDNN's AVX2 kernels) and OPENBLAS_CORETYPE=Haswell (OpenBLAS's AVX2 kernels, for the blas
+ * path and the ceiling). The CPU underneath is still this one: its caches, clocks and memory are
+ * not an AVX2 machine's. */
 static int avx2_start(const bench_opts *o, const char *model, serve_proc *sp)
 {
     char frames[32], threads[32];

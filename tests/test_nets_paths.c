@@ -1,13 +1,14 @@
 /* test_nets_paths.c -- parity of the networks' paths on this machine, on whole networks: the
  * AVX-512 engine (src/nets/kernels_avx512.c), the AVX2 engine (kernels_avx2.c), oneDNN with the
- * CPU's own kernels (all in this process, by nets_workspace_set_path) and oneDNN capped to its AVX2 kernels (this program
- * again, as a child process with ONEDNN_MAX_CPU_ISA=AVX2, since oneDNN reads that once per
- * process), each against the blas path (im2col + OpenBLAS sgemm, in this process): the bundled
- * model and the three golden models of train/golden_nets.py, encoded and decoded at batch sizes
- * 1, 7 and 64 (64 on one thread and on three). Every output (code means, log variances, pixel
- * means and scales) must agree within float32 tolerance (PATHS_TOL below). The paths that cannot
- * run here (an engine without its instructions, oneDNN without libdnnl) are left out with a line
- * saying so; when none but blas runs the program exits 77 (meson's SKIP).
+ * CPU's own kernels (all in this process, by nets_workspace_set_path) and oneDNN capped to its
+ * AVX2 kernels (this program again, as a child process with ONEDNN_MAX_CPU_ISA=AVX2, since
+ * oneDNN reads that once per process), each against the blas path (im2col + OpenBLAS sgemm, in
+ * this process): the bundled model and the three golden models of train/golden_nets.py, encoded
+ * and decoded at batch sizes 1, 7 and 64 (64 on one thread and on three). Every output (code
+ * means, log variances, pixel means and scales) must agree within float32 tolerance (PATHS_TOL
+ * below). The paths that cannot run here (an engine without its instructions, oneDNN without
+ * libdnnl) are left out with a line saying so; when none but blas runs the program exits 77
+ * (meson's SKIP).
  *
  * usage: test-nets-paths            (the comparison)
  *        test-nets-paths --dump FILE (the child: the oneDNN path's outputs, as doubles) */
