@@ -55,9 +55,10 @@ describe("against vbmemd", () => {
 
   test("models and model (404 for an unknown one)", async () => {
     const ms = await c.models();
-    assert.deepEqual(ms.map((m) => m.name), [MODEL]);
-    const m = ms[0];
+    assert.deepEqual(ms.map((m) => m.name).sort(), [MODEL, "fashion-mnist-mixture"].sort()); // and the first
+    const m = ms.find((x) => x.name === MODEL);
     assert.equal(m.default, true);
+    assert.equal(ms.find((x) => x.name !== MODEL).default, false);
     assert.deepEqual(m.observationShape, [1, 28, 28]);
     assert.equal(m.codeSize, 64);
     assert.equal(m.episodeLength, 64);
