@@ -13,13 +13,6 @@
 #define KERN_AVX2_SLACK  8  /* floats a packed row may spill past its panel (see kern_avx2_pack) */
 #define KERN_AVX2_CBLOCK 4  /* channels per block of a flat panel (see kern_avx2_pack_flat) */
 
-/* A run of at most 8 columns of a panel with the same image and grid row: panel columns
- * [c0, c0 + len) are grid columns (img, ty, tx .. tx + len - 1). */
-typedef struct {
-    int c0, len, ty, tx;
-    long img;
-} kern_avx2_seg;
-
 /* Where a run of panel columns goes: columns [c0, c0 + len) to out offsets off + l * osx.
  * pair: osx == 2, no residual, 8 columns, and the 16 floats from off within one output row
  * (see kern_avx2_store). */
@@ -44,32 +37,6 @@ int kern_avx2_available(void)
 {
     pthread_once(&kern_avx2_once, kern_avx2_probe);
     return kern_avx2_flag;
-}
-
-/* Split the panel of ncol columns from grid column j0 into runs of at most 8 columns within
- * one grid row; returns how many. */
-static int kern_avx2_segments(const kern_job *g, long j0, int ncol, kern_avx2_seg *seg)
-{
-    long per = (long)g->ny * g->nx, img = j0 / per, r = j0 % per;
-    int ty = (int)(r / g->nx), tx = (int)(r % g->nx), c = 0, ns = 0;
-    while (c < ncol) {
-        int len = g->nx - tx;
-        if (len > 8)
-            len = 8;
-        if (len > ncol - c)
-            len = ncol - c;
-        seg[ns++] = (kern_avx2_seg){c, len, ty, tx, img};
-        c += len;
-        tx += len;
-        if (tx == g->nx) {
-            tx = 0;
-            if (++ty == g->ny) {
-                ty = 0;
-                img++;
-            }
-        }
-    }
-    return ns;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -261,7 +228,7 @@ static KERN_AVX2 void kern_avx2_pack_flat(const kern_job *g, long j0, int ncol, 
  * land in columns from ncol on or in the next row before it is written (the rows are written
  * in order; the last row's land in the KERN_AVX2_SLACK floats after the panel). Otherwise
  * each 8-lane vector of a B row is one gather of the lanes inside the image. */
-static KERN_AVX2 void kern_avx2_pack(const kern_job *g, const kern_avx2_seg *seg, int ns, int ncol,
+static KERN_AVX2 void kern_avx2_pack(const kern_job *g, const kern_seg *seg, int ns, int ncol,
                                      float *bp)
 {
     const __m256 zero = _mm256_setzero_ps();
@@ -501,7 +468,7 @@ static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
     long N = g->n * g->ny * g->nx;
     int flat = g->flat && g->na * g->nb <= KERN_AVX2_TAPS;
     float tile[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
-    kern_avx2_seg seg[KERN_AVX2_PANEL];
+    kern_seg seg[KERN_AVX2_PANEL];
     kern_avx2_dst dst[KERN_AVX2_PANEL];
     float *bp = g->slots + (long)worker * g->K * KERN_PANEL;
     /* on a 64-byte boundary when the thread's slot leaves room (K * (KERN_PANEL -
@@ -519,10 +486,10 @@ static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
             for (int c = 0; c < ncol; c += 8, nd++)
                 dst[nd] = (kern_avx2_dst){c, ncol - c < 8 ? ncol - c : 8, 0, j0 + c};
         } else {
-            int ns = kern_avx2_segments(g, j0, ncol, seg);
+            int ns = kern_segments(g, j0, ncol, 8, seg);
             kern_avx2_pack(g, seg, ns, ncol, bp);
             for (nd = 0; nd < ns; nd++) {
-                const kern_avx2_seg *sg = &seg[nd];
+                const kern_seg *sg = &seg[nd];
                 long x = g->ox0 + (long)sg->tx * g->osx; /* the run's first output column */
                 dst[nd] = (kern_avx2_dst){
                     sg->c0, sg->len, g->osx == 2 && !g->add && sg->len == 8 && x + 16 <= g->orow,
@@ -591,7 +558,7 @@ static KERN_AVX2 void kern_avx2_run_pair(const void *v, long b, long e, int work
     long N = g->n * g->ny * g->nx;
     float t0[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
     float t1[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
-    kern_avx2_seg seg[KERN_AVX2_PANEL];
+    kern_seg seg[KERN_AVX2_PANEL];
     kern_avx2_dst dst[KERN_AVX2_PANEL];
     float *bp0 = kern_avx2_align(g->slots + (long)worker * 2 * g->K * KERN_PANEL);
     float *bp1 = kern_avx2_align(bp0 + g->K * KERN_AVX2_PANEL + KERN_AVX2_SLACK);
@@ -600,11 +567,11 @@ static KERN_AVX2 void kern_avx2_run_pair(const void *v, long b, long e, int work
     for (long p = b; p < e; p++) {
         long j0 = p * KERN_AVX2_PANEL;
         int ncol = N - j0 < KERN_AVX2_PANEL ? (int)(N - j0) : KERN_AVX2_PANEL;
-        int ns = kern_avx2_segments(g, j0, ncol, seg);
+        int ns = kern_segments(g, j0, ncol, 8, seg);
         kern_avx2_pack(g, seg, ns, ncol, bp0);
         kern_avx2_pack(pr->odd, seg, ns, ncol, bp1);
         for (int q = 0; q < ns; q++) {
-            const kern_avx2_seg *sg = &seg[q];
+            const kern_seg *sg = &seg[q];
             dst[q] = (kern_avx2_dst){sg->c0, sg->len, 0,
                                      sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow
                                          + g->ox0 + 2L * sg->tx};

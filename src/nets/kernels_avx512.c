@@ -10,13 +10,6 @@
 
 #define KERN_TILE 8 /* rows of A per kernel call */
 
-/* A run of at most 16 columns of a panel with the same image and row: panel columns
- * [c0, c0 + len) are grid columns (img, ty, tx .. tx + len - 1). */
-typedef struct {
-    int c0, len, ty, tx;
-    long img;
-} kern_seg;
-
 static pthread_once_t kern_once = PTHREAD_ONCE_INIT;
 static int kern_flag;
 
@@ -36,15 +29,15 @@ int kern_available(void)
     return kern_flag;
 }
 
-/* Split the panel of ncol columns starting at grid column j0 into runs; returns how many. */
-static int kern_segments(const kern_job *g, long j0, int ncol, kern_seg *seg)
+/* Split the panel into runs within grid rows (see kernels_avx512.h). */
+int kern_segments(const kern_job *g, long j0, int ncol, int maxlen, kern_seg *seg)
 {
     long per = (long)g->ny * g->nx, img = j0 / per, r = j0 % per;
     int ty = (int)(r / g->nx), tx = (int)(r % g->nx), c = 0, ns = 0;
     while (c < ncol) {
         int len = g->nx - tx;
-        if (len > 16)
-            len = 16;
+        if (len > maxlen)
+            len = maxlen;
         if (len > ncol - c)
             len = ncol - c;
         seg[ns++] = (kern_seg){c, len, ty, tx, img};
@@ -621,7 +614,7 @@ static void kern_run(const void *v, long b, long e, int worker)
     for (long p = b; p < e; p++) {
         long j0 = p * KERN_PANEL;
         int ncol = N - j0 < KERN_PANEL ? (int)(N - j0) : KERN_PANEL;
-        int ns = kern_segments(g, j0, ncol, seg);
+        int ns = kern_segments(g, j0, ncol, 16, seg);
         kern_pack(g, seg, ns, ncol, bp);
         for (int m0 = 0; m0 < g->M; m0 += KERN_TILE) {
             int mr = g->M - m0 < KERN_TILE ? g->M - m0 : KERN_TILE;

@@ -55,6 +55,19 @@ typedef struct {
     int flat;
 } kern_job;
 
+/* A run of panel columns with the same image and grid row: panel columns [c0, c0 + len) are grid
+ * columns (img, ty, tx .. tx + len - 1). */
+typedef struct {
+    int c0, len, ty, tx;
+    long img;
+} kern_seg;
+
+/* Split the panel of ncol columns from grid column j0 of job g's grid into runs of at most
+ * maxlen columns within one grid row (16 for the AVX-512 engine's vectors, 8 for the AVX2
+ * engine's); seg must hold ncol entries. Returns how many runs. Reads g only; cannot fail. Runs on
+ * every target. */
+int kern_segments(const kern_job *g, long j0, int ncol, int maxlen, kern_seg *seg);
+
 /* Whether the engine runs on this CPU: AVX-512F present and VBMEM_NETS_NO_AVX512 unset,
  * "" or "0" (probed once, thread-safe). Everything below may be called only when it
  * returns 1 (elsewhere they are stubs that do nothing). */

@@ -763,6 +763,51 @@ typedef struct {
     nets_path path;
 } gn_job;
 
+/* Group norm's three per-channel steps on one path's vectors: a channel's sum, its sum of squared
+ * deviations from a mean (float lanes or float values, double totals), and x = act(src * a + b). */
+typedef struct {
+    double (*sum)(const float *p, long len);
+    double (*sqdev)(const float *p, long len, float mean);
+    void (*affine_act)(float *x, const float *src, long len, float a, float b, nets_act act);
+} gn_vec;
+
+static double gn_sum_scalar(const float *p, long len)
+{
+    double s = 0.0;
+    for (long q = 0; q < len; q++)
+        s += p[q];
+    return s;
+}
+
+static double gn_sqdev_scalar(const float *p, long len, float mean)
+{
+    double s = 0.0;
+    for (long q = 0; q < len; q++) {
+        double d = (double)(p[q] - mean);
+        s += d * d;
+    }
+    return s;
+}
+
+static void gn_affine_act_scalar(float *x, const float *src, long len, float a, float b,
+                                 nets_act act)
+{
+    for (long k = 0; k < len; k++)
+        x[k] = src[k] * a + b;
+    act_apply(x, len, act);
+}
+
+/* The vectors group norm runs on: 8 lanes on the AVX2 engine, 16 where the AVX-512 engine runs
+ * (whatever the GEMM path), scalar otherwise and for rank-1 inputs (one value per channel). */
+static gn_vec gn_vec_for(const nets_layer *L, nets_path path)
+{
+    if (L->in.rank == 3 && path == NETS_PATH_ENGINE_AVX2)
+        return (gn_vec){kern_avx2_sum, kern_avx2_sqdev, kern_avx2_affine_act};
+    if (L->in.rank == 3 && kern_available())
+        return (gn_vec){kern_sum, kern_sqdev, kern_affine_act};
+    return (gn_vec){gn_sum_scalar, gn_sqdev_scalar, gn_affine_act_scalar};
+}
+
 static void gn_run(const void *v, long b, long e, int worker)
 {
     (void)worker;
@@ -780,68 +825,20 @@ static void gn_run(const void *v, long b, long e, int worker)
     }
     long cpg = C / L->groups;
     double cnt = (double)cpg * hw;
-    if (L->in.rank == 3 && j->path == NETS_PATH_ENGINE_AVX2) {
-        /* the same in 8 float lanes per pass (partial sums in float, totals in double) */
-        for (long it = b; it < e; it++) {
-            long i = it / L->groups, g = it % L->groups;
-            double sum = 0.0, sq = 0.0;
-            for (long c = g * cpg; c < (g + 1) * cpg; c++)
-                sum += kern_avx2_sum(j->in + c * cstride + i * istride, hw);
-            double mean = sum / cnt;
-            for (long c = g * cpg; c < (g + 1) * cpg; c++)
-                sq += kern_avx2_sqdev(j->in + c * cstride + i * istride, hw, (float)mean);
-            double rstd = 1.0 / sqrt(sq / cnt + L->eps);
-            for (long c = g * cpg; c < (g + 1) * cpg; c++)
-                kern_avx2_affine_act(j->out + c * cstride + i * istride,
-                                     j->in + c * cstride + i * istride, hw, (float)(L->w[c] * rstd),
-                                     (float)(L->b[c] - mean * L->w[c] * rstd), j->act);
-        }
-        return;
-    }
-    if (L->in.rank == 3 && kern_available()) {
-        /* the same in 16 float lanes per pass (partial sums in float, totals in double) */
-        for (long it = b; it < e; it++) {
-            long i = it / L->groups, g = it % L->groups;
-            double sum = 0.0, sq = 0.0;
-            for (long c = g * cpg; c < (g + 1) * cpg; c++)
-                sum += kern_sum(j->in + c * cstride + i * istride, hw);
-            double mean = sum / cnt;
-            for (long c = g * cpg; c < (g + 1) * cpg; c++)
-                sq += kern_sqdev(j->in + c * cstride + i * istride, hw, (float)mean);
-            double rstd = 1.0 / sqrt(sq / cnt + L->eps);
-            for (long c = g * cpg; c < (g + 1) * cpg; c++)
-                kern_affine_act(j->out + c * cstride + i * istride,
-                                j->in + c * cstride + i * istride, hw, (float)(L->w[c] * rstd),
-                                (float)(L->b[c] - mean * L->w[c] * rstd), j->act);
-        }
-        return;
-    }
+    gn_vec vec = gn_vec_for(L, j->path);
     for (long it = b; it < e; it++) {
         long i = it / L->groups, g = it % L->groups;
         double sum = 0.0, sq = 0.0;
-        for (long c = g * cpg; c < (g + 1) * cpg; c++) {
-            const float *p = j->in + c * cstride + i * istride;
-            for (long q = 0; q < hw; q++)
-                sum += p[q];
-        }
+        for (long c = g * cpg; c < (g + 1) * cpg; c++)
+            sum += vec.sum(j->in + c * cstride + i * istride, hw);
         double mean = sum / cnt;
-        float mf = (float)mean;
-        for (long c = g * cpg; c < (g + 1) * cpg; c++) {
-            const float *p = j->in + c * cstride + i * istride;
-            for (long q = 0; q < hw; q++) {
-                double d = (double)(p[q] - mf);
-                sq += d * d;
-            }
-        }
+        for (long c = g * cpg; c < (g + 1) * cpg; c++)
+            sq += vec.sqdev(j->in + c * cstride + i * istride, hw, (float)mean);
         double rstd = 1.0 / sqrt(sq / cnt + L->eps);
-        for (long c = g * cpg; c < (g + 1) * cpg; c++) {
-            const float *p = j->in + c * cstride + i * istride;
-            float *q = j->out + c * cstride + i * istride;
-            float a = (float)(L->w[c] * rstd), bb = (float)(L->b[c] - mean * L->w[c] * rstd);
-            for (long k = 0; k < hw; k++)
-                q[k] = p[k] * a + bb;
-            act_apply(q, hw, j->act);
-        }
+        for (long c = g * cpg; c < (g + 1) * cpg; c++)
+            vec.affine_act(j->out + c * cstride + i * istride, j->in + c * cstride + i * istride,
+                           hw, (float)(L->w[c] * rstd), (float)(L->b[c] - mean * L->w[c] * rstd),
+                           j->act);
     }
 }
 
