@@ -19,6 +19,7 @@ static void usage(void)
             "usage: bench-gain [--episodes N] [--steps N] [--candidates N] [--seed N]\n"
             "                  [--sigma-z2 X] [--blend] [--model FILE] [--cue NAME]...\n"
             "                  [--no-specificity] [--forget N] [--resize H] [--dump FILE]\n"
+            "                  [--data FILE]\n"
             "cues: top bottom blocks noise20 noise35 clean (default: all)\n"
             "--sigma-z2 X: the sessions' observation noise (default: the model's session\n"
             "default); --blend: answers that blend the cue with the prediction; --dump FILE:\n"
@@ -26,7 +27,9 @@ static void usage(void)
             "last step of the last cue, float32 (bench/gain_picture.py draws them); --forget N:\n"
             "also forget the first N items of every episode and read them again (top cues);\n"
             "--resize H: also resize every memory to H clusters, from kept codes and from codes\n"
-            "drawn from the memory, and read again (top cues, sample specificity)\n");
+            "drawn from the memory, and read again (top cues, sample specificity); --data FILE:\n"
+            "the test images, a gzipped IDX file of 28x28 bytes (default: Fashion-MNIST's test\n"
+            "set, from Debian's dataset-fashion-mnist)\n");
 }
 
 int main(int argc, char **argv)
@@ -34,7 +37,7 @@ int main(int argc, char **argv)
     static const char *const keys[GAIN_CUES] = {"top",     "bottom",  "blocks",
                                                 "noise20", "noise35", "clean"};
     gain_opts o = {20, 5, 4, 1, 0.0, 0, 1, NULL};
-    const char *model = RECALL_MODEL;
+    const char *model = RECALL_MODEL, *data = GAIN_FMNIST;
     int want[GAIN_CUES] = {0}, any = 0, spec = 1, forget = 0, resize = 0, i, c;
     gain_forget_result fr;
     gain_resize_result rr;
@@ -62,6 +65,8 @@ int main(int argc, char **argv)
             spec = 0;
         else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
             o.dump = argv[++i];
+        else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
+            data = argv[++i];
         else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
             model = argv[++i];
         else if (strcmp(argv[i], "--cue") == 0 && i + 1 < argc) {
@@ -81,9 +86,9 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
-    printf("bench-gain: %d episodes of 64 Fashion-MNIST test images, %d read steps, %d "
+    printf("bench-gain: %d episodes of 64 test images of %s, %d read steps, %d "
            "candidates, seed %llu, sigma_z2 %s, %s answers, model %s\n",
-           o.episodes, o.steps, o.candidates, (unsigned long long)o.seed,
+           o.episodes, data, o.steps, o.candidates, (unsigned long long)o.seed,
            o.sigma_z2 > 0.0 ? "as below" : "the model's session default",
            o.blend ? "blended" : "clean", model);
     if (o.sigma_z2 > 0.0)
@@ -97,7 +102,7 @@ int main(int argc, char **argv)
     for (c = 0; c < GAIN_CUES; c++) {
         if (any && !want[c])
             continue;
-        if (gain_run(model, GAIN_FMNIST, (gain_cue)c, &o, &r) != 0)
+        if (gain_run(model, data, (gain_cue)c, &o, &r) != 0)
             return 1;
         printf("| %s | %.4f | %.4f | %.4f | %.4f | **%.2f** | %.2f | %.3f / %.3f / %.3f / %.3f | "
                "%.1f / %.1f / %.1f | %.3f | %.1f | %.1f |\n",
@@ -107,7 +112,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     if (spec) {
-        if (gain_specificity(model, GAIN_FMNIST, &o, &sp) != 0)
+        if (gain_specificity(model, data, &o, &sp) != 0)
             return 1;
         printf("\nsample specificity (mean distance of a sample to the nearest image of its "
                "episode over that to another episode's; 1 = no memory): memory %.3f, empty "
@@ -115,7 +120,7 @@ int main(int argc, char **argv)
                sp.mem, sp.empty, sp.oracle);
     }
     if (forget > 0) {
-        if (gain_forget(model, GAIN_FMNIST, &o, forget, &fr) != 0)
+        if (gain_forget(model, data, &o, forget, &fr) != 0)
             return 1;
         printf("\nforgetting %d of 64 items, top-half cues: closure = (empty - memory) / (empty - "
                "oracle), specific = (another episode - memory) / (another episode - oracle)\n\n",
@@ -130,7 +135,7 @@ int main(int argc, char **argv)
                fr.closure_down_forgotten, fr.specific_down_forgotten, fr.closure_down_kept);
     }
     if (resize > 0) {
-        if (gain_resize(model, GAIN_FMNIST, &o, resize, &rr) != 0)
+        if (gain_resize(model, data, &o, resize, &rr) != 0)
             return 1;
         printf("\nresizing every memory to %d clusters: top-half cues' closure and sample "
                "specificity\n\n| memory | closure | specificity |\n|---|---|---|\n",

@@ -1,5 +1,5 @@
 /* test_gain.c -- shows that what a memory holds changes what it answers, on the bundled model and
- * Fashion-MNIST test episodes (the episodes of bench-gain, fixed seeds: 20 for the top-half cue,
+ * Fashion-MNIST test episodes (the episodes of bench-gain, fixed seeds: 8 for the top-half cue,
  * the first 4 for the others), each figure against the same read on an empty memory (the model
  * alone) and on another episode's memory, with the oracle (the decode of the item's own code) as
  * the ceiling: top-half cues close at least 80 % of the gap to the oracle, noisy cues (sd 0.35) at
@@ -41,16 +41,16 @@ static void print_result(const char *what, const gain_opts *o, const gain_result
     fflush(stdout);
 }
 
-/* The top-half figure on the benchmark's 20 episodes (its first 4 give 0.797 against the 20's
- * 0.81: the figure is asserted where it is measured, on 1,280 cues) unless VBMEM_GAIN_EPISODES
- * says otherwise. */
+/* The top-half figure on the benchmark's first 8 episodes, 512 cues (0.861 on them against the
+ * 20's 0.87 of bench/README.md, on this model; the first 4 alone gave the first model 0.797 against
+ * its 20's 0.81) unless VBMEM_GAIN_EPISODES says otherwise. */
 START_TEST(top_half_cue_closes_the_gap)
 {
     gain_opts o = test_opts();
     gain_result r;
 
     if (getenv("VBMEM_GAIN_EPISODES") == NULL)
-        o.episodes = 20;
+        o.episodes = 8;
     ck_assert_int_eq(gain_run(RECALL_MODEL, GAIN_FMNIST, GAIN_TOP, &o, &r), 0);
     print_result("top half blanked, with the mask", &o, &r);
     ck_assert_msg(r.mse_oracle < r.mse_mem && r.mse_mem < r.mse_other && r.mse_other < r.mse_empty,
