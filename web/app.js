@@ -367,6 +367,7 @@ async function showSession() {
   if (!state.session) {
     state.info = null;
     state.model = null;
+    showShipped();
     $('session-info').textContent = state.sessions.length ? 'no session chosen' : 'no session yet: create one below';
     applyMode('none');
     drawUsage(null);
@@ -375,6 +376,7 @@ async function showSession() {
   const s = (await client.getSession(state.session)).raw;
   state.info = s;
   state.model = s.model ? modelByName(s.model) : null;
+  showShipped();
   const mode = sessionMode(s);
   applyMode(mode);
   const where = s.model ? `images of model ${s.model}` : `latent: codes of ${s.code_size} dimensions from your own encoder`;
@@ -529,9 +531,28 @@ async function importSession(file) {
 }
 
 // ---------- episode ----------
+// The ready episodes, by the dataset a model was trained on (its provenance); Fashion-MNIST for
+// any other model and before a session is chosen.
+const SHIPPED = {
+  'fashion-mnist': { file: 'fashion-mnist-episode', label: 'Fashion-MNIST test images',
+    credit: '(Fashion-MNIST © Zalando SE, MIT licence)' },
+  omniglot: { file: 'omniglot-episode', label: 'Omniglot test characters',
+    credit: '(Omniglot © 2015 Brenden Lake, MIT licence; alphabets the model never saw)' },
+};
+function shippedEpisode() {
+  const ds = state.model && state.model.provenance ? state.model.provenance.dataset : null;
+  return SHIPPED[ds] || SHIPPED['fashion-mnist'];
+}
+function showShipped() {
+  const e = shippedEpisode();
+  $('use-shipped').textContent = e.label;
+  $('shipped-credit').textContent = e.credit;
+}
+
 async function useShipped() {
-  const meta = await (await fetch('/ui/fashion-mnist-episode.json')).json();
-  const sprite = await loadImage('/ui/fashion-mnist-episode.png');
+  const e = shippedEpisode();
+  const meta = await (await fetch(`/ui/${e.file}.json`)).json();
+  const sprite = await loadImage(`/ui/${e.file}.png`);
   const n = Number($('shipped-count').value);
   const urls = [];
   for (let i = 0; i < n; i++) {
