@@ -6,9 +6,9 @@
  * least 60 % with answers no rougher than 1.5 x the oracle's, stored items are told from another
  * episode's by familiarity (AUC >= 0.8, clean cues), forgotten items lose their recall down to what
  * another episode's memory gives them while the kept ones keep theirs, and samples are nearer their
- * own episode than the empty memory's are (a specificity of 0.85 is out of this model's reach: the
- * decodes of the stored items' own codes, the oracle, score 0.85). Needs the Debian package
- * dataset-fashion-mnist. VBMEM_GAIN_EPISODES sets the number of episodes of every case. */
+ * own episode than the empty memory's are, though not as near as the decodes of the stored items'
+ * own codes (the oracle). Needs the Debian package dataset-fashion-mnist. VBMEM_GAIN_EPISODES sets
+ * the number of episodes of every case. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
