@@ -665,6 +665,26 @@ async function sessionsFlow(browser) {
     check(await page.inputValue('#new-retain') !== '' && Number(await page.inputValue('#new-retain')) >= 32 &&
       await page.inputValue('#new-clusters') === '4', 'the offer fills "New session" with codes kept');
 
+    // a session on the second bundled model (Omniglot): the ready episode follows the model
+    await page.selectOption('#model', 'omniglot-mixture');
+    for (const id of ['#new-clusters', '#new-rows', '#new-retain', '#new-sigma-z2']) await page.fill(id, '');
+    const before0 = await shownId(page);
+    await page.click('#new-session');
+    await page.waitForFunction((b) => { const v = document.querySelector('#session').value; return v.length === 32 && v !== b; }, before0);
+    const omniOffered = await page.waitForFunction(() => document.querySelector('#use-shipped').textContent === 'Omniglot test characters',
+      null, { timeout: 10000 }).then(() => true, () => false);
+    check(omniOffered && /Brenden Lake/.test(await page.textContent('#shipped-credit')),
+      `a session on the Omniglot model offers the Omniglot episode ("${await page.textContent('#use-shipped')}")`);
+    await page.selectOption('#shipped-count', '16');
+    await page.click('#use-shipped');
+    await page.waitForFunction(() => document.querySelectorAll('#episode img').length === 16);
+    check(/^Angelic, character01$/.test(await page.getAttribute('#episode img', 'title') || ''),
+      'its images are named by alphabet and character');
+    await page.click('#write');
+    await page.waitForFunction(() => document.querySelectorAll('#clusters img.mean').length > 0, null, { timeout: 20000 });
+    const os = (await api(d, 'GET', '/v1/sessions/' + await shownId(page))).body;
+    check(os.model === 'omniglot-mixture' && os.frames === 16, `the Omniglot episode written to a session on that model (${os.model}, ${os.frames} frames)`);
+
     // a latent session from the page: no model, its code size
     await page.selectOption('#model', '');
     check(await page.locator('#new-code-size').isVisible(), 'a latent session asks for its code size');
@@ -693,6 +713,10 @@ async function sessionsFlow(browser) {
     const ts = (await api(d, 'GET', '/v1/sessions/' + tid)).body;
     check(ts.kind === 'temporal' && ts.components === 3 && ts.model === 'fashion-mnist-mixture-v2', 'a temporal session on the model, P = 3');
     await page.waitForFunction(() => document.body.dataset.mode === 'temporal-image');
+    check(await page.textContent('#use-shipped') === 'Fashion-MNIST test images', 'a session on the Fashion-MNIST model offers its episode again');
+    await page.selectOption('#shipped-count', '32'); // (the Omniglot session above left 16 of its own drawings)
+    await page.click('#use-shipped');
+    await page.waitForFunction(() => document.querySelectorAll('#episode img').length === 32);
     check(await page.evaluate(() => !document.querySelector('#sequence-panel').hidden && document.querySelector('#samples-panel').hidden &&
       !document.querySelector('#episode-panel').hidden), 'a temporal session shows the episode and the sequence panels');
     await page.click('#seq-write');

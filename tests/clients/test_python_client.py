@@ -106,9 +106,10 @@ def test_system_endpoints(client):
 
 def test_models(client):
     ms = client.models()
-    assert sorted(m.name for m in ms) == sorted([MODEL, "fashion-mnist-mixture"])  # and the first
+    # and the first, and the second (Omniglot)
+    assert sorted(m.name for m in ms) == sorted([MODEL, "fashion-mnist-mixture", "omniglot-mixture"])
     m = [m for m in ms if m.name == MODEL][0]
-    assert not [x for x in ms if x.name != MODEL][0].default
+    assert not any(x.default for x in ms if x.name != MODEL)
     assert m.default and m.observation_shape == (1, 28, 28) and m.code_size == 64
     assert m.episode_length == 64 and m.defaults["kind"] == "mixture"
     one = client.model(MODEL)

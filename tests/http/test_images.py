@@ -123,6 +123,70 @@ def test_first_model_kept_beside_the_default():
     ok(c.request("DELETE", "/v1/sessions/" + s["id"]), 204)
 
 
+SECOND = "omniglot-mixture"  # the second bundled model, trained on Omniglot's background alphabets
+
+
+def omniglot_episode():
+    """The page's ready Omniglot episode (web/omniglot-episode.png: 64 drawings of the evaluation
+    alphabets, which the model never saw, as 28 x 28 bytes): a list of 64 bytes objects."""
+    with open(os.path.join(ROOT, "web", "omniglot-episode.png"), "rb") as f:
+        w, h, ch, depth, rows = pngs.read_png(f.read())
+    expect((w, h, ch, depth) == (224, 224, 1, 8), (w, h, ch, depth))
+    return [bytes(rows[(i // 8) * 28 + y][(i % 8) * 28 + x] for y in range(28) for x in range(28))
+            for i in range(64)]
+
+
+def test_second_model_omniglot():
+    """The second bundled model, trained on Omniglot: listed with its own provenance (its test ELBO
+    over the whole test set, 13,180 drawings of the 20 evaluation alphabets, next to its VAE's, both
+    with the same budget) and session precision; on drawings of alphabets it never saw it
+    reconstructs better than the Fashion-MNIST model does; and a session on it remembers: the
+    bottom halves of 32 written drawings, read from their top halves, come back nearer the
+    originals from its memory than from an empty session on the same model (the model alone) and
+    than from a session holding the other 32 drawings."""
+    c = FAST.client()
+    by = {m["name"]: m for m in ok(c.request("GET", "/v1/models"))["models"]}
+    expect(SECOND in by and not by[SECOND]["default"], sorted(by))
+    m = by[SECOND]
+    pv = m["provenance"]
+    expect(pv["dataset"] == "omniglot" and pv["test_episodes"] == 13180 // 64, pv)
+    expect(math.isfinite(pv["test_elbo_per_frame"]) and math.isfinite(pv["baseline_vae_test_elbo_per_frame"])
+           and pv["baseline_vae_epochs"] == pv["epochs"], pv)
+    expect(m["observation"] == by[MODEL]["observation"] and m["code_size"] == C, m)
+    raw = omniglot_episode()
+    u8 = lambda imgs: {"dtype": "uint8", "shape": [len(imgs), 1, 28, 28], "data": pngs.b64(b"".join(imgs))}
+
+    def mse(a, b, pixels=range(784)):
+        return sum((a[i][p] - b[i][p]) ** 2 for i in range(len(a)) for p in pixels) / (255.0 ** 2 * len(a) * len(pixels))
+
+    def recon(model):
+        enc = ok(c.request("POST", "/v1/models/%s/encode" % model, {"observations": u8(raw)}))
+        dec = ok(c.request("POST", "/v1/models/%s/decode" % model, {"codes": {"mu": enc["codes"]["mu"]}, "format": "uint8"}))
+        return mse(raw, [base64.b64decode(dec["observations"]["data"])[i * 784:(i + 1) * 784] for i in range(64)])
+    r2, rf = recon(SECOND), recon(MODEL)
+    expect(r2 < rf, "encode-decode of Omniglot drawings: MSE %.4f on %s, %.4f on %s" % (r2, SECOND, rf, MODEL))
+    a, b = raw[:32], raw[32:]
+    sa, base_a = new_session(c, model=SECOND)
+    expect(sa["model"] == SECOND and sa["config"]["sigma_z2"] == m["memory"]["session_sigma_z2"], sa)
+    sb, base_b = new_session(c, model=SECOND)
+    se, base_e = new_session(c, model=SECOND)
+    ok(c.request("POST", base_a + "/episodes", {"observations": u8(a), "seed": 1}))
+    ok(c.request("POST", base_b + "/episodes", {"observations": u8(b), "seed": 1}))
+    top = {"dtype": "uint8", "shape": [32, 1, 28, 28], "data": pngs.b64(bytes(255 if p < 392 else 0 for _ in a for p in range(784)))}
+    cue = [x[:392] + bytes(392) for x in a]
+    got = {}
+    for name, base in (("memory", base_a), ("another episode", base_b), ("empty", base_e)):
+        r = ok(c.request("POST", base + "/reads", {"observations": u8(cue), "mask": top, "iterations": 5, "seed": 7,
+                                                  "format": "uint8"}))
+        out = base64.b64decode(r["steps"][-1]["observations"]["data"])
+        got[name] = mse(a, [out[i * 784:(i + 1) * 784] for i in range(32)], range(392, 784))
+    print("  omniglot, bottom halves from top halves (MSE): %s; encode-decode %.4f (%s %.4f)"
+          % (", ".join("%s %.4f" % kv for kv in got.items()), r2, MODEL, rf))
+    expect(got["memory"] < got["empty"] and got["memory"] < got["another episode"], got)
+    for base in (base_a, base_b, base_e):
+        ok(c.request("DELETE", base), 204)
+
+
 def test_sessions_on_the_bundled_model():
     c = FAST.client()
     s, base = new_session(c)  # neither model nor code_size: the default model
@@ -1096,7 +1160,8 @@ def test_reads_answer_clean_familiarity_and_stopped_at():
 
 
 TESTS = [
-    test_model_listing, test_first_model_kept_beside_the_default, test_sessions_on_the_bundled_model, test_write_64_images_samples_and_read,
+    test_model_listing, test_first_model_kept_beside_the_default, test_second_model_omniglot,
+    test_sessions_on_the_bundled_model, test_write_64_images_samples_and_read,
     test_encode_decode_helpers, test_image_errors, test_png_variants, test_hostile_image_inputs_never_500,
     test_models_dir_bad_file_and_sighup_reload, test_continual_model_replaced_under_one_name,
     test_model_session_survives_restart,

@@ -55,10 +55,11 @@ describe("against vbmemd", () => {
 
   test("models and model (404 for an unknown one)", async () => {
     const ms = await c.models();
-    assert.deepEqual(ms.map((m) => m.name).sort(), [MODEL, "fashion-mnist-mixture"].sort()); // and the first
+    // and the first, and the second (Omniglot)
+    assert.deepEqual(ms.map((m) => m.name).sort(), [MODEL, "fashion-mnist-mixture", "omniglot-mixture"].sort());
     const m = ms.find((x) => x.name === MODEL);
     assert.equal(m.default, true);
-    assert.equal(ms.find((x) => x.name !== MODEL).default, false);
+    assert.deepEqual(ms.filter((x) => x.name !== MODEL).map((x) => x.default), [false, false]);
     assert.deepEqual(m.observationShape, [1, 28, 28]);
     assert.equal(m.codeSize, 64);
     assert.equal(m.episodeLength, 64);
