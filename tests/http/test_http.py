@@ -149,7 +149,7 @@ def test_system_endpoints():
     expect(ok(c.request("GET", "/healthz"))["status"] == "ok")
     expect(ok(c.request("GET", "/readyz"))["status"] == "ready")
     models = ok(c.request("GET", "/v1/models"))  # the bundled models (tests/http/test_images.py)
-    expect(sorted(m["name"] for m in models["models"]) == ["fashion-mnist-mixture", "fashion-mnist-mixture-v2"]
+    expect(sorted(m["name"] for m in models["models"]) == ["fashion-mnist-mixture", "fashion-mnist-mixture-v2", "omniglot-mixture"]
            and models["default_model"] == "fashion-mnist-mixture-v2", models)
     problem(c.request("GET", "/v1/models/mnist"), 404, "name")
     m = c.request("GET", "/metrics")
