@@ -3,7 +3,11 @@
 images, samples generated from the memory written with it (App. G.1), and
 iterative reads (App. G.2) of half-masked cues, one column per step.
 
-  /usr/bin/python3 train/demo_picture.py models/fashion-mnist-mixture-v2.safetensors docs/guide/demo-fashion-mnist.png"""
+  /usr/bin/python3 train/demo_picture.py models/fashion-mnist-mixture-v2.safetensors docs/guide/demo-fashion-mnist.png
+  /usr/bin/python3 train/demo_picture.py models/omniglot-mixture.safetensors docs/guide/demo-omniglot.png --data-root DIR
+
+The test images are of the dataset the model was trained on (its provenance; --dataset to
+choose), read from --data-root (Omniglot needs it; Fashion-MNIST defaults to Debian's package)."""
 import argparse
 import os
 import struct
@@ -78,6 +82,8 @@ def main():
     p.add_argument("out")
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--reads", type=int, default=8, help="cues shown")
+    p.add_argument("--dataset", default=None, help="default: the model's provenance dataset")
+    p.add_argument("--data-root", default=None)
     a = p.parse_args()
     torch.set_num_threads(1)
     enc, dec, arch, memcfg, prov = nets.load_model(a.model)
@@ -85,7 +91,7 @@ def main():
     dec.eval()
     gen = torch.Generator()
     gen.manual_seed(a.seed)
-    imgs = data.load_dataset("fashion-mnist", None, "test")
+    imgs = data.load_dataset(a.dataset or prov.get("dataset", "fashion-mnist"), a.data_root, "test")
     T = memcfg["episode_length"]
     idx = torch.randperm(imgs.shape[0], generator=gen)[:T]
     x = (torch.from_numpy(imgs[idx.numpy()]).float() + 0.5) / 256
