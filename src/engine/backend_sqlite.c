@@ -684,7 +684,7 @@ static vbm_status sq_collect(sq_store *q, sqlite3_stmt *st, int limit, char (*id
 {
     const unsigned char *text;
     vbm_status est = VBM_OK;
-    int rc;
+    int rc = SQLITE_DONE; /* (limit 0: no step taken) */
 
     *n = 0;
     while (*n < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {

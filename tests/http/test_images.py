@@ -166,23 +166,31 @@ def test_second_model_omniglot():
     r2, rf = recon(SECOND), recon(MODEL)
     expect(r2 < rf, "encode-decode of Omniglot drawings: MSE %.4f on %s, %.4f on %s" % (r2, SECOND, rf, MODEL))
     a, b = raw[:32], raw[32:]
+    # the reads of the comparison: all 32 written drawings (their ordering asserted), or the first
+    # VBMEM_SECOND_MODEL_CUES of them with the ordering only printed (the sanitizer build, where
+    # these reads took 85 s and the release build asserts the figure; the read code is the default
+    # model's, whose reads the sanitizer build runs in full in the tests above)
+    n_cues = int(os.environ.get("VBMEM_SECOND_MODEL_CUES", "32"))
+    expect(1 <= n_cues <= 32, "VBMEM_SECOND_MODEL_CUES %d: from 1 to 32" % n_cues)
     sa, base_a = new_session(c, model=SECOND)
     expect(sa["model"] == SECOND and sa["config"]["sigma_z2"] == m["memory"]["session_sigma_z2"], sa)
     sb, base_b = new_session(c, model=SECOND)
     se, base_e = new_session(c, model=SECOND)
     ok(c.request("POST", base_a + "/episodes", {"observations": u8(a), "seed": 1}))
     ok(c.request("POST", base_b + "/episodes", {"observations": u8(b), "seed": 1}))
-    top = {"dtype": "uint8", "shape": [32, 1, 28, 28], "data": pngs.b64(bytes(255 if p < 392 else 0 for _ in a for p in range(784)))}
-    cue = [x[:392] + bytes(392) for x in a]
+    top = {"dtype": "uint8", "shape": [n_cues, 1, 28, 28],
+           "data": pngs.b64(bytes(255 if p < 392 else 0 for _ in a[:n_cues] for p in range(784)))}
+    cue = [x[:392] + bytes(392) for x in a[:n_cues]]
     got = {}
     for name, base in (("memory", base_a), ("another episode", base_b), ("empty", base_e)):
         r = ok(c.request("POST", base + "/reads", {"observations": u8(cue), "mask": top, "iterations": 5, "seed": 7,
                                                   "format": "uint8"}))
         out = base64.b64decode(r["steps"][-1]["observations"]["data"])
-        got[name] = mse(a, [out[i * 784:(i + 1) * 784] for i in range(32)], range(392, 784))
-    print("  omniglot, bottom halves from top halves (MSE): %s; encode-decode %.4f (%s %.4f)"
-          % (", ".join("%s %.4f" % kv for kv in got.items()), r2, MODEL, rf))
-    expect(got["memory"] < got["empty"] and got["memory"] < got["another episode"], got)
+        got[name] = mse(a[:n_cues], [out[i * 784:(i + 1) * 784] for i in range(n_cues)], range(392, 784))
+    print("  omniglot, bottom halves of %d drawings from their top halves (MSE): %s; encode-decode %.4f (%s %.4f)"
+          % (n_cues, ", ".join("%s %.4f" % kv for kv in got.items()), r2, MODEL, rf))
+    if n_cues == 32:
+        expect(got["memory"] < got["empty"] and got["memory"] < got["another episode"], got)
     for base in (base_a, base_b, base_e):
         ok(c.request("DELETE", base), 204)
 
