@@ -800,6 +800,19 @@ class SentinelCluster:
         port = named.pop()
         return next((i for i, n in enumerate(self.nodes) if n["relay"].port == port), None)
 
+    def converged(self):
+        """True when the sentinels agree on a primary, ROLE on it lists the two other nodes as
+        connected replicas, and ROLE on each of those says it replicates from it. (Sentinels
+        promote only replicas: a node restarted after its failover that is named primary here
+        was made a replica first and promoted by a later failover.)"""
+        p = self.primary()
+        if p is None:
+            return False
+        others = [i for i in range(len(self.nodes)) if i != p]
+        want = ("slave", self.nodes[p]["relay"].port)
+        return (sorted(self.replicas_of(p)) == sorted(self.nodes[i]["relay"].port for i in others)
+                and all(role(self.nodes[i]["port"]) == want for i in others))
+
     def replicas_of(self, i):
         """Relay ports of the replicas ROLE on node i lists as connected (it must be a master)."""
         try:
@@ -827,7 +840,8 @@ def poll(cond, tries, what, pause=0.1):
     raise AssertionError("%s: not after %d polls %.1f s apart" % (what, tries, pause))
 
 
-def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_attempts=300, check=True):
+def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_attempts=300, check=True,
+                 down_after_ms=500):
     """The failover check, shared with bench/failover.py. Two vbmemd --redis-sentinel behind
     nginx; n_writers client threads write their own sessions (If-Match on the version they
     know) and record every acknowledged write: session, version, SHA-256 of the memory export
@@ -835,7 +849,8 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
     replica: writes reach the primary only), writes go on until 4 have been answered, the
     primary is SIGKILLed and what it had not sent its replicas is lost with it; every writer
     must be acknowledged again within recover_attempts attempts (each failed one followed by a
-    0.1 s pause), the old primary restarts and must come back as a replica of the new one.
+    0.1 s pause), the old primary restarts and must come back as a replica of the primary the
+    sentinels name.
     Checked throughout: no (session, version) acknowledged twice (an acknowledged write lost
     and its version reused) and no stored version below an acknowledged one (seen on every
     409); at the end every session's stored version is its last acknowledged one (or above by
@@ -843,8 +858,8 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
     figures: per round the attempts each writer needed and the seconds from the kill to the
     last writer's first acknowledgement (printed, never asserted), and counts. check=False (the
     bench's comparator without WAIT) counts lost acknowledged writes in "lost" instead of
-    failing on them."""
-    cl = SentinelCluster(tmp)
+    failing on them. down_after_ms: the sentinels' down-after-milliseconds."""
+    cl = SentinelCluster(tmp, down_after_ms=down_after_ms)
     daemons, ngx, stop = [], None, threading.Event()
     try:
         for _ in range(2):
@@ -978,16 +993,22 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
             new = cl.primary()
             expect(new is not None and new != old, "round %d: primary %s after the kill of %d" % (rnd_i, new, old))
             poll(lambda: min(after_kill.get(k, 0) for k in range(n_writers)) >= 3, 600, "round %d: writes after the failover" % rnd_i)
-            # the old primary returns: the sentinels make it a replica of the new one
+            # the old primary returns: the sentinels make it a replica of the primary they name.
+            # That is the one promoted at the kill unless a further failover came meanwhile (on a
+            # loaded machine a stalled primary can miss down-after-milliseconds); either way every
+            # node must follow the one they name, the old primary included.
             cl.start_node(old)
             try:
-                poll(lambda: role(cl.nodes[old]["port"]) == ("slave", cl.nodes[new]["relay"].port), 900,
-                     "round %d: the old primary is a replica of the new one (ROLE)" % rnd_i)
-                poll(lambda: len(cl.replicas_of(new)) == 2, 900, "round %d: the new primary has two replicas" % rnd_i)
+                poll(lambda: cl.converged(), 900,
+                     "round %d: the old primary and the other node are replicas of the primary the sentinels name (ROLE)" % rnd_i)
             except AssertionError as e:
-                raise AssertionError("%s; ROLE of nodes 0-2 (relay ports %s): %s; sentinels name %s"
+                raise AssertionError("%s; ROLE of nodes 0-2 (relay ports %s): %s; sentinels name %s; promoted at the kill %d"
                                      % (e, [n["relay"].port for n in cl.nodes],
-                                        [role(n["port"]) for n in cl.nodes], cl.primary()))
+                                        [role(n["port"]) for n in cl.nodes], cl.primary(), new))
+            latest = cl.primary()
+            if latest != new:
+                log("     round %d: a further failover made node %s primary (node %d was promoted at the kill)"
+                    % (rnd_i, latest, new))
             figures.append({"round": rnd_i, "wait_503": lag_503, "recover_s": max(recovered_at.values()) - kill_t[0], "killed": old, "promoted": new, "attempts": dict(sorted(recovered.items())),
                             "held_bytes": cl.nodes[old]["relay"].held_bytes, "polls": polls})
             log("     round %d: primary %d killed with %d bytes unreplicated, %d promoted; writers acknowledged again after %s attempts"
@@ -1044,10 +1065,15 @@ def test_sentinel_failover_no_acknowledged_write_lost():
     (WAIT for 1 replica, 300 ms) behind nginx; four writers. The primary's replication links lag,
     then it is SIGKILLed: every writer is acknowledged again within 300 attempts (0.1 s pause
     after each failed one), every acknowledged write is there afterwards (version and memory
-    export), and the old primary, restarted, is a replica of the new one (failover_run)."""
+    export), and the old primary, restarted, is a replica of the primary the sentinels name (failover_run)."""
     tmp = tempfile.mkdtemp(prefix="vbmem-sentinel-")
     try:
-        f = failover_run(tmp, n_writers=4, rounds=1)
+        # Every connection to a Redis node passes a relay thread of this process. Under a wrapper
+        # (valgrind, a sanitizer) on a loaded machine that relay can stall past 500 ms; the
+        # sentinels would take the live primary for dead, and a failover while it lives is the
+        # partition case docs/ops/storage.md says WAIT does not cover. The wrapped run gives
+        # them 3 s.
+        f = failover_run(tmp, n_writers=4, rounds=1, down_after_ms=3000 if WRAPPER else 500)
         # while the replicas lagged, writes were refused: 503 saying no replica confirmed them
         expect(f["rounds"][0]["wait_503"] >= 1, "no write was refused for want of replicas: %s" % f)
         print("     sentinel failover: %d acknowledged writes, %d not acknowledged, %d sessions, %d memories compared"
