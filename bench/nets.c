@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nets/layers.h"
 #include "nets/nets.h"
 #include "nets/nets_internal.h"
 #include "nets/onednn.h"
@@ -31,7 +32,8 @@ typedef struct {
     long frames;
     int reps;
     int torch;
-    int avx2; /* run the AVX2 server (--no-avx2 turns it off) */
+    int avx2;   /* run the AVX2 server (--no-avx2 turns it off) */
+    int layers; /* --layers: time each GEMM-shaped layer alone instead */
     const char *root;
     const char *keep_cifar; /* write the generated CIFAR model here and keep it */
 } bench_opts;
@@ -595,6 +597,138 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
     return rc;
 }
 
+/* ---- --layers: each GEMM-shaped layer alone ---- */
+
+/* FLOPs of one GEMM-shaped layer for one sample (as seq_flops). */
+static double layer_flops(const nets_layer *L)
+{
+    nets_seq one = {(nets_layer *)L, 1, L->in, L->out, 0, 0, 0};
+    return seq_flops(&one);
+}
+
+/* Seconds of the fastest of CALLS_PER_ROUND calls (after one untimed) of layer L on path p
+ * over n samples; out gets the result (no residual, no crop, no activation). */
+static double time_layer(team_t *t, nets_path p, const nets_layer *L, long n, const float *in,
+                         float *out, float *col)
+{
+    double best = INFINITY;
+    for (int c = -1; c < CALLS_PER_ROUND; c++) {
+        double t0 = bench_now_s();
+        if (L->type == NETS_L_CONV2D)
+            nets_layer_conv2d(t, p, L, n, in, out, NULL, col, ACT_NONE);
+        else if (L->type == NETS_L_CONVT2D)
+            nets_layer_convt2d(t, p, L, n, in, out, col, ACT_NONE);
+        else
+            nets_layer_dense(t, p, L, n, in, out, col, ACT_NONE);
+        if (c >= 0)
+            best = fmin(best, bench_now_s() - t0);
+    }
+    return best;
+}
+
+/* The GEMM-shaped layers of s (residual bodies included) into ls (at most cap); their count. */
+static int gemm_layers(const nets_seq *s, const nets_layer **ls, int n, int cap)
+{
+    for (int i = 0; i < s->n && n < cap; i++) {
+        const nets_layer *L = &s->layers[i];
+        if (L->type == NETS_L_RESIDUAL)
+            n = gemm_layers(L->body, ls, n, cap);
+        else if (L->type == NETS_L_CONV2D || L->type == NETS_L_CONVT2D || L->type == NETS_L_DENSE)
+            ls[n++] = L;
+    }
+    return n;
+}
+
+/* --layers: per GEMM-shaped layer of the model's encoder and decoder, the GFLOP/s of each path
+ * this process runs the layers on itself (the engines and blas; oneDNN's primitives are built
+ * by its executor and are left out), median over the rounds, and its median ratio to this
+ * process's GEMM ceiling sampled in the same round. A layer is timed alone on random inputs:
+ * without the crop, residual add and activation the executor fuses into it, and with its input
+ * in L2 or L3 from the call before, as in a network whose activations fit there. */
+static int bench_layers(const bench_opts *o, const char *path, const char *label, float *ga,
+                        float *gb, float *gc)
+{
+    vbm_error err;
+    nets_model *m;
+    if (nets_model_load(path, &m, &err) != VBM_OK) {
+        fprintf(stderr, "bench-nets: %s\n", err.msg);
+        return -1;
+    }
+    static const nets_path order[3] = {NETS_PATH_ENGINE, NETS_PATH_ENGINE_AVX2, NETS_PATH_BLAS};
+    int R = o->reps > MAX_REPS ? MAX_REPS : o->reps, rc = 0;
+    long n = o->frames;
+    team_t *team = team_new(o->threads);
+    printf("\n%s (%s), each GEMM-shaped layer alone, %ld samples; GFLOP/s (median of %d rounds) "
+           "and of the ceiling\n",
+           label, path, n, R);
+    printf("  %-24s %-12s %22s %6s", "layer", "kind", "in -> out", "MFLOP");
+    for (int i = 0; i < 3; i++)
+        if (nets_path_runs(order[i]))
+            printf(" %14s", nets_path_name(order[i]));
+    printf("\n");
+    for (int half = 0; half < 2 && !rc; half++) {
+        const nets_layer *ls[256];
+        int nl = gemm_layers(half == 0 ? &m->enc : &m->dec, ls, 0, 256);
+        for (int li = 0; li < nl && !rc; li++) {
+            const nets_layer *L = ls[li];
+            long isz = nets_shape_size(L->in) * n, osz = nets_shape_size(L->out) * n;
+            size_t csz = nets_layer_scratch(L, n);
+            /* each array on a page boundary, as the executor's workspace starts (its buffers
+             * at multiples of 16 floats within it): malloc's offsets would change from one
+             * layer to the next, and with them the kernels' cache-set conflicts */
+            float *in = NULL, *out = NULL, *col = NULL;
+            if (posix_memalign((void **)&in, 4096, sizeof(float) * isz) != 0
+                || posix_memalign((void **)&out, 4096, sizeof(float) * osz) != 0
+                || posix_memalign((void **)&col, 4096, sizeof(float) * (csz + 64)) != 0) {
+                free(in), free(out), free(col);
+                rc = -1;
+                break;
+            }
+            rng_t r;
+            rng_seed(&r, 2 + li);
+            for (long i = 0; i < isz; i++)
+                in[i] = (float)rng_normal(&r);
+            double f = layer_flops(L) * n, gf[3][MAX_REPS], ceil[MAX_REPS];
+            for (int rep = 0; rep < R; rep++) {
+                ceil[rep] = ceiling_sample(ga, gb, gc);
+                for (int i = 0; i < 3; i++)
+                    if (nets_path_runs(order[i]))
+                        gf[i][rep] = f / time_layer(team, order[i], L, n, in, out, col) * 1e-9;
+            }
+            char shape[48], io[64], a[24], b[24];
+            nets_shape_str(L->in, a, sizeof a);
+            nets_shape_str(L->out, b, sizeof b);
+            snprintf(io, sizeof io, "%s->%s", a, b);
+            snprintf(shape, sizeof shape, "%s k%d s%d",
+                     L->type == NETS_L_CONV2D    ? "conv"
+                     : L->type == NETS_L_CONVT2D ? "convT"
+                                                 : "dense",
+                     L->k, L->stride);
+            printf("  %s %-22.22s %-12s %22s %6.2f", half == 0 ? "E" : "D", L->label, shape, io,
+                   f / n * 1e-6);
+            for (int i = 0; i < 3; i++) {
+                if (!nets_path_runs(order[i]))
+                    continue;
+                double tmp[MAX_REPS], rat[MAX_REPS];
+                for (int rep = 0; rep < R; rep++) {
+                    tmp[rep] = gf[i][rep];
+                    rat[rep] = gf[i][rep] / ceil[rep];
+                }
+                printf(" %6.1f %5.1f%%", bench_median(tmp, R), 100.0 * bench_median(rat, R));
+            }
+            printf("\n");
+            fflush(stdout);
+            free(in), free(out), free(col);
+        }
+    }
+    double tmp[1] = {ceiling_sample(ga, gb, gc)};
+    printf("  GEMM ceiling of this process (OpenBLAS %s): %.1f GFLOP/s after the layers\n",
+           blas_core(), tmp[0]);
+    team_free(team);
+    nets_model_free(m);
+    return rc;
+}
+
 /* --serve MODEL: the AVX2 server's side. First line {"ready": true, "isa": oneDNN's ISA,
  * "blas": OpenBLAS's kernels, "paths": [the paths that run here but the AVX-512 engine]}; then per
  * request line "ceiling" (GFLOP/s of one sgemm) or "encode|decode PATH [warm]" (seconds of the
@@ -725,7 +859,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: bench-nets [--model FILE]... [--threads N] [--frames N] [--reps N] "
             "[--no-torch] [--no-avx2]\n"
-            "                  [--root DIR] [--keep-cifar FILE] [--blas-default]\n"
+            "                  [--root DIR] [--keep-cifar FILE] [--blas-default] [--layers]\n"
             "  Images per second for nets_encode / nets_decode of one episode (default 64 frames) "
             "for each\n"
             "  --model and for the paper's CIFAR architecture (App. F.2.1, 32x32x3, F=64, C=200, "
@@ -748,7 +882,11 @@ static void usage(void)
             "  itself again with OPENBLAS_CORETYPE=SkylakeX unless it names an AVX-512 core "
             "already or\n"
             "  --blas-default is given, so that the ceiling uses OpenBLAS's fastest kernels for "
-            "the machine.\n");
+            "the machine.\n"
+            "  --layers: instead, each conv2d, conv_transpose2d and dense layer of the same models "
+            "alone, on\n"
+            "  the engines and blas in this process: GFLOP/s and its ratio to this process's "
+            "ceiling per round.\n");
 }
 
 /* The ceiling must be the machine's. On an AVX-512F CPU OpenBLAS's AVX-512 kernels run the
@@ -780,7 +918,7 @@ static void ceiling_kernels(int argc, char **argv)
 int main(int argc, char **argv)
 {
     ceiling_kernels(argc, argv);
-    bench_opts o = {{0}, 0, (int)sysconf(_SC_NPROCESSORS_ONLN), 64, 7, 1, 1, ".", NULL};
+    bench_opts o = {{0}, 0, (int)sysconf(_SC_NPROCESSORS_ONLN), 64, 7, 1, 1, 0, ".", NULL};
     const char *serve = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -802,6 +940,8 @@ int main(int argc, char **argv)
             o.torch = 0;
         else if (strcmp(a, "--no-avx2") == 0)
             o.avx2 = 0;
+        else if (strcmp(a, "--layers") == 0)
+            o.layers = 1;
         else if (strcmp(a, "--serve") == 0 && v)
             serve = argv[++i];
         else {
@@ -848,7 +988,9 @@ int main(int argc, char **argv)
     model_result *res = calloc(9, sizeof(model_result));
     int nres = 0, rc = 0;
     for (int i = 0; i < o.n_models; i++) {
-        if (bench_model(&o, o.models[i], "model", ga, gb, gc, &res[nres]) == 0)
+        if (o.layers)
+            rc |= bench_layers(&o, o.models[i], "model", ga, gb, gc) != 0;
+        else if (bench_model(&o, o.models[i], "model", ga, gb, gc, &res[nres]) == 0)
             print_model(&o, &res[nres++]);
         else
             rc = 1;
@@ -864,11 +1006,17 @@ int main(int argc, char **argv)
         close(fd);
         cifar = tmp;
     }
-    if (write_cifar_model(cifar) == 0
-        && bench_model(&o, cifar,
-                       "CIFAR architecture (App. F.2.1: F = 64, C = 200, random weights)", ga, gb,
-                       gc, &res[nres])
-               == 0)
+    if (o.layers) {
+        if (write_cifar_model(cifar) != 0
+            || bench_layers(&o, cifar, "CIFAR architecture (App. F.2.1, random weights)", ga, gb,
+                            gc)
+                   != 0)
+            rc = 1;
+    } else if (write_cifar_model(cifar) == 0
+               && bench_model(&o, cifar,
+                              "CIFAR architecture (App. F.2.1: F = 64, C = 200, random weights)",
+                              ga, gb, gc, &res[nres])
+                      == 0)
         print_model(&o, &res[nres++]);
     else
         rc = 1;

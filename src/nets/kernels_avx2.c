@@ -335,6 +335,9 @@ kern_avx2_gemm(const kern_job *g, int m0, int mr, const float *bp,
         __m256 b[KERN_AVX2_NV];
         _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) b[v] =
             _mm256_loadu_ps(bp + k * KERN_AVX2_PANEL + 8 * v);
+        /* each vector of B in a register: without this GCC 12 kept one there and folded the
+         * loads of the other two into the FMAs of every row, 13 loads per step instead of 7 */
+        __asm__("" : "+x"(b[0]), "+x"(b[1]), "+x"(b[2]));
         _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
         {
             __m256 av = _mm256_broadcast_ss(ar[r] + k);
@@ -515,14 +518,37 @@ typedef struct {
     const kern_job *even, *odd;
 } kern_avx2_pair;
 
+/* The first n floats (n even, 2 <= n < 16) of the 16 in first, second to o: a vector, a half
+ * and a pair store at most. (A loop over the lanes here was compiled into a call of memcpy,
+ * 4 % of a recall read's time on this path in a profile; AVX2's masked stores were slower on
+ * the AMD CPU measured, see kern_avx2_store.) */
+static KERN_AVX2 inline void kern_avx2_store_even(float *o, __m256 first, __m256 second, int n)
+{
+    __m256 v = first;
+    if (n >= 8) {
+        _mm256_storeu_ps(o, first);
+        o += 8;
+        n -= 8;
+        v = second;
+    }
+    __m128 h = _mm256_castps256_ps128(v);
+    if (n >= 4) {
+        _mm_storeu_ps(o, h);
+        o += 4;
+        n -= 4;
+        h = _mm256_extractf128_ps(v, 1);
+    }
+    if (n >= 2)
+        _mm_storel_pi((__m64 *)o, h);
+}
+
 /* Rows m0 .. m0 + mr - 1 of the two phases' tiles (bias, activation) into the output: run
  * column l of the even phase goes to output column 2l of the run, the odd phase's to 2l + 1, so
- * a whole run is 16 contiguous floats, two vector stores; shorter runs are stored lane by
- * lane. */
+ * a whole run is 16 contiguous floats, two vector stores; a shorter run's 2 len floats are
+ * stored by kern_avx2_store_even. */
 static KERN_AVX2 void kern_avx2_store_pair(const kern_job *g, const kern_avx2_dst *dst, int nd,
                                            int m0, int mr, const float *t0, const float *t1)
 {
-    float lane[16] __attribute__((aligned(32)));
     for (int r = 0; r < mr; r++) {
         long m = m0 + r;
         __m256 bias = _mm256_set1_ps(g->bias[m]);
@@ -541,10 +567,7 @@ static KERN_AVX2 void kern_avx2_store_pair(const kern_job *g, const kern_avx2_ds
                 _mm256_storeu_ps(orow + d->off + 8, second);
                 continue;
             }
-            _mm256_store_ps(lane, first);
-            _mm256_store_ps(lane + 8, second);
-            for (int l = 0; l < 2 * d->len; l++)
-                orow[d->off + l] = lane[l];
+            kern_avx2_store_even(orow + d->off, first, second, 2 * d->len);
         }
     }
 }
