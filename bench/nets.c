@@ -565,8 +565,18 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
     res->n_sides = ns;
     int rc = 0;
     for (int i = 0; i < res->reps && !rc; i++) {
+        /* (a pause before each sample: with 2 or more threads the other process's BLAS
+         * threads still spinning after its last call took a core from this one's sgemm, and
+         * the AVX2 server's ceiling came out at 114-154 GFLOP/s in rounds where its best was
+         * 154-216) */
+        settle();
         res->ceiling[0][i] = ceiling_sample(ga, gb, gc);
-        res->ceiling[1][i] = res->have_avx2 ? serve_call(&avx2, "ceiling") : NAN;
+        if (res->have_avx2) {
+            settle();
+            res->ceiling[1][i] = serve_call(&avx2, "ceiling");
+        } else {
+            res->ceiling[1][i] = NAN;
+        }
         for (int k = 0; k < 2; k++)
             for (int si = 0; si < ns && !rc; si++) {
                 bench_side *s = &res->side[si];
