@@ -649,7 +649,8 @@ static int gemm_layers(const nets_seq *s, const nets_layer **ls, int n, int cap)
     return n;
 }
 
-/* --layers: per GEMM-shaped layer of the model's encoder and decoder, the GFLOP/s of each path
+/* --layers: per GEMM-shaped layer of the model's encoder and decoder, on the chunk of frames the
+ * executor runs at a time (nets_seq_chunk), the GFLOP/s of each path
  * this process runs the layers on itself (the engines and blas; oneDNN's primitives are built
  * by its executor and are left out), median over the rounds, and its median ratio to this
  * process's GEMM ceiling sampled in the same round. A layer is timed alone on random inputs:
@@ -668,9 +669,10 @@ static int bench_layers(const bench_opts *o, const char *path, const char *label
     int R = o->reps > MAX_REPS ? MAX_REPS : o->reps, rc = 0;
     long n = o->frames;
     team_t *team = team_new(o->threads);
-    printf("\n%s (%s), each GEMM-shaped layer alone, %ld samples; GFLOP/s (median of %d rounds) "
-           "and of the ceiling\n",
-           label, path, n, R);
+    printf("\n%s (%s), %ld frames: each GEMM-shaped layer alone on the executor's chunks "
+           "(encoder %ld, decoder %ld frames at a time); GFLOP/s (median of %d rounds) and of "
+           "the ceiling\n",
+           label, path, n, nets_seq_chunk(&m->enc, n), nets_seq_chunk(&m->dec, n), R);
     printf("  %-24s %-12s %22s %6s", "layer", "kind", "in -> out", "MFLOP");
     for (int i = 0; i < 3; i++)
         if (nets_path_runs(order[i]))
@@ -678,7 +680,9 @@ static int bench_layers(const bench_opts *o, const char *path, const char *label
     printf("\n");
     for (int half = 0; half < 2 && !rc; half++) {
         const nets_layer *ls[256];
-        int nl = gemm_layers(half == 0 ? &m->enc : &m->dec, ls, 0, 256);
+        const nets_seq *seq = half == 0 ? &m->enc : &m->dec;
+        int nl = gemm_layers(seq, ls, 0, 256);
+        n = nets_seq_chunk(seq, o->frames); /* as nets_encode_ws / nets_decode_ws run them */
         for (int li = 0; li < nl && !rc; li++) {
             const nets_layer *L = ls[li];
             long isz = nets_shape_size(L->in) * n, osz = nets_shape_size(L->out) * n;

@@ -77,9 +77,10 @@ static float *ws_reserve(nets_workspace *ws, size_t need)
     return p;
 }
 
-/* Frames per chunk for n frames through s: at most NETS_BATCH_FLOATS / max_act (at least 1),
- * the chunks as even as that allows (64 frames at most 48 per chunk: two of 32, not 48 + 16). */
-static long chunk_of(const nets_seq *s, long n)
+/* Frames per chunk for n frames through s (nets_internal.h): at most NETS_BATCH_FLOATS /
+ * max_act (at least 1), the chunks as even as that allows (64 frames at most 48 per chunk: two
+ * of 32, not 48 + 16). */
+long nets_seq_chunk(const nets_seq *s, long n)
 {
     long c = NETS_BATCH_FLOATS / s->max_act;
     if (c < 1)
@@ -104,7 +105,7 @@ vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *
             return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: pixel %ld is not finite", i);
     nets_workspace local = {NULL, 0, 0, NETS_PATH_AUTO};
     nets_workspace *w = ws ? ws : &local;
-    long chunk = chunk_of(&m->enc, n);
+    long chunk = nets_seq_chunk(&m->enc, n);
     size_t seq = nets_seq_workspace(&m->enc, chunk);
     float *mem = ws_reserve(w, seq + (size_t)chunk * 2 * C);
     if (!mem)
@@ -164,7 +165,7 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
                             i);
     nets_workspace local = {NULL, 0, 0, NETS_PATH_AUTO};
     nets_workspace *w = ws ? ws : &local;
-    long chunk = chunk_of(&m->dec, n);
+    long chunk = nets_seq_chunk(&m->dec, n);
     size_t seq = nets_seq_workspace(&m->dec, chunk);
     float *mem = ws_reserve(w, seq + (size_t)chunk * (C + P));
     if (!mem)

@@ -110,6 +110,10 @@ vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err);
 /* Floats of workspace nets_seq_run needs for a batch of n samples. */
 size_t nets_seq_workspace(const nets_seq *s, long n);
 
+/* Frames per chunk in which nets_encode_ws / nets_decode_ws run n >= 1 frames through s (its
+ * activations kept near a core's L2 cache, nets.c); between 1 and n. Cannot fail. */
+long nets_seq_chunk(const nets_seq *s, long n);
+
 /* Run the layers on n samples: in is n x prod(s->in) in the caller's layout
  * (NCHW or N x features), out receives n x prod(s->out) in the same layout.
  * ws must hold nets_seq_workspace(s, n) floats (NULL: allocate). The work
