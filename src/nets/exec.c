@@ -212,6 +212,69 @@ size_t nets_seq_workspace(const nets_seq *s, long n)
     return (size_t)(s->depth + 2) * (size_t)batch_act(s, n) + col_need(s, n);
 }
 
+void nets_runner_start(nets_runner *r, const nets_seq *s, long n, int threads, nets_path path)
+{
+    if (threads
+        <= 0) { /* automatic: the BLAS library's count, for work that pays for starting helpers */
+        threads = openblas_get_num_threads();
+        if ((double)n * s->work < 4e6)
+            threads = 1;
+    }
+    if (threads > NETS_MAX_THREADS)
+        threads = NETS_MAX_THREADS;
+    r->path = path != NETS_PATH_AUTO && nets_path_runs(path) ? path : nets_path_default();
+    r->dnn = NULL;
+    if (r->path == NETS_PATH_ONEDNN) {
+        r->dnn = nets_dnn_new(threads);
+        if (!r->dnn) /* the library could not start: the same layers on the blas path */
+            r->path = NETS_PATH_BLAS;
+    }
+    /* On the oneDNN path the library's OpenMP threads run the GEMM-shaped layers; a team of
+     * our own next to them would spin while they run, and they while it runs, so the rest runs
+     * on the calling thread (a choice of design: on the loaded machine it was measured on, the
+     * load hid any difference between the two). */
+    r->team = r->path == NETS_PATH_ONEDNN ? NULL : team_new(threads);
+}
+
+void nets_runner_stop(nets_runner *r)
+{
+    nets_dnn_free(r->dnn);
+    team_free(r->team);
+    r->dnn = NULL;
+    r->team = NULL;
+}
+
+vbm_status nets_seq_run_with(const nets_seq *s, long n, const float *in, float *out, float *ws,
+                             const nets_runner *r, vbm_error *err)
+{
+    if (n <= 0)
+        return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples", n);
+    if (n > INT_MAX / s->max_act / 2)
+        return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples is too large", n);
+    exec_t e;
+    memset(&e, 0, sizeof e);
+    e.n = n;
+    e.path = r->path;
+    e.dnn = r->dnn;
+    e.team = r->team; /* NULL (also out of memory): everything runs on this thread */
+    team_t *team = e.team;
+    e.nbuf = s->depth + 2;
+    for (int i = 0; i < e.nbuf; i++)
+        e.buf[i] = ws + (size_t)i * batch_act(s, n);
+    e.col = ws + (size_t)e.nbuf * batch_act(s, n);
+    long isz = nets_shape_size(s->in), osz = nets_shape_size(s->out);
+    if (s->in.rank == 3)
+        nets_to_cnhw(team, in, e.buf[0], n, s->in.c, (long)s->in.h * s->in.w);
+    else
+        memcpy(e.buf[0], in, sizeof(float) * n * isz);
+    int res = run_seq(&e, s, 0, 0);
+    if (s->out.rank == 3)
+        nets_from_cnhw(team, e.buf[res], out, n, s->out.c, (long)s->out.h * s->out.w);
+    else
+        memcpy(out, e.buf[res], sizeof(float) * n * osz);
+    return VBM_OK;
+}
+
 vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, float *ws,
                         int threads, nets_path path, vbm_error *err)
 {
@@ -226,45 +289,10 @@ vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, 
             return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a batch of %ld samples", n);
         ws = own;
     }
-    if (threads
-        <= 0) { /* automatic: the BLAS library's count, for work that pays for starting helpers */
-        threads = openblas_get_num_threads();
-        if ((double)n * s->work < 4e6)
-            threads = 1;
-    }
-    if (threads > NETS_MAX_THREADS)
-        threads = NETS_MAX_THREADS;
-    exec_t e;
-    memset(&e, 0, sizeof e);
-    e.n = n;
-    e.path = path != NETS_PATH_AUTO && nets_path_runs(path) ? path : nets_path_default();
-    if (e.path == NETS_PATH_ONEDNN) {
-        e.dnn = nets_dnn_new(threads);
-        if (!e.dnn) /* the library could not start: the same layers on the blas path */
-            e.path = NETS_PATH_BLAS;
-    }
-    /* On the oneDNN path the library's OpenMP threads run the GEMM-shaped layers; a team of
-     * our own next to them would spin while they run, and they while it runs, so the rest runs
-     * on the calling thread (a choice of design: on the loaded machine it was measured on, the
-     * load hid any difference between the two). */
-    team_t *team = e.path == NETS_PATH_ONEDNN ? NULL : team_new(threads);
-    e.team = team; /* NULL (also out of memory): everything runs on this thread */
-    e.nbuf = s->depth + 2;
-    for (int i = 0; i < e.nbuf; i++)
-        e.buf[i] = ws + (size_t)i * batch_act(s, n);
-    e.col = ws + (size_t)e.nbuf * batch_act(s, n);
-    long isz = nets_shape_size(s->in), osz = nets_shape_size(s->out);
-    if (s->in.rank == 3)
-        nets_to_cnhw(team, in, e.buf[0], n, s->in.c, (long)s->in.h * s->in.w);
-    else
-        memcpy(e.buf[0], in, sizeof(float) * n * isz);
-    int r = run_seq(&e, s, 0, 0);
-    if (s->out.rank == 3)
-        nets_from_cnhw(team, e.buf[r], out, n, s->out.c, (long)s->out.h * s->out.w);
-    else
-        memcpy(out, e.buf[r], sizeof(float) * n * osz);
-    nets_dnn_free(e.dnn);
-    team_free(team);
+    nets_runner r;
+    nets_runner_start(&r, s, n, threads, path);
+    vbm_status rc = nets_seq_run_with(s, n, in, out, ws, &r, err);
+    nets_runner_stop(&r);
     free(own);
-    return VBM_OK;
+    return rc;
 }

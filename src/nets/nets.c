@@ -112,9 +112,11 @@ vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *
         return vbm_fail(err, VBM_ENOMEM, NULL, "nets_encode: out of memory for %ld images", chunk);
     float *outb = mem + seq;
     vbm_status rc = VBM_OK;
+    nets_runner run; /* one team (and oneDNN context) for all the chunks */
+    nets_runner_start(&run, &m->enc, n, w->threads, w->path);
     for (long i0 = 0; i0 < n && rc == VBM_OK; i0 += chunk) {
         long bn = n - i0 < chunk ? n - i0 : chunk;
-        rc = nets_seq_run(&m->enc, bn, x + i0 * obs, outb, mem, w->threads, w->path, err);
+        rc = nets_seq_run_with(&m->enc, bn, x + i0 * obs, outb, mem, &run, err);
         for (long i = 0; rc == VBM_OK && i < bn; i++) {
             const float *o = outb + i * 2 * C;
             for (long c = 0; c < C; c++) {
@@ -132,6 +134,7 @@ vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *
             }
         }
     }
+    nets_runner_stop(&run);
     free(local.mem);
     return rc;
 }
@@ -172,11 +175,13 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
         return vbm_fail(err, VBM_ENOMEM, NULL, "nets_decode: out of memory for %ld codes", chunk);
     float *zb = mem + seq, *outb = zb + chunk * C;
     vbm_status rc = VBM_OK;
+    nets_runner run; /* one team (and oneDNN context) for all the chunks */
+    nets_runner_start(&run, &m->dec, n, w->threads, w->path);
     for (long i0 = 0; i0 < n && rc == VBM_OK; i0 += chunk) {
         long bn = n - i0 < chunk ? n - i0 : chunk;
         for (long j = 0; j < bn * C; j++)
             zb[j] = (float)z[i0 * C + j];
-        rc = nets_seq_run(&m->dec, bn, zb, outb, mem, w->threads, w->path, err);
+        rc = nets_seq_run_with(&m->dec, bn, zb, outb, mem, &run, err);
         for (long i = 0; rc == VBM_OK && i < bn; i++) {
             const float *o = outb + i * P;
             float *mo = mean + (i0 + i) * obs;
@@ -211,6 +216,7 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
                               i0 + i);
         }
     }
+    nets_runner_stop(&run);
     free(local.mem);
     return rc;
 }

@@ -114,6 +114,27 @@ size_t nets_seq_workspace(const nets_seq *s, long n);
  * activations kept near a core's L2 cache, nets.c); between 1 and n. Cannot fail. */
 long nets_seq_chunk(const nets_seq *s, long n);
 
+/* What runs the layers of one call, over all its chunks: the path, the thread team (NULL:
+ * the calling thread alone) and, on the oneDNN path, the library's context. */
+struct vbm_team;
+struct nets_dnn;
+typedef struct {
+    nets_path path;
+    struct vbm_team *team;
+    struct nets_dnn *dnn;
+} nets_runner;
+
+/* Set r up for running s on batches of n samples in all (threads and path as nets_seq_run
+ * takes them; the automatic thread count is decided on n). Never fails: without memory for a
+ * team everything runs on the calling thread, and a oneDNN library that cannot start leaves
+ * the layers to the blas path. Undo with nets_runner_stop. */
+void nets_runner_start(nets_runner *r, const nets_seq *s, long n, int threads, nets_path path);
+void nets_runner_stop(nets_runner *r);
+
+/* nets_seq_run on a runner started by nets_runner_start (ws not NULL). */
+vbm_status nets_seq_run_with(const nets_seq *s, long n, const float *in, float *out, float *ws,
+                             const nets_runner *r, vbm_error *err);
+
 /* Run the layers on n samples: in is n x prod(s->in) in the caller's layout
  * (NCHW or N x features), out receives n x prod(s->out) in the same layout.
  * ws must hold nets_seq_workspace(s, n) floats (NULL: allocate). The work
