@@ -520,7 +520,7 @@ typedef struct {
 
 /* The first n floats (n even, 2 <= n < 16) of the 16 in first, second to o: a vector, a half
  * and a pair store at most. (A loop over the lanes here was compiled into a call of memcpy,
- * 4 % of a recall read's time on this path in a profile; AVX2's masked stores were slower on
+ * 2.3 % of a recall read's time on this path in a profile; AVX2's masked stores were slower on
  * the AMD CPU measured, see kern_avx2_store.) */
 static KERN_AVX2 inline void kern_avx2_store_even(float *o, __m256 first, __m256 second, int n)
 {
