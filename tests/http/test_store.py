@@ -990,6 +990,10 @@ def failover_run(tmp, n_writers=4, rounds=1, log=print, daemon_args=(), recover_
             expect(not check or not lost, "; ".join(lost[:5]))
             worst = max(recovered.values())
             expect(worst <= recover_attempts, "round %d: a writer needed %d attempts" % (rnd_i, worst))
+            # the sentinels learn the promotion from its leader one by one (hello messages every
+            # 2 s): the writers may be served before all three name the new primary
+            poll(lambda: cl.primary() not in (None, old), 300,
+                 "round %d: the sentinels agree on a primary other than %d, killed" % (rnd_i, old))
             new = cl.primary()
             expect(new is not None and new != old, "round %d: primary %s after the kill of %d" % (rnd_i, new, old))
             poll(lambda: min(after_kill.get(k, 0) for k in range(n_writers)) >= 3, 600, "round %d: writes after the failover" % rnd_i)
