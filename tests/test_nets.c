@@ -760,13 +760,17 @@ END_TEST
  * split into even and odd columns), the flat mode of stride-1 'same' and 1x1
  * convs at widths from 1 to 40 (panels across rows and images, 1-3 row runs per
  * 16 lanes), channel counts around the 16-lane and 8-row tile edges, and tiny
- * images. */
+ * images; on the AVX2 engine, the packing of stride-2 runs from even lanes. */
 START_TEST(test_conv2d_engine_paths)
 {
     check_conv(1, 28, 28, 32, 4, 2, 0, 5);
     check_conv(3, 32, 32, 8, 4, 2, 0, 3);
     check_conv(4, 13, 13, 8, 4, 2, 0, 3);
     check_conv(5, 15, 15, 9, 4, 2, 0, 2);
+    /* stride 2, 4 or more channels, rows of 5 or more: the AVX2 engine's even-lane runs, with
+     * padding on both sides and an odd kernel */
+    check_conv(6, 16, 14, 3, 4, 2, 1, 2);
+    check_conv(4, 11, 12, 5, 3, 2, 1, 3);
     check_conv(2, 15, 17, 3, 4, 2, 1, 3);
     check_conv(2, 16, 20, 3, 4, 2, 1, 3);
     check_conv(3, 13, 11, 5, 3, 2, 1, 2);

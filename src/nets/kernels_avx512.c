@@ -98,12 +98,61 @@ static KERN_AVX512 inline __m512 kern_act(__m512 v, nets_act act)
     }
 }
 
+/* kern_act on 4 vectors at once, each step of kern_exp and the division done for the four
+ * before the next (the same operations, so the same bits), as kern_avx2_act4 of kernels_avx2.c:
+ * swish took 0.37 ns a float in L1 one vector at a time on the AMD CPU measured, 0.31 interleaved. */
+static KERN_AVX512 inline __attribute__((always_inline)) void kern_act4(__m512 v[4], nets_act act)
+{
+    if (act != ACT_SWISH && act != ACT_SIGMOID) {
+        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) v[u] = kern_act(v[u], act);
+        return;
+    }
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 x[4], fn[4], r[4], y[4];
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) x[u] = _mm512_min_ps(
+        _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), v[u]), _mm512_set1_ps(-87.0f)),
+        _mm512_set1_ps(88.0f));
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) fn[u] =
+        _mm512_roundscale_ps(_mm512_mul_ps(x[u], _mm512_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+    {
+        r[u] = _mm512_fnmadd_ps(fn[u], _mm512_set1_ps(0.693359375f), x[u]);
+        r[u] = _mm512_fnmadd_ps(fn[u], _mm512_set1_ps(-2.12194440e-4f), r[u]);
+    }
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+        _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r[u], _mm512_set1_ps(1.3981999507e-3f));
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+        _mm512_fmadd_ps(y[u], r[u], _mm512_set1_ps(8.3334519073e-3f));
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+        _mm512_fmadd_ps(y[u], r[u], _mm512_set1_ps(4.1665795894e-2f));
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+        _mm512_fmadd_ps(y[u], r[u], _mm512_set1_ps(1.6666665459e-1f));
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+        _mm512_fmadd_ps(y[u], r[u], _mm512_set1_ps(5.0000001201e-1f));
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+    {
+        y[u] = _mm512_add_ps(_mm512_fmadd_ps(y[u], _mm512_mul_ps(r[u], r[u]), r[u]), one);
+        y[u] = _mm512_add_ps(one, _mm512_scalef_ps(y[u], fn[u])); /* 1 + exp(-v) */
+    }
+    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) v[u] =
+        _mm512_div_ps(act == ACT_SWISH ? v[u] : one, y[u]);
+}
+
 /* x[i] = act(x[i] * a + b) for len floats, 16 lanes at a time. */
 KERN_AVX512 void kern_affine_act(float *x, const float *src, long len, float a, float b,
                                  nets_act act)
 {
     const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
-    for (long i = 0; i < len; i += 16) {
+    long i = 0;
+    for (; i + 64 <= len; i += 64) {
+        __m512 v[4];
+        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) v[u] =
+            _mm512_fmadd_ps(_mm512_loadu_ps(src + i + 16 * u), va, vb);
+        kern_act4(v, act);
+        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) _mm512_storeu_ps(x + i + 16 * u, v[u]);
+    }
+    for (; i < len; i += 16) {
         __mmask16 m = kern_mask(len - i < 16 ? (int)(len - i) : 16);
         __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, src + i), va, vb);
         _mm512_mask_storeu_ps(x + i, m, kern_act(v, act));
