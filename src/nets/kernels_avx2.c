@@ -317,9 +317,8 @@ static KERN_AVX2 void kern_avx2_pack_s2(const kern_job *g, const kern_seg *seg, 
                 _mm256_storeu_ps(row + 8 * v, zero);
             for (int q = 0; q < ns; q++) {
                 const float *src = base + off[q][t];
-                __m256 a, b;
-                a = _mm256_maskload_ps(src, mlo[q][t]);
-                b = _mm256_maskload_ps(src + 8, mhi[q][t]);
+                __m256 a = _mm256_maskload_ps(src, mlo[q][t]),
+                       b = _mm256_maskload_ps(src + 8, mhi[q][t]);
                 /* lanes 0 2 8 10 | 4 6 12 14 of the window, then in order */
                 __m256 e = _mm256_shuffle_ps(a, b, 0x88);
                 _mm256_storeu_ps(row + seg[q].c0, _mm256_castpd_ps(_mm256_permute4x64_pd(
