@@ -1289,6 +1289,109 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* Frames split between threads (nets.c: each thread runs its share of the frames through every
+ * layer alone): on every path this process runs, 23 frames (shares of 7, 7 and 9, or 11 and
+ * 12) give the same bits on 2 and 3 threads as on 1; an output that is not finite is reported
+ * for the first such frame, also when it lies in a later share. */
+START_TEST(test_split_frames)
+{
+    sft_file io;
+    nets_model *m = load_golden("golden_nets", &io);
+    const nets_info *in = nets_model_info(m);
+    long n = 23, C = in->code_size, obs = (long)in->channels * in->height * in->width;
+    float *x = randf(n * obs, 11, 1.0), *mean[3], *scale[3];
+    double *z = malloc(sizeof(double) * n * C), *mu[3], *s2[3];
+    float *zf = randf(n * C, 12, 1.0);
+    for (long i = 0; i < n * C; i++)
+        z[i] = zf[i];
+    for (int t = 0; t < 3; t++) {
+        mu[t] = malloc(sizeof(double) * n * C);
+        s2[t] = malloc(sizeof(double) * n * C);
+        mean[t] = malloc(sizeof(float) * n * obs);
+        scale[t] = malloc(sizeof(float) * n * obs);
+    }
+    const nets_path paths[] = {NETS_PATH_ENGINE, NETS_PATH_ENGINE_AVX2, NETS_PATH_ONEDNN,
+                               NETS_PATH_BLAS};
+    vbm_error err;
+    nets_workspace *ws = nets_workspace_new();
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        if (!nets_path_runs(paths[p]))
+            continue;
+        ck_assert_int_eq(nets_workspace_set_path(ws, paths[p], &err), VBM_OK);
+        for (int t = 0; t < 3; t++) {
+            nets_workspace_set_threads(ws, t + 1);
+            ck_assert_msg(nets_encode_ws(m, ws, x, n, mu[t], s2[t], &err) == VBM_OK, "%s", err.msg);
+            ck_assert_msg(nets_decode_ws(m, ws, z, n, mean[t], scale[t], &err) == VBM_OK, "%s",
+                          err.msg);
+            ck_assert_msg(memcmp(mu[t], mu[0], sizeof(double) * n * C) == 0
+                              && memcmp(s2[t], s2[0], sizeof(double) * n * C) == 0,
+                          "%s: codes on %d threads differ from 1 thread's",
+                          nets_path_name(paths[p]), t + 1);
+            ck_assert_msg(memcmp(mean[t], mean[0], sizeof(float) * n * obs) == 0
+                              && memcmp(scale[t], scale[0], sizeof(float) * n * obs) == 0,
+                          "%s: decodes on %d threads differ from 1 thread's",
+                          nets_path_name(paths[p]), t + 1);
+        }
+    }
+    nets_workspace_free(ws);
+    for (int t = 0; t < 3; t++) {
+        free(mu[t]);
+        free(s2[t]);
+        free(mean[t]);
+        free(scale[t]);
+    }
+    free(x);
+    free(z);
+    free(zf);
+    sft_free(&io);
+    nets_model_free(m);
+
+    /* weights scaled so that a zero image or code gives finite outputs and any other overflows:
+     * images 12 and 19 and codes 9 and 17 overflow (in the second and third shares of 3, the
+     * second share of 2): the first of each is reported */
+    mspec sp;
+    spec_base(&sp, NULL);
+    sp.scale[0] = sp.scale[2] = sp.scale[4] = sp.scale[6] = 1e30;
+    size_t blen;
+    unsigned char *buf = spec_build(&sp, &blen);
+    ck_assert_msg(nets_model_load_buffer(buf, blen, &m, &err) == VBM_OK, "%s", err.msg);
+    free(buf);
+    in = nets_model_info(m);
+    C = in->code_size;
+    obs = (long)in->channels * in->height * in->width;
+    float *xo = calloc((size_t)(n * obs), sizeof(float)), *mo = malloc(sizeof(float) * n * obs),
+          *so = malloc(sizeof(float) * n * obs);
+    double *zo = calloc((size_t)(n * C), sizeof(double)), *muo = malloc(sizeof(double) * n * C),
+           *s2o = malloc(sizeof(double) * n * C);
+    for (long j = 0; j < obs; j++)
+        xo[12 * obs + j] = xo[19 * obs + j] = 0.5f;
+    for (long j = 0; j < C; j++)
+        zo[9 * C + j] = zo[17 * C + j] = 1e30;
+    ws = nets_workspace_new();
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        if (!nets_path_runs(paths[p]))
+            continue;
+        ck_assert_int_eq(nets_workspace_set_path(ws, paths[p], &err), VBM_OK);
+        for (int t = 1; t <= 3; t++) {
+            nets_workspace_set_threads(ws, t);
+            ck_assert_int_eq(nets_encode_ws(m, ws, xo, n, muo, s2o, &err), VBM_EINVAL);
+            ck_assert_str_eq(err.msg,
+                             "nets_encode: the encoder's output for image 12 is not finite");
+            ck_assert_int_eq(nets_decode_ws(m, ws, zo, n, mo, so, &err), VBM_EINVAL);
+            ck_assert_str_eq(err.msg, "nets_decode: the decoder's output for code 9 is not finite");
+        }
+    }
+    nets_workspace_free(ws);
+    free(xo);
+    free(mo);
+    free(so);
+    free(zo);
+    free(muo);
+    free(s2o);
+    nets_model_free(m);
+}
+END_TEST
+
 /* Whether this CPU has AVX2 and FMA, whatever the environment says (the AVX2 engine's needs,
  * probed here independently of kern_avx2_available). */
 static int cpu_avx2_fma(void)
@@ -1428,6 +1531,7 @@ static Suite *nets_suite(void)
     tcase_add_test(tc, test_parity_bernoulli);
     tcase_add_test(tc, test_parity_bounded);
     tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_split_frames);
     tcase_add_test(tc, test_paths);
     suite_add_tcase(s, tc);
     return s;
