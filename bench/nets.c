@@ -983,11 +983,13 @@ int main(int argc, char **argv)
            openblas_get_corename(),
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset", nets_dnn_isa(),
            nets_path_name(nets_path_default()));
+    __builtin_cpu_init();
     if (o.avx2)
         printf("  AVX2 server: this program again with VBMEM_NETS_NO_AVX512=1 (the AVX2 engine), "
                "ONEDNN_MAX_CPU_ISA=AVX2, OPENBLAS_CORETYPE=Haswell\n"
-               "  (AVX2 kernels on this CPU, not an AVX2-only CPU); its rows' ceiling is its own "
-               "sgemm\n");
+               "  (%s); its rows' ceiling is its own sgemm\n",
+               __builtin_cpu_supports("avx512f") ? "AVX2 kernels on this CPU, not an AVX2-only CPU"
+                                                 : "this CPU has no AVX-512F: AVX2 is its own ISA");
     printf("  ratios (of ceiling, between paths) are taken within each round, then their "
            "median;\n  of ceiling (best): the fastest round against the highest ceiling sample of "
            "the same run\n");
