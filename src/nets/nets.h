@@ -84,10 +84,12 @@ nets_workspace *nets_workspace_new(void);
 void nets_workspace_free(nets_workspace *ws);
 
 /* Threads that share the work of calls with this workspace (the calling thread and
- * helpers that each call starts and joins; on the engine path they run the GEMMs too, on the
- * blas path the BLAS library's threads do and these share the work between, on the oneDNN path
- * this many of oneDNN's OpenMP threads run its layers and the rest runs on the calling
- * thread): 0, the default, is
+ * helpers that each call starts and joins; on the engine paths a call of at least 4 frames per
+ * thread splits its frames between them, each thread running its share through every layer,
+ * and a smaller call splits each layer's work; on the blas path the BLAS library's threads run
+ * the GEMMs and these share the work between, on the oneDNN path this many of oneDNN's OpenMP
+ * threads run its layers and the rest runs on the calling thread; on the engine paths the
+ * outputs are the same bits for every count): 0, the default, is
  * automatic: as many as the BLAS library uses when the batch is large enough to pay
  * for starting them, else 1 (nets_encode / nets_decode do the same); 1 runs that
  * work on the calling thread only (e.g. when many threads call the model at once);
