@@ -787,6 +787,13 @@ START_TEST(test_conv2d_engine_paths)
     check_conv(3, 9, 9, 4, 1, 1, 1, 3);
     check_conv(2, 3, 40, 3, 3, 1, 1, 4);
     check_conv(2, 11, 3, 5, 5, 1, 1, 4);
+    /* 1 x 1 to 1 or 2 channels: the AVX2 engine's pointwise path, with 32-pixel steps whole, cut
+     * short (105 and 7 pixels) and over several items (1,568 pixels) */
+    check_conv(3, 5, 7, 1, 1, 1, 0, 3);
+    check_conv(5, 6, 6, 2, 1, 1, 1, 5);
+    check_conv(4, 1, 1, 2, 1, 1, 0, 7);
+    check_conv(32, 28, 28, 2, 1, 1, 1, 2);
+    check_conv(3, 4, 4, 3, 1, 1, 0, 3);
 }
 END_TEST
 
@@ -1014,6 +1021,33 @@ START_TEST(test_elementwise_and_shapes)
             r[i] = u * sigm(u);
         }
         assert_close(y, r, n * sz, 1e-5, "nested residual");
+        free(r);
+        free(cv);
+        free(rx);
+        free(y);
+        free(ts[0].data);
+        free(ts[1].data);
+    }
+    /* x + conv1x1(relu(x)) with 2 channels, then swish: on the AVX2 engine a 1 x 1 convolution
+     * to 2 channels runs without panels (kern_avx2_pointwise), here with the block's input added */
+    {
+        ltensor ts[2] = {{"c.weight", 4, {2, 2, 1, 1}, NULL}, {"c.bias", 1, {2}, NULL}};
+        nets_shape os;
+        float *y = run_layers("[{\"type\":\"residual\",\"body\":[{\"type\":\"relu\"},"
+                              "{\"type\":\"conv2d\",\"name\":\"c\",\"in\":2,\"out\":2,"
+                              "\"kernel\":1,\"stride\":1,\"padding\":\"same\"}]},{\"type\":"
+                              "\"swish\"}]",
+                              in, ts, 2, n, x, &os, 1);
+        double *r = malloc(sizeof(double) * n * sz), *cv = malloc(sizeof(double) * n * sz);
+        float *rx = malloc(sizeof(float) * n * sz);
+        for (long i = 0; i < n * sz; i++)
+            rx[i] = x[i] > 0 ? x[i] : 0.0f;
+        ref_conv(rx, ts[0].data, ts[1].data, n, 2, 4, 5, 2, 1, 1, 0, 0, 4, 5, cv);
+        for (long i = 0; i < n * sz; i++) {
+            double u = x[i] + cv[i];
+            r[i] = u * sigm(u);
+        }
+        assert_close(y, r, n * sz, 1e-5, "residual 1x1");
         free(r);
         free(cv);
         free(rx);

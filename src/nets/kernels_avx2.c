@@ -754,6 +754,70 @@ void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd)
     team_for(t, P, 0, 2 * N * (even->K + even->M), kern_avx2_run_pair, &pr);
 }
 
+/* Pixels per item of kern_avx2_pointwise: a multiple of its 32-pixel steps. */
+#define KERN_AVX2_PW_ITEM 256
+
+/* Items [b, e) of kern_avx2_pointwise: for the item's pixels, 32 at a time (4 vectors), each
+ * output row's accumulators run over the input channels in order from zero, as in
+ * kern_avx2_gemm, then take bias, residual and activation as in kern_avx2_kernel_out, so the
+ * bits are those of the packed path. The last step of the grid loads and stores only the
+ * pixels that are there. */
+static KERN_AVX2 void kern_avx2_pw_run(const void *v, long b, long e, int worker)
+{
+    (void)worker;
+    const kern_job *g = v;
+    long N = g->n * g->ny * g->nx;
+    for (long j0 = b * KERN_AVX2_PW_ITEM; j0 < e * KERN_AVX2_PW_ITEM && j0 < N; j0 += 32) {
+        long left = N - j0;
+        __m256 acc[KERN_AVX2_PW_ROWS][4];
+        __m256i live[4];
+        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) live[u] = kern_avx2_first(left - 8 * u);
+        _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_PW_ROWS; r++)
+            _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) acc[r][u] = _mm256_setzero_ps();
+        const float *src = g->in + j0;
+        for (long c = 0; c < g->K; c++, src += g->cs) {
+            __m256 x[4];
+            if (left >= 32) {
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) x[u] =
+                    _mm256_loadu_ps(src + 8 * u);
+            } else {
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) x[u] =
+                    _mm256_maskload_ps(src + 8 * u, live[u]);
+            }
+            _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_PW_ROWS; r++)
+            {
+                if (r >= g->M)
+                    break;
+                __m256 a = _mm256_broadcast_ss(g->a + r * g->K + c);
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) acc[r][u] =
+                    _mm256_fmadd_ps(a, x[u], acc[r][u]);
+            }
+        }
+        for (int r = 0; r < g->M; r++) {
+            __m256 bias = _mm256_set1_ps(g->bias[r]);
+            float *o = g->out + r * g->ors + j0;
+            const float *ad = g->add ? g->add + r * g->ors + j0 : NULL;
+            for (int u = 0; u < 4 && 8 * u < left; u++) {
+                __m256 y = _mm256_add_ps(acc[r][u], bias);
+                if (ad)
+                    y = _mm256_add_ps(y, _mm256_maskload_ps(ad + 8 * u, live[u]));
+                y = kern_avx2_act(y, g->act);
+                if (left - 8 * u >= 8)
+                    _mm256_storeu_ps(o + 8 * u, y);
+                else
+                    kern_avx2_store_part(o + 8 * u, y, (int)(left - 8 * u));
+            }
+        }
+    }
+}
+
+void kern_avx2_pointwise(team_t *t, const kern_job *g)
+{
+    long N = g->n * g->ny * g->nx;
+    team_for(t, (N + KERN_AVX2_PW_ITEM - 1) / KERN_AVX2_PW_ITEM, 0, N * (g->K + g->M),
+             kern_avx2_pw_run, g);
+}
+
 /* Run a job over the team, its panels the items. */
 void kern_avx2_go(team_t *t, const kern_job *g)
 {
@@ -771,6 +835,11 @@ void kern_avx2_go(team_t *t, const kern_job *g)
 void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd)
 {
     (void)t, (void)even, (void)odd;
+}
+
+void kern_avx2_pointwise(team_t *t, const kern_job *g)
+{
+    (void)t, (void)g;
 }
 
 void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b, nets_act act)

@@ -16,9 +16,10 @@
 #include "nets/kernels_avx512.h"
 #include "numerics/team.h"
 
-#define KERN_AVX2_MR    4  /* rows of A per kernel call */
-#define KERN_AVX2_NV    3  /* 8-lane vectors per panel row */
-#define KERN_AVX2_PANEL 24 /* columns of a panel: KERN_AVX2_NV * 8, at most KERN_PANEL - 8 */
+#define KERN_AVX2_MR      4  /* rows of A per kernel call */
+#define KERN_AVX2_NV      3  /* 8-lane vectors per panel row */
+#define KERN_AVX2_PANEL   24 /* columns of a panel: KERN_AVX2_NV * 8, at most KERN_PANEL - 8 */
+#define KERN_AVX2_PW_ROWS 2  /* most output channels of kern_avx2_pointwise */
 
 /* Whether the AVX2 engine runs on this CPU: AVX2 and FMA present (probed once, thread-safe;
  * VBMEM_NETS_NO_AVX512 does not matter). Everything below may be called only when it returns 1
@@ -37,6 +38,12 @@ void kern_avx2_go(team_t *t, const kern_job *g);
  * osx == 2, odd->ox0 == even->ox0 + 1, no residual (add NULL) and K >= 3; g->slots must hold
  * 2 * K * KERN_PANEL floats per thread of t. Cannot fail. */
 void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd);
+
+/* Run job g, a 1 x 1 convolution with stride 1 and no padding whose output is laid out like
+ * its input (g->flat set, K the input channels) with at most KERN_AVX2_PW_ROWS output channels,
+ * on team t without packing panels: each input vector is loaded once and used by every output
+ * channel. The same bits as kern_avx2_go on the job. g->slots is not used. Cannot fail. */
+void kern_avx2_pointwise(team_t *t, const kern_job *g);
 
 /* x[i] = act(src[i] * a + b) for len floats, 8 lanes at a time (x may be src). */
 void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b, nets_act act);
