@@ -767,8 +767,8 @@ START_TEST(test_conv2d_engine_paths)
     check_conv(3, 32, 32, 8, 4, 2, 0, 3);
     check_conv(4, 13, 13, 8, 4, 2, 0, 3);
     check_conv(5, 15, 15, 9, 4, 2, 0, 2);
-    /* stride 2, 4 or more channels, rows of 5 or more: the AVX2 engine's even-lane runs, with
-     * padding on both sides and an odd kernel */
+    /* stride 2, rows of 5 or more: the AVX2 engine's even-lane runs (as the 1- to 3-channel
+     * shapes above), with padding on both sides and an odd kernel */
     check_conv(6, 16, 14, 3, 4, 2, 1, 2);
     check_conv(4, 11, 12, 5, 3, 2, 1, 3);
     check_conv(2, 15, 17, 3, 4, 2, 1, 3);
