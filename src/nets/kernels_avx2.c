@@ -276,18 +276,21 @@ static KERN_AVX2 void kern_avx2_pack_flat(const kern_job *g, long j0, int ncol, 
     }
 }
 
-/* kern_avx2_pack for a convolution with column stride 2 and output rows of 5 or more columns (at
- * most KERN_AVX2_RUNS taps): each (row, run) reads the 16 floats from the run's first input column
- * with two masked loads (the masks drop the columns left or right of the image and those past the
- * run) and keeps their even lanes, stored whole as in the stride-1 runs. The general case's gather
- * per 8 lanes made the bundled encoder's enc.down1 (32 channels, rows of 5) take 431-550 us for 32
- * frames on an AMD Zen 4, 372-393 us this way. The masks and offsets are worked out per panel for
- * every run and tap, once for all channels: for one channel (enc.down0) that is most of the work,
- * and this way ran as fast as the gathers there (on the Zen 4, and 22.2 against 22.4 GFLOP/s on a
- * Zen 2, whose gathers are slower); with 3 channels (the CIFAR encoder's first layer) it ran at
- * 52.4 GFLOP/s on the Zen 2 against 45.3 with the gathers. */
-static KERN_AVX2 void kern_avx2_pack_s2(const kern_job *g, const kern_seg *seg, int ns, int tail,
-                                        float *bp)
+/* The runs of a panel (kern_avx2_pack) for a job with column stride sx = 1 or 2 (a constant where
+ * this is inlined) and at most KERN_AVX2_RUNS taps: per run q and tap t, the offset of the run's
+ * first input column from a channel's base and the masks of the lanes inside the image and the
+ * run (none for a row outside it), then per channel, tap and run one (row, run) of B:
+ * - sx = 1: one masked load of 8 lanes, stored whole (lanes past the run are 0: see
+ *   kern_avx2_pack for where they land).
+ * - sx = 2: the 16 floats from the run's first input column, by two masked loads, of which the
+ *   even lanes are kept and stored whole in the same way. The general case's gather per 8 lanes
+ *   made the bundled encoder's enc.down1 (32 channels, rows of 5) take 431-550 us for 32 frames on
+ *   an AMD Zen 4, 372-393 us this way. For one channel (enc.down0), where working out the masks
+ *   and offsets is most of the packing, this ran as fast as the gathers (on the Zen 4, and 22.2
+ *   against 22.4 GFLOP/s on a Zen 2, whose gathers are slower); with 3 channels (the CIFAR
+ *   encoder's first layer) at 52.4 GFLOP/s on the Zen 2 against 45.3 with the gathers. */
+static KERN_AVX2 inline __attribute__((always_inline)) void
+kern_avx2_pack_runs(const kern_job *g, const kern_seg *seg, int ns, int tail, float *bp, int sx)
 {
     const __m256 zero = _mm256_setzero_ps();
     const int T = g->na * g->nb;
@@ -297,16 +300,17 @@ static KERN_AVX2 void kern_avx2_pack_s2(const kern_job *g, const kern_seg *seg, 
         for (int ta = 0; ta < g->na; ta++) {
             int y = seg[q].ty * g->sy + g->dy0 + ta * g->day;
             for (int tb = 0; tb < g->nb; tb++) {
-                int x0 = 2 * seg[q].tx + g->dx0 + tb * g->dbx, t = ta * g->nb + tb;
-                /* window lanes [lo, hi) of the 16 from x0 lie in the image and the run */
-                int lo = x0 < 0 ? -x0 : 0,
-                    hi = g->W - x0 < 2 * seg[q].len - 1 ? g->W - x0 : 2 * seg[q].len - 1;
+                int x0 = sx * seg[q].tx + g->dx0 + tb * g->dbx, t = ta * g->nb + tb;
+                /* window lanes [lo, hi) from x0 lie in the image and the run */
+                int span = sx * (seg[q].len - 1) + 1;
+                int lo = x0 < 0 ? -x0 : 0, hi = g->W - x0 < span ? g->W - x0 : span;
                 if ((unsigned)y >= (unsigned)g->H || hi <= lo) {
                     mlo[q][t] = mhi[q][t] = _mm256_setzero_si256();
                     off[q][t] = 0;
                 } else {
                     mlo[q][t] = kern_avx2_range(lo, hi);
-                    mhi[q][t] = kern_avx2_range(lo - 8, hi - 8);
+                    if (sx == 2)
+                        mhi[q][t] = kern_avx2_range(lo - 8, hi - 8);
                     off[q][t] = seg[q].img * g->is + (long)y * g->W + x0;
                 }
             }
@@ -314,78 +318,51 @@ static KERN_AVX2 void kern_avx2_pack_s2(const kern_job *g, const kern_seg *seg, 
     float *row = bp;
     for (int c = 0; c < g->nc; c++) {
         const float *base = g->in + c * g->cs;
+        /* the lines of the channel KERN_AVX2_AHEAD on (stride 1): with a channel stride of a
+         * multiple of 4 KiB every channel falls into the same L1 sets, and the loads of each new
+         * channel waited for L2 */
+        if (sx == 1 && c + KERN_AVX2_AHEAD < g->nc)
+            for (int q = 0; q < ns; q++)
+                for (int t = 0; t < T; t += g->nb)
+                    _mm_prefetch((const char *)(base + KERN_AVX2_AHEAD * g->cs + off[q][t]),
+                                 _MM_HINT_T0);
         for (int t = 0; t < T; t++, row += KERN_AVX2_PANEL) {
             for (int v = tail; v < KERN_AVX2_NV; v++)
                 _mm256_storeu_ps(row + 8 * v, zero);
             for (int q = 0; q < ns; q++) {
                 const float *src = base + off[q][t];
-                __m256 a = _mm256_maskload_ps(src, mlo[q][t]),
-                       b = _mm256_maskload_ps(src + 8, mhi[q][t]);
-                /* lanes 0 2 8 10 | 4 6 12 14 of the window, then in order */
-                __m256 e = _mm256_shuffle_ps(a, b, 0x88);
-                _mm256_storeu_ps(row + seg[q].c0, _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                                      _mm256_castps_pd(e), 0xD8)));
+                __m256 a = _mm256_maskload_ps(src, mlo[q][t]);
+                if (sx == 2) {
+                    __m256 b = _mm256_maskload_ps(src + 8, mhi[q][t]);
+                    /* lanes 0 2 8 10 | 4 6 12 14 of the window, then in order */
+                    __m256 e = _mm256_shuffle_ps(a, b, 0x88);
+                    a = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+                }
+                _mm256_storeu_ps(row + seg[q].c0, a);
             }
         }
     }
 }
 
 /* Fill the panel bp (K rows of KERN_AVX2_PANEL floats) for the runs seg; columns from ncol on
- * are zero. With sx == 1 (and at most KERN_AVX2_RUNS taps) each (row, run) is one masked
- * load of 8 lanes (the mask drops the pixels left or right of the image) stored whole: the
- * lanes past the run are 0 and are overwritten by the next run, or, past the row's last run,
- * land in columns from ncol on or in the next row before it is written (the rows are written
- * in order; the last row's land in the KERN_AVX2_SLACK floats after the panel). Otherwise
- * each 8-lane vector of a B row is one gather of the lanes inside the image. */
+ * are zero. With sx == 1, or sx == 2 and output rows of 5 or more (and at most KERN_AVX2_RUNS
+ * taps), each (row, run) is packed by kern_avx2_pack_runs from masked loads (the masks drop the
+ * pixels left or right of the image) and stored whole: the lanes past the run are 0 and are
+ * overwritten by the next run, or, past the row's last run, land in columns from ncol on or in
+ * the next row before it is written (the rows are written in order; the last row's land in the
+ * KERN_AVX2_SLACK floats after the panel). Otherwise each 8-lane vector of a B row is one
+ * gather of the lanes inside the image. */
 static KERN_AVX2 void kern_avx2_pack(const kern_job *g, const kern_seg *seg, int ns, int ncol,
                                      float *bp)
 {
     const __m256 zero = _mm256_setzero_ps();
     const int tail = ncol < KERN_AVX2_PANEL ? ncol / 8 : KERN_AVX2_NV; /* first vector to zero */
     if (g->sx == 1 && g->na * g->nb <= KERN_AVX2_RUNS) {
-        /* per run q and tap t: the offset of the run's lane 0 from a channel's base and the
-         * mask of its lanes inside the image (none for a row outside it) */
-        const int T = g->na * g->nb;
-        __m256i msk[KERN_AVX2_PANEL][KERN_AVX2_RUNS];
-        long off[KERN_AVX2_PANEL][KERN_AVX2_RUNS];
-        for (int q = 0; q < ns; q++)
-            for (int ta = 0; ta < g->na; ta++) {
-                int y = seg[q].ty * g->sy + g->dy0 + ta * g->day;
-                for (int tb = 0; tb < g->nb; tb++) {
-                    int x0 = seg[q].tx + g->dx0 + tb * g->dbx, t = ta * g->nb + tb;
-                    int lo = x0 < 0 ? -x0 : 0, hi = g->W - x0 < seg[q].len ? g->W - x0 : seg[q].len;
-                    if ((unsigned)y >= (unsigned)g->H || hi <= lo) {
-                        msk[q][t] = _mm256_setzero_si256();
-                        off[q][t] = 0;
-                    } else {
-                        msk[q][t] = kern_avx2_range(lo, hi);
-                        off[q][t] = seg[q].img * g->is + (long)y * g->W + x0;
-                    }
-                }
-            }
-        float *row = bp;
-        for (int c = 0; c < g->nc; c++) {
-            const float *base = g->in + c * g->cs;
-            /* the lines of the channel KERN_AVX2_AHEAD on: with a channel stride of a multiple
-             * of 4 KiB every channel falls into the same L1 sets, and the loads of each new
-             * channel waited for L2 */
-            if (c + KERN_AVX2_AHEAD < g->nc)
-                for (int q = 0; q < ns; q++)
-                    for (int t = 0; t < T; t += g->nb)
-                        _mm_prefetch((const char *)(base + KERN_AVX2_AHEAD * g->cs + off[q][t]),
-                                     _MM_HINT_T0);
-            for (int t = 0; t < T; t++, row += KERN_AVX2_PANEL) {
-                for (int v = tail; v < KERN_AVX2_NV; v++)
-                    _mm256_storeu_ps(row + 8 * v, zero);
-                for (int q = 0; q < ns; q++)
-                    _mm256_storeu_ps(row + seg[q].c0,
-                                     _mm256_maskload_ps(base + off[q][t], msk[q][t]));
-            }
-        }
+        kern_avx2_pack_runs(g, seg, ns, tail, bp, 1);
         return;
     }
     if (g->sx == 2 && g->nx >= 5 && g->na * g->nb <= KERN_AVX2_RUNS) {
-        kern_avx2_pack_s2(g, seg, ns, tail, bp);
+        kern_avx2_pack_runs(g, seg, ns, tail, bp, 2);
         return;
     }
     /* per vector of the panel: each lane's image offset, first input row and column, and
