@@ -59,89 +59,63 @@ static KERN_AVX2 inline __m256i kern_avx2_inside(__m256i v, int n)
                             _mm256_cmpgt_epi32(_mm256_set1_epi32(n), v));
 }
 
-/* exp on 8 lanes: Cephes' expf as v4_exp in layers.c and kern_exp in kernels_avx512.c, the
- * power of two built in the exponent bits. */
-static KERN_AVX2 inline __m256 kern_avx2_exp(__m256 x)
-{
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    __m256 fn = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 z = _mm256_mul_ps(r, r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_add_ps(_mm256_fmadd_ps(y, z, r), _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127)),
-                                  23); /* 2^fn */
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
-
-static KERN_AVX2 inline __m256 kern_avx2_act(__m256 v, nets_act act)
-{
-    const __m256 one = _mm256_set1_ps(1.0f);
-    switch (act) {
-    case ACT_RELU: return _mm256_max_ps(v, _mm256_setzero_ps());
-    case ACT_SWISH:
-        return _mm256_div_ps(
-            v, _mm256_add_ps(one, kern_avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), v))));
-    case ACT_SIGMOID:
-        return _mm256_div_ps(
-            one, _mm256_add_ps(one, kern_avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), v))));
-    default: return v;
-    }
-}
-
-/* kern_avx2_act on 4 vectors at once, each step of kern_avx2_exp and the division done for the
- * four before the next (the same operations, so the same bits): one vector's swish is a chain of
- * some 20 dependent operations, and with one vector at a time (or the four unrolled by the
- * compiler, one after the other) swish took 0.57-0.59 ns a float in L1 on the AMD CPU measured,
- * 0.47 interleaved. */
-static KERN_AVX2 inline __attribute__((always_inline)) void kern_avx2_act4(__m256 v[4],
+/* The activation act on n vectors (1 to 4; a constant where this is inlined) in place. Swish and
+ * sigmoid take exp(-v) by Cephes' expf (as v4_exp in layers.c and kern_exp in kernels_avx512.c,
+ * the power of two built in the exponent bits), each step of it and the division done for all n
+ * vectors before the next: one vector's swish is a chain of some 20 dependent operations, and
+ * with one vector at a time (or four unrolled by the compiler, one after the other) swish took
+ * 0.57-0.59 ns a float in L1 on the AMD CPU measured, 0.47 with four interleaved. */
+static KERN_AVX2 inline __attribute__((always_inline)) void kern_avx2_actn(__m256 *v, int n,
                                                                            nets_act act)
 {
-    if (act != ACT_SWISH && act != ACT_SIGMOID) {
-        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) v[u] = kern_avx2_act(v[u], act);
+    if (act == ACT_RELU) {
+        _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) v[u] =
+            _mm256_max_ps(v[u], _mm256_setzero_ps());
         return;
     }
+    if (act != ACT_SWISH && act != ACT_SIGMOID)
+        return;
     const __m256 one = _mm256_set1_ps(1.0f);
     __m256 x[4], fn[4], r[4], y[4];
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) x[u] = _mm256_min_ps(
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) x[u] = _mm256_min_ps(
         _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), v[u]), _mm256_set1_ps(-87.0f)),
         _mm256_set1_ps(88.0f));
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) fn[u] =
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) fn[u] =
         _mm256_round_ps(_mm256_mul_ps(x[u], _mm256_set1_ps(1.44269504088896341f)),
                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++)
     {
         r[u] = _mm256_fnmadd_ps(fn[u], _mm256_set1_ps(0.693359375f), x[u]);
         r[u] = _mm256_fnmadd_ps(fn[u], _mm256_set1_ps(-2.12194440e-4f), r[u]);
     }
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
         _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r[u], _mm256_set1_ps(1.3981999507e-3f));
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
         _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(8.3334519073e-3f));
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
         _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(4.1665795894e-2f));
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
         _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(1.6666665459e-1f));
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) y[u] =
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
         _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(5.0000001201e-1f));
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++)
     {
         y[u] = _mm256_add_ps(_mm256_fmadd_ps(y[u], _mm256_mul_ps(r[u], r[u]), r[u]), one);
         __m256i e = _mm256_slli_epi32(
-            _mm256_add_epi32(_mm256_cvtps_epi32(fn[u]), _mm256_set1_epi32(127)), 23);
+            _mm256_add_epi32(_mm256_cvtps_epi32(fn[u]), _mm256_set1_epi32(127)), 23); /* 2^fn */
         y[u] = _mm256_add_ps(one, _mm256_mul_ps(y[u], _mm256_castsi256_ps(e))); /* 1 + exp(-v) */
     }
-    _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++)
     {
         v[u] = _mm256_div_ps(act == ACT_SWISH ? v[u] : one, y[u]);
     }
+}
+
+/* The activation act on one vector (kern_avx2_actn). */
+static KERN_AVX2 inline __attribute__((always_inline)) __m256 kern_avx2_act(__m256 v, nets_act act)
+{
+    kern_avx2_actn(&v, 1, act);
+    return v;
 }
 
 /* The mask of the first len lanes (len clamped to [0, 8]). */
@@ -160,7 +134,7 @@ KERN_AVX2 void kern_avx2_affine_act(float *x, const float *src, long len, float 
         __m256 v[4];
         _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) v[u] =
             _mm256_fmadd_ps(_mm256_loadu_ps(src + i + 8 * u), va, vb);
-        kern_avx2_act4(v, act);
+        kern_avx2_actn(v, 4, act);
         _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) _mm256_storeu_ps(x + i + 8 * u, v[u]);
     }
     for (; i + 8 <= len; i += 8)

@@ -99,7 +99,7 @@ static KERN_AVX512 inline __m512 kern_act(__m512 v, nets_act act)
 }
 
 /* kern_act on 4 vectors at once, each step of kern_exp and the division done for the four
- * before the next (the same operations, so the same bits), as kern_avx2_act4 of kernels_avx2.c:
+ * before the next (the same operations, so the same bits), as kern_avx2_actn of kernels_avx2.c:
  * swish took 0.37 ns a float in L1 one vector at a time on the AMD CPU measured, 0.31
  * interleaved. */
 static KERN_AVX512 inline __attribute__((always_inline)) void kern_act4(__m512 v[4], nets_act act)
