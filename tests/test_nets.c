@@ -935,6 +935,46 @@ static double sigm(double v)
     return 1.0 / (1.0 + exp(-v));
 }
 
+/* [residual [relu, (residual) conv k x k, 2 -> 2 channels]], swish on n inputs x of shape in
+ * (2 channels): nested, x + (y + conv(y)), else x + conv(y), with y = relu(x). With k = 1 the AVX2
+ * engine runs the convolution without panels (kern_avx2_pointwise), here with the block's input
+ * added. */
+static void check_residual_relu_conv(nets_shape in, const float *x, long n, int k, int nested)
+{
+    long sz = nets_shape_size(in);
+    char conv[160], list[320];
+    snprintf(conv, sizeof conv,
+             "{\"type\":\"conv2d\",\"name\":\"c\",\"in\":2,\"out\":2,\"kernel\":%d,"
+             "\"stride\":1,\"padding\":\"same\"}",
+             k);
+    snprintf(list, sizeof list,
+             nested ? "[{\"type\":\"residual\",\"body\":[{\"type\":\"relu\"},{\"type\":"
+                      "\"residual\",\"body\":[%s]}]},{\"type\":\"swish\"}]"
+                    : "[{\"type\":\"residual\",\"body\":[{\"type\":\"relu\"},%s]},"
+                      "{\"type\":\"swish\"}]",
+             conv);
+    ltensor ts[2] = {{"c.weight", 4, {2, 2, k, k}, NULL}, {"c.bias", 1, {2}, NULL}};
+    nets_shape os;
+    float *y = run_layers(list, in, ts, 2, n, x, &os, 1);
+    double *r = malloc(sizeof(double) * n * sz), *cv = malloc(sizeof(double) * n * sz);
+    float *rx = malloc(sizeof(float) * n * sz);
+    for (long i = 0; i < n * sz; i++)
+        rx[i] = x[i] > 0 ? x[i] : 0.0f;
+    ref_conv(rx, ts[0].data, ts[1].data, n, 2, in.h, in.w, 2, k, 1, (k - 1) / 2, (k - 1) / 2, in.h,
+             in.w, cv);
+    for (long i = 0; i < n * sz; i++) {
+        double u = x[i] + (nested ? rx[i] : 0.0) + cv[i];
+        r[i] = u * sigm(u);
+    }
+    assert_close(y, r, n * sz, 1e-5, nested ? "nested residual" : "residual 1x1");
+    free(r);
+    free(cv);
+    free(rx);
+    free(y);
+    free(ts[0].data);
+    free(ts[1].data);
+}
+
 START_TEST(test_elementwise_and_shapes)
 {
     /* activations, unfused (in place) and after a protected residual input */
@@ -1001,60 +1041,8 @@ START_TEST(test_elementwise_and_shapes)
         assert_close(y, ref, 36, 0.0, "reshape/crop/flatten");
         free(y);
     }
-    /* nested residual blocks: x + (y + conv(y)) with y = relu(x), then swish */
-    {
-        ltensor ts[2] = {{"c.weight", 4, {2, 2, 3, 3}, NULL}, {"c.bias", 1, {2}, NULL}};
-        nets_shape os;
-        float *y = run_layers(
-            "[{\"type\":\"residual\",\"body\":[{\"type\":\"relu\"},{\"type\":\"residual\",\"body\":"
-            "["
-            "{\"type\":\"conv2d\",\"name\":\"c\",\"in\":2,\"out\":2,\"kernel\":3,\"stride\":1,"
-            "\"padding\":\"same\"}]}]},{\"type\":\"swish\"}]",
-            in, ts, 2, n, x, &os, 1);
-        double *r = malloc(sizeof(double) * n * sz), *cv = malloc(sizeof(double) * n * sz);
-        float *rx = malloc(sizeof(float) * n * sz);
-        for (long i = 0; i < n * sz; i++)
-            rx[i] = x[i] > 0 ? x[i] : 0.0f;
-        ref_conv(rx, ts[0].data, ts[1].data, n, 2, 4, 5, 2, 3, 1, 1, 1, 4, 5, cv);
-        for (long i = 0; i < n * sz; i++) {
-            double u = x[i] + rx[i] + cv[i];
-            r[i] = u * sigm(u);
-        }
-        assert_close(y, r, n * sz, 1e-5, "nested residual");
-        free(r);
-        free(cv);
-        free(rx);
-        free(y);
-        free(ts[0].data);
-        free(ts[1].data);
-    }
-    /* x + conv1x1(relu(x)) with 2 channels, then swish: on the AVX2 engine a 1 x 1 convolution
-     * to 2 channels runs without panels (kern_avx2_pointwise), here with the block's input added */
-    {
-        ltensor ts[2] = {{"c.weight", 4, {2, 2, 1, 1}, NULL}, {"c.bias", 1, {2}, NULL}};
-        nets_shape os;
-        float *y = run_layers("[{\"type\":\"residual\",\"body\":[{\"type\":\"relu\"},"
-                              "{\"type\":\"conv2d\",\"name\":\"c\",\"in\":2,\"out\":2,"
-                              "\"kernel\":1,\"stride\":1,\"padding\":\"same\"}]},{\"type\":"
-                              "\"swish\"}]",
-                              in, ts, 2, n, x, &os, 1);
-        double *r = malloc(sizeof(double) * n * sz), *cv = malloc(sizeof(double) * n * sz);
-        float *rx = malloc(sizeof(float) * n * sz);
-        for (long i = 0; i < n * sz; i++)
-            rx[i] = x[i] > 0 ? x[i] : 0.0f;
-        ref_conv(rx, ts[0].data, ts[1].data, n, 2, 4, 5, 2, 1, 1, 0, 0, 4, 5, cv);
-        for (long i = 0; i < n * sz; i++) {
-            double u = x[i] + cv[i];
-            r[i] = u * sigm(u);
-        }
-        assert_close(y, r, n * sz, 1e-5, "residual 1x1");
-        free(r);
-        free(cv);
-        free(rx);
-        free(y);
-        free(ts[0].data);
-        free(ts[1].data);
-    }
+    check_residual_relu_conv(in, x, n, 3, 1);
+    check_residual_relu_conv(in, x, n, 1, 0);
     /* an empty residual body doubles */
     {
         nets_shape os;

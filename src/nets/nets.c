@@ -229,45 +229,48 @@ static void decode_shares_run(const void *v, long b, long e, int worker)
         decode_share(v, k);
 }
 
-/* Set c up to run s on n frames with ws's threads and path, each share's workspace holding
- * `extra` floats per frame of a chunk after the layers' own; starts c->run (undo with
- * nets_runner_stop, also when this fails). Fails with VBM_ENOMEM, err filled. */
-static vbm_status call_start(nets_call *c, nets_workspace *ws, const nets_seq *s, long n,
-                             long extra, long *bad, const char *fn, vbm_error *err)
+/* Run call c (m and its buffers set) on n frames through s with ws's threads and path (ws NULL:
+ * a workspace of its own, freed here): each share's workspace holds `extra` floats per frame of
+ * a chunk after the layers' own; its shares run on the runner's team, one share per thread when
+ * there are several (run: encode_shares_run or decode_shares_run). Returns VBM_OK; fails with
+ * VBM_ENOMEM, or with VBM_EINVAL when the output for a frame (a "what" of fn's "net") is not
+ * finite, naming the first such frame, err filled. */
+static vbm_status call_run(nets_call *c, nets_workspace *ws, const nets_seq *s, long n, long extra,
+                           team_fn run, const char *fn, const char *net, const char *what,
+                           vbm_error *err)
 {
+    nets_workspace local = {NULL, 0, 0, NETS_PATH_AUTO};
+    nets_workspace *w = ws ? ws : &local;
+    long bad[NETS_MAX_THREADS];
+    vbm_status rc = VBM_OK;
     c->s = s;
     c->n = n;
     c->bad = bad;
-    nets_runner_start(&c->run, s, n, ws->threads, ws->path);
-    long threads = team_size(c->run.team), most = n / NETS_SHARE_FRAMES;
+    nets_runner_start(&c->run, s, n, w->threads, w->path);
+    team_t *team = c->run.team;
+    long threads = team_size(team), most = n / NETS_SHARE_FRAMES;
     int engine = c->run.path == NETS_PATH_ENGINE || c->run.path == NETS_PATH_ENGINE_AVX2;
     c->shares = engine && threads > 1 && most >= 2 ? (most < threads ? most : threads) : 1;
     c->chunk = nets_seq_chunk(s, (n + c->shares - 1) / c->shares);
     c->seq = nets_seq_workspace(s, c->chunk);
     c->per = (c->seq + (size_t)(c->chunk * extra) + 15) / 16 * 16; /* shares 64 bytes apart */
-    c->mem = ws_reserve(ws, c->per * (size_t)c->shares);
-    if (!c->mem)
-        return vbm_fail(err, VBM_ENOMEM, NULL, "%s: out of memory for %ld frames", fn, c->chunk);
-    return VBM_OK;
-}
-
-/* Run c's shares (on the runner's team, one share per thread, when there are several) and stop
- * its runner; returns the first frame whose output is not finite, or -1. */
-static long call_finish(nets_call *c, team_fn run)
-{
-    if (c->shares == 1) {
+    c->mem = ws_reserve(w, c->per * (size_t)c->shares);
+    if (!c->mem) {
+        rc = vbm_fail(err, VBM_ENOMEM, NULL, "%s: out of memory for %ld frames", fn, c->chunk);
+    } else if (c->shares == 1) {
         run(c, 0, 1, 0);
     } else {
-        team_t *team = c->run.team;
         c->run.team = NULL; /* each share runs its layers on the thread that took it */
-        team_for_shares(team, c->shares, c->n * c->s->max_act, run, c);
+        team_for_shares(team, c->shares, n * s->max_act, run, c);
         c->run.team = team;
     }
     nets_runner_stop(&c->run);
-    for (long k = 0; k < c->shares; k++)
-        if (c->bad[k] >= 0)
-            return c->bad[k];
-    return -1;
+    for (long k = 0; rc == VBM_OK && k < c->shares; k++)
+        if (bad[k] >= 0)
+            rc = vbm_fail(err, VBM_EINVAL, NULL, "%s: the %s's output for %s %ld is not finite", fn,
+                          net, what, bad[k]);
+    free(local.mem);
+    return rc;
 }
 
 vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *x, long n,
@@ -282,21 +285,9 @@ vbm_status nets_encode_ws(const nets_model *m, nets_workspace *ws, const float *
     for (long i = 0; i < n * obs; i++)
         if (!isfinite(x[i]))
             return vbm_fail(err, VBM_EINVAL, NULL, "nets_encode: pixel %ld is not finite", i);
-    nets_workspace local = {NULL, 0, 0, NETS_PATH_AUTO};
-    long bad[NETS_MAX_THREADS];
     nets_call c = {.m = m, .x = x, .mu = mu, .s2 = s2};
-    vbm_status rc = call_start(&c, ws ? ws : &local, &m->enc, n, 2 * (long)in->code_size, bad,
-                               "nets_encode", err);
-    if (rc == VBM_OK) {
-        long first = call_finish(&c, encode_shares_run);
-        if (first >= 0)
-            rc = vbm_fail(err, VBM_EINVAL, NULL,
-                          "nets_encode: the encoder's output for image %ld is not finite", first);
-    } else {
-        nets_runner_stop(&c.run);
-    }
-    free(local.mem);
-    return rc;
+    return call_run(&c, ws, &m->enc, n, 2 * (long)in->code_size, encode_shares_run, "nets_encode",
+                    "encoder", "image", err);
 }
 
 vbm_status nets_encode(const nets_model *m, const float *x, long n, double *mu, double *s2,
@@ -319,20 +310,9 @@ vbm_status nets_decode_ws(const nets_model *m, nets_workspace *ws, const double 
         if (!isfinite(z[i]))
             return vbm_fail(err, VBM_EINVAL, NULL, "nets_decode: code element %ld is not finite",
                             i);
-    nets_workspace local = {NULL, 0, 0, NETS_PATH_AUTO};
-    long bad[NETS_MAX_THREADS];
     nets_call c = {.m = m, .z = z, .mean = mean, .scale = scale};
-    vbm_status rc = call_start(&c, ws ? ws : &local, &m->dec, n, C + P, bad, "nets_decode", err);
-    if (rc == VBM_OK) {
-        long first = call_finish(&c, decode_shares_run);
-        if (first >= 0)
-            rc = vbm_fail(err, VBM_EINVAL, NULL,
-                          "nets_decode: the decoder's output for code %ld is not finite", first);
-    } else {
-        nets_runner_stop(&c.run);
-    }
-    free(local.mem);
-    return rc;
+    return call_run(&c, ws, &m->dec, n, C + P, decode_shares_run, "nets_decode", "decoder", "code",
+                    err);
 }
 
 vbm_status nets_decode(const nets_model *m, const double *z, long n, float *mean, float *scale,
