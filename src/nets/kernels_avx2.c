@@ -401,13 +401,14 @@ kern_avx2_gemm(const kern_job *g, int m0, int mr, const float *bp,
                __m256 acc[KERN_AVX2_MR][KERN_AVX2_NV])
 {
     const float *ar[KERN_AVX2_MR];
+    const long K = g->K; /* in a register (see kern_avx2_pack_flat) */
     _Pragma("GCC unroll 4") for (int r = 0; r < KERN_AVX2_MR; r++)
     {
         _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) acc[r][v] =
             _mm256_setzero_ps();
-        ar[r] = g->a + (long)(m0 + (r < mr ? r : mr - 1)) * g->K;
+        ar[r] = g->a + (long)(m0 + (r < mr ? r : mr - 1)) * K;
     }
-    for (long k = 0; k < g->K; k++) {
+    for (long k = 0; k < K; k++) {
         __m256 b[KERN_AVX2_NV];
         _Pragma("GCC unroll 3") for (int v = 0; v < KERN_AVX2_NV; v++) b[v] =
             _mm256_loadu_ps(bp + k * KERN_AVX2_PANEL + 8 * v);
