@@ -957,7 +957,7 @@ static void check_residual_relu_conv(nets_shape in, const float *x, long n, int 
     nets_shape os;
     float *y = run_layers(list, in, ts, 2, n, x, &os, 1);
     double *r = malloc(sizeof(double) * n * sz), *cv = malloc(sizeof(double) * n * sz);
-    float *rx = malloc(sizeof(float) * n * sz);
+    float *rx = calloc((size_t)(n * sz), sizeof(float));
     for (long i = 0; i < n * sz; i++)
         rx[i] = x[i] > 0 ? x[i] : 0.0f;
     ref_conv(rx, ts[0].data, ts[1].data, n, 2, in.h, in.w, 2, k, 1, (k - 1) / 2, (k - 1) / 2, in.h,
