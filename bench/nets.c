@@ -686,7 +686,7 @@ static int bench_layers(const bench_opts *o, const char *path, const char *label
         for (int li = 0; li < nl && !rc; li++) {
             const nets_layer *L = ls[li];
             long isz = nets_shape_size(L->in) * n, osz = nets_shape_size(L->out) * n;
-            size_t csz = nets_layer_scratch(L, n);
+            size_t csz = nets_layer_scratch(L, n, NETS_PATH_AUTO, o->threads);
             /* each array on a page boundary, as the executor's workspace starts (its buffers
              * at multiples of 16 floats within it): malloc's offsets would change from one
              * layer to the next, and with them the kernels' cache-set conflicts */

@@ -661,7 +661,8 @@ static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int 
         ck_assert_msg(f.tensors[i].used, "tensor %s unused", f.tensors[i].name);
     *out_shape = seq.out;
     float *y = malloc(sizeof(float) * n * nets_shape_size(seq.out));
-    float *ws = use_ws ? malloc(sizeof(float) * nets_seq_workspace(&seq, n)) : NULL;
+    float *ws =
+        use_ws ? malloc(sizeof(float) * nets_seq_workspace(&seq, n, NETS_PATH_AUTO, 3)) : NULL;
     ck_assert_msg(nets_seq_run(&seq, n, x, y, ws, use_ws ? 3 : 1, NETS_PATH_AUTO, &err) == VBM_OK,
                   "%s", err.msg);
     free(ws);

@@ -14,16 +14,16 @@ static long round16(long x)
     return (x + 15) / 16 * 16;
 }
 
-/* Floats of scratch (im2col or panel buffers) the layers of s need for n samples, bodies
- * included. */
-static size_t col_need(const nets_seq *s, long n)
+/* Floats of scratch (im2col or panel buffers) the layers of s need for n samples on path,
+ * run by `threads` threads, bodies included. */
+static size_t col_need(const nets_seq *s, long n, nets_path path, int threads)
 {
     size_t need = 0;
     for (int i = 0; i < s->n; i++) {
         const nets_layer *L = &s->layers[i];
-        size_t x = L->type == NETS_L_RESIDUAL ? col_need(L->body, n) : 0;
-        if (nets_layer_scratch(L, n) > x)
-            x = nets_layer_scratch(L, n);
+        size_t x = L->type == NETS_L_RESIDUAL ? col_need(L->body, n, path, threads) : 0;
+        if (nets_layer_scratch(L, n, path, threads) > x)
+            x = nets_layer_scratch(L, n, path, threads);
         if (x > need)
             need = x;
     }
@@ -207,9 +207,9 @@ static long batch_act(const nets_seq *s, long n)
     return round16(n * s->max_act);
 }
 
-size_t nets_seq_workspace(const nets_seq *s, long n)
+size_t nets_seq_workspace(const nets_seq *s, long n, nets_path path, int threads)
 {
-    return (size_t)(s->depth + 2) * (size_t)batch_act(s, n) + col_need(s, n);
+    return (size_t)(s->depth + 2) * (size_t)batch_act(s, n) + col_need(s, n, path, threads);
 }
 
 void nets_runner_start(nets_runner *r, const nets_seq *s, long n, int threads, nets_path path)
@@ -282,15 +282,17 @@ vbm_status nets_seq_run(const nets_seq *s, long n, const float *in, float *out, 
         return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples", n);
     if (n > INT_MAX / s->max_act / 2)
         return vbm_fail(err, VBM_EINVAL, NULL, "batch of %ld samples is too large", n);
-    float *own = NULL;
-    if (!ws) {
-        own = malloc(sizeof(float) * nets_seq_workspace(s, n));
-        if (!own)
-            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a batch of %ld samples", n);
-        ws = own;
-    }
     nets_runner r;
     nets_runner_start(&r, s, n, threads, path);
+    float *own = NULL;
+    if (!ws) {
+        own = malloc(sizeof(float) * nets_seq_workspace(s, n, r.path, team_size(r.team)));
+        if (!own) {
+            nets_runner_stop(&r);
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory for a batch of %ld samples", n);
+        }
+        ws = own;
+    }
     vbm_status rc = nets_seq_run_with(s, n, in, out, ws, &r, err);
     nets_runner_stop(&r);
     free(own);

@@ -311,14 +311,15 @@ static void layers_kern(team_t *t, nets_path path, kern_job *g)
         kern_go(t, g);
 }
 
-/* Floats of panel buffers a layer needs in the engine (one per thread at most). */
-static long panel_need(const nets_layer *L, long n)
+/* Floats of panel buffers a layer needs in the engine run by `threads` threads (a slot of
+ * its own for each; the AVX-512 engine's deinterleaved copy of a stride-2 input shares them). */
+static long panel_need(const nets_layer *L, long n, int threads)
 {
     long K = 0;
     if (L->type == NETS_L_CONV2D) {
         K = (long)L->cin * L->k * L->k;
         long dil = n * L->cin * L->in.h * (long)((L->in.w + 1) / 2 * 2);
-        if (L->stride == 2 && dil > K * KERN_PANEL * NETS_MAX_THREADS)
+        if (L->stride == 2 && dil > K * KERN_PANEL * threads)
             return dil;
     }
     if (L->type == NETS_L_CONVT2D) { /* twice: the AVX2 engine packs two phases at a time */
@@ -327,7 +328,7 @@ static long panel_need(const nets_layer *L, long n)
     }
     if (L->type == NETS_L_DENSE)
         K = L->cin;
-    return K * KERN_PANEL * NETS_MAX_THREADS;
+    return K * KERN_PANEL * threads;
 }
 
 /* conv2d in the engine of path; add (NULL or like out) is added before act. */
@@ -892,15 +893,19 @@ int nets_layer_fused(nets_path path)
     return layers_engine(path);
 }
 
-size_t nets_layer_scratch(const nets_layer *L, long n)
+size_t nets_layer_scratch(const nets_layer *L, long n, nets_path path, int threads)
 {
+    if (threads < 1 || threads > NETS_MAX_THREADS)
+        threads = NETS_MAX_THREADS;
     size_t x = 0;
-    if ((L->type == NETS_L_CONV2D && !conv_is_pointwise(L)) || L->type == NETS_L_CONVT2D) {
+    int gemm = (L->type == NETS_L_CONV2D && !conv_is_pointwise(L)) || L->type == NETS_L_CONVT2D;
+    if (gemm && !layers_engine(path)) { /* the column matrix: the blas path's alone */
         long rows, cols, chunk, nd;
         col_plan(L, n, &rows, &cols, &chunk, &nd);
         x = (size_t)nd;
     }
-    if ((size_t)panel_need(L, n) > x)
-        x = (size_t)panel_need(L, n);
+    /* the panels: the engines' alone */
+    if (path != NETS_PATH_BLAS && (size_t)panel_need(L, n, threads) > x)
+        x = (size_t)panel_need(L, n, threads);
     return x;
 }

@@ -18,10 +18,12 @@
  * im2col + cblas_sgemm (the oneDNN path is the executor's, onednn.h). */
 int nets_layer_fused(nets_path path);
 
-/* Floats of scratch (im2col matrix, or the engine's panel buffers) layer L needs for n
- * samples on either path: the `col` argument below. 0 for layers without any (a residual's body is
- * the executor's to add). */
-size_t nets_layer_scratch(const nets_layer *L, long n);
+/* Floats of scratch layer L needs for n samples on `path` (the engines: a slot of panel buffers
+ * for each of `threads` threads, outside 1 .. NETS_MAX_THREADS taken as NETS_MAX_THREADS; blas:
+ * the im2col matrix; any other path, which may run layers on either: the larger) -- the `col`
+ * argument below. 0 for layers without any (a residual's body is the executor's to add).
+ * Cannot fail. */
+size_t nets_layer_scratch(const nets_layer *L, long n, nets_path path, int threads);
 
 /* out = act(conv2d(in) (+ add)); add must be NULL unless nets_layer_fused(path), else a
  * tensor laid out like out. in and out do not overlap. */

@@ -51,8 +51,8 @@ void nets_workspace_free(nets_workspace *ws)
     free(ws);
 }
 
-/* Make ws hold at least need floats; returns the memory or NULL. Workspaces of
- * several MB are 2 MB-aligned and advised to use transparent huge pages: a fresh
+/* Make ws hold at least need floats; returns the memory or NULL. Workspaces of 2 MB or
+ * more are 2 MB-aligned and advised to use transparent huge pages: a fresh
  * workspace is then touched with a few hundred page faults instead of thousands
  * (which cost more than the whole forward pass on some virtual machines). */
 static float *ws_reserve(nets_workspace *ws, size_t need)
@@ -61,7 +61,7 @@ static float *ws_reserve(nets_workspace *ws, size_t need)
         return ws->mem;
     size_t bytes = sizeof(float) * need, huge = (size_t)2 << 20;
     void *p = NULL;
-    if (bytes >= 2 * huge) {
+    if (bytes >= huge) {
         bytes = (bytes + huge - 1) / huge * huge;
         if (posix_memalign(&p, huge, bytes) != 0)
             p = NULL;
@@ -252,7 +252,8 @@ static vbm_status call_run(nets_call *c, nets_workspace *ws, const nets_seq *s, 
     int engine = c->run.path == NETS_PATH_ENGINE || c->run.path == NETS_PATH_ENGINE_AVX2;
     c->shares = engine && threads > 1 && most >= 2 ? (most < threads ? most : threads) : 1;
     c->chunk = nets_seq_chunk(s, (n + c->shares - 1) / c->shares);
-    c->seq = nets_seq_workspace(s, c->chunk);
+    /* a share runs its layers on one thread: one slot of panel buffers, not a team's */
+    c->seq = nets_seq_workspace(s, c->chunk, c->run.path, c->shares > 1 ? 1 : (int)threads);
     c->per = (c->seq + (size_t)(c->chunk * extra) + 15) / 16 * 16; /* shares 64 bytes apart */
     c->mem = ws_reserve(w, c->per * (size_t)c->shares);
     if (!c->mem) {

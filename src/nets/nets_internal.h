@@ -107,8 +107,11 @@ void nets_seq_free(nets_seq *s);
  * NULL). */
 vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err);
 
-/* Floats of workspace nets_seq_run needs for a batch of n samples. */
-size_t nets_seq_workspace(const nets_seq *s, long n);
+/* Floats of workspace nets_seq_run needs for a batch of n samples whose layers run on `path`
+ * (NETS_PATH_AUTO: whichever runs) on a team of at most `threads` threads (outside 1 ..
+ * NETS_MAX_THREADS, as for an automatic count: NETS_MAX_THREADS); see nets_layer_scratch.
+ * Cannot fail. */
+size_t nets_seq_workspace(const nets_seq *s, long n, nets_path path, int threads);
 
 /* Frames per chunk in which nets_encode_ws / nets_decode_ws run n >= 1 frames through s (its
  * activations kept near a core's L2 cache, nets.c); between 1 and n. Cannot fail. */
@@ -137,7 +140,7 @@ vbm_status nets_seq_run_with(const nets_seq *s, long n, const float *in, float *
 
 /* Run the layers on n samples: in is n x prod(s->in) in the caller's layout
  * (NCHW or N x features), out receives n x prod(s->out) in the same layout.
- * ws must hold nets_seq_workspace(s, n) floats (NULL: allocate). The work
+ * ws must hold nets_seq_workspace(s, n, path, threads) floats (NULL: allocate). The work
  * between GEMMs is shared by `threads` threads (the caller and helpers started
  * and joined by this call; <= 0: automatic, the BLAS library's thread count when
  * the batch is large enough to pay for starting helpers, else 1). Returns VBM_OK;

@@ -363,7 +363,7 @@ vbm_status nets_rpm_factors(const nets_rpm *m, const float *x, int T, double *h,
         chunk = rows;
     size_t wsn = 0;
     for (int j = 0; j < m->n_nets; j++) {
-        size_t w = nets_seq_workspace(&m->nets[j], chunk);
+        size_t w = nets_seq_workspace(&m->nets[j], chunk, NETS_PATH_AUTO, 1);
         if (w > wsn)
             wsn = w;
     }
