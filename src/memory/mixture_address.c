@@ -53,6 +53,107 @@ LA_HOT int mixgroup_address_factor(mixgroup_work *w, int h)
     return 0;
 }
 
+/* Four doubles (GCC vector extensions: one AVX register, or two SSE2 ones, as the function's
+ * target allows), and the same type for loads and stores at any double-aligned address. */
+typedef double addr_v4 __attribute__((vector_size(32)));
+typedef double addr_v4u __attribute__((vector_size(32), aligned(8)));
+
+/* The frame sweep of one cluster h (see mixgroup_address_post): from P_h = R_h Z^T (K x T),
+ * W_h = Sigma_w,h P_h / s2 - c_h 1^T into W, and per frame t
+ *   wb_t = w_t . (P_t - R_h mu_bh), mm_t = |w_t|^2,
+ *   E_t = |z_t|^2 + tr V_t + eh - zsc mu_bh . z_t - wb_t - s2 mm_t,
+ *   LW_t = lwh + mm_t / 2, theta_t = -E_t / (2 s2) - LW_t. */
+typedef struct {
+    int K;
+    long T;
+    double s2, eh, lwh, zsc;
+    const double *Sw;  /* K x K */
+    const double *ck;  /* K: c_h / s2 = Sigma_w,h R_h mu_bh / s2 */
+    const double *rmb; /* K: R_h mu_bh */
+    const double *P, *zn, *vs, *zb;
+    double *W, *E, *LW, *th;
+    double *wb, *mm; /* T each: scratch of address_sweep_rows */
+} addr_sweep;
+
+/* The sweep for any K: W_h by one product, then a pass over the frames per row. */
+static inline __attribute__((always_inline)) void address_sweep_rows(const addr_sweep *a)
+{
+    int K = a->K;
+    long T = a->T;
+    double s2 = a->s2, half_s2 = 0.5 / s2;
+    la_gemm(0, 0, K, (int)T, K, 1.0 / s2, a->Sw, K, a->P, (int)T, 0.0, a->W, (int)T);
+    double *restrict wb = a->wb, *restrict mm = a->mm;
+    memset(wb, 0, sizeof(double) * T);
+    memset(mm, 0, sizeof(double) * T);
+    for (int k = 0; k < K; k++) {
+        double *restrict wk = a->W + (size_t)k * T;
+        const double *restrict pk = a->P + (size_t)k * T;
+        double rk = a->rmb[k], ck = a->ck[k];
+        for (long t = 0; t < T; t++) {
+            double wv = wk[t] - ck;
+            wk[t] = wv;
+            wb[t] += wv * (pk[t] - rk);
+            mm[t] += wv * wv;
+        }
+    }
+    const double *restrict zb = a->zb, *restrict zn = a->zn, *restrict vs = a->vs;
+    double *restrict E = a->E, *restrict LW = a->LW, *restrict th = a->th;
+    for (long t = 0; t < T; t++) { /* independent frames: vector lanes */
+        double e = zn[t] + vs[t] + a->eh - a->zsc * zb[t] - wb[t] - s2 * mm[t];
+        double lw = a->lwh + 0.5 * mm[t];
+        E[t] = e;
+        LW[t] = lw;
+        th[t] = -e * half_s2 - lw;
+    }
+}
+
+/* The same for K <= 8 rows (inlined with K constant): four frames at a time, the frame's K
+ * values of P_h and its sums in registers, every array read or written once. */
+static inline __attribute__((always_inline)) void address_sweep_short(const addr_sweep *a, int K)
+{
+    long T = a->T, t = 0;
+    double s2 = a->s2, half_s2 = 0.5 / s2, is2 = 1.0 / s2, eh = a->eh, lwh = a->lwh, zsc = a->zsc;
+    const double *P = a->P, *Sw = a->Sw;
+    double *W = a->W;
+    for (; t + 4 <= T; t += 4) {
+        addr_v4 p[8], wb = {0.0, 0.0, 0.0, 0.0}, mm = {0.0, 0.0, 0.0, 0.0};
+        for (int j = 0; j < K; j++)
+            p[j] = *(const addr_v4u *)(P + (size_t)j * T + t);
+        for (int k = 0; k < K; k++) {
+            addr_v4 acc = {0.0, 0.0, 0.0, 0.0};
+            for (int j = 0; j < K; j++)
+                acc += Sw[(size_t)k * K + j] * p[j];
+            addr_v4 wv = is2 * acc - a->ck[k];
+            *(addr_v4u *)(W + (size_t)k * T + t) = wv;
+            wb += wv * (p[k] - a->rmb[k]);
+            mm += wv * wv;
+        }
+        addr_v4 e = *(const addr_v4u *)(a->zn + t) + *(const addr_v4u *)(a->vs + t) + eh
+                    - zsc * *(const addr_v4u *)(a->zb + t) - wb - s2 * mm;
+        addr_v4 lw = lwh + 0.5 * mm;
+        *(addr_v4u *)(a->E + t) = e;
+        *(addr_v4u *)(a->LW + t) = lw;
+        *(addr_v4u *)(a->th + t) = -e * half_s2 - lw;
+    }
+    for (; t < T; t++) {
+        double wb = 0.0, mm = 0.0;
+        for (int k = 0; k < K; k++) {
+            double acc = 0.0;
+            for (int j = 0; j < K; j++)
+                acc += Sw[(size_t)k * K + j] * P[(size_t)j * T + t];
+            double wv = is2 * acc - a->ck[k];
+            W[(size_t)k * T + t] = wv;
+            wb += wv * (P[(size_t)k * T + t] - a->rmb[k]);
+            mm += wv * wv;
+        }
+        double e = a->zn[t] + a->vs[t] + eh - zsc * a->zb[t] - wb - s2 * mm;
+        double lw = lwh + 0.5 * mm;
+        a->E[t] = e;
+        a->LW[t] = lw;
+        a->th[t] = -e * half_s2 - lw;
+    }
+}
+
 /* Returns 0, or 3 when the posterior row covariance is not positive definite. */
 LA_HOT int mixgroup_address_post(const vbm_memory *mem, const prior_t *prior, mixgroup_work *w,
                                  int h, int want_elbo, int worker, int implicit, int b_implicit)
@@ -90,45 +191,47 @@ LA_HOT int mixgroup_address_post(const vbm_memory *mem, const prior_t *prior, mi
             la_gemm(0, 0, 1, (int)T, cg, 1.0, mb, cg, w->Zt, (int)T, 0.0, w->zb + (size_t)h * T,
                     (int)T);
     }
-    la_gemm(0, 0, K, (int)T, K, 1.0 / s2, Sw, K, Ph, (int)T, 0.0, Wh, (int)T);
     /* Sweep the frames: e_th, KL_w and the logits. With S_h W_h = B_h - s2 W_h
      * (Sigma_w^{-1} = I + S_h / s2):
      *   e_th = |z_t|^2 + tr V_t + |mu_bh|^2 + cg s2_bh + tr(S_h Sigma_w) - 2 mu_bh.z_t
      *          - 2 w_t.B_t + w_t.S_h w_t = ... - w_t.B_t - s2 |w_t|^2. */
-    double *wb = sc.acc, *mm = sc.acc + T, half_s2 = 0.5 / s2;
-    memset(sc.acc, 0, sizeof(double) * 2 * T);
+    double s2b = b_implicit ? w->cl[h].s2b : mem->s2_b[gh];
+    addr_sweep sw = {.K = K,
+                     .T = T,
+                     .s2 = s2,
+                     .Sw = Sw,
+                     .ck = sc.kw, /* kw is free until the KL terms below */
+                     .rmb = w->Rmb + h * K,
+                     .P = Ph,
+                     .zn = w->cs.znorm,
+                     .vs = w->cs.vsum,
+                     .zb = shift ? w->zb + (size_t)h * T : w->cs.znorm, /* unread without */
+                     .zsc = shift ? 2.0 : 0.0, /* the shift's term, 0 without one */
+                     .eh = w->cl[h].bb + (shift ? cg * s2b : 0.0) + trSSw,
+                     .lwh = 0.5 * (trsw - K - logdetSw),
+                     .W = Wh,
+                     .E = w->E + (size_t)h * T,
+                     .LW = w->LW + (size_t)h * T,
+                     .th = w->thetaT + (size_t)h * T,
+                     .wb = sc.acc,
+                     .mm = sc.acc + T};
     for (int k = 0; k < K; k++) {
-        const double *rmb = w->Rmb + h * K, *swk = Sw + (size_t)k * K;
+        const double *swk = Sw + (size_t)k * K;
         double ck = 0.0;
         for (int j = 0; j < K; j++)
-            ck += swk[j] * rmb[j];
-        ck /= s2;
-        double *restrict wk = Wh + (size_t)k * T, *restrict wbr = wb, *restrict mmr = mm;
-        const double *restrict pk = Ph + (size_t)k * T;
-        double rk = rmb[k];
-        for (long t = 0; t < T; t++) {
-            double wv = wk[t] - ck;
-            wk[t] = wv;
-            wbr[t] += wv * (pk[t] - rk);
-            mmr[t] += wv * wv;
-        }
+            ck += swk[j] * sw.rmb[j];
+        sc.kw[k] = ck / s2;
     }
-    double s2b = b_implicit ? w->cl[h].s2b : mem->s2_b[gh];
-    double eh = w->cl[h].bb + (shift ? cg * s2b : 0.0) + trSSw;
-    double lwh = 0.5 * (trsw - K - logdetSw);
-    const double *restrict zbh = w->zb + (size_t)h * T, *restrict zn = w->cs.znorm,
-                           *restrict vs = w->cs.vsum, *restrict wbr = wb, *restrict mmr = mm;
-    double *restrict Eh = w->E + (size_t)h * T, *restrict LWh = w->LW + (size_t)h * T,
-                     *restrict thh = w->thetaT + (size_t)h * T;
-    double zsc = shift ? 2.0 : 0.0; /* the shift's term, 0 without one (zb then unread) */
-    if (!shift)
-        zbh = zn;
-    for (long t = 0; t < T; t++) { /* independent frames: vector lanes */
-        double e = zn[t] + vs[t] + eh - zsc * zbh[t] - wbr[t] - s2 * mmr[t];
-        double lw = lwh + 0.5 * mmr[t];
-        Eh[t] = e;
-        LWh[t] = lw;
-        thh[t] = -e * half_s2 - lw;
+    switch (K) { /* the rows as constants: P_h's and W_h's vectors in registers */
+    case 1: address_sweep_short(&sw, 1); break;
+    case 2: address_sweep_short(&sw, 2); break;
+    case 3: address_sweep_short(&sw, 3); break;
+    case 4: address_sweep_short(&sw, 4); break;
+    case 5: address_sweep_short(&sw, 5); break;
+    case 6: address_sweep_short(&sw, 6); break;
+    case 7: address_sweep_short(&sw, 7); break;
+    case 8: address_sweep_short(&sw, 8); break;
+    default: address_sweep_rows(&sw); break;
     }
     if (!want_elbo)
         return 0;
