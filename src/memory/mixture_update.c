@@ -26,23 +26,22 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     size_t kk = (size_t)K * K, kc = (size_t)K * cg;
     const double *Z = w->cs.mu + w->cs.goff;
     size_t ylen = (size_t)H * (kc + cg);
-    if (!w->Y && !(w->Y = vbm_calloc(ylen + (size_t)K * T, sizeof(double))))
+    if (!w->Y && !(w->Y = vbm_calloc(ylen, sizeof(double))))
         return vbm_fail(err, VBM_ENOMEM, NULL,
                         "out of memory for a mixture update (H=%d, K=%d, cg=%d)", H, K, cg);
-    /* Each cluster's weights Wt_h into a K x T scratch, then its Q_h while W_h and
-     * Wt_h are still in cache: Q_h = Wt_h W_h^T / s2 + P0 + N_h Sw_h / s2, factored
-     * below. Q_h lives in the cluster's scratch (its Gram-path slot M2, unused on this
-     * path). Wt_h then overwrites W_h (not read again before the next address step
+    /* Each cluster's Q_h = Wt_h W_h^T / s2 + P0 + N_h Sw_h / s2 (factored below), from W_h
+     * and q(s = h) without forming Wt_h = W_h diag(theta_h); then Wt_h in place of W_h
+     * while it is still in cache (W_h is not read again before the next address step
      * writes it), so the update's product reads W, and no HK x T buffer of its own is
-     * written. */
-    double *wk = w->Y + ylen;
+     * written. Q_h lives in the cluster's scratch (its Gram-path slot M2, unused on this
+     * path). */
     for (int h = 0; h < H; h++) {
         double *Wh = w->W + (size_t)h * K * T;
-        weigh_cluster(w, h, wk);
         int gh = g * H + h;
-        double N = w->cl[h].N, *Q = w->gsc + (size_t)h * mixgroup_gsc_len(K) + kk;
-        la_gemm_sym(K, (int)T, 1.0 / s2, wk, (int)T, Wh, (int)T, Q, K);
-        memcpy(Wh, wk, sizeof(double) * (size_t)K * T);
+        double *Q = w->gsc + (size_t)h * mixgroup_gsc_len(K) + kk;
+        la_gemm_sym_diag(K, (int)T, 1.0 / s2, Wh, (int)T, w->thetaT + (size_t)h * T, Q, K);
+        weigh_cluster(w, h, Wh);
+        double N = w->cl[h].N;
         const double *P0 = prior->P0 + gh * kk, *Sw = w->Sw + h * kk;
         for (size_t i = 0; i < kk; i++)
             Q[i] += P0[i] + N * Sw[i] / s2;
@@ -98,25 +97,26 @@ LA_HOT vbm_status mixgroup_update(vbm_memory *mem, const prior_t *prior, mixgrou
     return VBM_OK;
 }
 
-/* Soft count N_h, Wt_h = W_h diag(theta_h) into out (K x T) and sw_h = Wt_h 1 (both
- * paths). */
+/* Soft count N_h, Wt_h = W_h diag(theta_h) into out (K x T; W_h itself: in place) and
+ * sw_h = Wt_h 1 (both paths). */
 LA_HOT static void weigh_cluster(mixgroup_work *w, int h, double *out)
 {
     int K = w->K;
     long T = w->T;
     const double *Wh = w->W + (size_t)h * K * T, *th = w->thetaT + (size_t)h * T;
-    double *Wth = out;
+    if (out != Wh)
+        memcpy(out, Wh, sizeof(double) * (size_t)K * T);
     w->cl[h].N = la_sum((int)T, th);
     for (int k = 0; k < K; k++) {
-        const double *restrict wk = Wh + (size_t)k * T, *restrict tr = th;
-        double *restrict vk = Wth + (size_t)k * T;
+        const double *restrict tr = th;
+        double *restrict vk = out + (size_t)k * T; /* weighed in place */
         /* the products and their sum in one pass, with la_sum's four partial
          * sums (terms t mod 4, the last T mod 4 in the first): its bits */
         double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
         long t = 0;
         for (; t + 4 <= T; t += 4) {
-            double v0 = wk[t] * tr[t], v1 = wk[t + 1] * tr[t + 1], v2 = wk[t + 2] * tr[t + 2],
-                   v3 = wk[t + 3] * tr[t + 3];
+            double v0 = vk[t] * tr[t], v1 = vk[t + 1] * tr[t + 1], v2 = vk[t + 2] * tr[t + 2],
+                   v3 = vk[t + 3] * tr[t + 3];
             vk[t] = v0;
             vk[t + 1] = v1;
             vk[t + 2] = v2;
@@ -127,7 +127,7 @@ LA_HOT static void weigh_cluster(mixgroup_work *w, int h, double *out)
             s3 += v3;
         }
         for (; t < T; t++) {
-            vk[t] = wk[t] * tr[t];
+            vk[t] = vk[t] * tr[t];
             s0 += vk[t];
         }
         w->sw[h * K + k] = (s0 + s1) + (s2 + s3);

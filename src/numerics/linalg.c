@@ -41,8 +41,10 @@ typedef double la_v8u __attribute__((vector_size(64), aligned(8)));
  * to lane 0, and the lanes are added as (l0 + l1) + (l2 + l3). The R J sums
  * are independent chains, and each row of A and B is loaded once per block.
  * Inlined with constant R and J, so that the accumulators are registers. */
-static inline __attribute__((always_inline)) void
-dot_tile(int R, int J, int k, const double *A, int lda, const double *B, int ldb, double d[2][4])
+static inline __attribute__((always_inline)) void dot_tile_w(int R, int J, int k, const double *A,
+                                                             int lda, const double *wt,
+                                                             const double *B, int ldb,
+                                                             double d[2][4])
 {
     la_v4 acc[2][4];
     for (int r = 0; r < R; r++)
@@ -53,6 +55,11 @@ dot_tile(int R, int J, int k, const double *A, int lda, const double *B, int ldb
         la_v4 a[2];
         for (int r = 0; r < R; r++)
             a[r] = *(const la_v4u *)(A + (size_t)r * lda + p);
+        if (wt) {
+            la_v4 wv = *(const la_v4u *)(wt + p);
+            for (int r = 0; r < R; r++)
+                a[r] *= wv;
+        }
         for (int j = 0; j < J; j++) {
             la_v4 b = *(const la_v4u *)(B + (size_t)j * ldb + p);
             for (int r = 0; r < R; r++)
@@ -63,9 +70,17 @@ dot_tile(int R, int J, int k, const double *A, int lda, const double *B, int ldb
         for (int j = 0; j < J; j++) {
             double s0 = acc[r][j][0], s1 = acc[r][j][1], s2 = acc[r][j][2], s3 = acc[r][j][3];
             for (int q = p; q < k; q++)
-                s0 += A[(size_t)r * lda + q] * B[(size_t)j * ldb + q];
+                s0 += (wt ? A[(size_t)r * lda + q] * wt[q] : A[(size_t)r * lda + q])
+                      * B[(size_t)j * ldb + q];
             d[r][j] = (s0 + s1) + (s2 + s3);
         }
+}
+
+/* dot_tile without weights. */
+static inline __attribute__((always_inline)) void
+dot_tile(int R, int J, int k, const double *A, int lda, const double *B, int ldb, double d[2][4])
+{
+    dot_tile_w(R, J, k, A, lda, NULL, B, ldb, d);
 }
 
 /* C[i][j] = base + alpha A_i . B_j for i < m and j < n (j <= i only, when
@@ -85,8 +100,9 @@ static inline __attribute__((always_inline)) void dot_store(double base_beta, do
     *c = base + alpha * d;
 }
 
-LA_HOT static void dot_rows_v4(int m, int n, int k, double alpha, const double *A, int lda,
-                               const double *B, int ldb, double beta, double *C, int ldc, int lower)
+static inline __attribute__((always_inline)) void
+dot_rows_v4_w(int m, int n, int k, double alpha, const double *A, int lda, const double *wt,
+              const double *B, int ldb, double beta, double *C, int ldc, int lower)
 {
     for (int i0 = 0; i0 < m; i0 += 2) {
         int R = m - i0 >= 2 ? 2 : 1, jend = lower ? i0 + R : n;
@@ -96,14 +112,14 @@ LA_HOT static void dot_rows_v4(int m, int n, int k, double alpha, const double *
             const double *Bj = B + (size_t)j0 * ldb;
             double d[2][4];
             switch (R * 8 + J) {
-            case 2 * 8 + 4: dot_tile(2, 4, k, Ai, lda, Bj, ldb, d); break;
-            case 2 * 8 + 3: dot_tile(2, 3, k, Ai, lda, Bj, ldb, d); break;
-            case 2 * 8 + 2: dot_tile(2, 2, k, Ai, lda, Bj, ldb, d); break;
-            case 2 * 8 + 1: dot_tile(2, 1, k, Ai, lda, Bj, ldb, d); break;
-            case 1 * 8 + 4: dot_tile(1, 4, k, Ai, lda, Bj, ldb, d); break;
-            case 1 * 8 + 3: dot_tile(1, 3, k, Ai, lda, Bj, ldb, d); break;
-            case 1 * 8 + 2: dot_tile(1, 2, k, Ai, lda, Bj, ldb, d); break;
-            default: dot_tile(1, 1, k, Ai, lda, Bj, ldb, d); break;
+            case 2 * 8 + 4: dot_tile_w(2, 4, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 2 * 8 + 3: dot_tile_w(2, 3, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 2 * 8 + 2: dot_tile_w(2, 2, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 2 * 8 + 1: dot_tile_w(2, 1, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 1 * 8 + 4: dot_tile_w(1, 4, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 1 * 8 + 3: dot_tile_w(1, 3, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 1 * 8 + 2: dot_tile_w(1, 2, k, Ai, lda, wt, Bj, ldb, d); break;
+            default: dot_tile_w(1, 1, k, Ai, lda, wt, Bj, ldb, d); break;
             }
             for (int r = 0; r < R; r++)
                 for (int j = 0; j < J; j++) {
@@ -113,6 +129,20 @@ LA_HOT static void dot_rows_v4(int m, int n, int k, double alpha, const double *
                 }
         }
     }
+}
+
+LA_HOT static void dot_rows_v4(int m, int n, int k, double alpha, const double *A, int lda,
+                               const double *B, int ldb, double beta, double *C, int ldc, int lower)
+{
+    dot_rows_v4_w(m, n, k, alpha, A, lda, NULL, B, ldb, beta, C, ldc, lower);
+}
+
+/* dot_rows_v4 of the rows of A weighed term by term by wt (A_i diag(wt) . B_j): each element's
+ * bits those of dot_rows_v4 on the weighed rows. */
+LA_HOT static void dot_rows_v4_diag(int m, int n, int k, double alpha, const double *A, int lda,
+                                    const double *wt, const double *B, int ldb, double *C, int ldc)
+{
+    dot_rows_v4_w(m, n, k, alpha, A, lda, wt, B, ldb, 0.0, C, ldc, 1);
 }
 
 /* The small-product path of la_gemm. Rows of C are updated with contiguous
@@ -532,6 +562,28 @@ LA_HOT void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, co
         la_gemm(0, 1, n, n, k, alpha, A, lda, B, ldb, 0.0, C, ldc);
     } else {
         dot_rows(n, n, k, alpha, A, lda, B, ldb, 0.0, C, ldc, 1);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
+}
+
+void la_gemm_sym_diag(int n, int k, double alpha, const double *A, int lda, const double *d,
+                      double *C, int ldc)
+{
+    if (n <= 0)
+        return;
+    if (n <= LA_SMALL_SYM) {
+        dot_rows_v4_diag(n, n, k, alpha, A, lda, d, A, lda, C, ldc);
+    } else {
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j <= i; j++) {
+                const double *ai = A + (size_t)i * lda, *aj = A + (size_t)j * lda;
+                double acc = 0.0;
+                for (int p = 0; p < k; p++)
+                    acc += ai[p] * d[p] * aj[p];
+                C[(size_t)i * ldc + j] = alpha * acc;
+            }
     }
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++)

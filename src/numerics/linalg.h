@@ -58,6 +58,13 @@ void la_gram(int n, int k, const double *A, int lda, const double *At, int ldat,
 void la_gemm_sym(int n, int k, double alpha, const double *A, int lda, const double *B, int ldb,
                  double *C, int ldc);
 
+/* C = alpha A diag(d) A^T (n x n) for A (n x k) and the k weights d, without forming the
+ * weighed rows: the lower triangle, then mirrored, so C is exactly symmetric. For n <= 16
+ * every element has the bits la_gemm_sym gives for the weighed rows A diag(d) and A (their
+ * products rounded as A[i][p] * d[p], then summed by the dot kernels). Never fails. */
+void la_gemm_sym_diag(int n, int k, double alpha, const double *A, int lda, const double *d,
+                      double *C, int ldc);
+
 /* In-place lower Cholesky factor of the n x n symmetric matrix A (only the
  * lower triangle is read; the strict upper triangle is zeroed). Returns 0, or
  * the LAPACK info (> 0: not positive definite, < 0: bad argument). */
