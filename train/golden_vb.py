@@ -121,8 +121,10 @@ def main():
         case("mixture_exact_codes", "mixture", T=25, C=6, K=3, H=4, shift=True, iterations=4, seed=16,
              with_var=False),
         case("mixture_gram", "mixture", T=16, C=40, K=4, H=3, shift=True, iterations=6, seed=17, s_floor=1e-6),
-        # more than 8 rows: the daemon's address step for any K (its sweep for K <= 8 is another)
+        # more than 8 rows: the daemon's address step for any K (its sweep for K <= 8 is another);
+        # more than 16: its update's K x K products outside the small-product kernels
         case("mixture_rows9", "mixture", T=30, C=14, K=9, H=3, shift=True, iterations=5, seed=19, s_floor=1e-6),
+        case("mixture_rows17", "mixture", T=36, C=18, K=17, H=2, shift=True, iterations=4, seed=20, s_floor=1e-6),
         case_tree("tree", T=30, C=12, K=3, H=3, G=2, iterations=5, seed=18),
     ]
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """test_golden_current.py -- the golden files of tests/data/ are what their scripts produce now:
-train/golden_vb.py (golden_vb.json, all nine cases), train/golden_nets.py
+train/golden_vb.py (golden_vb.json, all ten cases), train/golden_nets.py
 (golden_nets*.safetensors) and train/golden_rpm.py (golden_rpm.safetensors, golden_rpm_io.json)
 are run by PyTorch on the CPU into a temporary directory, and every committed file is compared
 with its fresh twin: the same structure (keys, case names, tensor names, shapes and dtypes,
@@ -215,7 +215,7 @@ class GoldenFilesAreCurrent(unittest.TestCase):
             got = json.load(f)
         with open(os.path.join(self.fresh, "golden_vb.json")) as f:
             want = json.load(f)
-        self.assertEqual(len(want["cases"]), 9)
+        self.assertEqual(len(want["cases"]), 10)
         compare_vb(m, got, want)
         self.assertNone(m)
 
