@@ -652,6 +652,7 @@ static KERN_AVX2 void kern_avx2_run(const void *v, long b, long e, int worker)
  * kern_avx2_go_pair): the panels of both, from the even job's grid. */
 typedef struct {
     const kern_job *even, *odd;
+    const kern_avx2_window *win; /* NULL: runs; else flat panels, stores inside *win */
 } kern_avx2_pair;
 
 /* The first n floats (n even, 2 <= n < 16) of the 16 in first, second to o: a vector, a half
@@ -714,11 +715,13 @@ static KERN_AVX2 void kern_avx2_store_pair(const kern_job *g, const kern_avx2_ds
 }
 
 /* Panels [b, e) of a pair on thread `worker`: each packed twice (the even and the odd phase's
- * B) into the thread's slot. */
+ * B) into the thread's slot, by runs or (win set) as flat panels; a flat panel none of whose
+ * grid points is in the window is skipped. */
 static KERN_AVX2 void kern_avx2_run_pair(const void *v, long b, long e, int worker)
 {
     const kern_avx2_pair *pr = v;
     const kern_job *g = pr->even;
+    const kern_avx2_window *win = pr->win;
     long N = g->n * g->ny * g->nx;
     float t0[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
     float t1[KERN_AVX2_MR * KERN_AVX2_PANEL + 8] __attribute__((aligned(32)));
@@ -731,28 +734,45 @@ static KERN_AVX2 void kern_avx2_run_pair(const void *v, long b, long e, int work
     for (long p = b; p < e; p++) {
         long j0 = p * KERN_AVX2_PANEL;
         int ncol = N - j0 < KERN_AVX2_PANEL ? (int)(N - j0) : KERN_AVX2_PANEL;
-        int ns = kern_segments(g, j0, ncol, 8, seg);
-        kern_avx2_pack(g, seg, ns, ncol, bp0);
-        kern_avx2_pack(pr->odd, seg, ns, ncol, bp1);
-        for (int q = 0; q < ns; q++) {
-            const kern_seg *sg = &seg[q];
-            dst[q] = (kern_avx2_dst){sg->c0, sg->len, 0,
-                                     sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow
-                                         + g->ox0 + 2L * sg->tx};
+        int ns = kern_segments(g, j0, ncol, 8, seg), nd = 0;
+        if (win) {
+            kern_avx2_pack_flat(g, j0, ncol, bp0);
+            kern_avx2_pack_flat(pr->odd, j0, ncol, bp1);
+        } else {
+            kern_avx2_pack(g, seg, ns, ncol, bp0);
+            kern_avx2_pack(pr->odd, seg, ns, ncol, bp1);
         }
+        for (int q = 0; q < ns; q++) {
+            kern_seg sg = seg[q];
+            if (win) { /* the run's grid points inside the window */
+                int x0 = sg.tx > win->x0 ? sg.tx : win->x0,
+                    x1 = sg.tx + sg.len < win->x1 ? sg.tx + sg.len : win->x1;
+                if (sg.ty < win->y0 || sg.ty >= win->y1 || x1 <= x0)
+                    continue;
+                sg.c0 += x0 - sg.tx;
+                sg.len = x1 - x0;
+                sg.tx = x0;
+            }
+            dst[nd++] = (kern_avx2_dst){sg.c0, sg.len, 0,
+                                        sg.img * g->ois + (long)(g->oy0 + sg.ty * g->osy) * g->orow
+                                            + g->ox0 + 2L * sg.tx};
+        }
+        if (nd == 0)
+            continue;
         for (int m0 = 0; m0 < g->M; m0 += KERN_AVX2_MR) {
             int mr = g->M - m0 < KERN_AVX2_MR ? g->M - m0 : KERN_AVX2_MR;
             kern_avx2_kernel(g, m0, mr, bp0, t0);
             kern_avx2_kernel(pr->odd, m0, mr, bp1, t1);
-            kern_avx2_store_pair(g, dst, ns, m0, mr, t0, t1);
+            kern_avx2_store_pair(g, dst, nd, m0, mr, t0, t1);
         }
     }
 }
 
 /* Run two phases of a transposed convolution with stride 2 as one job (see kernels_avx2.h). */
-void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd)
+void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd,
+                       const kern_avx2_window *win)
 {
-    kern_avx2_pair pr = {even, odd};
+    kern_avx2_pair pr = {even, odd, win};
     long N = even->n * even->ny * even->nx, P = (N + KERN_AVX2_PANEL - 1) / KERN_AVX2_PANEL;
     team_for(t, P, 0, 2 * N * (even->K + even->M), kern_avx2_run_pair, &pr);
 }
@@ -835,9 +855,10 @@ void kern_avx2_go(team_t *t, const kern_job *g)
     (void)t, (void)g;
 }
 
-void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd)
+void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd,
+                       const kern_avx2_window *win)
 {
-    (void)t, (void)even, (void)odd;
+    (void)t, (void)even, (void)odd, (void)win;
 }
 
 void kern_avx2_pointwise(team_t *t, const kern_job *g)

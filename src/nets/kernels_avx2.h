@@ -31,13 +31,24 @@ int kern_avx2_available(void);
  * destinations. g->slots must hold K * KERN_PANEL floats per thread of t. Cannot fail. */
 void kern_avx2_go(team_t *t, const kern_job *g);
 
+/* The grid rows [y0, y1) and columns [x0, x1) of a pair whose outputs are stored (see
+ * kern_avx2_go_pair). */
+typedef struct {
+    int y0, y1, x0, x1;
+} kern_avx2_window;
+
 /* Run two phases of a transposed convolution with stride 2 that write interleaved output
  * columns as one job, so that each run of output columns is stored whole: even's columns at
  * ox0 + 2 tx, odd's at ox0 + 1 + 2 tx. Both jobs must be filled as for kern_avx2_go with the
  * same grid (n, ny, nx), M, K, output (out, bias, act, ors, ois, orow, oy0, osy) and slots,
  * osx == 2, odd->ox0 == even->ox0 + 1, no residual (add NULL) and K >= 3; g->slots must hold
- * 2 * K * KERN_PANEL floats per thread of t. Cannot fail. */
-void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd);
+ * 2 * K * KERN_PANEL floats per thread of t. With win NULL each phase's B is packed by runs of
+ * its grid rows and every grid point is stored. Otherwise the grid is the input's (ny == H,
+ * nx == W, stride 1, at most 9 taps): B is packed in flat panels of consecutive input pixels,
+ * and only the grid points in *win are stored (the others are computed and dropped), with the
+ * bits the runs would give them. Cannot fail. */
+void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd,
+                       const kern_avx2_window *win);
 
 /* Run job g, a 1 x 1 convolution with stride 1 and no padding whose output is laid out like
  * its input (g->flat set, K the input channels) with at most KERN_AVX2_PW_ROWS output channels,

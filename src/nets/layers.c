@@ -445,6 +445,38 @@ static int convt_pairs(const kern_job *a, const kern_job *b)
            && b->ox0 == a->ox0 + 1;
 }
 
+/* Least fraction of a flat pair's grid whose outputs are kept (convt_flat_pair), in 1/64ths. */
+#define CONVT_FLAT_KEEP 48
+
+/* The pair (a, b) of phases of stride-2 layer L (convt_pairs) as jobs on the input's grid, for
+ * flat panels (kern_avx2_go_pair): when the phases' grid fits in the input's H x W and is at
+ * least CONVT_FLAT_KEEP / 64 of it (a cropped layer's phases cover a window of it), fills fa, fb
+ * (a's and b's grid widened to H x W around the window, which win then gives) and returns 1,
+ * else 0. Flat panels need no runs worked out per panel, and their B rows are one masked load
+ * per vector. */
+static int convt_flat_pair(const nets_layer *L, const kern_job *a, const kern_job *b, kern_job *fa,
+                           kern_job *fb, kern_avx2_window *win)
+{
+    int H = L->in.h, W = L->in.w, s = L->stride;
+    if (a->ny > H || a->nx > W || a->na * a->nb > 9 || b->na * b->nb > 9
+        || (long)a->ny * a->nx * 64 < (long)H * W * CONVT_FLAT_KEEP)
+        return 0;
+    int ey = (H - a->ny) / 2, ex = (W - a->nx) / 2; /* grid rows and columns added before */
+    *win = (kern_avx2_window){ey, ey + a->ny, ex, ex + a->nx};
+    *fa = *a;
+    *fb = *b;
+    kern_job *f[2] = {fa, fb};
+    for (int i = 0; i < 2; i++) {
+        f[i]->ny = H;
+        f[i]->nx = W;
+        f[i]->dy0 -= ey;
+        f[i]->dx0 -= ex;
+        f[i]->oy0 -= ey * s;
+        f[i]->ox0 -= ex * s;
+    }
+    return 1;
+}
+
 /* conv_transpose2d in the engine of path, phase by phase (convt_job). On the AVX2 engine the
  * two phases of a row of phases of a stride-2 layer run as one job when they pair (convt_pairs):
  * their output columns interleave, and stored apart every store wrote every other float. */
@@ -460,10 +492,15 @@ static void convt_kern(team_t *t, nets_path path, const nets_layer *L, long n, c
             wp += L->cout * g0.K;
             int r1 = convt_job(L, n, in, out, slots, act, py, 1, wp, &g1);
             wp += L->cout * g1.K;
-            if (r0 && r1 && convt_pairs(&g0, &g1)) {
-                kern_avx2_go_pair(t, &g0, &g1);
-            } else if (r0 && r1 && convt_pairs(&g1, &g0)) {
-                kern_avx2_go_pair(t, &g1, &g0);
+            int pair = r0 && r1 ? convt_pairs(&g0, &g1) ? 1 : convt_pairs(&g1, &g0) ? 2 : 0 : 0;
+            if (pair) {
+                const kern_job *e = pair == 1 ? &g0 : &g1, *o = pair == 1 ? &g1 : &g0;
+                kern_job fe, fo;
+                kern_avx2_window win;
+                if (convt_flat_pair(L, e, o, &fe, &fo, &win))
+                    kern_avx2_go_pair(t, &fe, &fo, &win);
+                else
+                    kern_avx2_go_pair(t, e, o, NULL);
             } else {
                 if (r0)
                     kern_avx2_go(t, &g0);
