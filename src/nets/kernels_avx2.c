@@ -60,11 +60,19 @@ static KERN_AVX2 inline __m256i kern_avx2_inside(__m256i v, int n)
 }
 
 /* The activation act on n vectors (1 to 4; a constant where this is inlined) in place. Swish and
- * sigmoid take exp(-v) by Cephes' expf (as v4_exp in layers.c and kern_exp in kernels_avx512.c,
- * the power of two built in the exponent bits), each step of it and the division done for all n
- * vectors before the next: one vector's swish is a chain of some 20 dependent operations, and
- * with one vector at a time (or four unrolled by the compiler, one after the other) swish took
- * 0.57-0.59 ns a float in L1 on the AMD CPU measured, 0.47 with four interleaved. */
+ * sigmoid take 1 + exp(-v) by Cephes' expf reduction and polynomial (as v4_exp in layers.c and
+ * kern_exp in kernels_avx512.c), each step done for all n vectors before the next: one vector's
+ * swish is a chain of some 16 dependent operations, and with one vector at a time (or four
+ * unrolled by the compiler, one after the other) swish took 0.57-0.59 ns a float in L1 on the AMD
+ * CPU measured, 0.47 with four interleaved. The steps are lean, since on a Zen 2 these vector
+ * operations, not the division, bound a swish: fn = round(-v log2 e) comes from one FMA with
+ * 1.5 * 2^23 + 127, whose low bits are then 127 + fn, shifted into the exponent field for 2^fn (no
+ * rounding or conversion instruction); the reduction and polynomial run in r' = -r = v + fn ln 2
+ * with the odd coefficients negated (no negation of v); and the last sum is one FMA onto
+ * 1 + 2^fn, formed off the chain. On a Zen 2 the bundled decoder (46,000 swishes a frame) went
+ * from 20.69-20.76 to 20.39-20.43 ms a call, the encoder from 8.00-8.04 to 7.94-7.97; over
+ * [-100, 100] swish's largest relative error against double precision is 1.74e-7 (1.69e-7
+ * before), its mean 1.44e-8 (the same). */
 static KERN_AVX2 inline __attribute__((always_inline)) void kern_avx2_actn(__m256 *v, int n,
                                                                            nets_act act)
 {
@@ -75,35 +83,36 @@ static KERN_AVX2 inline __attribute__((always_inline)) void kern_avx2_actn(__m25
     }
     if (act != ACT_SWISH && act != ACT_SIGMOID)
         return;
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256 x[4], fn[4], r[4], y[4];
-    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) x[u] = _mm256_min_ps(
-        _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), v[u]), _mm256_set1_ps(-87.0f)),
-        _mm256_set1_ps(88.0f));
-    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) fn[u] =
-        _mm256_round_ps(_mm256_mul_ps(x[u], _mm256_set1_ps(1.44269504088896341f)),
-                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 one = _mm256_set1_ps(1.0f), shift = _mm256_set1_ps(12583039.0f);
+    __m256 c[4], t[4], r[4], y[4];
+    /* v in [-88, 87]: -v in Cephes' range, 127 + fn in [1, 254] */
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) c[u] =
+        _mm256_min_ps(_mm256_max_ps(v[u], _mm256_set1_ps(-88.0f)), _mm256_set1_ps(87.0f));
+    _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) t[u] =
+        _mm256_fmadd_ps(c[u], _mm256_set1_ps(-1.44269504088896341f), shift);
     _Pragma("GCC unroll 4") for (int u = 0; u < n; u++)
     {
-        r[u] = _mm256_fnmadd_ps(fn[u], _mm256_set1_ps(0.693359375f), x[u]);
-        r[u] = _mm256_fnmadd_ps(fn[u], _mm256_set1_ps(-2.12194440e-4f), r[u]);
+        __m256 fn = _mm256_sub_ps(t[u], shift);
+        r[u] = _mm256_fmadd_ps(fn, _mm256_set1_ps(0.693359375f), c[u]);
+        r[u] = _mm256_fmadd_ps(fn, _mm256_set1_ps(-2.12194440e-4f), r[u]);
     }
     _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
-        _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r[u], _mm256_set1_ps(1.3981999507e-3f));
+        _mm256_fmadd_ps(_mm256_set1_ps(-1.9875691500e-4f), r[u], _mm256_set1_ps(1.3981999507e-3f));
     _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
-        _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(8.3334519073e-3f));
+        _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(-8.3334519073e-3f));
     _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
         _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(4.1665795894e-2f));
     _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
-        _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(1.6666665459e-1f));
+        _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(-1.6666665459e-1f));
     _Pragma("GCC unroll 4") for (int u = 0; u < n; u++) y[u] =
         _mm256_fmadd_ps(y[u], r[u], _mm256_set1_ps(5.0000001201e-1f));
     _Pragma("GCC unroll 4") for (int u = 0; u < n; u++)
     {
-        y[u] = _mm256_add_ps(_mm256_fmadd_ps(y[u], _mm256_mul_ps(r[u], r[u]), r[u]), one);
-        __m256i e = _mm256_slli_epi32(
-            _mm256_add_epi32(_mm256_cvtps_epi32(fn[u]), _mm256_set1_epi32(127)), 23); /* 2^fn */
-        y[u] = _mm256_add_ps(one, _mm256_mul_ps(y[u], _mm256_castsi256_ps(e))); /* 1 + exp(-v) */
+        /* exp(-r') / 2^fn = 1 + q with q = r'^2 p(r') - r'; then 1 + exp(-v) = (1 + 2^fn) +
+         * q 2^fn, where 1 + 2^fn waits for nothing but fn */
+        y[u] = _mm256_fmsub_ps(y[u], _mm256_mul_ps(r[u], r[u]), r[u]);
+        __m256 e = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t[u]), 23));
+        y[u] = _mm256_fmadd_ps(y[u], e, _mm256_add_ps(one, e));
     }
     _Pragma("GCC unroll 4") for (int u = 0; u < n; u++)
     {
