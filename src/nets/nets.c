@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h> /* sysconf(_SC_LEVEL2_CACHE_SIZE) */
 
 #include "nets/nets_internal.h"
 #include "numerics/team.h"
@@ -78,12 +79,44 @@ static float *ws_reserve(nets_workspace *ws, size_t need)
     return p;
 }
 
+/* Over the GEMM-shaped layers of s (bodies included), the sum of their multiply-adds per sample
+ * into *w and of those times the layer's larger activation into *wa. */
+static void seq_gemm_acts(const nets_seq *s, double *w, double *wa)
+{
+    for (int i = 0; i < s->n; i++) {
+        const nets_layer *L = &s->layers[i];
+        double macs = 0.0;
+        if (L->type == NETS_L_CONV2D)
+            macs = (double)L->cout * L->cin * L->k * L->k * L->out.h * L->out.w;
+        else if (L->type == NETS_L_CONVT2D)
+            macs = (double)L->cout * L->cin * L->k * L->k * L->in.h * L->in.w;
+        else if (L->type == NETS_L_DENSE)
+            macs = (double)L->cout * L->cin;
+        else if (L->body)
+            seq_gemm_acts(L->body, w, wa);
+        long a = nets_shape_size(L->in) > nets_shape_size(L->out) ? nets_shape_size(L->in)
+                                                                  : nets_shape_size(L->out);
+        *w += macs;
+        *wa += macs * (double)a;
+    }
+}
+
 /* Frames per chunk for n frames through s (nets_internal.h): at most NETS_BATCH_FLOATS /
- * max_act (at least 1), the chunks as even as that allows (64 frames at most 48 per chunk: two
- * of 32, not 48 + 16). */
+ * max_act, and at most as many as keep the activations of the layers doing most of the work
+ * (their sizes weighted by their multiply-adds) within a core's L2 cache where the C library
+ * knows its size; at least 1; the chunks as even as that allows (64 frames at most 48 per chunk:
+ * two of 32, not 48 + 16). On the Zen 2 measured (512 KB of L2 a core) the bundled encoder's
+ * 13 x 13 x 32 activations went from chunks of 32 frames (692 KB) to 22 and its calls from
+ * 7.94 to 7.80 ms; with 1 MB of L2 (the Zen 4 measured) the chunks are those of the first bound
+ * alone. */
 long nets_seq_chunk(const nets_seq *s, long n)
 {
     long c = NETS_BATCH_FLOATS / s->max_act;
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    double w = 0.0, wa = 0.0;
+    seq_gemm_acts(s, &w, &wa);
+    if (l2 > 0 && w > 0.0 && wa / w >= 1.0 && (double)c * (wa / w) > (double)l2 / sizeof(float))
+        c = (long)((double)l2 / sizeof(float) / (wa / w));
     if (c < 1)
         c = 1;
     if (c >= n)
