@@ -19,6 +19,8 @@
  * against 7.5, the CIFAR architecture's 74.0 against 80.0 and 33.9 against 36.7 (before the
  * chunks were evened out below); 2 MiB was in between, 512 KiB worse on CIFAR. */
 #define NETS_BATCH_FLOATS ((long)1 << 18)
+/* Fewest frames the L2 bound of nets_seq_chunk leaves a chunk. */
+#define NETS_CHUNK_L2_MIN 16
 
 nets_workspace *nets_workspace_new(void)
 {
@@ -104,19 +106,24 @@ static void seq_gemm_acts(const nets_seq *s, double *w, double *wa)
 /* Frames per chunk for n frames through s (nets_internal.h): at most NETS_BATCH_FLOATS /
  * max_act, and at most as many as keep the activations of the layers doing most of the work
  * (their sizes weighted by their multiply-adds) within a core's L2 cache where the C library
- * knows its size; at least 1; the chunks as even as that allows (64 frames at most 48 per chunk:
- * two of 32, not 48 + 16). On the Zen 2 measured (512 KB of L2 a core) the bundled encoder's
- * 13 x 13 x 32 activations went from chunks of 32 frames (692 KB) to 22 and its calls from
- * 7.94 to 7.80 ms; with 1 MB of L2 (the Zen 4 measured) the chunks are those of the first bound
- * alone. */
+ * knows its size, though not fewer than NETS_CHUNK_L2_MIN for that; at least 1; the chunks as
+ * even as that allows (64 frames at most 48 per chunk: two of 32, not 48 + 16). On the Zen 2
+ * measured (512 KB of L2 a core) the bundled encoder's 13 x 13 x 32 activations went from
+ * chunks of 32 frames (692 KB) to 22 and its calls from 7.89-7.90 to 7.77-7.80 ms (16 frames:
+ * 7.83-7.86); the CIFAR encoder's (15 x 15 x 64) would go to 9 or 10 frames, 0.6-1.5 % slower
+ * than its 16, which the floor keeps. With 1 MB of L2 (the Zen 4 measured) the chunks are
+ * those of the first bound alone. */
 long nets_seq_chunk(const nets_seq *s, long n)
 {
     long c = NETS_BATCH_FLOATS / s->max_act;
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     double w = 0.0, wa = 0.0;
     seq_gemm_acts(s, &w, &wa);
-    if (l2 > 0 && w > 0.0 && wa / w >= 1.0 && (double)c * (wa / w) > (double)l2 / sizeof(float))
-        c = (long)((double)l2 / sizeof(float) / (wa / w));
+    if (l2 > 0 && w > 0.0 && wa / w >= 1.0 && (double)c * (wa / w) > (double)l2 / sizeof(float)) {
+        long c2 = (long)((double)l2 / sizeof(float) / (wa / w));
+        c2 = c2 > NETS_CHUNK_L2_MIN ? c2 : NETS_CHUNK_L2_MIN;
+        c = c2 < c ? c2 : c;
+    }
     if (c < 1)
         c = 1;
     if (c >= n)
