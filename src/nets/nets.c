@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h> /* sysconf(_SC_LEVEL2_CACHE_SIZE) */
 
+#include "nets/kernels_avx2.h"
 #include "nets/nets_internal.h"
 #include "numerics/team.h"
 
@@ -196,6 +197,22 @@ static void encode_share(const nets_call *c, long k)
     }
 }
 
+/* y[j] = scale / (1 + exp(-x[j])) + add for n floats: in 8 lanes where the CPU has AVX2 and FMA
+ * (kern_avx2_affine_act's sigmoid, within 2e-7 relative of expf's; the bundled decoder's 1,568
+ * a frame took 1.7 % of its time one by one on a Zen 2), else one by one. */
+static void out_sigmoid(float *y, const float *x, long n, float scale, float add)
+{
+    if (kern_avx2_available()) {
+        kern_avx2_affine_act(y, x, n, 1.0f, 0.0f, ACT_SIGMOID);
+        if (scale != 1.0f || add != 0.0f)
+            for (long j = 0; j < n; j++)
+                y[j] = scale * y[j] + add;
+        return;
+    }
+    for (long j = 0; j < n; j++)
+        y[j] = scale / (1.0f + expf(-x[j])) + add;
+}
+
 /* PyTorch's softplus (beta 1, threshold 20). */
 static float softplus(float x)
 {
@@ -226,25 +243,22 @@ static void decode_share(const nets_call *c, long k)
                 for (long j = 0; j < P; j++)
                     finite &= isfinite(o[j]) != 0;
                 if (in->sigmoid_mean)
-                    for (long j = 0; j < obs; j++)
-                        mo[j] = 1.0f / (1.0f + expf(-o[j]));
+                    out_sigmoid(mo, o, obs, 1.0f, 0.0f);
                 else
                     memcpy(mo, o, sizeof(float) * obs);
                 if (c->scale) {
                     float *so = c->scale + (i0 + i) * obs, ms = (float)in->min_scale,
                           sm = (float)in->scale_max;
                     if (sm > 0.0f)
-                        for (long j = 0; j < obs; j++)
-                            so[j] = sm / (1.0f + expf(-o[obs + j])) + ms;
+                        out_sigmoid(so, o + obs, obs, sm, ms);
                     else
                         for (long j = 0; j < obs; j++)
                             so[j] = softplus(o[obs + j]) + ms;
                 }
             } else {
-                for (long j = 0; j < obs; j++) {
+                for (long j = 0; j < obs; j++)
                     finite &= !isnan(o[j]);
-                    mo[j] = 1.0f / (1.0f + expf(-o[j]));
-                }
+                out_sigmoid(mo, o, obs, 1.0f, 0.0f);
             }
             if (!finite) {
                 c->bad[k] = i0 + i;
