@@ -165,34 +165,52 @@ static KERN_AVX2 inline double kern_avx2_hsum(__m256 v)
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
-/* Sum of len floats (float lanes, double result). */
+/* Sum of len floats (float lanes, double result). Four accumulators, 32 floats a step, then one
+ * vector at a time: with one, each step waited for the last (group norm's statistics, 169 floats
+ * a channel in the bundled encoder; on a Zen 2 with these and kern_avx2_sqdev's four, the
+ * encoder went from 7.85-7.87 to 7.79-7.82 ms a call and the decoder from 20.09-20.14 to
+ * 19.92-19.98). */
 KERN_AVX2 double kern_avx2_sum(const float *p, long len)
 {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
     long i = 0;
+    for (; i + 32 <= len; i += 32)
+        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) acc[u] =
+            _mm256_add_ps(acc[u], _mm256_loadu_ps(p + i + 8 * u));
     for (; i + 8 <= len; i += 8)
-        acc = _mm256_add_ps(acc, _mm256_loadu_ps(p + i));
+        acc[0] = _mm256_add_ps(acc[0], _mm256_loadu_ps(p + i));
     if (i < len)
-        acc = _mm256_add_ps(acc, _mm256_maskload_ps(p + i, kern_avx2_first(len - i)));
-    return kern_avx2_hsum(acc);
+        acc[1] = _mm256_add_ps(acc[1], _mm256_maskload_ps(p + i, kern_avx2_first(len - i)));
+    return kern_avx2_hsum(
+        _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
-/* Sum of (p[i] - mean)^2 over len floats. */
+/* Sum of (p[i] - mean)^2 over len floats, with four accumulators as kern_avx2_sum. */
 KERN_AVX2 double kern_avx2_sqdev(const float *p, long len, float mean)
 {
-    __m256 acc = _mm256_setzero_ps(), vm = _mm256_set1_ps(mean);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()},
+           vm = _mm256_set1_ps(mean);
     long i = 0;
+    for (; i + 32 <= len; i += 32)
+        _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+        {
+            __m256 d = _mm256_sub_ps(_mm256_loadu_ps(p + i + 8 * u), vm);
+            acc[u] = _mm256_fmadd_ps(d, d, acc[u]);
+        }
     for (; i + 8 <= len; i += 8) {
         __m256 d = _mm256_sub_ps(_mm256_loadu_ps(p + i), vm);
-        acc = _mm256_fmadd_ps(d, d, acc);
+        acc[0] = _mm256_fmadd_ps(d, d, acc[0]);
     }
     if (i < len) {
         __m256i m = kern_avx2_first(len - i);
         __m256 d =
             _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(p + i, m), vm), _mm256_castsi256_ps(m));
-        acc = _mm256_fmadd_ps(d, d, acc);
+        acc[1] = _mm256_fmadd_ps(d, d, acc[1]);
     }
-    return kern_avx2_hsum(acc);
+    return kern_avx2_hsum(
+        _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
 /* The first n floats (1 <= n < 8) of v to o: a half, a pair and a single store at most. */
