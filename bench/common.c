@@ -1,23 +1,10 @@
 /* common.c -- owns the small helpers every benchmark program shares (see common.h). */
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
 #include "common.h"
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <time.h>
-
-void *bench_alloc_huge(size_t bytes)
-{
-    size_t huge = (size_t)2 << 20;
-    void *p = NULL;
-    bytes = (bytes + huge - 1) / huge * huge;
-    if (posix_memalign(&p, huge, bytes) != 0)
-        return NULL;
-    madvise(p, bytes, MADV_HUGEPAGE); /* advice only: failure is harmless */
-    return p;
-}
 
 double bench_now_s(void)
 {

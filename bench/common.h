@@ -1,10 +1,7 @@
 /* common.h -- owns the small helpers every benchmark program shares: a monotonic clock, the
- * median of a sample, strict integer parsing of command-line values, and large buffers on
- * huge pages. */
+ * median of a sample, and strict integer parsing of command-line values. */
 #ifndef VBMEM_BENCH_COMMON_H
 #define VBMEM_BENCH_COMMON_H
-
-#include <stddef.h>
 
 /* Seconds on the monotonic clock (for differences only). Never fails. */
 double bench_now_s(void);
@@ -15,9 +12,5 @@ double bench_median(double *v, int n);
 /* Parse s as a base-10 integer in [lo, hi] into *out. Returns 0, or -1 (nothing
  * written) when s is not entirely such an integer. */
 int bench_parse_int(const char *s, long lo, long hi, int *out);
-
-/* bytes > 0 of uninitialised memory, 2 MB-aligned and advised to use transparent huge pages
- * (as libvbmem's large scratch blocks are), or NULL when out of memory. Freed with free(). */
-void *bench_alloc_huge(size_t bytes);
 
 #endif

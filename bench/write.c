@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "numerics/hugemem.h"
 #include "numerics/rng.h"
 #include "vbmem/vbmem.h"
 
@@ -655,7 +656,7 @@ static int fastest(const write_opts *o, int threads)
  * address products [R_1; ..; R_H] Z^T, HK x T x C, and `it` update products
  * [Wt; Theta^T] Z, (HK + H) x C x T), timed as one block after each timed
  * write (time_vbmem_hook), so that both sides see the same load. The arrays are
- * allocated once (bench_alloc_huge), before the first timed block. */
+ * allocated once (hugemem_alloc), before the first timed block. */
 typedef struct {
     const bench_case *b;
     double *A, *Z, *P, *t; /* A: (HK + H) x max(T, C); Z: T x C; P: (HK + H) x max(T, C) */
@@ -700,10 +701,10 @@ static int against_dgemm(const write_opts *o, int threads)
         int hk = b->H * b->K;
         size_t wide = (size_t)(b->T > b->C ? b->T : b->C);
         /* the block's arrays on transparent huge pages where the kernel allows, as the
-         * write's big arrays are (vbm_scratch's blocks of 2 MB or more) */
-        dgemm_block d = {b, bench_alloc_huge(sizeof(double) * (hk + b->H) * wide),
-                         bench_alloc_huge(sizeof(double) * (size_t)b->T * b->C),
-                         bench_alloc_huge(sizeof(double) * (hk + b->H) * wide),
+         * write's big arrays are (hugemem_alloc, as vbm_scratch's blocks) */
+        dgemm_block d = {b, hugemem_alloc(sizeof(double) * (hk + b->H) * wide),
+                         hugemem_alloc(sizeof(double) * (size_t)b->T * b->C),
+                         hugemem_alloc(sizeof(double) * (hk + b->H) * wide),
                          malloc(sizeof(double) * reps)};
         if (!d.A || !d.Z || !d.P || !d.t) {
             fprintf(stderr, "bench-write: out of memory\n");

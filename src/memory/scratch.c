@@ -1,14 +1,10 @@
 /* scratch.c -- vbm_scratch (scratch.h, vbmem.h): the pool of large buffers a fit reuses. */
-#define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
 #include "scratch.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
-/* Blocks from this size on are 2 MB-aligned and advised to use transparent huge pages. */
-#define SCRATCH_HUGE ((size_t)2 << 20)
+#include "numerics/hugemem.h"
 
 struct vbm_scratch {
     atomic_flag busy;             /* set while a fit holds the pool */
@@ -51,31 +47,16 @@ void scratch_release(vbm_scratch *s)
     atomic_flag_clear(&s->busy);
 }
 
-/* n > 0 doubles, uninitialised, or NULL. A block of SCRATCH_HUGE or more is first touched
- * (by the fit that takes it) in 2 MB pages where the kernel allows: a few page faults instead
- * of thousands of 4 KB ones (about 1 % of a mixture write at T = 1,280, H = 150 on the
- * machine measured). Freed with free(). */
-static double *scratch_alloc(size_t n)
-{
-    size_t bytes = n * sizeof(double);
-    if (bytes < SCRATCH_HUGE)
-        return malloc(bytes);
-    void *p = NULL;
-    bytes = (bytes + SCRATCH_HUGE - 1) / SCRATCH_HUGE * SCRATCH_HUGE;
-    if (posix_memalign(&p, SCRATCH_HUGE, bytes) != 0)
-        return NULL;
-    madvise(p, bytes, MADV_HUGEPAGE); /* advice only: failure is harmless */
-    return p;
-}
-
 double *scratch_take(vbm_scratch *s, size_t n)
 {
     int best = -1;
     for (int i = 0; s && i < SCRATCH_SLOTS; i++)
         if (s->block[i] && s->len[i] >= n && (best < 0 || s->len[i] < s->len[best]))
             best = i;
-    if (best < 0) /* vbm_calloc's limit, without zeroing */
-        return n && n <= (size_t)VBM_MAX_ELEMENTS ? scratch_alloc(n) : NULL;
+    if (best < 0) /* vbm_calloc's limit, without zeroing; from 2 MB on huge pages: a few page
+                   * faults a fit instead of thousands, about 1 % of a mixture write at T = 1,280,
+                   * H = 150 on the machine measured (hugemem.h) */
+        return n && n <= (size_t)VBM_MAX_ELEMENTS ? hugemem_alloc(n * sizeof(double)) : NULL;
     double *p = s->block[best];
     s->block[best] = NULL;
     s->len[best] = 0;

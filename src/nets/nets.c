@@ -1,15 +1,15 @@
 /* nets.c -- the public inference entry points: encode images into codes, decode codes into
  * per-pixel likelihood parameters, draw pixels, and evaluate log-likelihoods; plus the
  * reusable workspace. */
-#define _DEFAULT_SOURCE /* madvise(MADV_HUGEPAGE) */
+#define _DEFAULT_SOURCE /* sysconf(_SC_LEVEL2_CACHE_SIZE) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h> /* sysconf(_SC_LEVEL2_CACHE_SIZE) */
+#include <unistd.h>
 
 #include "nets/kernels_avx2.h"
 #include "nets/nets_internal.h"
+#include "numerics/hugemem.h"
 #include "numerics/team.h"
 
 /* Frames are run in chunks so that one activation buffer stays under this many floats (1 MiB),
@@ -56,24 +56,14 @@ void nets_workspace_free(nets_workspace *ws)
 }
 
 /* Make ws hold at least need floats; returns the memory or NULL. Workspaces of 2 MB or
- * more are 2 MB-aligned and advised to use transparent huge pages: a fresh
- * workspace is then touched with a few hundred page faults instead of thousands
- * (which cost more than the whole forward pass on some virtual machines). */
+ * more are on transparent huge pages (hugemem_alloc): a fresh workspace is then touched with a
+ * few hundred page faults instead of thousands (which cost more than the whole forward pass on
+ * some virtual machines). */
 static float *ws_reserve(nets_workspace *ws, size_t need)
 {
     if (ws->cap >= need)
         return ws->mem;
-    size_t bytes = sizeof(float) * need, huge = (size_t)2 << 20;
-    void *p = NULL;
-    if (bytes >= huge) {
-        bytes = (bytes + huge - 1) / huge * huge;
-        if (posix_memalign(&p, huge, bytes) != 0)
-            p = NULL;
-        if (p)
-            madvise(p, bytes, MADV_HUGEPAGE); /* advice only: failure is harmless */
-    } else {
-        p = malloc(bytes);
-    }
+    float *p = hugemem_alloc(sizeof(float) * need);
     if (!p)
         return NULL;
     free(ws->mem);
