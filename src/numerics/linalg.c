@@ -36,15 +36,16 @@ typedef double la_v8 __attribute__((vector_size(64)));
 typedef double la_v8u __attribute__((vector_size(64), aligned(8)));
 
 /* Dot products of rows, d[r][j] = A_r . B_j (k terms) for r < R <= 2 and
- * j < J <= 4, each with four partial sums: lane l of its vector accumulator
- * sums the terms p = l (mod 4) of the blocks of four, the last k mod 4 terms go
- * to lane 0, and the lanes are added as (l0 + l1) + (l2 + l3). The R J sums
- * are independent chains, and each row of A and B is loaded once per block.
- * Inlined with constant R and J, so that the accumulators are registers. */
-static inline __attribute__((always_inline)) void dot_tile_w(int R, int J, int k, const double *A,
-                                                             int lda, const double *wt,
-                                                             const double *B, int ldb,
-                                                             double d[2][4])
+ * j < J <= 4, or with wt (k weights) A_r diag(wt) . B_j, each A_r[p] wt[p]
+ * rounded first (wt NULL: no weights), each with four partial sums: lane l of
+ * its vector accumulator sums the terms p = l (mod 4) of the blocks of four,
+ * the last k mod 4 terms go to lane 0, and the lanes are added as
+ * (l0 + l1) + (l2 + l3). The R J sums are independent chains, and each row of
+ * A and B is loaded once per block. Inlined with constant R and J, so that the
+ * accumulators are registers. */
+static inline __attribute__((always_inline)) void dot_tile(int R, int J, int k, const double *A,
+                                                           int lda, const double *wt,
+                                                           const double *B, int ldb, double d[2][4])
 {
     la_v4 acc[2][4];
     for (int r = 0; r < R; r++)
@@ -76,13 +77,6 @@ static inline __attribute__((always_inline)) void dot_tile_w(int R, int J, int k
         }
 }
 
-/* dot_tile without weights. */
-static inline __attribute__((always_inline)) void
-dot_tile(int R, int J, int k, const double *A, int lda, const double *B, int ldb, double d[2][4])
-{
-    dot_tile_w(R, J, k, A, lda, NULL, B, ldb, d);
-}
-
 /* C[i][j] = base + alpha A_i . B_j for i < m and j < n (j <= i only, when
  * lower), where base is 0 when beta is 0, else beta C[i][j] (C[i][j] when beta
  * is 1): the small A B^T products. dot_rows picks dot_rows_v4 (tiles of 2 rows
@@ -112,14 +106,14 @@ dot_rows_v4_w(int m, int n, int k, double alpha, const double *A, int lda, const
             const double *Bj = B + (size_t)j0 * ldb;
             double d[2][4];
             switch (R * 8 + J) {
-            case 2 * 8 + 4: dot_tile_w(2, 4, k, Ai, lda, wt, Bj, ldb, d); break;
-            case 2 * 8 + 3: dot_tile_w(2, 3, k, Ai, lda, wt, Bj, ldb, d); break;
-            case 2 * 8 + 2: dot_tile_w(2, 2, k, Ai, lda, wt, Bj, ldb, d); break;
-            case 2 * 8 + 1: dot_tile_w(2, 1, k, Ai, lda, wt, Bj, ldb, d); break;
-            case 1 * 8 + 4: dot_tile_w(1, 4, k, Ai, lda, wt, Bj, ldb, d); break;
-            case 1 * 8 + 3: dot_tile_w(1, 3, k, Ai, lda, wt, Bj, ldb, d); break;
-            case 1 * 8 + 2: dot_tile_w(1, 2, k, Ai, lda, wt, Bj, ldb, d); break;
-            default: dot_tile_w(1, 1, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 2 * 8 + 4: dot_tile(2, 4, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 2 * 8 + 3: dot_tile(2, 3, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 2 * 8 + 2: dot_tile(2, 2, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 2 * 8 + 1: dot_tile(2, 1, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 1 * 8 + 4: dot_tile(1, 4, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 1 * 8 + 3: dot_tile(1, 3, k, Ai, lda, wt, Bj, ldb, d); break;
+            case 1 * 8 + 2: dot_tile(1, 2, k, Ai, lda, wt, Bj, ldb, d); break;
+            default: dot_tile(1, 1, k, Ai, lda, wt, Bj, ldb, d); break;
             }
             for (int r = 0; r < R; r++)
                 for (int j = 0; j < J; j++) {
