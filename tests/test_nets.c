@@ -768,6 +768,13 @@ START_TEST(test_conv2d_engine_paths)
     check_conv(3, 32, 32, 8, 4, 2, 0, 3);
     check_conv(4, 13, 13, 8, 4, 2, 0, 3);
     check_conv(5, 15, 15, 9, 4, 2, 0, 2);
+    /* stride 2, an even kernel, no padding, the output at least 3/4 of the input's phases: the
+     * AVX2 engine on the four phases (the first two above too), with odd heights and widths (a
+     * phase one row or column short), kernels of 2, 6 and 8 and a bias on every channel */
+    check_conv(2, 29, 31, 5, 4, 2, 0, 3);
+    check_conv(3, 16, 17, 6, 2, 2, 0, 2);
+    check_conv(2, 40, 41, 4, 6, 2, 0, 2);
+    check_conv(1, 60, 61, 3, 8, 2, 0, 1);
     /* stride 2, rows of 5 or more: the AVX2 engine's even-lane runs (as the 1- to 3-channel
      * shapes above), with padding on both sides and an odd kernel */
     check_conv(6, 16, 14, 3, 4, 2, 1, 2);

@@ -233,6 +233,25 @@ static KERN_AVX2 inline void kern_avx2_store_part(float *o, __m256 v, int n)
         _mm_store_ss(o, h);
 }
 
+/* Copy rows (see kernels_avx2.h): a row of 8 or more floats as vectors from its start and one
+ * ending at its end (overlapping the one before), a shorter one by pieces. */
+KERN_AVX2 void kern_avx2_copy_rows(const float *src, long ld, long rows_per_plane, float *dst,
+                                   long rows, int w, long planes)
+{
+    for (long pl = 0; pl < planes; pl++, src += ld * rows_per_plane)
+        for (long r = 0; r < rows; r++, dst += w) {
+            const float *s = src + r * ld;
+            if (w < 8) {
+                kern_avx2_store_part(dst, _mm256_maskload_ps(s, kern_avx2_first(w)), w);
+                continue;
+            }
+            int x = 0;
+            for (; x + 8 < w; x += 8)
+                _mm256_storeu_ps(dst + x, _mm256_loadu_ps(s + x));
+            _mm256_storeu_ps(dst + w - 8, _mm256_loadu_ps(s + w - 8));
+        }
+}
+
 /* Flat panel (job field flat; see kern_flat_setup in kernels_avx512.c): ncol consecutive
  * pixels from j0 of the flattened (image, row, column) grid, which in the channel-major layout
  * are consecutive floats of each channel of the input, tap (ta, tb) of pixel j at input offset
@@ -896,6 +915,12 @@ void kern_avx2_pointwise(team_t *t, const kern_job *g)
 void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b, nets_act act)
 {
     (void)x, (void)src, (void)len, (void)a, (void)b, (void)act;
+}
+
+void kern_avx2_copy_rows(const float *src, long ld, long rows_per_plane, float *dst, long rows,
+                         int w, long planes)
+{
+    (void)src, (void)ld, (void)rows_per_plane, (void)dst, (void)rows, (void)w, (void)planes;
 }
 
 double kern_avx2_sum(const float *p, long len)

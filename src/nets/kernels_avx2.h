@@ -56,6 +56,12 @@ void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd,
  * channel. The same bits as kern_avx2_go on the job. g->slots is not used. Cannot fail. */
 void kern_avx2_pointwise(team_t *t, const kern_job *g);
 
+/* For each of `planes` planes of rows_per_plane rows of ld floats at src (one after the other),
+ * its first `rows` rows' first w floats (w <= ld) to dst, one after the other (rows of w floats:
+ * planes * rows * w floats in all). src and dst do not overlap. Cannot fail. */
+void kern_avx2_copy_rows(const float *src, long ld, long rows_per_plane, float *dst, long rows,
+                         int w, long planes);
+
 /* x[i] = act(src[i] * a + b) for len floats, 8 lanes at a time (x may be src). */
 void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b, nets_act act);
 

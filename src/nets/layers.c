@@ -95,6 +95,11 @@ static void act_apply(float *x, long len, nets_act act)
 
 /* ---- convolutions: shapes, phases, im2col plans ---- */
 
+/* Least fraction of the grid of flat panels whose outputs are kept, in 1/64ths: the AVX2
+ * engine's flat pairs of a transposed convolution's phases (convt_flat_pair) and stride-2
+ * convolutions on their input's phases (conv_polyphase). */
+#define CONV_FLAT_KEEP 48
+
 static int conv_is_pointwise(const nets_layer *L)
 {
     return L->type == NETS_L_CONV2D && L->k == 1 && L->stride == 1;
@@ -135,8 +140,48 @@ static void convt_phase_of(const nets_layer *L, int py, int px, convt_phase *p)
         p->nqx = 0;
 }
 
+/* Whether the AVX2 engine runs conv2d layer L on its input's four phases (conv2d_phases): stride
+ * 2, an even kernel of at most 8 (4 x 4 taps a phase), no padding, and an output that is at least
+ * CONV_FLAT_KEEP / 64 of the phases' grid (the grid its flat panels compute). Reads L only. */
+static int conv_polyphase(const nets_layer *L)
+{
+    if (L->type != NETS_L_CONV2D || L->stride != 2 || L->k % 2 != 0 || L->k > 8 || L->pad_t != 0
+        || L->pad_l != 0)
+        return 0;
+    long hp = (L->in.h + 1) / 2, wp = (L->in.w + 1) / 2;
+    return (long)L->out.h * L->out.w * 64 >= hp * wp * CONV_FLAT_KEEP;
+}
+
+/* Floats of the phases of conv2d layer L's input for n samples (conv2d_phases). */
+static long conv_phase_floats(const nets_layer *L, long n)
+{
+    return 4L * L->cin * n * ((L->in.h + 1) / 2) * ((L->in.w + 1) / 2);
+}
+
+/* The weights of a conv2d layer run on its input's phases (conv_polyphase): row m's entries
+ * in the order (c, p, q, a, b) of input channel c's phase (p, q) and that phase's tap (a, b),
+ * which is W[m][c][2a + p][2b + q]. */
+static void conv_phase_weights(const nets_layer *L, float *wp)
+{
+    int k = L->k, h = k / 2;
+    for (int m = 0; m < L->cout; m++)
+        for (int c = 0; c < L->cin; c++)
+            for (int p = 0; p < 2; p++)
+                for (int q = 0; q < 2; q++)
+                    for (int a = 0; a < h; a++)
+                        for (int b = 0; b < h; b++)
+                            *wp++ = L->w[(((long)m * L->cin + c) * k + 2 * a + p) * k + 2 * b + q];
+}
+
 vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err)
 {
+    if (conv_polyphase(L)) {
+        L->wp = malloc(sizeof(float) * (size_t)L->cout * L->cin * L->k * L->k);
+        if (!L->wp)
+            return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
+        conv_phase_weights(L, L->wp);
+        return VBM_OK;
+    }
     if (L->type != NETS_L_CONVT2D)
         return VBM_OK;
     int k = L->k, s = L->stride, cin = L->cin, cout = L->cout;
@@ -311,16 +356,32 @@ static void layers_kern(team_t *t, nets_path path, kern_job *g)
         kern_go(t, g);
 }
 
-/* Floats of panel buffers a layer needs in the engine run by `threads` threads (a slot of
- * its own for each; the AVX-512 engine's deinterleaved copy of a stride-2 input shares them). */
-static long panel_need(const nets_layer *L, long n, int threads)
+/* Where the panels start in the scratch of a conv2d layer on the AVX2 engine: after the phases of
+ * its input and its results on their grid (conv2d_phases), each from a 64-byte boundary; 0 when
+ * it does not run on phases. */
+static long conv_panels_at(const nets_layer *L, long n)
+{
+    if (!conv_polyphase(L))
+        return 0;
+    long grid = (long)L->cout * n * ((L->in.h + 1) / 2) * ((L->in.w + 1) / 2);
+    return (conv_phase_floats(L, n) + 15) / 16 * 16 + (grid + 15) / 16 * 16;
+}
+
+/* Floats of panel buffers a layer needs in the engine of path (NETS_PATH_AUTO: either) run by
+ * `threads` threads (a slot of its own for each; the AVX-512 engine's deinterleaved copy of a
+ * stride-2 input shares them; the AVX2 engine's phases of one come before them). */
+static long panel_need(const nets_layer *L, long n, nets_path path, int threads)
 {
     long K = 0;
     if (L->type == NETS_L_CONV2D) {
         K = (long)L->cin * L->k * L->k;
-        long dil = n * L->cin * L->in.h * (long)((L->in.w + 1) / 2 * 2);
-        if (L->stride == 2 && dil > K * KERN_PANEL * threads)
-            return dil;
+        long panels = K * KERN_PANEL * threads;
+        long dil = L->stride == 2 && path != NETS_PATH_ENGINE_AVX2
+                       ? n * L->cin * L->in.h * (long)((L->in.w + 1) / 2 * 2)
+                       : 0;
+        long split = path == NETS_PATH_ENGINE ? 0 : conv_panels_at(L, n) + panels;
+        long need = panels > dil ? panels : dil;
+        return need > split ? need : split;
     }
     if (L->type == NETS_L_CONVT2D) { /* twice: the AVX2 engine packs two phases at a time */
         long t = (L->k + L->stride - 1) / L->stride;
@@ -329,6 +390,112 @@ static long panel_need(const nets_layer *L, long n, int threads)
     if (L->type == NETS_L_DENSE)
         K = L->cin;
     return K * KERN_PANEL * threads;
+}
+
+/* The split of a conv2d layer's input into phases (conv2d_phases). */
+typedef struct {
+    const float *in;
+    float *out;
+    long n;
+    int H, W, hp, wp;
+} phase_split;
+
+/* Items [b, e) are the planes (c, img) of the input, each split into its four phases:
+ * out[(4c + 2p + q)][img][r][s] = in[c][img][2r + p][2s + q], 0 past the input's last row or
+ * column. */
+static void phase_split_run(const void *v, long b, long e, int worker)
+{
+    (void)worker;
+    const phase_split *ps = v;
+    const int H = ps->H, W = ps->W, hp = ps->hp, wp = ps->wp;
+    const long plane = (long)hp * wp;
+    for (long i = b; i < e; i++) {
+        long c = i / ps->n, img = i % ps->n;
+        const float *src = ps->in + i * H * W;
+        for (int p = 0; p < 2; p++)
+            for (int q = 0; q < 2; q++) {
+                float *dst = ps->out + ((4 * c + 2 * p + q) * ps->n + img) * plane;
+                for (int r = 0; r < hp; r++, dst += wp) {
+                    int y = 2 * r + p;
+                    if (y >= H) {
+                        memset(dst, 0, sizeof(float) * wp);
+                        continue;
+                    }
+                    const float *row = src + (long)y * W + q;
+                    int full = (W - q + 1) / 2; /* columns 2s + q < W */
+                    for (int x = 0; x < full; x++)
+                        dst[x] = row[2 * x];
+                    for (int x = full; x < wp; x++)
+                        dst[x] = 0.0f;
+                }
+            }
+    }
+}
+
+/* The rows of a phase grid's output into the layer's output (conv2d_phases). */
+typedef struct {
+    const float *grid;
+    float *out;
+    int hp, wp, ho, wo;
+} phase_crop;
+
+/* Items [b, e) are the planes (m, img): out's ho x wo of the plane from the first ho rows and
+ * wo columns of grid's hp x wp. */
+static void phase_crop_run(const void *v, long b, long e, int worker)
+{
+    (void)worker;
+    const phase_crop *pc = v;
+    kern_avx2_copy_rows(pc->grid + b * pc->hp * pc->wp, pc->wp, pc->hp,
+                        pc->out + b * pc->ho * pc->wo, pc->ho, pc->wo, e - b);
+}
+
+/* conv2d layer L (conv_polyphase, its weights L->wp by phase) on the AVX2 engine: the input is
+ * split into its four phases (p, q) of rows 2r + p and columns 2s + q, and the layer is then a
+ * stride-1 convolution of the 4 cin phases with k/2 x k/2 taps, out[m][y][x] = sum over (c, p, q,
+ * a, b) of W[m][c][2a + p][2b + q] phase(c, p, q)[y + a][x + b]. That runs in flat panels on the
+ * phases' whole grid (the taps past its edge are 0), whose results are stored with bias and act
+ * by whole vectors; the output's y < out.h, x < out.w are then copied out. Run on the output's
+ * grid, the stride-2 taps took two loads and a shuffle for every 8 lanes of B, and the results'
+ * runs (grid rows of out.w points, cut by the panels' vectors) were stored piece by piece: on
+ * a Zen 2 the bundled encoder's enc.down0 went from 8.7 to 4.2 us a frame this way. (A layer
+ * whose output is a smaller part of the grid, such as its enc.down1, 25 of 49 points, ran
+ * slower on the phases in runs of its grid rows, 15.6 against 12.7 us: its B rows are packed
+ * 5 floats a store either way, and the split cost more than the stride-2 loads.) scratch holds
+ * the phases, the grid's results and then the panels (conv_panels_at). */
+static void conv2d_phases(team_t *t, const nets_layer *L, long n, const float *in, float *out,
+                          float *scratch, nets_act act)
+{
+    int hp = (L->in.h + 1) / 2, wp = (L->in.w + 1) / 2;
+    float *grid = scratch + (conv_phase_floats(L, n) + 15) / 16 * 16;
+    phase_split ps = {in, scratch, n, L->in.h, L->in.w, hp, wp};
+    par_for(t, (long)L->cin * n, 2 * conv_phase_floats(L, n), phase_split_run, &ps);
+    kern_job g;
+    memset(&g, 0, sizeof g);
+    g.a = L->wp;
+    g.M = L->cout;
+    g.K = (long)L->cin * L->k * L->k;
+    g.in = scratch;
+    g.H = g.ny = hp;
+    g.W = g.nx = wp;
+    g.is = (long)hp * wp;
+    g.cs = n * g.is;
+    g.nc = 4 * L->cin;
+    g.na = g.nb = L->k / 2;
+    g.sy = g.sx = 1;
+    g.day = g.dbx = 1;
+    g.n = n;
+    g.out = grid;
+    g.bias = L->b;
+    g.ois = g.is;
+    g.ors = g.cs;
+    g.orow = wp;
+    g.osy = g.osx = 1;
+    g.act = act;
+    g.slots = scratch + conv_panels_at(L, n);
+    g.flat = 1;
+    kern_avx2_go(t, &g);
+    phase_crop pc = {grid, out, hp, wp, L->out.h, L->out.w};
+    par_for(t, L->cout * n, 2 * L->cout * n * g.is, phase_crop_run, &pc);
 }
 
 /* conv2d in the engine of path; add (NULL or like out) is added before act. */
@@ -364,6 +531,10 @@ static void conv2d_kern(team_t *t, nets_path path, const nets_layer *L, long n, 
     g.act = act;
     g.slots = slots;
     g.flat = L->stride == 1 && L->out.h == L->in.h && L->out.w == L->in.w;
+    if (path == NETS_PATH_ENGINE_AVX2 && conv_polyphase(L) && L->wp && !add) {
+        conv2d_phases(t, L, n, in, out, slots, act);
+        return;
+    }
     if (path == NETS_PATH_ENGINE_AVX2) { /* packed panels only: no deinterleaved copy */
         /* a 1 x 1 convolution to few channels (a decoder's head) without panels: packed, its
          * K x 24 panel served 2 rows, and the bundled decoder's head ran at 16 % of the
@@ -445,12 +616,9 @@ static int convt_pairs(const kern_job *a, const kern_job *b)
            && b->ox0 == a->ox0 + 1;
 }
 
-/* Least fraction of a flat pair's grid whose outputs are kept (convt_flat_pair), in 1/64ths. */
-#define CONVT_FLAT_KEEP 48
-
 /* The pair (a, b) of phases of stride-2 layer L (convt_pairs) as jobs on the input's grid, for
  * flat panels (kern_avx2_go_pair): when the phases' grid fits in the input's H x W and is at
- * least CONVT_FLAT_KEEP / 64 of it (a cropped layer's phases cover a window of it), fills fa, fb
+ * least CONV_FLAT_KEEP / 64 of it (a cropped layer's phases cover a window of it), fills fa, fb
  * (a's and b's grid widened to H x W around the window, which win then gives) and returns 1,
  * else 0. Flat panels need no runs worked out per panel, and their B rows are one masked load
  * per vector. */
@@ -459,7 +627,7 @@ static int convt_flat_pair(const nets_layer *L, const kern_job *a, const kern_jo
 {
     int H = L->in.h, W = L->in.w, s = L->stride;
     if (a->ny > H || a->nx > W || a->na * a->nb > 9 || b->na * b->nb > 9
-        || (long)a->ny * a->nx * 64 < (long)H * W * CONVT_FLAT_KEEP)
+        || (long)a->ny * a->nx * 64 < (long)H * W * CONV_FLAT_KEEP)
         return 0;
     int ey = (H - a->ny) / 2, ex = (W - a->nx) / 2; /* grid rows and columns added before */
     *win = (kern_avx2_window){ey, ey + a->ny, ex, ex + a->nx};
@@ -942,7 +1110,7 @@ size_t nets_layer_scratch(const nets_layer *L, long n, nets_path path, int threa
         x = (size_t)nd;
     }
     /* the panels: the engines' alone */
-    if (path != NETS_PATH_BLAS && (size_t)panel_need(L, n, threads) > x)
-        x = (size_t)panel_need(L, n, threads);
+    if (path != NETS_PATH_BLAS && (size_t)panel_need(L, n, path, threads) > x)
+        x = (size_t)panel_need(L, n, path, threads);
     return x;
 }

@@ -54,8 +54,9 @@ typedef struct {
     int pad_t, pad_l; /* conv2d: zero rows/cols before; conv_transpose2d: first kept row/col */
     int groups;       /* group_norm */
     double eps;
-    const float *w, *b;    /* bound weights (owned by the model's sft_file) */
-    float *wp;             /* conv_transpose2d: weights repacked per output phase (owned) */
+    const float *w, *b; /* bound weights (owned by the model's sft_file) */
+    float *wp; /* conv_transpose2d: weights repacked per output phase; a stride-2 conv2d the
+                * AVX2 engine runs on its input's phases: by phase (layers.c); else NULL (owned) */
     struct nets_seq *body; /* residual */
 } nets_layer;
 
