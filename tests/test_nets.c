@@ -935,6 +935,13 @@ START_TEST(test_group_norm)
     check_gn(vec, 8, 2, 1);
     nets_shape big = {3, 16, 32, 32}; /* large enough to be split over threads */
     check_gn(big, 4, 4, 1);
+    /* 1 x 1 images: on the AVX2 engine's path the batch's images in the lanes, 8 at a time, with
+     * fewer than 8 left, and groups of 1 to 6 channels (the last of 4 at a time partial) */
+    nets_shape pts = {3, 8, 1, 1}, pts6 = {3, 12, 1, 1};
+    check_gn(pts, 4, 3, 0);
+    check_gn(pts, 8, 19, 1);
+    check_gn(pts, 2, 16, 0);
+    check_gn(pts6, 2, 21, 1);
 }
 END_TEST
 

@@ -233,6 +233,65 @@ static KERN_AVX2 inline void kern_avx2_store_part(float *o, __m256 v, int n)
         _mm_store_ss(o, h);
 }
 
+/* Group norm of points (see kernels_avx2.h), 8 images in the lanes at a time: the statistics in
+ * double lanes (two vectors of 4) and the per-lane operations of kern_avx2_sum, kern_avx2_sqdev
+ * and kern_avx2_affine_act on one float, in the same order, so the bits are those of the layer's
+ * per-image passes. */
+KERN_AVX2 void kern_avx2_gn_points(const float *in, float *out, long n, int cpg, const float *w,
+                                   const float *b, double eps, nets_act act)
+{
+    const __m256d cnt = _mm256_set1_pd((double)cpg), veps = _mm256_set1_pd(eps),
+                  one = _mm256_set1_pd(1.0);
+    for (long i = 0; i < n; i += 8) {
+        const __m256i m = kern_avx2_first(n - i);
+        __m256d s[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+        for (int c = 0; c < cpg; c++) {
+            __m256 x = _mm256_maskload_ps(in + c * n + i, m);
+            s[0] = _mm256_add_pd(s[0], _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+            s[1] = _mm256_add_pd(s[1], _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+        }
+        __m256d mean[2] = {_mm256_div_pd(s[0], cnt), _mm256_div_pd(s[1], cnt)};
+        __m256 mf = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(mean[0])),
+                                         _mm256_cvtpd_ps(mean[1]), 1);
+        __m256d q[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+        for (int c = 0; c < cpg; c++) {
+            __m256 d = _mm256_sub_ps(_mm256_maskload_ps(in + c * n + i, m), mf);
+            d = _mm256_mul_ps(d, d);
+            q[0] = _mm256_add_pd(q[0], _mm256_cvtps_pd(_mm256_castps256_ps128(d)));
+            q[1] = _mm256_add_pd(q[1], _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)));
+        }
+        __m256d rstd[2];
+        for (int h = 0; h < 2; h++)
+            rstd[h] =
+                _mm256_div_pd(one, _mm256_sqrt_pd(_mm256_add_pd(_mm256_div_pd(q[h], cnt), veps)));
+        for (int c0 = 0; c0 < cpg; c0 += 4) {
+            __m256 v[4];
+            _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+            {
+                int c = c0 + u < cpg ? c0 + u : cpg - 1;
+                __m256d wc = _mm256_set1_pd((double)w[c]), bc = _mm256_set1_pd((double)b[c]);
+                __m128 a[2], o[2];
+                for (int h = 0; h < 2; h++) {
+                    __m256d sc = _mm256_mul_pd(wc, rstd[h]);
+                    a[h] = _mm256_cvtpd_ps(sc);
+                    o[h] = _mm256_cvtpd_ps(
+                        _mm256_sub_pd(bc, _mm256_mul_pd(_mm256_mul_pd(mean[h], wc), rstd[h])));
+                }
+                v[u] = _mm256_fmadd_ps(_mm256_maskload_ps(in + c * n + i, m),
+                                       _mm256_insertf128_ps(_mm256_castps128_ps256(a[0]), a[1], 1),
+                                       _mm256_insertf128_ps(_mm256_castps128_ps256(o[0]), o[1], 1));
+            }
+            kern_avx2_actn(v, 4, act);
+            for (int u = 0; u < 4 && c0 + u < cpg; u++) {
+                if (n - i >= 8)
+                    _mm256_storeu_ps(out + (c0 + u) * n + i, v[u]);
+                else
+                    kern_avx2_store_part(out + (c0 + u) * n + i, v[u], (int)(n - i));
+            }
+        }
+    }
+}
+
 /* Copy rows (see kernels_avx2.h): a row of 8 or more floats as vectors from its start and one
  * ending at its end (overlapping the one before), a shorter one by pieces. */
 KERN_AVX2 void kern_avx2_copy_rows(const float *src, long ld, long rows_per_plane, float *dst,
@@ -921,6 +980,12 @@ void kern_avx2_copy_rows(const float *src, long ld, long rows_per_plane, float *
                          int w, long planes)
 {
     (void)src, (void)ld, (void)rows_per_plane, (void)dst, (void)rows, (void)w, (void)planes;
+}
+
+void kern_avx2_gn_points(const float *in, float *out, long n, int cpg, const float *w,
+                         const float *b, double eps, nets_act act)
+{
+    (void)in, (void)out, (void)n, (void)cpg, (void)w, (void)b, (void)eps, (void)act;
 }
 
 double kern_avx2_sum(const float *p, long len)

@@ -65,6 +65,14 @@ void kern_avx2_copy_rows(const float *src, long ld, long rows_per_plane, float *
 /* x[i] = act(src[i] * a + b) for len floats, 8 lanes at a time (x may be src). */
 void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b, nets_act act);
 
+/* Group norm followed by act of one group of cpg channels of n points (images of 1 x 1): in[c *
+ * n + i] is channel c of image i, out (may be in) likewise; w and b the group's channels' scale and
+ * shift. Per image: mean and biased variance over the group's channels in double (eps added to
+ * the variance), then out = act(in * a + b') with a = (float)(w[c] rstd) and b' = (float)(b[c] -
+ * mean w[c] rstd). Cannot fail. */
+void kern_avx2_gn_points(const float *in, float *out, long n, int cpg, const float *w,
+                         const float *b, double eps, nets_act act);
+
 /* Sum of len floats (float lanes, double result). */
 double kern_avx2_sum(const float *p, long len);
 
