@@ -863,6 +863,54 @@ static void check_convt(int cin, int H, int W, int cout, int k, int s, int same,
     free(ts[1].data);
 }
 
+/* A dense layer of cin -> cout features on n vectors, followed by swish when asked, against a
+ * double-precision reference. */
+static void check_dense(int cin, int cout, long n, int swish)
+{
+    char list[256];
+    snprintf(list, sizeof list, "[{\"type\":\"dense\",\"name\":\"d\",\"in\":%d,\"out\":%d}%s]", cin,
+             cout, swish ? ",{\"type\":\"swish\"}" : "");
+    ltensor ts[2] = {{"d.weight", 2, {cout, cin}, NULL}, {"d.bias", 1, {cout}, NULL}};
+    float *x = randf(n * cin, 81, 1.0);
+    nets_shape os;
+    float *y = run_layers(list, (nets_shape){1, cin, 1, 1}, ts, 2, n, x, &os, (int)(n & 1));
+    ck_assert(os.rank == 1 && os.c == cout);
+    double *ref = malloc(sizeof(double) * n * cout);
+    for (long i = 0; i < n; i++)
+        for (int o = 0; o < cout; o++) {
+            double acc = ts[1].data[o];
+            for (int j = 0; j < cin; j++)
+                acc += (double)ts[0].data[o * cin + j] * x[i * cin + j];
+            ref[i * cout + o] = swish ? acc / (1.0 + exp(-acc)) : acc;
+        }
+    char what[64];
+    snprintf(what, sizeof what, "dense %d -> %d, %ld vectors", cin, cout, n);
+    assert_close(y, ref, n * cout, 1e-5, what);
+    free(ref);
+    free(y);
+    free(x);
+    free(ts[0].data);
+    free(ts[1].data);
+}
+
+/* Layers the AVX2 engine runs by output pixels (a multiple of 32 output channels; a conv2d with
+ * output rows shorter than 8 and no padding, or a dense layer): 3 points a step with 1 or 2 left
+ * over, items of 24 points, 1 and 3 threads, 32 to 128 channels in blocks of 32, stride 1 and 2,
+ * even and odd kernels, and a fused swish. On other paths they check those paths again. */
+START_TEST(test_by_pixels)
+{
+    check_conv(8, 13, 13, 32, 4, 2, 0,
+               5); /* enc.down1 of the bundled encoder with 8 input channels */
+    check_conv(5, 6, 6, 64, 4, 2, 0, 2);
+    check_conv(3, 9, 11, 32, 3, 2, 0, 4);
+    check_conv(2, 7, 7, 96, 2, 1, 0, 3);
+    check_conv(4, 5, 5, 32, 4, 2, 0, 7); /* 1 x 1 outputs */
+    check_dense(32, 128, 22, 0);
+    check_dense(64, 32, 1, 1);
+    check_dense(7, 96, 29, 1);
+}
+END_TEST
+
 START_TEST(test_conv_transpose2d)
 {
     check_convt(3, 4, 5, 2, 4, 2, 1, 2);
@@ -1560,6 +1608,7 @@ static Suite *nets_suite(void)
     tc = tcase_create("layers");
     tcase_add_test(tc, test_conv2d);
     tcase_add_test(tc, test_conv2d_engine_paths);
+    tcase_add_test(tc, test_by_pixels);
     tcase_add_test(tc, test_conv_transpose2d);
     tcase_add_test(tc, test_group_norm);
     tcase_add_test(tc, test_elementwise_and_shapes);

@@ -292,6 +292,92 @@ KERN_AVX2 void kern_avx2_gn_points(const float *in, float *out, long n, int cpg,
     }
 }
 
+/* Pixels per item of kern_avx2_pixels (a multiple of KERN_AVX2_PX). */
+#define KERN_AVX2_PX_ITEM 24
+#define KERN_AVX2_PX      3 /* output pixels per kernel step of kern_avx2_pixels */
+
+/* The grid point j of job g: its input offset (tap 0) and its output offset. */
+static void kern_avx2_point(const kern_job *g, long j, long *in, long *out)
+{
+    long per = (long)g->ny * g->nx, img = j / per, r = j % per;
+    long ty = r / g->nx, tx = r % g->nx;
+    *in = img * g->is + (ty * g->sy + g->dy0) * g->W + tx * g->sx + g->dx0;
+    *out = img * g->ois + (g->oy0 + ty * g->osy) * g->orow + g->ox0 + tx * g->osx;
+}
+
+/* Items [b, e) of kern_avx2_pixels: KERN_AVX2_PX grid points at a time (the last repeated to fill
+ * a step), 32 output channels at a time in 12 accumulators: for each k the points' inputs are
+ * broadcast straight from the input and the 4 vectors of that row of A^T are loaded once for the
+ * 3 points. Bias and act are applied in the registers, then each point's channels are stored
+ * (lane by lane, or as vectors where the channels are adjacent, ors == 1). */
+static KERN_AVX2 void kern_avx2_px_run(const void *v, long b, long e, int worker)
+{
+    const kern_job *g = v;
+    const long N = g->n * g->ny * g->nx, K = g->K;
+    (void)worker;
+    const long *off = (const long *)(const void *)g->slots;
+    const float *in = g->in, *at = g->a;
+    const int M = g->M;
+    float tile[KERN_AVX2_PX][32] __attribute__((aligned(32)));
+    for (long j0 = b * KERN_AVX2_PX_ITEM; j0 < e * KERN_AVX2_PX_ITEM && j0 < N;
+         j0 += KERN_AVX2_PX) {
+        long ib[KERN_AVX2_PX], ob[KERN_AVX2_PX];
+        int np = N - j0 < KERN_AVX2_PX ? (int)(N - j0) : KERN_AVX2_PX;
+        for (int p = 0; p < KERN_AVX2_PX; p++)
+            kern_avx2_point(g, j0 + (p < np ? p : np - 1), &ib[p], &ob[p]);
+        const float *x0 = in + ib[0], *x1 = in + ib[1], *x2 = in + ib[2];
+        for (int mb = 0; mb < M; mb += 32) {
+            __m256 acc[KERN_AVX2_PX][4];
+            _Pragma("GCC unroll 3") for (int p = 0; p < KERN_AVX2_PX; p++)
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) acc[p][u] = _mm256_setzero_ps();
+            const float *w = at + mb;
+            for (long k = 0; k < K; k++, w += M) {
+                const long o = off[k];
+                const __m256 a0 = _mm256_broadcast_ss(x0 + o), a1 = _mm256_broadcast_ss(x1 + o),
+                             a2 = _mm256_broadcast_ss(x2 + o);
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+                {
+                    const __m256 wv = _mm256_loadu_ps(w + 8 * u);
+                    acc[0][u] = _mm256_fmadd_ps(a0, wv, acc[0][u]);
+                    acc[1][u] = _mm256_fmadd_ps(a1, wv, acc[1][u]);
+                    acc[2][u] = _mm256_fmadd_ps(a2, wv, acc[2][u]);
+                }
+            }
+            _Pragma("GCC unroll 3") for (int p = 0; p < KERN_AVX2_PX; p++)
+            {
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) acc[p][u] =
+                    _mm256_add_ps(acc[p][u], _mm256_loadu_ps(g->bias + mb + 8 * u));
+                kern_avx2_actn(acc[p], 4, g->act);
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+                    _mm256_store_ps(tile[p] + 8 * u, acc[p][u]);
+            }
+            for (int p = 0; p < np; p++) {
+                float *o = g->out + ob[p] + mb * g->ors;
+                if (g->ors == 1)
+                    for (int u = 0; u < 4; u++)
+                        _mm256_storeu_ps(o + 8 * u, _mm256_load_ps(tile[p] + 8 * u));
+                else
+                    for (int m = 0; m < 32; m++)
+                        o[m * g->ors] = tile[p][m];
+            }
+        }
+    }
+}
+
+/* Run job g by output pixels (see kernels_avx2.h): the input offsets of the K taps are worked out
+ * once, at g->slots, for all threads. */
+void kern_avx2_pixels(team_t *t, const kern_job *g)
+{
+    long N = g->n * g->ny * g->nx, k = 0;
+    long *off = (long *)(void *)g->slots;
+    for (int c = 0; c < g->nc; c++)
+        for (int ta = 0; ta < g->na; ta++)
+            for (int tb = 0; tb < g->nb; tb++)
+                off[k++] = c * g->cs + (long)ta * g->day * g->W + (long)tb * g->dbx;
+    team_for(t, (N + KERN_AVX2_PX_ITEM - 1) / KERN_AVX2_PX_ITEM, 0, N * (g->K + g->M),
+             kern_avx2_px_run, g);
+}
+
 /* Copy rows (see kernels_avx2.h): a row of 8 or more floats as vectors from its start and one
  * ending at its end (overlapping the one before), a shorter one by pieces. */
 KERN_AVX2 void kern_avx2_copy_rows(const float *src, long ld, long rows_per_plane, float *dst,
@@ -974,6 +1060,11 @@ void kern_avx2_pointwise(team_t *t, const kern_job *g)
 void kern_avx2_affine_act(float *x, const float *src, long len, float a, float b, nets_act act)
 {
     (void)x, (void)src, (void)len, (void)a, (void)b, (void)act;
+}
+
+void kern_avx2_pixels(team_t *t, const kern_job *g)
+{
+    (void)t, (void)g;
 }
 
 void kern_avx2_copy_rows(const float *src, long ld, long rows_per_plane, float *dst, long rows,

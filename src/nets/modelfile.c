@@ -221,7 +221,8 @@ static vbm_status parse_layer(parse_ctx *c, const json_t *o, int depth, nets_lay
         L->out = (nets_shape){1, L->cout, 1, 1};
         int64_t ws[2] = {L->cout, L->cin}, bs[1] = {L->cout};
         if ((st = bind(c, L, name, "weight", 2, ws, &L->w))
-            || (st = bind(c, L, name, "bias", 1, bs, &L->b)))
+            || (st = bind(c, L, name, "bias", 1, bs, &L->b))
+            || (st = nets_layer_prepare(L, c->err)))
             return st;
         break;
     }

@@ -55,8 +55,9 @@ typedef struct {
     int groups;       /* group_norm */
     double eps;
     const float *w, *b; /* bound weights (owned by the model's sft_file) */
-    float *wp; /* conv_transpose2d: weights repacked per output phase; a stride-2 conv2d the
-                * AVX2 engine runs on its input's phases: by phase (layers.c); else NULL (owned) */
+    float *wp; /* conv_transpose2d: weights repacked per output phase; conv2d and dense layers
+                * the AVX2 engine runs on their input's phases or by output pixels: by phase, or
+                * transposed (layers.c); else NULL (owned) */
     struct nets_seq *body; /* residual */
 } nets_layer;
 
