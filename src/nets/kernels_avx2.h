@@ -51,11 +51,12 @@ void kern_avx2_go_pair(team_t *t, const kern_job *even, const kern_job *odd,
                        const kern_avx2_window *win);
 
 /* Run job g (filled as for kern_avx2_go) by output pixels, for layers whose grid rows are short:
- * with A^T at g->a instead of A (K x M, row k holding the k-th weight of every output channel),
- * M a multiple of 32, every tap of every grid point inside the input (no padding), and no residual
- * (add NULL). Three grid points at a time take their inputs straight from the input (one
- * broadcast per tap), with no panel packed. g->slots must hold 2 K floats (the taps' offsets,
- * written here). Cannot fail. */
+ * with A transposed by blocks of 32 output channels at g->a instead of A (M / 32 blocks of K x 32
+ * floats, block b's row k holding the k-th weight of output channels 32b .. 32b + 31: a block's
+ * rows are read in order, one 128-byte row per step of k), M a multiple of 32, every tap of
+ * every grid point inside the input (no padding), and no residual (add NULL). Three grid points
+ * at a time take their inputs straight from the input (one broadcast per tap), with no panel
+ * packed. g->slots must hold 2 K floats (the taps' offsets, written here). Cannot fail. */
 void kern_avx2_pixels(team_t *t, const kern_job *g);
 
 /* Run job g, a 1 x 1 convolution with stride 1 and no padding whose output is laid out like

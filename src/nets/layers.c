@@ -188,14 +188,14 @@ static void conv_phase_weights(const nets_layer *L, float *wp)
 
 vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err)
 {
-    if (conv_by_pixels(L)) { /* A^T: row k the K-th weight of every output channel */
+    if (conv_by_pixels(L)) { /* A^T by blocks of 32 output channels (kern_avx2_pixels) */
         long K = L->type == NETS_L_DENSE ? L->cin : (long)L->cin * L->k * L->k;
         L->wp = malloc(sizeof(float) * (size_t)L->cout * K);
         if (!L->wp)
             return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");
         for (long k = 0; k < K; k++)
             for (int m = 0; m < L->cout; m++)
-                L->wp[k * L->cout + m] = L->w[m * K + k];
+                L->wp[(m / 32 * K + k) * 32 + m % 32] = L->w[m * K + k];
         return VBM_OK;
     }
     if (conv_polyphase(L)) {
