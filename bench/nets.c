@@ -612,7 +612,7 @@ static int bench_model(const bench_opts *o, const char *path, const char *label,
 /* FLOPs of one GEMM-shaped layer for one sample (as seq_flops). */
 static double layer_flops(const nets_layer *L)
 {
-    nets_seq one = {(nets_layer *)L, 1, L->in, L->out, 0, 0, 0};
+    nets_seq one = {(nets_layer *)L, 1, L->in, L->out, 0, 0, 0, 0.0, 0.0};
     return seq_flops(&one);
 }
 

@@ -104,19 +104,18 @@ LA_HOT static void weigh_cluster(mixgroup_work *w, int h, double *out)
     int K = w->K;
     long T = w->T;
     const double *Wh = w->W + (size_t)h * K * T, *th = w->thetaT + (size_t)h * T;
-    if (out != Wh)
-        memcpy(out, Wh, sizeof(double) * (size_t)K * T);
     w->cl[h].N = la_sum((int)T, th);
     for (int k = 0; k < K; k++) {
         const double *restrict tr = th;
-        double *restrict vk = out + (size_t)k * T; /* weighed in place */
+        const double *src = Wh + (size_t)k * T; /* vk itself when weighed in place */
+        double *vk = out + (size_t)k * T;
         /* the products and their sum in one pass, with la_sum's four partial
          * sums (terms t mod 4, the last T mod 4 in the first): its bits */
         double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
         long t = 0;
         for (; t + 4 <= T; t += 4) {
-            double v0 = vk[t] * tr[t], v1 = vk[t + 1] * tr[t + 1], v2 = vk[t + 2] * tr[t + 2],
-                   v3 = vk[t + 3] * tr[t + 3];
+            double v0 = src[t] * tr[t], v1 = src[t + 1] * tr[t + 1], v2 = src[t + 2] * tr[t + 2],
+                   v3 = src[t + 3] * tr[t + 3];
             vk[t] = v0;
             vk[t + 1] = v1;
             vk[t + 2] = v2;
@@ -127,7 +126,7 @@ LA_HOT static void weigh_cluster(mixgroup_work *w, int h, double *out)
             s3 += v3;
         }
         for (; t < T; t++) {
-            vk[t] = vk[t] * tr[t];
+            vk[t] = src[t] * tr[t];
             s0 += vk[t];
         }
         w->sw[h * K + k] = (s0 + s1) + (s2 + s3);

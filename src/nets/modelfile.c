@@ -361,7 +361,20 @@ static vbm_status parse_list(parse_ctx *c, const json_t *list, const char *path,
             out->work += (long)L->cout * L->k * L->k * L->in.h * L->in.w;
         if (L->body)
             out->work += L->body->work;
+        double macs = 0.0; /* the layer's multiply-adds per sample */
+        if (L->type == NETS_L_CONV2D)
+            macs = (double)L->cout * L->cin * L->k * L->k * L->out.h * L->out.w;
+        else if (L->type == NETS_L_CONVT2D)
+            macs = (double)L->cout * L->cin * L->k * L->k * L->in.h * L->in.w;
+        else if (L->type == NETS_L_DENSE)
+            macs = (double)L->cout * L->cin;
+        long act = nets_shape_size(L->in) > nets_shape_size(L->out) ? nets_shape_size(L->in)
+                                                                    : nets_shape_size(L->out);
+        out->macs += macs;
+        out->macs_act += macs * (double)act;
         if (L->body) {
+            out->macs += L->body->macs;
+            out->macs_act += L->body->macs_act;
             if (L->body->max_act > out->max_act)
                 out->max_act = L->body->max_act;
             if (L->body->depth + 1 > out->depth)

@@ -72,28 +72,6 @@ static float *ws_reserve(nets_workspace *ws, size_t need)
     return p;
 }
 
-/* Over the GEMM-shaped layers of s (bodies included), the sum of their multiply-adds per sample
- * into *w and of those times the layer's larger activation into *wa. */
-static void seq_gemm_acts(const nets_seq *s, double *w, double *wa)
-{
-    for (int i = 0; i < s->n; i++) {
-        const nets_layer *L = &s->layers[i];
-        double macs = 0.0;
-        if (L->type == NETS_L_CONV2D)
-            macs = (double)L->cout * L->cin * L->k * L->k * L->out.h * L->out.w;
-        else if (L->type == NETS_L_CONVT2D)
-            macs = (double)L->cout * L->cin * L->k * L->k * L->in.h * L->in.w;
-        else if (L->type == NETS_L_DENSE)
-            macs = (double)L->cout * L->cin;
-        else if (L->body)
-            seq_gemm_acts(L->body, w, wa);
-        long a = nets_shape_size(L->in) > nets_shape_size(L->out) ? nets_shape_size(L->in)
-                                                                  : nets_shape_size(L->out);
-        *w += macs;
-        *wa += macs * (double)a;
-    }
-}
-
 /* Frames per chunk for n frames through s (nets_internal.h): at most NETS_BATCH_FLOATS /
  * max_act, and at most as many as keep the activations of the layers doing most of the work
  * (their sizes weighted by their multiply-adds) within a core's L2 cache where the C library
@@ -108,8 +86,7 @@ long nets_seq_chunk(const nets_seq *s, long n)
 {
     long c = NETS_BATCH_FLOATS / s->max_act;
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    double w = 0.0, wa = 0.0;
-    seq_gemm_acts(s, &w, &wa);
+    double w = s->macs, wa = s->macs_act; /* worked out at parse time (nets_seq_parse) */
     if (l2 > 0 && w > 0.0 && wa / w >= 1.0 && (double)c * (wa / w) > (double)l2 / sizeof(float)) {
         long c2 = (long)((double)l2 / sizeof(float) / (wa / w));
         c2 = c2 > NETS_CHUNK_L2_MIN ? c2 : NETS_CHUNK_L2_MIN;

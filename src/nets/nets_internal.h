@@ -68,6 +68,9 @@ typedef struct nets_seq {
     long max_act; /* largest per-sample activation, bodies included */
     long work;    /* floats written per sample by all layers (outputs and im2col), roughly */
     int depth;    /* nesting of residual blocks inside */
+    /* Over the GEMM-shaped layers (bodies included): multiply-adds per sample, and the sum of
+     * those times the layer's larger activation (per sample), for nets_seq_chunk. */
+    double macs, macs_act;
 } nets_seq;
 
 struct nets_model {
