@@ -483,8 +483,9 @@ static void phase_crop_run(const void *v, long b, long e, int worker)
  * a Zen 2 the bundled encoder's enc.down0 went from 8.7 to 4.2 us a frame this way. (A layer
  * whose output is a smaller part of the grid, such as its enc.down1, 25 of 49 points, ran
  * slower on the phases in runs of its grid rows, 15.6 against 12.7 us: its B rows are packed
- * 5 floats a store either way, and the split cost more than the stride-2 loads.) scratch holds
- * the phases, the grid's results and then the panels (conv_panels_at). */
+ * 5 floats a store either way, and the split cost more than the stride-2 loads; it runs by
+ * output pixels, conv_by_pixels.) scratch holds the phases, the grid's results and then the
+ * panels (conv_panels_at). */
 static void conv2d_phases(team_t *t, const nets_layer *L, long n, const float *in, float *out,
                           float *scratch, nets_act act)
 {
