@@ -140,6 +140,18 @@ static void convt_phase_of(const nets_layer *L, int py, int px, convt_phase *p)
         p->nqx = 0;
 }
 
+/* The grid of each of the four phases of conv2d layer L's input (rows 2r + p, columns 2s + q):
+ * its rows and columns at *hp and *wp (either may be NULL); returns its points, *hp x *wp. */
+static long conv_phase_grid(const nets_layer *L, int *hp, int *wp)
+{
+    int h = (L->in.h + 1) / 2, w = (L->in.w + 1) / 2;
+    if (hp)
+        *hp = h;
+    if (wp)
+        *wp = w;
+    return (long)h * w;
+}
+
 /* Whether the AVX2 engine runs conv2d layer L on its input's four phases (conv2d_phases): stride
  * 2, an even kernel of at most 8 (4 x 4 taps a phase), no padding, and an output that is at least
  * CONV_FLAT_KEEP / 64 of the phases' grid (the grid its flat panels compute). Reads L only. */
@@ -148,8 +160,7 @@ static int conv_polyphase(const nets_layer *L)
     if (L->type != NETS_L_CONV2D || L->stride != 2 || L->k % 2 != 0 || L->k > 8 || L->pad_t != 0
         || L->pad_l != 0)
         return 0;
-    long hp = (L->in.h + 1) / 2, wp = (L->in.w + 1) / 2;
-    return (long)L->out.h * L->out.w * 64 >= hp * wp * CONV_FLAT_KEEP;
+    return (long)L->out.h * L->out.w * 64 >= conv_phase_grid(L, NULL, NULL) * CONV_FLAT_KEEP;
 }
 
 /* Whether the AVX2 engine runs layer L by output pixels (kern_avx2_pixels, its weights L->wp
@@ -168,7 +179,7 @@ static int conv_by_pixels(const nets_layer *L)
 /* Floats of the phases of conv2d layer L's input for n samples (conv2d_phases). */
 static long conv_phase_floats(const nets_layer *L, long n)
 {
-    return 4L * L->cin * n * ((L->in.h + 1) / 2) * ((L->in.w + 1) / 2);
+    return 4L * L->cin * n * conv_phase_grid(L, NULL, NULL);
 }
 
 /* The weights of a conv2d layer run on its input's phases (conv_polyphase): row m's entries
@@ -386,7 +397,7 @@ static long conv_panels_at(const nets_layer *L, long n)
 {
     if (!conv_polyphase(L))
         return 0;
-    long grid = (long)L->cout * n * ((L->in.h + 1) / 2) * ((L->in.w + 1) / 2);
+    long grid = (long)L->cout * n * conv_phase_grid(L, NULL, NULL);
     return (conv_phase_floats(L, n) + 15) / 16 * 16 + (grid + 15) / 16 * 16;
 }
 
@@ -489,7 +500,8 @@ static void phase_crop_run(const void *v, long b, long e, int worker)
 static void conv2d_phases(team_t *t, const nets_layer *L, long n, const float *in, float *out,
                           float *scratch, nets_act act)
 {
-    int hp = (L->in.h + 1) / 2, wp = (L->in.w + 1) / 2;
+    int hp, wp;
+    conv_phase_grid(L, &hp, &wp);
     float *grid = scratch + (conv_phase_floats(L, n) + 15) / 16 * 16;
     phase_split ps = {in, scratch, n, L->in.h, L->in.w, hp, wp};
     par_for(t, (long)L->cin * n, 2 * conv_phase_floats(L, n), phase_split_run, &ps);
