@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nets/nets.h"
+#include "nets/kernels_avx2.h"
 #include "nets/kernels_avx512.h"
 #include "nets/nets_internal.h"
 #include "nets/onednn.h"
@@ -626,14 +627,13 @@ typedef struct {
     const char *name;
     int ndim;
     int64_t shape[4];
-    float *data; /* filled by run_layers when NULL */
+    float *data; /* filled by parse_layers when NULL */
 } ltensor;
 
-/* Run a layer list (JSON) on n samples x (NCHW), through the real parser and
- * executor; returns the output (caller frees) and its shape. Tensors with NULL
- * data get random values (kept in ts[i].data for the reference). */
-static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int nt, long n,
-                         const float *x, nets_shape *out_shape, int use_ws)
+/* Parse layer list list_json on input shape `in` with tensors ts[0 .. nt) (random where their data
+ * is NULL, kept in ts) into *seq and its file *f (the caller frees both); asserts success. */
+static void parse_layers(const char *list_json, nets_shape in, ltensor *ts, int nt, nets_seq *seq,
+                         sft_file *f)
 {
     sft_input inp[16] = {{0}};
     for (int i = 0; i < nt; i++) {
@@ -648,17 +648,27 @@ static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int 
     size_t len;
     vbm_error err;
     ck_assert_msg(sft_build(inp, (size_t)nt, NULL, 0, &buf, &len, &err) == VBM_OK, "%s", err.msg);
-    sft_file f;
-    ck_assert_msg(sft_parse(buf, len, &f, &err) == VBM_OK, "%s", err.msg);
+    ck_assert_msg(sft_parse(buf, len, f, &err) == VBM_OK, "%s", err.msg);
     free(buf);
     json_error_t jerr;
     json_t *list = json_loads(list_json, 0, &jerr);
     ck_assert_msg(list != NULL, "test bug: %s", jerr.text);
-    nets_seq seq;
-    ck_assert_msg(nets_seq_parse(list, "test", in, &f, &seq, &err) == VBM_OK, "%s", err.msg);
+    ck_assert_msg(nets_seq_parse(list, "test", in, f, seq, &err) == VBM_OK, "%s", err.msg);
     json_decref(list);
-    for (size_t i = 0; i < f.n_tensors; i++)
-        ck_assert_msg(f.tensors[i].used, "tensor %s unused", f.tensors[i].name);
+    for (size_t i = 0; i < f->n_tensors; i++)
+        ck_assert_msg(f->tensors[i].used, "tensor %s unused", f->tensors[i].name);
+}
+
+/* Run a layer list (JSON) on n samples x (NCHW), through the real parser and
+ * executor; returns the output (caller frees) and its shape. Tensors with NULL
+ * data get random values (kept in ts[i].data for the reference). */
+static float *run_layers(const char *list_json, nets_shape in, ltensor *ts, int nt, long n,
+                         const float *x, nets_shape *out_shape, int use_ws)
+{
+    vbm_error err;
+    nets_seq seq;
+    sft_file f;
+    parse_layers(list_json, in, ts, nt, &seq, &f);
     *out_shape = seq.out;
     float *y = malloc(sizeof(float) * n * nets_shape_size(seq.out));
     float *ws =
@@ -908,6 +918,50 @@ START_TEST(test_by_pixels)
     check_dense(32, 128, 22, 0);
     check_dense(64, 32, 1, 1);
     check_dense(7, 96, 29, 1);
+}
+END_TEST
+
+/* Parse one layer (list_json on input `in`, weight tensor `wname` of shape ws[0 .. wd), bias of
+ * cout) and assert whether it holds the AVX2 engine's copy of its weights (L->wp): made for
+ * `avx2_copy` layers where that engine runs on this CPU, never for the others. */
+static void check_copy(const char *list_json, nets_shape in, const char *wname, int wd,
+                       const int *ws, int cout, int avx2_copy)
+{
+    ltensor ts[2] = {{wname, wd, {0}, NULL}, {"l.bias", 1, {cout}, NULL}};
+    for (int d = 0; d < wd; d++)
+        ts[0].shape[d] = ws[d];
+    nets_seq seq;
+    sft_file f;
+    parse_layers(list_json, in, ts, 2, &seq, &f);
+    int want = avx2_copy && kern_avx2_available();
+    ck_assert_msg((seq.layers[0].wp != NULL) == want, "%s: AVX2 copy %s, want %s", list_json,
+                  seq.layers[0].wp ? "made" : "not made", want ? "made" : "none");
+    nets_seq_free(&seq);
+    sft_free(&f);
+    free(ts[0].data);
+    free(ts[1].data);
+}
+
+/* The layers that the AVX2 engine runs from a copy of their weights get it at load (without it
+ * they would run correctly on packed panels, so the tests of those paths cannot tell). */
+START_TEST(test_avx2_copies)
+{
+    const char *conv = "[{\"type\":\"conv2d\",\"name\":\"l\",\"in\":%d,\"out\":%d,\"kernel\":%d,"
+                       "\"stride\":%d,\"padding\":\"%s\"}]";
+    char list[256];
+    snprintf(list, sizeof list, conv, 1, 32, 4, 2, "valid"); /* on phases: 13 x 13 of 14 x 14 */
+    check_copy(list, (nets_shape){3, 1, 28, 28}, "l.weight", 4, (int[]){32, 1, 4, 4}, 32, 1);
+    snprintf(list, sizeof list, conv, 8, 32, 4, 2, "valid"); /* by pixels: 5 x 5 out */
+    check_copy(list, (nets_shape){3, 8, 13, 13}, "l.weight", 4, (int[]){32, 8, 4, 4}, 32, 1);
+    snprintf(list, sizeof list, conv, 8, 32, 3, 1, "same"); /* padded: packed panels */
+    check_copy(list, (nets_shape){3, 8, 13, 13}, "l.weight", 4, (int[]){32, 8, 3, 3}, 32, 0);
+    snprintf(list, sizeof list, conv, 8, 24, 4, 2, "valid"); /* 24 channels: packed panels */
+    check_copy(list, (nets_shape){3, 8, 13, 13}, "l.weight", 4, (int[]){24, 8, 4, 4}, 24, 0);
+    const char *dense = "[{\"type\":\"dense\",\"name\":\"l\",\"in\":%d,\"out\":%d}]";
+    snprintf(list, sizeof list, dense, 64, 32);
+    check_copy(list, (nets_shape){1, 64, 1, 1}, "l.weight", 2, (int[]){32, 64}, 32, 1);
+    snprintf(list, sizeof list, dense, 64, 30);
+    check_copy(list, (nets_shape){1, 64, 1, 1}, "l.weight", 2, (int[]){30, 64}, 30, 0);
 }
 END_TEST
 
@@ -1609,6 +1663,7 @@ static Suite *nets_suite(void)
     tcase_add_test(tc, test_conv2d);
     tcase_add_test(tc, test_conv2d_engine_paths);
     tcase_add_test(tc, test_by_pixels);
+    tcase_add_test(tc, test_avx2_copies);
     tcase_add_test(tc, test_conv_transpose2d);
     tcase_add_test(tc, test_group_norm);
     tcase_add_test(tc, test_elementwise_and_shapes);

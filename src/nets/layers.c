@@ -199,7 +199,11 @@ static void conv_phase_weights(const nets_layer *L, float *wp)
 
 vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err)
 {
-    if (conv_by_pixels(L)) { /* A^T by blocks of 32 output channels (kern_avx2_pixels) */
+    /* The AVX2 engine's copies are made wherever that engine can run, AVX-512 CPUs included: a
+     * workspace may ask for it by name there (nets_workspace_set_path, VBMEM_NETS_PATH), and the
+     * layers fall back to packed panels when L->wp is NULL. */
+    int avx2 = kern_avx2_available();
+    if (avx2 && conv_by_pixels(L)) { /* A^T by blocks of 32 output channels (kern_avx2_pixels) */
         long K = L->type == NETS_L_DENSE ? L->cin : (long)L->cin * L->k * L->k;
         L->wp = malloc(sizeof(float) * (size_t)L->cout * K);
         if (!L->wp)
@@ -209,7 +213,7 @@ vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err)
                 L->wp[(m / 32 * K + k) * 32 + m % 32] = L->w[m * K + k];
         return VBM_OK;
     }
-    if (conv_polyphase(L)) {
+    if (avx2 && conv_polyphase(L)) {
         L->wp = malloc(sizeof(float) * (size_t)L->cout * L->cin * L->k * L->k);
         if (!L->wp)
             return vbm_fail(err, VBM_ENOMEM, NULL, "out of memory");

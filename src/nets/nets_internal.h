@@ -108,9 +108,9 @@ vbm_status nets_seq_parse(const void *list, const char *which, nets_shape in, sf
 void nets_seq_free(nets_seq *s);
 
 /* Precompute what a bound layer needs at run time, into L->wp: the per-phase weights of a
- * transposed convolution, and for the AVX2 engine the weights of a stride-2 conv2d by input
- * phase or the transposed weights of a layer run by output pixels (layers.c); nothing for other
- * layers. Returns VBM_OK, or VBM_ENOMEM (err filled, may be NULL). */
+ * transposed convolution, and for the AVX2 engine, where this CPU can run it, the weights of a
+ * stride-2 conv2d by input phase or the transposed weights of a layer run by output pixels
+ * (layers.c); nothing for other layers. Returns VBM_OK, or VBM_ENOMEM (err filled, may be NULL). */
 vbm_status nets_layer_prepare(nets_layer *L, vbm_error *err);
 
 /* Floats of workspace nets_seq_run needs for a batch of n samples whose layers run on `path`
