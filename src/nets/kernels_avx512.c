@@ -190,37 +190,42 @@ static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns
                                   float *bp)
 {
     const __m512 zero = _mm512_setzero_ps();
-    if (g->sx == 1 && g->nb <= NETS_MAX_KERNEL) {
+    /* the job's fields in registers before the stores (see kern_store) */
+    const float *jin = g->in;
+    const long jcs = g->cs, jis = g->is, jK = g->K;
+    const int jH = g->H, jW = g->W, jnc = g->nc, jna = g->na, jnb = g->nb, jsy = g->sy, jsx = g->sx,
+              jdy0 = g->dy0, jdx0 = g->dx0, jday = g->day, jdbx = g->dbx;
+    if (jsx == 1 && jnb <= NETS_MAX_KERNEL) {
         __mmask16 xm[KERN_PANEL][NETS_MAX_KERNEL];
         int xo[KERN_PANEL][NETS_MAX_KERNEL];
         for (int q = 0; q < ns; q++)
-            for (int tb = 0; tb < g->nb; tb++) {
-                int x0 = seg[q].tx + g->dx0 + tb * g->dbx;
-                int lo = x0 < 0 ? -x0 : 0, hi = g->W - x0 < seg[q].len ? g->W - x0 : seg[q].len;
+            for (int tb = 0; tb < jnb; tb++) {
+                int x0 = seg[q].tx + jdx0 + tb * jdbx;
+                int lo = x0 < 0 ? -x0 : 0, hi = jW - x0 < seg[q].len ? jW - x0 : seg[q].len;
                 xm[q][tb] = hi > lo ? (__mmask16)(kern_mask(hi) & ~kern_mask(lo)) : 0;
                 xo[q][tb] = hi > lo ? x0 : 0;
             }
-        for (int c = 0; c < g->nc; c++) {
-            const float *base = g->in + c * g->cs;
-            for (int ta = 0; ta < g->na; ta++) {
-                int dy = g->dy0 + ta * g->day;
-                float *rows = bp + (long)(c * g->na + ta) * g->nb * KERN_PANEL;
+        for (int c = 0; c < jnc; c++) {
+            const float *base = jin + c * jcs;
+            for (int ta = 0; ta < jna; ta++) {
+                int dy = jdy0 + ta * jday;
+                float *rows = bp + (long)(c * jna + ta) * jnb * KERN_PANEL;
                 for (int q = 0; q < ns; q++) {
                     const kern_seg *sg = &seg[q];
-                    int y = sg->ty * g->sy + dy;
+                    int y = sg->ty * jsy + dy;
                     float *d = rows + sg->c0;
-                    if ((unsigned)y >= (unsigned)g->H) {
-                        for (int tb = 0; tb < g->nb; tb++)
+                    if ((unsigned)y >= (unsigned)jH) {
+                        for (int tb = 0; tb < jnb; tb++)
                             _mm512_mask_storeu_ps(d + tb * KERN_PANEL, kern_mask(sg->len), zero);
                         continue;
                     }
-                    const float *src = base + sg->img * g->is + (long)y * g->W;
+                    const float *src = base + sg->img * jis + (long)y * jW;
                     if (sg->len == 16) {
-                        for (int tb = 0; tb < g->nb; tb++)
+                        for (int tb = 0; tb < jnb; tb++)
                             _mm512_storeu_ps(d + tb * KERN_PANEL,
                                              _mm512_maskz_loadu_ps(xm[q][tb], src + xo[q][tb]));
                     } else {
-                        for (int tb = 0; tb < g->nb; tb++)
+                        for (int tb = 0; tb < jnb; tb++)
                             _mm512_mask_storeu_ps(
                                 d + tb * KERN_PANEL, kern_mask(sg->len),
                                 _mm512_maskz_loadu_ps(xm[q][tb], src + xo[q][tb]));
@@ -228,28 +233,28 @@ static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns
                 }
             }
         }
-    } else if (g->day == 1 && g->dbx == 1 && g->dy0 >= 0 && g->dx0 >= 0
-               && (long)(g->ny - 1) * g->sy + g->dy0 + g->na - 1 < g->H
-               && (long)(g->nx - 1) * g->sx + g->dx0 + g->nb - 1 < g->W) {
+    } else if (jday == 1 && jdbx == 1 && jdy0 >= 0 && jdx0 >= 0
+               && (long)(g->ny - 1) * jsy + jdy0 + jna - 1 < jH
+               && (long)(g->nx - 1) * jsx + jdx0 + jnb - 1 < jW) {
         /* every tap inside the image (a 'valid' convolution, a dense layer): each panel
          * column has one base offset, and each B row is two gathers of base + tap offset,
          * however many runs (images, rows) the panel spans */
         int base[KERN_PANEL] __attribute__((aligned(64)));
         for (int q = 0; q < ns; q++)
             for (int l = 0; l < seg[q].len; l++)
-                base[seg[q].c0 + l] = (int)(seg[q].img * g->is + (long)seg[q].ty * g->sy * g->W
-                                            + (long)(seg[q].tx + l) * g->sx);
+                base[seg[q].c0 + l] = (int)(seg[q].img * jis + (long)seg[q].ty * jsy * jW
+                                            + (long)(seg[q].tx + l) * jsx);
         for (int c = ncol; c < KERN_PANEL; c++)
             base[c] = 0;
         const __m512i b0 = _mm512_load_si512(base), b1 = _mm512_load_si512(base + 16);
         const __mmask16 m0 = kern_mask(ncol < 16 ? ncol : 16),
                         m1 = ncol > 16 ? kern_mask(ncol - 16) : 0;
         float *row = bp;
-        for (int c = 0; c < g->nc; c++) {
-            const float *src = g->in + c * g->cs;
-            for (int ta = 0; ta < g->na; ta++)
-                for (int tb = 0; tb < g->nb; tb++, row += KERN_PANEL) {
-                    __m512i off = _mm512_set1_epi32((g->dy0 + ta) * g->W + g->dx0 + tb);
+        for (int c = 0; c < jnc; c++) {
+            const float *src = jin + c * jcs;
+            for (int ta = 0; ta < jna; ta++)
+                for (int tb = 0; tb < jnb; tb++, row += KERN_PANEL) {
+                    __m512i off = _mm512_set1_epi32((jdy0 + ta) * jW + jdx0 + tb);
                     _mm512_storeu_ps(
                         row, _mm512_mask_i32gather_ps(zero, m0, _mm512_add_epi32(b0, off), src, 4));
                     _mm512_storeu_ps(row + 16, _mm512_mask_i32gather_ps(
@@ -260,26 +265,25 @@ static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns
     } else {
         const __m512i lanes =
             _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        const __m512i vstep = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(g->sx)),
-                      vw = _mm512_set1_epi32(g->W);
+        const __m512i vstep = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(jsx)),
+                      vw = _mm512_set1_epi32(jW);
         float *row = bp;
-        for (int c = 0; c < g->nc; c++) {
-            const float *base = g->in + c * g->cs;
-            for (int ta = 0; ta < g->na; ta++) {
-                int dy = g->dy0 + ta * g->day;
-                for (int tb = 0; tb < g->nb; tb++, row += KERN_PANEL) {
-                    int dx = g->dx0 + tb * g->dbx;
+        for (int c = 0; c < jnc; c++) {
+            const float *base = jin + c * jcs;
+            for (int ta = 0; ta < jna; ta++) {
+                int dy = jdy0 + ta * jday;
+                for (int tb = 0; tb < jnb; tb++, row += KERN_PANEL) {
+                    int dx = jdx0 + tb * jdbx;
                     for (int q = 0; q < ns; q++) {
                         const kern_seg *sg = &seg[q];
                         __mmask16 full = kern_mask(sg->len);
-                        int y = sg->ty * g->sy + dy;
-                        if ((unsigned)y >= (unsigned)g->H) {
+                        int y = sg->ty * jsy + dy;
+                        if ((unsigned)y >= (unsigned)jH) {
                             _mm512_mask_storeu_ps(row + sg->c0, full, zero);
                             continue;
                         }
-                        const float *src = base + sg->img * g->is + (long)y * g->W;
-                        __m512i idx =
-                            _mm512_add_epi32(_mm512_set1_epi32(sg->tx * g->sx + dx), vstep);
+                        const float *src = base + sg->img * jis + (long)y * jW;
+                        __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(sg->tx * jsx + dx), vstep);
                         __mmask16 ok = full & _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512())
                                        & _mm512_cmplt_epi32_mask(idx, vw);
                         _mm512_mask_storeu_ps(row + sg->c0, full,
@@ -290,7 +294,7 @@ static KERN_AVX512 void kern_pack(const kern_job *g, const kern_seg *seg, int ns
         }
     }
     if (ncol < KERN_PANEL)
-        for (long k = 0; k < g->K; k++) {
+        for (long k = 0; k < jK; k++) {
             float *row = bp + k * KERN_PANEL;
             if (ncol < 16)
                 _mm512_mask_storeu_ps(row + ncol, kern_mask(16 - ncol), zero);
@@ -541,31 +545,40 @@ static KERN_AVX512 void kern_store(const kern_job *g, const kern_seg *seg, int n
     const __m512i spread_lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     const __m512i spread_hi =
         _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    /* the job's fields in registers before the stores: the vector stores may alias the job (their
+     * types are may_alias), so GCC read each field again after every store, and such loads wait
+     * for the stores when the low 12 bits of the addresses match (the AVX2 engine's stores gained
+     * from this on a Zen 2; see kern_avx2_pack_flat in kernels_avx2.c) */
+    const float *jbias = g->bias, *jadd = g->add;
+    float *jout = g->out;
+    const long jors = g->ors, jois = g->ois, jorow = g->orow;
+    const int joy0 = g->oy0, josy = g->osy, jox0 = g->ox0, josx = g->osx;
+    const nets_act jact = g->act;
     for (int r = 0; r < mr; r++) {
         long m = m0 + r;
-        __m512 bias = _mm512_set1_ps(g->bias[m]);
-        float *orow = g->out + m * g->ors;
-        const float *arow = g->add ? g->add + m * g->ors : NULL;
+        __m512 bias = _mm512_set1_ps(jbias[m]);
+        float *orow = jout + m * jors;
+        const float *arow = jadd ? jadd + m * jors : NULL;
         for (int q = 0; q < ns; q++) {
             const kern_seg *sg = &seg[q];
-            long off = sg->img * g->ois + (long)(g->oy0 + sg->ty * g->osy) * g->orow + g->ox0
-                       + (long)sg->tx * g->osx;
+            long off =
+                sg->img * jois + (long)(joy0 + sg->ty * josy) * jorow + jox0 + (long)sg->tx * josx;
             __mmask16 full = kern_mask(sg->len);
             /* an unmasked load (lanes from len on are never stored): a masked one was not
              * forwarded from the kernel's stores of the tile and waited for them */
             __m512 v = _mm512_add_ps(_mm512_loadu_ps(tile + r * KERN_PANEL + sg->c0), bias);
-            if (g->osx == 1 && sg->len == 16) { /* unmasked: faster where the data is not cached */
+            if (josx == 1 && sg->len == 16) { /* unmasked: faster where the data is not cached */
                 if (arow)
                     v = _mm512_add_ps(v, _mm512_loadu_ps(arow + off));
-                _mm512_storeu_ps(orow + off, kern_act(v, g->act));
-            } else if (g->osx == 1) {
+                _mm512_storeu_ps(orow + off, kern_act(v, jact));
+            } else if (josx == 1) {
                 if (arow)
                     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(full, arow + off));
-                _mm512_mask_storeu_ps(orow + off, full, kern_act(v, g->act));
-            } else if (g->osx == 2 && !arow) {
+                _mm512_mask_storeu_ps(orow + off, full, kern_act(v, jact));
+            } else if (josx == 2 && !arow) {
                 /* every other pixel (a transposed convolution's phase): lanes spread to the
                  * even lanes of two vectors, stored under masks of those lanes only */
-                v = kern_act(v, g->act);
+                v = kern_act(v, jact);
                 unsigned lo = sg->len < 8 ? (unsigned)sg->len : 8u, hi = (unsigned)sg->len - lo;
                 _mm512_mask_storeu_ps(orow + off, (__mmask16)(0x5555u & ((1u << 2 * lo) - 1u)),
                                       _mm512_permutexvar_ps(spread_lo, v));
@@ -577,7 +590,7 @@ static KERN_AVX512 void kern_store(const kern_job *g, const kern_seg *seg, int n
                 if (arow)
                     v = _mm512_add_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), full, vstep,
                                                                   arow + off, 4));
-                _mm512_mask_i32scatter_ps(orow + off, full, vstep, kern_act(v, g->act), 4);
+                _mm512_mask_i32scatter_ps(orow + off, full, vstep, kern_act(v, jact), 4);
             }
         }
     }
