@@ -292,7 +292,7 @@ static inline __attribute__((always_inline)) void gemm_nn_short(int isa, int m, 
     }
     if (isa == LA_NN_AVX2 && (m == 5 || m == 6)) {
         /* 12 accumulators, two vectors of B and a broadcast: 5 or 6 rows in one pass over B.
-         * On a Zen 2, 4 rows then 2 took 20-35 % longer than 6 in one pass, and 7 or 8 rows ran
+         * On a Zen 2, 4 rows then 2 took 18-39 % longer than 6 in one pass, and 7 or 8 rows ran
          * faster as two passes (4 and 3 or 4) than as one; compiled for baseline x86-64 (each
          * vector two SSE2 registers, the tiles spilled either way) 6 rows in one pass were
          * 19 % slower. */
