@@ -338,36 +338,33 @@ gemm_nn_short_avx512(int m, int n, int k, double alpha, const double *A, int lda
     gemm_nn_short(LA_NN_AVX512, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-static int la_avx2_flag;
-static pthread_once_t la_avx2_once = PTHREAD_ONCE_INIT;
+static int la_isa_level;
+static pthread_once_t la_isa_once = PTHREAD_ONCE_INIT;
 
-/* Whether this CPU runs gemm_nn_short_avx2 (AVX2 and FMA), probed once per process. */
-static void la_avx2_probe(void)
-{
-    __builtin_cpu_init();
-    la_avx2_flag = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-static int la_avx2(void)
-{
-    pthread_once(&la_avx2_once, la_avx2_probe);
-    return la_avx2_flag;
-}
-
-static int la_avx512_flag;
-static pthread_once_t la_avx512_once = PTHREAD_ONCE_INIT;
-
-static void la_avx512_probe(void)
+/* The widest variant of the kernels this CPU runs, probed once per process: LA_NN_AVX512 where
+ * it has AVX-512F and VBMEM_LA_NO_AVX512 is unset ("" or "0"), else LA_NN_AVX2 where it has AVX2
+ * and FMA, else LA_NN_BASE. */
+static void la_isa_probe(void)
 {
     const char *off = getenv("VBMEM_LA_NO_AVX512");
     __builtin_cpu_init();
-    la_avx512_flag = __builtin_cpu_supports("avx512f") && !(off && *off && strcmp(off, "0") != 0);
+    if (__builtin_cpu_supports("avx512f") && !(off && *off && strcmp(off, "0") != 0))
+        la_isa_level = LA_NN_AVX512;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        la_isa_level = LA_NN_AVX2;
+    else
+        la_isa_level = LA_NN_BASE;
+}
+
+static int la_isa(void)
+{
+    pthread_once(&la_isa_once, la_isa_probe);
+    return la_isa_level;
 }
 
 int la_avx512(void)
 {
-    pthread_once(&la_avx512_once, la_avx512_probe);
-    return la_avx512_flag;
+    return la_isa() == LA_NN_AVX512;
 }
 
 /* dot_tile's sums for rows [0, R) of A (R <= 6) against rows [0, 2P) of B
@@ -496,11 +493,12 @@ void la_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A,
     }
     if (!ta && !tb && m <= LA_NN_ROWS) {
 #ifdef LA_AVX512
-        if (la_avx512()) {
+        int isa = la_isa();
+        if (isa == LA_NN_AVX512) {
             gemm_nn_short_avx512(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
             return;
         }
-        if (la_avx2()) {
+        if (isa == LA_NN_AVX2) {
             gemm_nn_short_avx2(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
             return;
         }
